@@ -1,0 +1,3 @@
+"""Messages of the tools protocol area (see docs/protocol.md)."""
+
+from __future__ import annotations

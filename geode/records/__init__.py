@@ -1,0 +1,1 @@
+"""Durable records: checkpoints, effect receipts, timeline, evidence ledger, turns, cursors, dedupe keys."""

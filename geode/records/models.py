@@ -1,0 +1,173 @@
+"""Record schemas shared by the store and its clients (the store protocol's vocabulary)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SessionStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    ERROR = "error"
+
+
+class PendingOperation(BaseModel):
+    """One tool_use of a pending batch and the operation id minted for it before anything ran."""
+
+    model_config = ConfigDict(frozen=True)
+    tool_use_id: str
+    operation_id: str
+    name: str
+
+
+class PendingBatch(BaseModel):
+    """The proposed tool batch saved before any call is sent (write-ahead)."""
+
+    model_config = ConfigDict(frozen=True)
+    turn_id: str
+    step_id: str
+    operations: tuple[PendingOperation, ...]
+
+
+class CheckpointSave(BaseModel):
+    """Write what is new since the last save: messages appended from ``base_count``, plus the state record.
+
+    Idempotent by (session_id, seq): re-sending the same seq with the same content is a no-op; a lower or
+    equal seq with different content is a conflict.
+    """
+
+    session_id: str
+    seq: int = Field(ge=1)
+    base_count: int = Field(ge=0)  # how many messages the store already has for this session
+    new_messages: list[dict[str, Any]] = Field(default_factory=list)  # geode.conversation.Message dumps
+    status: SessionStatus = SessionStatus.ACTIVE
+    reopen: bool = False  # required to move a completed/error session back to active
+    cognitive_state: dict[str, Any] = Field(default_factory=dict)
+    guard_counters: dict[str, Any] = Field(default_factory=dict)
+    pending_batch: PendingBatch | None = None
+    model_settings: dict[str, Any] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)  # mode, workspace, origin, title, user_input, turn_id
+
+
+class CheckpointState(BaseModel):
+    """The small per-session state record (the last save's state, without messages)."""
+
+    session_id: str
+    seq: int
+    message_count: int
+    status: SessionStatus
+    cognitive_state: dict[str, Any] = Field(default_factory=dict)
+    guard_counters: dict[str, Any] = Field(default_factory=dict)
+    pending_batch: PendingBatch | None = None
+    model_settings: dict[str, Any] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    created_at: float
+    updated_at: float
+
+
+class Restored(BaseModel):
+    """The one restore path: state plus every message, in order."""
+
+    state: CheckpointState
+    messages: list[dict[str, Any]]
+
+
+class ReceiptIdentity(BaseModel):
+    """What makes an operation id mean one call: re-admitting with a different identity is a CONFLICT."""
+
+    model_config = ConfigDict(frozen=True)
+    session_id: str
+    turn_id: str
+    step_id: str
+    tool_name: str
+    fingerprint: str  # sha256 of canonical {tool_name, arguments}
+
+
+class ReceiptState(StrEnum):
+    ADMITTED = "admitted"
+    COMMITTED = "committed"
+    UNCERTAIN = "uncertain"
+    RECONCILED = "reconciled"
+
+
+class AdmitKind(StrEnum):
+    NEW = "new"  # admitted now: the caller may run the handler
+    REPLAY = "replay"  # committed earlier: here is the stored result, do not run
+    UNCERTAIN = "uncertain"  # admitted/uncertain earlier, or the session is quarantined: do not run
+    CONFLICT = "conflict"  # same op id, different identity: do not run
+
+
+class AdmitResult(BaseModel):
+    kind: AdmitKind
+    result: dict[str, Any] | None = None
+    reason: str = ""
+    blocking_operation: str | None = None
+
+
+class Receipt(BaseModel):
+    operation_id: str
+    identity: ReceiptIdentity
+    state: ReceiptState
+    owner: str  # "<child name>#<incarnation>"
+    effect: str = ""
+    created_at: float
+    updated_at: float
+    result: dict[str, Any] | None = None
+    uncertain_reason: str | None = None
+    outcome: str | None = None  # "applied" | "not_applied" once reconciled
+    reconciled_by: str | None = None
+    note: str | None = None
+
+
+class TimelineEvent(BaseModel):
+    """An append-only observation row. Idempotent by (session_id, event_id)."""
+
+    session_id: str
+    event_id: str
+    kind: str  # e.g. "turn.started", "tool.called", "tool.completed", "tool.denied", "turn.ended"
+    ts: float
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class TimelineRow(BaseModel):
+    event: TimelineEvent
+    seq: int
+    payload_hash: str
+    corrupt: bool = False
+
+
+class TurnState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class TurnRecord(BaseModel):
+    """A durable turn: queued → running on worker W incarnation N → done with an outcome."""
+
+    turn_id: str
+    session_id: str
+    state: TurnState = TurnState.QUEUED
+    mode: str = "IPC"
+    origin: str = ""
+    input: dict[str, Any] = Field(default_factory=dict)
+    worker: str | None = None
+    incarnation: int | None = None
+    attempts: int = 0
+    outcome: dict[str, Any] | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    status: SessionStatus
+    seq: int
+    message_count: int
+    updated_at: float
+    meta: dict[str, Any] = Field(default_factory=dict)
+    unresolved_receipts: int = 0
