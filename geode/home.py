@@ -1,0 +1,112 @@
+"""Every path the daemon uses, derived from one ``GEODE_HOME`` so two homes never interfere."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geode.protocol.errors import ConfigError
+
+IPC_PATH_MAX = 107  # zmq.IPC_PATH_MAX_LEN on Linux
+
+
+@dataclass(frozen=True)
+class GeodeHome:
+    """The layout under ``$GEODE_HOME`` (default ``~/.geode``)."""
+
+    root: Path
+
+    @classmethod
+    def from_env(cls, override: str | os.PathLike[str] | None = None) -> GeodeHome:
+        raw = override or os.environ.get("GEODE_HOME") or "~/.geode"
+        return cls(Path(raw).expanduser().resolve())
+
+    def ensure(self) -> GeodeHome:
+        """Create the home (0700) and its sub-directories."""
+        for d in (self.root, self.run_dir, self.logs_dir, self.records_dir, self.evidence_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        os.chmod(self.run_dir, 0o700)
+        return self
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.toml"
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / ".env"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def records_dir(self) -> Path:
+        return self.root / "records"
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.root / "evidence"
+
+    @property
+    def rules_dir(self) -> Path:
+        return self.root / "rules"
+
+    @property
+    def cli_socket(self) -> Path:
+        return self.root / "cli.sock"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "serve.lock"
+
+    @property
+    def startup_lock(self) -> Path:
+        return self.root / "cli.startup.lock"
+
+    @property
+    def run_dir(self) -> Path:
+        """Where ipc sockets live; falls back to a short per-home directory when the path would be too long."""
+        candidate = self.root / "run"
+        if len(str(candidate)) + len("/messengers.sock") + len("ipc://") <= IPC_PATH_MAX - 8:
+            return candidate
+        digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
+        base = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp")
+        return base / f"geode-{os.getuid()}-{digest}"
+
+    def ipc_endpoint(self, name: str) -> str:
+        ep = f"ipc://{self.run_dir}/{name}.sock"
+        if len(ep) - len("ipc://") > IPC_PATH_MAX:
+            raise ConfigError(f"ipc path for {name!r} is longer than {IPC_PATH_MAX} bytes: {ep}")
+        return ep
+
+    def load_config(self) -> dict[str, Any]:
+        """The global ``config.toml`` as a dict (empty when absent). A broken file is a ConfigError."""
+        try:
+            with open(self.config_file, "rb") as f:
+                return tomllib.load(f)
+        except FileNotFoundError:
+            return {}
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{self.config_file}: invalid TOML: {exc}") from exc
+
+    def load_dotenv(self) -> dict[str, str]:
+        """Secrets from ``$GEODE_HOME/.env`` (KEY=VALUE lines; quotes stripped). Never logged."""
+        out: dict[str, str] = {}
+        try:
+            text = self.env_file.read_text()
+        except FileNotFoundError:
+            return out
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            key, _, value = line.partition("=")
+            key = key.strip().removeprefix("export ").strip()
+            out[key] = value.strip().strip("'\"")
+        return out
