@@ -1,0 +1,147 @@
+"""Secret masking and bounding for anything written to logs, the timeline or the evidence ledger.
+
+``redact(obj)`` returns a JSON-safe copy with secrets masked and sizes bounded; ``fingerprint(obj)`` is the
+sha256 of the canonical JSON of an object (sorted keys, compact separators).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+MASK = "[REDACTED]"
+MAX_STR = 4096
+MAX_ITEMS = 64
+MAX_DEPTH = 8
+
+# Key names (normalised: lower case, '-' → '_') whose values are always masked.
+_SECRET_KEYS = re.compile(
+    r"(api_?key|apikey|authorization|auth_?token|access_?token|refresh_?token|id_?token|cookie|set_cookie|"
+    r"token|password|passwd|passphrase|secret|client_secret|private_?key|credential|session_?key|x_api_key|"
+    r"headers?)",
+)
+# Values that look like credentials wherever they appear in a string.
+_SECRET_VALUES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE), "Bearer " + MASK),
+    (re.compile(r"\bBasic\s+[A-Za-z0-9+/=]{8,}"), "Basic " + MASK),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), MASK),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{6,}"), MASK),
+    (re.compile(r"\bxapp-[A-Za-z0-9\-]{6,}"), MASK),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{16,}"), MASK),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), MASK),
+    (re.compile(r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"), MASK),  # telegram bot token
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"), MASK),
+    (re.compile(r"(?i)\b(api[_-]?key|token|password|secret)=([^\s&;,]+)"), r"\1=" + MASK),
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a mapping key names a secret (api_key, Authorization, Cookie, token, password...)."""
+    norm = key.lower().replace("-", "_")
+    if norm in {"tokens", "max_tokens", "input_tokens", "output_tokens", "token_count", "cache_read_tokens",
+                "cache_creation_tokens", "total_tokens", "tokens_used"}:
+        return False
+    if norm.endswith("_tokens"):
+        return False
+    return _SECRET_KEYS.search(norm) is not None
+
+
+def redact_text(text: str, max_len: int = MAX_STR) -> str:
+    """Mask credential-looking substrings and truncate to ``max_len`` characters."""
+    for pattern, repl in _SECRET_VALUES:
+        text = pattern.sub(repl, text)
+    if len(text) > max_len:
+        cut = len(text) - max_len
+        text = text[:max_len] + f"…[+{cut} chars]"
+    return text
+
+
+def redact(
+    obj: Any, *, max_str: int = MAX_STR, max_items: int = MAX_ITEMS, max_depth: int = MAX_DEPTH
+) -> Any:
+    """A JSON-safe, bounded copy of ``obj`` with secrets masked. Never raises."""
+    try:
+        return _redact(obj, 0, max_str, max_items, max_depth)
+    except Exception as exc:  # redaction must never break a caller's write path
+        return f"[unredactable {type(obj).__name__}: {type(exc).__name__}]"
+
+
+def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) -> Any:
+    if obj is None or isinstance(obj, bool | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else str(obj)
+    if isinstance(obj, str):
+        return redact_text(obj, max_str)
+    if isinstance(obj, enum.Enum):
+        return _redact(obj.value, depth, max_str, max_items, max_depth)
+    if isinstance(obj, bytes | bytearray | memoryview):
+        raw = bytes(obj)
+        return f"[{len(raw)} bytes b64:{base64.b64encode(raw[:48]).decode()}]"
+    if depth >= max_depth:
+        return f"[depth>{max_depth}]"
+    obj = _as_plain(obj)
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for i, (k, v) in enumerate(obj.items()):
+            if i >= max_items:
+                out["…"] = f"[+{len(obj) - max_items} keys]"
+                break
+            key = k if isinstance(k, str) else str(k)
+            key = key[:256]
+            if is_secret_key(key) and v not in (None, "", [], {}):
+                out[key] = MASK
+            else:
+                out[key] = _redact(v, depth + 1, max_str, max_items, max_depth)
+        return out
+    if isinstance(obj, list | tuple | set | frozenset):
+        seq = list(obj) if not isinstance(obj, set | frozenset) else sorted(obj, key=repr)
+        items = [_redact(v, depth + 1, max_str, max_items, max_depth) for v in seq[:max_items]]
+        if len(seq) > max_items:
+            items.append(f"[+{len(seq) - max_items} items]")
+        return items
+    return redact_text(repr(obj), max_str)
+
+
+def _as_plain(obj: Any) -> Any:
+    """Pydantic models and dataclasses as dicts; everything else unchanged."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json")
+        except Exception:
+            return dump()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return obj
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON text: sorted keys, compact separators, non-JSON values via ``str``."""
+    return json.dumps(_as_json(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _as_json(obj: Any) -> Any:
+    obj = _as_plain(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): _as_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_as_json(v) for v in obj]
+    if isinstance(obj, set | frozenset):
+        return sorted((_as_json(v) for v in obj), key=repr)
+    if isinstance(obj, bytes | bytearray):
+        return base64.b64encode(bytes(obj)).decode()
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    return obj
+
+
+def fingerprint(obj: Any) -> str:
+    """sha256 hex digest of the canonical JSON of ``obj``."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
