@@ -1,0 +1,105 @@
+"""``create_session(mode, ...)``: the one place a session's authority and model are decided."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from geode.home import GeodeHome
+from geode.sessions.modes import MODES, SessionMode, default_denylist
+from geode.sessions.settings import current_model
+from geode.tools.spec import ToolSpec
+
+
+class SessionSpec(BaseModel):
+    """Everything the executor and the loop of one session are built from (as a pair)."""
+
+    model_config = ConfigDict(frozen=True)
+    session_id: str
+    mode: SessionMode
+    workspace: str
+    hitl_level: int
+    approvals: str  # forward | terminal | deny
+    time_budget_s: float | None
+    denied_tools: frozenset[str]
+    allowed_tools: frozenset[str] | None = None  # a binding's allowlist; None = no allowlist
+    model: str
+    provider: str
+    model_origin: str = "default"
+    visible_tools: tuple[str, ...] = ()  # the plan's tools after denylist and allowlist, in plan order
+    plan: Any = Field(default=None, exclude=True)  # the BoundToolPlan projected onto the provider
+    origin: str = ""
+    skip_permissions: bool = False
+
+    @property
+    def interactive(self) -> bool:
+        return self.approvals != "deny"
+
+    def permits(self, tool_name: str) -> bool:
+        if tool_name in self.denied_tools:
+            return False
+        return self.allowed_tools is None or tool_name in self.allowed_tools
+
+
+def new_session_id() -> str:
+    return f"s-{uuid.uuid4().hex[:16]}"
+
+
+PlanProjector = Callable[[Any, str, frozenset[str]], Any]  # (plan, provider, visible names) -> plan
+
+
+def create_session(
+    mode: SessionMode | str,
+    *,
+    home: GeodeHome | None = None,
+    session_id: str | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+    time_budget_override: float | None = None,
+    allowed_tool_names: Iterable[str] | None = None,
+    model_override: str | None = None,
+    plan: Any = None,
+    plan_tools: Iterable[ToolSpec] | None = None,
+    project: PlanProjector | None = None,
+    origin: str = "",
+    skip_permissions: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> SessionSpec:
+    """Compose a session: mode defaults, settings re-read now, denylist, allowlist, projected plan."""
+    mode = SessionMode(mode)
+    home = home or GeodeHome.from_env()
+    defaults = MODES[mode]
+    cfg = home.load_config()
+    choice = current_model(home, override=model_override, env=env)
+    tools = tuple(plan_tools if plan_tools is not None else getattr(plan, "tools", ()) or ())
+    if isinstance(tools and tools[0], str):  # a plan listing names only
+        tools = ()
+    denied = default_denylist(mode, global_config=cfg, plan_tools=tools)
+    allowed = frozenset(allowed_tool_names) if allowed_tool_names is not None else None
+    visible = tuple(
+        t.name for t in tools if t.name not in denied and (allowed is None or t.name in allowed)
+    )
+    projected = project(plan, choice.provider, frozenset(visible)) if (project and plan is not None) else plan
+    budget = time_budget_override if time_budget_override is not None else defaults.time_budget_s
+    ws = Path(workspace) if workspace is not None else Path.cwd()
+    return SessionSpec(
+        session_id=session_id or new_session_id(),
+        mode=mode,
+        workspace=str(ws.resolve()),
+        hitl_level=defaults.hitl_level,
+        approvals=defaults.approvals,
+        time_budget_s=budget if budget and budget > 0 else None,
+        denied_tools=denied,
+        allowed_tools=allowed,
+        model=choice.model,
+        provider=choice.provider,
+        model_origin=choice.origin,
+        visible_tools=visible,
+        plan=projected,
+        origin=origin,
+        skip_permissions=bool(skip_permissions) and mode in (SessionMode.IPC, SessionMode.REPL),
+    )

@@ -1,0 +1,100 @@
+"""The four session modes and their defaults: HITL level, approvals, time budget and default denylist."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from geode.tools.spec import DataClass, ToolSpec
+
+
+class SessionMode(StrEnum):
+    IPC = "IPC"  # a thin CLI connection: approvals forwarded to the CLI
+    REPL = "REPL"  # in-process interactive: approvals in the terminal
+    DAEMON = "DAEMON"  # messenger threads, webhooks: nobody to ask
+    HEADLESS = "HEADLESS"  # run_agent over MCP: nobody to ask
+
+
+Approvals = Literal["forward", "terminal", "deny"]
+
+
+@dataclass(frozen=True)
+class ModeDefaults:
+    """What a mode fixes for every session it creates."""
+
+    mode: SessionMode
+    hitl_level: int
+    approvals: Approvals
+    time_budget_s: float | None  # None: unlimited
+    headless: bool  # True: deny-by-default policy applies
+
+    @property
+    def interactive(self) -> bool:
+        return self.approvals != "deny"
+
+
+MODES: dict[SessionMode, ModeDefaults] = {
+    SessionMode.IPC: ModeDefaults(SessionMode.IPC, 2, "forward", None, False),
+    SessionMode.REPL: ModeDefaults(SessionMode.REPL, 2, "terminal", None, False),
+    SessionMode.DAEMON: ModeDefaults(SessionMode.DAEMON, 0, "deny", 120.0, True),
+    SessionMode.HEADLESS: ModeDefaults(SessionMode.HEADLESS, 0, "deny", 120.0, True),
+}
+
+COMPUTER_TOOLS = frozenset({"computer", "computer_use"})
+# Name-based residue for tools outside a plan (reference §2.2 step 5): execution and sub-agent control.
+HEADLESS_DENIED_TOOLS = frozenset(
+    {
+        "run_bash",
+        "delegate_task",
+        "spawn_agent",
+        "list_agents",
+        "wait_agent",
+        "interrupt_agent",
+        "send_message_agent",
+        "followup_task",
+    }
+    | COMPUTER_TOOLS
+)
+# Personal-data tools known by name even when no plan spec says so (Google Workspace, calendar, mail).
+PERSONAL_DATA_PREFIXES = ("gmail_", "google_", "calendar_", "gcal_", "contacts_", "gdrive_")
+
+
+def computer_use_allowed(mode: SessionMode, global_config: Mapping[str, Any]) -> bool:
+    """Computer use without a person: only DAEMON, only a literal ``true`` in the global config."""
+    if mode is not SessionMode.DAEMON:
+        return mode in (SessionMode.IPC, SessionMode.REPL)
+    gateway = global_config.get("gateway")
+    value = gateway.get("allow_computer_use") if isinstance(gateway, Mapping) else None
+    return value is True  # a literal boolean: "true", 1 or "yes" do not count
+
+
+def is_personal(name: str, spec: ToolSpec | None = None) -> bool:
+    if spec is not None and spec.policy.data_class is DataClass.PERSONAL:
+        return True
+    return name.startswith(PERSONAL_DATA_PREFIXES)
+
+
+def default_denylist(
+    mode: SessionMode | str,
+    *,
+    global_config: Mapping[str, Any] | None = None,
+    plan_tools: Iterable[ToolSpec] = (),
+    extra: Iterable[str] = (),
+) -> frozenset[str]:
+    """Tools a session of ``mode`` may never see. IPC and REPL gate by approval instead (empty list)."""
+    mode = SessionMode(mode)
+    cfg = global_config or {}
+    denied: set[str] = set(extra)
+    if not MODES[mode].headless:
+        return frozenset(denied)
+    denied |= HEADLESS_DENIED_TOOLS
+    for spec in plan_tools:
+        if not spec.policy.allow_headless or is_personal(spec.name, spec) or spec.policy.denied:
+            denied.add(spec.name)
+        elif spec.name.startswith(PERSONAL_DATA_PREFIXES):
+            denied.add(spec.name)
+    if computer_use_allowed(mode, cfg):
+        denied -= COMPUTER_TOOLS
+    return frozenset(denied)
