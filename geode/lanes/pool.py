@@ -1,0 +1,136 @@
+"""The loop-worker pool (reliable-worker pattern): READY, heartbeats, slots, death by silence or by report."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+HEARTBEAT_INTERVAL_S = 1.0
+LIVENESS = 3  # missed heartbeats before a worker is presumed dead
+
+
+@dataclass
+class Worker:
+    name: str
+    incarnation: int
+    capacity: int
+    last_seen: float
+    turns: set[str] = field(default_factory=set)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.capacity - len(self.turns))
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}#{self.incarnation}"
+
+
+@dataclass(frozen=True)
+class DeadWorker:
+    name: str
+    incarnation: int
+    turns: tuple[str, ...]
+
+
+class WorkerPool:
+    """Which workers are alive, how many free slots each has, and which turns each runs."""
+
+    def __init__(
+        self,
+        *,
+        heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+        liveness: int = LIVENESS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.expiry_s = heartbeat_interval_s * liveness
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._workers: dict[str, Worker] = {}
+        self._rr = 0
+
+    def ready(self, name: str, incarnation: int, capacity: int = 1) -> DeadWorker | None:
+        """A worker announced itself. A new incarnation of a known name means the old one died."""
+        with self._lock:
+            old = self._workers.get(name)
+            if old is not None and old.incarnation == incarnation:
+                old.last_seen, old.capacity = self._clock(), capacity
+                return None
+            if old is not None and old.incarnation > incarnation:
+                return None  # a late READY from an older incarnation
+            self._workers[name] = Worker(name, incarnation, capacity, self._clock())
+            if old is None:
+                return None
+            return DeadWorker(old.name, old.incarnation, tuple(sorted(old.turns)))
+
+    def heartbeat(self, name: str, incarnation: int) -> bool:
+        """Refresh liveness; False when the worker is unknown (it must send READY again)."""
+        with self._lock:
+            w = self._workers.get(name)
+            if w is None or w.incarnation != incarnation:
+                return False
+            w.last_seen = self._clock()
+            return True
+
+    def pick(self) -> Worker | None:
+        """A live worker with a free slot (round robin), or None."""
+        with self._lock:
+            candidates = sorted((w for w in self._workers.values() if w.free > 0), key=lambda w: w.name)
+            if not candidates:
+                return None
+            self._rr = (self._rr + 1) % len(candidates)
+            return candidates[self._rr]
+
+    def free_slots(self) -> int:
+        with self._lock:
+            return sum(w.free for w in self._workers.values())
+
+    def assign(self, name: str, turn_id: str) -> None:
+        with self._lock:
+            self._workers[name].turns.add(turn_id)
+
+    def finish(self, turn_id: str) -> None:
+        with self._lock:
+            for w in self._workers.values():
+                w.turns.discard(turn_id)
+
+    def owner_of(self, turn_id: str) -> Worker | None:
+        with self._lock:
+            return next((w for w in self._workers.values() if turn_id in w.turns), None)
+
+    def is_alive(self, name: str, incarnation: int | None) -> bool:
+        with self._lock:
+            w = self._workers.get(name)
+            return w is not None and (incarnation is None or w.incarnation == incarnation)
+
+    def died(self, name: str, incarnation: int | None = None) -> DeadWorker | None:
+        """The supervisor (or silence) says this worker is gone: forget it and hand back its turns."""
+        with self._lock:
+            w = self._workers.get(name)
+            if w is None or (incarnation is not None and w.incarnation != incarnation):
+                return None
+            del self._workers[name]
+            return DeadWorker(w.name, w.incarnation, tuple(sorted(w.turns)))
+
+    def reap(self) -> list[DeadWorker]:
+        """Workers silent for longer than the expiry are dead."""
+        with self._lock:
+            now = self._clock()
+            stale = [w for w in self._workers.values() if now - w.last_seen > self.expiry_s]
+            return [d for d in (self.died(w.name, w.incarnation) for w in stale) if d is not None]
+
+    def snapshot(self) -> list[dict[str, object]]:
+        with self._lock:
+            now = self._clock()
+            return [
+                {
+                    "worker": w.name,
+                    "incarnation": w.incarnation,
+                    "capacity": w.capacity,
+                    "running": sorted(w.turns),
+                    "last_seen_s": round(now - w.last_seen, 3),
+                }
+                for w in sorted(self._workers.values(), key=lambda w: w.name)
+            ]
