@@ -32,3 +32,36 @@ class StatusReply(BaseModel):
 
 PING = message("runtime.ping", Ping, Pong)
 STATUS = message("runtime.status", StatusQuery, StatusReply)
+
+
+class Ack(BaseModel):
+    """An empty acknowledgement."""
+
+
+class Hello(BaseModel):
+    """A peer announces itself to an endpoint (on connect, then periodically) so it can be pushed to."""
+
+    name: str = Field(max_length=64)
+    incarnation: int = Field(ge=0)
+    pid: int = 0
+
+
+class Ready(BaseModel):
+    """A child tells its supervisor that it finished start-up; only then is the start counted."""
+
+    name: str = Field(max_length=64)
+    incarnation: int = Field(ge=0)
+    pid: int
+
+
+class ChildDied(BaseModel):
+    """Supervisor → store, lanes: child ``name`` incarnation ``incarnation`` died (clean up after it)."""
+
+    name: str = Field(max_length=64)
+    incarnation: int = Field(ge=0)
+    reason: str = Field(default="", max_length=512)
+
+
+HELLO = message("runtime.hello", Hello, None)
+READY = message("runtime.ready", Ready, Ack)
+CHILD_DIED = message("runtime.child_died", ChildDied, Ack)

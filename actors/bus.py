@@ -1,0 +1,556 @@
+"""The per-process message bus: one thread owns every ZeroMQ socket; other threads hand it work via a queue.
+
+Requests are ROUTER/DEALER with correlation ids and deadlines; served requests are validated by
+``geode.protocol.transport.dispatch`` and run on a :class:`HandlerPool` of pykka actors. See docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import zmq
+from pydantic import BaseModel, ValidationError
+
+from actors.bus_transport import BusTransport
+from actors.endpoints import Endpoints
+from actors.handler_pool import HandlerPool
+from geode.home import GeodeHome
+from geode.protocol import codec, runtime
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import (
+    BadRequest,
+    ErrorCode,
+    GeodeError,
+    Overloaded,
+    RequestTimeout,
+    Unavailable,
+)
+from geode.protocol.transport import Request, Service, dispatch
+
+log = logging.getLogger(__name__)
+
+HWM = 10_000
+# libzmq drops a connection past WIRE_CAP; frames between the codec's 1 MiB cap and it get bad_request
+WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
+HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, HEARTBEAT_TTL_MS = 1000, 3000, 5000
+RECONNECT_IVL_MS = 100
+ERROR_TYPE = "runtime.error"
+
+PeerHandler = Callable[[Request], BaseModel | dict[str, Any] | None]
+EventHandler = Callable[[str, dict[str, Any]], None]
+
+
+class _FnService:
+    """Adapts a plain ``handler(Request)`` callable to the Service protocol."""
+
+    def __init__(self, fn: PeerHandler) -> None:
+        self._fn = fn
+
+    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
+        return self._fn(request)
+
+
+@dataclass
+class _Pending:
+    event: threading.Event = field(default_factory=threading.Event)
+    reply: Envelope | None = None
+    error: GeodeError | None = None
+
+
+@dataclass
+class _Served:
+    name: str
+    sock: zmq.Socket  # type: ignore[type-arg]
+    service: Service
+    pool: HandlerPool
+    on_peer: Callable[[str, int], None] | None = None
+    peers: dict[str, bytes] = field(default_factory=dict)  # "loop-1" and "loop-1#3" -> routing id
+    ipc_file: tuple[str, int] | None = None  # (path, inode) to unlink at close if still ours
+
+
+@dataclass
+class _Client:
+    target: str
+    sock: zmq.Socket  # type: ignore[type-arg]
+    service: Service | None = None
+    pool: HandlerPool | None = None
+    next_hello: float = 0.0
+
+
+@dataclass
+class _Sub:
+    sock: zmq.Socket  # type: ignore[type-arg]
+    on_event: EventHandler
+    pool: HandlerPool
+
+
+class Bus:
+    """One per process (or per actor group in single-process mode); sender string ``<name>#<incarnation>``."""
+
+    def __init__(
+        self,
+        name: str,
+        incarnation: int = 1,
+        home: GeodeHome | None = None,
+        single_process: bool = False,
+        *,
+        endpoints: Endpoints | None = None,
+        context: zmq.Context | None = None,  # type: ignore[type-arg]
+        workers: int = 4,
+        hello_interval_s: float = 1.0,
+    ) -> None:
+        self.name = name
+        self.incarnation = incarnation
+        self.sender = f"{name}#{incarnation}"
+        self.home = home or GeodeHome.from_env()
+        self.endpoints = endpoints or Endpoints.from_config(self.home, single_process)
+        self.single_process = single_process
+        self._ctx = context or (zmq.Context.instance() if single_process else zmq.Context())
+        self._own_ctx = context is None and not single_process
+        self._workers = workers
+        self._hello_interval = hello_interval_s
+        self._ops: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._pending: dict[str, _Pending] = {}
+        self._served: dict[str, _Served] = {}
+        self._clients: dict[str, _Client] = {}
+        self._subs: dict[Any, _Sub] = {}
+        self._handlers: dict[Any, Callable[[], None]] = {}
+        self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
+        self._pub_file: tuple[str, int] | None = None
+        self._poller = zmq.Poller()
+        self._poller.register(self._wake_fd, zmq.POLLIN)
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._closed = False
+        self.transport = BusTransport(self)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> Bus:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"bus-{self.name}", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Close every socket and stop the handler pools; bounded, never hangs."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping = True
+        if self._thread is not None and self._thread.is_alive():
+            self._wake()
+            self._thread.join(timeout_s)
+        else:
+            self._close_sockets()
+        for pool in self._pools():
+            pool.stop()
+        alive = self._thread is not None and self._thread.is_alive()
+        if self._own_ctx and not alive:
+            t = threading.Thread(target=self._ctx.term, daemon=True)
+            t.start()
+            t.join(timeout_s)
+        if not alive:
+            os.close(self._wake_fd)
+
+    close = stop
+
+    def __enter__(self) -> Bus:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- public API ------------------------------------------------------------------------------
+    def serve(
+        self,
+        endpoint: str,
+        service: Service,
+        *,
+        concurrency: int | None = None,
+        on_peer: Callable[[str, int], None] | None = None,
+    ) -> None:
+        """Bind a ROUTER at ``endpoint``; requests run on ``concurrency`` handler actors."""
+
+        def bind() -> None:
+            sock = self._socket(zmq.ROUTER)
+            try:
+                self.endpoints.bind(sock, endpoint)
+            except Exception:
+                sock.close(0)
+                raise
+            pool = HandlerPool(concurrency or self._workers, f"{endpoint}-handlers")
+            served = _Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
+            self._served[endpoint] = served
+            self._register(sock, partial(self._on_router, served))
+
+        self._on_bus(bind)
+
+    def connect_peer(self, endpoint: str, on_cast: PeerHandler | Service, *, concurrency: int = 2) -> None:
+        """Stay connected to ``endpoint`` and handle the casts/requests it pushes to us (by our name)."""
+        service = on_cast if isinstance(on_cast, Service) else _FnService(on_cast)
+
+        def attach() -> None:
+            client = self._client(endpoint)
+            client.service = service
+            client.pool = HandlerPool(concurrency, f"{endpoint}-peer")
+            client.next_hello = 0.0
+            self._send_hellos(time.monotonic())
+
+        self._on_bus(attach)
+
+    def peers(self, endpoint: str) -> list[str]:
+        """Names (``loop-1``) of peers that announced themselves to our served ``endpoint``."""
+        served = self._served.get(endpoint)
+        return sorted(k for k in list(served.peers) if "#" not in k) if served else []
+
+    def publish(self, topic: str, body: dict[str, Any] | None = None) -> None:
+        """Publish a lifecycle event on our PUB socket (endpoint ``<name>.events``); lossy by design."""
+        env = Envelope(kind="cast", type=topic, body=body or {}, **{"from": self.sender})
+        frame = codec.encode(env)
+        self._post(partial(self._send_pub, topic.encode(), frame))
+
+    def subscribe(self, endpoint: str, on_event: EventHandler) -> None:
+        """Receive ``on_event(topic, body)`` for every event published by the bus named ``endpoint``."""
+
+        def sub() -> None:
+            sock = self._socket(zmq.SUB)
+            sock.setsockopt(zmq.SUBSCRIBE, b"")
+            self.endpoints.connect(sock, f"{endpoint}.events")
+            s = _Sub(sock, on_event, HandlerPool(1, f"{endpoint}-events"))
+            self._subs[sock] = s
+            self._register(sock, partial(self._on_sub, s))
+
+        self._on_bus(sub)
+
+    # ---- used by BusTransport --------------------------------------------------------------------
+    def request(self, target: str, env: Envelope, timeout_s: float) -> Envelope:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a blocking request from the bus thread would deadlock")
+        if self._closed or self._thread is None:
+            raise Unavailable(f"bus {self.sender} is not running")
+        frame = codec.encode(env)
+        p = _Pending()
+        self._pending[env.id] = p
+        self._post(partial(self._send_to, target, frame, env.id))
+        if not p.event.wait(timeout_s):
+            self._pending.pop(env.id, None)
+            raise RequestTimeout(f"no reply from {target!r} to {env.type} within {timeout_s:g}s")
+        if p.error is not None:
+            raise p.error
+        assert p.reply is not None
+        return p.reply
+
+    def send_cast(self, target: str, env: Envelope) -> None:
+        if self._closed or self._thread is None:
+            raise Unavailable(f"bus {self.sender} is not running")
+        self._post(partial(self._send_to, target, codec.encode(env), None))
+
+    # ---- plumbing (other threads) ----------------------------------------------------------------
+    def _wake(self) -> None:
+        try:
+            os.eventfd_write(self._wake_fd, 1)
+        except OSError:
+            pass
+
+    def _post(self, op: Callable[[], None]) -> None:
+        self._ops.put(op)
+        self._wake()
+
+    def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
+        """Run ``fn`` on the bus thread and re-raise its exception here (inline before start)."""
+        if self._thread is None or threading.current_thread() is self._thread:
+            fn()
+            return
+        done = threading.Event()
+        err: list[BaseException] = []
+
+        def op() -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                err.append(exc)
+            finally:
+                done.set()
+
+        self._post(op)
+        if not done.wait(timeout_s):
+            raise RequestTimeout("bus thread did not answer")
+        if err:
+            raise err[0]
+
+    def _pools(self) -> list[HandlerPool]:
+        pools = [s.pool for s in self._served.values()] + [s.pool for s in self._subs.values()]
+        return pools + [c.pool for c in self._clients.values() if c.pool is not None]
+
+    # ---- bus thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                timeout = 1000 if not self._has_peer_clients() else max(1, int(self._hello_interval * 500))
+                for sock, _ in self._poller.poll(timeout):
+                    if sock == self._wake_fd:
+                        self._drain_wake()
+                    else:
+                        self._handlers[sock]()
+                self._run_ops()
+                if self._has_peer_clients():
+                    self._send_hellos(time.monotonic())
+        except Exception:
+            log.exception("bus thread %s crashed", self.sender)
+        finally:
+            self._close_sockets()
+
+    def _drain_wake(self) -> None:
+        try:
+            os.eventfd_read(self._wake_fd)
+        except BlockingIOError:
+            pass
+
+    def _run_ops(self) -> None:
+        while True:
+            try:
+                op = self._ops.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                op()
+            except Exception:
+                log.exception("bus op failed")
+
+    def _socket(self, kind: int) -> zmq.Socket:  # type: ignore[type-arg]
+        s = self._ctx.socket(kind)
+        opts: list[tuple[int, int]] = [(zmq.LINGER, 0), (zmq.SNDHWM, HWM), (zmq.RCVHWM, HWM)]
+        opts.append((zmq.MAXMSGSIZE, WIRE_CAP))
+        if kind in (zmq.ROUTER, zmq.DEALER):
+            opts += [(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS), (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)]
+            opts += [(zmq.HEARTBEAT_TTL, HEARTBEAT_TTL_MS), (zmq.RECONNECT_IVL, RECONNECT_IVL_MS)]
+        if kind == zmq.ROUTER:
+            opts += [(zmq.ROUTER_MANDATORY, 1), (zmq.ROUTER_HANDOVER, 1)]
+        if kind == zmq.DEALER:
+            s.setsockopt(zmq.ROUTING_ID, self.sender.encode())
+        for opt, val in opts:
+            s.setsockopt(opt, val)
+        return s
+
+    def _register(self, sock: Any, handler: Callable[[], None]) -> None:
+        self._handlers[sock] = handler
+        self._poller.register(sock, zmq.POLLIN)
+
+    def _client(self, target: str) -> _Client:
+        client = self._clients.get(target)
+        if client is None:
+            sock = self._socket(zmq.DEALER)
+            try:
+                self.endpoints.connect(sock, target)
+            except Exception:
+                sock.close(0)
+                raise
+            client = _Client(target, sock)
+            self._clients[target] = client
+            self._register(sock, partial(self._on_dealer, client))
+        return client
+
+    def _has_peer_clients(self) -> bool:
+        return any(c.service is not None for c in self._clients.values())
+
+    def _send_hellos(self, now: float) -> None:
+        for c in self._clients.values():
+            if c.service is not None and now >= c.next_hello:
+                c.next_hello = now + self._hello_interval
+                body = runtime.Hello(name=self.name, incarnation=self.incarnation, pid=os.getpid())
+                env = Envelope(
+                    kind="cast", type=runtime.HELLO, body=body.model_dump(), **{"from": self.sender}
+                )
+                self._send_raw(c.sock, [codec.encode(env)])
+
+    def _send_raw(self, sock: Any, frames: list[bytes]) -> bool:
+        try:
+            sock.send_multipart(frames, zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError as exc:
+            log.warning("send dropped: %s", exc)
+            return False
+
+    def _peer_route(self, target: str) -> tuple[Any, bytes] | None:
+        for served in self._served.values():
+            rid = served.peers.get(target)
+            if rid is not None:
+                return served.sock, rid
+        return None
+
+    def _forget_rid(self, rid: bytes) -> None:
+        for served in self._served.values():
+            for k in [k for k, v in served.peers.items() if v == rid]:
+                del served.peers[k]
+
+    def _send_to(self, target: str, frame: bytes, mid: str | None) -> None:
+        try:
+            route = self._peer_route(target)
+            if route is not None:
+                route[0].send_multipart([route[1], frame], zmq.NOBLOCK)
+            else:
+                self._client(target).sock.send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            self._fail(mid, Overloaded(f"send queue to {target!r} is full"))
+        except zmq.ZMQError as exc:
+            if exc.errno == errno.EHOSTUNREACH and route is not None:
+                self._forget_rid(route[1])
+            self._fail(mid, Unavailable(f"cannot reach {target!r}: {exc}"))
+        except GeodeError as exc:
+            self._fail(mid, exc)
+
+    def _fail(self, mid: str | None, err: GeodeError) -> None:
+        p = self._pending.pop(mid, None) if mid else None
+        if p is None:
+            log.warning("cast dropped: %s", err)
+            return
+        p.error = err
+        p.event.set()
+
+    def _resolve(self, env: Envelope) -> None:
+        p = self._pending.pop(env.corr, None) if env.corr else None
+        if p is not None:
+            p.reply = env
+            p.event.set()
+
+    def _on_router(self, served: _Served) -> None:
+        for _ in range(512):
+            try:
+                parts = served.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(parts) < 2:
+                continue
+            prefix, frame = parts[:-1], parts[-1]
+            try:
+                env = codec.decode(frame)
+            except BadRequest as exc:
+                self._send_raw(served.sock, [*prefix, self._bad_request_frame(frame, exc)])
+                continue
+            if env.kind in ("ok", "error"):
+                self._resolve(env)
+            elif env.type == runtime.HELLO:
+                self._on_hello(served, prefix[0], env)
+            else:
+                served.pool.submit(partial(self._handle, served.service, env, served.sock, prefix))
+
+    def _on_hello(self, served: _Served, rid: bytes, env: Envelope) -> None:
+        try:
+            hello = runtime.Hello.model_validate(env.body)
+        except ValidationError:
+            return
+        is_new = served.peers.get(hello.name) != rid
+        for k in [k for k in served.peers if k == hello.name or k.startswith(hello.name + "#")]:
+            del served.peers[k]
+        served.peers[hello.name] = rid
+        served.peers[f"{hello.name}#{hello.incarnation}"] = rid
+        if is_new and served.on_peer is not None:
+            served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
+
+    def _on_dealer(self, client: _Client) -> None:
+        for _ in range(512):
+            try:
+                frame = client.sock.recv_multipart(zmq.NOBLOCK)[-1]
+            except zmq.Again:
+                return
+            try:
+                env = codec.decode(frame)
+            except BadRequest as exc:
+                log.warning("dropped a malformed frame from %s: %s", client.target, exc)
+                continue
+            if env.kind in ("ok", "error"):
+                self._resolve(env)
+            elif client.service is None or client.pool is None:
+                if env.kind == "request":
+                    err = env.reply_error(
+                        ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", sender=self.sender
+                    )
+                    self._send_raw(client.sock, [codec.encode(err)])
+            else:
+                client.pool.submit(partial(self._handle, client.service, env, client.sock, []))
+
+    def _on_sub(self, sub: _Sub) -> None:
+        for _ in range(512):
+            try:
+                parts = sub.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                env = codec.decode(parts[-1])
+            except BadRequest:
+                continue
+            sub.pool.submit(partial(sub.on_event, env.type, env.body))
+
+    def _bad_request_frame(self, frame: bytes, exc: GeodeError) -> bytes:
+        mid, typ = codec.peek_reply_address(frame)
+        body = {"code": ErrorCode.BAD_REQUEST.value, "message": exc.message[:2048]}
+        try:
+            env = Envelope(kind="error", type=typ or ERROR_TYPE, corr=mid, body=body, **{"from": self.sender})
+        except ValidationError:
+            env = Envelope(kind="error", type=ERROR_TYPE, body=body, **{"from": self.sender})
+        return codec.encode(env)
+
+    def _handle(self, service: Service, env: Envelope, sock: Any, prefix: list[bytes]) -> None:
+        """Worker thread: validate + run the handler, then hand the reply back to the bus thread."""
+        reply = dispatch(service, env, sender=self.sender)
+        if reply is None:
+            return
+        try:
+            frame = codec.encode(reply)
+        except BadRequest as exc:
+            frame = codec.encode(
+                env.reply_error(ErrorCode.INTERNAL.value, f"reply not encodable: {exc}", sender=self.sender)
+            )
+        self._post(partial(self._send_raw, sock, [*prefix, frame]))
+
+    def _send_pub(self, topic: bytes, frame: bytes) -> None:
+        if self._pub is None:
+            self._pub = self._socket(zmq.PUB)
+            self.endpoints.bind(self._pub, f"{self.name}.events")
+            self._pub_file = self._ipc_file(f"{self.name}.events")
+        self._send_raw(self._pub, [topic, frame])
+
+    def _ipc_file(self, endpoint: str) -> tuple[str, int] | None:
+        path = self.endpoints.ipc_path(endpoint)
+        try:
+            return (path, os.stat(path).st_ino) if path else None
+        except OSError:
+            return None
+
+    def _close_sockets(self) -> None:
+        socks = [s.sock for s in self._served.values()] + [c.sock for c in self._clients.values()]
+        socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
+        for s in socks:
+            try:
+                s.close(0)
+            except zmq.ZMQError:
+                pass
+        for served in self._served.values():
+            if served.ipc_file is not None:
+                _unlink_if_same(*served.ipc_file)
+        if self._pub_file is not None:
+            _unlink_if_same(*self._pub_file)
+        for mid in list(self._pending):
+            self._fail(mid, Unavailable("bus stopped"))
+
+
+def _unlink_if_same(path: str, inode: int) -> None:
+    """Remove an ipc socket file we bound, unless a newer owner has re-bound the path since."""
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+__all__ = ["Bus", "BusTransport"]

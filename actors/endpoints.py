@@ -1,0 +1,94 @@
+"""Endpoint names → ZeroMQ addresses: ipc (default), inproc (single-process) or tcp (only with CURVE keys)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from geode.home import GeodeHome
+from geode.protocol.errors import ConfigError
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,47}$")
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """One z85 keypair shared by the tree: the servers' identity, and the clients' own and server key."""
+
+    public: bytes
+    secret: bytes
+
+    @classmethod
+    def generate(cls) -> CurveKeys:
+        pub, sec = zmq.curve_keypair()
+        return cls(pub, sec)
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Resolves named endpoints for one GEODE home; ``tcp`` maps a name to ``tcp://host:port``."""
+
+    home: GeodeHome
+    single_process: bool = False
+    tcp: dict[str, str] = field(default_factory=dict)
+    curve: CurveKeys | None = None
+
+    @classmethod
+    def from_config(cls, home: GeodeHome, single_process: bool = False) -> Endpoints:
+        """Read ``[bus.tcp]`` (name = "tcp://host:port") and ``[bus.curve]`` (public_key, secret_key; z85)."""
+        bus: dict[str, Any] = home.load_config().get("bus", {}) or {}
+        tcp = {str(k): str(v) for k, v in (bus.get("tcp") or {}).items()}
+        curve_cfg = bus.get("curve") or {}
+        curve = None
+        if curve_cfg.get("public_key") and curve_cfg.get("secret_key"):
+            curve = CurveKeys(str(curve_cfg["public_key"]).encode(), str(curve_cfg["secret_key"]).encode())
+        return cls(home, single_process, tcp, curve)
+
+    def address(self, name: str) -> str:
+        if not _NAME.match(name):
+            raise ConfigError(f"invalid endpoint name {name!r}")
+        if name in self.tcp and not self.single_process:
+            addr = self.tcp[name]
+            if not addr.startswith("tcp://"):
+                raise ConfigError(f"[bus.tcp] {name} must be a tcp:// address, got {addr!r}")
+            return addr
+        if self.single_process:
+            return f"inproc://geode-{name}"
+        return self.home.ipc_endpoint(name)
+
+    def bind(self, sock: zmq.Socket, name: str) -> str:  # type: ignore[type-arg]
+        """Bind ``sock`` at ``name`` (CURVE server on tcp; refuses an unauthenticated tcp bind)."""
+        addr = self.address(name)
+        if addr.startswith("tcp://"):
+            if self.curve is None:
+                raise ConfigError(
+                    f"refusing an unauthenticated tcp bind for {name!r}: "
+                    "set [bus.curve] public_key/secret_key"
+                )
+            sock.curve_server = True
+            sock.curve_publickey = self.curve.public
+            sock.curve_secretkey = self.curve.secret
+        elif addr.startswith("ipc://"):
+            self.home.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        sock.bind(addr)
+        return addr
+
+    def connect(self, sock: zmq.Socket, name: str) -> str:  # type: ignore[type-arg]
+        """Connect ``sock`` to ``name`` (CURVE client on tcp)."""
+        addr = self.address(name)
+        if addr.startswith("tcp://"):
+            if self.curve is None:
+                raise ConfigError(f"tcp endpoint {name!r} needs [bus.curve] keys")
+            sock.curve_serverkey = self.curve.public
+            sock.curve_publickey = self.curve.public
+            sock.curve_secretkey = self.curve.secret
+        sock.connect(addr)
+        return addr
+
+    def ipc_path(self, name: str) -> str | None:
+        """The socket file behind ``name`` (to remove it at shutdown), or None for inproc/tcp."""
+        addr = self.address(name)
+        return addr[len("ipc://") :] if addr.startswith("ipc://") else None
