@@ -79,6 +79,7 @@ class ProviderErrorKind(StrEnum):
     BAD_REQUEST = "bad_request"
     CONTEXT_OVERFLOW = "context_overflow"
     BILLING = "billing"
+    STREAM_INTERRUPTED = "stream_interrupted"  # failed after deltas were shown; never auto-retried
     UNKNOWN = "unknown"
 
 

@@ -1,0 +1,127 @@
+"""What every wire adapter shares: the endpoint settings, a lazily built SDK client, and the retried call.
+
+Adapters build the wire body themselves and send it through the SDK's low-level ``client.post`` (SDK auth,
+headers and error classes kept; the typed request transform skipped). SDK retries are off (``max_retries=0``):
+:class:`~geode.providers.retry.Retrier` is the only retry policy.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from geode.providers.classify import HINTS, classify
+from geode.providers.events import EventCallback
+from geode.providers.retry import Retrier
+from geode.providers.types import DeltaCallback, ModelRequest, ModelResponse, ProviderError, ProviderErrorKind
+
+
+@dataclass
+class Endpoint:
+    """One vendor endpoint: who, where, which key. ``options`` are wire tweaks (see docs/providers.md)."""
+
+    provider: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 300.0
+    connect_timeout_s: float = 5.0
+    default_headers: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def http_timeout(ep: Endpoint) -> Any:
+    import httpx2  # the SDKs' HTTP stack; imported only when an adapter is used
+
+    return httpx2.Timeout(ep.timeout_s, connect=ep.connect_timeout_s, write=min(30.0, ep.timeout_s),
+                          pool=min(10.0, ep.timeout_s))
+
+
+class StreamSink:
+    """Forwards deltas in order and remembers whether any reached the caller (then a failure is terminal)."""
+
+    def __init__(self, on_delta: DeltaCallback | None) -> None:
+        self._on_delta = on_delta
+        self.emitted = False
+
+    def __call__(self, text: str) -> None:
+        if not text:
+            return
+        self.emitted = True
+        if self._on_delta is not None:
+            self._on_delta(text)
+
+
+class WireAdapter:
+    """Base class; subclasses set ``adapter`` and implement ``_make_client``, ``build_body`` and ``_send``."""
+
+    adapter = "base"
+
+    def __init__(self, endpoint: Endpoint, *, retrier: Retrier | None = None,
+                 on_event: EventCallback | None = None) -> None:
+        self.endpoint = endpoint
+        self.name = endpoint.provider
+        self.retrier = retrier or Retrier()
+        if on_event is not None:
+            self.retrier.on_event = on_event
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(provider={self.name!r}, base_url={self.endpoint.base_url!r})"
+
+    @property
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def set_api_key(self, api_key: str) -> None:
+        """Swap the credential (e.g. after an OAuth refresh); the SDK client is rebuilt on next use."""
+        with self._lock:
+            self.endpoint.api_key = api_key
+            self._client = None
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:
+        raise NotImplementedError
+
+    def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
+        body = self.build_body(request)
+
+        def attempt(_n: int) -> ModelResponse:
+            sink = StreamSink(on_delta)
+            try:
+                return self._send(body, request, sink)
+            except Exception as exc:
+                if not sink.emitted:
+                    raise
+                err = classify(exc)
+                raise ProviderError(
+                    ProviderErrorKind.STREAM_INTERRUPTED,
+                    f"stream interrupted after output ({err.kind.value}: {err.message})",
+                    hint=HINTS[ProviderErrorKind.STREAM_INTERRUPTED],
+                    status=err.status,
+                ) from exc
+
+        response, attempts = self.retrier.run(attempt, provider=self.name, model=request.model)
+        return response.model_copy(update={"attempts": attempts, "provider": self.name})
+
+
+def json_args(raw: str) -> dict[str, Any]:
+    """Tool-call arguments from a JSON string; a non-object or broken string is kept under ``_raw``."""
+    import json
+
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}

@@ -1,0 +1,161 @@
+"""Anthropic Messages API adapter: body projection (system cache boundary, tools), streaming and JSON parsing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.providers.adapter_base import StreamSink, WireAdapter, http_timeout, json_args
+from geode.providers.catalogue import model_info
+from geode.providers.types import ModelRequest, ModelResponse, StopReason, SystemSection, ToolSchema, Usage
+
+STOP_REASONS = {
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.END_TURN,
+    "pause_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+    "refusal": StopReason.REFUSAL,
+}
+
+
+def system_blocks(sections: tuple[SystemSection, ...]) -> list[dict[str, Any]]:
+    """System text blocks; ``cache_control`` goes on the last section that closes the cacheable prefix."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": s.text} for s in sections if s.text]
+    kept = [s for s in sections if s.text]
+    last = max((i for i, s in enumerate(kept) if s.cache_boundary), default=None)
+    if last is not None:
+        blocks[last]["cache_control"] = {"type": "ephemeral"}
+    return blocks
+
+
+def message_param(message: Message) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for b in message.content:
+        if isinstance(b, TextBlock):
+            if b.text:
+                content.append({"type": "text", "text": b.text})
+        elif isinstance(b, ToolUseBlock):
+            content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+        elif isinstance(b, ToolResultBlock):
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": b.content}
+            if b.is_error:
+                block["is_error"] = True
+            content.append(block)
+    return {"role": message.role, "content": content}
+
+
+def tool_param(tool: ToolSchema) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+
+
+def usage_of(raw: dict[str, Any] | None, prev: Usage | None = None) -> Usage:
+    raw = raw or {}
+    prev = prev or Usage()
+
+    def pick(key: str, old: int) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, int) else old
+
+    return Usage(
+        input_tokens=pick("input_tokens", prev.input_tokens),
+        output_tokens=pick("output_tokens", prev.output_tokens),
+        cache_read_tokens=pick("cache_read_input_tokens", prev.cache_read_tokens),
+        cache_write_tokens=pick("cache_creation_input_tokens", prev.cache_write_tokens),
+    )
+
+
+def parse_message(data: dict[str, Any], provider: str) -> ModelResponse:
+    text: list[str] = []
+    calls: list[ToolUseBlock] = []
+    for block in data.get("content") or []:
+        if block.get("type") == "text":
+            text.append(block.get("text") or "")
+        elif block.get("type") == "tool_use":
+            calls.append(ToolUseBlock(id=block["id"], name=block["name"], input=block.get("input") or {}))
+    raw_stop = data.get("stop_reason")
+    return ModelResponse(
+        text="".join(text), tool_calls=tuple(calls), stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
+        usage=usage_of(data.get("usage")), model=data.get("model") or "", provider=provider, raw_stop_reason=raw_stop,
+    )
+
+
+def parse_stream(events: Any, sink: StreamSink, provider: str) -> ModelResponse:
+    """Fold raw Messages stream events (dicts) into a ModelResponse, forwarding text deltas in order."""
+    text: list[str] = []
+    blocks: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    model, raw_stop = "", None
+    for ev in events:
+        etype = ev.get("type")
+        if etype == "message_start":
+            msg = ev.get("message") or {}
+            model = msg.get("model") or ""
+            usage = usage_of(msg.get("usage"), usage)
+        elif etype == "content_block_start":
+            block = ev.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                blocks[ev.get("index", 0)] = {"id": block.get("id"), "name": block.get("name"), "json": []}
+        elif etype == "content_block_delta":
+            delta = ev.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                piece = delta.get("text") or ""
+                text.append(piece)
+                sink(piece)
+            elif delta.get("type") == "input_json_delta" and ev.get("index", 0) in blocks:
+                blocks[ev.get("index", 0)]["json"].append(delta.get("partial_json") or "")
+        elif etype == "message_delta":
+            raw_stop = (ev.get("delta") or {}).get("stop_reason") or raw_stop
+            usage = usage_of(ev.get("usage"), usage)
+    calls = tuple(
+        ToolUseBlock(id=b["id"], name=b["name"], input=json_args("".join(b["json"])))
+        for _, b in sorted(blocks.items())
+    )
+    return ModelResponse(
+        text="".join(text), tool_calls=calls, stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
+        usage=usage, model=model, provider=provider, raw_stop_reason=raw_stop,
+    )
+
+
+class AnthropicMessagesAdapter(WireAdapter):
+    """``POST /v1/messages`` through the official ``anthropic`` SDK client."""
+
+    adapter = "anthropic-messages"
+
+    def _make_client(self) -> Any:
+        import anthropic
+
+        ep = self.endpoint
+        return anthropic.Anthropic(
+            api_key=ep.api_key or "unset", base_url=ep.base_url, max_retries=0, timeout=http_timeout(ep),
+            default_headers=ep.default_headers or None,
+        )
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model_info(request.model).wire_id,
+            "max_tokens": request.max_tokens,
+            "messages": [message_param(m) for m in request.messages],
+        }
+        if request.system:
+            body["system"] = system_blocks(request.system)
+        if request.tools:
+            body["tools"] = [tool_param(t) for t in request.tools]
+            body["tool_choice"] = {"type": request.tool_choice}
+        if request.stream:
+            body["stream"] = True
+        body.update(self.endpoint.options.get("extra_body") or {})
+        return body
+
+    def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:
+        import anthropic
+
+        client = self.client
+        if not request.stream:
+            data = client.post("/v1/messages", body=body, cast_to=object)
+            return parse_message(data, self.name)
+        stream = client.post("/v1/messages", body=body, cast_to=object, stream=True,
+                             stream_cls=anthropic.Stream[object])
+        with stream:
+            return parse_stream(stream, sink, self.name)

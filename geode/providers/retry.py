@@ -1,0 +1,89 @@
+"""Bounded retries with full-jitter backoff, server hints (Retry-After, x-should-retry) and injectable time.
+
+Defaults follow the reference: 3 attempts, base 2 s, cap 30 s; Retry-After above 60 s stops retrying.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from geode.providers.classify import HINTS, classify
+from geode.providers.events import EventCallback, ProviderEvent
+from geode.providers.types import ProviderError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 3
+    base_delay_s: float = 2.0
+    max_delay_s: float = 30.0
+    max_retry_after_s: float = 60.0
+
+    def backoff_cap(self, failure: int) -> float:
+        """Upper bound of the jittered delay after the ``failure``-th failure (1-based)."""
+        return min(self.base_delay_s * 2 ** (failure - 1), self.max_delay_s)
+
+    @classmethod
+    def from_config(cls, raw: dict[str, object] | None) -> RetryPolicy:
+        raw = raw or {}
+        fields = {k: raw[k] for k in ("max_attempts", "base_delay_s", "max_delay_s", "max_retry_after_s") if k in raw}
+        return cls(**fields)  # type: ignore[arg-type]
+
+
+@dataclass
+class Retrier:
+    """Runs one provider call under a :class:`RetryPolicy`. ``sleep`` and ``rng`` are injectable for tests."""
+
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    on_event: EventCallback | None = None
+    delays: list[float] = field(default_factory=list)  # every delay slept, for assertions
+
+    def delay_for(self, err: ProviderError, failure: int) -> float | None:
+        """The delay before the next attempt, or None to stop."""
+        if not err.retryable or failure >= self.policy.max_attempts:
+            return None
+        jitter = self.rng.uniform(0.0, self.policy.backoff_cap(failure))
+        if err.retry_after_s is not None:
+            if err.retry_after_s > self.policy.max_retry_after_s:
+                return None
+            return max(jitter, err.retry_after_s)
+        return jitter
+
+    def run(self, attempt: Callable[[int], T], *, provider: str, model: str) -> tuple[T, int]:
+        """Call ``attempt(n)`` (n = 1, 2, …) until it returns, or raise the terminal ProviderError."""
+        failure = 0
+        while True:
+            try:
+                return attempt(failure + 1), failure + 1
+            except Exception as exc:  # classified below; anything unexpected becomes UNKNOWN
+                err = classify(exc)
+                failure += 1
+                delay = self.delay_for(err, failure)
+                if delay is None:
+                    raise self._terminal(err, failure, provider, model) from exc
+                self._emit(ProviderEvent(type="retry", provider=provider, model=model, attempt=failure,
+                                         reason=err.kind.value, delay_s=delay, detail=err.message[:200]))
+                self.delays.append(delay)
+                self.sleep(delay)
+
+    def _terminal(self, err: ProviderError, attempts: int, provider: str, model: str) -> ProviderError:
+        err.attempts = attempts
+        err.hint = err.hint or HINTS[err.kind]
+        if err.retryable and err.retry_after_s is not None and err.retry_after_s > self.policy.max_retry_after_s:
+            err.hint = f"{err.hint} (server asked to wait {err.retry_after_s:.0f} s; not waiting)"
+        if attempts > 1 or err.retryable:
+            self._emit(ProviderEvent(type="gave_up", provider=provider, model=model, attempt=attempts,
+                                     reason=err.kind.value, detail=err.message[:200]))
+        return err
+
+    def _emit(self, event: ProviderEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)

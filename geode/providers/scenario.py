@@ -1,0 +1,140 @@
+"""Scenarios for the scripted provider: scripted replies (text, tool calls, errors, delays) and recorded requests."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization", "chatgpt-account-id"})
+
+Wire = Literal["anthropic-messages", "openai-chat", "openai-responses", "oauth-token", "unknown"]
+
+
+class ScriptedToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None  # generated when absent
+
+
+class ScriptedError(BaseModel):
+    """An HTTP error reply; ``headers`` may carry ``retry-after`` or ``x-should-retry``."""
+
+    model_config = ConfigDict(frozen=True)
+    status: int = 500
+    type: str = ""  # provider error type, e.g. "overloaded_error"; derived from status when empty
+    message: str = "scripted error"
+    headers: dict[str, str] = Field(default_factory=dict)
+    code: str | None = None  # OpenAI error code, e.g. "context_length_exceeded"
+
+
+class ScriptedUsage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    input_tokens: int = 10
+    output_tokens: int = 5
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class ScriptedReply(BaseModel):
+    """One scripted answer. ``chunks`` (when given) are the streamed text deltas; they must join to ``text``."""
+
+    model_config = ConfigDict(frozen=True)
+    text: str = ""
+    chunks: tuple[str, ...] | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    stop_reason: str | None = None  # wire stop reason override; derived when absent
+    usage: ScriptedUsage = ScriptedUsage()
+    error: ScriptedError | None = None
+    delay_s: float = 0.0  # before the reply's headers are written
+    drop_connection: bool = False  # close the socket without a reply (a connection error client-side)
+    stream_error_after_chunks: ScriptedError | None = None  # an SSE error event after the text deltas
+    model: str | None = None  # echoed model id; defaults to the request's
+
+    @property
+    def text_chunks(self) -> tuple[str, ...]:
+        if self.chunks is not None:
+            return self.chunks
+        return split_words(self.text)
+
+
+def split_words(text: str) -> tuple[str, ...]:
+    """Split text into word-sized deltas (each keeps its trailing space) so streams have several chunks."""
+    if not text:
+        return ()
+    out: list[str] = []
+    cur = ""
+    for ch in text:
+        cur += ch
+        if ch == " ":
+            out.append(cur)
+            cur = ""
+    if cur:
+        out.append(cur)
+    return tuple(out)
+
+
+class RecordedRequest(BaseModel):
+    """What the scripted server received: method, path, headers minus secrets, JSON body."""
+
+    model_config = ConfigDict(frozen=True)
+    method: str
+    path: str
+    wire: Wire
+    headers: dict[str, str]
+    body: Any = None
+    index: int = 0
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.body, dict) and bool(self.body.get("stream"))
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+ReplyFunction = Callable[[RecordedRequest], "ScriptedReply | dict[str, Any] | str"]
+
+
+class Scenario(BaseModel):
+    """Replies served in order. When exhausted, ``repeat_last`` repeats the last one, else a terminal 500."""
+
+    model_config = ConfigDict(frozen=True)
+    replies: tuple[ScriptedReply, ...] = ()
+    repeat_last: bool = False
+    oauth_access_token: str | None = None  # issued by POST /oauth/token (codex refresh tests)
+
+    @classmethod
+    def of(cls, *replies: ScriptedReply | dict[str, Any] | str, **kw: Any) -> Scenario:
+        return cls(replies=tuple(coerce_reply(r) for r in replies), **kw)
+
+
+def coerce_reply(value: ScriptedReply | dict[str, Any] | str) -> ScriptedReply:
+    if isinstance(value, ScriptedReply):
+        return value
+    if isinstance(value, str):
+        return ScriptedReply(text=value)
+    return ScriptedReply.model_validate(value)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """A scenario from a ``.json`` or ``.toml`` file: ``{"replies": [...], "repeat_last": false}``.
+
+    A bare JSON list is accepted as the replies. Strings are plain text replies.
+    """
+    p = Path(path)
+    raw: Any
+    if p.suffix == ".toml":
+        raw = tomllib.loads(p.read_text())
+    else:
+        raw = json.loads(p.read_text())
+    if isinstance(raw, list):
+        raw = {"replies": raw}
+    replies = [coerce_reply(r) for r in raw.get("replies", [])]
+    return Scenario(**{**raw, "replies": tuple(replies)})
