@@ -44,8 +44,17 @@ _SECRET_VALUES: tuple[tuple[re.Pattern[str], str], ...] = (
 def is_secret_key(key: str) -> bool:
     """True when a mapping key names a secret (api_key, Authorization, Cookie, token, password...)."""
     norm = key.lower().replace("-", "_")
-    if norm in {"tokens", "max_tokens", "input_tokens", "output_tokens", "token_count", "cache_read_tokens",
-                "cache_creation_tokens", "total_tokens", "tokens_used"}:
+    if norm in {
+        "tokens",
+        "max_tokens",
+        "input_tokens",
+        "output_tokens",
+        "token_count",
+        "cache_read_tokens",
+        "cache_creation_tokens",
+        "total_tokens",
+        "tokens_used",
+    }:
         return False
     if norm.endswith("_tokens"):
         return False
@@ -56,10 +65,7 @@ def redact_text(text: str, max_len: int = MAX_STR) -> str:
     """Mask credential-looking substrings and truncate to ``max_len`` characters."""
     for pattern, repl in _SECRET_VALUES:
         text = pattern.sub(repl, text)
-    if len(text) > max_len:
-        cut = len(text) - max_len
-        text = text[:max_len] + f"…[+{cut} chars]"
-    return text
+    return _truncate(text, max_len)
 
 
 def redact(
@@ -72,15 +78,15 @@ def redact(
         return f"[unredactable {type(obj).__name__}: {type(exc).__name__}]"
 
 
-def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) -> Any:
+def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int, mask: bool = True) -> Any:
     if obj is None or isinstance(obj, bool | int):
         return obj
     if isinstance(obj, float):
         return obj if obj == obj and obj not in (float("inf"), float("-inf")) else str(obj)
     if isinstance(obj, str):
-        return redact_text(obj, max_str)
+        return redact_text(obj, max_str) if mask else _truncate(obj, max_str)
     if isinstance(obj, enum.Enum):
-        return _redact(obj.value, depth, max_str, max_items, max_depth)
+        return _redact(obj.value, depth, max_str, max_items, max_depth, mask)
     if isinstance(obj, bytes | bytearray | memoryview):
         raw = bytes(obj)
         return f"[{len(raw)} bytes b64:{base64.b64encode(raw[:48]).decode()}]"
@@ -95,18 +101,32 @@ def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) 
                 break
             key = k if isinstance(k, str) else str(k)
             key = key[:256]
-            if is_secret_key(key) and v not in (None, "", [], {}):
+            if mask and is_secret_key(key) and v not in (None, "", [], {}):
                 out[key] = MASK
             else:
-                out[key] = _redact(v, depth + 1, max_str, max_items, max_depth)
+                out[key] = _redact(v, depth + 1, max_str, max_items, max_depth, mask)
         return out
     if isinstance(obj, list | tuple | set | frozenset):
         seq = list(obj) if not isinstance(obj, set | frozenset) else sorted(obj, key=repr)
-        items = [_redact(v, depth + 1, max_str, max_items, max_depth) for v in seq[:max_items]]
+        items = [_redact(v, depth + 1, max_str, max_items, max_depth, mask) for v in seq[:max_items]]
         if len(seq) > max_items:
             items.append(f"[+{len(seq) - max_items} items]")
         return items
-    return redact_text(repr(obj), max_str)
+    return redact_text(repr(obj), max_str) if mask else _truncate(repr(obj), max_str)
+
+
+def bound(obj: Any, *, max_str: int = MAX_STR, max_items: int = MAX_ITEMS, max_depth: int = MAX_DEPTH) -> Any:
+    """A JSON-safe copy of ``obj`` bounded like :func:`redact` but without masking (stored tool results)."""
+    try:
+        return _redact(obj, 0, max_str, max_items, max_depth, False)
+    except Exception as exc:
+        return f"[unboundable {type(obj).__name__}: {type(exc).__name__}]"
+
+
+def _truncate(text: str, max_len: int) -> str:
+    if len(text) > max_len:
+        return text[:max_len] + f"…[+{len(text) - max_len} chars]"
+    return text
 
 
 def _as_plain(obj: Any) -> Any:

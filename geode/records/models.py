@@ -121,6 +121,8 @@ class Receipt(BaseModel):
     outcome: str | None = None  # "applied" | "not_applied" once reconciled
     reconciled_by: str | None = None
     note: str | None = None
+    reconciled_at: float | None = None
+    attempt: str | None = None  # admission token: an admit retried with it is the same admission
 
 
 class TimelineEvent(BaseModel):

@@ -1,0 +1,177 @@
+"""Checkpoints: one chain per session; messages stored incrementally under (session, index) + a state record.
+
+A save writes only what is new since ``base_count`` (messages at ``base_count`` and beyond are replaced, which
+also serves context compaction) and the small state record. Idempotent by (session, seq).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lmdb
+from pydantic import BaseModel
+
+from geode.protocol.errors import Conflict
+from geode.records.lmdb_env import RecordEnv, key, pack, prefix, scan_prefix, unpack
+from geode.records.models import CheckpointSave, CheckpointState, Restored, SessionStatus, SessionSummary
+from geode.records.writer import GroupWriter
+from geode.redaction import fingerprint
+
+TERMINAL = (SessionStatus.COMPLETED, SessionStatus.ERROR)
+PAGE_BYTES = 512 * 1024  # restore pages stay well under the 1 MiB frame cap
+
+
+class SaveResult(BaseModel):
+    session_id: str
+    seq: int
+    message_count: int
+    status: SessionStatus
+    noop: bool = False
+
+
+class RestorePage(BaseModel):
+    """One page of a restore: the state record plus messages from ``from_index``; ``next_index`` if more."""
+
+    state: CheckpointState
+    messages: list[dict[str, Any]]
+    from_index: int = 0
+    next_index: int | None = None
+
+
+def _check_transition(old: SessionStatus, new: SessionStatus, reopen: bool, session_id: str) -> None:
+    if old in TERMINAL and new not in TERMINAL and not reopen:
+        raise Conflict(f"session {session_id} is {old.value}; saving it as {new.value} needs reopen=True")
+
+
+class CheckpointStore:
+    def __init__(self, renv: RecordEnv, writer: GroupWriter) -> None:
+        self.renv = renv
+        self.writer = writer
+
+    # writes -------------------------------------------------------------------------------------------
+    def save(self, save: CheckpointSave) -> SaveResult:
+        return self.writer.run(lambda txn: self._save(txn, save))
+
+    def _save(self, txn: lmdb.Transaction, save: CheckpointSave) -> SaveResult:
+        sid = save.session_id
+        fp = fingerprint(save.model_dump(mode="json"))
+        raw = txn.get(key(sid), db=self.renv.db("ck_state"))
+        state = CheckpointState.model_validate(unpack(raw)) if raw else None
+        if state is not None and save.seq <= state.seq:
+            seen = txn.get(key(sid, save.seq), db=self.renv.db("ck_seqfp"))
+            if seen is not None and seen.decode() == fp:
+                return SaveResult(
+                    session_id=sid,
+                    seq=state.seq,
+                    message_count=state.message_count,
+                    status=state.status,
+                    noop=True,
+                )
+            raise Conflict(
+                f"checkpoint seq {save.seq} of {sid} already saved with different content "
+                f"(latest seq {state.seq})"
+            )
+        count = state.message_count if state else 0
+        if save.base_count > count:
+            raise Conflict(
+                f"checkpoint of {sid}: base_count {save.base_count} but the store has {count} messages"
+            )
+        if state is not None:
+            _check_transition(state.status, save.status, save.reopen, sid)
+        msgs = self.renv.db("ck_msgs")
+        for i in range(save.base_count, count):  # replaced tail (compaction / rewritten history)
+            txn.delete(key(sid, i), db=msgs)
+        for i, m in enumerate(save.new_messages):
+            txn.put(key(sid, save.base_count + i), pack(m), db=msgs)
+        now = time.time()
+        new_state = CheckpointState(
+            session_id=sid,
+            seq=save.seq,
+            message_count=save.base_count + len(save.new_messages),
+            status=save.status,
+            cognitive_state=save.cognitive_state,
+            guard_counters=save.guard_counters,
+            pending_batch=save.pending_batch,
+            model_settings=save.model_settings,
+            meta={**(state.meta if state else {}), **save.meta},
+            created_at=state.created_at if state else now,
+            updated_at=now,
+        )
+        txn.put(key(sid), pack(new_state.model_dump(mode="json")), db=self.renv.db("ck_state"))
+        txn.put(key(sid, save.seq), fp.encode(), db=self.renv.db("ck_seqfp"))
+        return SaveResult(
+            session_id=sid, seq=new_state.seq, message_count=new_state.message_count, status=new_state.status
+        )
+
+    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
+        """Remove a session's checkpoint chain (called inside a pruning write)."""
+        txn.delete(key(session_id), db=self.renv.db("ck_state"))
+        for name in ("ck_msgs", "ck_seqfp"):
+            db = self.renv.db(name)
+            for k, _ in list(scan_prefix(txn, db, prefix(session_id))):
+                txn.delete(k, db=db)
+
+    # reads --------------------------------------------------------------------------------------------
+    def state(self, session_id: str) -> CheckpointState | None:
+        with self.renv.read() as txn:
+            raw = txn.get(key(session_id), db=self.renv.db("ck_state"))
+        return CheckpointState.model_validate(unpack(raw)) if raw else None
+
+    def load_page(
+        self, session_id: str, from_index: int = 0, max_bytes: int = PAGE_BYTES
+    ) -> RestorePage | None:
+        with self.renv.read() as txn:
+            raw = txn.get(key(session_id), db=self.renv.db("ck_state"))
+            if raw is None:
+                return None
+            state = CheckpointState.model_validate(unpack(raw))
+            out: list[dict[str, Any]] = []
+            size = 0
+            nxt: int | None = None
+            cur = txn.cursor(db=self.renv.db("ck_msgs"))
+            pfx = prefix(session_id)
+            if from_index < state.message_count and cur.set_range(key(session_id, from_index)):
+                for k, v in cur:
+                    if not k.startswith(pfx):
+                        break
+                    idx = int.from_bytes(k[len(pfx) :], "big")
+                    if idx >= state.message_count:
+                        break
+                    if out and size + len(v) > max_bytes:
+                        nxt = idx
+                        break
+                    out.append(unpack(v))
+                    size += len(v)
+        return RestorePage(state=state, messages=out, from_index=from_index, next_index=nxt)
+
+    def load(self, session_id: str) -> Restored | None:
+        """The one restore path (all pages)."""
+        page = self.load_page(session_id, 0, max_bytes=1 << 62)
+        if page is None:
+            return None
+        return Restored(state=page.state, messages=page.messages)
+
+    def states(self) -> list[CheckpointState]:
+        with self.renv.read() as txn:
+            cur = txn.cursor(db=self.renv.db("ck_state"))
+            return [CheckpointState.model_validate(unpack(v)) for _, v in cur]
+
+    def summaries(self, open_counts: dict[str, int], *, limit: int = 200) -> list[SessionSummary]:
+        states = sorted(self.states(), key=lambda s: s.updated_at, reverse=True)[:limit]
+        return [
+            SessionSummary(
+                session_id=s.session_id,
+                status=s.status,
+                seq=s.seq,
+                message_count=s.message_count,
+                updated_at=s.updated_at,
+                meta=s.meta,
+                unresolved_receipts=open_counts.get(s.session_id, 0),
+            )
+            for s in states
+        ]
+
+    def prunable(self, older_than: float) -> list[str]:
+        """Terminal sessions not updated since ``older_than`` (epoch seconds)."""
+        return [s.session_id for s in self.states() if s.status in TERMINAL and s.updated_at < older_than]

@@ -1,0 +1,63 @@
+"""Messenger cursors per (platform, account, channel) and dedupe keys with a time to live."""
+
+from __future__ import annotations
+
+import time
+
+import lmdb
+
+from geode.records.lmdb_env import RecordEnv, key, pack, unpack
+from geode.records.writer import GroupWriter
+
+
+class CursorStore:
+    def __init__(self, renv: RecordEnv, writer: GroupWriter) -> None:
+        self.renv = renv
+        self.writer = writer
+
+    # cursors ----------------------------------------------------------------------------------------
+    def get(self, platform: str, account: str, channel: str) -> str | None:
+        with self.renv.read() as txn:
+            raw = txn.get(key(platform, account, channel), db=self.renv.db("cursors"))
+        return raw.decode() if raw is not None else None
+
+    def set(self, platform: str, account: str, channel: str, position: str) -> None:
+        k = key(platform, account, channel)
+        self.writer.run(lambda txn: txn.put(k, position.encode(), db=self.renv.db("cursors")))
+
+    # dedupe -----------------------------------------------------------------------------------------
+    def dedupe(self, dkey: str, *, ttl_s: float, token: str = "") -> bool:
+        """True the first time ``dkey`` is seen within its TTL (or again for the same ``token``: a retry)."""
+        return self.writer.run(lambda txn: self._dedupe(txn, dkey, ttl_s, token))
+
+    def _dedupe(self, txn: lmdb.Transaction, dkey: str, ttl_s: float, token: str) -> bool:
+        db, exp_db = self.renv.db("dedupe"), self.renv.db("dd_exp")
+        k = key(dkey)
+        now = time.time()
+        raw = txn.get(k, db=db)
+        if raw is not None:
+            old = unpack(raw)
+            if old["expires"] > now:
+                return bool(token) and old.get("token") == token
+            txn.delete(key(int(old["expires"] * 1e9), dkey), db=exp_db)
+        expires = now + max(0.0, ttl_s)
+        txn.put(k, pack({"expires": expires, "token": token}), db=db)
+        txn.put(key(int(expires * 1e9), dkey), b"", db=exp_db)
+        self._expire(txn, now, limit=64)
+        return True
+
+    def _expire(self, txn: lmdb.Transaction, now: float, *, limit: int) -> int:
+        """Drop up to ``limit`` expired keys (amortised on every dedupe write)."""
+        db, exp_db = self.renv.db("dedupe"), self.renv.db("dd_exp")
+        doomed = []
+        for k, _ in txn.cursor(db=exp_db):
+            if int.from_bytes(k[:8], "big") > now * 1e9 or len(doomed) >= limit:
+                break
+            doomed.append(k)
+        for k in doomed:
+            txn.delete(k, db=exp_db)
+            txn.delete(k[9:], db=db)
+        return len(doomed)
+
+    def expire(self) -> int:
+        return self.writer.run(lambda txn: self._expire(txn, time.time(), limit=100000))

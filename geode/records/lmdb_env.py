@@ -1,0 +1,243 @@
+"""The one LMDB environment of the record store: named sub-databases, key/value encoding, map growth.
+
+Only the store process opens it (LMDB allows one handle per process). Reads run in read transactions on any
+thread; writes go through :class:`geode.records.writer.GroupWriter`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgpack
+from pydantic import BaseModel, Field
+
+from geode.protocol.errors import BadRequest, Unavailable
+
+MAX_KEY = 511  # LMDB's default maximum key size
+SEP = b"\x00"
+
+# Sub-databases (one per record type plus the indexes that keep lookups O(log n)).
+DBS = (
+    "meta",
+    "ck_state",  # session -> checkpoint state record
+    "ck_msgs",  # session \0 index(u64) -> message
+    "ck_seqfp",  # session \0 seq(u64) -> fingerprint of that save (idempotency)
+    "receipts",  # op_id -> receipt
+    "rc_open",  # session \0 op_id -> step_id     (admitted | uncertain)
+    "rc_owner",  # owner \0 op_id -> b""          (admitted only)
+    "rc_done",  # updated_ns(u64) \0 op_id -> b""  (committed | reconciled, for pruning)
+    "timeline",  # session \0 seq(u64) -> row
+    "tl_ids",  # session \0 event_id -> seq(u64)
+    "turns",  # turn_id -> turn record
+    "turn_state",  # state \0 turn_id -> b""
+    "cursors",  # platform \0 account \0 channel -> position
+    "dedupe",  # key -> {expires, token}
+    "dd_exp",  # expires_ns(u64) \0 key -> b""
+)
+
+
+class StoreConfig(BaseModel):
+    """``[store]`` in config.toml."""
+
+    map_size_mb: int = Field(default=256, ge=1)
+    map_max_mb: int = Field(default=16384, ge=1)
+    max_batch: int = Field(default=256, ge=1)
+    queue_max: int = Field(default=10000, ge=1)
+    max_unresolved_receipts: int = Field(default=500, ge=1)
+    receipt_keep: int = Field(default=2000, ge=0)
+    receipt_retention_days: float = Field(default=30.0, ge=0)
+    session_retention_days: float = Field(default=30.0, ge=0)
+    timeline_max_payload: int = Field(default=64 * 1024, ge=1024)
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> StoreConfig:
+        return cls.model_validate(raw.get("store") or {})
+
+
+def key(*parts: str | int) -> bytes:
+    """Encode a composite key: strings as UTF-8, ints as big-endian u64, joined by NUL."""
+    out = []
+    for p in parts:
+        if isinstance(p, int):
+            out.append(p.to_bytes(8, "big"))
+        else:
+            if "\x00" in p:
+                raise BadRequest(f"key part {p[:40]!r} contains NUL")
+            out.append(p.encode("utf-8"))
+    k = SEP.join(out)
+    if len(k) > MAX_KEY or not k:
+        raise BadRequest(f"record key of {len(k)} bytes is empty or longer than {MAX_KEY}")
+    return k
+
+
+def prefix(*parts: str) -> bytes:
+    return key(*parts) + SEP
+
+
+def u64(b: bytes) -> int:
+    return int.from_bytes(b[-8:], "big")
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(b: bytes) -> Any:
+    return msgpack.unpackb(b, raw=False, strict_map_key=False)
+
+
+def scan_prefix(txn: lmdb.Transaction, db: Any, pfx: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Every (key, value) whose key starts with ``pfx``, in key order."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(pfx):
+        return
+    for k, v in cur:
+        if not k.startswith(pfx):
+            return
+        yield k, v
+
+
+class _SharedLock:
+    """Many readers or one exclusive holder (map growth needs no live transaction in the process)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._exclusive = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class RecordEnv:
+    """Open/close the environment, hand out sub-database handles, grow the map on demand."""
+
+    def __init__(self, path: Path, config: StoreConfig | None = None) -> None:
+        self.path = Path(path)
+        self.config = config or StoreConfig()
+        self.env: lmdb.Environment | None = None
+        self._dbs: dict[str, Any] = {}
+        self._lock = _SharedLock()
+        self.map_size = self.config.map_size_mb * 1024 * 1024
+        self.map_max = max(self.map_size, self.config.map_max_mb * 1024 * 1024)
+        self.growths = 0
+        self.stale_readers_cleared = 0
+
+    def open(self) -> RecordEnv:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.path, os.W_OK):
+                raise PermissionError(f"{self.path} is not writable")
+            env = lmdb.open(
+                str(self.path),
+                map_size=self.map_size,
+                max_dbs=len(DBS) + 4,
+                subdir=True,
+                sync=True,
+                metasync=True,
+                writemap=False,
+                map_async=False,
+                max_readers=256,
+                lock=True,
+                readahead=False,
+            )
+        except (OSError, lmdb.Error) as exc:
+            raise Unavailable(f"cannot open record store at {self.path}: {exc}") from exc
+        try:
+            self.stale_readers_cleared = env.reader_check()
+            info = env.info()
+            self.map_size = max(self.map_size, int(info["map_size"]))
+            with env.begin(write=True) as txn:
+                self._dbs = {name: env.open_db(name.encode(), txn=txn) for name in DBS}
+        except lmdb.Error as exc:
+            env.close()
+            raise Unavailable(f"cannot initialise record store at {self.path}: {exc}") from exc
+        self.env = env
+        return self
+
+    def close(self) -> None:
+        if self.env is not None:
+            with self._lock.exclusive():
+                self.env.close()
+            self.env = None
+
+    def db(self, name: str) -> Any:
+        return self._dbs[name]
+
+    def _live(self) -> lmdb.Environment:
+        if self.env is None:
+            raise Unavailable("record store is closed")
+        return self.env
+
+    @contextmanager
+    def read(self) -> Iterator[lmdb.Transaction]:
+        """A read transaction (snapshot) usable on the calling thread."""
+        with self._lock.shared():
+            env = self._live()
+            with env.begin(write=False) as txn:
+                yield txn
+
+    @contextmanager
+    def write_scope(self) -> Iterator[lmdb.Environment]:
+        """Held by the writer for one batch so growth never races with a live write transaction."""
+        with self._lock.shared():
+            yield self._live()
+
+    def grow(self) -> bool:
+        """Double the map (bounded by ``map_max``). Caller must hold no transaction. False at the limit."""
+        if self.map_size >= self.map_max:
+            return False
+        new = min(self.map_size * 2, self.map_max)
+        with self._lock.exclusive():
+            self._live().set_mapsize(new)
+        self.map_size = new
+        self.growths += 1
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        env = self._live()
+        info = env.info()
+        with self.read() as txn:
+            entries = {name: txn.stat(self._dbs[name])["entries"] for name in DBS}
+        st = env.stat()
+        used = (info["last_pgno"] + 1) * st["psize"]
+        return {
+            "path": str(self.path),
+            "map_size": self.map_size,
+            "map_max": self.map_max,
+            "used_bytes": used,
+            "growths": self.growths,
+            "stale_readers_cleared": self.stale_readers_cleared,
+            "entries": entries,
+        }

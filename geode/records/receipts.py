@@ -1,0 +1,278 @@
+"""Effect receipts: admitted → committed | uncertain → reconciled, with the quarantine rule of reference §4.6.
+
+``admit`` is a read-check-write inside the single writer, so two admits of one operation id can never both
+answer NEW. An admit retried with the same ``attempt`` token (a lost reply) gets the same NEW answer back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import lmdb
+
+from geode.protocol.errors import Conflict, NotFound, Unavailable
+from geode.records.lmdb_env import RecordEnv, StoreConfig, key, pack, prefix, scan_prefix, unpack
+from geode.records.models import AdmitKind, AdmitResult, Receipt, ReceiptIdentity, ReceiptState
+from geode.records.writer import GroupWriter
+from geode.redaction import bound, fingerprint
+
+PERSONAL = "personal-data-redacted"
+RESULT_MAX_BYTES = 32 * 1024
+OUTCOMES = ("applied", "not_applied")
+
+
+def bound_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Bounded copy of a tool result (32 KiB, 12,000-char strings, 128 items, depth 8)."""
+    if result is None:
+        return None
+    out = bound(result, max_str=12000, max_items=128, max_depth=8)
+    text = json.dumps(out, ensure_ascii=False, default=str)
+    if len(text.encode()) > RESULT_MAX_BYTES:
+        return {"truncated": True, "bytes": len(text.encode()), "preview": text[:8000]}
+    return out if isinstance(out, dict) else {"value": out}
+
+
+def _owner_incarnation(owner: str) -> tuple[str, int]:
+    name, _, inc = owner.rpartition("#")
+    try:
+        return name, int(inc)
+    except ValueError:
+        return owner, -1
+
+
+class ReceiptStore:
+    def __init__(self, renv: RecordEnv, writer: GroupWriter, config: StoreConfig) -> None:
+        self.renv = renv
+        self.writer = writer
+        self.config = config
+
+    # helpers run inside a write transaction ---------------------------------------------------------
+    def _get(self, txn: lmdb.Transaction, op_id: str) -> Receipt | None:
+        raw = txn.get(key(op_id), db=self.renv.db("receipts"))
+        return Receipt.model_validate(unpack(raw)) if raw else None
+
+    def _put(self, txn: lmdb.Transaction, r: Receipt, old: Receipt | None) -> None:
+        db_open, db_owner, db_done = (self.renv.db(n) for n in ("rc_open", "rc_owner", "rc_done"))
+        sid, op = r.identity.session_id, r.operation_id
+        if old is not None:
+            txn.delete(key(old.owner, op), db=db_owner)
+            txn.delete(key(int(old.updated_at * 1e9), op), db=db_done)
+        if r.state in (ReceiptState.ADMITTED, ReceiptState.UNCERTAIN):
+            txn.put(key(sid, op), r.identity.step_id.encode(), db=db_open)
+        else:
+            txn.delete(key(sid, op), db=db_open)
+            txn.put(key(int(r.updated_at * 1e9), op), b"", db=db_done)
+        if r.state == ReceiptState.ADMITTED:
+            txn.put(key(r.owner, op), b"", db=db_owner)
+        txn.put(key(op), pack(r.model_dump(mode="json")), db=self.renv.db("receipts"))
+
+    # admit ------------------------------------------------------------------------------------------
+    def admit(
+        self, op_id: str, identity: ReceiptIdentity, *, owner: str, effect: str = "", attempt: str = ""
+    ) -> AdmitResult:
+        return self.writer.run(lambda txn: self._admit(txn, op_id, identity, owner, effect, attempt))
+
+    def _admit(
+        self, txn: lmdb.Transaction, op_id: str, ident: ReceiptIdentity, owner: str, effect: str, attempt: str
+    ) -> AdmitResult:
+        r = self._get(txn, op_id)
+        if r is not None:
+            if r.identity != ident or ident.fingerprint == PERSONAL:
+                return AdmitResult(
+                    kind=AdmitKind.CONFLICT, reason="operation id reused with a different identity"
+                )
+            if r.state == ReceiptState.COMMITTED:
+                return AdmitResult(kind=AdmitKind.REPLAY, result=r.result, reason="committed earlier")
+            if r.state == ReceiptState.RECONCILED:
+                return AdmitResult(kind=AdmitKind.REPLAY, result=r.result, reason=f"reconciled: {r.outcome}")
+            if r.state == ReceiptState.ADMITTED and attempt and r.attempt == attempt and r.owner == owner:
+                return AdmitResult(kind=AdmitKind.NEW, reason="same admission (retried request)")
+            why = r.uncertain_reason or "admitted earlier; the effect may have begun"
+            return AdmitResult(kind=AdmitKind.UNCERTAIN, reason=why, blocking_operation=op_id)
+        db_open = self.renv.db("rc_open")
+        for k, step in scan_prefix(txn, db_open, prefix(ident.session_id)):
+            if step.decode() != ident.step_id:
+                blocker = k.rsplit(b"\x00", 1)[-1].decode()
+                return AdmitResult(
+                    kind=AdmitKind.UNCERTAIN,
+                    reason=f"session has an unresolved receipt {blocker} from an earlier step; reconcile it",
+                    blocking_operation=blocker,
+                )
+        if txn.stat(db_open)["entries"] >= self.config.max_unresolved_receipts:
+            raise Unavailable(f"more than {self.config.max_unresolved_receipts} unresolved receipts")
+        now = time.time()
+        new = Receipt(
+            operation_id=op_id,
+            identity=ident,
+            state=ReceiptState.ADMITTED,
+            owner=owner,
+            effect=effect,
+            created_at=now,
+            updated_at=now,
+            attempt=attempt or None,
+        )
+        self._put(txn, new, None)
+        return AdmitResult(kind=AdmitKind.NEW)
+
+    # transitions ------------------------------------------------------------------------------------
+    def commit(self, op_id: str, result: dict[str, Any]) -> Receipt:
+        return self.writer.run(lambda txn: self._commit(txn, op_id, result))
+
+    def _commit(self, txn: lmdb.Transaction, op_id: str, result: dict[str, Any]) -> Receipt:
+        r = self._require(txn, op_id)
+        stored = bound_result(result)
+        if r.state == ReceiptState.COMMITTED:
+            if fingerprint(r.result) == fingerprint(stored):
+                return r
+            raise Conflict(f"receipt {op_id} already committed with a different result")
+        if r.state == ReceiptState.RECONCILED:
+            raise Conflict(f"receipt {op_id} was reconciled by {r.reconciled_by}; it cannot be committed")
+        new = r.model_copy(
+            update={"state": ReceiptState.COMMITTED, "result": stored, "updated_at": time.time()}
+        )
+        self._put(txn, new, r)
+        return new
+
+    def mark_uncertain(self, op_id: str, reason: str) -> Receipt:
+        return self.writer.run(lambda txn: self._uncertain(txn, op_id, reason))
+
+    def _uncertain(self, txn: lmdb.Transaction, op_id: str, reason: str) -> Receipt:
+        r = self._require(txn, op_id)
+        if r.state != ReceiptState.ADMITTED:
+            return r
+        new = r.model_copy(
+            update={
+                "state": ReceiptState.UNCERTAIN,
+                "uncertain_reason": reason[:500],
+                "updated_at": time.time(),
+            }
+        )
+        self._put(txn, new, r)
+        return new
+
+    def reconcile(self, op_id: str, *, outcome: str, by: str, note: str = "") -> Receipt:
+        return self.writer.run(lambda txn: self._reconcile(txn, op_id, outcome, by, note))
+
+    def _reconcile(self, txn: lmdb.Transaction, op_id: str, outcome: str, by: str, note: str) -> Receipt:
+        outcome = outcome.replace("-", "_")
+        if outcome not in OUTCOMES:
+            raise Conflict(f"outcome must be applied or not_applied, not {outcome!r}")
+        r = self._require(txn, op_id)
+        if r.state == ReceiptState.RECONCILED:
+            if r.outcome == outcome:
+                return r
+            raise Conflict(f"receipt {op_id} already reconciled as {r.outcome}")
+        if r.state == ReceiptState.COMMITTED:
+            raise Conflict(f"receipt {op_id} is committed; there is nothing to reconcile")
+        now = time.time()
+        result = {
+            "reconciled_by_operator": True,
+            "external_effect_applied": outcome == "applied",
+            "outcome": outcome,
+            "by": by,
+            "note": note[:2000],
+        }
+        new = r.model_copy(
+            update={
+                "state": ReceiptState.RECONCILED,
+                "outcome": outcome,
+                "reconciled_by": by,
+                "note": note[:2000] or None,
+                "reconciled_at": now,
+                "updated_at": now,
+                "result": result,
+            }
+        )
+        self._put(txn, new, r)
+        return new
+
+    def owner_died(self, name: str, incarnation: int) -> int:
+        """Every admitted receipt of ``name`` at incarnation ≤ ``incarnation`` becomes uncertain."""
+        return self.writer.run(lambda txn: self._owner_died(txn, name, incarnation))
+
+    def _owner_died(self, txn: lmdb.Transaction, name: str, incarnation: int) -> int:
+        db_owner = self.renv.db("rc_owner")
+        victims = []
+        for k, _ in scan_prefix(txn, db_owner, f"{name}#".encode()):
+            owner, _, op = k.partition(b"\x00")
+            oname, inc = _owner_incarnation(owner.decode())
+            if oname == name and 0 <= inc <= incarnation:
+                victims.append(op.decode())
+        for op in victims:
+            self._uncertain(txn, op, f"owner {name}#{incarnation} died with the effect admitted")
+        return len(victims)
+
+    def _require(self, txn: lmdb.Transaction, op_id: str) -> Receipt:
+        r = self._get(txn, op_id)
+        if r is None:
+            raise NotFound(f"no receipt {op_id}")
+        return r
+
+    # pruning ----------------------------------------------------------------------------------------
+    def prune(self, now: float | None = None) -> int:
+        return self.writer.run(lambda txn: self._prune(txn, now or time.time()))
+
+    def _prune(self, txn: lmdb.Transaction, now: float) -> int:
+        db_done = self.renv.db("rc_done")
+        total = txn.stat(db_done)["entries"]
+        cutoff = int((now - self.config.receipt_retention_days * 86400) * 1e9)
+        excess = max(0, total - self.config.receipt_keep)
+        doomed = []
+        for k, _ in txn.cursor(db=db_done):  # oldest first
+            ts = int.from_bytes(k[:8], "big")
+            if len(doomed) >= excess and ts >= cutoff:
+                break
+            doomed.append(k)
+        for k in doomed:
+            txn.delete(k, db=db_done)
+            txn.delete(k[9:], db=self.renv.db("receipts"))
+        return len(doomed)
+
+    # reads ------------------------------------------------------------------------------------------
+    def get(self, op_id: str) -> Receipt | None:
+        with self.renv.read() as txn:
+            return self._get(txn, op_id)
+
+    def list(
+        self, *, session_id: str | None = None, uncertain_only: bool = False, limit: int = 200
+    ) -> list[Receipt]:
+        out: list[Receipt] = []
+        with self.renv.read() as txn:
+            if uncertain_only or session_id is not None:
+                ops = []
+                if uncertain_only:
+                    pfx = prefix(session_id) if session_id else b""
+                    ops = [
+                        k.rsplit(b"\x00", 1)[-1] for k, _ in scan_prefix(txn, self.renv.db("rc_open"), pfx)
+                    ]
+                    rows = [self._get(txn, op.decode()) for op in ops]
+                    out = [r for r in rows if r is not None and r.state == ReceiptState.UNCERTAIN]
+                else:
+                    for _, v in txn.cursor(db=self.renv.db("receipts")):
+                        r = Receipt.model_validate(unpack(v))
+                        if r.identity.session_id == session_id:
+                            out.append(r)
+            else:
+                out = [Receipt.model_validate(unpack(v)) for _, v in txn.cursor(db=self.renv.db("receipts"))]
+        out.sort(key=lambda r: r.updated_at, reverse=True)
+        return out[:limit]
+
+    def open_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        with self.renv.read() as txn:
+            for k, _ in txn.cursor(db=self.renv.db("rc_open")):
+                sid = k.rsplit(b"\x00", 1)[0].decode()
+                counts[sid] = counts.get(sid, 0) + 1
+        return counts
+
+    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
+        """Drop a pruned session's resolved receipts (unresolved ones are kept for the operator)."""
+        for r in [Receipt.model_validate(unpack(v)) for _, v in txn.cursor(db=self.renv.db("receipts"))]:
+            if r.identity.session_id == session_id and r.state in (
+                ReceiptState.COMMITTED,
+                ReceiptState.RECONCILED,
+            ):
+                txn.delete(key(int(r.updated_at * 1e9), r.operation_id), db=self.renv.db("rc_done"))
+                txn.delete(key(r.operation_id), db=self.renv.db("receipts"))

@@ -1,0 +1,123 @@
+"""Timeline: an append-only, per-session observation log; idempotent by event id; hash-checked on read.
+
+Payloads are redacted and bounded before they are written. Rows whose stored payload no longer matches its
+hash come back with ``corrupt=True`` and an empty payload. The loop never reads the timeline back as state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import lmdb
+
+from geode.protocol.errors import Conflict
+from geode.records.lmdb_env import RecordEnv, key, pack, prefix, scan_prefix, u64, unpack
+from geode.records.models import TimelineEvent, TimelineRow
+from geode.records.writer import GroupWriter
+from geode.redaction import canonical_json, redact
+
+SCHEMA = "geode.timeline@1"
+
+
+def bounded_payload(payload: dict[str, Any], max_bytes: int) -> str:
+    """The redacted, bounded payload as canonical JSON text."""
+    text = canonical_json(redact(payload, max_str=16384, max_items=256, max_depth=12))
+    if len(text.encode()) > max_bytes:
+        text = canonical_json({"truncated": True, "bytes": len(text.encode()), "preview": text[:4096]})
+    return text
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class TimelineStore:
+    def __init__(self, renv: RecordEnv, writer: GroupWriter, max_payload: int) -> None:
+        self.renv = renv
+        self.writer = writer
+        self.max_payload = max_payload
+
+    def append(self, event: TimelineEvent) -> int:
+        """Append (or find the existing row of) an event; returns its seq within the session."""
+        text = bounded_payload(event.payload, self.max_payload)
+        return self.writer.run(lambda txn: self._append(txn, event, text))
+
+    def _append(self, txn: lmdb.Transaction, ev: TimelineEvent, text: str) -> int:
+        sid = ev.session_id
+        h = _hash(text)
+        ids = self.renv.db("tl_ids")
+        db = self.renv.db("timeline")
+        seen = txn.get(key(sid, ev.event_id), db=ids)
+        if seen is not None:
+            seq = u64(seen)
+            raw = txn.get(key(sid, seq), db=db)
+            old = unpack(raw) if raw else {}
+            if old.get("kind") == ev.kind[:128] and old.get("payload_hash") == h:
+                return seq
+            raise Conflict(f"timeline event {ev.event_id} of {sid} already stored with different content")
+        seq = self._last_seq(txn, sid) + 1
+        row = {
+            "schema": SCHEMA,
+            "session_id": sid,
+            "event_id": ev.event_id,
+            "kind": ev.kind[:128],
+            "ts": ev.ts,
+            "payload_json": text,
+            "payload_hash": h,
+        }
+        txn.put(key(sid, seq), pack(row), db=db)
+        txn.put(key(sid, ev.event_id), seq.to_bytes(8, "big"), db=ids)
+        return seq
+
+    def _last_seq(self, txn: lmdb.Transaction, sid: str) -> int:
+        cur = txn.cursor(db=self.renv.db("timeline"))
+        pfx = prefix(sid)
+        positioned = cur.set_range(key(sid) + b"\x01")
+        moved = cur.prev() if positioned else cur.last()
+        if moved and cur.key().startswith(pfx) and len(cur.key()) == len(pfx) + 8:
+            return u64(cur.key())
+        return 0
+
+    def read(self, session_id: str, *, after_seq: int = 0, limit: int = 10000) -> list[TimelineRow]:
+        out: list[TimelineRow] = []
+        with self.renv.read() as txn:
+            for k, v in scan_prefix(txn, self.renv.db("timeline"), prefix(session_id)):
+                seq = u64(k)
+                if seq <= after_seq:
+                    continue
+                out.append(self._row(session_id, seq, v))
+                if len(out) >= limit:
+                    break
+        return out
+
+    @staticmethod
+    def _row(session_id: str, seq: int, raw: bytes) -> TimelineRow:
+        try:
+            row = unpack(raw)
+            text = row["payload_json"]
+            corrupt = _hash(text) != row["payload_hash"]
+            payload = {} if corrupt else json.loads(text)
+            event = TimelineEvent(
+                session_id=session_id,
+                event_id=row["event_id"],
+                kind=row["kind"],
+                ts=row["ts"],
+                payload=payload,
+            )
+            return TimelineRow(event=event, seq=seq, payload_hash=row["payload_hash"], corrupt=corrupt)
+        except Exception:
+            event = TimelineEvent(session_id=session_id, event_id=f"corrupt-{seq}", kind="corrupt", ts=0.0)
+            return TimelineRow(event=event, seq=seq, payload_hash="", corrupt=True)
+
+    def export_jsonl(self, session_id: str) -> str:
+        """The session's timeline as JSON lines (one row per line, ``corrupt`` flagged)."""
+        lines = [json.dumps(r.model_dump(mode="json"), ensure_ascii=False) for r in self.read(session_id)]
+        return "".join(line + "\n" for line in lines)
+
+    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
+        for name in ("timeline", "tl_ids"):
+            db = self.renv.db(name)
+            for k, _ in list(scan_prefix(txn, db, prefix(session_id))):
+                txn.delete(k, db=db)

@@ -1,0 +1,205 @@
+"""Group commit: one writer thread applies queued write operations in one transaction, syncs, then answers.
+
+Each operation runs in a nested transaction, so an operation that raises is rolled back alone and the rest of
+the batch still commits. A batch is acknowledged only after the top-level commit (sync on) returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+
+from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
+from geode.records.lmdb_env import RecordEnv
+
+log = logging.getLogger(__name__)
+
+WriteFn = Callable[[lmdb.Transaction], Any]
+
+
+class _MapFull(Exception):
+    pass
+
+
+@dataclass
+class _Op:
+    fn: WriteFn
+    future: Future[Any] = field(default_factory=Future)
+
+
+@dataclass
+class WriterStats:
+    batches: int = 0
+    ops: int = 0
+    failed_ops: int = 0
+    failed_batches: int = 0
+    max_batch: int = 0
+    last_error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "ops": self.ops,
+            "failed_ops": self.failed_ops,
+            "failed_batches": self.failed_batches,
+            "max_batch": self.max_batch,
+            "mean_batch": round(self.ops / self.batches, 2) if self.batches else 0.0,
+            "last_error": self.last_error,
+        }
+
+
+class GroupWriter:
+    """The single writer of a :class:`RecordEnv`."""
+
+    def __init__(self, renv: RecordEnv, *, max_batch: int = 256, queue_max: int = 10000) -> None:
+        self.renv = renv
+        self.max_batch = max_batch
+        self._q: queue.Queue[_Op | None] = queue.Queue(maxsize=queue_max)
+        self._thread: threading.Thread | None = None
+        self.stats = WriterStats()
+        self.after_commit: list[Callable[[], None]] = []
+
+    def start(self) -> GroupWriter:
+        self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self._thread is None:
+            return
+        self._q.put(None)
+        self._thread.join(timeout_s)
+        self._thread = None
+
+    def submit(self, fn: WriteFn) -> Future[Any]:
+        op = _Op(fn)
+        if self._thread is None:
+            raise Unavailable("record store writer is not running")
+        try:
+            self._q.put_nowait(op)
+        except queue.Full:
+            raise Overloaded("record store write queue is full") from None
+        return op.future
+
+    def run(self, fn: WriteFn, timeout_s: float = 30.0) -> Any:
+        """Submit and wait for the durable result (or the operation's own error)."""
+        fut = self.submit(fn)
+        try:
+            return fut.result(timeout=timeout_s)
+        except TimeoutError:
+            raise RequestTimeout("record store write not acknowledged in time") from None
+
+    def _run(self) -> None:
+        while True:
+            op = self._q.get()
+            if op is None:
+                return
+            batch = [op]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                self._apply(batch)
+            except Exception as exc:  # never let the writer die; every waiter gets an answer
+                log.exception("record store batch failed")
+                self._fail_all(batch, Unavailable(f"record store write failed: {exc}"))
+            if stop:
+                return
+
+    def _apply(self, batch: list[_Op]) -> None:
+        while True:
+            try:
+                results = self._attempt(batch)
+            except _MapFull:
+                if self.renv.grow():
+                    log.info("record store map grown to %d bytes", self.renv.map_size)
+                    continue
+                if len(batch) > 1:  # at the limit: let the operations that still fit succeed alone
+                    for op in batch:
+                        self._apply([op])
+                    return
+                mb = self.renv.map_size // (1024 * 1024)
+                msg = f"record store map is full ({mb} MiB, the configured maximum)"
+                self._fail_all(batch, Unavailable(msg))
+                return
+            except lmdb.Error as exc:
+                self._fail_all(batch, Unavailable(f"record store commit failed: {type(exc).__name__}: {exc}"))
+                return
+            self.stats.batches += 1
+            self.stats.ops += len(batch)
+            self.stats.max_batch = max(self.stats.max_batch, len(batch))
+            for op, (ok, value) in zip(batch, results, strict=True):
+                if ok:
+                    op.future.set_result(value)
+                else:
+                    self.stats.failed_ops += 1
+                    op.future.set_exception(value)
+            for hook in self.after_commit:
+                try:
+                    hook()
+                except Exception:
+                    log.exception("after-commit hook failed")
+            return
+
+    def _attempt(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
+        results: list[tuple[bool, Any]] = []
+        with self.renv.write_scope() as env:
+            txn = env.begin(write=True)
+            try:
+                for op in batch:
+                    results.append(self._one(env, txn, op))
+                txn.commit()
+            except lmdb.MapFullError:
+                txn.abort()
+                raise _MapFull() from None
+            except BaseException:
+                txn.abort()
+                raise
+        return results
+
+    @staticmethod
+    def _one(env: lmdb.Environment, parent: lmdb.Transaction, op: _Op) -> tuple[bool, Any]:
+        child = env.begin(write=True, parent=parent)
+        try:
+            value = op.fn(child)
+        except lmdb.MapFullError:
+            child.abort()
+            raise
+        except GeodeError as exc:
+            child.abort()
+            return False, exc
+        except lmdb.Error:
+            child.abort()
+            raise
+        except Exception as exc:
+            child.abort()
+            log.exception("record store operation failed")
+            return False, GeodeError(f"{type(exc).__name__}: {exc}"[:500])
+        child.commit()
+        return True, value
+
+    def _fail_all(self, batch: list[_Op], exc: GeodeError) -> None:
+        self.stats.failed_batches += 1
+        self.stats.last_error = exc.message
+        for op in batch:
+            if not op.future.done():
+                op.future.set_exception(exc)
+
+
+def now_ns() -> int:
+    return time.time_ns()
