@@ -1,0 +1,47 @@
+"""The slice of the record store lanes needs (durable turn records), and an in-memory one for tests."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from geode.records.models import TurnRecord, TurnState
+
+
+class TurnStore(Protocol):
+    def put_turn(self, turn: TurnRecord) -> TurnRecord: ...
+    def get_turn(self, turn_id: str) -> TurnRecord | None: ...
+    def list_turns(self, *, state: str | None = None) -> list[TurnRecord]: ...
+
+
+class MemoryTurnStore:
+    """A dict-backed TurnStore (single-process mode and tests); ``fail`` makes every write fail."""
+
+    def __init__(self) -> None:
+        self._turns: dict[str, TurnRecord] = {}
+        self._lock = threading.Lock()
+        self.fail = False
+        self.writes = 0
+
+    def put_turn(self, turn: TurnRecord) -> TurnRecord:
+        from geode.protocol.errors import Unavailable
+
+        with self._lock:
+            if self.fail:
+                raise Unavailable("turn store unavailable")
+            self.writes += 1
+            self._turns[turn.turn_id] = turn.model_copy(deep=True)
+            return turn
+
+    def get_turn(self, turn_id: str) -> TurnRecord | None:
+        with self._lock:
+            t = self._turns.get(turn_id)
+            return t.model_copy(deep=True) if t else None
+
+    def list_turns(self, *, state: str | None = None) -> list[TurnRecord]:
+        with self._lock:
+            out = [t.model_copy(deep=True) for t in self._turns.values() if state is None or t.state == state]
+        return sorted(out, key=lambda t: (t.created_at, t.turn_id))
+
+
+__all__ = ["MemoryTurnStore", "TurnRecord", "TurnState", "TurnStore"]

@@ -1,0 +1,125 @@
+"""Per-session event streams: lane-assigned sequence numbers and a bounded replay buffer for re-attach."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from typing import Any
+
+from geode.protocol.control import StreamEvent
+
+MAX_SESSIONS = 256
+MAX_EVENTS_PER_SESSION = 512
+
+
+class StreamBuffer:
+    """Assigns ``seq`` per session and keeps the last events of recently active sessions (bounded LRU).
+
+    ``seq`` starts at ``start_ms * 10**6`` so it keeps increasing across restarts of lanes: a client that
+    re-attaches with its last seq never mistakes a new event for an old one.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_sessions: int = MAX_SESSIONS,
+        max_events: int = MAX_EVENTS_PER_SESSION,
+        start_ms: int | None = None,
+    ) -> None:
+        self._base = (start_ms if start_ms is not None else int(time.time() * 1000)) * 10**6
+        self._max_sessions = max_sessions
+        self._max_events = max_events
+        self._lock = threading.Lock()
+        self._seq: OrderedDict[str, int] = OrderedDict()
+        self._events: OrderedDict[str, deque[StreamEvent]] = OrderedDict()
+
+    def append(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> StreamEvent:
+        with self._lock:
+            seq = self._seq.get(session_id, self._base) + 1
+            self._seq[session_id] = seq
+            self._seq.move_to_end(session_id)
+            ev = StreamEvent(session_id=session_id, turn_id=turn_id, seq=seq, kind=kind, data=data)
+            buf = self._events.get(session_id)
+            if buf is None:
+                buf = self._events[session_id] = deque(maxlen=self._max_events)
+            self._events.move_to_end(session_id)
+            buf.append(ev)
+            while len(self._events) > self._max_sessions:
+                old, _ = self._events.popitem(last=False)
+                self._seq.pop(old, None)
+            return ev
+
+    def since(self, session_id: str, after_seq: int) -> tuple[list[StreamEvent], bool]:
+        """Buffered events with ``seq > after_seq`` and whether the buffer reaches back that far."""
+        with self._lock:
+            buf = list(self._events.get(session_id, ()))
+        out = [e for e in buf if e.seq > after_seq]
+        if not buf:
+            return out, after_seq >= self._base or after_seq == 0
+        complete = buf[0].seq <= after_seq + 1 or (after_seq == 0 and buf[0].seq == self._base + 1)
+        return out, complete
+
+    def sessions(self) -> int:
+        with self._lock:
+            return len(self._events)
+
+
+class Reorder:
+    """Puts a worker's events for one turn back in its ``seq`` order (handlers may run them out of order).
+
+    Events in order are released at once; a gap is held at most ``hold_s`` (then released as is); a seq
+    seen before is a duplicate and dropped.
+    """
+
+    def __init__(self, hold_s: float = 0.25, max_held: int = 64) -> None:
+        self.hold_s = hold_s
+        self.max_held = max_held
+        self._next: dict[str, int] = {}
+        self._held: dict[str, dict[int, tuple[float, Any]]] = {}
+        self._seen: dict[str, deque[int]] = {}
+        self._lock = threading.Lock()
+
+    def push(self, turn_id: str, seq: int, item: Any, now: float | None = None) -> list[Any]:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._seen.setdefault(turn_id, deque(maxlen=256))
+            if seq in seen:
+                return []
+            seen.append(seq)
+            nxt = self._next.get(turn_id)
+            if nxt is None or seq <= nxt:  # the first event of a turn, or a late one: release now
+                self._next[turn_id] = max(nxt or 0, seq + 1)
+                return [item, *self._drain(turn_id)]
+            held = self._held.setdefault(turn_id, {})
+            held[seq] = (now, item)
+            return self._drain(turn_id, now)
+
+    def _drain(self, turn_id: str, now: float | None = None) -> list[Any]:
+        out: list[Any] = []
+        held = self._held.get(turn_id) or {}
+        while held:
+            nxt = self._next[turn_id]
+            if nxt in held:
+                out.append(held.pop(nxt)[1])
+                self._next[turn_id] = nxt + 1
+                continue
+            oldest = min(t for t, _ in held.values())
+            if now is not None and (now - oldest >= self.hold_s or len(held) > self.max_held):
+                self._next[turn_id] = min(held)  # give up on the gap
+                continue
+            break
+        return out
+
+    def flush(self, now: float | None = None) -> list[Any]:
+        """Release gaps older than ``hold_s`` (called from the periodic tick)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return [x for t in list(self._held) for x in self._drain(t, now)]
+
+    def forget(self, turn_id: str) -> list[Any]:
+        with self._lock:
+            held = self._held.pop(turn_id, {})
+            self._next.pop(turn_id, None)
+            self._seen.pop(turn_id, None)
+            return [held[s][1] for s in sorted(held)]
