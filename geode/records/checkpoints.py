@@ -10,33 +10,23 @@ import time
 from typing import Any
 
 import lmdb
-from pydantic import BaseModel
 
 from geode.protocol.errors import Conflict
 from geode.records.lmdb_env import RecordEnv, key, pack, prefix, scan_prefix, unpack
-from geode.records.models import CheckpointSave, CheckpointState, Restored, SessionStatus, SessionSummary
+from geode.records.models import (
+    CheckpointSave,
+    CheckpointState,
+    Restored,
+    RestorePage,
+    SaveResult,
+    SessionStatus,
+    SessionSummary,
+)
 from geode.records.writer import GroupWriter
 from geode.redaction import fingerprint
 
 TERMINAL = (SessionStatus.COMPLETED, SessionStatus.ERROR)
 PAGE_BYTES = 512 * 1024  # restore pages stay well under the 1 MiB frame cap
-
-
-class SaveResult(BaseModel):
-    session_id: str
-    seq: int
-    message_count: int
-    status: SessionStatus
-    noop: bool = False
-
-
-class RestorePage(BaseModel):
-    """One page of a restore: the state record plus messages from ``from_index``; ``next_index`` if more."""
-
-    state: CheckpointState
-    messages: list[dict[str, Any]]
-    from_index: int = 0
-    next_index: int | None = None
 
 
 def _check_transition(old: SessionStatus, new: SessionStatus, reopen: bool, session_id: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.records.checkpoints import CheckpointStore, RestorePage, SaveResult
+from geode.records.checkpoints import CheckpointStore
 from geode.records.cursors import CursorStore
 from geode.records.evidence import EvidenceLedger
 from geode.records.lmdb_env import RecordEnv, StoreConfig
@@ -21,6 +21,8 @@ from geode.records.models import (
     Receipt,
     ReceiptIdentity,
     Restored,
+    RestorePage,
+    SaveResult,
     SessionSummary,
     TimelineEvent,
     TimelineRow,

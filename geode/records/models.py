@@ -76,6 +76,25 @@ class Restored(BaseModel):
     messages: list[dict[str, Any]]
 
 
+class SaveResult(BaseModel):
+    """What a checkpoint save left in the store (``noop`` when it was an idempotent repeat)."""
+
+    session_id: str
+    seq: int
+    message_count: int
+    status: SessionStatus
+    noop: bool = False
+
+
+class RestorePage(BaseModel):
+    """One page of a restore: the state record plus messages from ``from_index``; ``next_index`` if more."""
+
+    state: CheckpointState
+    messages: list[dict[str, Any]]
+    from_index: int = 0
+    next_index: int | None = None
+
+
 class ReceiptIdentity(BaseModel):
     """What makes an operation id mean one call: re-admitting with a different identity is a CONFLICT."""
 

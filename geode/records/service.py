@@ -1,0 +1,131 @@
+"""The store endpoint's Service: maps ``store.*`` messages (and ``runtime.child_died``) onto the engine."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from geode.protocol import runtime as rt
+from geode.protocol import store as m
+from geode.protocol.errors import BadRequest
+from geode.protocol.transport import Request
+from geode.records.engine import RecordEngine
+from geode.records.models import CheckpointSave, TimelineEvent, TurnRecord
+from geode.redaction import canonical_json
+
+log = logging.getLogger(__name__)
+PAGE_BYTES = 512 * 1024
+
+
+class StoreService:
+    """Stateless adapter; every durable decision is the engine's."""
+
+    def __init__(self, engine: RecordEngine, *, name: str = "store", incarnation: int = 0) -> None:
+        self.engine = engine
+        self.name = name
+        self.incarnation = incarnation
+        self._routes: dict[str, Callable[[Request, Any], BaseModel | dict[str, Any] | None]] = {
+            m.CHECKPOINT_SAVE: self._save,
+            m.CHECKPOINT_LOAD: self._load,
+            m.SESSIONS_LIST: lambda r, b: m.SessionList(sessions=engine.list_sessions(limit=b.limit)),
+            m.RECEIPT_ADMIT: self._admit,
+            m.RECEIPT_COMMIT: lambda r, b: m.ReceiptReply(
+                receipt=engine.receipts.commit(b.operation_id, b.result)
+            ),
+            m.RECEIPT_UNCERTAIN: lambda r, b: m.ReceiptReply(
+                receipt=engine.receipts.mark_uncertain(b.operation_id, b.reason or "marked uncertain")
+            ),
+            m.RECEIPT_GET: lambda r, b: m.ReceiptReply(receipt=engine.get_receipt(b.operation_id)),
+            m.RECEIPT_LIST: lambda r, b: m.ReceiptList(
+                receipts=engine.receipts.list(
+                    session_id=b.session_id, uncertain_only=b.uncertain_only, limit=b.limit
+                )
+            ),
+            m.RECEIPT_RECONCILE: lambda r, b: m.ReceiptReply(
+                receipt=engine.reconcile(b.operation_id, outcome=b.outcome, by=b.by or r.sender, note=b.note)
+            ),
+            m.RECEIPT_OWNER_DIED: lambda r, b: m.OwnerDiedReply(
+                uncertain=engine.owner_died(b.name, b.incarnation)
+            ),
+            rt.CHILD_DIED: self._child_died,
+            m.TIMELINE_APPEND: self._append,
+            m.TIMELINE_READ: self._read_timeline,
+            m.EVIDENCE_APPEND: lambda r, b: m.EvidenceReply(
+                written=engine.append_evidence(
+                    b.session_id, b.kind, b.payload, turn_id=b.turn_id, call_id=b.call_id, summary=b.summary
+                )
+            ),
+            m.TURN_PUT: lambda r, b: m.TurnReply(
+                turn=engine.put_turn(TurnRecord.model_validate(b.model_dump()))
+            ),
+            m.TURN_GET: lambda r, b: m.TurnReply(turn=engine.get_turn(b.turn_id)),
+            m.TURN_LIST: lambda r, b: m.TurnList(
+                turns=engine.turns.list(state=b.state, session_id=b.session_id, limit=b.limit)
+            ),
+            m.CURSOR_GET: lambda r, b: m.CursorReply(
+                position=engine.get_cursor(b.platform, b.account, b.channel)
+            ),
+            m.CURSOR_SET: self._set_cursor,
+            m.DEDUPE: lambda r, b: m.DedupeReply(first=engine.dedupe(b.key, ttl_s=b.ttl_s, token=b.token)),
+            m.STATS: lambda r, b: m.StatsReply(stats=self._stats()),
+            m.PRUNE: lambda r, b: m.PruneReply(pruned=engine.prune()),
+            rt.PING: lambda r, b: rt.Pong(name=self.name, incarnation=self.incarnation, pid=_pid()),
+            rt.STATUS: lambda r, b: rt.StatusReply(
+                name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
+            ),
+        }
+
+    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
+        route = self._routes.get(request.type)
+        if route is None:
+            raise BadRequest(f"the store does not handle {request.type!r}")
+        return route(request, request.body)
+
+    # handlers with a little more to do --------------------------------------------------------------
+    def _save(self, r: Request, b: m.SaveCheckpoint) -> BaseModel:
+        return self.engine.save_checkpoint(CheckpointSave.model_validate(b.model_dump()))
+
+    def _load(self, r: Request, b: m.LoadCheckpoint) -> BaseModel:
+        return m.LoadReply(page=self.engine.checkpoints.load_page(b.session_id, b.from_index, PAGE_BYTES))
+
+    def _admit(self, r: Request, b: m.AdmitReceipt) -> BaseModel:
+        owner = b.owner or r.sender
+        return self.engine.admit(b.operation_id, b.identity, owner=owner, effect=b.effect, attempt=b.attempt)
+
+    def _child_died(self, r: Request, b: rt.ChildDied) -> BaseModel:
+        n = self.engine.owner_died(b.name, b.incarnation)
+        if n:
+            log.warning(
+                "%s#%d died (%s): %d admitted receipts now uncertain", b.name, b.incarnation, b.reason, n
+            )
+        return rt.Ack()
+
+    def _append(self, r: Request, b: m.AppendTimeline) -> BaseModel:
+        return m.AppendReply(seq=self.engine.timeline.append(TimelineEvent.model_validate(b.model_dump())))
+
+    def _read_timeline(self, r: Request, b: m.ReadTimeline) -> BaseModel:
+        rows = self.engine.timeline.read(b.session_id, after_seq=b.after_seq, limit=b.limit + 1)
+        more = len(rows) > b.limit
+        rows = rows[: b.limit]
+        size = 0
+        for i, row in enumerate(rows):
+            size += len(canonical_json(row.event.payload)) + 256
+            if size > PAGE_BYTES and i > 0:
+                return m.TimelinePage(rows=rows[:i], next_after=rows[i - 1].seq)
+        return m.TimelinePage(rows=rows, next_after=rows[-1].seq if more and rows else None)
+
+    def _set_cursor(self, r: Request, b: m.SetCursor) -> BaseModel:
+        self.engine.set_cursor(b.platform, b.account, b.channel, b.position)
+        return m.CursorReply(position=b.position)
+
+    def _stats(self) -> dict[str, Any]:
+        return self.engine.stats()
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
