@@ -33,8 +33,12 @@ class Endpoint:
 def http_timeout(ep: Endpoint) -> Any:
     import httpx2  # the SDKs' HTTP stack; imported only when an adapter is used
 
-    return httpx2.Timeout(ep.timeout_s, connect=ep.connect_timeout_s, write=min(30.0, ep.timeout_s),
-                          pool=min(10.0, ep.timeout_s))
+    return httpx2.Timeout(
+        ep.timeout_s,
+        connect=ep.connect_timeout_s,
+        write=min(30.0, ep.timeout_s),
+        pool=min(10.0, ep.timeout_s),
+    )
 
 
 class StreamSink:
@@ -57,8 +61,9 @@ class WireAdapter:
 
     adapter = "base"
 
-    def __init__(self, endpoint: Endpoint, *, retrier: Retrier | None = None,
-                 on_event: EventCallback | None = None) -> None:
+    def __init__(
+        self, endpoint: Endpoint, *, retrier: Retrier | None = None, on_event: EventCallback | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.name = endpoint.provider
         self.retrier = retrier or Retrier()

@@ -1,4 +1,4 @@
-"""Anthropic Messages API adapter: body projection (system cache boundary, tools), streaming and JSON parsing."""
+"""Anthropic Messages API adapter: body projection (system cache boundary, tools), stream/JSON parsing."""
 
 from __future__ import annotations
 
@@ -39,7 +39,11 @@ def message_param(message: Message) -> dict[str, Any]:
         elif isinstance(b, ToolUseBlock):
             content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
         elif isinstance(b, ToolResultBlock):
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": b.content}
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": b.tool_use_id,
+                "content": b.content,
+            }
             if b.is_error:
                 block["is_error"] = True
             content.append(block)
@@ -76,8 +80,13 @@ def parse_message(data: dict[str, Any], provider: str) -> ModelResponse:
             calls.append(ToolUseBlock(id=block["id"], name=block["name"], input=block.get("input") or {}))
     raw_stop = data.get("stop_reason")
     return ModelResponse(
-        text="".join(text), tool_calls=tuple(calls), stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
-        usage=usage_of(data.get("usage")), model=data.get("model") or "", provider=provider, raw_stop_reason=raw_stop,
+        text="".join(text),
+        tool_calls=tuple(calls),
+        stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
+        usage=usage_of(data.get("usage")),
+        model=data.get("model") or "",
+        provider=provider,
+        raw_stop_reason=raw_stop,
     )
 
 
@@ -113,8 +122,13 @@ def parse_stream(events: Any, sink: StreamSink, provider: str) -> ModelResponse:
         for _, b in sorted(blocks.items())
     )
     return ModelResponse(
-        text="".join(text), tool_calls=calls, stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
-        usage=usage, model=model, provider=provider, raw_stop_reason=raw_stop,
+        text="".join(text),
+        tool_calls=calls,
+        stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
+        usage=usage,
+        model=model,
+        provider=provider,
+        raw_stop_reason=raw_stop,
     )
 
 
@@ -128,7 +142,10 @@ class AnthropicMessagesAdapter(WireAdapter):
 
         ep = self.endpoint
         return anthropic.Anthropic(
-            api_key=ep.api_key or "unset", base_url=ep.base_url, max_retries=0, timeout=http_timeout(ep),
+            api_key=ep.api_key or "unset",
+            base_url=ep.base_url,
+            max_retries=0,
+            timeout=http_timeout(ep),
             default_headers=ep.default_headers or None,
         )
 
@@ -155,7 +172,8 @@ class AnthropicMessagesAdapter(WireAdapter):
         if not request.stream:
             data = client.post("/v1/messages", body=body, cast_to=object)
             return parse_message(data, self.name)
-        stream = client.post("/v1/messages", body=body, cast_to=object, stream=True,
-                             stream_cls=anthropic.Stream[object])
+        stream = client.post(
+            "/v1/messages", body=body, cast_to=object, stream=True, stream_cls=anthropic.Stream[object]
+        )
         with stream:
             return parse_stream(stream, sink, self.name)

@@ -1,7 +1,7 @@
 """The model catalogue: known ids and defaults, prefix routing to a provider, per-model capabilities.
 
-Exact ids are never rewritten or upgraded: an unknown id routes by prefix with default capabilities and is sent
-to the provider as given (only the ``openrouter/`` routing prefix is stripped on the wire).
+Exact ids are never rewritten or upgraded: an unknown id routes by prefix with default capabilities and
+is sent to the provider as given (only the ``openrouter/`` routing prefix is stripped on the wire).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 DEFAULT_MODEL = "claude-opus-5-5"
 DEFAULTS: dict[str, str] = {
     "primary": "claude-opus-5-5",
+    "anthropic": "claude-opus-5-5",
     "secondary": "claude-sonnet-5",
     "budget": "claude-haiku-4-5-20251001",
     "openai": "gpt-6-sol",
@@ -45,7 +46,9 @@ class ModelInfo(BaseModel):
     context_window: int = DEFAULT_CONTEXT_WINDOW
     streaming: bool = True
     tool_format: Literal["anthropic", "openai-function"] = "anthropic"
-    sources: tuple[ProviderName, ...] = ()  # providers that can serve it (e.g. openai API and codex subscription)
+    sources: tuple[
+        ProviderName, ...
+    ] = ()  # providers that can serve it (e.g. openai API and codex subscription)
     known: bool = True
     router: bool = False  # an OpenRouter selector, not a fixed model
 
@@ -57,23 +60,55 @@ class ModelInfo(BaseModel):
         return self.id
 
 
-def _m(mid: str, provider: ProviderName, *, ctx: int = DEFAULT_CONTEXT_WINDOW, sources: tuple[ProviderName, ...] = (),
-       wire: WireApi | None = None, router: bool = False) -> ModelInfo:
+def _m(
+    mid: str,
+    provider: ProviderName,
+    *,
+    ctx: int = DEFAULT_CONTEXT_WINDOW,
+    sources: tuple[ProviderName, ...] = (),
+    wire: WireApi | None = None,
+    router: bool = False,
+) -> ModelInfo:
     w = wire or PROVIDER_WIRE[provider]
-    fmt: Literal["anthropic", "openai-function"] = "anthropic" if w == "anthropic-messages" else "openai-function"
-    return ModelInfo(id=mid, provider=provider, wire=w, context_window=ctx, tool_format=fmt,
-                     sources=sources or (provider,), router=router)
+    fmt: Literal["anthropic", "openai-function"] = (
+        "anthropic" if w == "anthropic-messages" else "openai-function"
+    )
+    return ModelInfo(
+        id=mid,
+        provider=provider,
+        wire=w,
+        context_window=ctx,
+        tool_format=fmt,
+        sources=sources or (provider,),
+        router=router,
+    )
 
 
 _ANTHROPIC = (
-    "claude-fable-5-1", "claude-opus-5-5", "claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5-20251001",
-    "claude-fable-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6", "claude-opus-4-5",
-    "claude-sonnet-4-6", "claude-sonnet-4-5-20250929",
+    "claude-fable-5-1",
+    "claude-opus-5-5",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-haiku-4-5-20251001",
+    "claude-fable-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-opus-4-5",
+    "claude-sonnet-4-6",
+    "claude-sonnet-4-5-20250929",
 )
 _OPENAI_AND_CODEX = ("gpt-6-astra", "gpt-6-sol", "gpt-6-luna", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna")
 _OPENAI_API_ONLY = ("gpt-5.5", "gpt-5.3-codex", "gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano")
 _GLM = (
-    "glm-5.3", "glm-5.3-flash", "glm-5.3-flashx", "glm-5.2", "glm-5.1", "glm-5", "glm-4.7", "glm-4.7-flashx",
+    "glm-5.3",
+    "glm-5.3-flash",
+    "glm-5.3-flashx",
+    "glm-5.2",
+    "glm-5.1",
+    "glm-5",
+    "glm-4.7",
+    "glm-4.7-flashx",
     "glm-4.7-flash",
 )
 _OPENROUTER = ("openrouter/openrouter/free", "openrouter/openrouter/auto")

@@ -1,7 +1,7 @@
-"""Turn any SDK/HTTP failure into a classified :class:`ProviderError` (kind, hint, status, server retry hints).
+"""Turn any SDK/HTTP failure into a classified :class:`ProviderError` (kind, hint, status, retry hints).
 
-Works by duck typing on the stainless SDK exception shapes (``status_code``, ``response``, ``body``) so it never
-imports anthropic or openai itself.
+Works by duck typing on the stainless SDK exception shapes (``status_code``, ``response``, ``body``) so
+it never imports anthropic or openai itself.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ HINTS = {
     ProviderErrorKind.CONNECTION: "could not reach the provider; check the base URL and the network",
     ProviderErrorKind.AUTH: "the API key/token was rejected; check the key (geode doctor) or log in again",
     ProviderErrorKind.BAD_REQUEST: "the provider rejected the request; check the model id and tool schemas",
-    ProviderErrorKind.CONTEXT_OVERFLOW: "the conversation is longer than the model's context window; compact it",
+    ProviderErrorKind.CONTEXT_OVERFLOW: "the conversation exceeds the model's context window; compact it",
     ProviderErrorKind.BILLING: "quota or credit exhausted; check the account's plan and billing",
-    ProviderErrorKind.STREAM_INTERRUPTED: "the stream broke after output was shown; not retried automatically",
+    ProviderErrorKind.STREAM_INTERRUPTED: "the stream broke after output was shown; not auto-retried",
     ProviderErrorKind.UNKNOWN: "unexpected provider failure",
 }
 
@@ -72,7 +72,7 @@ def kind_for_status(status: int) -> ProviderErrorKind:
 
 
 def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date); None when absent/invalid."""
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date); None when absent."""
     if headers is None:
         return None
     ms = headers.get("retry-after-ms")
@@ -114,13 +114,17 @@ def _body_error(body: Any) -> tuple[str, str]:
 
 def _refine(kind: ProviderErrorKind, etype: str, text: str) -> ProviderErrorKind:
     low = f"{etype} {text}".lower()
-    if kind in (ProviderErrorKind.BAD_REQUEST, ProviderErrorKind.CONTEXT_OVERFLOW, ProviderErrorKind.UNKNOWN) and any(
-        m in low for m in CONTEXT_MARKERS
-    ):
+    if kind in (
+        ProviderErrorKind.BAD_REQUEST,
+        ProviderErrorKind.CONTEXT_OVERFLOW,
+        ProviderErrorKind.UNKNOWN,
+    ) and any(m in low for m in CONTEXT_MARKERS):
         return ProviderErrorKind.CONTEXT_OVERFLOW
-    if kind in (ProviderErrorKind.RATE_LIMIT, ProviderErrorKind.BAD_REQUEST, ProviderErrorKind.UNKNOWN) and any(
-        m in low for m in BILLING_MARKERS
-    ):
+    if kind in (
+        ProviderErrorKind.RATE_LIMIT,
+        ProviderErrorKind.BAD_REQUEST,
+        ProviderErrorKind.UNKNOWN,
+    ) and any(m in low for m in BILLING_MARKERS):
         return ProviderErrorKind.BILLING
     return kind
 
@@ -146,7 +150,11 @@ def classify(exc: BaseException) -> ProviderError:
             retry_after_s=parse_retry_after(headers),
             should_retry=parse_should_retry(headers),
         )
-    if "APITimeoutError" in names or "TimeoutException" in names or isinstance(exc, TimeoutError | socket.timeout):
+    if (
+        "APITimeoutError" in names
+        or "TimeoutException" in names
+        or isinstance(exc, TimeoutError | socket.timeout)
+    ):
         return ProviderError(ProviderErrorKind.TIMEOUT, message, hint=HINTS[ProviderErrorKind.TIMEOUT])
     if names & {"APIConnectionError", "TransportError", "NetworkError", "RemoteProtocolError"} or isinstance(
         exc, ConnectionError | OSError
@@ -156,7 +164,9 @@ def classify(exc: BaseException) -> ProviderError:
         etype, text = _body_error(getattr(exc, "body", None))
         kind = _refine(BODY_TYPES.get(etype, ProviderErrorKind.OVERLOADED), etype, text or message)
         return ProviderError(kind, text or message, hint=HINTS[kind])
-    return ProviderError(ProviderErrorKind.UNKNOWN, f"{name}: {message}", hint=HINTS[ProviderErrorKind.UNKNOWN])
+    return ProviderError(
+        ProviderErrorKind.UNKNOWN, f"{name}: {message}", hint=HINTS[ProviderErrorKind.UNKNOWN]
+    )
 
 
 def stream_error(body: dict[str, Any]) -> ProviderError:

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class ProviderEvent(BaseModel):
-    """``retry``: attempt ``attempt`` failed with ``reason`` and the next starts after ``delay_s``.
-    ``fallback``: ``model`` failed with ``reason`` and ``to_model`` is tried next. ``gave_up``: retries stopped."""
+    """``retry``: attempt ``attempt`` failed with ``reason``; the next starts after ``delay_s``.
+    ``fallback``: ``model`` failed with ``reason``; ``to_model`` is next. ``gave_up``: retries stopped."""
 
     model_config = ConfigDict(frozen=True)
     type: Literal["retry", "fallback", "gave_up", "auth_refresh"]

@@ -23,7 +23,10 @@ def make_openai_client(ep: Endpoint) -> Any:
     import openai
 
     return openai.OpenAI(
-        api_key=ep.api_key or "unset", base_url=ep.base_url, max_retries=0, timeout=http_timeout(ep),
+        api_key=ep.api_key or "unset",
+        base_url=ep.base_url,
+        max_retries=0,
+        timeout=http_timeout(ep),
         default_headers=ep.default_headers or None,
     )
 
@@ -45,7 +48,11 @@ def _project(m: Message) -> list[dict[str, Any]]:
         calls = [b for b in m.content if isinstance(b, ToolUseBlock)]
         if calls:
             msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.input)}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.input)},
+                }
                 for c in calls
             ]
         return [msg]
@@ -68,21 +75,32 @@ def chat_usage(raw: dict[str, Any] | None) -> Usage:
     if not raw:
         return Usage()
     details = raw.get("prompt_tokens_details") or {}
-    return Usage(input_tokens=raw.get("prompt_tokens") or 0, output_tokens=raw.get("completion_tokens") or 0,
-                 cache_read_tokens=details.get("cached_tokens") or 0)
+    return Usage(
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        cache_read_tokens=details.get("cached_tokens") or 0,
+    )
 
 
 def parse_completion(data: dict[str, Any], provider: str) -> ModelResponse:
     choice = (data.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     calls = tuple(
-        ToolUseBlock(id=c["id"], name=c["function"]["name"], input=json_args(c["function"].get("arguments") or ""))
+        ToolUseBlock(
+            id=c["id"], name=c["function"]["name"], input=json_args(c["function"].get("arguments") or "")
+        )
         for c in msg.get("tool_calls") or []
     )
     raw_stop = choice.get("finish_reason")
-    return ModelResponse(text=msg.get("content") or "", tool_calls=calls,
-                         stop_reason=FINISH.get(raw_stop or "", StopReason.OTHER), usage=chat_usage(data.get("usage")),
-                         model=data.get("model") or "", provider=provider, raw_stop_reason=raw_stop)
+    return ModelResponse(
+        text=msg.get("content") or "",
+        tool_calls=calls,
+        stop_reason=FINISH.get(raw_stop or "", StopReason.OTHER),
+        usage=chat_usage(data.get("usage")),
+        model=data.get("model") or "",
+        provider=provider,
+        raw_stop_reason=raw_stop,
+    )
 
 
 def parse_chunks(chunks: Any, sink: StreamSink, provider: str) -> ModelResponse:
@@ -110,8 +128,15 @@ def parse_chunks(chunks: Any, sink: StreamSink, provider: str) -> ModelResponse:
         ToolUseBlock(id=s["id"] or f"call_{i}", name=s["name"], input=json_args("".join(s["args"])))
         for i, s in sorted(calls.items())
     )
-    return ModelResponse(text="".join(text), tool_calls=blocks, stop_reason=FINISH.get(raw_stop or "", StopReason.OTHER),
-                         usage=usage, model=model, provider=provider, raw_stop_reason=raw_stop)
+    return ModelResponse(
+        text="".join(text),
+        tool_calls=blocks,
+        stop_reason=FINISH.get(raw_stop or "", StopReason.OTHER),
+        usage=usage,
+        model=model,
+        provider=provider,
+        raw_stop_reason=raw_stop,
+    )
 
 
 class OpenAIChatAdapter(WireAdapter):
@@ -128,7 +153,10 @@ class OpenAIChatAdapter(WireAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         opts = self.endpoint.options
-        body: dict[str, Any] = {"model": model_info(request.model).wire_id, "messages": chat_messages(request)}
+        body: dict[str, Any] = {
+            "model": model_info(request.model).wire_id,
+            "messages": chat_messages(request),
+        }
         body[opts.get("max_tokens_field", "max_tokens")] = request.max_tokens
         if request.tools:
             body["tools"] = [tool_param(t) for t in request.tools]
@@ -146,7 +174,8 @@ class OpenAIChatAdapter(WireAdapter):
         client = self.client
         if not body.get("stream"):
             return parse_completion(client.post("/chat/completions", body=body, cast_to=object), self.name)
-        stream = client.post("/chat/completions", body=body, cast_to=object, stream=True,
-                             stream_cls=openai.Stream[object])
+        stream = client.post(
+            "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object]
+        )
         with stream:
             return parse_chunks(stream, sink, self.name)

@@ -29,24 +29,38 @@ def input_items(request: ModelRequest) -> list[dict[str, Any]]:
                 kind = "input_text" if m.role == "user" else "output_text"
                 items.append({"role": m.role, "content": [{"type": kind, "text": b.text}]})
             elif isinstance(b, ToolUseBlock):
-                items.append({"type": "function_call", "call_id": b.id, "name": b.name,
-                              "arguments": json.dumps(b.input)})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": b.id,
+                        "name": b.name,
+                        "arguments": json.dumps(b.input),
+                    }
+                )
             elif isinstance(b, ToolResultBlock):
                 items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": b.content})
     return items
 
 
 def tool_param(tool: ToolSchema) -> dict[str, Any]:
-    return {"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.input_schema,
+    }
 
 
 def responses_usage(raw: dict[str, Any] | None) -> Usage:
     if not raw:
         return Usage()
     details = raw.get("input_tokens_details") or {}
-    return Usage(input_tokens=raw.get("input_tokens") or 0, output_tokens=raw.get("output_tokens") or 0,
-                 cache_read_tokens=details.get("cached_tokens") or 0,
-                 cache_write_tokens=details.get("cache_write_tokens") or 0)
+    return Usage(
+        input_tokens=raw.get("input_tokens") or 0,
+        output_tokens=raw.get("output_tokens") or 0,
+        cache_read_tokens=details.get("cached_tokens") or 0,
+        cache_write_tokens=details.get("cache_write_tokens") or 0,
+    )
 
 
 def _stop(data: dict[str, Any], has_calls: bool) -> tuple[StopReason, str | None]:
@@ -72,12 +86,23 @@ def parse_response(data: dict[str, Any], provider: str, streamed_text: str | Non
                 if part.get("type") == "output_text":
                     text.append(part.get("text") or "")
         elif item.get("type") == "function_call":
-            calls.append(ToolUseBlock(id=item.get("call_id") or item.get("id"), name=item["name"],
-                                      input=json_args(item.get("arguments") or "")))
+            calls.append(
+                ToolUseBlock(
+                    id=item.get("call_id") or item.get("id"),
+                    name=item["name"],
+                    input=json_args(item.get("arguments") or ""),
+                )
+            )
     stop, raw = _stop(data, bool(calls))
-    return ModelResponse(text=streamed_text if streamed_text is not None else "".join(text), tool_calls=tuple(calls),
-                         stop_reason=stop, usage=responses_usage(data.get("usage")), model=data.get("model") or "",
-                         provider=provider, raw_stop_reason=raw)
+    return ModelResponse(
+        text=streamed_text if streamed_text is not None else "".join(text),
+        tool_calls=tuple(calls),
+        stop_reason=stop,
+        usage=responses_usage(data.get("usage")),
+        model=data.get("model") or "",
+        provider=provider,
+        raw_stop_reason=raw,
+    )
 
 
 def parse_events(events: Any, sink: StreamSink, provider: str) -> ModelResponse:
@@ -139,6 +164,8 @@ class OpenAIResponsesAdapter(WireAdapter):
         client = self.client
         if not body.get("stream"):
             return parse_response(client.post("/responses", body=body, cast_to=object), self.name)
-        stream = client.post("/responses", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object])
+        stream = client.post(
+            "/responses", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object]
+        )
         with stream:
             return parse_events(stream, sink, self.name)

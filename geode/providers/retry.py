@@ -32,7 +32,11 @@ class RetryPolicy:
     @classmethod
     def from_config(cls, raw: dict[str, object] | None) -> RetryPolicy:
         raw = raw or {}
-        fields = {k: raw[k] for k in ("max_attempts", "base_delay_s", "max_delay_s", "max_retry_after_s") if k in raw}
+        fields = {
+            k: raw[k]
+            for k in ("max_attempts", "base_delay_s", "max_delay_s", "max_retry_after_s")
+            if k in raw
+        }
         return cls(**fields)  # type: ignore[arg-type]
 
 
@@ -69,19 +73,40 @@ class Retrier:
                 delay = self.delay_for(err, failure)
                 if delay is None:
                     raise self._terminal(err, failure, provider, model) from exc
-                self._emit(ProviderEvent(type="retry", provider=provider, model=model, attempt=failure,
-                                         reason=err.kind.value, delay_s=delay, detail=err.message[:200]))
+                self._emit(
+                    ProviderEvent(
+                        type="retry",
+                        provider=provider,
+                        model=model,
+                        attempt=failure,
+                        reason=err.kind.value,
+                        delay_s=delay,
+                        detail=err.message[:200],
+                    )
+                )
                 self.delays.append(delay)
                 self.sleep(delay)
 
     def _terminal(self, err: ProviderError, attempts: int, provider: str, model: str) -> ProviderError:
         err.attempts = attempts
         err.hint = err.hint or HINTS[err.kind]
-        if err.retryable and err.retry_after_s is not None and err.retry_after_s > self.policy.max_retry_after_s:
+        if (
+            err.retryable
+            and err.retry_after_s is not None
+            and err.retry_after_s > self.policy.max_retry_after_s
+        ):
             err.hint = f"{err.hint} (server asked to wait {err.retry_after_s:.0f} s; not waiting)"
         if attempts > 1 or err.retryable:
-            self._emit(ProviderEvent(type="gave_up", provider=provider, model=model, attempt=attempts,
-                                     reason=err.kind.value, detail=err.message[:200]))
+            self._emit(
+                ProviderEvent(
+                    type="gave_up",
+                    provider=provider,
+                    model=model,
+                    attempt=attempts,
+                    reason=err.kind.value,
+                    detail=err.message[:200],
+                )
+            )
         return err
 
     def _emit(self, event: ProviderEvent) -> None:

@@ -1,4 +1,4 @@
-"""Scenarios for the scripted provider: scripted replies (text, tool calls, errors, delays) and recorded requests."""
+"""Scenarios for the scripted provider: replies (text, tool calls, errors, delays) and recorded requests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization", "chatgpt-account-id"})
+SECRET_HEADERS = frozenset(
+    {"authorization", "x-api-key", "cookie", "proxy-authorization", "chatgpt-account-id"}
+)
 
 Wire = Literal["anthropic-messages", "openai-chat", "openai-responses", "oauth-token", "unknown"]
 
@@ -42,7 +44,7 @@ class ScriptedUsage(BaseModel):
 
 
 class ScriptedReply(BaseModel):
-    """One scripted answer. ``chunks`` (when given) are the streamed text deltas; they must join to ``text``."""
+    """One scripted answer. ``chunks`` (when given) are the streamed text deltas; they join to ``text``."""
 
     model_config = ConfigDict(frozen=True)
     text: str = ""

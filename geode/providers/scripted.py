@@ -26,7 +26,9 @@ from geode.providers.scenario import (
 )
 
 EXHAUSTED = ScriptedReply(
-    error=ScriptedError(status=500, message="scripted provider: scenario exhausted", headers={"x-should-retry": "false"})
+    error=ScriptedError(
+        status=500, message="scripted provider: scenario exhausted", headers={"x-should-retry": "false"}
+    )
 )
 
 
@@ -44,9 +46,11 @@ def wire_of(path: str) -> Wire:
 
 
 class ScriptedServer:
-    """A thread-safe scripted LLM endpoint. ``start()`` binds 127.0.0.1 (port 0 = any), ``stop()`` shuts down."""
+    """A thread-safe scripted LLM endpoint. ``start()`` binds 127.0.0.1 (port 0 = any); ``stop()``."""
 
-    def __init__(self, scenario: Scenario | ReplyFunction | None = None, *, port: int = 0, host: str = "127.0.0.1"):
+    def __init__(
+        self, scenario: Scenario | ReplyFunction | None = None, *, port: int = 0, host: str = "127.0.0.1"
+    ):
         self._scenario = scenario if scenario is not None else Scenario()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -62,7 +66,9 @@ class ScriptedServer:
         handler = type("ScriptedHandler", (_Handler,), {"server_ref": self})
         self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-provider", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="scripted-provider", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -112,7 +118,11 @@ class ScriptedServer:
     def _record(self, method: str, path: str, headers: dict[str, str], body: Any) -> RecordedRequest:
         with self._lock:
             rec = RecordedRequest(
-                method=method, path=path, wire=wire_of(path), headers=redact_headers(headers), body=body,
+                method=method,
+                path=path,
+                wire=wire_of(path),
+                headers=redact_headers(headers),
+                body=body,
                 index=len(self._requests),
             )
             self._requests.append(rec)

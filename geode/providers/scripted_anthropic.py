@@ -90,7 +90,9 @@ def message_stream(reply: ScriptedReply, model: str, msg_id: str) -> Iterator[by
         index = 1
     for block in _tool_blocks(reply, msg_id):
         start = {**block, "input": {}}
-        yield sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        yield sse(
+            "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+        )
         args = json.dumps(block["input"])
         for part in (args[: len(args) // 2], args[len(args) // 2 :]):
             delta = {"type": "input_json_delta", "partial_json": part}

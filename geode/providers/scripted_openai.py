@@ -22,7 +22,9 @@ def _data(obj: dict[str, Any]) -> bytes:
 
 
 def _calls(reply: ScriptedReply, rid: str) -> list[tuple[str, str, str]]:
-    return [(tc.id or f"call_{rid}_{i}", tc.name, json.dumps(tc.input)) for i, tc in enumerate(reply.tool_calls)]
+    return [
+        (tc.id or f"call_{rid}_{i}", tc.name, json.dumps(tc.input)) for i, tc in enumerate(reply.tool_calls)
+    ]
 
 
 # --- Chat Completions ---------------------------------------------------------------------------------------
@@ -61,7 +63,12 @@ def chat_json(reply: ScriptedReply, model: str, rid: str) -> dict[str, Any]:
 
 
 def chat_stream(reply: ScriptedReply, model: str, rid: str, include_usage: bool) -> Iterator[bytes]:
-    base = {"id": f"chatcmpl-{rid}", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    base = {
+        "id": f"chatcmpl-{rid}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         return _data({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -90,7 +97,10 @@ def _responses_usage(reply: ScriptedReply) -> dict[str, Any]:
     u = reply.usage
     return {
         "input_tokens": u.input_tokens,
-        "input_tokens_details": {"cached_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens},
+        "input_tokens_details": {
+            "cached_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens,
+        },
         "output_tokens": u.output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": u.input_tokens + u.output_tokens,
@@ -104,8 +114,14 @@ def _message_item(rid: str, text: str, status: str = "completed") -> dict[str, A
 
 def _call_items(reply: ScriptedReply, rid: str) -> list[dict[str, Any]]:
     return [
-        {"type": "function_call", "id": f"fc_{rid}_{i}", "call_id": cid, "name": name, "arguments": args,
-         "status": "completed"}
+        {
+            "type": "function_call",
+            "id": f"fc_{rid}_{i}",
+            "call_id": cid,
+            "name": name,
+            "arguments": args,
+            "status": "completed",
+        }
         for i, (cid, name, args) in enumerate(_calls(reply, rid))
     ]
 
@@ -140,7 +156,8 @@ def response_stream(reply: ScriptedReply, model: str, rid: str) -> Iterator[byte
     def ev(etype: str, **payload: Any) -> bytes:
         nonlocal seq
         seq += 1
-        return f"event: {etype}\ndata: {json.dumps({'type': etype, 'sequence_number': seq, **payload})}\n\n".encode()
+        data = json.dumps({"type": etype, "sequence_number": seq, **payload})
+        return f"event: {etype}\ndata: {data}\n\n".encode()
 
     skeleton = {**response_json(reply, model, rid), "status": "in_progress", "output": [], "usage": None}
     yield ev("response.created", response=skeleton)
@@ -151,27 +168,56 @@ def response_stream(reply: ScriptedReply, model: str, rid: str) -> Iterator[byte
         yield ev("response.output_item.added", output_index=0, item=_message_item(rid, "", "in_progress"))
         yield ev("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part)
         for piece in reply.text_chunks:
-            yield ev("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece,
-                     logprobs=[])
+            yield ev(
+                "response.output_text.delta",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                delta=piece,
+                logprobs=[],
+            )
         if reply.stream_error_after_chunks is not None:
             err = reply.stream_error_after_chunks
             yield ev("error", code=err.code or err.type or "server_error", message=err.message, param=None)
             return
-        yield ev("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=reply.text,
-                 logprobs=[])
-        yield ev("response.content_part.done", item_id=item_id, output_index=0, content_index=0,
-                 part={**part, "text": reply.text})
+        yield ev(
+            "response.output_text.done",
+            item_id=item_id,
+            output_index=0,
+            content_index=0,
+            text=reply.text,
+            logprobs=[],
+        )
+        yield ev(
+            "response.content_part.done",
+            item_id=item_id,
+            output_index=0,
+            content_index=0,
+            part={**part, "text": reply.text},
+        )
         yield ev("response.output_item.done", output_index=0, item=_message_item(rid, reply.text))
         out_index = 1
     for item in _call_items(reply, rid):
-        yield ev("response.output_item.added", output_index=out_index, item={**item, "arguments": "",
-                                                                             "status": "in_progress"})
+        yield ev(
+            "response.output_item.added",
+            output_index=out_index,
+            item={**item, "arguments": "", "status": "in_progress"},
+        )
         args = item["arguments"]
         for part_args in (args[: len(args) // 2], args[len(args) // 2 :]):
-            yield ev("response.function_call_arguments.delta", item_id=item["id"], output_index=out_index,
-                     delta=part_args)
-        yield ev("response.function_call_arguments.done", item_id=item["id"], output_index=out_index,
-                 arguments=args, name=item["name"])
+            yield ev(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=out_index,
+                delta=part_args,
+            )
+        yield ev(
+            "response.function_call_arguments.done",
+            item_id=item["id"],
+            output_index=out_index,
+            arguments=args,
+            name=item["name"],
+        )
         yield ev("response.output_item.done", output_index=out_index, item=item)
         out_index += 1
     final = response_json(reply, model, rid)

@@ -84,7 +84,12 @@ class ProviderErrorKind(StrEnum):
 
 
 RETRYABLE_KINDS = frozenset(
-    {ProviderErrorKind.RATE_LIMIT, ProviderErrorKind.OVERLOADED, ProviderErrorKind.TIMEOUT, ProviderErrorKind.CONNECTION}
+    {
+        ProviderErrorKind.RATE_LIMIT,
+        ProviderErrorKind.OVERLOADED,
+        ProviderErrorKind.TIMEOUT,
+        ProviderErrorKind.CONNECTION,
+    }
 )
 
 

@@ -1,0 +1,195 @@
+"""Provider selection: the model (argument, GEODE_MODEL, config) picks the provider by prefix; keys and
+base URLs come from the environment, ``$GEODE_HOME/.env`` and ``[providers.<name>]`` config.
+Secrets never leave here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geode.home import GeodeHome
+from geode.providers.adapter_base import Endpoint
+from geode.providers.catalogue import DEFAULT_MODEL, WireApi, model_info
+from geode.providers.codex import DEFAULT_REFRESH_URL, CodexAuth, CodexProvider, codex_auth_path
+from geode.providers.events import EventCallback
+from geode.providers.fallback import FallbackProvider
+from geode.providers.retry import Retrier, RetryPolicy
+from geode.providers.types import Provider
+from geode.providers.vendors import make_adapter, vendor
+
+
+@dataclass
+class ProviderSettings:
+    """Everything needed to build one provider for one model. ``api_key`` is never part of ``repr``."""
+
+    model: str
+    provider: str
+    wire: WireApi
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    key_source: str = ""
+    timeout_s: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    fallback: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    codex_auth_file: Path | None = None
+    codex_refresh_url: str = DEFAULT_REFRESH_URL
+
+
+@dataclass
+class Sources:
+    """Where settings come from: merged env (process env over ``.env``) and the config dict."""
+
+    env: Mapping[str, str]
+    dotenv: Mapping[str, str]
+    config: dict[str, Any]
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        home: GeodeHome | None = None,
+        env: Mapping[str, str] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> Sources:
+        if home is None and (env is None or config is None):
+            home = GeodeHome.from_env(None if env is None else env.get("GEODE_HOME"))
+        dotenv = home.load_dotenv() if home is not None else {}
+        process = dict(os.environ if env is None else env)
+        cfg = config if config is not None else (home.load_config() if home is not None else {})
+        return cls(env={**dotenv, **process}, dotenv=dotenv, config=cfg)
+
+    @property
+    def providers(self) -> dict[str, Any]:
+        return dict(self.config.get("providers") or {})
+
+    def section(self, name: str) -> dict[str, Any]:
+        sec = self.providers.get(name)
+        return dict(sec) if isinstance(sec, dict) else {}
+
+    def key(self, name: str) -> tuple[str | None, str]:
+        """(key, where it came from) for a vendor; the key itself is never logged."""
+        spec, sec = vendor(name), self.section(name)
+        env_name = sec.get("api_key_env") or spec.key_env
+        if env_name and self.env.get(env_name):
+            origin = ".env" if env_name in self.dotenv and env_name not in os.environ else "env"
+            return self.env[env_name], f"{env_name} ({origin})"
+        return None, ""
+
+
+def choose_model(model: str | None, sources: Sources) -> str:
+    providers = sources.providers
+    return (
+        model
+        or sources.env.get("GEODE_MODEL")
+        or providers.get("model")
+        or sources.config.get("model")
+        or DEFAULT_MODEL
+    )
+
+
+def _codex_preferred(sources: Sources) -> bool:
+    login = sources.section("openai").get("login", "auto")
+    if login == "apikey":
+        return False
+    return login == "subscription" or _codex_file(sources).exists()
+
+
+def _codex_file(sources: Sources) -> Path:
+    raw = sources.section("codex").get("auth_file")
+    return Path(raw).expanduser() if raw else codex_auth_path(sources.env)
+
+
+def resolve_settings(
+    model: str | None = None,
+    *,
+    home: GeodeHome | None = None,
+    env: Mapping[str, str] | None = None,
+    config: dict[str, Any] | None = None,
+    sources: Sources | None = None,
+) -> ProviderSettings:
+    """Settings for ``model`` (or GEODE_MODEL / ``[providers] model`` / the default)."""
+    src = sources or Sources.load(home=home, env=env, config=config)
+    chosen = choose_model(model, src)
+    info = model_info(chosen)
+    provider: str = info.provider
+    if provider == "openai" and "codex" in info.sources and _codex_preferred(src):
+        provider = "codex"
+    spec, sec = vendor(provider), src.section(provider)
+    base_url = (src.env.get(spec.base_url_env or "") or sec.get("base_url") or spec.default_base_url).rstrip(
+        "/"
+    )
+    api_key, key_source = src.key(provider) if provider != "codex" else (None, "")
+    wire: WireApi = sec.get("wire") or (info.wire if provider != "codex" else "openai-responses")
+    providers = src.providers
+    return ProviderSettings(
+        model=chosen,
+        provider=provider,
+        wire=wire,
+        base_url=base_url,
+        api_key=api_key,
+        key_source=key_source,
+        timeout_s=float(sec.get("timeout_s") or providers.get("timeout_s") or 300.0),
+        retry=RetryPolicy.from_config(providers.get("retry")),
+        fallback=tuple(providers.get("fallback") or ()),
+        options={**spec.options, **(sec.get("options") or {})},
+        codex_auth_file=_codex_file(src) if provider == "codex" else None,
+        codex_refresh_url=src.section("codex").get("refresh_url") or DEFAULT_REFRESH_URL,
+    )
+
+
+def provider_from_settings(
+    settings: ProviderSettings,
+    *,
+    on_event: EventCallback | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Provider:
+    """One provider (no fallback chain) from resolved settings."""
+    retrier = Retrier(policy=settings.retry, on_event=on_event)
+    if sleep is not None:
+        retrier.sleep = sleep
+    if settings.provider == "codex":
+        auth = CodexAuth(
+            settings.codex_auth_file or codex_auth_path(), refresh_url=settings.codex_refresh_url
+        )
+        return CodexProvider(
+            auth,
+            backend_url=settings.base_url,
+            retrier=retrier,
+            on_event=on_event,
+            timeout_s=settings.timeout_s,
+        )
+    endpoint = Endpoint(
+        provider=settings.provider,
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        timeout_s=settings.timeout_s,
+        options=dict(settings.options),
+    )
+    return make_adapter(settings.wire, endpoint, retrier=retrier)
+
+
+def build_provider(
+    model: str | None = None,
+    *,
+    home: GeodeHome | None = None,
+    env: Mapping[str, str] | None = None,
+    config: dict[str, Any] | None = None,
+    on_event: EventCallback | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Provider:
+    """The provider for ``model`` from env/config, in the configured fallback chain (empty by default)."""
+    src = Sources.load(home=home, env=env, config=config)
+    settings = resolve_settings(model, sources=src)
+    primary = provider_from_settings(settings, on_event=on_event, sleep=sleep)
+    if not settings.fallback:
+        return primary
+    chain = [
+        (m, provider_from_settings(resolve_settings(m, sources=src), on_event=on_event, sleep=sleep))
+        for m in settings.fallback
+    ]
+    return FallbackProvider(primary, chain, on_event=on_event)
