@@ -53,6 +53,14 @@ def current_model(
 ) -> ModelChoice:
     """The model a new session uses now: override > ``GEODE_MODEL`` > global config > catalogue default."""
     env = os.environ if env is None else env
+    try:  # the providers issue's selection is the source of truth when it is available
+        from geode.providers.selection import resolve_settings
+
+        settings = resolve_settings(override, home=home, env=env)
+        origin = "override" if override else ("env" if env.get("GEODE_MODEL") else "config")
+        return ModelChoice(settings.model, settings.provider, origin)
+    except Exception:  # unknown model ids etc.: fall back to the prefix table below
+        pass
     if override:
         return ModelChoice(override, provider_for(override), "override")
     if env.get("GEODE_MODEL"):

@@ -59,7 +59,7 @@ def test_create_session_rereads_config_each_time(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path).ensure()
     first = create_session("IPC", home=home, env={}, workspace=tmp_path)
     assert first.model == "claude-opus-5-5" and first.provider == "anthropic"
-    home.config_file.write_text('[model]\ndefault = "gpt-6-sol"\n')
+    home.config_file.write_text('[providers]\nmodel = "gpt-6-sol"\n')
     second = create_session("IPC", home=home, env={}, workspace=tmp_path)
     assert (second.model, second.provider, second.model_origin) == ("gpt-6-sol", "openai", "config")
     env = create_session("IPC", home=home, env={"GEODE_MODEL": "glm-5.3"})
