@@ -1,0 +1,106 @@
+"""The ``store`` child: the only writer of the LMDB record store, served at bus endpoint ``store``.
+
+Run as ``python -m actors.store`` (the supervisor sets GEODE_HOME, GEODE_CHILD_NAME, GEODE_INCARNATION).
+Exit code 75 (EX_TEMPFAIL) when the store cannot open (unwritable directory, full disk), with the reason
+on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+from actors.bus import Bus
+from geode.home import GeodeHome
+from geode.protocol.errors import GeodeError
+from geode.records.engine import RecordEngine
+from geode.records.lmdb_env import StoreConfig
+from geode.records.service import StoreService
+
+log = logging.getLogger(__name__)
+ENDPOINT = "store"
+EX_TEMPFAIL = 75
+
+
+@dataclass
+class StoreChild:
+    """A running store: engine + bus endpoint. ``stop()`` closes the endpoint first, then the engine."""
+
+    engine: RecordEngine
+    bus: Bus
+    owns_bus: bool
+
+    def stop(self) -> None:
+        if self.owns_bus:
+            self.bus.stop()
+        self.engine.close()
+
+
+def start_store(
+    home: GeodeHome,
+    *,
+    name: str = "store",
+    incarnation: int = 1,
+    bus: Bus | None = None,
+    config: StoreConfig | None = None,
+    concurrency: int | None = None,
+) -> StoreChild:
+    """Open the engine and serve it (on ``bus`` when given, e.g. single-process mode; else a new one)."""
+    raw = home.load_config()
+    cfg = config or StoreConfig.from_config(raw)
+    handlers = concurrency or int((raw.get("store") or {}).get("handlers", 64))
+    engine = RecordEngine.for_home(home, cfg).open()
+    owns = bus is None
+    try:
+        if bus is None:
+            bus = Bus(name, incarnation, home).start()
+        bus.serve(ENDPOINT, StoreService(engine, name=name, incarnation=incarnation), concurrency=handlers)
+    except BaseException:
+        if owns and bus is not None:
+            bus.stop()
+        engine.close()
+        raise
+    pruned = engine.prune()
+    if any(pruned.values()):
+        log.info("store start-up pruning: %s", pruned)
+    return StoreChild(engine, bus, owns)
+
+
+def main() -> int:
+    home = GeodeHome.from_env()
+    home.ensure()
+    name = os.environ.get("GEODE_CHILD_NAME", "store")
+    incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
+    try:
+        child = start_store(home, name=name, incarnation=incarnation)
+    except GeodeError as exc:
+        print(f"store: {exc}", file=sys.stderr, flush=True)
+        return EX_TEMPFAIL
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    _announce_ready(child.bus, name, incarnation)
+    print("ready", flush=True)
+    stop.wait()
+    child.stop()
+    return 0
+
+
+def _announce_ready(bus: Bus, name: str, incarnation: int) -> None:
+    """Tell the supervisor (when there is one) that start-up finished, through its ready pipe."""
+    fd = os.environ.get("GEODE_READY_FD")
+    if not fd:
+        return
+    try:
+        os.write(int(fd), b"ready\n")
+        os.close(int(fd))
+    except (OSError, ValueError) as exc:
+        log.warning("could not announce readiness: %s", exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

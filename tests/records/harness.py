@@ -1,0 +1,81 @@
+"""Test harness: the store in-process (LocalTransport) or as a real child process reached over the bus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from geode.home import GeodeHome
+from geode.protocol import runtime
+from geode.protocol.errors import GeodeError
+from geode.protocol.transport import LocalTransport
+from geode.records.engine import RecordEngine
+from geode.records.lmdb_env import StoreConfig
+from geode.records.service import StoreService
+from geode.records.store_client import StoreClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_config(home: GeodeHome, store: dict[str, object]) -> None:
+    lines = ["[store]"] + [f"{k} = {v!r}" for k, v in store.items()]
+    home.config_file.write_text("\n".join(lines) + "\n")
+
+
+def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> subprocess.Popen[str]:
+    """``python -m actors.store`` for ``home``; returns once it printed ready."""
+    env = {
+        **os.environ,
+        "GEODE_HOME": str(home.root),
+        "GEODE_CHILD_NAME": "store",
+        "GEODE_INCARNATION": str(incarnation),
+    }
+    env.pop("GEODE_READY_FD", None)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "actors.store"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if wait:
+        assert p.stdout is not None
+        line = p.stdout.readline().strip()
+        if line != "ready":
+            p.kill()
+            raise AssertionError(f"store did not start: {line!r} {p.stderr.read() if p.stderr else ''}")
+    return p
+
+
+def wait_answering(client: StoreClient, incarnation: int, within_s: float = 10.0) -> None:
+    end = time.monotonic() + within_s
+    while True:
+        try:
+            reply = client.transport.call(client.target, runtime.PING, timeout_s=0.5)
+            if reply["incarnation"] == incarnation:
+                return
+        except GeodeError:
+            pass
+        assert time.monotonic() < end, "store never answered"
+
+
+@dataclass
+class LocalStore:
+    engine: RecordEngine
+    client: StoreClient
+    kind: str = "local"
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def local_store(home: GeodeHome, config: StoreConfig | None = None) -> LocalStore:
+    engine = RecordEngine.for_home(home, config).open()
+    transport = LocalTransport({"store": StoreService(engine)}, sender="test#1")
+    return LocalStore(engine, StoreClient(transport))
