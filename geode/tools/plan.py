@@ -72,6 +72,10 @@ class BoundToolPlan(BaseModel):
 
     # --- lookups -------------------------------------------------------------------------------------
     @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return self.specs
+
+    @property
     def tool_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.specs)
 

@@ -1,0 +1,384 @@
+"""AgenticLoop: one user turn in six phases (prepare input, prepare call, call provider, process tools,
+observe and compact, finish), with checkpointed batches, resume repair and Verify."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from geode.conversation import Message, TextBlock
+from geode.loop.batch import process_batch
+from geode.loop.call import ContextOverflow, call_model
+from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable, cognitive_of, guards_of, messages_of
+from geode.loop.compaction import ContextExhausted
+from geode.loop.events import RESUME_SEQ_GAP, EventStream
+from geode.loop.guards import check_cost, check_round_entry, observe_batch
+from geode.loop.judge import make_judge
+from geode.loop.ports import EventSink, LoopHooks, NoHooks, ToolRunner
+from geode.loop.prepare import bind_plan, prepare_call
+from geode.loop.resume import repair
+from geode.loop.settings import LoopSettings
+from geode.loop.state import GuardCounters, Terminal, TurnState
+from geode.loop.verify import verify
+from geode.prompt.sources import PromptSources
+from geode.protocol.turns import (
+    SUCCESS_REASONS,
+    TerminationReason,
+    TurnEventKind,
+    TurnResult,
+    TurnRun,
+    TurnUsage,
+)
+from geode.providers.types import Provider, StopReason
+from geode.records.client import RecordClient
+from geode.records.models import SessionStatus, TimelineEvent
+from geode.tools.plan import BoundToolPlan
+
+log = logging.getLogger(__name__)
+
+CONTEXT_NOTICE = (
+    "Context window exhausted: the conversation no longer fits, even compacted. Start a new session."
+)
+KEPT_META = ("mode", "workspace", "origin", "title")
+
+
+class AgenticLoop:
+    """Runs turns of sessions. Collaborators are passed in; nothing here knows about transports.
+
+    ``provider``: a :class:`geode.providers.types.Provider`; ``executor``: bind_plan / execute(ctx, call);
+    ``records``: a :class:`RecordClient`; ``events``: an :class:`EventSink` (or None); ``hooks``: LoopHooks
+    (wrap a shared HookRunner with :class:`geode.loop.hook_bridge.RunnerHooks`); ``plan``: the session's
+    BoundToolPlan (filtered by the turn's settings and projected onto the provider on each turn).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        executor: ToolRunner,
+        records: RecordClient,
+        *,
+        plan: BoundToolPlan | None = None,
+        events: EventSink | None = None,
+        hooks: LoopHooks | None = None,
+        settings: LoopSettings | None = None,
+        prompt: PromptSources | None = None,
+        judge_provider: Provider | None = None,
+    ) -> None:
+        self.provider = provider
+        self.executor = executor
+        self.records = records
+        self.plan = plan
+        self.sink = events
+        self.hooks: LoopHooks = hooks or NoHooks()
+        self.settings = settings or LoopSettings()
+        self.prompt = prompt or PromptSources()
+        self.judge_provider = judge_provider
+
+    # --- entry points ---------------------------------------------------------------------------------
+    def run(self, turn: TurnRun, cancel: threading.Event | None = None) -> TurnResult:
+        """Run a ``turn.run`` body (its ``settings`` override this loop's settings)."""
+        settings = LoopSettings.from_mapping(
+            turn.settings, **{**self.settings.model_dump(), "mode": turn.mode, "origin": turn.origin}
+        )
+        return self.run_turn(
+            turn.session_id,
+            turn.turn_id,
+            turn.input.text,
+            resume=turn.resume,
+            cancel=cancel,
+            settings=settings,
+        )
+
+    def run_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        text: str,
+        *,
+        resume: bool = False,
+        cancel: threading.Event | None = None,
+        settings: LoopSettings | None = None,
+    ) -> TurnResult:
+        s = settings or self.settings
+        state = TurnState(
+            session_id=session_id, turn_id=turn_id, user_text=text, cancel=cancel or threading.Event()
+        )
+        events = EventStream(self.sink, session_id, turn_id)
+        ckpt = Checkpointer(self.records, session_id, meta_hook=lambda: {"event_seq": events.seq})
+        model = s.model or getattr(self.provider, "model", "") or "default"
+        try:
+            plan = bind_plan(self.plan, self.provider, s)
+            if plan is not None:
+                self.executor.bind_plan(plan)
+            done = self._prepare_input(state, ckpt, events, s)
+            if done is not None:
+                return done
+            outcome = self._run_rounds(state, ckpt, events, s, plan, model)
+        except Terminal as t:
+            outcome = t
+        except CheckpointUnavailable as exc:
+            outcome = Terminal(TerminationReason.CHECKPOINT_UNAVAILABLE, error=str(exc)[:500])
+        except Exception as exc:  # a bug: end the turn with a clear reason, never hang the lane
+            log.exception("turn %s of %s failed", turn_id, session_id)
+            outcome = Terminal(TerminationReason.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
+        return self._finish(state, ckpt, events, outcome)
+
+    # --- phase 1: prepare input -------------------------------------------------------------------------
+    def _prepare_input(
+        self, state: TurnState, ckpt: Checkpointer, events: EventStream, s: LoopSettings
+    ) -> TurnResult | None:
+        try:
+            restored = ckpt.restore()
+        except Exception as exc:
+            raise Terminal(
+                TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"restore failed: {exc}"[:500]
+            ) from exc
+        same_turn = False
+        if restored is not None:
+            meta = restored.state.meta
+            if meta.get("done_turn") == state.turn_id and isinstance(meta.get("last_result"), dict):
+                return TurnResult.model_validate(meta["last_result"])  # already finished: idempotent re-run
+            state.history = messages_of(restored)
+            state.cognitive = cognitive_of(restored)
+            state.meta = {k: meta[k] for k in KEPT_META if k in meta}
+            same_turn = meta.get("turn_id") == state.turn_id
+            events.seq = int(meta.get("event_seq", 0)) + (RESUME_SEQ_GAP if same_turn else 0)
+            if same_turn:
+                state.guards = guards_of(restored)
+                state.user_text = str(meta.get("user_input", state.user_text))
+            base_ctx = {
+                "session_id": state.session_id,
+                "turn_id": state.turn_id,
+                "mode": s.mode,
+                "origin": s.origin,
+                "workspace": s.workspace,
+            }
+            repair(
+                state,
+                pending=restored.state.pending_batch,
+                records=self.records,
+                executor=self.executor,
+                checkpoint=ckpt,
+                events=events,
+                settings=s,
+                base_ctx=base_ctx,
+            )
+        state.meta.update(turn_id=state.turn_id, mode=s.mode, origin=s.origin, workspace=s.workspace)
+        if same_turn:
+            state.meta["user_input"] = state.user_text[:4000]
+            return None
+        hook = self.hooks.user_prompt_submit(
+            {"prompt": state.user_text}, {"session_id": state.session_id, "turn_id": state.turn_id}
+        )
+        if hook.action == "block":
+            raise Terminal(
+                TerminationReason.INPUT_BLOCKED, error=hook.reason or "blocked by UserPromptSubmit"
+            )
+        if hook.action == "rewrite":
+            state.user_text = str(hook.updates.get("prompt", state.user_text))
+        state.guards = GuardCounters(turn_id=state.turn_id)
+        state.cognitive.goal = state.user_text[:500]
+        state.meta["user_input"] = state.user_text[:4000]
+        state.history.append(
+            Message(
+                role="user",
+                content=(TextBlock(text=state.user_text),),
+                metadata={"origin": "user_input", "turn_id": state.turn_id},
+            )
+        )
+        seq = ckpt.save(state)
+        events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="turn_open")
+        self._timeline(state, "turn.started", {"input_chars": len(state.user_text)})
+        return None
+
+    # --- phases 2-5 per round, verify on a stop proposal -------------------------------------------------
+    def _run_rounds(
+        self,
+        state: TurnState,
+        ckpt: Checkpointer,
+        events: EventStream,
+        s: LoopSettings,
+        plan: BoundToolPlan | None,
+        model: str,
+    ) -> Terminal:
+        judge = make_judge(self.judge_provider or self.provider, s.verify.judge_model or model)
+        while True:
+            candidate = self._until_stop(state, ckpt, events, s, plan, model)
+            decision = verify(
+                state,
+                candidate.text,
+                candidate.reason.value,
+                settings=s,
+                records=self.records,
+                hooks=self.hooks,
+                judge=judge if s.verify.judge else None,
+                correlation={"session_id": state.session_id, "turn_id": state.turn_id},
+            )
+            events.emit(
+                TurnEventKind.VERIFY,
+                attempt=state.guards.verify_attempt,
+                action=decision.action,
+                reason=decision.reason,
+                misses=[m.name for m in decision.misses],
+            )
+            self._timeline(
+                state,
+                "verification.decided",
+                {
+                    "action": decision.action,
+                    "reason": decision.reason,
+                    "attempt": state.guards.verify_attempt,
+                },
+            )
+            if decision.action == "accept":
+                return candidate
+            if decision.action == "escalate":
+                return Terminal(
+                    TerminationReason.EXTERNAL_VERIFICATION_REQUIRED,
+                    text=candidate.text,
+                    error=decision.reason,
+                )
+            state.guards.verify_attempt += 1
+            state.continuation = decision.instruction
+            state.history.append(
+                Message(
+                    role="user",
+                    content=(TextBlock(text=f"[system:verification] {decision.instruction}"),),
+                    metadata={"origin": "verification"},
+                )
+            )
+            ckpt.save(state, strict=False)
+
+    def _until_stop(
+        self,
+        state: TurnState,
+        ckpt: Checkpointer,
+        events: EventStream,
+        s: LoopSettings,
+        plan: BoundToolPlan | None,
+        model: str,
+    ) -> Terminal:
+        """Rounds until the model proposes to stop (returned) or a guard ends the turn (raised)."""
+        while True:
+            state.check_cancel()
+            check_round_entry(state, s)
+            squeeze = 0
+            while True:  # phase 2 + 3, with bounded context recovery
+                try:
+                    prepared = prepare_call(
+                        state,
+                        provider=self.provider,
+                        plan=plan,
+                        settings=s,
+                        prompt=self.prompt,
+                        model=model,
+                        squeeze=squeeze,
+                    )
+                except ContextExhausted as exc:
+                    raise Terminal(
+                        TerminationReason.CONTEXT_EXHAUSTED, text=CONTEXT_NOTICE, error=str(exc)
+                    ) from exc
+                events.emit(
+                    TurnEventKind.ROUND_START,
+                    round=state.guards.round_index,
+                    step_id=prepared.snapshot.step_id,
+                    wrap_up=prepared.wrapping_up,
+                )
+                try:
+                    response = call_model(self.provider, prepared.request, state, s, events)
+                    break
+                except ContextOverflow as exc:
+                    state.context_recoveries += 1
+                    if state.context_recoveries > s.context_recovery_attempts:
+                        raise Terminal(
+                            TerminationReason.CONTEXT_EXHAUSTED, text=CONTEXT_NOTICE, error=str(exc)[:300]
+                        ) from exc
+                    squeeze += 1
+            # phase 4: process tools (usage and guards first)
+            g, u = state.guards, response.usage
+            g.input_tokens += u.input_tokens
+            g.output_tokens += u.output_tokens
+            g.cost_usd += u.cost_usd
+            events.emit(
+                TurnEventKind.TOKENS,
+                model=response.model or model,
+                input=u.input_tokens,
+                output=u.output_tokens,
+                cost=u.cost_usd,
+            )
+            check_cost(state, s)
+            state.last_text = response.text
+            if response.stop_reason == StopReason.REFUSAL:
+                raise Terminal(TerminationReason.MODEL_REFUSAL, text=response.text, error="the model refused")
+            snap = prepared.snapshot
+            calls = response.tool_calls if snap.plan is not None else ()
+            if not calls:
+                body = response.text or "(no answer)"
+                state.history.append(
+                    Message(
+                        role="assistant", content=(TextBlock(text=body),), metadata={"step_id": snap.step_id}
+                    )
+                )
+                g.round_index += 1
+                reason = TerminationReason.FORCED_TEXT if prepared.wrapping_up else TerminationReason.NATURAL
+                return Terminal(reason, text=response.text)
+            results = process_batch(
+                snap,
+                response.text,
+                calls,
+                state=state,
+                executor=self.executor,
+                checkpoint=ckpt,
+                events=events,
+                settings=s,
+                save_meta={},
+            )
+            # phase 5: observe and compact (the view is compacted when the next call is prepared)
+            observe_batch(state, s, [(c.name, c.input) for c in calls], results)
+            state.cognitive.last_action = ",".join(c.name for c in calls)
+            state.cognitive.observe("; ".join(f"{r.name}:{'error' if r.is_error else 'ok'}" for r in results))
+            state.cognitive.round_count += 1
+            g.round_index += 1
+            ckpt.save(state, strict=False)
+
+    # --- phase 6: finish -------------------------------------------------------------------------------
+    def _finish(
+        self, state: TurnState, ckpt: Checkpointer, events: EventStream, outcome: Terminal
+    ) -> TurnResult:
+        reason = outcome.reason
+        escalated = reason == TerminationReason.EXTERNAL_VERIFICATION_REQUIRED
+        g = state.guards
+        result = TurnResult(
+            text="" if escalated else outcome.text,
+            termination_reason=reason,
+            tool_calls=g.tool_calls,
+            rounds=g.round_index,
+            usage=TurnUsage(input_tokens=g.input_tokens, output_tokens=g.output_tokens, cost_usd=g.cost_usd),
+            error=None if reason in SUCCESS_REASONS else (outcome.error or reason.value),
+            pending_text=outcome.text if escalated else None,
+            verify_attempts=g.verify_attempt,
+        )
+        events.emit(TurnEventKind.TERMINATION, reason=reason.value, rounds=g.round_index, error=result.error)
+        status = SessionStatus.PAUSED if escalated else SessionStatus.ACTIVE
+        state.meta.update(done_turn=state.turn_id, last_result=result.model_dump(mode="json"))
+        if ckpt.seq or state.history:
+            ckpt.save(state, status=status, strict=False)
+        self._timeline(state, "turn.ended", {"reason": reason.value, "rounds": g.round_index})
+        return result
+
+    def _timeline(self, state: TurnState, kind: str, payload: dict[str, Any]) -> None:
+        try:
+            n = state.guards.verify_attempt
+            self.records.append_timeline(
+                TimelineEvent(
+                    session_id=state.session_id,
+                    event_id=f"{state.turn_id}:{kind}:{n}",
+                    kind=kind,
+                    ts=time.time(),
+                    payload=payload,
+                )
+            )
+        except Exception as exc:  # observation only
+            log.debug("timeline %s not written: %s", kind, exc)

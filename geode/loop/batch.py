@@ -1,0 +1,139 @@
+"""Phase 4, process tools: write-ahead the pending batch, run it against its snapshot, save the results."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
+from geode.loop.events import EventStream
+from geode.loop.ports import ToolRunner
+from geode.loop.settings import LoopSettings
+from geode.loop.snapshot import StepSnapshot
+from geode.loop.state import Terminal, TurnState
+from geode.protocol.turns import TerminationReason, TurnEventKind
+from geode.records.models import PendingBatch, PendingOperation
+from geode.tools.spec import ToolCall, ToolContext, ToolResult
+
+
+def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBlock:
+    """Serialize a result (ok, denial or error) as the tool_result the model sees."""
+    content = result.content
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+    if result.additional_context:
+        text += f"\n\n[context] {result.additional_context}"
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"\n[... {len(text) - max_chars} chars truncated]"
+    return ToolResultBlock(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
+
+
+def assistant_message(snapshot: StepSnapshot, text: str, calls: tuple[ToolUseBlock, ...]) -> Message:
+    """The assistant tool batch, carrying each call's operation id and the snapshot identity."""
+    content: list[Any] = [TextBlock(text=text)] if text else []
+    content.extend(calls)
+    ops = {c.id: {"operation_id": snapshot.operation_id(c.id), "step_id": snapshot.step_id} for c in calls}
+    meta = {
+        "effect_operations": ops,
+        "step": {
+            "model": snapshot.model,
+            "provider": snapshot.provider,
+            "adapter": snapshot.adapter,
+            "plan_hash": snapshot.plan_hash,
+            "plan_generation": snapshot.plan_generation,
+            "verify_attempt": snapshot.verify_attempt,
+        },
+    }
+    return Message(role="assistant", content=tuple(content), metadata=meta)
+
+
+def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> PendingBatch:
+    return PendingBatch(
+        turn_id=snapshot.turn_id,
+        step_id=snapshot.step_id,
+        operations=tuple(
+            PendingOperation(tool_use_id=c.id, operation_id=snapshot.operation_id(c.id), name=c.name)
+            for c in calls
+        ),
+    )
+
+
+def run_calls(
+    executor: ToolRunner,
+    jobs: list[tuple[ToolContext, ToolCall]],
+    state: TurnState,
+    events: EventStream,
+    parallelism: int,
+) -> list[ToolResult]:
+    """Execute calls (concurrently up to ``parallelism``); results come back in the calls' order."""
+
+    def one(ctx: ToolContext, call: ToolCall) -> ToolResult:
+        if state.cancel.is_set():
+            return ToolResult.error(call, "the turn was cancelled before this call was sent", "cancelled")
+        preview = json.dumps(call.input, ensure_ascii=False, default=str)[:200]
+        events.emit(TurnEventKind.TOOL_START, id=call.id, name=call.name, args_preview=preview)
+        t0 = time.monotonic()
+        try:
+            result = executor.execute(ctx, call)
+        except Exception as exc:  # the executor did not answer: the outcome is unknown
+            result = ToolResult.error(call, f"executor failed: {exc}"[:500], "executor_error", executed=None)
+        if result.tool_use_id != call.id:
+            result = result.model_copy(update={"tool_use_id": call.id})
+        events.emit(
+            TurnEventKind.TOOL_END,
+            id=call.id,
+            name=call.name,
+            error=result.error_type if result.is_error else None,
+            duration_s=round(time.monotonic() - t0, 4),
+        )
+        return result
+
+    if len(jobs) <= 1 or parallelism <= 1:
+        return [one(ctx, call) for ctx, call in jobs]
+    with ThreadPoolExecutor(max_workers=min(parallelism, len(jobs)), thread_name_prefix="loop-tool") as pool:
+        futures = [pool.submit(one, ctx, call) for ctx, call in jobs]
+        return [f.result() for f in futures]
+
+
+def results_message(results: list[ToolResult], settings: LoopSettings) -> Message:
+    blocks = tuple(result_block(r, max_chars=settings.max_tool_result_chars) for r in results)
+    return Message(role="user", content=blocks, metadata={"origin": "tool_results"})
+
+
+def process_batch(
+    snapshot: StepSnapshot,
+    text: str,
+    calls: tuple[ToolUseBlock, ...],
+    *,
+    state: TurnState,
+    executor: ToolRunner,
+    checkpoint: Checkpointer,
+    events: EventStream,
+    settings: LoopSettings,
+    save_meta: dict[str, Any],
+) -> list[ToolResult]:
+    """Save the pending batch (strict) → execute → save the completed batch (strict)."""
+    state.history.append(assistant_message(snapshot, text, calls))
+    try:
+        seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
+    except CheckpointUnavailable as exc:
+        state.history.pop()  # nothing ran: the proposal is dropped, not left dangling
+        raise Terminal(
+            TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"pending batch not saved: {exc}"
+        ) from exc
+    events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="pending_batch")
+    tool_calls = [ToolCall(id=c.id, name=c.name, input=c.input) for c in calls]
+    jobs = [(snapshot.tool_context(c), c) for c in tool_calls]
+    results = run_calls(executor, jobs, state, events, settings.tool_parallelism)
+    state.guards.tool_calls += len(results)
+    state.history.append(results_message(results, settings))
+    try:
+        seq = checkpoint.save(state, pending=None, meta=save_meta)
+    except CheckpointUnavailable as exc:
+        raise Terminal(
+            TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"completed batch not saved: {exc}"
+        ) from exc
+    events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="completed_batch")
+    return results

@@ -1,0 +1,82 @@
+"""Phase 3, call provider: one model call with classified failures and a bounded, cancellable retry."""
+
+from __future__ import annotations
+
+from geode.loop.events import EventStream
+from geode.loop.settings import LoopSettings
+from geode.loop.state import Terminal, TurnState
+from geode.protocol.turns import TerminationReason, TurnEventKind
+from geode.providers.types import ModelRequest, ModelResponse, Provider, ProviderError, ProviderErrorKind
+
+ACTION_KINDS = frozenset({ProviderErrorKind.AUTH, ProviderErrorKind.BAD_REQUEST, ProviderErrorKind.UNKNOWN})
+
+
+class ContextOverflow(Exception):
+    """The provider said the prompt does not fit; the caller may compact harder and retry."""
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def call_model(
+    provider: Provider,
+    request: ModelRequest,
+    state: TurnState,
+    settings: LoopSettings,
+    events: EventStream,
+) -> ModelResponse:
+    """Call the provider; retryable failures are retried ``llm_max_retries`` times, then the turn ends."""
+    attempt = 0
+
+    def on_delta(text: str) -> None:
+        if state.cancel.is_set():
+            raise _Cancelled()
+        if text:
+            events.emit(TurnEventKind.TEXT_DELTA, text=text)
+
+    while True:
+        state.check_cancel()
+        try:
+            response = provider.complete(request, on_delta if request.stream else None)
+            state.guards.consecutive_llm_failures = 0
+            return response
+        except _Cancelled:
+            raise Terminal(
+                TerminationReason.USER_CANCELLED, error="cancelled during the model call"
+            ) from None
+        except ProviderError as exc:
+            if state.cancel.is_set():
+                raise Terminal(
+                    TerminationReason.USER_CANCELLED, error="cancelled during the model call"
+                ) from None
+            state.guards.consecutive_llm_failures += 1
+            if exc.kind == ProviderErrorKind.BILLING:
+                raise Terminal(TerminationReason.BILLING_ERROR, error=_describe(exc)) from exc
+            if exc.kind == ProviderErrorKind.CONTEXT_OVERFLOW:
+                raise ContextOverflow(exc.message) from exc
+            if not exc.retryable or exc.kind in ACTION_KINDS:
+                raise Terminal(TerminationReason.MODEL_ACTION_REQUIRED, error=_describe(exc)) from exc
+            attempt += 1
+            wait = (
+                exc.retry_after_s
+                if exc.retry_after_s is not None
+                else settings.retry_base_s * 2 ** (attempt - 1)
+            )
+            if attempt > settings.llm_max_retries or wait > settings.retry_max_wait_s:
+                raise Terminal(TerminationReason.MODEL_ACTION_REQUIRED, error=_describe(exc)) from exc
+            events.emit(
+                TurnEventKind.LLM_RETRY, attempt=attempt, kind=exc.kind.value, message=exc.message[:300]
+            )
+            events.emit(TurnEventKind.RETRY_WAIT, seconds=wait, attempt=attempt)
+            if state.cancel.wait(wait):
+                raise Terminal(
+                    TerminationReason.USER_CANCELLED, error="cancelled while waiting to retry"
+                ) from None
+
+
+def _describe(exc: ProviderError) -> str:
+    text = f"{exc.kind.value}: {exc.message}"
+    if exc.hint:
+        text += f" ({exc.hint})"
+    return text[:1000]

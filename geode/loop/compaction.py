@@ -1,0 +1,103 @@
+"""Bounded context compaction: a model view of the durable history that fits the window.
+
+The history itself is never rewritten (the checkpoint stays append-only). The view shortens old tool results,
+then drops the oldest *units* (an assistant tool_use message travels with its tool_result message), so a
+tool_use is never separated from its tool_result. The current turn's input onward is never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+
+from geode.conversation import Message, TextBlock, ToolResultBlock
+
+CHARS_PER_TOKEN = 4
+ELIDE_KEEP = 1500
+
+
+class ContextExhausted(Exception):
+    """Even the compacted view does not fit the window."""
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    chars = sum(len(json.dumps([b.model_dump() for b in m.content], ensure_ascii=False)) for m in messages)
+    return chars // CHARS_PER_TOKEN + 1
+
+
+def units(history: list[Message]) -> list[list[Message]]:
+    """Group messages: an assistant tool_use message and the next (tool_result) message are one unit."""
+    out: list[list[Message]] = []
+    i = 0
+    while i < len(history):
+        m = history[i]
+        if m.role == "assistant" and m.tool_uses and i + 1 < len(history) and history[i + 1].tool_results:
+            out.append([m, history[i + 1]])
+            i += 2
+        else:
+            out.append([m])
+            i += 1
+    return out
+
+
+def _elide(m: Message) -> Message:
+    if not m.tool_results:
+        return m
+    blocks = []
+    for b in m.content:
+        if isinstance(b, ToolResultBlock) and len(b.content) > 2 * ELIDE_KEEP:
+            cut = len(b.content) - ELIDE_KEEP
+            b = b.model_copy(update={"content": b.content[:ELIDE_KEEP] + f"\n[... {cut} chars elided]"})
+        blocks.append(b)
+    return m.model_copy(update={"content": tuple(blocks)})
+
+
+def _current_turn_start(groups: list[list[Message]]) -> int:
+    for idx in range(len(groups) - 1, -1, -1):
+        first = groups[idx][0]
+        if first.role == "user" and not first.tool_results:
+            return idx
+    return 0
+
+
+def model_view(history: list[Message], *, budget_tokens: int, keep_recent: int = 10) -> list[Message]:
+    """The messages to send: the whole history if it fits, else a bounded compaction of it."""
+    if estimate_tokens(history) <= budget_tokens:
+        return list(history)
+    recent_from = max(0, len(history) - keep_recent)
+    view = [m if i >= recent_from else _elide(m) for i, m in enumerate(history)]
+    if estimate_tokens(view) <= budget_tokens:
+        return view
+    groups = units(view)
+    protected = _current_turn_start(groups)
+    dropped = 0
+    while dropped < protected and estimate_tokens([m for g in groups[dropped:] for m in g]) > budget_tokens:
+        dropped += 1
+    kept = [m for g in groups[dropped:] for m in g]
+    if dropped:
+        n = sum(len(g) for g in groups[:dropped])
+        note = TextBlock(
+            text=f"[system:compaction] {n} earlier messages were omitted to fit the context window."
+        )
+        if kept and kept[0].role == "user":
+            kept[0] = kept[0].model_copy(update={"content": (note, *kept[0].content)})
+        else:
+            kept.insert(0, Message(role="user", content=(note,)))
+    if estimate_tokens(kept) > budget_tokens:
+        kept = [_elide(m) for m in kept]
+        if estimate_tokens(kept) > budget_tokens:
+            raise ContextExhausted(f"context needs ~{estimate_tokens(kept)} tokens, budget {budget_tokens}")
+    return kept
+
+
+def unanswered_tool_uses(messages: list[Message]) -> list[str]:
+    """Tool_use ids not answered exactly once by the next message (empty = provider-valid)."""
+    bad: list[str] = []
+    for i, m in enumerate(messages):
+        if m.role != "assistant" or not m.tool_uses:
+            continue
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        answers = [b.tool_use_id for b in (nxt.tool_results if nxt else [])]
+        for tu in m.tool_uses:
+            if answers.count(tu.id) != 1:
+                bad.append(tu.id)
+    return bad

@@ -1,0 +1,104 @@
+"""Phase 2, prepare call: plan binding, system prompt, compacted view, StepSnapshot and request."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from geode.conversation import Message
+from geode.loop.compaction import estimate_tokens, model_view
+from geode.loop.guards import wrap_up
+from geode.loop.settings import LoopSettings
+from geode.loop.snapshot import StepSnapshot
+from geode.loop.state import TurnState
+from geode.prompt.builder import build_system_prompt
+from geode.prompt.sources import PromptSources
+from geode.providers.types import ModelRequest, Provider
+from geode.tools.plan import BoundToolPlan
+
+
+def bind_plan(plan: BoundToolPlan | None, provider: Provider, settings: LoopSettings) -> BoundToolPlan | None:
+    """The session plan filtered by the turn's allow/deny lists and projected onto the provider."""
+    if plan is None:
+        return None
+    filtered = plan.filtered(allowed=settings.allowed_tools, denied=settings.denied_tools)
+    return filtered.projected(getattr(provider, "name", ""))
+
+
+def budget_hint(state: TurnState, settings: LoopSettings, wrapping_up: bool) -> str:
+    if not (settings.time_budget_s or settings.max_rounds or settings.cost_budget_usd):
+        return ""
+    parts = []
+    if settings.time_budget_s:
+        parts.append(f"time used {state.elapsed():.0f}s of {settings.time_budget_s:g}s")
+    if settings.max_rounds:
+        parts.append(f"round {state.guards.round_index + 1} of {settings.max_rounds}")
+    if settings.cost_budget_usd:
+        parts.append(f"cost ${state.guards.cost_usd:.4f} of ${settings.cost_budget_usd:.4f}")
+    text = "; ".join(parts)
+    if wrapping_up:
+        text += ". The budget is nearly spent: tools are off for this call; give your best final answer now."
+    return text
+
+
+@dataclass
+class PreparedCall:
+    snapshot: StepSnapshot
+    request: ModelRequest
+    wrapping_up: bool
+
+
+def prepare_call(
+    state: TurnState,
+    *,
+    provider: Provider,
+    plan: BoundToolPlan | None,
+    settings: LoopSettings,
+    prompt: PromptSources,
+    model: str,
+    squeeze: int = 0,
+) -> PreparedCall:
+    """Build the snapshot and request of the next call. ``squeeze`` halves the context budget per step."""
+    wrapping = wrap_up(state, settings)
+    hints = {
+        "verification_continuation": state.continuation,
+        "execution_budget": budget_hint(state, settings, wrapping),
+    }
+    system = build_system_prompt(prompt, model=model, provider=getattr(provider, "name", ""), hints=hints)
+    tools = plan.tool_schemas() if plan is not None else ()
+    overhead = (sum(len(s.text) for s in system) + len(json.dumps([t.model_dump() for t in tools]))) // 4
+    budget = settings.context_window_tokens - settings.output_reserve_tokens - overhead
+    budget = max(1000, budget >> squeeze)
+    view: list[Message] = model_view(
+        state.history, budget_tokens=budget, keep_recent=max(2, settings.keep_recent_messages >> squeeze)
+    )
+    state.guards.step_count += 1
+    snapshot = StepSnapshot(
+        session_id=state.session_id,
+        turn_id=state.turn_id,
+        step_index=state.guards.step_count,
+        round_index=state.guards.round_index,
+        model=model,
+        provider=getattr(provider, "name", ""),
+        adapter=getattr(provider, "adapter", ""),
+        plan=None if (wrapping or plan is None) else plan,
+        tool_choice="none" if wrapping else "auto",
+        verify_attempt=state.guards.verify_attempt,
+        mode=settings.mode,
+        origin=settings.origin,
+        workspace=settings.workspace,
+    )
+    request = ModelRequest(
+        model=model,
+        system=system,
+        messages=tuple(view),
+        tools=tools,
+        tool_choice="none" if wrapping and tools else "auto",
+        max_tokens=settings.max_tokens,
+        metadata=snapshot.correlation(),
+    )
+    return PreparedCall(snapshot, request, wrapping)
+
+
+def context_tokens(state: TurnState) -> int:
+    return estimate_tokens(state.history)

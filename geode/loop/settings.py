@@ -1,0 +1,58 @@
+"""Loop settings: budgets, wrap-up headroom, guard thresholds, retry caps, context window, Verify."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class VerifySettings(BaseModel):
+    """``[verify]``: the judge is opt-in (its own model; a judge outage never withholds an answer)."""
+
+    model_config = ConfigDict(frozen=True)
+    judge: bool = False
+    judge_model: str = ""
+    repair_budget: int = Field(default=2, ge=0)
+    judge_timeout_s: float = 120.0
+
+
+class LoopSettings(BaseModel):
+    """Everything that bounds one turn. Zero means "unlimited" for rounds, time and cost."""
+
+    model_config = ConfigDict(frozen=True)
+    model: str = ""
+    max_rounds: int = Field(default=0, ge=0)
+    time_budget_s: float = Field(default=0.0, ge=0)
+    cost_budget_usd: float = Field(default=0.0, ge=0)
+    max_tokens: int = 32768
+    wrap_up_rounds: int = 2  # tool_choice none when this many rounds (or fewer) remain
+    wrap_up_s: float = 30.0  # ... or when this much time (or less) remains
+    error_guard: int = 3  # identical all-error batches in a row → convergence_detected
+    success_guard: int = 5  # identical successful batches in a row → repeated_success_no_progress
+    llm_max_retries: int = 3  # loop-level retries of a retryable provider failure
+    retry_base_s: float = 1.0
+    retry_max_wait_s: float = 60.0  # a Retry-After beyond this ends the turn model_action_required
+    context_window_tokens: int = 200_000
+    output_reserve_tokens: int = 20_000
+    keep_recent_messages: int = 10
+    context_recovery_attempts: int = 2
+    max_tool_result_chars: int = 50_000
+    tool_parallelism: int = 4
+    denied_tools: tuple[str, ...] = ()
+    allowed_tools: tuple[str, ...] | None = None
+    mode: str = "IPC"
+    workspace: str = ""
+    origin: str = ""
+    verify: VerifySettings = VerifySettings()
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any] | None, **base: Any) -> LoopSettings:
+        """Build from a ``turn.run`` settings dict (unknown keys ignored)."""
+        merged: dict[str, Any] = {**base, **{k: v for k, v in (data or {}).items() if k in cls.model_fields}}
+        if isinstance(merged.get("verify"), dict):
+            merged["verify"] = VerifySettings(**merged["verify"])
+        for key in ("denied_tools", "allowed_tools"):
+            if merged.get(key) is not None:
+                merged[key] = tuple(merged[key])
+        return cls(**merged)

@@ -1,0 +1,81 @@
+"""Per-turn mutable state plus the durable parts (cognitive state, guard counters) a checkpoint restores."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from geode.conversation import Message
+from geode.protocol.turns import TerminationReason
+
+
+class CognitiveState(BaseModel):
+    """What the loop believes about the task (restored on resume; observations capped)."""
+
+    goal: str = ""
+    observations: list[str] = Field(default_factory=list)
+    last_action: str = ""
+    round_count: int = 0
+
+    def observe(self, text: str, cap: int = 32) -> None:
+        self.observations.append(text[:300])
+        del self.observations[:-cap]
+
+
+class GuardCounters(BaseModel):
+    """Loop guards and per-turn progress that survive a crash (replacement semantics on restore)."""
+
+    turn_id: str = ""
+    round_index: int = 0
+    step_count: int = 0
+    error_streak: int = 0
+    last_error_signature: str = ""
+    success_streak: int = 0
+    last_success_signature: str = ""
+    consecutive_llm_failures: int = 0
+    verify_attempt: int = 0
+    cost_warned: bool = False
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    elapsed_s: float = 0.0  # wall clock used by earlier incarnations of this turn
+
+
+@dataclass
+class Terminal(Exception):
+    """Raised inside a phase to end the turn with a reason (and optional text / error)."""
+
+    reason: TerminationReason
+    text: str = ""
+    error: str | None = None
+
+
+@dataclass
+class TurnState:
+    """One running turn: history (durable, append-only), guards, clock, cancellation."""
+
+    session_id: str
+    turn_id: str
+    user_text: str
+    history: list[Message] = field(default_factory=list)
+    guards: GuardCounters = field(default_factory=GuardCounters)
+    cognitive: CognitiveState = field(default_factory=CognitiveState)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    started: float = field(default_factory=time.monotonic)
+    continuation: str = ""  # a Verify revise instruction injected into the dynamic system context
+    context_recoveries: int = 0
+    last_text: str = ""
+    last_batch_all_errors: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def elapsed(self) -> float:
+        return self.guards.elapsed_s + (time.monotonic() - self.started)
+
+    def check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise Terminal(TerminationReason.USER_CANCELLED, error="cancelled")

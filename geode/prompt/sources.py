@@ -1,0 +1,76 @@
+"""Declared prompt sources: GEODE.md sections (shipped default + project) and rules files (home + project)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_GEODE_MD = Path(__file__).resolve().parent.parent / "defaults" / "GEODE.md"
+MAX_RULE_CHARS = 4000
+MAX_RULES = 20
+
+_HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
+
+
+def parse_sections(text: str) -> dict[str, str]:
+    """``## Heading`` sections of a markdown file, in order (text before the first heading is dropped)."""
+    out: dict[str, str] = {}
+    matches = list(_HEADING.finditer(text))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        body = text[m.end() : end].strip()
+        if body:
+            out[m.group(1)] = body
+    return out
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError):
+        return None
+
+
+def geode_md_sections(workspace: Path | None, default: Path = DEFAULT_GEODE_MD) -> dict[str, str]:
+    """Default sections, overridden (same heading) or extended by the project's GEODE.md."""
+    sections = parse_sections(_read(default) or "")
+    if workspace is not None:
+        for candidate in (workspace / "GEODE.md", workspace / ".geode" / "GEODE.md"):
+            text = _read(candidate)
+            if text is not None:
+                sections.update(parse_sections(text))
+                break
+    return sections
+
+
+@dataclass(frozen=True)
+class RuleFile:
+    name: str
+    path: Path
+    text: str
+    scope: str  # "home" | "project"
+
+
+def rule_files(home_rules: Path | None, workspace: Path | None) -> list[RuleFile]:
+    """``<home>/rules/*.md`` then ``<workspace>/.geode/rules/*.md``; project files replace same names."""
+    found: dict[str, RuleFile] = {}
+    dirs = [(home_rules, "home"), ((workspace / ".geode" / "rules") if workspace else None, "project")]
+    for d, scope in dirs:
+        if d is None or not d.is_dir():
+            continue
+        for p in sorted(d.glob("*.md")):
+            text = _read(p)
+            if text is not None and text.strip():
+                found[p.name] = RuleFile(p.name, p, text.strip()[:MAX_RULE_CHARS], scope)
+    return [found[k] for k in sorted(found)][:MAX_RULES]
+
+
+@dataclass
+class PromptSources:
+    """Everything the system prompt of a turn is built from."""
+
+    workspace: Path | None = None
+    home_rules: Path | None = None
+    directives: list[str] = field(default_factory=list)
+    default_geode_md: Path = DEFAULT_GEODE_MD
