@@ -1,0 +1,172 @@
+"""Approvals: PermissionRequest hooks, then one human prompt at a time per session; silence means no."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from geode.hooks.events import HookEvent
+from geode.hooks.runner import HookRunner
+from geode.tools.locks import KeyedLocks
+from geode.tools.policy import COMPUTER_TOOLS, computer_allowed_in_daemon, is_headless
+from geode.tools.spec import ApprovalMode, DataClass, SafetyPolicy, ToolContext, ToolSpec
+
+APPROVAL_TIMEOUT_S = 120.0
+MAX_SESSIONS = 1024
+
+
+class ApprovalChannel(Protocol):
+    """Asks the person behind ``ctx.origin``. Returns "y" (once), "n" or "a" (always for this session)."""
+
+    def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    granted: bool
+    how: str  # not_required | always | hook_allow | hook_deny | y | a | n | timeout | ...
+    message: str = ""
+
+
+class ApprovalGate:
+    """Decides whether a call may proceed. Thread-safe; the only place a prompt is issued."""
+
+    def __init__(
+        self,
+        channel: ApprovalChannel | None,
+        hooks: HookRunner | None = None,
+        *,
+        timeout_s: float = APPROVAL_TIMEOUT_S,
+        global_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._channel = channel
+        self._hooks = hooks
+        self._timeout_s = timeout_s
+        self._config = dict(global_config or {})
+        self._prompt_locks = KeyedLocks()
+        self._always: OrderedDict[str, set[str]] = OrderedDict()
+        self._mu = threading.Lock()
+        self._pending: set[threading.Event] = set()
+        self._closed = False
+
+    def shutdown(self) -> None:
+        """Deny every pending and future prompt."""
+        with self._mu:
+            self._closed = True
+            for ev in self._pending:
+                ev.set()
+
+    def always_approved(self, session_id: str) -> frozenset[str]:
+        with self._mu:
+            return frozenset(self._always.get(session_id, ()))
+
+    def decide(self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False) -> Verdict:
+        pol = spec.policy
+        if pol.approval is ApprovalMode.NONE and not forced:
+            return Verdict(True, "not_required")
+        if spec.name in COMPUTER_TOOLS and ctx.mode == "DAEMON" and computer_allowed_in_daemon(self._config):
+            return Verdict(True, "operator_opt_in")
+        if not forced and self._remembered(ctx, spec):
+            return Verdict(True, "always")
+        hook = self._permission_hook(ctx, spec, detail)
+        if hook is not None:
+            return hook
+        if is_headless(ctx.mode):
+            return Verdict(False, "no_person", f"Nobody can approve '{spec.name}' in {ctx.mode} mode.")
+        if self._channel is None:
+            return Verdict(False, "no_channel", f"No approval channel for '{spec.name}'.")
+        locks = self._prompt_locks.acquire((f"approval:{ctx.session_id}",), self._timeout_s * 2)
+        if locks is None:
+            return Verdict(False, "timeout", "Timed out waiting for an earlier approval prompt.")
+        try:
+            if not forced and self._remembered(ctx, spec):  # an earlier prompt answered "always"
+                return Verdict(True, "always")
+            answer = self._ask(ctx, spec, detail)
+        finally:
+            locks.release()
+        return self._apply(ctx, spec, answer)
+
+    # --- internals -----------------------------------------------------------------------------------
+    def _remembered(self, ctx: ToolContext, spec: ToolSpec) -> bool:
+        if spec.policy.approval is not ApprovalMode.CACHED or spec.policy.data_class is DataClass.PERSONAL:
+            return False
+        with self._mu:
+            return spec.name in self._always.get(ctx.session_id, ())
+
+    def _permission_hook(self, ctx: ToolContext, spec: ToolSpec, detail: str) -> Verdict | None:
+        if self._hooks is None:
+            return None
+        payload = {"tool_name": spec.name, "detail": detail, "safety": spec.policy.model_dump(mode="json")}
+        corr = {
+            "session_id": ctx.session_id,
+            "turn_id": ctx.turn_id,
+            "step_id": ctx.step_id,
+            "cwd": ctx.workspace,
+        }
+        out = self._hooks.run(HookEvent.PERMISSION_REQUEST, payload, corr)
+        if out.decision == "block":
+            return Verdict(
+                False, "hook_deny", out.reason or f"Permission denied for '{spec.name}' by a hook."
+            )
+        if out.decision == "allow":
+            return Verdict(True, "hook_allow", out.reason)
+        return None
+
+    def _ask(self, ctx: ToolContext, spec: ToolSpec, detail: str) -> str:
+        """Ask through the channel; timeout, disconnect (any exception) or shutdown all deny."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+        with self._mu:
+            if self._closed:
+                return "shutdown"
+            self._pending.add(done)
+
+        def target() -> None:
+            try:
+                box["answer"] = self._channel.request(ctx, spec.name, detail, spec.policy)  # type: ignore[union-attr]
+            except BaseException as exc:
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name=f"approval-{ctx.session_id}", daemon=True).start()
+        try:
+            if not done.wait(self._timeout_s):
+                return "timeout"
+        finally:
+            with self._mu:
+                self._pending.discard(done)
+                closed = self._closed
+        if "error" in box:
+            return "disconnected"
+        if closed and "answer" not in box:
+            return "shutdown"
+        answer = str(box.get("answer", "")).strip().lower()
+        return answer if answer in ("y", "n", "a") else "invalid"
+
+    def _apply(self, ctx: ToolContext, spec: ToolSpec, answer: str) -> Verdict:
+        if answer == "y":
+            return Verdict(True, "y")
+        if answer == "a":
+            rememberable = (
+                spec.policy.approval is ApprovalMode.CACHED
+                and spec.policy.data_class is not DataClass.PERSONAL
+            )
+            if rememberable:
+                with self._mu:
+                    self._always.setdefault(ctx.session_id, set()).add(spec.name)
+                    self._always.move_to_end(ctx.session_id)
+                    while len(self._always) > MAX_SESSIONS:
+                        self._always.popitem(last=False)
+                return Verdict(True, "a")
+            return Verdict(True, "y", "'always' is not remembered for this tool; approved once.")
+        messages = {
+            "n": f"User denied '{spec.name}'. Do NOT retry this tool without an explicit user request.",
+            "timeout": f"Approval for '{spec.name}' timed out after {self._timeout_s:g}s; denied.",
+            "disconnected": f"The approver disconnected; '{spec.name}' denied.",
+            "shutdown": f"Shutting down; '{spec.name}' denied.",
+        }
+        return Verdict(False, answer, messages.get(answer, f"Invalid approval answer; '{spec.name}' denied."))

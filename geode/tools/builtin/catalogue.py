@@ -1,0 +1,191 @@
+"""The default built-in ToolSpecs with their safety policies, and the handlers that implement them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geode.tools.builtin import bash, computer, delegate, files, messaging, search, web
+from geode.tools.handlers import HandlerEntry
+from geode.tools.spec import ApprovalMode as A
+from geode.tools.spec import EffectClass as E
+from geode.tools.spec import SafetyPolicy, ToolSpec
+
+
+def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+_S = {"type": "string"}
+_PATH = {"type": "string", "minLength": 1}
+
+READ = SafetyPolicy()
+WRITE = SafetyPolicy(effect=E.MUTATE, approval=A.CACHED, resource_strategy="file_path")
+
+BUILTIN_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="read_file",
+        description="Read a text file (numbered lines); offset = first line (1-based), limit = line count.",
+        input_schema=_obj(
+            {
+                "file_path": _PATH,
+                "offset": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 1},
+            },
+            ["file_path"],
+        ),
+        handler="builtin:read_file",
+        policy=READ,
+        deadline_s=30,
+    ),
+    ToolSpec(
+        name="write_file",
+        description="Create or overwrite a file with the given content.",
+        input_schema=_obj({"file_path": _PATH, "content": _S}, ["file_path", "content"]),
+        handler="builtin:write_file",
+        policy=WRITE,
+        deadline_s=30,
+    ),
+    ToolSpec(
+        name="edit_file",
+        description="Replace an exact string in a file (old_string must be unique unless replace_all).",
+        input_schema=_obj(
+            {
+                "file_path": _PATH,
+                "old_string": {"type": "string", "minLength": 1},
+                "new_string": _S,
+                "replace_all": {"type": "boolean"},
+            },
+            ["file_path", "old_string", "new_string"],
+        ),
+        handler="builtin:edit_file",
+        policy=WRITE,
+        deadline_s=30,
+    ),
+    ToolSpec(
+        name="list_dir",
+        description="List a directory's entries (name, type, size).",
+        input_schema=_obj({"path": _S}, []),
+        handler="builtin:list_dir",
+        policy=READ,
+        deadline_s=30,
+    ),
+    ToolSpec(
+        name="glob_files",
+        description="Find files matching a glob pattern (e.g. **/*.py) under path (default: the workspace).",
+        input_schema=_obj({"pattern": {"type": "string", "minLength": 1}, "path": _S}, ["pattern"]),
+        handler="builtin:glob_files",
+        policy=READ,
+        deadline_s=60,
+    ),
+    ToolSpec(
+        name="grep_files",
+        description="Search file contents with a regular expression; glob filters file names.",
+        input_schema=_obj(
+            {"pattern": {"type": "string", "minLength": 1}, "path": _S, "glob": _S}, ["pattern"]
+        ),
+        handler="builtin:grep_files",
+        policy=READ,
+        deadline_s=60,
+    ),
+    ToolSpec(
+        name="run_bash",
+        description="Run a shell command in the workspace (timeout seconds: default 30, max 600).",
+        input_schema=_obj(
+            {
+                "command": {"type": "string", "minLength": 1},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": bash.MAX_TIMEOUT_S},
+            },
+            ["command"],
+        ),
+        handler="builtin:run_bash",
+        policy=SafetyPolicy(
+            effect=E.EXECUTE,
+            approval=A.CACHED,
+            allow_headless=False,
+            allow_subagents=False,
+            resource_strategy="session",
+        ),
+        deadline_s=bash.MAX_TIMEOUT_S + 10,
+    ),
+    ToolSpec(
+        name="web_fetch",
+        description="Fetch a URL over HTTP(S) and return its readable text.",
+        input_schema=_obj({"url": {"type": "string", "minLength": 1}}, ["url"]),
+        handler="builtin:web_fetch",
+        policy=READ,
+        deadline_s=60,
+    ),
+    ToolSpec(
+        name="send_message",
+        description="Send a message to a recipient on a messenger channel (e.g. channel 'slack:C123').",
+        input_schema=_obj(
+            {
+                "channel": {"type": "string", "minLength": 1},
+                "recipient": {"type": "string", "minLength": 1},
+                "text": {"type": "string", "minLength": 1},
+            },
+            ["channel", "recipient", "text"],
+        ),
+        handler="builtin:send_message",
+        policy=SafetyPolicy(effect=E.COMMUNICATE, resource_strategy="channel_recipient"),
+        deadline_s=60,
+    ),
+    ToolSpec(
+        name="delegate_task",
+        description="Hand a self-contained task to a headless sub-agent and wait for its result.",
+        input_schema=_obj({"task": {"type": "string", "minLength": 1}}, ["task"]),
+        handler="builtin:delegate_task",
+        policy=SafetyPolicy(
+            effect=E.EXECUTE, allow_headless=False, allow_subagents=False, resource_strategy="session"
+        ),
+        deadline_s=600,
+    ),
+    ToolSpec(
+        name="computer",
+        description="Control the desktop: screenshot, mouse moves and clicks, typing and keys.",
+        input_schema=_obj(
+            {
+                "action": {
+                    "enum": [
+                        "screenshot",
+                        "mouse_move",
+                        "left_click",
+                        "right_click",
+                        "double_click",
+                        "type",
+                        "key",
+                    ]
+                },
+                "coordinate": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+                "text": _S,
+            },
+            ["action"],
+        ),
+        handler="builtin:computer",
+        policy=SafetyPolicy(
+            effect=E.EXECUTE, approval=A.CACHED, allow_headless=False, resource_strategy="global:display"
+        ),
+        deadline_s=600,
+    ),
+)
+
+
+def builtin_specs() -> tuple[ToolSpec, ...]:
+    return BUILTIN_SPECS
+
+
+def builtin_handlers() -> dict[str, HandlerEntry]:
+    """Handler identity → implementation, with the path arguments policy must check."""
+    return {
+        "builtin:read_file": HandlerEntry(files.read_file, ("file_path",)),
+        "builtin:write_file": HandlerEntry(files.write_file, ("file_path",)),
+        "builtin:edit_file": HandlerEntry(files.edit_file, ("file_path",)),
+        "builtin:list_dir": HandlerEntry(files.list_dir, ("path",)),
+        "builtin:glob_files": HandlerEntry(search.glob_files, ("path",)),
+        "builtin:grep_files": HandlerEntry(search.grep_files, ("path",)),
+        "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),
+        "builtin:web_fetch": HandlerEntry(web.web_fetch),
+        "builtin:send_message": HandlerEntry(messaging.send_message),
+        "builtin:delegate_task": HandlerEntry(delegate.delegate_task),
+        "builtin:computer": HandlerEntry(computer.computer),
+    }

@@ -1,0 +1,166 @@
+"""Pre-dispatch checks in order: scope, request middleware, policy, schema, PreToolUse (then re-checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geode.hooks.events import HookEvent
+from geode.hooks.runner import HookRunner
+from geode.tools.handlers import HandlerEntry
+from geode.tools.middleware import RequestMiddleware
+from geode.tools.paths import workspace_of
+from geode.tools.plan import BoundToolPlan
+from geode.tools.plan_cache import PlanCache
+from geode.tools.policy import PolicyDenial, check_monotonic, check_paths, check_runtime_policy
+from geode.tools.receipts import OMITTED
+from geode.tools.schema_check import SchemaDenial, validate_input
+from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
+
+
+class Denied(Exception):
+    """A check refused the call: ``result`` goes back to the caller, nothing was dispatched."""
+
+    def __init__(self, stage: str, result: ToolResult, call: ToolCall, spec: ToolSpec | None) -> None:
+        super().__init__(stage)
+        self.stage = stage
+        self.result = result
+        self.call = call
+        self.spec = spec
+
+
+@dataclass
+class Request:
+    """The call as it moves through the checks (rewrites replace ``call`` and ``spec``)."""
+
+    ctx: ToolContext
+    call: ToolCall
+    spec: ToolSpec | None = None
+    plan: BoundToolPlan | None = None
+    force_ask: bool = False
+    ask_reason: str = ""
+
+    def deny(self, stage: str, message: str, error_type: str, **extra: Any) -> Denied:
+        extra.setdefault("denied", True)
+        extra.setdefault("recoverable", error_type == "invalid_tool_input")
+        return Denied(stage, ToolResult.error(self.call, message, error_type, **extra), self.call, self.spec)
+
+
+@dataclass
+class Checks:
+    """Shared state the checks need (owned by the executor)."""
+
+    plans: PlanCache
+    handlers: Mapping[str, HandlerEntry]
+    middleware: Sequence[RequestMiddleware]
+    hooks: HookRunner | None
+    global_config: Mapping[str, Any]
+    workspace: Path
+    roots: tuple[Path, ...]
+
+    def scope(self, req: Request) -> None:
+        ctx = req.ctx
+        plan = self.plans.get(ctx.plan_hash, ctx.plan_generation)
+        if plan is None:
+            raise req.deny(
+                "scope",
+                f"Tool plan {ctx.plan_hash[:12] or '<none>'} gen {ctx.plan_generation} is not bound here.",
+                "plan_not_bound",
+            )
+        req.plan = plan
+        spec = plan.get(req.call.name)
+        if spec is None:
+            raise req.deny(
+                "scope", f"Tool '{req.call.name}' is not available in this session.", "tool_not_in_scope"
+            )
+        req.spec = spec
+
+    def rewrite(self, req: Request, stage: str, name: str, args: dict[str, Any]) -> None:
+        """Adopt a rewritten request: the new tool must be in scope and at least as strictly governed."""
+        old = req.spec
+        assert old is not None and req.plan is not None
+        req.call = ToolCall(id=req.call.id, name=name, input=args)
+        new = req.plan.get(name)
+        if new is None:
+            raise req.deny(stage, f"Tool '{name}' is not available in this session.", "tool_not_in_scope")
+        try:
+            check_monotonic(old, new)
+        except PolicyDenial as exc:
+            raise req.deny(stage, exc.message, exc.error_type) from None
+        req.spec = new
+
+    def run_middleware(self, req: Request) -> None:
+        for mw in self.middleware:
+            try:
+                out = mw(req.ctx, req.call)
+            except Exception as exc:
+                raise req.deny(
+                    "middleware", f"Request middleware failed: {exc}", "middleware_error"
+                ) from None
+            if out.name != req.call.name or out.input != req.call.input:
+                self.rewrite(req, "middleware", out.name, dict(out.input))
+
+    def policy(self, req: Request) -> None:
+        assert req.spec is not None
+        entry = self.handlers.get(req.spec.handler)
+        try:
+            check_runtime_policy(req.ctx, req.spec, self.global_config)
+            if entry is not None and entry.path_args:
+                check_paths(
+                    req.call.input, entry.path_args, self.workspace_for(req.ctx), self.roots_for(req.ctx)
+                )
+        except PolicyDenial as exc:
+            raise req.deny("policy", exc.message, exc.error_type, reason=exc.reason) from None
+
+    def schema(self, req: Request) -> None:
+        assert req.spec is not None
+        try:
+            validate_input(req.spec.input_schema, req.call.input)
+        except SchemaDenial as exc:
+            raise req.deny(
+                "schema", f"Invalid input for '{req.call.name}': {exc}", "invalid_tool_input"
+            ) from None
+
+    def pre_tool_use(self, req: Request) -> None:
+        if self.hooks is None:
+            return
+        assert req.spec is not None
+        personal = req.spec.policy.data_class is DataClass.PERSONAL
+        payload = {"tool_name": req.call.name, "tool_input": {} if personal else dict(req.call.input)}
+        if personal:
+            payload["tool_input_omitted"] = OMITTED
+        out = self.hooks.run(HookEvent.PRE_TOOL_USE, payload, correlation(req.ctx, req.call))
+        if out.blocked or out.halt:
+            raise req.deny(
+                "hook", out.reason or f"Blocked by a PreToolUse hook ({out.decided_by}).", "hook_blocked"
+            )
+        if out.decision == "ask":
+            req.force_ask, req.ask_reason = True, out.reason
+        if out.updates:
+            name = str(out.updates.get("tool_name", req.call.name))
+            given = out.updates.get("tool_input")
+            args = {**req.call.input, **given} if isinstance(given, dict) else dict(req.call.input)
+            self.rewrite(req, "hook", name, args)
+            # the rewritten request goes through scope, policy and schema again
+            self.policy(req)
+            self.schema(req)
+
+    def workspace_for(self, ctx: ToolContext) -> Path:
+        return workspace_of(ctx, self.workspace)
+
+    def roots_for(self, ctx: ToolContext) -> tuple[Path, ...]:
+        return self.roots or (self.workspace_for(ctx),)
+
+
+def correlation(ctx: ToolContext, call: ToolCall) -> dict[str, Any]:
+    return {
+        "session_id": ctx.session_id,
+        "turn_id": ctx.turn_id,
+        "step_id": ctx.step_id,
+        "tool_call_id": call.id,
+        "operation_id": ctx.operation_id,
+        "cwd": ctx.workspace,
+        "mode": ctx.mode,
+    }

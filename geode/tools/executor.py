@@ -1,0 +1,252 @@
+"""ToolExecutor: scope → middleware → policy → schema → PreToolUse → approval → receipt → locks → dispatch →
+PostToolUse → commit → reply. Every denial is an error result without dispatch, and every outcome is on the
+timeline."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from geode.hooks.events import HookEvent
+from geode.hooks.runner import HookRunner
+from geode.records.client import RecordClient
+from geode.redaction import redact
+from geode.tools.approvals import APPROVAL_TIMEOUT_S, ApprovalChannel, ApprovalGate
+from geode.tools.checks import Checks, Denied, Request, correlation
+from geode.tools.dispatch import Outcome, run_with_deadline
+from geode.tools.handlers import HandlerEntry, ToolEnv
+from geode.tools.locks import KeyedLocks, ResourceKeyError, resource_keys
+from geode.tools.middleware import RequestMiddleware
+from geode.tools.plan import BoundToolPlan
+from geode.tools.plan_cache import PlanCache
+from geode.tools.receipts import OMITTED, Receipts, needs_receipt, uncertain_result
+from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
+from geode.tools.timeline import ToolTimeline
+
+MAX_BATCH_PARALLEL = 8
+
+
+class ToolExecutor:
+    """Runs tool calls against bound plans. Thread-safe: the bus serves it from several worker threads.
+
+    ``owner`` is "<child name>#<incarnation>": receipts admitted here die (become uncertain) with it.
+    """
+
+    def __init__(
+        self,
+        *,
+        owner: str,
+        records: RecordClient | None,
+        hooks: HookRunner | None = None,
+        approvals: ApprovalChannel | None = None,
+        handlers: Mapping[str, HandlerEntry] | None = None,
+        middleware: Sequence[RequestMiddleware] = (),
+        global_config: Mapping[str, Any] | None = None,
+        services: Mapping[str, Any] | None = None,
+        roots: Sequence[str | Path] = (),
+        default_workspace: str | Path | None = None,
+        locks: KeyedLocks | None = None,
+        approval_timeout_s: float = APPROVAL_TIMEOUT_S,
+    ) -> None:
+        if handlers is None:
+            from geode.tools.builtin.catalogue import builtin_handlers
+
+            handlers = builtin_handlers()
+        self.owner = owner
+        self.hooks = hooks
+        self.locks = locks or KeyedLocks()
+        self.services = dict(services or {})
+        self._config = dict(global_config or {})
+        self._handlers = dict(handlers)
+        self.plans = PlanCache()
+        self.receipts = Receipts(records, owner)
+        self.timeline = ToolTimeline(records)
+        self.approvals = ApprovalGate(
+            approvals, hooks, timeout_s=approval_timeout_s, global_config=self._config
+        )
+        workspace = Path(default_workspace).resolve() if default_workspace else Path.cwd()
+        self._checks = Checks(
+            self.plans,
+            self._handlers,
+            tuple(middleware),
+            hooks,
+            self._config,
+            workspace,
+            tuple(Path(r).expanduser().resolve() for r in roots),
+        )
+
+    # --- public API ----------------------------------------------------------------------------------
+    def bind_plan(self, plan: BoundToolPlan) -> None:
+        self.plans.bind(plan)
+
+    def shutdown(self) -> None:
+        """Deny pending approval prompts; running handlers finish on their own threads."""
+        self.approvals.shutdown()
+
+    def execute_batch(self, items: Sequence[tuple[ToolContext, ToolCall]]) -> list[ToolResult]:
+        """Run calls concurrently (locks and the approval lock keep them safe); results in input order."""
+        if len(items) <= 1:
+            return [self.execute(c, k) for c, k in items]
+        with ThreadPoolExecutor(max_workers=min(MAX_BATCH_PARALLEL, len(items))) as pool:
+            return list(pool.map(lambda it: self.execute(*it), items))
+
+    def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
+        req = Request(ctx, call)
+        try:
+            return self._run(req)
+        except Denied as d:
+            self.timeline.write("tool.denied", ctx, d.call, d.spec, d.result, stage=d.stage)
+            return d.result
+
+    # --- the pipeline --------------------------------------------------------------------------------
+    def _run(self, req: Request) -> ToolResult:
+        c = self._checks
+        c.scope(req)
+        c.run_middleware(req)
+        c.policy(req)
+        c.schema(req)
+        c.pre_tool_use(req)
+        spec, call, ctx = req.spec, req.call, req.ctx
+        assert spec is not None
+        entry = self._handlers.get(spec.handler)
+        if entry is None:
+            raise req.deny(
+                "dispatch", f"Tool '{call.name}' has no handler here ({spec.handler}).", "tool_unavailable"
+            )
+        workspace = c.workspace_for(ctx)
+        try:
+            keys = resource_keys(spec, call.input, ctx, workspace)
+        except ResourceKeyError as exc:
+            raise req.deny("locks", str(exc), "resource_key_resolution") from None
+        verdict = self.approvals.decide(ctx, spec, self._detail(spec, call), forced=req.force_ask)
+        if not verdict.granted:
+            raise req.deny(
+                "approval",
+                verdict.message or f"Permission denied for '{call.name}'.",
+                "permission_denied",
+                approval=verdict.how,
+            )
+        receipted = needs_receipt(spec)
+        if receipted:
+            early = self.receipts.admit(ctx, call, spec)
+            if early is not None:
+                kind = "tool.replayed" if not early.is_error else "tool.denied"
+                self.timeline.write(kind, ctx, call, spec, early, stage="receipt")
+                return early
+        deadline = self._deadline(ctx, spec, entry, call)
+        started = time.monotonic()
+        held = self.locks.acquire(keys, timeout_s=deadline)
+        if held is None:
+            busy = ToolResult.error(
+                call,
+                f"Resources of '{call.name}' stayed busy; it was not run.",
+                "resource_busy",
+                recoverable=True,
+                denied=True,
+            )
+            if receipted:
+                busy = self.receipts.commit(ctx, spec, busy)
+            self.timeline.write("tool.denied", ctx, call, spec, busy, stage="locks")
+            return busy
+        env = ToolEnv(
+            ctx=ctx,
+            workspace=workspace,
+            roots=c.roots_for(ctx),
+            deadline_s=max(0.05, deadline - (time.monotonic() - started)),
+            services=self.services,
+        )
+        self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how)
+        outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
+        result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
+        if unknown and receipted:
+            self.receipts.mark_uncertain(
+                ctx, "deadline passed" if outcome.status == "timeout" else "handler crashed"
+            )
+        result = self._post_tool_use(ctx, spec, call, result)
+        if receipted and not unknown:
+            result = self.receipts.commit(ctx, spec, result)
+        self.timeline.write("tool.completed", ctx, call, spec, result)
+        return result
+
+    # --- pieces --------------------------------------------------------------------------------------
+    def _deadline(self, ctx: ToolContext, spec: ToolSpec, entry: HandlerEntry, call: ToolCall) -> float:
+        seconds = spec.deadline_s
+        if entry.deadline is not None:
+            seconds = entry.deadline(call.input)
+        if ctx.deadline_ms is not None:
+            seconds = min(seconds, max(0.05, (ctx.deadline_ms - time.time() * 1000) / 1000))
+        return max(0.05, seconds)
+
+    @staticmethod
+    def _detail(spec: ToolSpec, call: ToolCall) -> str:
+        if spec.policy.data_class is DataClass.PERSONAL:
+            return f"{call.name} {OMITTED}"
+        return f"{call.name} {json.dumps(redact(call.input, max_str=300), ensure_ascii=False)}"[:600]
+
+    @staticmethod
+    def _result(
+        call: ToolCall, spec: ToolSpec, out: Outcome, deadline_s: float, receipted: bool
+    ) -> tuple[ToolResult, bool]:
+        """(result, outcome unknown?)"""
+        if out.status == "ok":
+            content = out.value if out.value is not None else {"ok": True}
+            return ToolResult(tool_use_id=call.id, name=call.name, content=content, executed=True), False
+        if out.status == "failed":
+            exc = out.error
+            msg, etype, extra = exc.message, exc.error_type, exc.extra  # type: ignore[union-attr]
+            return ToolResult.error(call, msg, etype, executed=True, **extra), False
+        if out.status == "timeout":
+            extra: dict[str, Any] = {"timeout": True, "recoverable": False}
+            if receipted:
+                extra["outcome_uncertain"] = True
+            msg = (
+                f"{call.name} exceeded its {deadline_s:.0f}s deadline and was aborted by the harness. "
+                "The operation may still be running."
+            )
+            return ToolResult.error(call, msg, "tool_timeout", executed=None, **extra), True
+        err = out.error
+        if receipted:
+            return uncertain_result(call, f"the handler raised {type(err).__name__}: {err}"[:300]), True
+        return ToolResult.error(
+            call, f"{type(err).__name__}: {err}"[:500], "tool_error", executed=True
+        ), False
+
+    def _post_tool_use(
+        self, ctx: ToolContext, spec: ToolSpec, call: ToolCall, result: ToolResult
+    ) -> ToolResult:
+        if self.hooks is None:
+            return result
+        personal = spec.policy.data_class is DataClass.PERSONAL
+        payload = {
+            "tool_name": call.name,
+            "tool_input": {} if personal else dict(call.input),
+            "tool_response": OMITTED if personal else result.content,
+            "has_error": result.is_error,
+            "executed": result.executed,
+        }
+        out = self.hooks.run(HookEvent.POST_TOOL_USE, payload, correlation(ctx, call))
+        if out.blocked:
+            body = {
+                "error": "Tool result withheld by PostToolUse hook",
+                "error_type": "hook_blocked",
+                "blocked_by_hook": True,
+                "recoverable": False,
+            }
+            if out.reason:
+                body["reason"] = out.reason
+            return result.model_copy(
+                update={
+                    "content": body,
+                    "is_error": True,
+                    "error_type": "hook_blocked",
+                    "additional_context": out.additional_context,
+                }
+            )
+        if out.additional_context:
+            joined = "\n".join(x for x in (result.additional_context, out.additional_context) if x)
+            return result.model_copy(update={"additional_context": joined})
+        return result

@@ -1,0 +1,103 @@
+"""Authority checks on one request: monotonic rewrites, declared/headless/sub-agent/mode policy, roots."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from geode.sessions.modes import MODES, SessionMode, default_denylist
+from geode.tools.paths import PathOutsideRoots, checked_path
+from geode.tools.spec import ApprovalMode, DataClass, EffectClass, SafetyPolicy, ToolContext, ToolSpec
+
+_APPROVAL_RANK = {ApprovalMode.NONE: 0, ApprovalMode.CACHED: 1, ApprovalMode.PER_INVOCATION: 2}
+COMPUTER_TOOLS = frozenset({"computer", "computer_use"})
+
+
+class PolicyDenial(Exception):
+    """A check refused the call; ``error_type`` and ``reason`` travel in the error result."""
+
+    def __init__(self, message: str, error_type: str = "tool_policy_denied", reason: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_type = error_type
+        self.reason = reason
+
+
+def check_monotonic(old: ToolSpec, new: ToolSpec) -> None:
+    """A rewrite may keep or strengthen the safety level; it may never weaken it or drop personal data."""
+    a, b = old.policy, new.policy
+    if a.data_class is DataClass.PERSONAL and b.data_class is not DataClass.PERSONAL:
+        raise PolicyDenial(
+            f"Rewrite of '{old.name}' into '{new.name}' drops its personal-data classification.",
+            "privacy_classification_downgrade",
+        )
+    weaker = (
+        _APPROVAL_RANK[b.approval] < _APPROVAL_RANK[a.approval]
+        or (a.effect is not EffectClass.READ and b.effect is not a.effect)
+        or (b.allow_headless and not a.allow_headless)
+        or (b.allow_subagents and not a.allow_subagents)
+        or (a.denied and not b.denied)
+    )
+    if weaker:
+        raise PolicyDenial(
+            f"Rewrite of '{old.name}' into '{new.name}' would weaken its safety policy.",
+            "tool_policy_downgrade",
+        )
+
+
+def is_headless(mode: str) -> bool:
+    try:
+        return MODES[SessionMode(mode)].headless
+    except ValueError:
+        return True  # an unknown mode has nobody to ask
+
+
+def computer_allowed_in_daemon(global_config: Mapping[str, Any]) -> bool:
+    """The one exception: computer use in DAEMON when the operator wrote the literal ``true``."""
+    for section in ("daemon", "gateway"):
+        sect = global_config.get(section)
+        if isinstance(sect, Mapping) and sect.get("allow_computer_use") is True:
+            return True
+    return False
+
+
+def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, global_config: Mapping[str, Any]) -> None:
+    """Declared denial → headless policy → sub-agent policy → the mode's default denylist (DESIGN §6)."""
+    pol: SafetyPolicy = spec.policy
+    name = spec.name
+    computer_exception = (
+        name in COMPUTER_TOOLS
+        and ctx.mode == SessionMode.DAEMON.value
+        and computer_allowed_in_daemon(global_config)
+    )
+    if pol.denied:
+        raise PolicyDenial(f"Tool '{name}' is denied by its declared policy.", reason="declared")
+    if is_headless(ctx.mode) and not pol.allow_headless and not computer_exception:
+        raise PolicyDenial(f"Tool '{name}' is unavailable under headless policy.", reason="headless")
+    if ctx.subagent_depth > 0 and not pol.allow_subagents:
+        raise PolicyDenial(f"Tool '{name}' is unavailable under sub-agent policy.", reason="subagent")
+    if is_headless(ctx.mode):
+        cfg = dict(global_config)
+        if computer_exception:
+            cfg = {**cfg, "gateway": {"allow_computer_use": True}}
+        try:
+            denied = default_denylist(ctx.mode, global_config=cfg, plan_tools=(spec,))
+        except ValueError:
+            denied = frozenset({name})
+        if name in denied:
+            raise PolicyDenial(f"Tool '{name}' is denied in {ctx.mode} mode.", reason="mode_denylist")
+
+
+def check_paths(
+    args: Mapping[str, Any], path_args: tuple[str, ...], workspace: Path, roots: tuple[Path, ...]
+) -> None:
+    """Every path argument must resolve inside an allowed root (default: the workspace)."""
+    for key in path_args:
+        raw = args.get(key)
+        if raw is None or raw == "":
+            continue
+        try:
+            checked_path(workspace, roots, str(raw))
+        except PathOutsideRoots as exc:
+            raise PolicyDenial(f"{exc}; refused by the workspace policy.", reason="outside_roots") from None

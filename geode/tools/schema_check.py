@@ -1,0 +1,34 @@
+"""JSON Schema validation of tool input against the plan's schema (Draft 2020-12, validators cached)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+
+class SchemaDenial(ValueError):
+    """The input does not match the tool's schema (or the schema itself is broken)."""
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Draft202012Validator:
+    schema = json.loads(schema_json)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def validate_input(schema: dict[str, Any], args: dict[str, Any]) -> None:
+    """Raise SchemaDenial naming the first error by path."""
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True))
+    except SchemaError as exc:
+        raise SchemaDenial(f"the tool's input schema is invalid: {exc.message}") from None
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "<root>"
+        raise SchemaDenial(f"invalid input at {where}: {first.message}"[:500])
