@@ -65,3 +65,41 @@ class ChildDied(BaseModel):
 HELLO = message("runtime.hello", Hello, None)
 READY = message("runtime.ready", Ready, Ack)
 CHILD_DIED = message("runtime.child_died", ChildDied, Ack)
+
+
+class ChildInfo(BaseModel):
+    """One child of the tree as ``geode status --json`` shows it."""
+
+    name: str
+    pid: int | None = None
+    incarnation: int = 0
+    state: str  # starting | running | backoff | fatal | stopped
+    uptime_s: float = 0.0
+    restarts: int = 0
+
+
+class TreeStatusQuery(BaseModel):
+    """Ask the supervisor for the state of every child."""
+
+
+class TreeStatus(BaseModel):
+    pid: int
+    incarnation: int
+    state: str  # running | stopping
+    single_process: bool = False
+    children: list[ChildInfo] = Field(default_factory=list)
+
+
+class RestartChild(BaseModel):
+    """Restart one child (graceful stop, then a fresh incarnation)."""
+
+    name: str = Field(max_length=64)
+
+
+class StopTree(BaseModel):
+    """Stop the whole tree gracefully (children in reverse start order), then the supervisor exits 0."""
+
+
+TREE_STATUS = message("runtime.tree.status", TreeStatusQuery, TreeStatus)
+TREE_RESTART = message("runtime.tree.restart", RestartChild, Ack)
+TREE_STOP = message("runtime.tree.stop", StopTree, Ack)

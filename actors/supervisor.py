@@ -1,0 +1,344 @@
+"""The root supervisor: starts children, restarts them by OTP rules, escalates past intensity, stops the tree.
+
+All child state is owned by the thread that calls :meth:`Supervisor.run`; other threads (bus handlers,
+signal handlers) only enqueue commands. Exit code of :meth:`run`: 0 after a requested stop, 1 when the
+restart intensity was exceeded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import selectors
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from actors.supervisor_child import ChildRun, IncarnationStore, exit_reason
+from actors.supervisor_spec import ChildSpec, TreeConfig
+from geode.protocol.errors import NotFound
+from geode.protocol.runtime import ChildInfo
+
+log = logging.getLogger(__name__)
+
+DiedCallback = Callable[[str, int, str], None]
+Publish = Callable[[str, dict[str, Any]], None]
+EXIT_ESCALATED = 1
+
+
+class Supervisor:
+    """A one-level OTP-style supervisor of OS processes."""
+
+    def __init__(
+        self,
+        specs: Sequence[ChildSpec],
+        config: TreeConfig | None = None,
+        *,
+        logs_dir: Path,
+        incarnations: IncarnationStore | None = None,
+        env: dict[str, str] | None = None,
+        publish: Publish | None = None,
+    ) -> None:
+        self.config = config or TreeConfig()
+        self.children: dict[str, ChildRun] = {s.name: ChildRun(s) for s in specs}
+        self._order = [s.name for s in specs]
+        self._logs_dir = logs_dir
+        self._incarnations = incarnations or IncarnationStore(None)
+        self._env = dict(env or {})
+        self._publish = publish
+        self._died: list[DiedCallback] = []
+        self._cmds: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+        self._signals: list[int] = []
+        self._restarts: deque[float] = deque()
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._lock = threading.Lock()
+        self._snapshot: list[ChildInfo] = []
+        self.state = "running"
+        self.exit_code: int | None = None
+        self.force = False
+        self.started = threading.Event()
+
+    # ---- thread-safe API -------------------------------------------------------------------------
+    def on_child_died(self, callback: DiedCallback) -> None:
+        """``callback(name, incarnation, reason)`` after every child exit; must not block (enqueue work)."""
+        self._died.append(callback)
+
+    def snapshot(self) -> list[ChildInfo]:
+        with self._lock:
+            return list(self._snapshot)
+
+    def request_stop(self) -> None:
+        self._command("stop", "")
+
+    def request_restart(self, name: str) -> None:
+        if name not in self.children:
+            raise NotFound(f"no child named {name!r} (children: {', '.join(self._order)})")
+        self._command("restart", name)
+
+    def _command(self, cmd: str, arg: str) -> None:
+        self._cmds.put((cmd, arg))
+        try:
+            self._wake_w.send(b"c")
+        except OSError:
+            pass
+
+    # ---- main loop -------------------------------------------------------------------------------
+    def run(self, *, install_signals: bool = True) -> int:
+        if install_signals:
+            self._install_signals()
+        try:
+            now = time.monotonic()
+            for name in self._order:
+                self._start(self.children[name], now)
+            self._refresh()
+            self.started.set()
+            while self.state == "running":
+                self._step()
+            self._shutdown()
+        finally:
+            self._refresh()
+            self._wake_r.close()
+            self._wake_w.close()
+        return self.exit_code if self.exit_code is not None else 0
+
+    def _install_signals(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, self._on_signal)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals.append(signum)  # only enqueue; the loop drains
+
+    def _step(self) -> None:
+        for key, _ in self._sel.select(self._timeout()):
+            if key.data is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except OSError:
+                    pass
+            else:
+                self._on_pipe(key.data)
+        self._drain_signals()
+        self._drain_commands()
+        now = time.monotonic()
+        self._reap(now)
+        self._timers(now)
+        self._refresh()
+
+    def _timeout(self) -> float:
+        now, t = time.monotonic(), 0.25
+        for c in self.children.values():
+            if c.proc is not None and c.ready_fd is None:
+                t = min(t, 0.01)  # pipe closed: the exit status is imminent
+            for due in (c.restart_at, c.kill_at):
+                if due is not None:
+                    t = min(t, max(0.0, due - now))
+        return t
+
+    def _drain_signals(self) -> None:
+        while self._signals:
+            sig = self._signals.pop(0)
+            if sig in (signal.SIGTERM, signal.SIGINT):
+                if self.state == "stopping":
+                    self.force = True
+                log.info("signal %s: stopping the tree", signal.Signals(sig).name)
+                self.state = "stopping"
+                self.exit_code = 0 if self.exit_code is None else self.exit_code
+
+    def _drain_commands(self) -> None:
+        while True:
+            try:
+                cmd, arg = self._cmds.get_nowait()
+            except queue.Empty:
+                return
+            if cmd == "stop":
+                self.state = "stopping"
+                self.exit_code = 0
+            elif cmd == "restart":
+                c = self.children[arg]
+                c.failures = 0
+                if c.proc is not None:
+                    c.then = "restart"
+                    c.terminate(time.monotonic())
+                else:
+                    self._schedule(c, 0.0)
+
+    def _on_pipe(self, c: ChildRun) -> None:
+        assert c.ready_fd is not None
+        try:
+            data = os.read(c.ready_fd, 512)
+        except BlockingIOError:
+            return
+        if not data:
+            self._sel.unregister(c.ready_fd)
+            c.close_pipe()
+            return
+        if b"ready" in data and c.state == "starting":
+            c.state = "running"
+            c.ready_at = time.monotonic()
+            log.info("%s#%d ready (pid %s)", c.name, c.incarnation, c.pid)
+            self._emit("runtime.event.child_ready", c)
+
+    def _reap(self, now: float) -> None:
+        for c in self.children.values():
+            if c.proc is not None and (rc := c.proc.poll()) is not None:
+                self._on_exit(c, rc, now)
+
+    def _timers(self, now: float) -> None:
+        for name in self._order:
+            c = self.children[name]
+            if c.proc is None and c.state == "backoff" and c.restart_at is not None and now >= c.restart_at:
+                pred = self.children.get(c.after) if c.after else None
+                settled = pred is None or (pred.then is None and pred.kill_at is None)
+                if settled and (pred is None or pred.state in ("running", "stopped", "fatal")):
+                    self._start(c, now)
+            elif c.proc is not None and c.state == "starting" and c.kill_at is None:
+                if now - c.started_at > self.config.ready_timeout_s:
+                    log.error(
+                        "%s#%d not ready within %.1fs: killing",
+                        c.name,
+                        c.incarnation,
+                        self.config.ready_timeout_s,
+                    )
+                    c.kill()
+                    c.kill_at = now
+            c.kill_if_due(now)
+
+    # ---- transitions -----------------------------------------------------------------------------
+    def _start(self, c: ChildRun, now: float) -> None:
+        inc = self._incarnations.next(c.name)
+        try:
+            c.spawn(inc, self._env, self._logs_dir / f"{c.name}.log")
+        except OSError as exc:
+            log.error("cannot start %s: %s", c.name, exc)
+            c.incarnation = inc
+            self._on_exit(c, 127, now)
+            return
+        assert c.ready_fd is not None
+        self._sel.register(c.ready_fd, selectors.EVENT_READ, c)
+        log.info("started %s#%d pid %s", c.name, inc, c.pid)
+        self._emit("runtime.event.child_started", c)
+
+    def _schedule(self, c: ChildRun, delay: float, after: str | None = None) -> None:
+        c.state = "backoff"
+        c.restart_at = time.monotonic() + delay
+        c.after = after
+
+    def _on_exit(self, c: ChildRun, rc: int, now: float) -> None:
+        if c.ready_fd is not None:
+            self._sel.unregister(c.ready_fd)
+            c.close_pipe()
+        reason, was_ready = exit_reason(rc), c.ready_at
+        c.proc, c.kill_at, then = None, None, c.then
+        c.then = None
+        log.warning("%s#%d exited: %s", c.name, c.incarnation, reason)
+        self._emit("runtime.event.child_exited", c, reason=reason)
+        for cb in self._died:
+            try:
+                cb(c.name, c.incarnation, reason)
+            except Exception:
+                log.exception("child-died callback failed")
+        if self.state != "running" or then == "stop":
+            c.state = "stopped"
+            return
+        if then == "restart":  # asked for (restart command, rest_for_one): not counted as a failure
+            self._schedule(c, 0.0, c.after)
+            return
+        if not c.spec.restarts_after(rc):
+            c.state = "stopped"
+            return
+        self._restarts.append(now)
+        while self._restarts and self._restarts[0] < now - self.config.period_s:
+            self._restarts.popleft()
+        if len(self._restarts) > self.config.intensity:
+            log.error(
+                "restart intensity exceeded (%d in %.0fs): stopping the tree",
+                len(self._restarts),
+                self.config.period_s,
+            )
+            c.state = "fatal"
+            self.state = "stopping"
+            self.exit_code = EXIT_ESCALATED
+            return
+        if was_ready is not None and now - was_ready >= self.config.stable_s:
+            c.failures = 0
+        c.failures += 1
+        self._schedule(c, self.config.backoff(c.failures))
+        if self.config.strategy == "rest_for_one":
+            self._restart_rest(c, now)
+
+    def _restart_rest(self, failed: ChildRun, now: float) -> None:
+        prev = failed.name
+        for name in self._order[self._order.index(failed.name) + 1 :]:
+            sib = self.children[name]
+            keep = sib.spec.restart != "temporary"
+            if sib.proc is not None:
+                sib.then = "restart" if keep else "stop"
+                sib.after = prev if keep else None
+                sib.terminate(now)
+            elif sib.state == "backoff":
+                sib.after = prev
+            else:
+                continue
+            if keep:
+                prev = name
+
+    def _shutdown(self) -> None:
+        """Stop the children in reverse start order: SIGTERM, grace, SIGKILL (all at once when forced)."""
+        self._emit_tree("runtime.event.tree_stopping")
+        for name in reversed(self._order):
+            c = self.children[name]
+            if c.proc is None:
+                if c.state != "fatal":
+                    c.state = "stopped"
+                continue
+            c.terminate(time.monotonic())
+            while c.proc is not None and c.proc.poll() is None:
+                self._drain_signals()
+                if self.force:
+                    for other in self.children.values():
+                        other.kill()
+                c.kill_if_due(time.monotonic())
+                self._refresh()
+                try:
+                    c.proc.wait(timeout=0.02)
+                except Exception:
+                    pass
+            if c.proc is not None:
+                state = c.state
+                self._on_exit(c, c.proc.returncode, time.monotonic())
+                c.state = "fatal" if state == "fatal" else "stopped"
+
+    # ---- observation -----------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        snap = [self.children[n].info(now) for n in self._order]
+        with self._lock:
+            self._snapshot = snap
+
+    def _emit(self, topic: str, c: ChildRun, **extra: Any) -> None:
+        if self._publish is not None:
+            body = {"name": c.name, "incarnation": c.incarnation, "pid": c.pid, "state": c.state, **extra}
+            try:
+                self._publish(topic, body)
+            except Exception:
+                log.exception("publish failed")
+
+    def _emit_tree(self, topic: str) -> None:
+        if self._publish is not None:
+            try:
+                self._publish(topic, {"pid": os.getpid()})
+            except Exception:
+                log.exception("publish failed")
