@@ -72,9 +72,13 @@ def start_store(
 
 def main() -> int:
     home = GeodeHome.from_env()
-    home.ensure()
     name = os.environ.get("GEODE_CHILD_NAME", "store")
     incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
+    try:
+        home.ensure()
+    except OSError as exc:
+        print(f"store: cannot open record store at {home.records_dir}: {exc}", file=sys.stderr, flush=True)
+        return EX_TEMPFAIL
     try:
         child = start_store(home, name=name, incarnation=incarnation)
     except GeodeError as exc:

@@ -1,0 +1,127 @@
+"""Engine contracts: group commit, a bad operation never poisons its batch, map full, unwritable directory."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from geode.home import GeodeHome
+from geode.protocol.errors import Conflict, Unavailable
+from geode.records.engine import RecordEngine
+from geode.records.lmdb_env import StoreConfig, key
+from geode.records.models import CheckpointSave, TimelineEvent
+from tests.records.harness import local_store, spawn_store, write_config
+
+
+def test_concurrent_writes_are_group_committed(home: GeodeHome) -> None:
+    ls = local_store(home)
+    try:
+        start = threading.Barrier(32)
+
+        def worker(n: int) -> None:
+            start.wait()
+            for i in range(10):
+                ls.client.set_cursor("p", "a", f"c{n}-{i}", str(i))
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        stats = ls.engine.writer.stats
+        assert stats.ops >= 320 and stats.max_batch > 1 and stats.batches < stats.ops
+        assert all(
+            ls.client.get_cursor("p", "a", f"c{n}-{i}") == str(i) for n in range(32) for i in range(10)
+        )
+    finally:
+        ls.close()
+
+
+def test_a_failing_operation_does_not_poison_its_batch(home: GeodeHome) -> None:
+    ls = local_store(home)
+    w = ls.engine.writer
+    db = ls.engine.renv.db("cursors")
+    gate = threading.Event()
+    try:
+        blocker = w.submit(lambda txn: gate.wait(5))  # holds the writer so the next three share one batch
+        good1 = w.submit(lambda txn: txn.put(key("g1"), b"1", db=db))
+
+        def bad(txn):  # type: ignore[no-untyped-def]
+            txn.put(key("bad"), b"x", db=db)
+            raise Conflict("refused")
+
+        bad_f = w.submit(bad)
+        good2 = w.submit(lambda txn: txn.put(key("g2"), b"2", db=db))
+        gate.set()
+        blocker.result(5)
+        assert good1.result(5) and good2.result(5)
+        with pytest.raises(Conflict):
+            bad_f.result(5)
+        assert w.stats.max_batch >= 3
+        with ls.engine.renv.read() as txn:
+            assert txn.get(key("g1"), db=db) == b"1" and txn.get(key("g2"), db=db) == b"2"
+            assert txn.get(key("bad"), db=db) is None  # the failed op's partial write was rolled back
+    finally:
+        ls.close()
+
+
+def test_map_grows_then_full_is_unavailable_and_acknowledged_data_survives(home: GeodeHome) -> None:
+    cfg = StoreConfig(map_size_mb=1, map_max_mb=2)
+    ls = local_store(home, cfg)
+    ls.client.attempts = 1
+    acked = []
+    blob = [{"role": "user", "content": "x" * 20_000}]
+    err = None
+    try:
+        for i in range(400):
+            try:
+                ls.client.save_checkpoint(
+                    CheckpointSave(session_id=f"s{i}", seq=1, base_count=0, new_messages=blob)
+                )
+                acked.append(f"s{i}")
+            except Unavailable as exc:
+                err = exc
+                break
+        assert err is not None and "map is full" in err.message and "2 MiB" in err.message
+        assert ls.engine.renv.growths == 1 and len(acked) > 30
+        # small writes that still fit keep working; the store stays up
+        ls.client.set_cursor("p", "a", "c", "1")
+    finally:
+        ls.close()
+    with RecordEngine.for_home(home, cfg) as engine:
+        assert all(engine.load_checkpoint(s) is not None for s in acked)
+        assert engine.get_cursor("p", "a", "c") == "1"
+
+
+def test_unwritable_records_directory_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    engine = RecordEngine(blocker / "records", tmp_path / "ev")
+    with pytest.raises(Unavailable, match="cannot open record store"):
+        engine.open()
+    if os.geteuid() != 0:  # root ignores permission bits
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        with pytest.raises(Unavailable, match="not writable"):
+            RecordEngine(ro / "records", tmp_path / "ev").open()
+
+
+def test_store_child_exits_with_the_reason_when_it_cannot_open(tmp_path: Path) -> None:
+    home = GeodeHome(tmp_path / "h").ensure()
+    home.records_dir.rmdir()
+    home.records_dir.write_text("blocked")
+    p = spawn_store(home, wait=False)
+    _out, err = p.communicate(timeout=30)
+    assert p.returncode == 75 and "cannot open record store" in err
+
+
+def test_map_size_comes_from_config(home: GeodeHome) -> None:
+    write_config(home, {"map_size_mb": 8, "map_max_mb": 64})
+    with RecordEngine.for_home(home) as engine:
+        st = engine.stats()
+        assert st["map_size"] == 8 * 1024 * 1024 and st["map_max"] == 64 * 1024 * 1024
+        engine.append_timeline(TimelineEvent(session_id="s", event_id="e", kind="k", ts=0.0))
+        assert st["stale_readers_cleared"] >= 0
