@@ -67,7 +67,7 @@ class ScriptedServer:
         self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="scripted-provider", daemon=True
+            target=self._httpd.serve_forever, args=(0.02,), name="scripted-provider", daemon=True
         )
         self._thread.start()
         return self
