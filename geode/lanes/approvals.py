@@ -75,8 +75,12 @@ class ApprovalDesk:
     def pending(self) -> list[dict[str, str]]:
         with self._lock:
             return [
-                {"approval_id": p.approval_id, "session_id": p.session_id, "turn_id": p.turn_id,
-                 "origin": p.origin}
+                {
+                    "approval_id": p.approval_id,
+                    "session_id": p.session_id,
+                    "turn_id": p.turn_id,
+                    "origin": p.origin,
+                }
                 for p in self._pending.values()
                 if not p.done.is_set()
             ]

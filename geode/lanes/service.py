@@ -146,8 +146,13 @@ class LanesService:
             now = self._wall()
             inp = {**s.input, "_settings": s.settings, "_resume": s.resume}
             rec = TurnRecord(
-                turn_id=s.turn_id, session_id=s.session_id, mode=s.mode, origin=s.origin, input=inp,
-                created_at=now, updated_at=now,
+                turn_id=s.turn_id,
+                session_id=s.session_id,
+                mode=s.mode,
+                origin=s.origin,
+                input=inp,
+                created_at=now,
+                updated_at=now,
             )
             try:
                 self.records.put_turn(rec)
@@ -187,17 +192,26 @@ class LanesService:
                     break
                 self.pool.assign(worker.name, g.turn_id)
                 resume = bool(rec.input.get("_resume")) or rec.attempts > 1
+                self._emit(
+                    rec.session_id,
+                    rec.turn_id,
+                    c.TURN_STARTED,
+                    {"worker": worker.name, "waited_s": round(g.waited_s, 4), "resume": resume},
+                )
                 self._send_run(worker.name, rec, resume)
-                self._emit(rec.session_id, rec.turn_id, c.TURN_STARTED,
-                           {"worker": worker.name, "waited_s": round(g.waited_s, 4), "resume": resume})
                 started += 1
         return started
 
     def _send_run(self, worker: str, rec: TurnRecord, resume: bool) -> None:
         inp = {k: v for k, v in rec.input.items() if not k.startswith("_")}
         run = turns.TurnRun(
-            turn_id=rec.turn_id, session_id=rec.session_id, mode=rec.mode, origin=rec.origin,
-            input=turns.TurnInput.model_validate(inp), resume=resume, attempt=rec.attempts,
+            turn_id=rec.turn_id,
+            session_id=rec.session_id,
+            mode=rec.mode,
+            origin=rec.origin,
+            input=turns.TurnInput.model_validate(inp),
+            resume=resume,
+            attempt=rec.attempts,
             settings=dict(rec.input.get("_settings") or {}),
         )
         self.runs_sent.append((rec.turn_id, worker, resume))
@@ -353,9 +367,11 @@ class LanesService:
                 meta = self._meta.get(turn_id)
                 if owner is not None:
                     self.transport.cast(
-                        owner.name, turns.TURN_CANCEL,
-                        turns.TurnCancel(turn_id=turn_id, session_id=meta.session_id if meta else None,
-                                         reason=req.reason),
+                        owner.name,
+                        turns.TURN_CANCEL,
+                        turns.TurnCancel(
+                            turn_id=turn_id, session_id=meta.session_id if meta else None, reason=req.reason
+                        ),
                     )
                 return c.Cancelled(turn_id=turn_id, state="cancellation_requested")
             return c.Cancelled(turn_id=turn_id, state="already_done")
@@ -369,8 +385,9 @@ class LanesService:
                 meta = _Meta(rec.session_id, rec.origin, rec.mode) if rec else None
             if meta is None or not meta.origin or meta.mode not in ("IPC", "REPL"):
                 return c.ApprovalDecision(approval_id=ask.approval_id, decision="n", reason="no_origin")
-            if not self.desk.open(ask.approval_id, session_id=ask.session_id, turn_id=ask.turn_id,
-                                  origin=meta.origin):
+            if not self.desk.open(
+                ask.approval_id, session_id=ask.session_id, turn_id=ask.turn_id, origin=meta.origin
+            ):
                 return c.ApprovalDecision(approval_id=ask.approval_id, decision="n", reason="duplicate")
             data = ask.model_dump(mode="json")
             self._emit(ask.session_id, ask.turn_id, c.APPROVAL_REQUEST, data)

@@ -1,0 +1,109 @@
+"""One control-socket connection: handshake state, attached streams, pending approvals, bounded jobs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from geode.protocol.control import StreamEvent
+from geode.protocol.errors import Overloaded
+from geode.sessions.factory import SessionSpec
+
+QUEUE_MAX = 64
+MAX_ATTACHED = 16
+
+Job = Callable[[], None]
+Runner = Callable[[Job], None]  # runs a job off the socket reader (a thread pool in the shell)
+
+
+class ConnState(StrEnum):
+    NEW = "new"  # connected, no handshake yet: only handshake / ping / exit are accepted
+    READY = "ready"
+    CLOSED = "closed"
+
+
+@dataclass
+class Connection:
+    conn_id: str
+    state: ConnState = ConnState.NEW
+    features: tuple[str, ...] = ()
+    spec: SessionSpec | None = None
+    is_tty: bool = False
+    skip_permissions: bool = False
+    last_seen: float = field(default_factory=time.monotonic)
+    attached: dict[str, int] = field(default_factory=dict)  # session id -> last seq delivered
+    replaying: dict[str, list[StreamEvent]] = field(default_factory=dict)
+    pending_approvals: dict[str, str] = field(default_factory=dict)  # approval id -> session id
+    active_turns: set[str] = field(default_factory=set)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    _jobs: deque[Job] = field(default_factory=deque)
+    _busy: bool = False
+
+    @property
+    def session_id(self) -> str | None:
+        return self.spec.session_id if self.spec else None
+
+    def enqueue(self, job: Job, runner: Runner, *, limit: int = QUEUE_MAX) -> None:
+        """Run ``job`` after this connection's earlier jobs (strict order); ``Overloaded`` when full."""
+        with self.lock:
+            if len(self._jobs) >= limit:
+                raise Overloaded(f"connection has {len(self._jobs)} requests waiting")
+            self._jobs.append(job)
+            if self._busy:
+                return
+            self._busy = True
+        runner(self._drain)
+
+    def _drain(self) -> None:
+        while True:
+            with self.lock:
+                if not self._jobs or self.state is ConnState.CLOSED:
+                    self._jobs.clear()
+                    self._busy = False
+                    return
+                job = self._jobs.popleft()
+            job()
+
+    def waiting(self) -> int:
+        with self.lock:
+            return len(self._jobs)
+
+    def attach(self, session_id: str, after_seq: int, *, replaying: bool = False) -> None:
+        with self.lock:
+            if session_id not in self.attached and len(self.attached) >= MAX_ATTACHED:
+                oldest = next(iter(self.attached))
+                self.attached.pop(oldest)
+            self.attached[session_id] = max(after_seq, self.attached.get(session_id, 0))
+            if replaying:
+                self.replaying[session_id] = []
+
+    def accept(self, ev: StreamEvent) -> list[StreamEvent]:
+        """Events to deliver now for a live event (held back while that session replays; seq-deduped)."""
+        with self.lock:
+            if ev.session_id not in self.attached:
+                return []
+            held = self.replaying.get(ev.session_id)
+            if held is not None:
+                held.append(ev)
+                return []
+            return self._take([ev])
+
+    def finish_replay(self, session_id: str, events: list[StreamEvent]) -> list[StreamEvent]:
+        """Replayed events followed by the live ones that arrived meanwhile, in seq order, no repeats."""
+        with self.lock:
+            held = self.replaying.pop(session_id, [])
+            merged = sorted({e.seq: e for e in [*events, *held]}.values(), key=lambda e: e.seq)
+            return self._take(merged)
+
+    def _take(self, events: list[StreamEvent]) -> list[StreamEvent]:
+        out = []
+        for ev in events:
+            last = self.attached.get(ev.session_id, 0)
+            if ev.seq > last:
+                self.attached[ev.session_id] = ev.seq
+                out.append(ev)
+        return out

@@ -1,0 +1,336 @@
+"""ControlCore: the control socket's request handling, independent of ZeroMQ.
+
+The shell hands it every decoded frame with the connection id; it answers through ``send``. Approval replies,
+cancels and pings are handled at once (never behind a running request); other requests run in order per
+connection on ``runner`` threads, bounded (``overloaded`` when full). Streams come in from lanes as
+``origin.event`` and go out to every connection attached to that session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from geode.control.connection import QUEUE_MAX, Connection, ConnState, Runner
+from geode.control.operator import OperatorDesk
+from geode.home import GeodeHome
+from geode.protocol import catalog, codec
+from geode.protocol import control as c
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, NotReady, Overloaded
+from geode.protocol.transport import Transport
+from geode.redaction import redact_text
+from geode.sessions.factory import SessionSpec, create_session
+
+log = logging.getLogger(__name__)
+Send = Callable[[str, Envelope], None]
+IDLE_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 256
+IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
+BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
+
+
+def _inline(job: Callable[[], None]) -> None:
+    job()
+
+
+class ControlCore:
+    def __init__(
+        self,
+        transport: Transport,
+        send: Send,
+        *,
+        home: GeodeHome | None = None,
+        runner: Runner = _inline,
+        server_version: str = "0",
+        origin: str = "control",
+        lanes: str = "lanes",
+        queue_max: int = QUEUE_MAX,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        session_factory: Callable[..., SessionSpec] = create_session,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.transport, self.send, self.runner = transport, send, runner
+        self.home = home or GeodeHome.from_env()
+        self.server_version, self.origin, self.lanes = server_version, origin, lanes
+        self.queue_max, self.idle_timeout_s = queue_max, idle_timeout_s
+        self.session_factory, self.clock = session_factory, clock
+        self.operator = OperatorDesk(transport, lanes=lanes)
+        self._conns: dict[str, Connection] = {}
+        self._mu = threading.Lock()
+        self.bad_frames = 0
+
+    # --- frames in ---------------------------------------------------------------------------------------
+    def on_frame(self, conn_id: str, frame: bytes) -> None:
+        """One raw frame from a client. Never raises: every failure is a typed error reply or a drop."""
+        try:
+            env = codec.decode(frame)
+        except BadRequest as exc:
+            self.bad_frames += 1
+            mid, _ = codec.peek_reply_address(frame)
+            self._error_raw(conn_id, mid, exc)
+            return
+        self.on_envelope(conn_id, env)
+
+    def on_envelope(self, conn_id: str, env: Envelope) -> None:
+        try:
+            conn = self._conn(conn_id)
+            conn.last_seen = self.clock()
+            if env.kind != "request" or not env.type.startswith("cli."):
+                raise BadRequest(f"{env.kind} {env.type!r} is not a control request")
+            if conn.state is ConnState.NEW and env.type not in BEFORE_HANDSHAKE:
+                raise NotReady("send cli.handshake first")
+            body = catalog.parse_body(env.type, env.body)
+        except GeodeError as exc:
+            self.bad_frames += exc.code == ErrorCode.BAD_REQUEST
+            self._reply_error(conn_id, env, exc)
+            return
+        job = lambda: self._run(conn, env, body)  # noqa: E731
+        if env.type in IMMEDIATE:
+            (job if env.type in (c.APPROVAL_RESPONSE, c.PING) else lambda: self.runner(job))()
+            return
+        try:
+            conn.enqueue(job, self.runner, limit=self.queue_max)
+        except Overloaded as exc:
+            self._reply_error(conn_id, env, exc)
+
+    def _run(self, conn: Connection, env: Envelope, body: BaseModel) -> None:
+        try:
+            out = self._dispatch(conn, env, body)
+            self.send(conn.conn_id, env.reply_ok(catalog.dump(out), sender=self.origin))
+        except GeodeError as exc:
+            self._reply_error(conn.conn_id, env, exc)
+        except ValidationError as exc:
+            self._reply_error(conn.conn_id, env, BadRequest(f"invalid reply: {exc.errors()[0].get('msg')}"))
+        except Exception as exc:  # a bug: typed, redacted, and the child lives on
+            log.exception("control request %s failed", env.type)
+            self._reply_error(conn.conn_id, env, GeodeError(f"{type(exc).__name__}: {exc}"))
+        if env.type == c.EXIT:
+            self.disconnect(conn.conn_id, reason="exit")
+
+    def _dispatch(self, conn: Connection, env: Envelope, b: Any) -> BaseModel | dict[str, Any] | None:
+        t = env.type
+        if t == c.PING:
+            return c.Ok()
+        if t == c.EXIT:
+            return c.Ok()
+        if t == c.HANDSHAKE:
+            return self._handshake(conn, b)
+        if t == c.PROMPT:
+            return self._prompt(conn, b)
+        if t == c.CLI_CANCEL:
+            sid = conn.session_id
+            return self.transport.call(self.lanes, c.CANCEL, c.Cancel(turn_id=b.turn_id, session_id=sid))
+        if t == c.APPROVAL_RESPONSE:
+            with conn.lock:
+                conn.pending_approvals.pop(b.approval_id, None)
+            self.transport.cast(self.lanes, c.APPROVAL_REPLY, c.ApprovalReply(**b.model_dump()))
+            return c.Ok()
+        if t == c.ATTACH:
+            return self._attach(conn, b.session_id, b.after_seq)
+        if t == c.RESUME:
+            return self._resume(conn, b)
+        return self.operator.handle(t, b)
+
+    # --- handlers -----------------------------------------------------------------------------------------
+    def _handshake(self, conn: Connection, h: c.Handshake) -> c.Welcome:
+        if h.protocol_version != c.CONTROL_PROTOCOL:
+            raise BadRequest(
+                f"unsupported protocol {h.protocol_version!r}; this daemon speaks {c.CONTROL_PROTOCOL}"
+            )
+        spec = self.session_factory(
+            "IPC",
+            home=self.home,
+            session_id=h.session_id or conn.session_id,
+            workspace=h.cwd or None,
+            model_override=h.model,
+            origin=self.origin,
+            skip_permissions=h.dangerously_skip_permissions,
+        )
+        with conn.lock:
+            conn.spec, conn.is_tty = spec, h.is_tty
+            conn.skip_permissions = spec.skip_permissions  # per connection, never process-wide
+            conn.features = tuple(f for f in c.FEATURES if f in h.features)
+            conn.state = ConnState.READY
+            conn.attach(spec.session_id, conn.attached.get(spec.session_id, 0))
+        return c.Welcome(
+            protocol_version=c.CONTROL_PROTOCOL,
+            features=list(conn.features),
+            server_version=self.server_version,
+            connection_id=conn.conn_id,
+            session_id=spec.session_id,
+            model=spec.model,
+            provider=spec.provider,
+            workspace=spec.workspace,
+        )
+
+    def _prompt(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted:
+        assert conn.spec is not None
+        sid = p.session_id or conn.spec.session_id
+        turn_id = f"t-{uuid.uuid4().hex[:16]}"
+        settings = conn.spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
+        conn.attach(sid, conn.attached.get(sid, 0))
+        sub = c.Submit(
+            turn_id=turn_id,
+            session_id=sid,
+            mode="IPC",
+            origin=self.origin,
+            input={"text": p.text},
+            settings=settings,
+        )
+        out = c.Submitted.model_validate(self.transport.call(self.lanes, c.SUBMIT, sub, session=sid))
+        with conn.lock:
+            conn.active_turns.add(turn_id)
+        return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
+
+    def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
+        conn.attach(session_id, after_seq, replaying=True)
+        try:
+            rep = c.Replayed.model_validate(
+                self.transport.call(
+                    self.lanes, c.REPLAY, c.Replay(session_id=session_id, after_seq=after_seq)
+                )
+            )
+        except GeodeError:
+            self._deliver(conn, conn.finish_replay(session_id, []))
+            raise
+        self._deliver(conn, conn.finish_replay(session_id, rep.events))
+        return c.Attached(
+            session_id=session_id,
+            replayed=len(rep.events),
+            complete=rep.complete,
+            outcomes=rep.outcomes,
+            running=rep.running,
+        )
+
+    def _resume(self, conn: Connection, r: c.Resume) -> c.Resumed:
+        assert conn.spec is not None
+        summary = self.operator.find_session(r.session_id, newest=r.continue_)
+        conn.spec = conn.spec.model_copy(update={"session_id": summary["session_id"]})
+        conn.attach(summary["session_id"], 0)
+        return c.Resumed(
+            session_id=summary["session_id"],
+            message_count=int(summary.get("message_count", 0)),
+            status=str(summary.get("status", "active")),
+        )
+
+    # --- streams out --------------------------------------------------------------------------------------
+    def on_origin_event(self, ev: c.StreamEvent) -> None:
+        """A session event from lanes goes to every attached connection; an unseen approval → ``n``."""
+        targets = [k for k in self._snapshot() if ev.session_id in k.attached]
+        if ev.kind == c.APPROVAL_REQUEST:
+            aid = str(ev.data.get("approval_id", ""))
+            asker = [k for k in targets if k.state is ConnState.READY]
+            if not asker:
+                self._answer(aid, "n")
+                return
+            if any(k.skip_permissions for k in asker):
+                self._answer(aid, "y")
+            for k in asker:
+                with k.lock:
+                    k.pending_approvals[aid] = ev.session_id
+        if ev.kind == c.TURN_DONE:
+            for k in targets:
+                with k.lock:
+                    k.active_turns.discard(ev.turn_id)
+        for k in targets:
+            self._deliver(k, k.accept(ev))
+
+    def _deliver(self, conn: Connection, events: list[c.StreamEvent]) -> None:
+        for ev in events:
+            self.send(
+                conn.conn_id,
+                Envelope(
+                    kind="cast",
+                    type=c.CLI_EVENT,
+                    session=ev.session_id,
+                    body=catalog.dump(ev),
+                    **{"from": self.origin},
+                ),
+            )
+
+    def _answer(self, approval_id: str, decision: str) -> None:
+        try:
+            self.transport.cast(
+                self.lanes, c.APPROVAL_REPLY, c.ApprovalReply(approval_id=approval_id, decision=decision)
+            )  # type: ignore[arg-type]
+        except GeodeError as exc:
+            log.warning("cannot answer approval %s: %s", approval_id, exc)
+
+    # --- connections ----------------------------------------------------------------------------------------
+    def _conn(self, conn_id: str) -> Connection:
+        with self._mu:
+            conn = self._conns.get(conn_id)
+            if conn is None or conn.state is ConnState.CLOSED:
+                if len(self._conns) >= MAX_CONNECTIONS:
+                    self._evict_idle_locked()
+                    if len(self._conns) >= MAX_CONNECTIONS:
+                        raise Overloaded("too many control connections")
+                conn = self._conns[conn_id] = Connection(conn_id, last_seen=self.clock())
+            return conn
+
+    def _snapshot(self) -> list[Connection]:
+        with self._mu:
+            return list(self._conns.values())
+
+    def disconnect(self, conn_id: str, *, reason: str = "disconnect") -> int:
+        """Forget a connection; deny its pending approvals. Returns how many approvals were denied."""
+        with self._mu:
+            conn = self._conns.pop(conn_id, None)
+        if conn is None:
+            return 0
+        with conn.lock:
+            conn.state = ConnState.CLOSED
+            pending = list(conn.pending_approvals)
+            conn.pending_approvals.clear()
+        still_seen = {a for k in self._snapshot() for a in k.pending_approvals}
+        denied = [a for a in pending if a not in still_seen]
+        for aid in denied:
+            self._answer(aid, "n")
+        log.info("connection %s closed (%s); denied %d approvals", conn_id, reason, len(denied))
+        return len(denied)
+
+    def tick(self) -> list[str]:
+        """Close connections silent for longer than the idle timeout (a lost client). Returns their ids."""
+        now = self.clock()
+        gone = [k.conn_id for k in self._snapshot() if now - k.last_seen > self.idle_timeout_s]
+        for cid in gone:
+            self.disconnect(cid, reason="heartbeat lost")
+        return gone
+
+    def _evict_idle_locked(self) -> None:
+        now = self.clock()
+        for cid in [cid for cid, k in self._conns.items() if now - k.last_seen > self.idle_timeout_s]:
+            self._conns.pop(cid, None)
+
+    def connections(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": k.conn_id,
+                "state": k.state.value,
+                "session": k.session_id,
+                "waiting": k.waiting(),
+                "pending_approvals": len(k.pending_approvals),
+            }
+            for k in self._snapshot()
+        ]
+
+    # --- errors ---------------------------------------------------------------------------------------------
+    def _reply_error(self, conn_id: str, env: Envelope, exc: GeodeError) -> None:
+        if env.kind != "request":
+            return
+        self.send(
+            conn_id, env.reply_error(exc.code.value, redact_text(exc.message, 2048), sender=self.origin)
+        )
+
+    def _error_raw(self, conn_id: str, mid: str | None, exc: GeodeError) -> None:
+        body = {"code": exc.code.value, "message": redact_text(exc.message, 2048)}
+        self.send(
+            conn_id, Envelope(kind="error", type="cli.error", corr=mid, body=body, **{"from": self.origin})
+        )

@@ -1,0 +1,211 @@
+"""An in-process tree for control tests: real store (LMDB), LanesService, ControlCore, scripted worker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from geode.control.core import ControlCore
+from geode.home import GeodeHome
+from geode.lanes.queue import LaneQueue
+from geode.lanes.service import LanesService
+from geode.protocol import catalog, turns
+from geode.protocol import control as c
+from geode.protocol.envelope import Envelope
+from geode.protocol.transport import LocalTransport, Request
+from geode.records.engine import RecordEngine
+from geode.records.service import StoreService
+from geode.records.store_client import StoreClient
+
+
+class Registry:
+    """Services by name; every actor gets its own LocalTransport (its own sender) over the same registry."""
+
+    def __init__(self) -> None:
+        self.services: dict[str, Any] = {}
+        self.transports: list[LocalTransport] = []
+
+    def register(self, name: str, svc: Any) -> None:
+        self.services[name] = svc
+        for t in self.transports:
+            t.register(name, svc)
+
+    def transport(self, sender: str) -> LocalTransport:
+        t = LocalTransport(dict(self.services), sender=sender)
+        self.transports.append(t)
+        return t
+
+
+class FnService:
+    def __init__(self, fn: Callable[[Request], Any]) -> None:
+        self.fn = fn
+
+    def handle(self, request: Request) -> Any:
+        return self.fn(request)
+
+
+class ScriptedWorker:
+    """A loop worker: streams events; ``approve:<tool>`` asks for approval; ``slow`` waits for cancel."""
+
+    def __init__(self, reg: Registry, name: str = "loop-1", incarnation: int = 1) -> None:
+        self.name, self.incarnation = name, incarnation
+        self.t = reg.transport(f"{name}#{incarnation}")
+        self.seq = 0
+        self.cancelled: set[str] = set()
+        self.effects: list[str] = []
+        self.runs: list[turns.TurnRun] = []
+        reg.register(name, FnService(self.handle))
+
+    def ready(self) -> None:
+        self.t.call(
+            "lanes", turns.WORKER_READY, turns.WorkerReady(worker=self.name, incarnation=self.incarnation)
+        )
+
+    def handle(self, r: Request) -> Any:
+        if r.type == turns.TURN_RUN:
+            self.runs.append(r.body)  # type: ignore[arg-type]
+            threading.Thread(target=self._run, args=(r.body,), daemon=True).start()
+            return turns.TurnRunAccepted(worker=self.name)
+        if r.type == turns.TURN_CANCEL:
+            self.cancelled.add(r.body.turn_id)  # type: ignore[attr-defined]
+        return turns.Ack()
+
+    def _event(self, run: turns.TurnRun, kind: str, **data: Any) -> None:
+        self.seq += 1
+        ev = turns.TurnEvent(
+            session_id=run.session_id, turn_id=run.turn_id, seq=self.seq, kind=kind, data=data
+        )
+        self.t.cast("lanes", turns.TURN_EVENT, ev)
+
+    def _run(self, run: turns.TurnRun) -> None:
+        text = run.input.text
+        self._event(run, "round_start", round=1)
+        reason = "natural"
+        if text.startswith("approve:"):
+            tool = text.split(":", 1)[1]
+            ask = c.ApprovalAsk(
+                approval_id=f"ap-{run.turn_id}",
+                session_id=run.session_id,
+                turn_id=run.turn_id,
+                tool_name=tool,
+                timeout_s=float(run.settings.get("approval_timeout_s", 5)),
+            )
+            self._event(run, "tool_start", id="tu1", name=tool)
+            d = c.ApprovalDecision.model_validate(self.t.call("lanes", c.APPROVAL, ask, timeout_s=30))
+            if d.decision in ("y", "a"):
+                self.effects.append(tool)
+            self._event(run, "tool_end", id="tu1", name=tool, error=None if d.decision != "n" else "denied")
+        if text.startswith("slow"):
+            self.effects.append("first-effect")
+            deadline = time.monotonic() + 10
+            while run.turn_id not in self.cancelled and time.monotonic() < deadline:
+                time.sleep(0.01)
+            reason = "user_cancelled"
+        self._event(run, "text_delta", text=f"answer to {text}")
+        result = turns.TurnResult(text=f"answer to {text}", termination_reason=reason, tool_calls=0)
+        done = turns.TurnDone(
+            turn_id=run.turn_id,
+            session_id=run.session_id,
+            worker=self.name,
+            incarnation=self.incarnation,
+            result=result,
+        )
+        self.t.call("lanes", turns.TURN_DONE, done)
+
+
+class Client:
+    """Collects what the core sends to one connection."""
+
+    def __init__(self, core: ControlCore, conn_id: str) -> None:
+        self.core, self.conn_id = core, conn_id
+        self.frames: list[Envelope] = []
+        self.cond = threading.Condition()
+
+    def push(self, env: Envelope) -> None:
+        with self.cond:
+            self.frames.append(env)
+            self.cond.notify_all()
+
+    def request(self, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Envelope:
+        env = Envelope(type=type_, body=body or {})
+        self.core.on_envelope(self.conn_id, env)
+        return self.wait(lambda f: f.corr == env.id, timeout)
+
+    def wait(self, pred: Callable[[Envelope], bool], timeout: float = 5.0) -> Envelope:
+        with self.cond:
+            found: list[Envelope] = []
+
+            def check() -> bool:
+                found[:] = [f for f in self.frames if pred(f)]
+                return bool(found)
+
+            assert self.cond.wait_for(check, timeout), f"no matching frame in {self.frames[-5:]}"
+            return found[0]
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        with self.cond:
+            return [
+                f.body
+                for f in self.frames
+                if f.type == c.CLI_EVENT and (kind is None or f.body["kind"] == kind)
+            ]
+
+    def wait_done(self, turn_id: str, timeout: float = 5.0) -> dict[str, Any]:
+        f = self.wait(
+            lambda f: (
+                f.type == c.CLI_EVENT and f.body["kind"] == c.TURN_DONE and f.body["turn_id"] == turn_id
+            ),
+            timeout,
+        )
+        return f.body["data"]["result"]
+
+
+class Tree:
+    def __init__(self, tmp: Path, *, global_cap: int = 4) -> None:
+        self.home = GeodeHome(tmp).ensure()
+        self.engine = RecordEngine.for_home(self.home).open()
+        self.reg = Registry()
+        self.reg.register("store", StoreService(self.engine))
+        self.clients: dict[str, Client] = {}
+        self.global_cap = global_cap
+        self.start_lanes()
+        self.start_control()
+
+    def start_lanes(self) -> None:
+        t = self.reg.transport("lanes#1")
+        self.lanes = LanesService(StoreClient(t), t, queue=LaneQueue(global_cap=self.global_cap))
+        self.reg.register("lanes", self.lanes)
+        self.lanes.start()
+
+    def start_control(self) -> None:
+        t = self.reg.transport("control#1")
+        runner = lambda job: threading.Thread(target=job, daemon=True).start()  # noqa: E731
+        self.core = ControlCore(t, self._send, home=self.home, runner=runner, server_version="test")
+        self.reg.register("control", FnService(lambda r: self.core.on_origin_event(r.body)))  # type: ignore[arg-type]
+        for cl in self.clients.values():
+            cl.core = self.core
+
+    def _send(self, conn_id: str, env: Envelope) -> None:
+        env = Envelope.model_validate(catalog.dump(env.model_dump(by_alias=True)))
+        self.clients[conn_id].push(env)
+
+    def client(self, conn_id: str, **handshake: Any) -> Client:
+        cl = self.clients[conn_id] = Client(self.core, conn_id)
+        reply = cl.request(
+            c.HANDSHAKE,
+            {
+                "protocol_version": c.CONTROL_PROTOCOL,
+                "features": list(c.FEATURES),
+                "cwd": str(self.home.root),
+                **handshake,
+            },
+        )
+        assert reply.kind == "ok", reply.body
+        cl.session_id = reply.body["session_id"]  # type: ignore[attr-defined]
+        return cl
+
+    def close(self) -> None:
+        self.engine.close()
