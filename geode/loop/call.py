@@ -66,7 +66,7 @@ def call_model(
             if attempt > settings.llm_max_retries or wait > settings.retry_max_wait_s:
                 raise Terminal(TerminationReason.MODEL_ACTION_REQUIRED, error=_describe(exc)) from exc
             events.emit(
-                TurnEventKind.LLM_RETRY, attempt=attempt, kind=exc.kind.value, message=exc.message[:300]
+                TurnEventKind.LLM_RETRY, attempt=attempt, error_kind=exc.kind.value, message=exc.message[:300]
             )
             events.emit(TurnEventKind.RETRY_WAIT, seconds=wait, attempt=attempt)
             if state.cancel.wait(wait):

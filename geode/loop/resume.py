@@ -99,6 +99,7 @@ def repair(
                 outcome=receipt.outcome,
             )
         else:
+            state.unresolved.append(op["operation_id"])
             results[tu.id] = ToolResult.error(
                 call,
                 "the outcome of this call is unknown (its worker stopped while it ran); it is not re-run",

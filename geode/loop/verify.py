@@ -60,7 +60,7 @@ def structural_misses(state: TurnState, candidate: str, records: RecordClient) -
     except Exception as exc:  # the store being down must not withhold an ordinary answer
         log.warning("verify: receipts unavailable for %s: %s", state.session_id, exc)
         unresolved = []
-    if unresolved:
+    if unresolved or state.unresolved:
         misses.append(Miss("unresolved_receipts", False))
     return misses
 

@@ -59,7 +59,7 @@ class TurnEventKind(StrEnum):
     TOKENS = "tokens"  # {model, input, output, cost}
     CHECKPOINT_SAVED = "checkpoint_saved"  # {seq, phase}
     RETRY_WAIT = "retry_wait"  # {seconds, attempt}
-    LLM_RETRY = "llm_retry"  # {attempt, kind, message}
+    LLM_RETRY = "llm_retry"  # {attempt, error_kind, message}
     FALLBACK = "fallback"  # {from_model, to_model}
     APPROVAL_REQUEST = "approval_request"  # {request_id, tool, detail}
     VERIFY = "verify"  # {attempt, action, reason}

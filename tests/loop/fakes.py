@@ -38,6 +38,10 @@ def open_store(tmp: Path) -> tuple[RecordEngine, StoreClient]:
     return engine, StoreClient(transport, attempts=1)
 
 
+class Crash(BaseException):
+    """Simulates the loop worker dying at a precise point (propagates through the loop like SIGKILL would)."""
+
+
 class FakeExecutor:
     """Mimics the executor contract: stale plans refused, effects admitted/committed as receipts."""
 
@@ -49,6 +53,7 @@ class FakeExecutor:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.lock = threading.Lock()
         self.before_handler: Callable[[ToolContext, ToolCall], None] | None = None
+        self.crash: dict[str, str] = {}  # tool_use id -> "before_admit" | "after_admit" | "after_commit"
 
     def bind_plan(self, plan: BoundToolPlan) -> None:
         self.plan = plan
@@ -61,6 +66,8 @@ class FakeExecutor:
         if spec is None:
             return ToolResult.error(call, f"unknown tool {call.name}", "scope_denied")
         effect = spec.policy.effect != EffectClass.READ
+        if self.crash.get(call.id) == "before_admit":
+            raise Crash(call.id)
         if effect:
             ident = ReceiptIdentity(
                 session_id=ctx.session_id,
@@ -80,14 +87,21 @@ class FakeExecutor:
                 return ToolResult.error(
                     call, adm.reason or "uncertain", "effect_outcome_uncertain", executed=None
                 )
+        if self.crash.get(call.id) == "after_admit":
+            raise Crash(call.id)
         if self.before_handler is not None:
             self.before_handler(ctx, call)
         with self.lock:
             self.calls.append((call.name, dict(call.input)))
-        out = self.handlers[call.name](call.input)
+        try:
+            out = self.handlers[call.name](call.input)
+        except Exception as exc:
+            return ToolResult.error(call, str(exc), "handler_error", executed=True)
         result = ToolResult(tool_use_id=call.id, name=call.name, content=out, executed=True)
         if effect:
             self.records.commit(ctx.operation_id, result.model_dump(mode="json"))
+        if self.crash.get(call.id) == "after_commit":
+            raise Crash(call.id)
         return result
 
 

@@ -1,0 +1,85 @@
+"""Resume repair: committed → stored result, admitted/uncertain → effect_outcome_uncertain, none → runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from geode.conversation import Message
+from geode.loop import LoopSettings
+from geode.loop.compaction import unanswered_tool_uses
+from geode.protocol.turns import TerminationReason
+from tests.loop.conftest import Rig, tool
+from tests.loop.fakes import Crash
+
+SEQ = LoopSettings(model="test-model", tool_parallelism=1)
+
+
+def _crash_mid_batch(rig: Rig, session: str) -> None:
+    batch = [tool("write", "a", text="A"), tool("write", "b", text="B"), tool("write", "c", text="C")]
+    rig.executor.crash = {"b": "after_admit"}
+    with pytest.raises(Crash):
+        rig.loop(rig.script({"tool_calls": batch}), settings=SEQ).run_turn(session, "turn-1", "write three")
+    rig.executor.crash = {}
+
+
+def test_mid_batch_crash_is_repaired_without_running_anything_twice(rig: Rig) -> None:
+    _crash_mid_batch(rig, "s1")
+    assert rig.effects == ["A"]  # a committed; b admitted then the worker died; c never began
+    provider = rig.script("final answer")
+    result = rig.loop(provider, settings=SEQ).run_turn("s1", "turn-1", "write three", resume=True)
+    assert result.termination_reason == TerminationReason.EXTERNAL_VERIFICATION_REQUIRED  # b is unresolved
+    assert result.pending_text == "final answer"
+    assert rig.effects == ["A", "C"]  # a replayed from its receipt, c ran now, b not re-run
+    req = provider.requests[0]
+    assert unanswered_tool_uses(list(req.messages)) == []
+    results = {r.tool_use_id: r for r in req.messages[-1].tool_results}
+    assert list(results) == ["a", "b", "c"]
+    assert not results["a"].is_error and '"written": "A"' in results["a"].content
+    assert results["b"].is_error and "effect_outcome_uncertain" in results["b"].content
+    assert not results["c"].is_error
+    restored = rig.records.load_checkpoint("s1")
+    msgs = [Message.model_validate(m) for m in restored.messages]
+    assert unanswered_tool_uses(msgs) == [] and restored.state.pending_batch is None
+    assert sum(1 for m in msgs if m.tool_results) == 1  # the repaired batch was saved once, in place
+
+
+def test_committed_receipts_replay_and_turn_completes(rig: Rig) -> None:
+    batch = [tool("write", "a", text="A"), tool("read", "r", key="k")]
+    rig.executor.crash = {"a": "after_commit"}
+    with pytest.raises(Crash):
+        rig.loop(rig.script({"tool_calls": batch}), settings=SEQ).run_turn("s2", "turn-1", "go")
+    rig.executor.crash = {}
+    provider = rig.script("all good")
+    result = rig.loop(provider, settings=SEQ).run_turn("s2", "turn-1", "go", resume=True)
+    assert result.termination_reason == TerminationReason.NATURAL and result.text == "all good"
+    assert rig.effects == ["A"]
+    assert [c[0] for c in rig.executor.calls] == ["write", "read"]  # read (no receipt) ran again after resume
+
+
+def test_crash_before_any_admit_runs_the_call_normally(rig: Rig) -> None:
+    rig.executor.crash = {"a": "before_admit"}
+    with pytest.raises(Crash):
+        rig.loop(rig.script({"tool_calls": [tool("write", "a", text="A")]}), settings=SEQ).run_turn(
+            "s3", "turn-1", "go"
+        )
+    rig.executor.crash = {}
+    assert rig.effects == []
+    result = rig.loop(rig.script("done"), settings=SEQ).run_turn("s3", "turn-1", "go", resume=True)
+    assert result.termination_reason == TerminationReason.NATURAL
+    assert rig.effects == ["A"]
+
+
+def test_crash_between_rounds_continues_from_checkpoint(rig: Rig) -> None:
+    def fn(req):
+        if len(req.messages) == 1:
+            return {"tool_calls": [tool("write", "a", text="A")]}
+        raise Crash("model call")
+
+    from geode.providers.function_model import FunctionModel
+
+    with pytest.raises(Crash):
+        rig.loop(FunctionModel(fn), settings=SEQ).run_turn("s4", "turn-1", "go")
+    provider = rig.script("resumed answer")
+    result = rig.loop(provider, settings=SEQ).run_turn("s4", "turn-1", "go", resume=True)
+    assert result.text == "resumed answer" and rig.effects == ["A"]
+    assert [m.role for m in provider.requests[0].messages] == ["user", "assistant", "user"]
