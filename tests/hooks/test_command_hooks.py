@@ -136,7 +136,7 @@ def test_toml_configuration(scripts) -> None:
         f"""
 [[hooks.PreToolUse]]
 matcher = "Bash"
-command = "{scripts['exit2']}"
+command = "{scripts["exit2"]}"
 timeout = 3
 fail = "open"
 dialect = "claude-code"

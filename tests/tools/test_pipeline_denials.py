@@ -6,7 +6,6 @@ import threading
 
 from geode.hooks.runner import HookRunner
 from geode.tools.spec import ToolCall, ToolContext
-
 from tests.tools.conftest import probe_spec
 
 
