@@ -82,6 +82,8 @@ class ControlCore:
         try:
             conn = self._conn(conn_id)
             conn.last_seen = self.clock()
+            if env.kind == "cast" and env.type == c.PING:
+                return  # a heartbeat: being seen is all it does
             if env.kind != "request" or not env.type.startswith("cli."):
                 raise BadRequest(f"{env.kind} {env.type!r} is not a control request")
             if conn.state is ConnState.NEW and env.type not in BEFORE_HANDSHAKE:
@@ -117,7 +119,9 @@ class ControlCore:
     def _dispatch(self, conn: Connection, env: Envelope, b: Any) -> BaseModel | dict[str, Any] | None:
         t = env.type
         if t == c.PING:
-            return c.Ok()
+            return c.Ok(
+                ok=conn.state is ConnState.READY
+            )  # False: this daemon does not know us (re-handshake)
         if t == c.EXIT:
             return c.Ok()
         if t == c.HANDSHAKE:

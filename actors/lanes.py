@@ -1,0 +1,124 @@
+"""The ``lanes`` child: serves LanesService at bus endpoint ``lanes`` over the store's durable turn records.
+
+Run as ``python -m actors.lanes``. Loop workers connect to ``lanes`` as peers (READY, heartbeats); the
+supervisor tells it ``runtime.child_died``; a tick thread reaps silent workers and expires orphaned turns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from actors.bus import Bus
+from actors.child_guard import arm_parent_death, report_ready
+from geode.home import GeodeHome
+from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE, LaneQueue
+from geode.lanes.service import LanesService
+from geode.protocol.errors import GeodeError
+from geode.records.store_client import StoreClient
+
+log = logging.getLogger(__name__)
+ENDPOINT = "lanes"
+TICK_S = 0.25
+
+
+@dataclass
+class LanesChild:
+    service: LanesService
+    bus: Bus
+    owns_bus: bool
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.owns_bus:
+            self.bus.stop()
+
+
+def lanes_config(home: GeodeHome) -> dict[str, int]:
+    raw = dict(home.load_config().get("lanes") or {})
+    return {
+        "global_cap": int(raw.get("global_cap", DEFAULT_GLOBAL_CAP)),
+        "session_queue_max": int(raw.get("session_queue_max", DEFAULT_SESSION_QUEUE)),
+        "handlers": int(raw.get("handlers", 32)),
+    }
+
+
+def _start_service(svc: LanesService, timeout_s: float) -> None:
+    """Reload turn records; the store may still be starting, so retry within a bound."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            svc.start()
+            return
+        except GeodeError as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.info("lanes waiting for the store: %s", exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def start_lanes(
+    home: GeodeHome,
+    *,
+    name: str = "lanes",
+    incarnation: int = 1,
+    bus: Bus | None = None,
+    store_timeout_s: float = 15.0,
+) -> LanesChild:
+    cfg = lanes_config(home)
+    owns = bus is None
+    bus = bus or Bus(name, incarnation, home).start()
+    records = StoreClient(bus.transport, attempts=3)
+    queue = LaneQueue(global_cap=cfg["global_cap"], session_queue_max=cfg["session_queue_max"])
+    svc = LanesService(records, bus.transport, queue=queue)
+    child = LanesChild(svc, bus, owns)
+    try:
+        _start_service(svc, store_timeout_s)
+        bus.serve(ENDPOINT, svc, concurrency=cfg["handlers"])
+    except BaseException:
+        child.stop()
+        raise
+
+    def tick() -> None:
+        while not child.stop_event.wait(TICK_S):
+            try:
+                svc.tick()
+            except Exception:  # the tick must survive a store hiccup
+                log.exception("lanes tick failed")
+
+    threading.Thread(target=tick, name="lanes-tick", daemon=True).start()
+    return child
+
+
+def main() -> int:
+    arm_parent_death()
+    home = GeodeHome.from_env().ensure()
+    name = os.environ.get("GEODE_CHILD_NAME", "lanes")
+    incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
+    logging.basicConfig(
+        level=os.environ.get("GEODE_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s"
+    )
+    try:
+        child = start_lanes(home, name=name, incarnation=incarnation)
+    except GeodeError as exc:
+        print(f"lanes: {exc}", file=sys.stderr, flush=True)
+        return 75
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    report_ready()
+    stop.wait()
+    child.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
