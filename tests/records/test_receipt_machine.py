@@ -63,7 +63,9 @@ class ReceiptMachine(RuleBasedStateMachine):
         if r.kind == AdmitKind.REPLAY:
             assert before is not None and (before == "committed" or before.startswith("reconciled"))
         if r.kind == AdmitKind.NEW:
-            same_admission = before == "admitted" and self.token.get(op) == token and self.owner.get(op) == owner
+            same_admission = (
+                before == "admitted" and self.token.get(op) == token and self.owner.get(op) == owner
+            )
             assert before is None or same_admission, f"NEW for an op in state {before}"
         if before is None:
             expected = AdmitKind.UNCERTAIN if self._quarantined(op) else AdmitKind.NEW
@@ -120,7 +122,9 @@ class ReceiptMachine(RuleBasedStateMachine):
     @rule(inc=st.integers(1, 3))
     def owner_died(self, inc: int) -> None:
         n = self.store.client.owner_died("executor", inc)
-        victims = [o for o, s in self.state.items() if s == "admitted" and int(self.owner[o].split("#")[1]) <= inc]
+        victims = [
+            o for o, s in self.state.items() if s == "admitted" and int(self.owner[o].split("#")[1]) <= inc
+        ]
         assert n == len(victims)
         for o in victims:
             self.state[o] = "uncertain"
@@ -134,8 +138,9 @@ class ReceiptMachine(RuleBasedStateMachine):
             assert before is None
             return
         except Conflict:
-            assert before == "committed" or (before is not None and before.startswith("reconciled:")
-                                             and before != f"reconciled:{outcome}")
+            assert before == "committed" or (
+                before is not None and before.startswith("reconciled:") and before != f"reconciled:{outcome}"
+            )
             return
         assert before in ("admitted", "uncertain", f"reconciled:{outcome}") and r.outcome == outcome
         self.state[op] = f"reconciled:{outcome}"
