@@ -34,7 +34,14 @@ CONTEXT_MARKERS = (
     "too many tokens",
     "request_too_large",
 )
-BILLING_MARKERS = ("insufficient_quota", "billing", "credit balance", "quota exceeded", "current quota", "payment required")
+BILLING_MARKERS = (
+    "insufficient_quota",
+    "billing",
+    "credit balance",
+    "quota exceeded",
+    "current quota",
+    "payment required",
+)
 
 BODY_TYPES = {
     "rate_limit_error": ProviderErrorKind.RATE_LIMIT,

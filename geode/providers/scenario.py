@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from collections.abc import Callable
@@ -98,7 +99,12 @@ class RecordedRequest(BaseModel):
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    return {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+    """Secret headers become ``<redacted:xxxxxxxx>`` (a short digest, so tests can tell credentials apart)."""
+    return {k.lower(): (_fingerprint(v) if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+def _fingerprint(value: str) -> str:
+    return f"<redacted:{hashlib.sha256(value.encode()).hexdigest()[:8]}>"
 
 
 ReplyFunction = Callable[[RecordedRequest], "ScriptedReply | dict[str, Any] | str"]
