@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from actors.bus import Bus
 from geode.home import GeodeHome
@@ -20,6 +21,9 @@ from geode.protocol.errors import GeodeError
 from geode.records.engine import RecordEngine
 from geode.records.lmdb_env import StoreConfig
 from geode.records.service import StoreService
+
+if TYPE_CHECKING:
+    from actors.registry import ChildContext
 
 log = logging.getLogger(__name__)
 ENDPOINT = "store"
@@ -68,6 +72,11 @@ def start_store(
     if any(pruned.values()):
         log.info("store start-up pruning: %s", pruned)
     return StoreChild(engine, bus, owns)
+
+
+def build(bus: Bus, ctx: ChildContext) -> StoreChild:
+    """Registry builder (``actors.registry``): serve the store on the child's bus."""
+    return start_store(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)
 
 
 def main() -> int:
