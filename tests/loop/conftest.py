@@ -24,6 +24,7 @@ class Rig:
     plan: BoundToolPlan
     registry: PlanRegistry
     effects: list[str] = field(default_factory=list)
+    handlers: dict[str, Any] = field(default_factory=dict)
     sink: ListSink = field(default_factory=ListSink)
 
     def loop(self, provider: Any, **kw: Any) -> AgenticLoop:
@@ -43,8 +44,41 @@ class Rig:
         return FunctionModel.script(list(replies))
 
 
+def _real_executor(client: Any, handlers: dict[str, Callable[[dict[str, Any]], Any]], ws: Path) -> Any:
+    from geode.tools.executor import ToolExecutor
+    from geode.tools.handlers import HandlerEntry, ToolFailure
+
+    def entry(name: str) -> HandlerEntry:
+        def call(args: dict[str, Any], env: Any) -> Any:
+            try:
+                return handlers[name](args)
+            except RuntimeError as exc:
+                raise ToolFailure(str(exc), "handler_error") from exc
+
+        return HandlerEntry(call)
+
+    ex = ToolExecutor(
+        owner="executor#1",
+        records=client,
+        handlers={f"test:{k}": entry(k) for k in handlers},
+        default_workspace=ws,
+    )
+    ex.calls = []  # type: ignore[attr-defined]
+    return ex
+
+
+@pytest.fixture(params=["real", "fake"])
+def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
+    yield from _make_rig(tmp_path, request.param)
+
+
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
+def fake_rig(tmp_path: Path) -> Iterator[Rig]:
+    """The receipt-keeping fake executor, which can simulate the worker dying at precise points."""
+    yield from _make_rig(tmp_path, "fake")
+
+
+def _make_rig(tmp_path: Path, kind: str) -> Iterator[Rig]:
     engine, client = open_store(tmp_path)
     records = FlakyRecords(client)
     effects: list[str] = []
@@ -58,10 +92,14 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         "write": write,
         "fail": lambda a: (_ for _ in ()).throw(RuntimeError("boom")),
     }
-    executor = FakeExecutor(client, handlers)
+    executor = (
+        FakeExecutor(client, handlers) if kind == "fake" else _real_executor(client, handlers, tmp_path)
+    )
     registry = PlanRegistry()
-    plan = registry.compile([read_spec("read"), write_spec("write")])
-    yield Rig(tmp_path, records, executor, plan, registry, effects)
+    plan = registry.compile([read_spec("read"), write_spec("write"), read_spec("fail")])
+    yield Rig(tmp_path, records, executor, plan, registry, effects, handlers)
+    if kind == "real":
+        executor.shutdown()
     engine.close()
 
 

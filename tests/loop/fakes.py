@@ -28,7 +28,7 @@ def write_spec(name: str) -> ToolSpec:
         name=name,
         description=f"write {name}",
         handler=f"test:{name}",
-        policy=SafetyPolicy(effect=EffectClass.MUTATE, resource_strategy="file_path"),
+        policy=SafetyPolicy(effect=EffectClass.MUTATE, resource_strategy="global:test"),
     )
 
 

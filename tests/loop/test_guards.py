@@ -44,7 +44,7 @@ def test_wrap_up_forces_text_near_the_round_limit(rig: Rig) -> None:
 
 
 def test_time_budget_expired(rig: Rig) -> None:
-    rig.executor.handlers["read"] = lambda a: time.sleep(0.06) or {"ok": True}
+    rig.handlers["read"] = lambda a: time.sleep(0.06) or {"ok": True}
     r = run(rig, _forever(), time_budget_s=0.05, wrap_up_s=0)
     assert r.termination_reason == R.TIME_BUDGET_EXPIRED and "Time budget" in r.text
 
@@ -126,7 +126,7 @@ def test_provider_context_overflow_recovers_then_exhausts(rig: Rig) -> None:
 
 def test_user_cancelled_between_phases_and_during_streaming(rig: Rig) -> None:
     cancel = threading.Event()
-    rig.executor.handlers["read"] = lambda a: cancel.set() or {"ok": True}
+    rig.handlers["read"] = lambda a: cancel.set() or {"ok": True}
     provider = _forever()
     r = rig.loop(provider).run_turn("s", "t", "go", cancel=cancel)
     assert r.termination_reason == R.USER_CANCELLED and len(provider.requests) == 1

@@ -22,7 +22,8 @@ def _crash_mid_batch(rig: Rig, session: str) -> None:
     rig.executor.crash = {}
 
 
-def test_mid_batch_crash_is_repaired_without_running_anything_twice(rig: Rig) -> None:
+def test_mid_batch_crash_is_repaired_without_running_anything_twice(fake_rig: Rig) -> None:
+    rig = fake_rig
     _crash_mid_batch(rig, "s1")
     assert rig.effects == ["A"]  # a committed; b admitted then the worker died; c never began
     provider = rig.script("final answer")
@@ -43,7 +44,8 @@ def test_mid_batch_crash_is_repaired_without_running_anything_twice(rig: Rig) ->
     assert sum(1 for m in msgs if m.tool_results) == 1  # the repaired batch was saved once, in place
 
 
-def test_committed_receipts_replay_and_turn_completes(rig: Rig) -> None:
+def test_committed_receipts_replay_and_turn_completes(fake_rig: Rig) -> None:
+    rig = fake_rig
     batch = [tool("write", "a", text="A"), tool("read", "r", key="k")]
     rig.executor.crash = {"a": "after_commit"}
     with pytest.raises(Crash):
@@ -56,7 +58,8 @@ def test_committed_receipts_replay_and_turn_completes(rig: Rig) -> None:
     assert [c[0] for c in rig.executor.calls] == ["write", "read"]  # read (no receipt) ran again after resume
 
 
-def test_crash_before_any_admit_runs_the_call_normally(rig: Rig) -> None:
+def test_crash_before_any_admit_runs_the_call_normally(fake_rig: Rig) -> None:
+    rig = fake_rig
     rig.executor.crash = {"a": "before_admit"}
     with pytest.raises(Crash):
         rig.loop(rig.script({"tool_calls": [tool("write", "a", text="A")]}), settings=SEQ).run_turn(
@@ -69,7 +72,9 @@ def test_crash_before_any_admit_runs_the_call_normally(rig: Rig) -> None:
     assert rig.effects == ["A"]
 
 
-def test_crash_between_rounds_continues_from_checkpoint(rig: Rig) -> None:
+def test_crash_between_rounds_continues_from_checkpoint(fake_rig: Rig) -> None:
+    rig = fake_rig
+
     def fn(req):
         if len(req.messages) == 1:
             return {"tool_calls": [tool("write", "a", text="A")]}

@@ -42,9 +42,13 @@ def test_parallel_calls_keep_their_order(rig: Rig) -> None:
 
 def test_pending_batch_saved_before_any_tool_runs(rig: Rig) -> None:
     seen: list[object] = []
-    rig.executor.before_handler = lambda ctx, call: seen.append(
-        rig.records.load_checkpoint("s3").state.pending_batch
-    )
+    inner = rig.handlers["write"]
+
+    def spy(args):
+        seen.append(rig.records.load_checkpoint("s3").state.pending_batch)
+        return inner(args)
+
+    rig.handlers["write"] = spy
     provider = rig.script({"tool_calls": [tool("write", "w1", text="x")]}, "fine")
     rig.loop(provider).run_turn("s3", "turn-1", "go")
     assert seen and seen[0] is not None
