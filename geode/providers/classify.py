@@ -7,7 +7,6 @@ it never imports anthropic or openai itself.
 from __future__ import annotations
 
 import email.utils
-import socket
 import time
 from typing import Any
 
@@ -160,7 +159,7 @@ def classify(exc: BaseException) -> ProviderError:
     if (
         "APITimeoutError" in names
         or "TimeoutException" in names
-        or isinstance(exc, TimeoutError | socket.timeout)
+        or isinstance(exc, TimeoutError)
     ):
         return ProviderError(ProviderErrorKind.TIMEOUT, message, hint=HINTS[ProviderErrorKind.TIMEOUT])
     if names & {"APIConnectionError", "TransportError", "NetworkError", "RemoteProtocolError"} or isinstance(
