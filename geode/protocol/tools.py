@@ -1,3 +1,49 @@
-"""Messages of the tools protocol area (see docs/protocol.md)."""
+"""Messages of the tools protocol area: bind a plan, execute one call or a batch (see docs/tools.md)."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from geode.protocol.catalog import message
+from geode.tools.spec import ToolCall, ToolContext, ToolResult
+
+
+class PlanBind(BaseModel):
+    """A BoundToolPlan on the wire (``BoundToolPlan.to_wire()``); the executor re-hashes and checks it."""
+
+    v: int = 1
+    generation: int = Field(ge=1)
+    content_hash: str = Field(min_length=1, max_length=128)
+    lineage: str = "default"
+    base_hash: str = ""
+    specs: list[dict[str, Any]] = Field(default_factory=list, max_length=512)
+
+
+class PlanBound(BaseModel):
+    content_hash: str
+    generation: int
+    tools: int
+
+
+class ToolExecute(BaseModel):
+    """Run one call against a bound plan (``ctx.plan_hash`` / ``ctx.plan_generation``)."""
+
+    ctx: ToolContext
+    call: ToolCall
+
+
+class ToolExecuteBatch(BaseModel):
+    """Run calls concurrently; results come back in the same order."""
+
+    items: list[ToolExecute] = Field(max_length=64)
+
+
+class ToolResults(BaseModel):
+    results: list[ToolResult]
+
+
+PLAN_BIND = message("tool.plan.bind", PlanBind, PlanBound)
+EXECUTE = message("tool.execute", ToolExecute, ToolResult)
+EXECUTE_BATCH = message("tool.execute_batch", ToolExecuteBatch, ToolResults)

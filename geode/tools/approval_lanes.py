@@ -1,0 +1,36 @@
+"""An ApprovalChannel that forwards prompts through lanes (``lanes.approval``) to the turn's origin."""
+
+from __future__ import annotations
+
+import itertools
+
+from geode.protocol import control
+from geode.protocol.transport import Transport
+from geode.tools.approvals import APPROVAL_TIMEOUT_S
+from geode.tools.spec import SafetyPolicy, ToolContext
+
+_seq = itertools.count(1)
+
+
+class LanesApprovalChannel:
+    """Lanes relays to the CLI and answers ``n`` itself on timeout or disconnect; any error here denies too."""
+
+    def __init__(self, transport: Transport, target: str = "lanes", *, timeout_s: float = APPROVAL_TIMEOUT_S):
+        self.transport = transport
+        self.target = target
+        self.timeout_s = timeout_s
+
+    def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str:
+        ask = control.ApprovalAsk(
+            approval_id=f"{ctx.operation_id or ctx.step_id}:{next(_seq)}"[:128],
+            session_id=ctx.session_id,
+            turn_id=ctx.turn_id,
+            tool_name=tool_name[:128],
+            detail=detail[:2048],
+            safety_level=f"{safety.effect.value}/{safety.data_class.value}"[:32],
+            timeout_s=self.timeout_s,
+        )
+        reply = self.transport.call(
+            self.target, control.APPROVAL, ask, session=ctx.session_id, timeout_s=self.timeout_s + 5
+        )
+        return str(control.ApprovalDecision.model_validate(reply).decision)

@@ -1,0 +1,127 @@
+"""ExecutorClient: how the loop reaches the executor over any Transport (bind plans, execute calls)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from geode.protocol import tools as m
+from geode.protocol.errors import GeodeError
+from geode.protocol.transport import Transport
+from geode.tools.approvals import APPROVAL_TIMEOUT_S
+from geode.tools.plan import BoundToolPlan
+from geode.tools.spec import ToolCall, ToolContext, ToolResult
+
+log = logging.getLogger(__name__)
+MAX_PLANS = 64
+SLACK_S = 15.0
+
+
+class ExecutorClient:
+    """Thread-safe. Remembers the plans it bound (bounded) so it can re-bind after an executor restart.
+
+    A transport failure is retried once: the operation id makes that safe (a call whose receipt was admitted
+    before the failure comes back as ``effect_outcome_uncertain``; a read tool simply runs again).
+    """
+
+    def __init__(
+        self, transport: Transport, target: str = "executor", *, bind_timeout_s: float = 10.0
+    ) -> None:
+        self.transport = transport
+        self.target = target
+        self.bind_timeout_s = bind_timeout_s
+        self._plans: OrderedDict[tuple[str, int], BoundToolPlan] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def bind_plan(self, plan: BoundToolPlan) -> None:
+        self.transport.call(self.target, m.PLAN_BIND, plan.to_wire(), timeout_s=self.bind_timeout_s)
+        with self._lock:
+            key = (plan.content_hash, plan.generation)
+            self._plans[key] = plan
+            self._plans.move_to_end(key)
+            while len(self._plans) > MAX_PLANS:
+                self._plans.popitem(last=False)
+
+    def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
+        body = m.ToolExecute(ctx=ctx, call=call)
+        timeout = self._timeout(ctx, [call])
+        return self._with_rebind(
+            ctx,
+            lambda: ToolResult.model_validate(
+                self.transport.call(self.target, m.EXECUTE, body, session=ctx.session_id, timeout_s=timeout)
+            ),
+            call,
+        )
+
+    def execute_batch(self, items: Sequence[tuple[ToolContext, ToolCall]]) -> list[ToolResult]:
+        if not items:
+            return []
+        body = m.ToolExecuteBatch(items=[m.ToolExecute(ctx=c, call=k) for c, k in items])
+        ctx = items[0][0]
+        timeout = self._timeout(ctx, [k for _, k in items])
+
+        def run() -> list[ToolResult]:
+            reply = self.transport.call(
+                self.target, m.EXECUTE_BATCH, body, session=ctx.session_id, timeout_s=timeout
+            )
+            return m.ToolResults.model_validate(reply).results
+
+        for attempt in range(2):
+            try:
+                results = run()
+            except GeodeError as exc:
+                if attempt == 1:
+                    return [_unreachable(k, exc) for _, k in items]
+                continue
+            if any(r.error_type == "plan_not_bound" for r in results) and attempt == 0 and self._rebind(ctx):
+                continue
+            return results
+        raise AssertionError("unreachable")
+
+    # --- internals -----------------------------------------------------------------------------------
+    def _with_rebind(self, ctx: ToolContext, send, call: ToolCall) -> ToolResult:  # type: ignore[no-untyped-def]
+        for attempt in range(2):
+            try:
+                result = send()
+            except GeodeError as exc:
+                log.warning("executor call for %s failed (%s); attempt %d", call.name, exc, attempt + 1)
+                if attempt == 1:
+                    return _unreachable(call, exc)
+                continue
+            if result.error_type == "plan_not_bound" and attempt == 0 and self._rebind(ctx):
+                continue
+            return result
+        raise AssertionError("unreachable")
+
+    def _rebind(self, ctx: ToolContext) -> bool:
+        with self._lock:
+            plan = self._plans.get((ctx.plan_hash, ctx.plan_generation))
+        if plan is None:
+            return False
+        try:
+            self.bind_plan(plan)
+        except GeodeError:
+            return False
+        return True
+
+    def _timeout(self, ctx: ToolContext, calls: Sequence[ToolCall]) -> float:
+        with self._lock:
+            plan = self._plans.get((ctx.plan_hash, ctx.plan_generation))
+        longest = 0.0
+        for c in calls:
+            spec = plan.get(c.name) if plan is not None else None
+            longest = max(longest, spec.deadline_s if spec is not None else 600.0)
+        return longest + APPROVAL_TIMEOUT_S + SLACK_S
+
+
+def _unreachable(call: ToolCall, exc: GeodeError) -> ToolResult:
+    return ToolResult.error(
+        call,
+        f"The tool executor could not be reached ({exc.code.value}); the outcome of '{call.name}' is unknown.",
+        "executor_unavailable",
+        executed=None,
+        outcome_uncertain=True,
+        recoverable=False,
+    )
