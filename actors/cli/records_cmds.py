@@ -1,0 +1,144 @@
+"""`geode sessions`, `geode timeline`, `geode receipts`, `geode reconcile`: the record store over the bus."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+
+from geode.home import GeodeHome
+from geode.protocol.errors import GeodeError
+from geode.records.store_client import StoreClient
+
+HOME_OPT = typer.Option(
+    None, "--home", help="GEODE_HOME of the running tree (default: $GEODE_HOME or ~/.geode)"
+)
+JSON_OPT = typer.Option(False, "--json", help="print JSON")
+
+
+@contextmanager
+def _client(home: str | None, timeout_s: float = 5.0) -> Iterator[StoreClient]:
+    from actors.bus import Bus
+
+    gh = GeodeHome.from_env(home)
+    bus = Bus(f"cli-{os.getpid()}", 1, gh).start()
+    try:
+        yield StoreClient(bus.transport, timeout_s=timeout_s, attempts=2)
+    finally:
+        bus.stop()
+
+
+def _run(home: str | None, fn: Callable[[StoreClient], Any]) -> Any:
+    try:
+        with _client(home) as client:
+            return fn(client)
+    except GeodeError as exc:
+        hint = (
+            " (is `geode serve` running for this GEODE_HOME?)"
+            if exc.code.value in ("timeout", "unavailable")
+            else ""
+        )
+        typer.echo(f"error: {exc}{hint}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _ts(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def sessions(home: str | None = HOME_OPT, as_json: bool = JSON_OPT, limit: int = typer.Option(200)) -> None:
+    """Sessions in the record store, most recently updated first."""
+    rows = _run(home, lambda c: c.list_sessions(limit=limit))
+    if as_json:
+        _print_json([r.model_dump(mode="json") for r in rows])
+        return
+    typer.echo(f"{'SESSION':36} {'STATUS':10} {'SEQ':>5} {'MSGS':>5} {'UNRESOLVED':>10}  UPDATED")
+    for r in rows:
+        typer.echo(
+            f"{r.session_id:36} {r.status.value:10} {r.seq:>5} {r.message_count:>5} "
+            f"{r.unresolved_receipts:>10}  {_ts(r.updated_at)}"
+        )
+
+
+def timeline(
+    session: str = typer.Argument(..., help="session id"),
+    home: str | None = HOME_OPT,
+    as_json: bool = JSON_OPT,
+    jsonl: bool = typer.Option(False, "--jsonl", help="export as JSON lines"),
+) -> None:
+    """A session's timeline (observation rows; corrupt rows are flagged)."""
+    rows = _run(home, lambda c: c.read_timeline(session))
+    if as_json:
+        _print_json([r.model_dump(mode="json") for r in rows])
+        return
+    if jsonl:
+        for r in rows:
+            sys.stdout.write(json.dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        return
+    for r in rows:
+        flag = " CORRUPT" if r.corrupt else ""
+        payload = json.dumps(r.event.payload, ensure_ascii=False)
+        typer.echo(f"{r.seq:>5} {_ts(r.event.ts)} {r.event.kind:24}{flag} {payload[:120]}")
+
+
+def receipts(
+    uncertain: bool = typer.Option(False, "--uncertain", help="only receipts waiting for reconciliation"),
+    session: str | None = typer.Option(None, "--session", help="only this session"),
+    home: str | None = HOME_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Effect receipts, newest first."""
+    rows = _run(home, lambda c: c.list_receipts(session_id=session, uncertain_only=uncertain))
+    if as_json:
+        _print_json([r.model_dump(mode="json") for r in rows])
+        return
+    typer.echo(f"{'OPERATION':40} {'STATE':11} {'TOOL':16} {'OWNER':14} SESSION / NOTE")
+    for r in rows:
+        note = r.uncertain_reason or r.outcome or ""
+        typer.echo(
+            f"{r.operation_id:40} {r.state.value:11} {r.identity.tool_name:16} {r.owner:14} "
+            f"{r.identity.session_id} {note}"
+        )
+
+
+def reconcile(
+    op_id: str = typer.Argument(..., help="operation id"),
+    outcome: str = typer.Option(..., "--outcome", help="applied | not-applied"),
+    note: str = typer.Option("", "--note", help="why (kept with the receipt)"),
+    home: str | None = HOME_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Record an operator's verdict on an uncertain effect."""
+    if outcome not in ("applied", "not-applied", "not_applied"):
+        typer.echo("error: --outcome must be applied or not-applied", err=True)
+        raise typer.Exit(2)
+    by = f"cli:{getpass.getuser()}"
+    r = _run(home, lambda c: c.reconcile(op_id, outcome=outcome, by=by, note=note))
+    if as_json:
+        _print_json(r.model_dump(mode="json"))
+        return
+    typer.echo(f"{r.operation_id}: reconciled as {r.outcome} by {r.reconciled_by}")
+
+
+def store_stats(home: str | None = HOME_OPT) -> None:
+    """Record store counters (map size, entries, group-commit batches, evidence failures) as JSON."""
+    _print_json(_run(home, lambda c: c.stats()))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sessions")(sessions)
+    app.command("timeline")(timeline)
+    app.command("receipts")(receipts)
+    app.command("reconcile")(reconcile)
+    app.command("store-stats")(store_stats)
