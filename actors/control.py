@@ -11,17 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import signal
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from actors.bus import Bus
-from actors.child_guard import arm_parent_death, report_ready
 from geode.control.core import ControlCore
 from geode.home import GeodeHome
 from geode.protocol import codec
@@ -29,6 +26,9 @@ from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
+
+if TYPE_CHECKING:
+    from actors.registry import ChildContext
 
 log = logging.getLogger(__name__)
 
@@ -215,23 +215,6 @@ def start_control(
     return ControlChild(core, sock, bus, pool, owns, stop)
 
 
-def main() -> int:
-    arm_parent_death()
-    home = GeodeHome.from_env().ensure()
-    name = os.environ.get("GEODE_CHILD_NAME", "control")
-    incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
-    logging.basicConfig(
-        level=os.environ.get("GEODE_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s"
-    )
-    child = start_control(home, name=name, incarnation=incarnation)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    report_ready()
-    stop.wait()
-    child.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def build(bus: Bus, ctx: ChildContext) -> ControlChild:
+    """Registry builder (``actors.registry``): host control on the child's bus."""
+    return start_control(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)

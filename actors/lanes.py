@@ -1,26 +1,27 @@
 """The ``lanes`` child: serves LanesService at bus endpoint ``lanes`` over the store's durable turn records.
 
-Run as ``python -m actors.lanes``. Loop workers connect to ``lanes`` as peers (READY, heartbeats); the
-supervisor tells it ``runtime.child_died``; a tick thread reaps silent workers and expires orphaned turns.
+Hosted by ``python -m actors.child lanes`` (registry builder :func:`build`). Loop workers connect to
+``lanes`` as peers (READY, heartbeats); the supervisor tells it ``runtime.child_died``; a tick thread
+reaps silent workers and expires orphaned turns.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from actors.bus import Bus
-from actors.child_guard import arm_parent_death, report_ready
 from geode.home import GeodeHome
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE, LaneQueue
 from geode.lanes.service import LanesService
 from geode.protocol.errors import GeodeError
 from geode.records.store_client import StoreClient
+
+if TYPE_CHECKING:
+    from actors.registry import ChildContext
 
 log = logging.getLogger(__name__)
 ENDPOINT = "lanes"
@@ -98,27 +99,6 @@ def start_lanes(
     return child
 
 
-def main() -> int:
-    arm_parent_death()
-    home = GeodeHome.from_env().ensure()
-    name = os.environ.get("GEODE_CHILD_NAME", "lanes")
-    incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
-    logging.basicConfig(
-        level=os.environ.get("GEODE_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s"
-    )
-    try:
-        child = start_lanes(home, name=name, incarnation=incarnation)
-    except GeodeError as exc:
-        print(f"lanes: {exc}", file=sys.stderr, flush=True)
-        return 75
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    report_ready()
-    stop.wait()
-    child.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def build(bus: Bus, ctx: ChildContext) -> LanesChild:
+    """Registry builder (``actors.registry``): host lanes on the child's bus."""
+    return start_lanes(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)

@@ -1,0 +1,274 @@
+"""The thin CLI's control-socket client: a DEALER on ``cli.sock``, handshake, requests, streamed turns.
+
+One thread uses the socket at a time (a lock guards it): the main thread reads replies and events, a
+heartbeat thread sends ``cli.ping`` casts while the user is answering a prompt. When the daemon's control
+child restarts, the client notices (a ping answered ``ok: false`` or silence), handshakes again with the
+same session and re-attaches from the last sequence number it saw, so the rest of the turn still arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from geode.home import GeodeHome
+from geode.protocol import catalog, codec
+from geode.protocol import control as c
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
+from geode.protocol.transport import unwrap
+
+PING_EVERY_S = 1.0
+SILENCE_S = 4.0  # no answer to pings for this long: assume the control child restarted
+
+EventFn = Callable[[dict[str, Any]], None]
+ApprovalFn = Callable[[dict[str, Any]], str]
+
+
+class ControlClient:
+    def __init__(self, home: GeodeHome, *, client_version: str = "", ctx: zmq.Context | None = None) -> None:  # type: ignore[type-arg]
+        self.home = home
+        self.client_version = client_version
+        self._ctx = ctx or zmq.Context.instance()
+        self._lock = threading.RLock()
+        self._sock: zmq.Socket | None = None  # type: ignore[type-arg]
+        self.handshake_body: dict[str, Any] = {}
+        self.welcome: dict[str, Any] = {}
+        self.session_id: str | None = None
+        self.last_seq: dict[str, int] = {}
+        self.reattached = 0
+        self.inbox: list[dict[str, Any]] = []  # events that arrived while waiting for some reply
+        self._hb_stop = threading.Event()
+        self._hb: threading.Thread | None = None
+
+    # --- connection --------------------------------------------------------------------------------------
+    def open(self) -> None:
+        s = self._ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.ROUTING_ID, os.urandom(8))
+        s.setsockopt(zmq.RECONNECT_IVL, 100)
+        s.setsockopt(zmq.MAXMSGSIZE, 2 * codec.MAX_FRAME_BYTES)
+        s.connect(f"ipc://{self.home.cli_socket}")
+        self._sock = s
+
+    def connect(self, *, timeout_s: float = 5.0, **handshake: Any) -> dict[str, Any]:
+        """Open the socket and handshake (session_id, model, cwd, is_tty, skip-permissions)."""
+        if self._sock is None:
+            self.open()
+        body = {
+            "protocol_version": c.CONTROL_PROTOCOL,
+            "features": list(c.FEATURES),
+            "client_version": self.client_version,
+            "cwd": os.getcwd(),
+            **handshake,
+        }
+        self.handshake_body = {k: v for k, v in body.items() if v is not None}
+        self.welcome = self.request(c.HANDSHAKE, self.handshake_body, timeout_s=timeout_s)
+        self.session_id = self.welcome["session_id"]
+        self._start_heartbeat()
+        return self.welcome
+
+    def close(self) -> None:
+        self._hb_stop.set()
+        if self._sock is not None:
+            try:
+                self.request(c.EXIT, {}, timeout_s=1.0)
+            except GeodeError:
+                pass
+            with self._lock:
+                self._sock.close(0)
+                self._sock = None
+
+    def _start_heartbeat(self) -> None:
+        if self._hb is not None:
+            return
+
+        def beat() -> None:
+            while not self._hb_stop.wait(PING_EVERY_S):
+                self._send(Envelope(kind="cast", type=c.PING, body={}))
+
+        self._hb = threading.Thread(target=beat, name="cli-heartbeat", daemon=True)
+        self._hb.start()
+
+    # --- frames --------------------------------------------------------------------------------------------
+    def _send(self, env: Envelope) -> None:
+        with self._lock:
+            if self._sock is None:
+                raise Unavailable("not connected")
+            self._sock.send(codec.encode(env), zmq.NOBLOCK)
+
+    def _recv(self, timeout_s: float) -> Envelope | None:
+        with self._lock:
+            if self._sock is None:
+                raise Unavailable("not connected")
+            if not self._sock.poll(int(max(0.0, timeout_s) * 1000)):
+                return None
+            frame = self._sock.recv()
+        try:
+            return codec.decode(frame)
+        except BadRequest:
+            return None
+
+    def send_request(self, type_: str, body: dict[str, Any]) -> str:
+        env = Envelope(type=type_, body=catalog.dump(body), session=self.session_id)
+        self._send(env)
+        return env.id
+
+    def request(
+        self,
+        type_: str,
+        body: dict[str, Any] | None = None,
+        *,
+        timeout_s: float = 10.0,
+        on_event: EventFn | None = None,
+    ) -> dict[str, Any]:
+        """One request and its reply; new events meanwhile go to ``on_event`` (else to the inbox)."""
+        mid = self.send_request(type_, body or {})
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RequestTimeout(f"no reply to {type_} within {timeout_s:g}s")
+            env = self._recv(min(left, 0.2))
+            if env is None:
+                continue
+            if env.kind in ("ok", "error") and env.corr == mid:
+                return unwrap(env)
+            if env.type == c.CLI_EVENT and self._note(env.body):
+                (on_event or self.inbox.append)(env.body)
+
+    def _note(self, ev: dict[str, Any]) -> bool:
+        sid, seq = ev.get("session_id", ""), int(ev.get("seq", 0))
+        if seq <= self.last_seq.get(sid, 0):
+            return False
+        self.last_seq[sid] = seq
+        return True
+
+    # --- turns ---------------------------------------------------------------------------------------------
+    def run_prompt(
+        self,
+        text: str,
+        *,
+        on_event: EventFn | None = None,
+        on_approval: ApprovalFn | None = None,
+        timeout_s: float = 3600.0,
+        on_interrupt: Callable[[], bool] | None = None,
+    ) -> dict[str, Any]:
+        """Send a prompt and stream its events until ``turn_done``; returns the result (+ ``turn_id``)."""
+        backlog: list[dict[str, Any]] = []
+        accepted = self.request(
+            c.PROMPT, {"text": text, "session_id": self.session_id}, on_event=backlog.append
+        )
+        turn_id = accepted["turn_id"]
+        return self.follow(
+            turn_id,
+            backlog=backlog,
+            on_event=on_event,
+            on_approval=on_approval,
+            timeout_s=timeout_s,
+            on_interrupt=on_interrupt,
+        )
+
+    def follow(
+        self,
+        turn_id: str,
+        *,
+        backlog: list[dict[str, Any]] | None = None,
+        on_event: EventFn | None = None,
+        on_approval: ApprovalFn | None = None,
+        timeout_s: float = 3600.0,
+        on_interrupt: Callable[[], bool] | None = None,
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        last_heard = time.monotonic()
+        next_ping = 0.0
+        ping_id: str | None = None
+        pending = list(backlog or [])
+        while time.monotonic() < deadline:
+            pending, self.inbox = [*pending, *self.inbox], []
+            for ev in pending:
+                out = self._on_turn_event(ev, turn_id, on_event, on_approval)
+                if out is not None:
+                    return out
+            pending = []
+            try:
+                env = self._recv(0.2)
+            except KeyboardInterrupt:
+                if on_interrupt is None or not on_interrupt():
+                    raise
+                self.cancel(turn_id)
+                continue
+            now = time.monotonic()
+            if env is not None:
+                last_heard = now
+                if env.type == c.CLI_EVENT:
+                    if self._note(env.body):
+                        pending.append(env.body)
+                elif env.corr == ping_id and env.kind == "ok" and env.body.get("ok") is False:
+                    pending.extend(self.reattach())
+                    ping_id = None
+                continue
+            if now - last_heard > SILENCE_S:
+                last_heard = now
+                try:
+                    pending.extend(self.reattach(timeout_s=2.0))
+                except GeodeError:
+                    continue  # still down; keep trying until the deadline
+            if now >= next_ping:
+                next_ping = now + PING_EVERY_S
+                ping_id = self.send_request(c.PING, {})
+        raise RequestTimeout(f"turn {turn_id} did not finish within {timeout_s:g}s")
+
+    def _on_turn_event(
+        self, ev: dict[str, Any], turn_id: str, on_event: EventFn | None, on_approval: ApprovalFn | None
+    ) -> dict[str, Any] | None:
+        if on_event is not None:
+            on_event(ev)
+        if ev.get("kind") == c.APPROVAL_REQUEST:
+            data = ev.get("data") or {}
+            decision = on_approval(data) if on_approval is not None else "n"
+            try:
+                self.request(
+                    c.APPROVAL_RESPONSE,
+                    {"approval_id": data.get("approval_id", ""), "decision": decision},
+                    timeout_s=5.0,
+                )
+            except GeodeError:
+                pass  # an unknown or stale approval: the daemon already decided
+        if ev.get("kind") == c.TURN_DONE and ev.get("turn_id") == turn_id:
+            return {**(ev.get("data") or {}).get("result", {}), "turn_id": turn_id}
+        return None
+
+    def reattach(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+        """Handshake again on the same session and replay what we missed (the rest of the turn)."""
+        body = {**self.handshake_body, "session_id": self.session_id}
+        got: list[dict[str, Any]] = []
+        self.request(c.HANDSHAKE, body, timeout_s=timeout_s)
+        sid = self.session_id or ""
+        reply = self.request(
+            c.ATTACH,
+            {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
+            timeout_s=timeout_s,
+            on_event=got.append,
+        )
+        self.reattached += 1
+        for o in reply.get("outcomes", []):  # the buffer did not reach back: durable outcomes instead
+            if not reply.get("complete", True) and o.get("outcome") is not None:
+                got.append(
+                    {
+                        "session_id": sid,
+                        "turn_id": o["turn_id"],
+                        "seq": 0,
+                        "kind": c.TURN_DONE,
+                        "data": {"result": o["outcome"]},
+                    }
+                )
+        return got
+
+    def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
+        return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
