@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from pydantic import BaseModel
 
+from geode.protocol import runtime as rt
 from geode.protocol import tools as m
 from geode.protocol.errors import BadRequest
 from geode.protocol.transport import Request
@@ -20,11 +22,24 @@ MAX_RESULT_CHARS = 600_000  # keeps a reply well under the 1 MiB frame cap
 class ToolService:
     """Stateless adapter over a ToolExecutor (which is thread-safe)."""
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: ToolExecutor, *, name: str = "executor", incarnation: int = 0) -> None:
         self.executor = executor
+        self.name = name
+        self.incarnation = incarnation
 
     def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
         body = request.body
+        if request.type == rt.PING:
+            return rt.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
+        if request.type == rt.STATUS:
+            detail = {
+                "owner": self.executor.owner,
+                "plans": len(self.executor.plans),
+                "held_locks": self.executor.locks.held_keys(),
+            }
+            return rt.StatusReply(
+                name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
+            )
         if isinstance(body, m.PlanBind):
             try:
                 plan = BoundToolPlan.from_wire(body.model_dump())

@@ -1,0 +1,69 @@
+"""The ``executor`` child: a ToolExecutor served at bus endpoint ``executor`` (receipt owner = name#incarnation).
+
+Hosted by ``python -m actors.child executor`` through the registry (``build``). Hooks come from the global
+config's ``[hooks]`` tables; approvals go through lanes to the turn's origin; receipts and the timeline go
+to the store. When this process dies, the store marks its admitted receipts uncertain (runtime.child_died).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from actors.bus import Bus
+from actors.registry import ChildContext
+from geode.hooks.config import load_hooks
+from geode.hooks.runner import HookRunner
+from geode.records.store_client import StoreClient
+from geode.tools.approval_lanes import LanesApprovalChannel
+from geode.tools.builtin.bash import BashLimits
+from geode.tools.executor import ToolExecutor
+from geode.tools.service import ToolService
+
+log = logging.getLogger(__name__)
+ENDPOINT = "executor"
+
+
+@dataclass
+class ExecutorChild:
+    executor: ToolExecutor
+    hooks: HookRunner
+
+    def stop(self) -> None:
+        self.executor.shutdown()
+        self.hooks.close()
+
+
+def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolExecutor:
+    """Compose the executor from the global config (``[tools]``, ``[hooks]``, ``[daemon]``)."""
+    cfg = ctx.config
+    tools_cfg = dict(cfg.get("tools") or {})
+    bash_cfg = dict(tools_cfg.get("bash") or {})
+    limits = BashLimits(
+        cpu_s=bash_cfg.get("cpu_s"), fsize_bytes=int(bash_cfg.get("fsize_bytes", 50 * 1024 * 1024))
+    )
+    hooks = HookRunner(load_hooks(cfg))
+    kw: dict[str, Any] = dict(
+        owner=f"{ctx.name}#{ctx.incarnation}",
+        records=StoreClient(bus.transport, attempts=3),
+        hooks=hooks,
+        approvals=LanesApprovalChannel(bus.transport),
+        global_config=cfg,
+        services={"bash_limits": limits, "messengers": {}},
+        roots=tuple(tools_cfg.get("roots") or ()),
+    )
+    kw.update(overrides)
+    return ToolExecutor(**kw)
+
+
+def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
+    """Registry builder: serve the executor on this child's bus."""
+    executor = executor_from_config(bus, ctx)
+    concurrency = int((ctx.config.get("tools") or {}).get("handlers", 32))
+    bus.serve(
+        ENDPOINT, ToolService(executor, name=ctx.name, incarnation=ctx.incarnation), concurrency=concurrency
+    )
+    log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
+    assert executor.hooks is not None
+    return ExecutorChild(executor, executor.hooks)
