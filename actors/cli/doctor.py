@@ -1,0 +1,109 @@
+"""`geode doctor` checks: config, provider keys (presence only), socket, daemon version, stale files."""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+from geode.home import GeodeHome
+from geode.protocol.errors import GeodeError
+
+
+def _check(name: str, ok: bool, detail: str, *, warn: bool = False) -> dict[str, Any]:
+    return {"name": name, "ok": ok, "detail": detail, "warn": warn}
+
+
+def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        cfg = home.load_config()
+        out.append(_check("config", True, f"{home.config_file} ({'present' if cfg else 'absent: defaults'})"))
+    except GeodeError as exc:
+        out.append(_check("config", False, exc.message))
+    try:
+        from geode.providers.report import provider_report
+
+        report = provider_report(home=home)
+        usable = [r for r in report if r.usable]
+        for r in report:
+            out.append(_check(f"key:{r.provider}", r.usable, r.line(), warn=not r.usable))
+        out.append(_check("providers", bool(usable), f"{len(usable)} of {len(report)} usable"))
+    except Exception as exc:  # a broken provider config must not hide the rest of the report
+        out.append(_check("providers", False, f"{type(exc).__name__}: {exc}"[:300]))
+    out.extend(_socket_checks(home))
+    return out
+
+
+def _socket_checks(home: GeodeHome) -> list[dict[str, Any]]:
+    from actors.cli.daemon_start import control_answers
+    from actors.control import geode_version
+
+    out: list[dict[str, Any]] = []
+    sock, lock = home.cli_socket, home.lock_file
+    serve_held = _lock_held(home)
+    if not sock.exists():
+        out.append(
+            _check(
+                "socket",
+                not serve_held,
+                f"{sock} absent"
+                + (" (daemon not running)" if not serve_held else " but the daemon holds its lock"),
+            )
+        )
+    else:
+        mode = stat.S_IMODE(sock.stat().st_mode)
+        dmode = stat.S_IMODE(sock.parent.stat().st_mode)
+        perms_ok = mode & 0o077 == 0 and dmode & 0o077 == 0
+        answers = control_answers(home)
+        detail = f"{sock} mode {mode:o} dir {dmode:o}"
+        if not answers:
+            detail += " · stale: nothing answers (remove it or run `geode serve`)"
+        out.append(_check("socket", perms_ok and answers, detail))
+        if answers:
+            out.append(_version_check(home, geode_version()))
+    if lock.exists() and not serve_held:
+        out.append(_check("serve lock", True, f"{lock} left over by a stopped daemon (harmless)", warn=True))
+    startup = home.startup_lock
+    if startup.exists() and not _flock_free(startup):
+        out.append(_check("startup lock", True, "a CLI is starting the daemon right now", warn=True))
+    return out
+
+
+def _version_check(home: GeodeHome, cli_version: str) -> dict[str, Any]:
+    from actors.cli.client import ControlClient
+
+    cl = ControlClient(home, client_version=cli_version)
+    try:
+        w = cl.connect(timeout_s=2.0)
+        daemon = str(w.get("server_version", "?"))
+        same = daemon == cli_version
+        hint = "" if same else " · restart the daemon (`geode stop && geode serve`)"
+        return _check("daemon version", same, f"daemon {daemon} · cli {cli_version}{hint}")
+    except GeodeError as exc:
+        return _check("daemon version", False, f"handshake failed: {exc}")
+    finally:
+        cl.close()
+
+
+def _lock_held(home: GeodeHome) -> bool:
+    try:
+        from actors.instance_lock import InstanceLock
+
+        return InstanceLock(home.lock_file).is_held()
+    except Exception:
+        return False
+
+
+def _flock_free(path: os.PathLike[str]) -> bool:
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)

@@ -1,0 +1,83 @@
+"""Terminal rendering of a turn's stream for the thin CLI, and the approval prompt."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from geode.protocol import control as c
+
+CATEGORY = {"write": "write", "dangerous": "bash", "execute": "bash", "mcp": "mcp", "cost": "expensive"}
+
+
+class Renderer:
+    """Streams text deltas, one line per tool start/end; collects tool calls for ``--json``."""
+
+    def __init__(self, out: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.out = out or sys.stdout
+        self.quiet = quiet
+        self.tool_calls: list[dict[str, Any]] = []
+        self._midline = False
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        kind, data = ev.get("kind"), ev.get("data") or {}
+        if kind == "tool_start":
+            self.tool_calls.append({"id": data.get("id"), "name": data.get("name"), "error": None})
+        if kind == "tool_end":
+            for call in self.tool_calls:
+                if call["id"] == data.get("id"):
+                    call["error"] = data.get("error")
+        if self.quiet:
+            return
+        if kind == "text_delta":
+            self._write(str(data.get("text", "")))
+            self._midline = not str(data.get("text", "")).endswith("\n")
+        elif kind == "tool_start":
+            self._line(f"⏺ {data.get('name')}({str(data.get('args_preview', ''))[:120]})")
+        elif kind == "tool_end":
+            status = f"error: {data.get('error')}" if data.get("error") else "ok"
+            self._line(f"  ⎿ {data.get('name')} {status}")
+        elif kind == c.TURN_QUEUED and data.get("position"):
+            self._line(f"· queued behind {data['position']} turn(s)")
+        elif kind == "llm_retry" or kind == "retry_wait":
+            self._line(f"· retrying ({data})")
+
+    def _write(self, s: str) -> None:
+        self.out.write(s)
+        self.out.flush()
+
+    def _line(self, s: str) -> None:
+        if self._midline:
+            self._write("\n")
+            self._midline = False
+        self._write(s + "\n")
+
+    def end(self) -> None:
+        if self._midline and not self.quiet:
+            self._write("\n")
+        self._midline = False
+
+
+def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: TextIO | None = None) -> str:
+    """``◆ Approval · tool (category)``; ``y allow · n deny · a always`` (no "always" for sensitive)."""
+    stdin, out = stdin or sys.stdin, out or sys.stderr
+    level = str(data.get("safety_level", "write"))
+    sensitive = level == "sensitive"
+    out.write(f"\n◆ Approval · {data.get('tool_name')} ({CATEGORY.get(level, level)})\n")
+    detail = " ".join(str(data.get("detail", "")).split())
+    if detail:
+        out.write(f"  {detail[:80]}\n")
+    out.write("  y allow this request · n deny > " if sensitive else "  y allow · n deny · a always > ")
+    out.flush()
+    try:
+        line = stdin.readline()
+    except (KeyboardInterrupt, EOFError):
+        return "n"
+    if not line:
+        return "n"
+    answer = line.strip().lower()
+    if answer in ("", "y", "yes"):
+        return "y"
+    if answer in ("a", "always"):
+        return "n" if sensitive else "a"
+    return "n"
