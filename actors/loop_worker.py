@@ -1,0 +1,270 @@
+"""The ``loop`` child: a pool worker of ``lanes`` hosting one pykka actor per running turn.
+
+It connects to ``lanes`` as a peer, announces ``worker.ready`` and heartbeats; each ``turn.run`` starts a
+:class:`TurnActor` that runs :class:`geode.loop.AgenticLoop` (provider from ``geode.providers.selection``,
+executor and store over the bus), casts ``turn.event`` to lanes and finishes with ``turn.done``. On failure
+the worker never releases lanes itself: a dead worker is found by supervision / missed heartbeats.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+
+from actors.bus import Bus
+from actors.registry import ChildContext
+from geode.loop import AgenticLoop, LoopSettings, VerifySettings
+from geode.prompt import PromptSources
+from geode.protocol import turns
+from geode.protocol.errors import BadRequest, GeodeError
+from geode.protocol.transport import Request, Transport
+from geode.providers.types import Provider
+from geode.records.store_client import StoreClient
+from geode.tools.executor_client import ExecutorClient
+from geode.tools.plan import BoundToolPlan, PlanRegistry
+
+log = logging.getLogger(__name__)
+LANES = "lanes"
+ProviderFactory = Callable[[str | None], Provider]
+PlanFactory = Callable[[], BoundToolPlan | None]
+
+
+class LanesSink:
+    """Turn events as ``turn.event`` casts to lanes (which orders them per session by seq)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def emit(self, event: turns.TurnEvent) -> None:
+        self.transport.cast(LANES, turns.TURN_EVENT, event, session=event.session_id)
+
+
+class TurnActor(pykka.ThreadingActor):
+    """Runs exactly one turn on its own thread, reports ``turn.done``, then stops."""
+
+    def __init__(self, worker: LoopWorker, run: turns.TurnRun, cancel: threading.Event) -> None:
+        super().__init__()
+        self.worker = worker
+        self.run = run
+        self.cancel = cancel
+
+    def on_receive(self, message: Any) -> None:
+        if message != "run":
+            return
+        try:
+            result = self.worker.run_turn(self.run, self.cancel)
+            self.worker.report_done(self.run, result)
+        finally:
+            self.worker.turn_finished(self.run.turn_id)
+            self.stop()
+
+
+class LoopWorker:
+    """The peer service lanes pushes to, plus the worker's pool membership (ready + heartbeats)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        ctx: ChildContext,
+        *,
+        capacity: int = 2,
+        provider_factory: ProviderFactory | None = None,
+        plan_factory: PlanFactory | None = None,
+        heartbeat_s: float = 1.0,
+    ) -> None:
+        self.bus = bus
+        self.ctx = ctx
+        self.name = ctx.name
+        self.incarnation = ctx.incarnation
+        self.capacity = capacity
+        self.heartbeat_s = heartbeat_s
+        self.records = StoreClient(bus.transport, attempts=4)
+        self.tools = ExecutorClient(bus.transport)
+        self.sink = LanesSink(bus.transport)
+        self.provider_factory = provider_factory or self._default_provider
+        self.plan_factory = plan_factory or _builtin_plan
+        self._providers: dict[str | None, Provider] = {}
+        self._running: dict[str, tuple[threading.Event, Any]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._hb: threading.Thread | None = None
+        self.config = ctx.config or {}
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> LoopWorker:
+        self.bus.connect_peer(LANES, self.handle, concurrency=2)
+        self._hb = threading.Thread(target=self._heartbeats, name=f"{self.name}-heartbeat", daemon=True)
+        self._hb.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            running = list(self._running.values())
+        for ev, _ in running:
+            ev.set()
+        for _, ref in running:
+            try:
+                ref.stop(block=True, timeout=5)
+            except Exception as exc:  # already stopped, or still finishing its turn
+                log.debug("turn actor stop: %s", exc)
+
+    def _heartbeats(self) -> None:
+        announced = False
+        while not self._stop.is_set():
+            try:
+                if not announced:
+                    body = turns.WorkerReady(
+                        worker=self.name, incarnation=self.incarnation, capacity=self.capacity
+                    )
+                    self.bus.transport.call(LANES, turns.WORKER_READY, body, timeout_s=2.0)
+                    announced = True
+                    log.info("%s#%d ready with capacity %d", self.name, self.incarnation, self.capacity)
+                else:
+                    with self._lock:
+                        running = list(self._running)
+                    hb = turns.WorkerHeartbeat(
+                        worker=self.name,
+                        incarnation=self.incarnation,
+                        running=running,
+                        free=max(0, self.capacity - len(running)),
+                    )
+                    self.bus.transport.cast(LANES, turns.WORKER_HEARTBEAT, hb)
+            except GeodeError as exc:
+                log.info("%s: lanes not reachable yet: %s", self.name, exc)
+            self._stop.wait(self.heartbeat_s if announced else 0.2)
+
+    # --- peer service ---------------------------------------------------------------------------------
+    def handle(self, request: Request) -> Any:
+        if request.type == turns.TURN_RUN:
+            run = request.body
+            assert isinstance(run, turns.TurnRun)
+            return self.accept(run)
+        if request.type == turns.TURN_CANCEL:
+            body = request.body
+            assert isinstance(body, turns.TurnCancel)
+            with self._lock:
+                entry = self._running.get(body.turn_id)
+            if entry is not None:
+                entry[0].set()
+            return turns.Ack(ok=entry is not None)
+        raise BadRequest(f"{self.name} does not handle {request.type}")
+
+    def accept(self, run: turns.TurnRun) -> turns.TurnRunAccepted:
+        with self._lock:
+            if run.turn_id in self._running:
+                return turns.TurnRunAccepted(accepted=True, worker=self.name, reason="already running")
+            cancel = threading.Event()
+            ref = TurnActor.start(self, run, cancel)
+            self._running[run.turn_id] = (cancel, ref)
+        ref.tell("run")
+        return turns.TurnRunAccepted(accepted=True, worker=self.name)
+
+    def turn_finished(self, turn_id: str) -> None:
+        with self._lock:
+            self._running.pop(turn_id, None)
+
+    # --- one turn -------------------------------------------------------------------------------------
+    def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
+        try:
+            settings = self.settings_for(run)
+            provider = self.provider_for(settings.model or None)
+            loop = AgenticLoop(
+                provider,
+                self.tools,
+                self.records,
+                plan=self.plan_factory(),
+                events=self.sink,
+                settings=settings,
+                prompt=self.prompt_for(settings),
+            )
+            return loop.run_turn(
+                run.session_id,
+                run.turn_id,
+                run.input.text,
+                resume=run.resume,
+                cancel=cancel,
+                settings=settings,
+            )
+        except Exception as exc:  # building the pair failed: the turn still ends with a reason
+            log.exception("turn %s could not run", run.turn_id)
+            return turns.TurnResult(
+                termination_reason=turns.TerminationReason.INTERNAL_ERROR,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+
+    def settings_for(self, run: turns.TurnRun) -> LoopSettings:
+        raw = dict(run.settings)
+        if raw.get("time_budget_s") is None:
+            raw.pop("time_budget_s", None)
+        loop_cfg = dict(self.config.get("loop") or {})
+        verify_cfg = dict(self.config.get("verify") or {})
+        base = {**{k: v for k, v in loop_cfg.items() if k in LoopSettings.model_fields}}
+        base["verify"] = VerifySettings(
+            **{k: v for k, v in verify_cfg.items() if k in VerifySettings.model_fields}
+        )
+        base.update(mode=run.mode, origin=run.origin)
+        return LoopSettings.from_mapping(raw, **base)
+
+    def prompt_for(self, settings: LoopSettings) -> PromptSources:
+        from pathlib import Path
+
+        ws = Path(settings.workspace) if settings.workspace else None
+        return PromptSources(workspace=ws, home_rules=self.ctx.home.rules_dir)
+
+    def provider_for(self, model: str | None) -> Provider:
+        with self._lock:
+            p = self._providers.get(model)
+        if p is None:
+            p = self.provider_factory(model)
+            with self._lock:
+                self._providers[model] = p
+        return p
+
+    def _default_provider(self, model: str | None) -> Provider:
+        from geode.providers.selection import build_provider
+
+        return build_provider(model, home=self.ctx.home)
+
+    def report_done(self, run: turns.TurnRun, result: turns.TurnResult, *, give_up_s: float = 120.0) -> None:
+        """``turn.done`` until lanes acknowledges (it is idempotent by turn id)."""
+        done = turns.TurnDone(
+            turn_id=run.turn_id,
+            session_id=run.session_id,
+            worker=self.name,
+            incarnation=self.incarnation,
+            result=result,
+        )
+        deadline, delay = time.monotonic() + give_up_s, 0.1
+        while not self._stop.is_set():
+            try:
+                self.bus.transport.call(LANES, turns.TURN_DONE, done, session=run.session_id, timeout_s=5.0)
+                return
+            except GeodeError as exc:
+                if time.monotonic() > deadline:
+                    log.error("turn.done for %s not acknowledged: %s", run.turn_id, exc)
+                    return
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+
+
+_REGISTRY = PlanRegistry()
+
+
+def _builtin_plan() -> BoundToolPlan | None:
+    try:
+        from geode.tools.builtin.catalogue import builtin_specs
+    except ImportError:
+        return None
+    return _REGISTRY.compile(builtin_specs(), lineage="builtin")
+
+
+def build(bus: Bus, ctx: ChildContext) -> LoopWorker:
+    """Registry builder (``actors.registry``): the loop worker of child ``loop-N``."""
+    cfg = dict((ctx.config or {}).get("loop") or {})
+    return LoopWorker(bus, ctx, capacity=int(cfg.get("capacity", 2))).start()

@@ -1,0 +1,112 @@
+"""The loop worker over the real bus (single-process inproc): store + lanes + executor + loop-1."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.bus import Bus
+from actors.lanes import start_lanes
+from actors.loop_worker import LoopWorker
+from actors.registry import ChildContext
+from actors.store import start_store
+from geode.home import GeodeHome
+from geode.protocol import control as c
+from geode.providers.function_model import FunctionModel
+from geode.records.store_client import StoreClient
+from geode.tools.executor import ToolExecutor
+from geode.tools.handlers import HandlerEntry
+from geode.tools.plan import PlanRegistry
+from geode.tools.service import ToolService
+from tests.loop.fakes import read_spec, write_spec
+
+
+@dataclass
+class Tree:
+    home: GeodeHome
+    buses: list[Bus]
+    client: Bus
+    store: Any
+    lanes: Any
+    effects: list[str] = field(default_factory=list)
+    workers: list[LoopWorker] = field(default_factory=list)
+
+    def submit(self, turn_id: str, session_id: str, text: str, **settings: Any) -> None:
+        body = c.Submit(turn_id=turn_id, session_id=session_id, input={"text": text}, settings=settings)
+        self.client.transport.call("lanes", c.SUBMIT, body, timeout_s=5)
+
+    def wait_done(self, turn_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        done = threading.Event()
+        while time.monotonic() < deadline:
+            rec = self.client.transport.call("lanes", c.TURN, c.TurnQuery(turn_id=turn_id), timeout_s=5)
+            if rec.get("state") == "done":
+                return rec
+            done.wait(0.05)
+        raise AssertionError(f"turn {turn_id} not done: {rec}")
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[Tree]:
+    home = GeodeHome(tmp_path / "h").ensure()
+
+    def bus(name: str) -> Bus:
+        return Bus(name, 1, home, single_process=True).start()
+
+    sb, lb, eb, cb = bus("store"), bus("lanes"), bus("executor"), bus("control")
+    store = start_store(home, bus=sb)
+    lanes = start_lanes(home, bus=lb)
+    effects: list[str] = []
+    handlers = {
+        "test:read": HandlerEntry(lambda a, env: {"value": a.get("key")}),
+        "test:write": HandlerEntry(lambda a, env: effects.append(a["text"]) or {"written": a["text"]}),
+    }
+    ex = ToolExecutor(
+        owner="executor#1", records=StoreClient(eb.transport), handlers=handlers, default_workspace=tmp_path
+    )
+    eb.serve("executor", ToolService(ex))
+    t = Tree(home, [sb, lb, eb, cb], cb, store, lanes, effects)
+    yield t
+    for w in t.workers:
+        w.stop()
+    lanes.stop()
+    ex.shutdown()
+    for b in reversed(t.buses):
+        b.stop()
+    store.engine.close()
+
+
+def _worker(tree: Tree, provider: Any, name: str = "loop-1", incarnation: int = 1) -> LoopWorker:
+    b = Bus(name, incarnation, tree.home, single_process=True).start()
+    tree.buses.append(b)
+    plan = PlanRegistry().compile([read_spec("read"), write_spec("write")])
+    w = LoopWorker(
+        b,
+        ChildContext(name, incarnation, tree.home),
+        provider_factory=lambda m: provider,
+        plan_factory=lambda: plan,
+        heartbeat_s=0.2,
+    ).start()
+    tree.workers.append(w)
+    return w
+
+
+def test_turn_runs_on_worker_and_reports_done(tree: Tree) -> None:
+    provider = FunctionModel.script(
+        [{"tool_calls": [{"name": "write", "input": {"text": "hi"}}]}, "wrote hi"]
+    )
+    _worker(tree, provider)
+    tree.submit("t1", "s1", "please write")
+    rec = tree.wait_done("t1")
+    assert rec["outcome"]["termination_reason"] == "natural"
+    assert rec["outcome"]["text"] == "wrote hi"
+    assert tree.effects == ["hi"]
+    events = tree.client.transport.call("lanes", c.REPLAY, c.Replay(session_id="s1"), timeout_s=5)
+    kinds = [e["kind"] for e in events.get("events", [])]
+    assert "tool_start" in kinds and "termination" in kinds
