@@ -140,8 +140,8 @@ class Supervisor:
     def _timeout(self) -> float:
         now, t = time.monotonic(), 0.25
         for c in self.children.values():
-            if c.proc is not None and c.ready_fd is None:
-                t = min(t, 0.01)  # pipe closed: the exit status is imminent
+            if c.proc is not None and c.eof_at is not None and now - c.eof_at < 0.5:
+                t = min(t, 0.01)  # pipe closed: the exit status is probably imminent
             for due in (c.restart_at, c.kill_at):
                 if due is not None:
                     t = min(t, max(0.0, due - now))
@@ -184,6 +184,7 @@ class Supervisor:
         if not data:
             self._sel.unregister(c.ready_fd)
             c.close_pipe()
+            c.eof_at = time.monotonic()
             return
         if b"ready" in data and c.state == "starting":
             c.state = "running"
@@ -243,9 +244,12 @@ class Supervisor:
         reason, was_ready = exit_reason(rc), c.ready_at
         c.proc, c.kill_at, then = None, None, c.then
         c.then = None
-        log.warning("%s#%d exited: %s", c.name, c.incarnation, reason)
+        intended = self.state != "running" or then is not None
+        log.log(
+            logging.INFO if intended else logging.WARNING, "%s#%d exited: %s", c.name, c.incarnation, reason
+        )
         self._emit("runtime.event.child_exited", c, reason=reason)
-        for cb in self._died:
+        for cb in self._died if self.state == "running" else ():
             try:
                 cb(c.name, c.incarnation, reason)
             except Exception:

@@ -33,6 +33,7 @@ class ChildRun:
     after: str | None = None  # rest_for_one: start only once this sibling is up again
     kill_at: float | None = None  # SIGKILL when the shutdown grace is over
     then: Literal["restart", "stop"] | None = None  # what an intentional stop leads to
+    eof_at: float | None = None  # when the ready pipe closed (usually: the child is exiting)
 
     @property
     def name(self) -> str:
@@ -74,7 +75,7 @@ class ChildRun:
         self.started_at = time.monotonic()
         self.ready_at = None
         self.starts += 1
-        self.restart_at = self.after = self.kill_at = None
+        self.restart_at = self.after = self.kill_at = self.eof_at = None
         self.then = None
 
     def close_pipe(self) -> None:

@@ -1,0 +1,104 @@
+"""`geode serve`, `geode status`, `geode stop`, `geode restart CHILD`: the daemon's life cycle."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from geode.home import GeodeHome
+
+
+def serve(
+    foreground: bool = typer.Option(False, "--foreground", help="run in this process (supervisord, systemd)"),
+    single_process: bool = typer.Option(False, "--single-process", help="all actors in one process (inproc)"),
+) -> None:
+    """Start the supervisor tree (daemonized unless --foreground; waits until every child is ready)."""
+    home = GeodeHome.from_env()
+    if foreground:
+        from actors.serve import run_foreground
+
+        raise typer.Exit(run_foreground(home, single_process=single_process))
+    from actors.instance_lock import InstanceLock
+    from actors.serve import EXIT_ALREADY_RUNNING, already_running_message
+    from actors.tree_client import start_daemon
+
+    home.ensure()
+    lock = InstanceLock(home.lock_file)
+    if lock.is_held():
+        typer.echo(already_running_message(home, lock.holder_pid()), err=True)
+        raise typer.Exit(EXIT_ALREADY_RUNNING)
+    rc, message = start_daemon(home, single_process=single_process)
+    typer.echo(message, err=rc != 0)
+    raise typer.Exit(rc)
+
+
+def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
+    """Show every child: pid, incarnation, state, uptime and restarts. Exit 1 when not running."""
+    from actors.tree_client import tree_status
+    from geode.protocol.errors import GeodeError
+
+    home = GeodeHome.from_env()
+    try:
+        st = tree_status(home)
+    except GeodeError as exc:
+        typer.echo(f"geode: the supervisor does not answer: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if st is None:
+        if as_json:
+            typer.echo(json.dumps({"running": False, "children": []}))
+        else:
+            typer.echo(f"geode is not running (GEODE_HOME={home.root})")
+        raise typer.Exit(1)
+    if as_json:
+        typer.echo(json.dumps({"running": True, **st.model_dump()}))
+        return
+    mode = " single-process" if st.single_process else ""
+    typer.echo(f"supervisor pid {st.pid} incarnation {st.incarnation} {st.state}{mode}")
+    typer.echo(f"{'NAME':<12} {'PID':>7} {'INC':>4} {'STATE':<9} {'UPTIME':>9} {'RESTARTS':>8}")
+    for c in st.children:
+        pid = c.pid or "-"
+        typer.echo(
+            f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.state:<9} {c.uptime_s:>8.1f}s {c.restarts:>8}"
+        )
+
+
+def stop() -> None:
+    """Stop the tree gracefully (bounded); leaves no process and no socket behind."""
+    from actors.tree_client import is_running, stop_tree
+
+    home = GeodeHome.from_env()
+    if not is_running(home):
+        typer.echo("geode is not running")
+        return
+    if not stop_tree(home):
+        typer.echo("geode did not stop in time", err=True)
+        raise typer.Exit(1)
+    typer.echo("geode stopped")
+
+
+def restart(child: str = typer.Argument(..., help="child name, e.g. store or loop-1")) -> None:
+    """Restart one child: graceful stop, then a new incarnation."""
+    from actors.tree_client import is_running, restart_child
+    from geode.protocol.errors import GeodeError, NotFound
+
+    home = GeodeHome.from_env()
+    if not is_running(home):
+        typer.echo("geode is not running", err=True)
+        raise typer.Exit(1)
+    try:
+        restart_child(home, child)
+    except NotFound as exc:
+        typer.echo(f"geode: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    except GeodeError as exc:
+        typer.echo(f"geode: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"restarting {child}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(status)
+    app.command()(stop)
+    app.command()(restart)

@@ -1,0 +1,41 @@
+"""A stand-in actor for children whose owner has not plugged in yet: answers ping, status, child_died."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from actors.bus import Bus
+from actors.registry import ChildContext
+from geode.protocol import runtime
+from geode.protocol.errors import Unavailable
+from geode.protocol.transport import Request
+
+
+class PlaceholderService:
+    def __init__(self, name: str, incarnation: int) -> None:
+        self.name = name
+        self.incarnation = incarnation
+        self.started = time.monotonic()
+        self.deaths: list[runtime.ChildDied] = []
+
+    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
+        if request.type == runtime.PING:
+            return runtime.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
+        if request.type == runtime.STATUS:
+            detail = {"placeholder": True, "uptime_s": round(time.monotonic() - self.started, 3)}
+            return runtime.StatusReply(
+                name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
+            )
+        if request.type == runtime.CHILD_DIED:
+            assert isinstance(request.body, runtime.ChildDied)
+            self.deaths.append(request.body)
+            return runtime.Ack()
+        raise Unavailable(f"{self.name} is a placeholder: {request.type} is not implemented yet")
+
+
+def build(bus: Bus, ctx: ChildContext) -> None:
+    bus.serve(ctx.name, PlaceholderService(ctx.name, ctx.incarnation))

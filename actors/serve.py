@@ -1,0 +1,100 @@
+"""``geode serve --foreground``: lock the home, start the supervisor endpoint and run the tree to the end."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from actors import process_logging
+from actors.bus import Bus
+from actors.child_died import DEFAULT_TARGETS, ChildDiedNotifier
+from actors.instance_lock import InstanceLock
+from actors.single_process import SingleProcessTree
+from actors.supervisor import Supervisor
+from actors.supervisor_child import IncarnationStore
+from actors.supervisor_service import SupervisorService
+from actors.supervisor_spec import TreeConfig
+from actors.tree import child_names, tree_specs
+from geode.home import GeodeHome
+from geode.protocol.errors import GeodeError
+
+log = logging.getLogger(__name__)
+ENDPOINT = "supervisor"
+EXIT_ALREADY_RUNNING = 3
+EXIT_CONFIG = 78  # EX_CONFIG
+
+
+def already_running_message(home: GeodeHome, pid: int | None) -> str:
+    who = f" (pid {pid})" if pid else ""
+    return (
+        f"geode serve is already running for GEODE_HOME={home.root}{who}; "
+        "use `geode status`, or `geode stop` first"
+    )
+
+
+def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
+    """Run the tree until stopped. Exit codes: 0 stopped, 1 restart intensity exceeded, 3 already running."""
+    home.ensure()
+    lock = InstanceLock(home.lock_file)
+    if not lock.acquire():
+        print(already_running_message(home, lock.holder_pid()), file=sys.stderr)
+        return EXIT_ALREADY_RUNNING
+    try:
+        return _run_locked(home, single_process)
+    except GeodeError as exc:
+        print(f"geode serve: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    finally:
+        _remove_stale_sockets(home)
+        lock.release()
+
+
+def _run_locked(home: GeodeHome, single_process: bool) -> int:
+    config = home.load_config()
+    tree_cfg = TreeConfig.from_config(config)
+    names = child_names(config)
+    incarnations = IncarnationStore(home.root / "incarnations.json")
+    inc = incarnations.next(ENDPOINT)
+    process_logging.configure(home, ENDPOINT, inc)
+    _remove_stale_sockets(home)
+    bus = Bus(ENDPOINT, inc, home).start()  # always ipc: the CLI reaches it from outside
+    tree: Supervisor | SingleProcessTree
+    if single_process:
+        tree = SingleProcessTree(names, home, config, incarnations)
+    else:
+        env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
+        tree = Supervisor(
+            tree_specs(config),
+            tree_cfg,
+            logs_dir=home.logs_dir,
+            incarnations=incarnations,
+            env=env,
+            publish=bus.publish,
+        )
+    notifier = ChildDiedNotifier(bus.transport, [t for t in DEFAULT_TARGETS if t in names])
+    tree.on_child_died(notifier.notify)
+    try:
+        bus.serve(ENDPOINT, SupervisorService(tree, ENDPOINT, inc, single_process=single_process))
+        log.info(
+            "supervisor#%d pid %d: %d children%s",
+            inc,
+            os.getpid(),
+            len(names),
+            " (single process)" if single_process else "",
+        )
+        rc = tree.run()
+        log.info("supervisor#%d exiting with %d", inc, rc)
+        return rc
+    finally:
+        notifier.stop()
+        bus.stop()
+
+
+def _remove_stale_sockets(home: GeodeHome) -> None:
+    """While we hold the lock no one else owns sockets in the run dir; files there are leftovers."""
+    try:
+        for p in home.run_dir.glob("*.sock"):
+            p.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -1,0 +1,112 @@
+"""Talking to a running tree from outside (CLI, tests, demo): status, stop, restart, daemon start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from actors.bus import Bus
+from actors.instance_lock import InstanceLock
+from geode.home import GeodeHome
+from geode.protocol import runtime
+from geode.protocol.errors import RequestTimeout, Unavailable
+
+ENDPOINT = "supervisor"
+
+
+@contextmanager
+def client_bus(home: GeodeHome) -> Iterator[Bus]:
+    bus = Bus(f"cli-{os.getpid()}", 1, home).start()
+    try:
+        yield bus
+    finally:
+        bus.stop()
+
+
+def is_running(home: GeodeHome) -> bool:
+    return InstanceLock(home.lock_file).is_held()
+
+
+def tree_status(home: GeodeHome, timeout_s: float = 3.0) -> runtime.TreeStatus | None:
+    """The tree's status, or None when no supervisor holds this home."""
+    if not is_running(home):
+        return None
+    with client_bus(home) as bus:
+        reply = bus.transport.call(ENDPOINT, runtime.TREE_STATUS, timeout_s=timeout_s)
+    return runtime.TreeStatus.model_validate(reply)
+
+
+def restart_child(home: GeodeHome, name: str, timeout_s: float = 3.0) -> None:
+    with client_bus(home) as bus:
+        bus.transport.call(ENDPOINT, runtime.TREE_RESTART, {"name": name}, timeout_s=timeout_s)
+
+
+def stop_tree(home: GeodeHome, timeout_s: float = 30.0) -> bool:
+    """Ask for a graceful stop; fall back to SIGTERM, then SIGKILL of the lock holder. True if stopped."""
+    lock = InstanceLock(home.lock_file)
+    if not lock.is_held():
+        return True
+    pid = lock.holder_pid()
+    try:
+        with client_bus(home) as bus:
+            bus.transport.call(ENDPOINT, runtime.TREE_STOP, timeout_s=3.0)
+    except (RequestTimeout, Unavailable):
+        if pid:
+            _signal(pid, signal.SIGTERM)
+    end = time.monotonic() + timeout_s
+    while lock.is_held():
+        if time.monotonic() > end:
+            if pid:
+                _signal(pid, signal.SIGKILL)
+            time.sleep(0.2)
+            return not lock.is_held()
+        time.sleep(0.05)
+    return True
+
+
+def start_daemon(
+    home: GeodeHome, *, single_process: bool = False, timeout_s: float = 30.0
+) -> tuple[int, str]:
+    """Start ``geode serve --foreground`` detached; wait until every child is running. (exit code, message)"""
+    home.ensure()
+    args = [sys.executable, "-m", "actors.cli.main", "serve", "--foreground"]
+    if single_process:
+        args.append("--single-process")
+    out = open(home.logs_dir / "serve.out", "ab")  # handed to the child
+    env = {**os.environ, "GEODE_HOME": str(home.root)}
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
+    )
+    out.close()
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        rc = proc.poll()
+        if rc is not None:
+            return rc, _tail(home)
+        try:
+            st = tree_status(home, timeout_s=1.0)
+        except (RequestTimeout, Unavailable):
+            st = None
+        if st is not None and st.children and all(c.state == "running" for c in st.children):
+            return 0, f"geode is running (pid {st.pid}, {len(st.children)} children)"
+        time.sleep(0.1)
+    return 1, f"geode serve (pid {proc.pid}) not ready within {timeout_s:g}s; see {home.logs_dir}"
+
+
+def _tail(home: GeodeHome, n: int = 2000) -> str:
+    try:
+        return (home.logs_dir / "serve.out").read_bytes()[-n:].decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
