@@ -1,4 +1,4 @@
-"""The ``executor`` child: a ToolExecutor served at bus endpoint ``executor`` (receipt owner = name#incarnation).
+"""The ``executor`` child: a ToolExecutor at bus endpoint ``executor`` (receipt owner = name#incarnation).
 
 Hosted by ``python -m actors.child executor`` through the registry (``build``). Hooks come from the global
 config's ``[hooks]`` tables; approvals go through lanes to the turn's origin; receipts and the timeline go

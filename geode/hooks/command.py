@@ -17,8 +17,18 @@ class HookFailed(Exception):
     """The hook crashed, timed out or printed something that is not a JSON object."""
 
 
-def run_command(command: str, stdin_obj: dict[str, Any], *, timeout_s: float, cwd: str | None) -> HookOutcome:
-    """Execute ``command`` in its own process group; the whole group is killed at the timeout."""
+def run_command(
+    command: str,
+    stdin_obj: dict[str, Any],
+    *,
+    timeout_s: float,
+    cwd: str | None,
+    text_is_context: bool = False,
+) -> HookOutcome:
+    """Execute ``command`` in its own process group; the whole group is killed at the timeout.
+
+    ``text_is_context``: plain (non-JSON) stdout is additional context (Claude Code's UserPromptSubmit rule).
+    """
     env = dict(os.environ)
     if cwd:
         env.setdefault("CLAUDE_PROJECT_DIR", cwd)
@@ -55,6 +65,8 @@ def run_command(command: str, stdin_obj: dict[str, Any], *, timeout_s: float, cw
     try:
         data = json.loads(stdout)
     except json.JSONDecodeError:
+        if text_is_context and not stdout.startswith(("{", "[")):
+            return HookOutcome(additional_context=stdout[:10_000])
         raise HookFailed(f"printed invalid JSON: {stdout[:200]!r}") from None
     if not isinstance(data, dict):
         raise HookFailed("printed JSON that is not an object")

@@ -183,7 +183,13 @@ class HookRunner:
     ) -> HookOutcome:
         if h.command is not None:
             cwd = corr.get("cwd") or self._cwd
-            return run_command(h.command, self._stdin(h, ev, payload, corr), timeout_s=h.timeout_s, cwd=cwd)
+            return run_command(
+                h.command,
+                self._stdin(h, ev, payload, corr),
+                timeout_s=h.timeout_s,
+                cwd=cwd,
+                text_is_context=ev in (HookEvent.USER_PROMPT_SUBMIT, HookEvent.SESSION_START),
+            )
         return _call_with_timeout(h, ev, payload, corr)
 
     def _observe(self, h: HookEntry, ev: HookEvent, payload: dict[str, Any], corr: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ _seq = itertools.count(1)
 
 
 class LanesApprovalChannel:
-    """Lanes relays to the CLI and answers ``n`` itself on timeout or disconnect; any error here denies too."""
+    """Lanes relays to the CLI and answers ``n`` on timeout or disconnect; any error here denies too."""
 
     def __init__(self, transport: Transport, target: str = "lanes", *, timeout_s: float = APPROVAL_TIMEOUT_S):
         self.transport = transport

@@ -160,6 +160,7 @@ class ToolExecutor:
             services=self.services,
         )
         self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how)
+        self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
         outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
         result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
         if unknown and receipted:
@@ -170,7 +171,18 @@ class ToolExecutor:
         if receipted and not unknown:
             result = self.receipts.commit(ctx, spec, result)
         self.timeline.write("tool.completed", ctx, call, spec, result)
+        self._observe(
+            HookEvent.TOOL_EXEC_ENDED,
+            ctx,
+            call,
+            {"has_error": result.is_error, "error_type": result.error_type, "executed": result.executed},
+        )
         return result
+
+    def _observe(self, event: HookEvent, ctx: ToolContext, call: ToolCall, extra: dict[str, Any]) -> None:
+        """Observation hooks (run off-thread by the HookRunner; they never decide)."""
+        if self.hooks is not None:
+            self.hooks.run(event, {"tool_name": call.name, **extra}, correlation(ctx, call))
 
     # --- pieces --------------------------------------------------------------------------------------
     def _deadline(self, ctx: ToolContext, spec: ToolSpec, entry: HandlerEntry, call: ToolCall) -> float:

@@ -119,7 +119,7 @@ class ExecutorClient:
 def _unreachable(call: ToolCall, exc: GeodeError) -> ToolResult:
     return ToolResult.error(
         call,
-        f"The tool executor could not be reached ({exc.code.value}); the outcome of '{call.name}' is unknown.",
+        f"The tool executor is unreachable ({exc.code.value}); the outcome of '{call.name}' is unknown.",
         "executor_unavailable",
         executed=None,
         outcome_uncertain=True,

@@ -49,12 +49,14 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permiss
     "rename": """
 import json, os, sys
 json.load(sys.stdin)
-print(json.dumps({"hookSpecificOutput": {"updatedToolName": os.environ["HOOK_NEW_TOOL"], "updatedInput": {}}}))
+out = {"updatedToolName": os.environ["HOOK_NEW_TOOL"], "updatedInput": {}}
+print(json.dumps({"hookSpecificOutput": out}))
 """,
     "context": """
 import json, sys
 json.load(sys.stdin)
-print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "ctx from hook"}}))
+out = {"hookEventName": "PostToolUse", "additionalContext": "ctx from hook"}
+print(json.dumps({"hookSpecificOutput": out}))
 """,
     "withhold": """
 import json, sys

@@ -1,4 +1,4 @@
-"""Approvals: y, n, a (remembered, not for personal data), timeout, disconnect, shutdown, one prompt at a time."""
+"""Approvals: y, n, a (not for personal data), timeout, disconnect, shutdown, one prompt at a time."""
 
 from __future__ import annotations
 

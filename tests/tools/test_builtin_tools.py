@@ -22,8 +22,9 @@ def test_write_read_edit_list(rig) -> None:
     assert not rig.call("write_file", {"file_path": "d/f.txt", "content": "one\ntwo\nthree\n"}).is_error
     res = rig.call("read_file", {"file_path": "d/f.txt", "offset": 2, "limit": 1})
     assert res.content["content"] == "     2\ttwo" and res.content["total_lines"] == 3
-    assert rig.call("edit_file", {"file_path": "d/f.txt", "old_string": "two", "new_string": "2"}).content == {
-        "file_path": str(rig.workspace / "d/f.txt"), "replacements": 1}
+    assert rig.call(
+        "edit_file", {"file_path": "d/f.txt", "old_string": "two", "new_string": "2"}
+    ).content == {"file_path": str(rig.workspace / "d/f.txt"), "replacements": 1}
     assert (rig.workspace / "d/f.txt").read_text() == "one\n2\nthree\n"
     names = [e["name"] for e in rig.call("list_dir", {"path": "d"}).content["entries"]]
     assert names == ["f.txt"]
@@ -35,7 +36,9 @@ def test_edit_exactness(rig) -> None:
     assert amb.error_type == "edit_ambiguous"
     missing = rig.call("edit_file", {"file_path": "g.txt", "old_string": "zz", "new_string": "b"})
     assert missing.error_type == "edit_not_found"
-    res = rig.call("edit_file", {"file_path": "g.txt", "old_string": "a", "new_string": "b", "replace_all": True})
+    res = rig.call(
+        "edit_file", {"file_path": "g.txt", "old_string": "a", "new_string": "b", "replace_all": True}
+    )
     assert res.content["replacements"] == 3 and (rig.workspace / "g.txt").read_text() == "b b b"
 
 
@@ -58,8 +61,11 @@ def test_glob_and_grep(rig) -> None:
 
 
 class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        body = b"<html><head><title>T</title><style>x{}</style></head><body><p>Hello <b>web</b></p></body></html>"
+    def do_GET(self) -> None:
+        body = (
+            b"<html><head><title>T</title><style>x{}</style></head>"
+            b"<body><p>Hello <b>web</b></p></body></html>"
+        )
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -96,7 +102,9 @@ def test_send_message_is_receipted_and_never_posts_twice(make_rig) -> None:
     ctx = rig.ctx(mode="DAEMON")
     from geode.tools.spec import ToolCall
 
-    call = ToolCall(id="m1", name="send_message", input={"channel": "slack:C1", "recipient": "U1", "text": "hi"})
+    call = ToolCall(
+        id="m1", name="send_message", input={"channel": "slack:C1", "recipient": "U1", "text": "hi"}
+    )
     first = rig.executor.execute(ctx, call)
     again = rig.executor.execute(ctx, call)
     assert first.content["sent"] is True and again.content == first.content

@@ -56,18 +56,32 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
         store = StoreClient(bus.transport, timeout_s=5)
         plan = BoundToolPlan.build(builtin_specs())
         _wait(lambda: _bind(client, plan))
-        ctx = ToolContext(session_id="crash-s", turn_id="t1", step_id="st1", operation_id="op-crash-1",
-                          mode="IPC", workspace=str(ws), plan_hash=plan.content_hash,
-                          plan_generation=plan.generation)
-        call = ToolCall(id="tu-1", name="run_bash",
-                        input={"command": "echo $$ > pgid; echo run >> runs.log; sleep 30", "timeout": 60})
+        ctx = ToolContext(
+            session_id="crash-s",
+            turn_id="t1",
+            step_id="st1",
+            operation_id="op-crash-1",
+            mode="IPC",
+            workspace=str(ws),
+            plan_hash=plan.content_hash,
+            plan_generation=plan.generation,
+        )
+        call = ToolCall(
+            id="tu-1",
+            name="run_bash",
+            input={"command": "echo $$ > pgid; echo run >> runs.log; sleep 30", "timeout": 60},
+        )
         first = threading.Thread(target=_fire, args=(bus, ctx, call), daemon=True)
         first.start()
         _wait(lambda: (ws / "runs.log").exists())
         before = children(tree)["executor"]
         os.kill(before.pid, signal.SIGKILL)
-        wait_children(tree, lambda k: k["executor"].state == "running"
-                      and k["executor"].incarnation == before.incarnation + 1)
+        wait_children(
+            tree,
+            lambda k: (
+                k["executor"].state == "running" and k["executor"].incarnation == before.incarnation + 1
+            ),
+        )
         _wait(lambda: (r := store.get_receipt("op-crash-1")) is not None and r.state.value == "uncertain")
         receipt = store.get_receipt("op-crash-1")
         assert receipt.owner == f"executor#{before.incarnation}"
@@ -77,14 +91,16 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
         assert (ws / "runs.log").read_text() == "run\n"  # the handler was not re-run
 
         later = ctx.model_copy(update={"step_id": "st2", "operation_id": "op-crash-2"})
-        blocked = client.execute(later, ToolCall(id="tu-2", name="write_file",
-                                                 input={"file_path": "x.txt", "content": "x"}))
+        blocked = client.execute(
+            later, ToolCall(id="tu-2", name="write_file", input={"file_path": "x.txt", "content": "x"})
+        )
         assert blocked.error_type == "effect_outcome_uncertain"  # the session is quarantined
         r = geode(tree, "reconcile", "op-crash-1", "--outcome", "applied")
         assert r.returncode == 0, r.stderr
         later = ctx.model_copy(update={"step_id": "st3", "operation_id": "op-crash-3"})
-        ok = client.execute(later, ToolCall(id="tu-3", name="write_file",
-                                            input={"file_path": "x.txt", "content": "x"}))
+        ok = client.execute(
+            later, ToolCall(id="tu-3", name="write_file", input={"file_path": "x.txt", "content": "x"})
+        )
         assert not ok.is_error, ok
     finally:
         if pgid_file.exists():

@@ -1,4 +1,4 @@
-"""One test per check, in pipeline order: each denial is an error result, the handler never ran, timeline row."""
+"""One test per check in pipeline order: an error result, the handler never ran, a timeline row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""run_bash limits: timeout kills the whole process group, CPU and file-size limits, output caps, blocklist."""
+"""run_bash limits: the timeout kills the process group, CPU and file-size limits, output caps, blocklist."""
 
 from __future__ import annotations
 

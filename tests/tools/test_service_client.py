@@ -1,4 +1,4 @@
-"""The executor over a Transport: plan binding, execute, batch, re-bind after a restart, unreachable executor."""
+"""The executor over a Transport: binding, execute, batch, re-bind after a restart, unreachable executor."""
 
 from __future__ import annotations
 
@@ -13,8 +13,15 @@ from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
 
 def _ctx(plan: BoundToolPlan, ws, n: int = 1) -> ToolContext:  # type: ignore[no-untyped-def]
-    return ToolContext(session_id="s", turn_id="t", step_id="st", operation_id=f"op{n}", workspace=str(ws),
-                       plan_hash=plan.content_hash, plan_generation=plan.generation)
+    return ToolContext(
+        session_id="s",
+        turn_id="t",
+        step_id="st",
+        operation_id=f"op{n}",
+        workspace=str(ws),
+        plan_hash=plan.content_hash,
+        plan_generation=plan.generation,
+    )
 
 
 def test_bind_execute_and_rebind_after_restart(store, workspace) -> None:
@@ -24,15 +31,20 @@ def test_bind_execute_and_rebind_after_restart(store, workspace) -> None:
     transport.register("executor", ToolService(ToolExecutor(owner="executor#1", records=store.client)))
     client = ExecutorClient(transport)
     client.bind_plan(plan)
-    res = client.execute(_ctx(plan, workspace), ToolCall(id="c1", name="read_file", input={"file_path": "a.txt"}))
+    res = client.execute(
+        _ctx(plan, workspace), ToolCall(id="c1", name="read_file", input={"file_path": "a.txt"})
+    )
     assert not res.is_error and "hello" in res.content["content"]
     # the executor restarts: its plan cache is empty; the client re-binds transparently
     transport.register("executor", ToolService(ToolExecutor(owner="executor#2", records=store.client)))
     res = client.execute(_ctx(plan, workspace, 2), ToolCall(id="c2", name="list_dir", input={}))
     assert not res.is_error and [e["name"] for e in res.content["entries"]] == ["a.txt"]
-    out = client.execute_batch([(_ctx(plan, workspace, 3), ToolCall(id="b1", name="read_file",
-                                                                     input={"file_path": "a.txt"})),
-                                (_ctx(plan, workspace, 4), ToolCall(id="b2", name="nope"))])
+    out = client.execute_batch(
+        [
+            (_ctx(plan, workspace, 3), ToolCall(id="b1", name="read_file", input={"file_path": "a.txt"})),
+            (_ctx(plan, workspace, 4), ToolCall(id="b2", name="nope")),
+        ]
+    )
     assert [r.tool_use_id for r in out] == ["b1", "b2"] and out[1].error_type == "tool_not_in_scope"
 
 
