@@ -7,6 +7,7 @@ headers and error classes kept; the typed request transform skipped). SDK retrie
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,10 +120,26 @@ class WireAdapter:
         return response.model_copy(update={"attempts": attempts, "provider": self.name})
 
 
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def post_json(client: Any, path: str, body: dict[str, Any], *, stream_cls: Any = None) -> Any:
+    """POST an already-built body through the SDK client as pre-serialized JSON bytes.
+
+    Sending ``content=`` (not ``body=``) skips the SDK's per-request deep copy of the body while keeping its
+    auth, headers, timeouts and error classes. Returns a dict, or an SDK Stream of dicts when ``stream_cls``.
+    """
+    data = json.dumps(body, ensure_ascii=False).encode()
+    options = {"headers": JSON_HEADERS}
+    if stream_cls is None:
+        return client.post(path, content=data, options=options, cast_to=object)
+    return client.post(
+        path, content=data, options=options, cast_to=object, stream=True, stream_cls=stream_cls
+    )
+
+
 def json_args(raw: str) -> dict[str, Any]:
     """Tool-call arguments from a JSON string; a non-object or broken string is kept under ``_raw``."""
-    import json
-
     if not raw:
         return {}
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from geode.providers.adapter_base import StreamSink, WireAdapter, http_timeout, json_args
+from geode.providers.adapter_base import StreamSink, WireAdapter, http_timeout, json_args, post_json
 from geode.providers.catalogue import model_info
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, SystemSection, ToolSchema, Usage
 
@@ -170,10 +170,8 @@ class AnthropicMessagesAdapter(WireAdapter):
 
         client = self.client
         if not request.stream:
-            data = client.post("/v1/messages", body=body, cast_to=object)
+            data = post_json(client, "/v1/messages", body)
             return parse_message(data, self.name)
-        stream = client.post(
-            "/v1/messages", body=body, cast_to=object, stream=True, stream_cls=anthropic.Stream[object]
-        )
+        stream = post_json(client, "/v1/messages", body, stream_cls=anthropic.Stream[object])
         with stream:
             return parse_stream(stream, sink, self.name)

@@ -156,11 +156,7 @@ def classify(exc: BaseException) -> ProviderError:
             retry_after_s=parse_retry_after(headers),
             should_retry=parse_should_retry(headers),
         )
-    if (
-        "APITimeoutError" in names
-        or "TimeoutException" in names
-        or isinstance(exc, TimeoutError)
-    ):
+    if "APITimeoutError" in names or "TimeoutException" in names or isinstance(exc, TimeoutError):
         return ProviderError(ProviderErrorKind.TIMEOUT, message, hint=HINTS[ProviderErrorKind.TIMEOUT])
     if names & {"APIConnectionError", "TransportError", "NetworkError", "RemoteProtocolError"} or isinstance(
         exc, ConnectionError | OSError

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from geode.providers.adapter_base import Endpoint, StreamSink, WireAdapter, http_timeout, json_args
+from geode.providers.adapter_base import Endpoint, StreamSink, WireAdapter, http_timeout, json_args, post_json
 from geode.providers.catalogue import model_info
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, ToolSchema, Usage
 
@@ -173,9 +173,7 @@ class OpenAIChatAdapter(WireAdapter):
 
         client = self.client
         if not body.get("stream"):
-            return parse_completion(client.post("/chat/completions", body=body, cast_to=object), self.name)
-        stream = client.post(
-            "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object]
-        )
+            return parse_completion(post_json(client, "/chat/completions", body), self.name)
+        stream = post_json(client, "/chat/completions", body, stream_cls=openai.Stream[object])
         with stream:
             return parse_chunks(stream, sink, self.name)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from geode.conversation import TextBlock, ToolResultBlock, ToolUseBlock
-from geode.providers.adapter_base import StreamSink, WireAdapter, json_args
+from geode.providers.adapter_base import StreamSink, WireAdapter, json_args, post_json
 from geode.providers.catalogue import model_info
 from geode.providers.classify import stream_error
 from geode.providers.openai_chat import make_openai_client
@@ -163,9 +163,7 @@ class OpenAIResponsesAdapter(WireAdapter):
 
         client = self.client
         if not body.get("stream"):
-            return parse_response(client.post("/responses", body=body, cast_to=object), self.name)
-        stream = client.post(
-            "/responses", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object]
-        )
+            return parse_response(post_json(client, "/responses", body), self.name)
+        stream = post_json(client, "/responses", body, stream_cls=openai.Stream[object])
         with stream:
             return parse_events(stream, sink, self.name)

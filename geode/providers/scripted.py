@@ -163,6 +163,9 @@ class ScriptedServer:
 class _Handler(BaseHTTPRequestHandler):
     server_ref: ScriptedServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = (
+        True  # headers and body go out as separate writes; avoid 40 ms delayed-ACK stalls
+    )
 
     def log_message(self, format: str, *args: Any) -> None:  # silence stderr access logs
         return
