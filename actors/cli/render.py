@@ -7,7 +7,8 @@ from typing import Any, TextIO
 
 from geode.protocol import control as c
 
-CATEGORY = {"write": "write", "dangerous": "bash", "execute": "bash", "mcp": "mcp", "cost": "expensive"}
+CATEGORY = {"write": "write", "mutate": "write", "dangerous": "bash", "execute": "bash", "mcp": "mcp",
+            "communicate": "message", "administrative": "admin", "cost": "expensive"}
 
 
 class Renderer:
@@ -61,9 +62,10 @@ class Renderer:
 def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: TextIO | None = None) -> str:
     """``◆ Approval · tool (category)``; ``y allow · n deny · a always`` (no "always" for sensitive)."""
     stdin, out = stdin or sys.stdin, out or sys.stderr
-    level = str(data.get("safety_level", "write"))
-    sensitive = level == "sensitive"
-    out.write(f"\n◆ Approval · {data.get('tool_name')} ({CATEGORY.get(level, level)})\n")
+    level = str(data.get("safety_level", "write"))  # e.g. "mutate/public", "execute/public", "read/personal"
+    effect, _, data_class = level.partition("/")
+    sensitive = level == "sensitive" or data_class == "personal"
+    out.write(f"\n◆ Approval · {data.get('tool_name')} ({CATEGORY.get(effect, effect)})\n")
     detail = " ".join(str(data.get("detail", "")).split())
     if detail:
         out.write(f"  {detail[:80]}\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,14 @@ from geode.control.core import ControlCore
 from geode.home import GeodeHome
 from geode.lanes.queue import LaneQueue
 from geode.lanes.service import LanesService
-from geode.protocol import catalog, turns
+from geode.protocol import catalog
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
 from geode.protocol.transport import LocalTransport, Request
 from geode.records.engine import RecordEngine
 from geode.records.service import StoreService
 from geode.records.store_client import StoreClient
+from tests.control.scripted_worker import ScriptedWorker as _Worker
 
 
 class Registry:
@@ -47,73 +47,12 @@ class FnService:
         return self.fn(request)
 
 
-class ScriptedWorker:
-    """A loop worker: streams events; ``approve:<tool>`` asks for approval; ``slow`` waits for cancel."""
+class ScriptedWorker(_Worker):
+    """The scripted worker registered in-process under its name."""
 
     def __init__(self, reg: Registry, name: str = "loop-1", incarnation: int = 1) -> None:
-        self.name, self.incarnation = name, incarnation
-        self.t = reg.transport(f"{name}#{incarnation}")
-        self.seq = 0
-        self.cancelled: set[str] = set()
-        self.effects: list[str] = []
-        self.runs: list[turns.TurnRun] = []
+        super().__init__(reg.transport(f"{name}#{incarnation}"), name, incarnation)
         reg.register(name, FnService(self.handle))
-
-    def ready(self) -> None:
-        self.t.call(
-            "lanes", turns.WORKER_READY, turns.WorkerReady(worker=self.name, incarnation=self.incarnation)
-        )
-
-    def handle(self, r: Request) -> Any:
-        if r.type == turns.TURN_RUN:
-            self.runs.append(r.body)  # type: ignore[arg-type]
-            threading.Thread(target=self._run, args=(r.body,), daemon=True).start()
-            return turns.TurnRunAccepted(worker=self.name)
-        if r.type == turns.TURN_CANCEL:
-            self.cancelled.add(r.body.turn_id)  # type: ignore[attr-defined]
-        return turns.Ack()
-
-    def _event(self, run: turns.TurnRun, kind: str, **data: Any) -> None:
-        self.seq += 1
-        ev = turns.TurnEvent(
-            session_id=run.session_id, turn_id=run.turn_id, seq=self.seq, kind=kind, data=data
-        )
-        self.t.cast("lanes", turns.TURN_EVENT, ev)
-
-    def _run(self, run: turns.TurnRun) -> None:
-        text = run.input.text
-        self._event(run, "round_start", round=1)
-        reason = "natural"
-        if text.startswith("approve:"):
-            tool = text.split(":", 1)[1]
-            ask = c.ApprovalAsk(
-                approval_id=f"ap-{run.turn_id}",
-                session_id=run.session_id,
-                turn_id=run.turn_id,
-                tool_name=tool,
-                timeout_s=float(run.settings.get("approval_timeout_s", 5)),
-            )
-            self._event(run, "tool_start", id="tu1", name=tool)
-            d = c.ApprovalDecision.model_validate(self.t.call("lanes", c.APPROVAL, ask, timeout_s=30))
-            if d.decision in ("y", "a"):
-                self.effects.append(tool)
-            self._event(run, "tool_end", id="tu1", name=tool, error=None if d.decision != "n" else "denied")
-        if text.startswith("slow"):
-            self.effects.append("first-effect")
-            deadline = time.monotonic() + 10
-            while run.turn_id not in self.cancelled and time.monotonic() < deadline:
-                time.sleep(0.01)
-            reason = "user_cancelled"
-        self._event(run, "text_delta", text=f"answer to {text}")
-        result = turns.TurnResult(text=f"answer to {text}", termination_reason=reason, tool_calls=0)
-        done = turns.TurnDone(
-            turn_id=run.turn_id,
-            session_id=run.session_id,
-            worker=self.name,
-            incarnation=self.incarnation,
-            result=result,
-        )
-        self.t.call("lanes", turns.TURN_DONE, done)
 
 
 class Client:
