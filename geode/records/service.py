@@ -13,7 +13,6 @@ from geode.protocol import store as m
 from geode.protocol.errors import BadRequest
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
-from geode.records.models import CheckpointSave, TimelineEvent, TurnRecord
 from geode.redaction import canonical_json
 
 log = logging.getLogger(__name__)
@@ -58,9 +57,7 @@ class StoreService:
                     b.session_id, b.kind, b.payload, turn_id=b.turn_id, call_id=b.call_id, summary=b.summary
                 )
             ),
-            m.TURN_PUT: lambda r, b: m.TurnReply(
-                turn=engine.put_turn(TurnRecord.model_validate(b.model_dump()))
-            ),
+            m.TURN_PUT: lambda r, b: m.TurnReply(turn=engine.put_turn(b)),
             m.TURN_GET: lambda r, b: m.TurnReply(turn=engine.get_turn(b.turn_id)),
             m.TURN_LIST: lambda r, b: m.TurnList(
                 turns=engine.turns.list(state=b.state, session_id=b.session_id, limit=b.limit)
@@ -86,7 +83,7 @@ class StoreService:
 
     # handlers with a little more to do --------------------------------------------------------------
     def _save(self, r: Request, b: m.SaveCheckpoint) -> BaseModel:
-        return self.engine.save_checkpoint(CheckpointSave.model_validate(b.model_dump()))
+        return self.engine.save_checkpoint(b)  # SaveCheckpoint is a CheckpointSave
 
     def _load(self, r: Request, b: m.LoadCheckpoint) -> BaseModel:
         return m.LoadReply(page=self.engine.checkpoints.load_page(b.session_id, b.from_index, PAGE_BYTES))
@@ -104,7 +101,7 @@ class StoreService:
         return rt.Ack()
 
     def _append(self, r: Request, b: m.AppendTimeline) -> BaseModel:
-        return m.AppendReply(seq=self.engine.timeline.append(TimelineEvent.model_validate(b.model_dump())))
+        return m.AppendReply(seq=self.engine.timeline.append(b))  # AppendTimeline is a TimelineEvent
 
     def _read_timeline(self, r: Request, b: m.ReadTimeline) -> BaseModel:
         rows = self.engine.timeline.read(b.session_id, after_seq=b.after_seq, limit=b.limit + 1)

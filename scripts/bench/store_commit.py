@@ -1,0 +1,201 @@
+"""Durable writes/s of the record store: 1 client vs 50 concurrent clients (group commit), beside raw LMDB.
+
+Same run, same disk (a temp dir under the repo's filesystem):
+  * raw LMDB, one 1 KB put per sync commit            (the ceiling for one-at-a-time durable writes)
+  * raw LMDB, N puts in one transaction + one sync     (the ceiling for batching)
+  * engine in-process: 1 client thread, then 50 client threads (timeline appends, each acked after sync)
+  * over the bus to a real store child process: 1 client, then 50 concurrent clients
+  * admit+commit latency of one receipt, p50/p99, in-process and over the bus
+
+    .venv/bin/python scripts/bench/store_commit.py [--seconds 3] [--clients 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from geode.home import GeodeHome  # noqa: E402
+from geode.protocol.transport import LocalTransport  # noqa: E402
+from geode.records.engine import RecordEngine  # noqa: E402
+from geode.records.models import ReceiptIdentity, TimelineEvent  # noqa: E402
+from geode.records.service import StoreService  # noqa: E402
+from geode.records.store_client import StoreClient  # noqa: E402
+
+
+def raw_sync_commits(path: Path, seconds: float) -> float:
+    env = lmdb.open(str(path), map_size=1 << 30, sync=True)
+    n, end = 0, time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    while time.perf_counter() < end:
+        with env.begin(write=True) as txn:
+            txn.put(b"%010d" % n, b"x" * 1024)
+        n += 1
+    rate = n / (time.perf_counter() - t0)
+    env.close()
+    return rate
+
+
+def raw_batch(path: Path, n: int = 50_000) -> float:
+    env = lmdb.open(str(path), map_size=1 << 30, sync=True)
+    t0 = time.perf_counter()
+    with env.begin(write=True) as txn:
+        for i in range(n):
+            txn.put(b"%010d" % i, b"x" * 1024)
+    rate = n / (time.perf_counter() - t0)
+    env.close()
+    return rate
+
+
+def clients_rate(client: StoreClient, clients: int, seconds: float, tag: str) -> tuple[float, float]:
+    """Durable timeline appends/s with ``clients`` threads; also the mean group-commit batch seen."""
+    counts = [0] * clients
+    stop = threading.Event()
+    start = threading.Barrier(clients + 1)
+
+    def worker(i: int) -> None:
+        start.wait()
+        n = 0
+        while not stop.is_set():
+            ev = TimelineEvent(
+                session_id=f"{tag}-{i}",
+                event_id=f"e{n}",
+                kind="tool.called",
+                ts=time.time(),
+                payload={"tool": "write_file", "n": n},
+            )
+            client.append_timeline(ev)
+            n += 1
+        counts[i] = n
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    before = client.stats()["writer"]
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    dt = time.perf_counter() - t0
+    after = client.stats()["writer"]
+    batches = max(1, after["batches"] - before["batches"])
+    return sum(counts) / dt, (after["ops"] - before["ops"]) / batches
+
+
+def admit_commit_latency(client: StoreClient, n: int, tag: str) -> tuple[float, float]:
+    lat = []
+    for i in range(n):
+        ident = ReceiptIdentity(
+            session_id=f"{tag}-lat", turn_id="t", step_id="s", tool_name="write_file", fingerprint=f"{i}"
+        )
+        t0 = time.perf_counter()
+        client.admit(f"{tag}-op{i}", ident, owner="bench#1", effect="write")
+        client.commit(f"{tag}-op{i}", {"ok": True})
+        lat.append((time.perf_counter() - t0) * 1000)
+    lat.sort()
+    return statistics.median(lat), lat[int(len(lat) * 0.99) - 1]
+
+
+def median_rates(run: Callable[[int], tuple[float, float]], clients: int, rounds: int) -> dict[int, float]:
+    """Alternate 1-client and N-client runs ``rounds`` times (the machine is shared: load drifts)."""
+    out: dict[int, list[float]] = {1: [], clients: []}
+    batches: dict[int, list[float]] = {1: [], clients: []}
+    for _ in range(rounds):
+        for c in (1, clients):
+            rate, batch = run(c)
+            out[c].append(rate)
+            batches[c].append(batch)
+    return {c: statistics.median(v) for c, v in out.items()} | {
+        -c: statistics.median(v) for c, v in batches.items()
+    }
+
+
+def report(label: str, rates: dict[int, float], clients: int, raw: float) -> float:
+    one, many = rates[1], rates[clients]
+    print(
+        f"  {label:28} 1 client {one:7.0f}/s   {clients} clients {many:7.0f}/s "
+        f"(mean batch {rates[-clients]:4.1f})"
+        f"   ratio {many / one:5.1f}x   ({many / raw:4.1f}x raw sync commits)"
+    )
+    return many / one
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=2.0, help="per measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating 1-client / N-client rounds (median)")
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--latency-samples", type=int, default=500)
+    ap.add_argument("--switch", type=float, default=0.0, help="sys.setswitchinterval for the bench process")
+    args = ap.parse_args()
+    if args.switch:
+        sys.setswitchinterval(args.switch)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-store-", dir=ROOT / ".venv"))
+    print(f"record store group commit ({os.cpu_count()} cores, dir {tmp})")
+    raw = statistics.median(raw_sync_commits(tmp / f"raw{i}", args.seconds / 2) for i in range(args.rounds))
+    batch = raw_batch(tmp / "rawb")
+    print(
+        f"  raw LMDB sync commit (1 put/commit): {raw:8.0f} commits/s ({1000 / raw:.3f} ms), "
+        f"median of {args.rounds}"
+    )
+    print(f"  raw LMDB one-transaction batch:      {batch:8.0f} puts/s")
+
+    home = GeodeHome(tmp / "local").ensure()
+    engine = RecordEngine.for_home(home).open()
+    local = StoreClient(LocalTransport({"store": StoreService(engine)}))
+    n = iter(range(1_000_000))
+    rates = median_rates(
+        lambda c: clients_rate(local, c, args.seconds, f"l{next(n)}"), args.clients, args.rounds
+    )
+    report("in-process (LocalTransport)", rates, args.clients, raw)
+    p50, p99 = admit_commit_latency(local, args.latency_samples, "l")
+    print(f"  admit+commit latency in-process:   p50 {p50:.3f} ms   p99 {p99:.3f} ms")
+    engine.close()
+
+    from actors.bus import Bus
+
+    bhome = GeodeHome(tmp / "bus").ensure()
+    env = {**os.environ, "GEODE_HOME": str(bhome.root), "GEODE_CHILD_NAME": "store", "GEODE_INCARNATION": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.store"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    bus = Bus("bench", 1, bhome).start()
+    try:
+        remote = StoreClient(bus.transport, timeout_s=30.0)
+        rates = median_rates(
+            lambda c: clients_rate(remote, c, args.seconds, f"b{next(n)}"), args.clients, args.rounds
+        )
+        ratio = report("over the bus (store child)", rates, args.clients, raw)
+        p50, p99 = admit_commit_latency(remote, args.latency_samples, "b")
+        print(f"  admit+commit latency over the bus: p50 {p50:.3f} ms   p99 {p99:.3f} ms")
+        print(
+            f"  target >= 20x single-client with {args.clients} clients over the bus: "
+            f"{'MET' if ratio >= 20 else 'NOT MET'} ({ratio:.1f}x)"
+        )
+    finally:
+        bus.stop()
+        proc.terminate()
+        proc.wait(10)
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
