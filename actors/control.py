@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from actors.bus import Bus
-from geode.control.core import ControlCore
+from geode.control.connection import QUEUE_MAX
+from geode.control.core import IDLE_TIMEOUT_S, ControlCore
 from geode.home import GeodeHome
 from geode.protocol import codec
 from geode.protocol import control as c
@@ -194,8 +195,16 @@ def start_control(
     bus = bus or Bus(name, incarnation, home).start()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="control")
     sock = ControlSocket(home)
+    cfg = dict(home.load_config().get("control") or {})
     core = ControlCore(
-        bus.transport, sock.send, home=home, runner=pool.submit, server_version=geode_version(), origin=name
+        bus.transport,
+        sock.send,
+        home=home,
+        runner=pool.submit,
+        server_version=geode_version(),
+        origin=name,
+        idle_timeout_s=float(cfg.get("idle_timeout_s", IDLE_TIMEOUT_S)),
+        queue_max=int(cfg.get("queue_max", QUEUE_MAX)),
     )
 
     def on_lanes_push(r: Request) -> None:

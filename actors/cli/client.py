@@ -90,7 +90,11 @@ class ControlClient:
 
         def beat() -> None:
             while not self._hb_stop.wait(PING_EVERY_S):
-                self._send(Envelope(kind="cast", type=c.PING, body={}))
+                try:
+                    self._send(Envelope(kind="cast", type=c.PING, body={}))
+                except (GeodeError, zmq.ZMQError):
+                    if self._sock is None:
+                        return
 
         self._hb = threading.Thread(target=beat, name="cli-heartbeat", daemon=True)
         self._hb.start()
