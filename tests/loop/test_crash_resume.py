@@ -1,4 +1,4 @@
-"""Real processes: SIGKILL the loop worker mid-batch; the turn resumes on a new incarnation, nothing runs twice."""
+"""Real processes: SIGKILL the loop worker mid-batch; the turn resumes on a new incarnation once."""
 
 from __future__ import annotations
 
