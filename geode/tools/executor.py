@@ -84,8 +84,9 @@ class ToolExecutor:
         self.plans.bind(plan)
 
     def shutdown(self) -> None:
-        """Deny pending approval prompts; running handlers finish on their own threads."""
+        """Deny pending approval prompts, flush the timeline; running handlers finish on their own threads."""
         self.approvals.shutdown()
+        self.timeline.close()
 
     def execute_batch(self, items: Sequence[tuple[ToolContext, ToolCall]]) -> list[ToolResult]:
         """Run calls concurrently (locks and the approval lock keep them safe); results in input order."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from geode.records.client import RecordClient
@@ -14,13 +16,64 @@ from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolS
 
 log = logging.getLogger(__name__)
 SUMMARY_CHARS = 500
+MAX_QUEUED = 10_000
 
 
 class ToolTimeline:
-    """Observation only: a failed append is logged and never changes the call's outcome."""
+    """Observation only: rows are appended in order by one background writer, off the call's critical path.
 
-    def __init__(self, records: RecordClient | None) -> None:
+    A full queue makes the caller write inline (back-pressure, never a silent drop); a failed append is
+    logged and never changes the call's outcome. ``flush()`` waits for queued rows (tests, shutdown).
+    """
+
+    def __init__(self, records: RecordClient | None, *, background: bool = True) -> None:
         self._records = records
+        self._queue: deque[TimelineEvent] = deque()
+        self._cv = threading.Condition()
+        self._pending = 0
+        self._closed = False
+        self.failures = 0
+        self._thread: threading.Thread | None = None
+        if records is not None and background:
+            self._thread = threading.Thread(target=self._drain, name="tool-timeline", daemon=True)
+            self._thread.start()
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Block until every queued row was appended (or failed); False on timeout."""
+        end = time.monotonic() + timeout_s
+        with self._cv:
+            while self._pending:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        self.flush(timeout_s)
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+
+    def _drain(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                event = self._queue.popleft()
+            self._append(event)
+            with self._cv:
+                self._pending -= 1
+                self._cv.notify_all()
+
+    def _append(self, event: TimelineEvent) -> None:
+        try:
+            self._records.append_timeline(event)  # type: ignore[union-attr]
+        except Exception as exc:
+            self.failures += 1
+            log.warning("timeline append %s failed: %s", event.event_id, exc)
 
     def write(
         self,
@@ -55,7 +108,10 @@ class ToolTimeline:
         event = TimelineEvent(
             session_id=ctx.session_id, event_id=f"{key}:{kind}", kind=kind, ts=time.time(), payload=payload
         )
-        try:
-            self._records.append_timeline(event)
-        except Exception as exc:
-            log.warning("timeline append %s failed: %s", event.event_id, exc)
+        with self._cv:
+            if self._thread is not None and not self._closed and len(self._queue) < MAX_QUEUED:
+                self._queue.append(event)
+                self._pending += 1
+                self._cv.notify_all()
+                return
+        self._append(event)

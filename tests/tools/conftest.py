@@ -136,6 +136,7 @@ class Rig:
         return self.executor.execute(c, ToolCall(id=f"tu-{c.operation_id}", name=name, input=args or {}))
 
     def timeline(self, session: str = "s1") -> list[Any]:
+        assert self.executor.timeline.flush(5)
         return [r.event for r in self.store.client.read_timeline(session)]
 
 
