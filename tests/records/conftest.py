@@ -18,7 +18,7 @@ from tests.records.harness import local_store, spawn_store
 
 @dataclass
 class StoreUnderTest:
-    kind: str  # "local" | "bus"
+    kind: str  # "local" (LocalTransport) | "inproc" (single-process bus) | "bus" (store child process)
     client: StoreClient
     home: GeodeHome
     engine: RecordEngine | None = None  # only in-process
@@ -46,12 +46,32 @@ def bus_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeH
             proc.wait()
 
 
-@pytest.fixture(params=["local", "bus"])
+@pytest.fixture(scope="module")
+def inproc_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeHome, StoreClient]]:
+    """Single-process mode: the store child's builder on an inproc bus in this process."""
+    from actors.store import start_store
+
+    home = GeodeHome(tmp_path_factory.mktemp("inproc") / "h").ensure()
+    server = Bus("store", 1, home, single_process=True).start()
+    child = start_store(home, bus=server, concurrency=8)
+    client = Bus("tester", 1, home, single_process=True).start()
+    try:
+        yield home, StoreClient(client.transport, timeout_s=10.0)
+    finally:
+        client.stop()
+        server.stop()
+        child.stop()
+
+
+@pytest.fixture(params=["local", "inproc", "bus"])
 def store(request: pytest.FixtureRequest, home: GeodeHome) -> Iterator[StoreUnderTest]:
     if request.param == "local":
         ls = local_store(home)
         yield StoreUnderTest("local", ls.client, home, ls.engine)
         ls.close()
+    elif request.param == "inproc":
+        ihome, client = request.getfixturevalue("inproc_store")
+        yield StoreUnderTest("inproc", client, ihome)
     else:
         bhome, client = request.getfixturevalue("bus_store")
         yield StoreUnderTest("bus", client, bhome)

@@ -125,3 +125,31 @@ def test_map_size_comes_from_config(home: GeodeHome) -> None:
         assert st["map_size"] == 8 * 1024 * 1024 and st["map_max"] == 64 * 1024 * 1024
         engine.append_timeline(TimelineEvent(session_id="s", event_id="e", kind="k", ts=0.0))
         assert st["stale_readers_cleared"] >= 0
+
+
+def test_map_full_over_the_bus_is_an_unavailable_reply(home: GeodeHome) -> None:
+    from actors.bus import Bus
+    from geode.records.store_client import StoreClient
+
+    write_config(home, {"map_size_mb": 1, "map_max_mb": 1})
+    proc = spawn_store(home)
+    bus = Bus("tester", 1, home).start()
+    acked: list[str] = []
+    try:
+        client = StoreClient(bus.transport, attempts=1, timeout_s=10)
+        blob = [{"role": "user", "content": "x" * 20_000}]
+        with pytest.raises(Unavailable, match="map is full"):
+            for i in range(200):
+                client.save_checkpoint(
+                    CheckpointSave(session_id=f"s{i}", seq=1, base_count=0, new_messages=blob)
+                )
+                acked.append(f"s{i}")
+        assert client.stats()["writer"]["failed_batches"] >= 1  # the store is still up and answering
+    finally:
+        bus.stop()
+        proc.terminate()
+        proc.wait(10)
+    write_config(home, {"map_size_mb": 4, "map_max_mb": 8})
+    with RecordEngine.for_home(home) as engine:
+        assert acked and all(engine.load_checkpoint(s) is not None for s in acked)
+        engine.save_checkpoint(CheckpointSave(session_id="after", seq=1, base_count=0, new_messages=blob))
