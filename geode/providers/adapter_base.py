@@ -98,7 +98,13 @@ class WireAdapter:
     def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:
         raise NotImplementedError
 
-    def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
+    def complete(
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        *,
+        on_event: EventCallback | None = None,
+    ) -> ModelResponse:
         body = self.build_body(request)
 
         def attempt(_n: int) -> ModelResponse:
@@ -116,7 +122,9 @@ class WireAdapter:
                     status=err.status,
                 ) from exc
 
-        response, attempts = self.retrier.run(attempt, provider=self.name, model=request.model)
+        response, attempts = self.retrier.run(
+            attempt, provider=self.name, model=request.model, on_event=on_event
+        )
         return response.model_copy(update={"attempts": attempts, "provider": self.name})
 
 

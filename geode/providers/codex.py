@@ -169,20 +169,30 @@ class CodexProvider:
             default_headers=headers,
             options={"store": False, "force_stream": True, "send_max_tokens": False},
         )
-        self.inner = OpenAIResponsesAdapter(endpoint, retrier=retrier, on_event=on_event)
+        self.inner = OpenAIResponsesAdapter(endpoint, retrier=retrier)
+        if on_event is not None:
+            self.inner.retrier.on_event = on_event
 
-    def _refresh(self, model: str, why: str) -> None:
+    def _refresh(self, model: str, why: str, on_event: EventCallback | None) -> None:
         self.inner.set_api_key(self.auth.refresh())
-        if self.on_event is not None:
-            self.on_event(ProviderEvent(type="auth_refresh", provider=self.name, model=model, reason=why))
+        event = ProviderEvent(type="auth_refresh", provider=self.name, model=model, reason=why)
+        for cb in (self.on_event, on_event):
+            if cb is not None:
+                cb(event)
 
-    def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
+    def complete(
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        *,
+        on_event: EventCallback | None = None,
+    ) -> ModelResponse:
         if self.auth.needs_refresh():
-            self._refresh(request.model, "expiring")
+            self._refresh(request.model, "expiring", on_event)
         try:
-            return self.inner.complete(request, on_delta)
+            return self.inner.complete(request, on_delta, on_event=on_event)
         except ProviderError as err:
             if err.status != 401:
                 raise
-        self._refresh(request.model, "401")
-        return self.inner.complete(request, on_delta)
+        self._refresh(request.model, "401", on_event)
+        return self.inner.complete(request, on_delta, on_event=on_event)

@@ -36,26 +36,34 @@ class FallbackProvider:
         self.on_event = on_event
         self.name = primary.name
 
-    def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
+    def complete(
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        *,
+        on_event: EventCallback | None = None,
+    ) -> ModelResponse:
         current, provider = request, self.primary
         remaining = list(self.chain)
         while True:
             try:
-                return provider.complete(current, on_delta)
+                if on_event is None:
+                    return provider.complete(current, on_delta)
+                return provider.complete(current, on_delta, on_event=on_event)  # type: ignore[call-arg]
             except ProviderError as err:
                 if err.kind in NO_FALLBACK_KINDS or not remaining:
                     raise
                 model, nxt = remaining.pop(0)
-                if self.on_event is not None:
-                    self.on_event(
-                        ProviderEvent(
-                            type="fallback",
-                            provider=provider.name,
-                            model=current.model,
-                            reason=err.kind.value,
-                            to_provider=nxt.name,
-                            to_model=model,
-                            detail=err.message[:200],
-                        )
-                    )
+                event = ProviderEvent(
+                    type="fallback",
+                    provider=provider.name,
+                    model=current.model,
+                    reason=err.kind.value,
+                    to_provider=nxt.name,
+                    to_model=model,
+                    detail=err.message[:200],
+                )
+                for cb in (self.on_event, on_event):
+                    if cb is not None:
+                        cb(event)
                 current, provider = current.model_copy(update={"model": model}), nxt

@@ -51,7 +51,13 @@ class FunctionModel:
 
         return cls(fn, name=name)
 
-    def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
+    def complete(
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        *,
+        on_event: Callable[..., None] | None = None,  # accepted for parity with the real providers
+    ) -> ModelResponse:
         with self._lock:
             self.requests.append(request)
         result = self.fn(request)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -48,7 +49,7 @@ class Retrier:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     on_event: EventCallback | None = None
-    delays: list[float] = field(default_factory=list)  # every delay slept, for assertions
+    delays: deque[float] = field(default_factory=lambda: deque(maxlen=100))  # recent delays, for assertions
 
     def delay_for(self, err: ProviderError, failure: int) -> float | None:
         """The delay before the next attempt, or None to stop."""
@@ -61,8 +62,24 @@ class Retrier:
             return max(jitter, err.retry_after_s)
         return jitter
 
-    def run(self, attempt: Callable[[int], T], *, provider: str, model: str) -> tuple[T, int]:
-        """Call ``attempt(n)`` (n = 1, 2, …) until it returns, or raise the terminal ProviderError."""
+    def run(
+        self,
+        attempt: Callable[[int], T],
+        *,
+        provider: str,
+        model: str,
+        on_event: EventCallback | None = None,
+    ) -> tuple[T, int]:
+        """Call ``attempt(n)`` (n = 1, 2, …) until it returns, or raise the terminal ProviderError.
+
+        Events go to the retrier's ``on_event`` and to this call's ``on_event`` (e.g. the current turn's).
+        """
+
+        def emit(event: ProviderEvent) -> None:
+            for cb in (self.on_event, on_event):
+                if cb is not None:
+                    cb(event)
+
         failure = 0
         while True:
             try:
@@ -72,8 +89,8 @@ class Retrier:
                 failure += 1
                 delay = self.delay_for(err, failure)
                 if delay is None:
-                    raise self._terminal(err, failure, provider, model) from exc
-                self._emit(
+                    raise self._terminal(err, failure, provider, model, emit) from exc
+                emit(
                     ProviderEvent(
                         type="retry",
                         provider=provider,
@@ -87,7 +104,9 @@ class Retrier:
                 self.delays.append(delay)
                 self.sleep(delay)
 
-    def _terminal(self, err: ProviderError, attempts: int, provider: str, model: str) -> ProviderError:
+    def _terminal(
+        self, err: ProviderError, attempts: int, provider: str, model: str, emit: EventCallback
+    ) -> ProviderError:
         err.attempts = attempts
         err.hint = err.hint or HINTS[err.kind]
         if (
@@ -97,7 +116,7 @@ class Retrier:
         ):
             err.hint = f"{err.hint} (server asked to wait {err.retry_after_s:.0f} s; not waiting)"
         if attempts > 1 or err.retryable:
-            self._emit(
+            emit(
                 ProviderEvent(
                     type="gave_up",
                     provider=provider,
@@ -108,7 +127,3 @@ class Retrier:
                 )
             )
         return err
-
-    def _emit(self, event: ProviderEvent) -> None:
-        if self.on_event is not None:
-            self.on_event(event)

@@ -143,3 +143,11 @@ def test_sdk_retries_are_off(wire, server, fake_time):
     server.set_scenario(Scenario.of(err(500, "x"), "ok"))
     build(wire, server, fake_time).complete(request(wire))
     assert [r.headers.get("x-stainless-retry-count") for r in server.requests] == ["0", "0"]
+
+
+def test_per_call_on_event_receives_retries(wire, server, fake_time, events):
+    server.set_scenario(Scenario.of(err(503, "busy"), "ok"))
+    turn_events: list = []
+    build(wire, server, fake_time, events).complete(request(wire), on_event=turn_events.append)
+    assert [e.type for e in turn_events] == [e.type for e in events] == ["retry"]
+    assert turn_events[0].reason == "overloaded" and turn_events[0].attempt == 1

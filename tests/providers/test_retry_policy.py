@@ -38,7 +38,7 @@ def test_delays_are_asserted_not_slept():
     r = Retrier(sleep=slept.append, rng=random.Random(11))
     assert r.run(attempt, provider="p", model="m") == ("ok", 3)
     expected_rng = random.Random(11)
-    assert slept == [expected_rng.uniform(0, 2.0), expected_rng.uniform(0, 4.0)] == r.delays
+    assert slept == [expected_rng.uniform(0, 2.0), expected_rng.uniform(0, 4.0)] == list(r.delays)
     assert calls == [1, 2, 3]
 
 
