@@ -19,6 +19,7 @@ import pykka
 from actors.bus import Bus
 from actors.registry import ChildContext
 from geode.loop import AgenticLoop, LoopSettings, VerifySettings
+from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.prompt import PromptSources
 from geode.protocol import turns
 from geode.protocol.errors import BadRequest, GeodeError
@@ -46,6 +47,8 @@ class LanesSink:
 
 class TurnActor(pykka.ThreadingActor):
     """Runs exactly one turn on its own thread, reports ``turn.done``, then stops."""
+
+    use_daemon_thread = True
 
     def __init__(self, worker: LoopWorker, run: turns.TurnRun, cancel: threading.Event) -> None:
         super().__init__()
@@ -89,7 +92,7 @@ class LoopWorker:
         self.provider_factory = provider_factory or self._default_provider
         self.plan_factory = plan_factory or _builtin_plan
         self._providers: dict[str | None, Provider] = {}
-        self._running: dict[str, tuple[threading.Event, Any]] = {}
+        self._running: dict[str, tuple[threading.Event, Any]] = {}  # turn id -> (cancel, actor ref)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
@@ -103,16 +106,10 @@ class LoopWorker:
         return self
 
     def stop(self) -> None:
+        """Stop announcing. Running turns are left alone (their threads are daemons): a turn cut short by
+        the process exiting is exactly a crash, which lanes re-queues and the next incarnation resumes from
+        its checkpoint. Finishing them as cancelled here would wrongly record them as done."""
         self._stop.set()
-        with self._lock:
-            running = list(self._running.values())
-        for ev, _ in running:
-            ev.set()
-        for _, ref in running:
-            try:
-                ref.stop(block=True, timeout=5)
-            except Exception as exc:  # already stopped, or still finishing its turn
-                log.debug("turn actor stop: %s", exc)
 
     def _heartbeats(self) -> None:
         announced = False
@@ -198,10 +195,16 @@ class LoopWorker:
                 error=f"{type(exc).__name__}: {exc}"[:500],
             )
 
-    def settings_for(self, run: turns.TurnRun) -> LoopSettings:
+    def settings_for(self, run: turns.TurnRun, plan: BoundToolPlan | None = None) -> LoopSettings:
+        """Turn settings (the session spec lanes forwards) over ``[loop]`` / ``[verify]`` config."""
         raw = dict(run.settings)
         if raw.get("time_budget_s") is None:
             raw.pop("time_budget_s", None)
+            budget = _mode_budget(run.mode)
+            if budget:
+                raw["time_budget_s"] = budget
+        if raw.get("denied_tools") is None:
+            raw["denied_tools"] = sorted(_mode_denylist(run.mode, self.config, plan))
         loop_cfg = dict(self.config.get("loop") or {})
         verify_cfg = dict(self.config.get("verify") or {})
         base = {**{k: v for k, v in loop_cfg.items() if k in LoopSettings.model_fields}}
@@ -229,7 +232,9 @@ class LoopWorker:
     def _default_provider(self, model: str | None) -> Provider:
         from geode.providers.selection import build_provider
 
-        return build_provider(model, home=self.ctx.home)
+        return build_provider(
+            model, home=self.ctx.home, on_event=relay_provider_event, sleep=cancellable_sleep
+        )
 
     def report_done(self, run: turns.TurnRun, result: turns.TurnResult, *, give_up_s: float = 120.0) -> None:
         """``turn.done`` until lanes acknowledges (it is idempotent by turn id)."""
@@ -254,6 +259,25 @@ class LoopWorker:
 
 
 _REGISTRY = PlanRegistry()
+
+
+def _mode_budget(mode: str) -> float | None:
+    try:
+        from geode.sessions.modes import MODES, SessionMode
+
+        return MODES[SessionMode(mode)].time_budget_s
+    except (ImportError, ValueError, KeyError):
+        return None
+
+
+def _mode_denylist(mode: str, config: dict[str, Any], plan: BoundToolPlan | None) -> frozenset[str]:
+    """The mode's default denylist when the turn did not carry one (deny by default without a person)."""
+    try:
+        from geode.sessions.modes import default_denylist
+
+        return default_denylist(mode, global_config=config, plan_tools=plan.specs if plan else ())
+    except (ImportError, ValueError):
+        return frozenset()
 
 
 def _builtin_plan() -> BoundToolPlan | None:

@@ -13,7 +13,7 @@ from geode.loop.batch import process_batch
 from geode.loop.call import ContextOverflow, call_model
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable, cognitive_of, guards_of, messages_of
 from geode.loop.compaction import ContextExhausted
-from geode.loop.events import RESUME_SEQ_GAP, EventStream
+from geode.loop.events import RESUME_SEQ_GAP, EventStream, bind_current, unbind_current
 from geode.loop.guards import check_cost, check_round_entry, observe_batch
 from geode.loop.judge import make_judge
 from geode.loop.ports import EventSink, LoopHooks, NoHooks, ToolRunner
@@ -108,6 +108,15 @@ class AgenticLoop:
         events = EventStream(self.sink, session_id, turn_id)
         ckpt = Checkpointer(self.records, session_id, meta_hook=lambda: {"event_seq": events.seq})
         model = s.model or getattr(self.provider, "model", "") or "default"
+        token = bind_current(events, state.cancel)
+        try:
+            return self._run(state, ckpt, events, s, model)
+        finally:
+            unbind_current(token)
+
+    def _run(
+        self, state: TurnState, ckpt: Checkpointer, events: EventStream, s: LoopSettings, model: str
+    ) -> TurnResult:
         try:
             plan = bind_plan(self.plan, self.provider, s)
             if plan is not None:
@@ -121,7 +130,7 @@ class AgenticLoop:
         except CheckpointUnavailable as exc:
             outcome = Terminal(TerminationReason.CHECKPOINT_UNAVAILABLE, error=str(exc)[:500])
         except Exception as exc:  # a bug: end the turn with a clear reason, never hang the lane
-            log.exception("turn %s of %s failed", turn_id, session_id)
+            log.exception("turn %s of %s failed", state.turn_id, state.session_id)
             outcome = Terminal(TerminationReason.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
         return self._finish(state, ckpt, events, outcome)
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from contextvars import ContextVar, Token
 from typing import Any
 
 from geode.loop.ports import EventSink
 from geode.protocol.turns import TurnEvent, TurnEventKind
+from geode.providers.events import ProviderEvent
+from geode.providers.types import ProviderError, ProviderErrorKind
 
 log = logging.getLogger(__name__)
 
@@ -38,3 +42,47 @@ class EventStream:
                 self.sink.emit(event)
             except Exception as exc:  # an event is observation: losing one never fails the turn
                 log.warning("turn event %s dropped: %s", kind, exc)
+
+
+# The turn running on this thread: lets provider-level callbacks (HTTP retries, fallbacks, backoff sleeps
+# inside the adapter's retrier) reach the right turn's stream and cancel event.
+_current: ContextVar[tuple[EventStream, threading.Event] | None] = ContextVar("geode_loop_turn", default=None)
+
+
+def bind_current(
+    stream: EventStream, cancel: threading.Event
+) -> Token[tuple[EventStream, threading.Event] | None]:
+    return _current.set((stream, cancel))
+
+
+def unbind_current(token: Token[tuple[EventStream, threading.Event] | None]) -> None:
+    _current.reset(token)
+
+
+def relay_provider_event(event: ProviderEvent) -> None:
+    """``on_event`` for providers: retries → llm_retry + retry_wait, fallbacks → fallback."""
+    cur = _current.get()
+    if cur is None:
+        return
+    stream = cur[0]
+    if event.type == "retry":
+        stream.emit(
+            TurnEventKind.LLM_RETRY, attempt=event.attempt, error_kind=event.reason, source="provider"
+        )
+        stream.emit(TurnEventKind.RETRY_WAIT, seconds=event.delay_s, attempt=event.attempt)
+    elif event.type == "fallback":
+        stream.emit(
+            TurnEventKind.FALLBACK, from_model=event.model, to_model=event.to_model, reason=event.reason
+        )
+    elif event.type == "gave_up":
+        stream.emit(TurnEventKind.LLM_RETRY, attempt=event.attempt, error_kind=event.reason, gave_up=True)
+
+
+def cancellable_sleep(seconds: float) -> None:
+    """``sleep`` for a provider's retrier: a cancelled turn stops waiting (and the call ends cancelled)."""
+    cur = _current.get()
+    if cur is None:
+        time.sleep(seconds)
+        return
+    if cur[1].wait(seconds):
+        raise ProviderError(ProviderErrorKind.UNKNOWN, "cancelled during retry backoff", should_retry=False)

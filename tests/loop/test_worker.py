@@ -35,6 +35,8 @@ class Tree:
     store: Any
     lanes: Any
     effects: list[str] = field(default_factory=list)
+    gate: threading.Event = field(default_factory=threading.Event)
+    entered: threading.Event = field(default_factory=threading.Event)
     workers: list[LoopWorker] = field(default_factory=list)
 
     def submit(self, turn_id: str, session_id: str, text: str, **settings: Any) -> None:
@@ -63,15 +65,23 @@ def tree(tmp_path: Path) -> Iterator[Tree]:
     store = start_store(home, bus=sb)
     lanes = start_lanes(home, bus=lb)
     effects: list[str] = []
+    gate, entered = threading.Event(), threading.Event()
+
+    def read(a: dict[str, Any], env: Any) -> Any:
+        if a.get("block") and not entered.is_set():  # only the first call blocks
+            entered.set()
+            gate.wait(10)
+        return {"value": a.get("key")}
+
     handlers = {
-        "test:read": HandlerEntry(lambda a, env: {"value": a.get("key")}),
+        "test:read": HandlerEntry(read),
         "test:write": HandlerEntry(lambda a, env: effects.append(a["text"]) or {"written": a["text"]}),
     }
     ex = ToolExecutor(
         owner="executor#1", records=StoreClient(eb.transport), handlers=handlers, default_workspace=tmp_path
     )
     eb.serve("executor", ToolService(ex))
-    t = Tree(home, [sb, lb, eb, cb], cb, store, lanes, effects)
+    t = Tree(home, [sb, lb, eb, cb], cb, store, lanes, effects, gate, entered)
     yield t
     for w in t.workers:
         w.stop()
@@ -110,3 +120,36 @@ def test_turn_runs_on_worker_and_reports_done(tree: Tree) -> None:
     events = tree.client.transport.call("lanes", c.REPLAY, c.Replay(session_id="s1"), timeout_s=5)
     kinds = [e["kind"] for e in events.get("events", [])]
     assert "tool_start" in kinds and "termination" in kinds
+
+
+def test_cancel_reaches_the_running_turn(tree: Tree) -> None:
+    provider = FunctionModel.script([{"tool_calls": [{"name": "read", "input": {"block": True}}]}, "never"])
+    _worker(tree, provider)
+    tree.submit("t2", "s2", "read slowly")
+    assert tree.entered.wait(10)
+    reply = tree.client.transport.call("lanes", c.CANCEL, c.Cancel(turn_id="t2"), timeout_s=5)
+    assert reply["state"] == "cancellation_requested"
+    tree.gate.set()
+    rec = tree.wait_done("t2")
+    assert rec["outcome"]["termination_reason"] == "user_cancelled"
+    assert len(provider.requests) == 1
+
+
+def test_second_worker_incarnation_resumes_requeued_turn(tree: Tree) -> None:
+    """The worker vanishes (supervision releases its lanes entry): the next incarnation resumes the turn."""
+    from geode.protocol import runtime
+
+    first = FunctionModel.script([{"tool_calls": [{"name": "read", "input": {"block": True}}]}])
+    w1 = _worker(tree, first)
+    tree.submit("t3", "s3", "go")
+    assert tree.entered.wait(10)
+    w1.stop()  # like a dying process: its turn is left where it is (blocked in the executor)
+    tree.client.transport.call(
+        "lanes", runtime.CHILD_DIED, runtime.ChildDied(name="loop-1", incarnation=1), timeout_s=5
+    )
+    second = FunctionModel.script(["resumed"])
+    _worker(tree, second, incarnation=2)
+    rec = tree.wait_done("t3")
+    assert rec["incarnation"] == 2
+    assert rec["outcome"]["text"] == "resumed"
+    tree.gate.set()  # the zombie turn of incarnation 1 wakes up: its saves are fenced by the checkpoint seq
