@@ -5,6 +5,7 @@ timeline."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolS
 from geode.tools.timeline import ToolTimeline
 
 MAX_BATCH_PARALLEL = 8
+log = logging.getLogger(__name__)
 
 
 class ToolExecutor:
@@ -102,6 +104,17 @@ class ToolExecutor:
         except Denied as d:
             self.timeline.write("tool.denied", ctx, d.call, d.spec, d.result, stage=d.stage)
             return d.result
+        except Exception as exc:  # a bug in the executor itself: the caller still gets a result
+            log.exception("executor failed on %s", call.name)
+            result = ToolResult.error(
+                call,
+                f"Executor error: {type(exc).__name__}: {exc}"[:500],
+                "executor_error",
+                executed=None,
+                recoverable=False,
+            )
+            self.timeline.write("tool.completed", ctx, call, req.spec, result, stage="executor")
+            return result
 
     # --- the pipeline --------------------------------------------------------------------------------
     def _run(self, req: Request) -> ToolResult:
