@@ -47,6 +47,7 @@ class Sources:
     env: Mapping[str, str]
     dotenv: Mapping[str, str]
     config: dict[str, Any]
+    process: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -61,7 +62,7 @@ class Sources:
         dotenv = home.load_dotenv() if home is not None else {}
         process = dict(os.environ if env is None else env)
         cfg = config if config is not None else (home.load_config() if home is not None else {})
-        return cls(env={**dotenv, **process}, dotenv=dotenv, config=cfg)
+        return cls(env={**dotenv, **process}, dotenv=dotenv, config=cfg, process=process)
 
     @property
     def providers(self) -> dict[str, Any]:
@@ -76,7 +77,7 @@ class Sources:
         spec, sec = vendor(name), self.section(name)
         env_name = sec.get("api_key_env") or spec.key_env
         if env_name and self.env.get(env_name):
-            origin = ".env" if env_name in self.dotenv and env_name not in os.environ else "env"
+            origin = ".env" if env_name in self.dotenv and env_name not in self.process else "env"
             return self.env[env_name], f"{env_name} ({origin})"
         return None, ""
 
