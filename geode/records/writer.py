@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -165,10 +164,10 @@ class GroupWriter:
                     results.append(self._one(env, txn, op))
                 txn.commit()
             except lmdb.MapFullError:
-                txn.abort()
+                _abort(txn)
                 raise _MapFull() from None
             except BaseException:
-                txn.abort()
+                _abort(txn)
                 raise
         return results
 
@@ -183,9 +182,9 @@ class GroupWriter:
         except GeodeError as exc:
             child.abort()
             return False, exc
-        except lmdb.Error:
+        except lmdb.Error as exc:  # e.g. a bad key/value size: this operation fails, the batch goes on
             child.abort()
-            raise
+            return False, Unavailable(f"record store rejected the write: {type(exc).__name__}: {exc}"[:500])
         except Exception as exc:
             child.abort()
             log.exception("record store operation failed")
@@ -201,5 +200,8 @@ class GroupWriter:
                 op.future.set_exception(exc)
 
 
-def now_ns() -> int:
-    return time.time_ns()
+def _abort(txn: lmdb.Transaction) -> None:
+    try:
+        txn.abort()
+    except lmdb.Error:  # already released by a failed commit
+        pass

@@ -153,3 +153,27 @@ def test_map_full_over_the_bus_is_an_unavailable_reply(home: GeodeHome) -> None:
     with RecordEngine.for_home(home) as engine:
         assert acked and all(engine.load_checkpoint(s) is not None for s in acked)
         engine.save_checkpoint(CheckpointSave(session_id="after", seq=1, base_count=0, new_messages=blob))
+
+
+def test_an_lmdb_error_inside_one_operation_fails_only_that_operation(home: GeodeHome) -> None:
+    import lmdb
+
+    ls = local_store(home)
+    w = ls.engine.writer
+    db = ls.engine.renv.db("cursors")
+    gate = threading.Event()
+    try:
+        blocker = w.submit(lambda txn: gate.wait(5))
+        good = w.submit(lambda txn: txn.put(key("ok"), b"1", db=db))
+        bad = w.submit(lambda txn: txn.put(b"k" * 600, b"x", db=db))  # key over LMDB's limit
+        gate.set()
+        blocker.result(5)
+        assert good.result(5)
+        with pytest.raises(Unavailable, match="rejected"):
+            bad.result(5)
+        assert isinstance(lmdb.BadValsizeError("x"), lmdb.Error)
+        assert ls.client.get_cursor("x", "y", "z") is None
+        with ls.engine.renv.read() as txn:
+            assert txn.get(key("ok"), db=db) == b"1"
+    finally:
+        ls.close()
