@@ -60,10 +60,28 @@ class _FnService:
 
 
 @dataclass
-class _Pending:
+class PendingReply:
+    """A request in flight (:meth:`Bus.request_nowait`); :meth:`result` waits for the reply envelope."""
+
+    target: str = ""
+    type: str = ""
     event: threading.Event = field(default_factory=threading.Event)
     reply: Envelope | None = None
     error: GeodeError | None = None
+    _forget: Callable[[], None] | None = None
+
+    def result(self, timeout_s: float) -> Envelope:
+        if not self.event.wait(timeout_s):
+            if self._forget is not None:
+                self._forget()
+            raise RequestTimeout(f"no reply from {self.target!r} to {self.type} within {timeout_s:g}s")
+        if self.error is not None:
+            raise self.error
+        assert self.reply is not None
+        return self.reply
+
+
+_Pending = PendingReply
 
 
 @dataclass
@@ -132,6 +150,7 @@ class Bus:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._closed = False
+        self._idle = True
         self.transport = BusTransport(self)
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -234,21 +253,20 @@ class Bus:
 
     # ---- used by BusTransport --------------------------------------------------------------------
     def request(self, target: str, env: Envelope, timeout_s: float) -> Envelope:
+        """Send a request and block for its reply (``RequestTimeout`` after ``timeout_s``)."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("a blocking request from the bus thread would deadlock")
+        return self.request_nowait(target, env).result(timeout_s)
+
+    def request_nowait(self, target: str, env: Envelope) -> PendingReply:
+        """Send a request without waiting; call ``.result(timeout_s)`` on the returned handle."""
         if self._closed or self._thread is None:
             raise Unavailable(f"bus {self.sender} is not running")
         frame = codec.encode(env)
-        p = _Pending()
+        p = PendingReply(target, env.type, _forget=partial(self._pending.pop, env.id, None))
         self._pending[env.id] = p
         self._post(partial(self._send_to, target, frame, env.id))
-        if not p.event.wait(timeout_s):
-            self._pending.pop(env.id, None)
-            raise RequestTimeout(f"no reply from {target!r} to {env.type} within {timeout_s:g}s")
-        if p.error is not None:
-            raise p.error
-        assert p.reply is not None
-        return p.reply
+        return p
 
     def send_cast(self, target: str, env: Envelope) -> None:
         if self._closed or self._thread is None:
@@ -264,7 +282,8 @@ class Bus:
 
     def _post(self, op: Callable[[], None]) -> None:
         self._ops.put(op)
-        self._wake()
+        if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
+            self._wake()
 
     def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
         """Run ``fn`` on the bus thread and re-raise its exception here (inline before start)."""
@@ -297,7 +316,10 @@ class Bus:
         try:
             while not self._stopping:
                 timeout = 1000 if not self._has_peer_clients() else max(1, int(self._hello_interval * 500))
-                for sock, _ in self._poller.poll(timeout):
+                self._idle = True  # posters now wake us; re-check the queue so no post is missed
+                ready = self._poller.poll(0 if not self._ops.empty() else timeout)
+                self._idle = False
+                for sock, _ in ready:
                     if sock == self._wake_fd:
                         self._drain_wake()
                     else:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -19,6 +22,9 @@ class BusTransport:
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
+        # unique ids without a getrandom() syscall per message: a random per-bus prefix and a counter
+        self._prefix = os.urandom(5).hex()
+        self._seq = itertools.count(1)
 
     def call(
         self,
@@ -29,14 +35,32 @@ class BusTransport:
         session: str | None = None,
         timeout_s: float = 5.0,
     ) -> dict[str, Any]:
-        env = Envelope(
+        env = self._envelope(type_, body, session, timeout_s)
+        return unwrap(self._bus.request(target, env, timeout_s))
+
+    def call_nowait(
+        self,
+        target: str,
+        type_: str,
+        body: BaseModel | dict[str, Any] | None = None,
+        *,
+        session: str | None = None,
+        timeout_s: float = 5.0,
+    ) -> Callable[[], dict[str, Any]]:
+        """Send now, collect later: returns ``result()`` which blocks for the reply body (pipelining)."""
+        env = self._envelope(type_, body, session, timeout_s)
+        pending = self._bus.request_nowait(target, env)
+        return lambda: unwrap(pending.result(timeout_s))
+
+    def _envelope(self, type_: str, body: Any, session: str | None, timeout_s: float) -> Envelope:
+        return Envelope(
+            id=f"{self._prefix}{next(self._seq):014x}",
             type=type_,
             body=catalog.dump(body),
             session=session,
             deadline=now_ms() + int(timeout_s * 1000),
             **{"from": self._bus.sender},
         )
-        return unwrap(self._bus.request(target, env, timeout_s))
 
     def cast(
         self,
@@ -47,6 +71,11 @@ class BusTransport:
         session: str | None = None,
     ) -> None:
         env = Envelope(
-            kind="cast", type=type_, body=catalog.dump(body), session=session, **{"from": self._bus.sender}
+            id=f"{self._prefix}{next(self._seq):014x}",
+            kind="cast",
+            type=type_,
+            body=catalog.dump(body),
+            session=session,
+            **{"from": self._bus.sender},
         )
         self._bus.send_cast(target, env)

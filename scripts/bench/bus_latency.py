@@ -1,0 +1,182 @@
+"""Bus round trip vs raw pyzmq DEALER/ROUTER, two processes over ipc://, 1 KB bodies (figures + ratios).
+
+Run: .venv/bin/python scripts/bench/bus_latency.py [--n 3000] [--tput-n 20000]
+Latency: p50/p99 with 1 request in flight. Throughput: 100 requests in flight (pipelined from one thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zmq
+from pydantic import BaseModel
+
+from geode.home import GeodeHome
+from geode.protocol.catalog import message
+
+PAYLOAD = os.urandom(1024)
+
+
+class BenchEcho(BaseModel):
+    data: bytes = b""
+
+
+BENCH_ECHO = message("bench.echo", BenchEcho, None)
+
+
+class EchoService:
+    def handle(self, request: Any) -> dict[str, Any]:
+        return {"data": request.body.data}
+
+
+def serve_bus(home: GeodeHome) -> None:
+    from actors.bus import Bus
+
+    bus = Bus("bench-server", 1, home).start()
+    bus.serve("bench", EchoService())
+    print("ready", flush=True)
+    sys.stdin.read()
+    bus.stop()
+
+
+def serve_raw(home: GeodeHome) -> None:
+    ctx = zmq.Context()
+    r = ctx.socket(zmq.ROUTER)
+    for opt, v in [(zmq.LINGER, 0), (zmq.SNDHWM, 10_000), (zmq.RCVHWM, 10_000), (zmq.ROUTER_MANDATORY, 1)]:
+        r.setsockopt(opt, v)
+    r.bind(home.ipc_endpoint("raw"))
+    print("ready", flush=True)
+    poller = zmq.Poller()
+    poller.register(r, zmq.POLLIN)
+    while True:
+        ident, frame = r.recv_multipart()
+        msg = msgpack.unpackb(frame, raw=False)
+        r.send_multipart([ident, msgpack.packb({"id": msg["id"], "body": msg["body"]}, use_bin_type=True)])
+
+
+def spawn(mode: str, home: GeodeHome) -> subprocess.Popen[str]:
+    p = subprocess.Popen(
+        [sys.executable, __file__, "--serve", mode, str(home.root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    return p
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def raw_client(home: GeodeHome, n: int, tput_n: int) -> tuple[list[float], float]:
+    ctx = zmq.Context()
+    d = ctx.socket(zmq.DEALER)
+    d.setsockopt(zmq.LINGER, 0)
+    d.connect(home.ipc_endpoint("raw"))
+
+    def send(i: int) -> None:
+        msg = {"id": str(i), "type": "bench.echo", "body": {"data": PAYLOAD}}
+        d.send(msgpack.packb(msg, use_bin_type=True))
+
+    def recv() -> None:
+        msgpack.unpackb(d.recv(), raw=False)
+
+    for i in range(200):
+        send(i)
+        recv()
+    lat = []
+    for i in range(n):
+        t = time.perf_counter()
+        send(i)
+        recv()
+        lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    for i in range(100):
+        send(i)
+    for i in range(100, tput_n):
+        recv()
+        send(i)
+    for _ in range(100):
+        recv()
+    rate = tput_n / (time.perf_counter() - t)
+    d.close(0)
+    ctx.term()
+    return lat, rate
+
+
+def bus_client(home: GeodeHome, n: int, tput_n: int) -> tuple[list[float], float]:
+    from collections import deque
+
+    from actors.bus import Bus
+
+    bus = Bus("bench-client", 1, home).start()
+    tr = bus.transport
+    body = {"data": PAYLOAD}
+    for _ in range(200):
+        tr.call("bench", BENCH_ECHO, body, timeout_s=10)
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        tr.call("bench", BENCH_ECHO, body, timeout_s=10)
+        lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    window = deque(tr.call_nowait("bench", BENCH_ECHO, body, timeout_s=30) for _ in range(100))
+    for _ in range(100, tput_n):
+        window.popleft()()
+        window.append(tr.call_nowait("bench", BENCH_ECHO, body, timeout_s=30))
+    while window:
+        window.popleft()()
+    rate = tput_n / (time.perf_counter() - t)
+    bus.stop()
+    return lat, rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--serve", nargs=2, metavar=("MODE", "HOME"))
+    ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--tput-n", type=int, default=20000)
+    args = ap.parse_args()
+    if args.serve:
+        home = GeodeHome(Path(args.serve[1]))
+        (serve_bus if args.serve[0] == "bus" else serve_raw)(home)
+        return
+    home = GeodeHome(Path(tempfile.mkdtemp(prefix="geode-bench-"))).ensure()
+    results = {}
+    for mode, client in (("raw", raw_client), ("bus", bus_client)):
+        server = spawn(mode, home)
+        try:
+            results[mode] = client(home, args.n, args.tput_n)
+        finally:
+            server.kill()
+            server.wait()
+    print(
+        f"bus round trip, 2 processes over ipc://, 1 KB bodies, n={args.n} (1 in flight), "
+        f"{args.tput_n} (100 in flight)"
+    )
+    print(f"{'':<6}{'p50 us':>10}{'p99 us':>10}{'mean us':>10}{'msg/s @100':>14}")
+    for mode, (lat, rate) in results.items():
+        print(
+            f"{mode:<6}{pct(lat, 0.5) * 1e6:>10.0f}{pct(lat, 0.99) * 1e6:>10.0f}"
+            f"{statistics.fmean(lat) * 1e6:>10.0f}{rate:>14.0f}"
+        )
+    (rl, rr), (bl, br) = results["raw"], results["bus"]
+    print(
+        f"ratio bus/raw: p50 {pct(bl, 0.5) / pct(rl, 0.5):.2f}x (target <= 1.3x), "
+        f"p99 {pct(bl, 0.99) / pct(rl, 0.99):.2f}x, throughput {br / rr:.2f}x (target >= 0.7x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
