@@ -14,7 +14,7 @@ from typing import Any
 
 from geode.providers.classify import HINTS, classify
 from geode.providers.events import EventCallback
-from geode.providers.retry import Retrier
+from geode.providers.retry import CallbackAborted, Retrier
 from geode.providers.types import DeltaCallback, ModelRequest, ModelResponse, ProviderError, ProviderErrorKind
 
 
@@ -54,7 +54,10 @@ class StreamSink:
             return
         self.emitted = True
         if self._on_delta is not None:
-            self._on_delta(text)
+            try:
+                self._on_delta(text)
+            except Exception as exc:  # the caller's own exception (e.g. a cancel): never a provider failure
+                raise CallbackAborted(exc) from exc
 
 
 class WireAdapter:
@@ -111,6 +114,8 @@ class WireAdapter:
             sink = StreamSink(on_delta)
             try:
                 return self._send(body, request, sink)
+            except CallbackAborted:
+                raise
             except Exception as exc:
                 if not sink.emitted:
                     raise

@@ -19,6 +19,14 @@ from geode.providers.types import ProviderError
 T = TypeVar("T")
 
 
+class CallbackAborted(Exception):
+    """Raised around an exception thrown by the caller's ``on_delta``; the retrier re-raises the original."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 3
@@ -84,6 +92,8 @@ class Retrier:
         while True:
             try:
                 return attempt(failure + 1), failure + 1
+            except CallbackAborted as aborted:
+                raise aborted.original from None
             except Exception as exc:  # classified below; anything unexpected becomes UNKNOWN
                 err = classify(exc)
                 failure += 1
@@ -107,15 +117,14 @@ class Retrier:
     def _terminal(
         self, err: ProviderError, attempts: int, provider: str, model: str, emit: EventCallback
     ) -> ProviderError:
+        was_retryable = err.retryable
         err.attempts = attempts
+        err.should_retry = False  # final: this policy is the only one; callers must not retry again
         err.hint = err.hint or HINTS[err.kind]
-        if (
-            err.retryable
-            and err.retry_after_s is not None
-            and err.retry_after_s > self.policy.max_retry_after_s
-        ):
+        limit = self.policy.max_retry_after_s
+        if was_retryable and err.retry_after_s is not None and err.retry_after_s > limit:
             err.hint = f"{err.hint} (server asked to wait {err.retry_after_s:.0f} s; not waiting)"
-        if attempts > 1 or err.retryable:
+        if attempts > 1 or was_retryable:
             emit(
                 ProviderEvent(
                     type="gave_up",

@@ -151,3 +151,26 @@ def test_per_call_on_event_receives_retries(wire, server, fake_time, events):
     build(wire, server, fake_time, events).complete(request(wire), on_event=turn_events.append)
     assert [e.type for e in turn_events] == [e.type for e in events] == ["retry"]
     assert turn_events[0].reason == "overloaded" and turn_events[0].attempt == 1
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_on_delta_exception_propagates_unchanged(wire, server, fake_time):
+    server.set_scenario(Scenario(replies=(ScriptedReply(text="one two three"),), repeat_last=True))
+
+    def on_delta(text: str) -> None:
+        raise Cancelled(text)
+
+    with pytest.raises(Cancelled):
+        build(wire, server, fake_time).complete(request(wire), on_delta)
+    assert len(server.requests) == 1
+
+
+def test_errors_leaving_the_provider_are_final(wire, server, fake_time):
+    server.set_scenario(Scenario(replies=(err(429, "slow"),), repeat_last=True))
+    with pytest.raises(ProviderError) as info:
+        build(wire, server, fake_time).complete(request(wire))
+    assert info.value.kind is K.RATE_LIMIT and info.value.attempts == 3
+    assert info.value.retryable is False  # the loop must not add a second retry layer
