@@ -333,7 +333,18 @@ class AgenticLoop:
                 g.round_index += 1
                 reason = TerminationReason.FORCED_TEXT if prepared.wrapping_up else TerminationReason.NATURAL
                 return Terminal(reason, text=response.text)
-            results = process_batch(
+
+            def observe(results: list, calls: tuple = calls) -> None:  # type: ignore[type-arg]
+                # phase 5: observe and compact (the view is compacted when the next call is prepared)
+                state.cognitive.last_action = ",".join(c.name for c in calls)
+                state.cognitive.observe(
+                    "; ".join(f"{r.name}:{'error' if r.is_error else 'ok'}" for r in results)
+                )
+                state.cognitive.round_count += 1
+                state.guards.round_index += 1
+                observe_batch(state, s, [(c.name, c.input) for c in calls], results)
+
+            process_batch(
                 snap,
                 response.text,
                 calls,
@@ -343,14 +354,8 @@ class AgenticLoop:
                 events=events,
                 settings=s,
                 save_meta={},
+                observe=observe,
             )
-            # phase 5: observe and compact (the view is compacted when the next call is prepared)
-            observe_batch(state, s, [(c.name, c.input) for c in calls], results)
-            state.cognitive.last_action = ",".join(c.name for c in calls)
-            state.cognitive.observe("; ".join(f"{r.name}:{'error' if r.is_error else 'ok'}" for r in results))
-            state.cognitive.round_count += 1
-            g.round_index += 1
-            ckpt.save(state, strict=False)
 
     # --- phase 6: finish -------------------------------------------------------------------------------
     def _finish(

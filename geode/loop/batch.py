@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -113,8 +114,11 @@ def process_batch(
     events: EventStream,
     settings: LoopSettings,
     save_meta: dict[str, Any],
+    observe: Callable[[list[ToolResult]], None] | None = None,
 ) -> list[ToolResult]:
-    """Save the pending batch (strict) → execute → save the completed batch (strict)."""
+    """Save the pending batch (strict) → execute → observe (guards) → save the completed batch (strict).
+
+    A guard that trips in ``observe`` ends the turn only after the completed batch is durable."""
     state.history.append(assistant_message(snapshot, text, calls))
     try:
         seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
@@ -129,6 +133,12 @@ def process_batch(
     results = run_calls(executor, jobs, state, events, settings.tool_parallelism)
     state.guards.tool_calls += len(results)
     state.history.append(results_message(results, settings))
+    tripped: Terminal | None = None
+    if observe is not None:
+        try:
+            observe(results)
+        except Terminal as t:
+            tripped = t
     try:
         seq = checkpoint.save(state, pending=None, meta=save_meta)
     except CheckpointUnavailable as exc:
@@ -136,4 +146,6 @@ def process_batch(
             TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"completed batch not saved: {exc}"
         ) from exc
     events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="completed_batch")
+    if tripped is not None:
+        raise tripped
     return results

@@ -57,7 +57,7 @@ def test_cost_budget_exceeded_before_tools_run(rig: Rig) -> None:
 
 def test_convergence_on_three_identical_failing_batches(rig: Rig) -> None:
     r = run(rig, _forever("fail", vary=False))
-    assert r.termination_reason == R.CONVERGENCE_DETECTED and r.rounds == 2  # 3rd batch trips before round++
+    assert r.termination_reason == R.CONVERGENCE_DETECTED and r.rounds == 3
     assert r.tool_calls == 3
 
 
