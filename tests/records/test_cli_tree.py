@@ -1,0 +1,95 @@
+"""The records CLI against a whole running tree (`geode serve --foreground`), including a store restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from actors.bus import Bus
+from geode.home import GeodeHome
+from geode.records.models import CheckpointSave, ReceiptIdentity
+from geode.records.store_client import StoreClient
+from tests.records.harness import ROOT
+
+
+def geode(home: GeodeHome, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEODE_HOME": str(home.root)}
+    return subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def child_pid(home: GeodeHome, name: str) -> tuple[int, int]:
+    out = geode(home, "status", "--json")
+    kids = {c["name"]: c for c in json.loads(out.stdout)["children"]}
+    return kids[name]["pid"], kids[name]["incarnation"]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeodeHome]:
+    home = GeodeHome(tmp_path_factory.mktemp("tree") / "h").ensure()
+    env = {**os.environ, "GEODE_HOME": str(home.root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli.main", "serve", "--foreground"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    bus = Bus("seed", 1, home).start()
+    try:
+        client = StoreClient(bus.transport, timeout_s=1.0, attempts=1)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.stats()
+                break
+            except Exception:
+                assert proc.poll() is None and time.monotonic() < deadline, "tree never served the store"
+        client.attempts = 20
+        client.save_checkpoint(
+            CheckpointSave(session_id="t1", seq=1, base_count=0, new_messages=[{"role": "user"}])
+        )
+        ident = ReceiptIdentity(
+            session_id="t1", turn_id="t", step_id="s", tool_name="write_file", fingerprint="f"
+        )
+        client.admit("tree-op", ident, owner="executor#1", effect="write")
+        client.mark_uncertain("tree-op", "deadline passed")
+    finally:
+        bus.stop()
+    yield home
+    geode(home, "stop")
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_cli_json_against_a_running_tree_survives_a_store_restart(tree: GeodeHome) -> None:
+    rows = json.loads(geode(tree, "sessions", "--json").stdout)
+    assert [r["session_id"] for r in rows] == ["t1"] and rows[0]["unresolved_receipts"] == 1
+    pid, inc = child_pid(tree, "store")
+    os.kill(pid, 9)  # the supervisor restarts the store; acknowledged records are still there
+    deadline = time.monotonic() + 30
+    while child_pid(tree, "store")[1] == inc:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    out = geode(tree, "receipts", "--uncertain", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [r["operation_id"] for r in json.loads(out.stdout)] == ["tree-op"]
+    out = geode(tree, "reconcile", "tree-op", "--outcome", "applied", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["outcome"] == "applied"
+    assert json.loads(geode(tree, "receipts", "--uncertain", "--json").stdout) == []
+    assert json.loads(geode(tree, "timeline", "t1", "--json").stdout) == []
