@@ -70,6 +70,7 @@ class WireAdapter:
     ) -> None:
         self.endpoint = endpoint
         self.name = endpoint.provider
+        self.model = ""  # the resolved default model id when built from settings (callers may read it)
         self.retrier = retrier or Retrier()
         if on_event is not None:
             self.retrier.on_event = on_event

@@ -158,6 +158,7 @@ class CodexProvider:
     ) -> None:
         self.auth = auth
         self.on_event = on_event
+        self.model = ""  # the resolved default model id when built from settings
         headers = {"OpenAI-Beta": "responses=experimental", "originator": "codex_cli_rs"}
         if auth.account_id:
             headers["chatgpt-account-id"] = auth.account_id

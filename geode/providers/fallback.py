@@ -35,6 +35,7 @@ class FallbackProvider:
         self.chain = list(chain)
         self.on_event = on_event
         self.name = primary.name
+        self.model = getattr(primary, "model", "")
 
     def complete(
         self,

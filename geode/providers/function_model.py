@@ -31,9 +31,12 @@ class FunctionModel:
 
     adapter = "function"
 
-    def __init__(self, fn: Callable[[ModelRequest], FunctionResult], *, name: str = "function") -> None:
+    def __init__(
+        self, fn: Callable[[ModelRequest], FunctionResult], *, name: str = "function", model: str = ""
+    ) -> None:
         self.fn = fn
         self.name = name
+        self.model = model
         self.requests: list[ModelRequest] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.providers.adapter_base import Endpoint
+from geode.providers.adapter_base import Endpoint, WireAdapter
 from geode.providers.catalogue import DEFAULT_MODEL, WireApi, model_info
 from geode.providers.codex import DEFAULT_REFRESH_URL, CodexAuth, CodexProvider, codex_auth_path
 from geode.providers.events import EventCallback
@@ -149,7 +149,18 @@ def provider_from_settings(
     on_event: EventCallback | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> Provider:
-    """One provider (no fallback chain) from resolved settings."""
+    """One provider (no fallback chain) from resolved settings; ``provider.model`` is ``settings.model``."""
+    provider = _build_one(settings, on_event=on_event, sleep=sleep)
+    provider.model = settings.model
+    return provider
+
+
+def _build_one(
+    settings: ProviderSettings,
+    *,
+    on_event: EventCallback | None,
+    sleep: Callable[[float], None] | None,
+) -> WireAdapter | CodexProvider:
     retrier = Retrier(policy=settings.retry, on_event=on_event)
     if sleep is not None:
         retrier.sleep = sleep

@@ -149,3 +149,12 @@ def test_provider_report_never_prints_secrets(home, tmp_path):
     text = "\n".join(s.line() for s in report.values()) + repr(report)
     assert SECRET not in text and "SECRET" not in text
     assert "OPENAI_API_KEY not set" in text
+
+
+def test_built_providers_expose_their_model_and_adapter(home):
+    p = build_provider("glm-5.3", home=home, env={}, config={})
+    assert (p.name, p.adapter, p.model) == ("glm", "openai-chat", "glm-5.3")
+    p = build_provider(
+        home=home, env={"GEODE_MODEL": "claude-sonnet-5"}, config={"providers": {"fallback": ["glm-5.3"]}}
+    )
+    assert isinstance(p, FallbackProvider) and p.model == "claude-sonnet-5" and p.name == "anthropic"
