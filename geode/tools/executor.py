@@ -136,7 +136,10 @@ class ToolExecutor:
             keys = resource_keys(spec, call.input, ctx, workspace)
         except ResourceKeyError as exc:
             raise req.deny("locks", str(exc), "resource_key_resolution") from None
-        verdict = self.approvals.decide(ctx, spec, self._detail(spec, call), forced=req.force_ask)
+        harmless = entry.no_prompt is not None and entry.no_prompt(call.input)
+        verdict = self.approvals.decide(
+            ctx, spec, self._detail(spec, call), forced=req.force_ask, harmless=harmless
+        )
         if not verdict.granted:
             raise req.deny(
                 "approval",

@@ -112,3 +112,43 @@ def test_timeout_is_clamped_by_schema(rig) -> None:
 
 def test_denied_headless(rig) -> None:
     assert rig.call("run_bash", {"command": "true"}, mode="DAEMON").error_type == "tool_policy_denied"
+
+
+class _No:
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def request(self, ctx, tool_name, detail, safety):  # type: ignore[no-untyped-def]
+        self.asked += 1
+        return "n"
+
+
+@pytest.mark.parametrize("cmd", ["ls -la", "cat a.txt | grep x | wc -l", "find . -name '*.py'"])
+def test_read_only_pipelines_run_without_a_prompt(make_rig, cmd: str) -> None:
+    ch = _No()
+    rig = make_rig(approvals=ch)
+    res = rig.call("run_bash", {"command": cmd})
+    assert ch.asked == 0 and res.error_type != "permission_denied"
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "ls > x",
+        "echo hi; rm x",
+        "cat a | sed -i s/a/b/ f",
+        "find . -delete",
+        "python -c 'import os'",
+        "sort -o out in",
+        "git branch evil",
+        "echo $(whoami)",
+        "cat a | awk '{system(\"id\")}'",
+        "env rm x",
+        "git -c core.pager=sh log",
+    ],
+)
+def test_anything_else_still_prompts(make_rig, cmd: str) -> None:
+    ch = _No()
+    rig = make_rig(approvals=ch)
+    res = rig.call("run_bash", {"command": cmd})
+    assert ch.asked == 1 and res.error_type == "permission_denied"
