@@ -8,13 +8,20 @@ fake finishing its reply for round i and receiving the request for round i+1.
 * loop: AgenticLoop with the real ToolExecutor and the real LMDB store (sync on) over LocalTransport:
   prompt rebuilt per call, StepSnapshot, strict pending + completed checkpoints, guards, events.
 
-Run: .venv/bin/python scripts/bench/loop_round.py [--runs 5]
+With ``--processes`` the store and the executor run as real child processes (``python -m actors.child``)
+reached over ZeroMQ ipc, as in the daemon; the raw loop then calls the executor over the same bus.
+
+Run: .venv/bin/python scripts/bench/loop_round.py [--runs 5] [--processes]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -80,14 +87,40 @@ class Fake:
         return out
 
 
-def setup(tmp: Path) -> tuple[Any, ...]:
+def spawn_children(home: GeodeHome, ws: Path) -> tuple[list[subprocess.Popen[bytes]], Any, Any, Any]:
+    from actors.bus import Bus
+    from geode.tools.executor_client import ExecutorClient
+
+    home.config_file.write_text(f'[tools]\nroots = ["{ws}"]\n')
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "actors.child", name],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name in ("store", "executor")
+    ]
+    bus = Bus("bench", 1, home).start()
+    records, tools = StoreClient(bus.transport, attempts=20, backoff_s=0.1), ExecutorClient(bus.transport)
+    records.list_sessions(limit=1)  # wait for the store
+    return procs, bus, records, tools
+
+
+def setup(tmp: Path, processes: bool = False) -> tuple[Any, ...]:
     ws = tmp / "ws"
     ws.mkdir()
     (ws / "data.txt").write_text("".join(f"line {i}\n" for i in range(40)))
     (ws / "GEODE.md").write_text("## Project\n" + ("Project guidance line for the bench. " * 430) + "\n")
     home = GeodeHome(tmp / "h").ensure()
-    engine = RecordEngine.for_home(home).open()
-    records = StoreClient(LocalTransport({"store": StoreService(engine)}))
+    procs: list[Any] = []
+    if processes:
+        procs, _bus, records, remote = spawn_children(home, ws)
+        engine = None
+    else:
+        engine = RecordEngine.for_home(home).open()
+        records = StoreClient(LocalTransport({"store": StoreService(engine)}))
     extra = [
         ToolSpec(
             name=f"extra_{i}",
@@ -100,6 +133,14 @@ def setup(tmp: Path) -> tuple[Any, ...]:
     plan = BoundToolPlan.build([*builtin_specs(), *extra])
     ex = ToolExecutor(owner="bench#1", records=records, handlers=builtin_handlers(), default_workspace=ws)
     ex.bind_plan(plan)
+    if processes:
+        ex = remote
+        for _ in range(50):
+            try:
+                ex.bind_plan(plan)
+                break
+            except Exception:
+                time.sleep(0.1)
     fake = Fake(ws / "data.txt")
     server = ScriptedServer(fake).start()
     provider = provider_from_settings(
@@ -112,7 +153,7 @@ def setup(tmp: Path) -> tuple[Any, ...]:
             retry=RetryPolicy(),
         )
     )
-    return ws, engine, records, plan, ex, fake, server, provider
+    return ws, engine, records, plan, ex, fake, server, provider, procs
 
 
 def run_raw(k: int, ws: Path, plan: BoundToolPlan, ex: ToolExecutor, provider: Any, n: int) -> None:
@@ -163,9 +204,14 @@ def fmt(gaps: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    runs = ap.parse_args().runs
+    ap.add_argument("--processes", action="store_true")
+    args = ap.parse_args()
+    runs = args.runs
     tmp = Path(tempfile.mkdtemp())
-    ws, engine, records, plan, ex, fake, server, provider = setup(tmp)
+    ws, engine, records, plan, ex, fake, server, provider, procs = setup(tmp, args.processes)
+    print(
+        f"store + executor: {'child processes over ipc' if args.processes else 'in-process (LocalTransport)'}"
+    )
     loop = AgenticLoop(
         provider,
         ex,
@@ -185,9 +231,14 @@ def main() -> None:
             ratio = statistics.median(lg) / statistics.median(raw)
             print(f"| {k} | {fmt(raw)} | {fmt(lg)} | {ratio:.2f}x | {statistics.median(walls) * 1e3:.0f} |")
     finally:
-        ex.shutdown()
+        if hasattr(ex, "shutdown"):
+            ex.shutdown()
         server.stop()
-        engine.close()
+        if engine is not None:
+            engine.close()
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
 
 
 if __name__ == "__main__":
