@@ -14,6 +14,7 @@ from typing import Any
 
 from geode.providers.classify import HINTS, classify
 from geode.providers.events import EventCallback
+from geode.providers.pricing import Price, priced
 from geode.providers.retry import CallbackAborted, Retrier
 from geode.providers.types import DeltaCallback, ModelRequest, ModelResponse, ProviderError, ProviderErrorKind
 
@@ -71,6 +72,7 @@ class WireAdapter:
         self.endpoint = endpoint
         self.name = endpoint.provider
         self.model = ""  # the resolved default model id when built from settings (callers may read it)
+        self.prices: dict[str, Price] = {}  # optional per-model prices -> usage.cost_usd
         self.retrier = retrier or Retrier()
         if on_event is not None:
             self.retrier.on_event = on_event
@@ -131,7 +133,8 @@ class WireAdapter:
         response, attempts = self.retrier.run(
             attempt, provider=self.name, model=request.model, on_event=on_event
         )
-        return response.model_copy(update={"attempts": attempts, "provider": self.name})
+        response = response.model_copy(update={"attempts": attempts, "provider": self.name})
+        return priced(response, request.model, self.prices)
 
 
 JSON_HEADERS = {"Content-Type": "application/json"}

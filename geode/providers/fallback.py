@@ -36,6 +36,7 @@ class FallbackProvider:
         self.on_event = on_event
         self.name = primary.name
         self.model = getattr(primary, "model", "")
+        self.adapter = getattr(primary, "adapter", "fallback")
 
     def complete(
         self,

@@ -17,6 +17,7 @@ from geode.providers.catalogue import DEFAULT_MODEL, WireApi, model_info
 from geode.providers.codex import DEFAULT_REFRESH_URL, CodexAuth, CodexProvider, codex_auth_path
 from geode.providers.events import EventCallback
 from geode.providers.fallback import FallbackProvider
+from geode.providers.pricing import Price, prices_from_config
 from geode.providers.retry import Retrier, RetryPolicy
 from geode.providers.types import Provider
 from geode.providers.vendors import make_adapter, vendor
@@ -38,6 +39,7 @@ class ProviderSettings:
     options: dict[str, Any] = field(default_factory=dict)
     codex_auth_file: Path | None = None
     codex_refresh_url: str = DEFAULT_REFRESH_URL
+    prices: dict[str, Price] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,6 +142,7 @@ def resolve_settings(
         options={**spec.options, **(sec.get("options") or {})},
         codex_auth_file=_codex_file(src) if provider == "codex" else None,
         codex_refresh_url=src.section("codex").get("refresh_url") or DEFAULT_REFRESH_URL,
+        prices=prices_from_config(providers),
     )
 
 
@@ -152,6 +155,8 @@ def provider_from_settings(
     """One provider (no fallback chain) from resolved settings; ``provider.model`` is ``settings.model``."""
     provider = _build_one(settings, on_event=on_event, sleep=sleep)
     provider.model = settings.model
+    inner = provider.inner if isinstance(provider, CodexProvider) else provider
+    inner.prices = dict(settings.prices)
     return provider
 
 

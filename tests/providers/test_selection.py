@@ -158,3 +158,18 @@ def test_built_providers_expose_their_model_and_adapter(home):
         home=home, env={"GEODE_MODEL": "claude-sonnet-5"}, config={"providers": {"fallback": ["glm-5.3"]}}
     )
     assert isinstance(p, FallbackProvider) and p.model == "claude-sonnet-5" and p.name == "anthropic"
+
+
+def test_configured_prices_fill_cost(home, server):
+    server.set_scenario(
+        Scenario.of({"text": "ok", "usage": {"input_tokens": 1_000_000, "output_tokens": 2_000_000}})
+    )
+    env = {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "k"}
+    cfg = {"providers": {"pricing": {"claude-opus-5-5": {"input_per_mtok": 5.0, "output_per_mtok": 25.0}}}}
+    resp = build_provider(home=home, env=env, config=cfg).complete(request("anthropic-messages"))
+    assert resp.usage.cost_usd == 55.0
+    server.set_scenario(Scenario.of("ok"))
+    assert (
+        build_provider(home=home, env=env, config={}).complete(request("anthropic-messages")).usage.cost_usd
+        == 0
+    )
