@@ -79,11 +79,11 @@ def start_lanes(
     bus = bus or Bus(name, incarnation, home).start()
     records = StoreClient(bus.transport, attempts=3)
     queue = LaneQueue(global_cap=cfg["global_cap"], session_queue_max=cfg["session_queue_max"])
-    svc = LanesService(records, bus.transport, queue=queue)
+    svc = LanesService(records, bus.transport, queue=queue, routable=lambda name: name in bus.peers(ENDPOINT))
     child = LanesChild(svc, bus, owns)
     try:
         _start_service(svc, store_timeout_s)
-        bus.serve(ENDPOINT, svc, concurrency=cfg["handlers"])
+        bus.serve(ENDPOINT, svc, concurrency=cfg["handlers"], on_peer=lambda _name, _inc: svc.schedule())
     except BaseException:
         child.stop()
         raise

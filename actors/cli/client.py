@@ -25,6 +25,7 @@ from geode.protocol.transport import unwrap
 
 PING_EVERY_S = 1.0
 SILENCE_S = 4.0  # no answer to pings for this long: assume the control child restarted
+CATCHUP_S = 2.0  # no stream event for this long while a turn runs: replay from the last seq
 
 EventFn = Callable[[dict[str, Any]], None]
 ApprovalFn = Callable[[dict[str, Any]], str]
@@ -189,7 +190,7 @@ class ControlClient:
         on_interrupt: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
-        last_heard = time.monotonic()
+        last_heard = last_event = time.monotonic()
         next_ping = 0.0
         ping_id: str | None = None
         pending = list(backlog or [])
@@ -211,12 +212,22 @@ class ControlClient:
             if env is not None:
                 last_heard = now
                 if env.type == c.CLI_EVENT:
+                    last_event = now
                     if self._note(env.body):
                         pending.append(env.body)
                 elif env.corr == ping_id and env.kind == "ok" and env.body.get("ok") is False:
-                    pending.extend(self.reattach())
                     ping_id = None
+                    try:
+                        pending.extend(self.reattach(timeout_s=2.0))
+                    except GeodeError:
+                        pass  # the next ping tries again
                 continue
+            if now - last_event > CATCHUP_S:  # a quiet stream: ask for anything we may have missed
+                last_event = now
+                try:
+                    pending.extend(self.catch_up(timeout_s=2.0))
+                except GeodeError:
+                    pass
             if now - last_heard > SILENCE_S:
                 last_heard = now
                 try:
@@ -272,6 +283,18 @@ class ControlClient:
                         "data": {"result": o["outcome"]},
                     }
                 )
+        return got
+
+    def catch_up(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+        """Replay events after the last seq we saw (lost in a lanes restart, say); duplicates are dropped."""
+        sid = self.session_id or ""
+        got: list[dict[str, Any]] = []
+        self.request(
+            c.ATTACH,
+            {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
+            timeout_s=timeout_s,
+            on_event=got.append,
+        )
         return got
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 HEARTBEAT_INTERVAL_S = 1.0
@@ -18,6 +18,7 @@ class Worker:
     capacity: int
     last_seen: float
     turns: set[str] = field(default_factory=set)
+    assigned_at: dict[str, float] = field(default_factory=dict)
 
     @property
     def free(self) -> int:
@@ -74,27 +75,41 @@ class WorkerPool:
             w.last_seen = self._clock()
             return True
 
-    def pick(self) -> Worker | None:
-        """A live worker with a free slot (round robin), or None."""
+    def pick(self, usable: Callable[[str], bool] | None = None) -> Worker | None:
+        """A live worker with a free slot (round robin) that ``usable`` accepts, or None."""
         with self._lock:
-            candidates = sorted((w for w in self._workers.values() if w.free > 0), key=lambda w: w.name)
+            candidates = sorted(
+                (w for w in self._workers.values() if w.free > 0 and (usable is None or usable(w.name))),
+                key=lambda w: w.name,
+            )
             if not candidates:
                 return None
             self._rr = (self._rr + 1) % len(candidates)
             return candidates[self._rr]
 
-    def free_slots(self) -> int:
+    def free_slots(self, usable: Callable[[str], bool] | None = None) -> int:
         with self._lock:
-            return sum(w.free for w in self._workers.values())
+            return sum(w.free for w in self._workers.values() if usable is None or usable(w.name))
 
     def assign(self, name: str, turn_id: str) -> None:
         with self._lock:
             self._workers[name].turns.add(turn_id)
+            self._workers[name].assigned_at[turn_id] = self._clock()
+
+    def unconfirmed(self, name: str, reported: Iterable[str], grace_s: float) -> list[str]:
+        """Turns assigned to ``name`` over ``grace_s`` ago that its heartbeat omits: their run was lost."""
+        with self._lock:
+            w = self._workers.get(name)
+            if w is None:
+                return []
+            now, seen = self._clock(), set(reported)
+            return sorted(t for t in w.turns if t not in seen and now - w.assigned_at.get(t, now) > grace_s)
 
     def finish(self, turn_id: str) -> None:
         with self._lock:
             for w in self._workers.values():
                 w.turns.discard(turn_id)
+                w.assigned_at.pop(turn_id, None)
 
     def owner_of(self, turn_id: str) -> Worker | None:
         with self._lock:

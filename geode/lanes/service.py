@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from geode.records.models import TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
 ORPHAN_GRACE_S = 3.0
+LOST_RUN_GRACE_S = 3.0  # a turn.run its worker never reported in a heartbeat after this long was lost
 RECENT_OUTCOMES = 8
 
 
@@ -62,6 +64,8 @@ class LanesService:
         orphan_grace_s: float = ORPHAN_GRACE_S,
         clock: Any = time.monotonic,
         wall: Any = time.time,
+        routable: Callable[[str], bool] | None = None,
+        lost_run_grace_s: float = LOST_RUN_GRACE_S,
     ) -> None:
         self.records = records
         self.transport = transport
@@ -71,6 +75,8 @@ class LanesService:
         self.desk = ApprovalDesk()
         self.reorder = Reorder()
         self.orphan_grace_s = orphan_grace_s
+        self.routable = routable  # is a worker reachable yet (its peer hello arrived)? None: always
+        self.lost_run_grace_s = lost_run_grace_s
         self._clock, self._wall = clock, wall
         self._mu = threading.RLock()
         self._meta: dict[str, _Meta] = {}
@@ -169,14 +175,14 @@ class LanesService:
         started = 0
         with self._mu:
             while True:
-                free = self.pool.free_slots()
+                free = self.pool.free_slots(self.routable)
                 if free <= 0:
                     break
                 grants = self.queue.grant(limit=1)
                 if not grants:
                     break
                 g = grants[0]
-                worker = self.pool.pick()
+                worker = self.pool.pick(self.routable)
                 rec = self.records.get_turn(g.turn_id)
                 if worker is None or rec is None:
                     self.queue.requeue(g.turn_id) if rec else self.queue.release(g.turn_id)
@@ -231,13 +237,18 @@ class LanesService:
 
     def heartbeat(self, hb: turns.WorkerHeartbeat) -> bool:
         with self._mu:
-            if not self.pool.heartbeat(hb.worker, hb.incarnation):
-                self.worker_ready(hb.worker, hb.incarnation, max(1, len(hb.running) + hb.free))
+            if not self.pool.heartbeat(hb.worker, hb.incarnation):  # unknown (lanes restarted): register
+                dead = self.pool.ready(hb.worker, hb.incarnation, max(1, len(hb.running) + hb.free))
+                if dead is not None:
+                    self._requeue_dead(dead)
             for turn_id in hb.running:
                 orphan = self._orphans.get(turn_id)
                 if orphan and orphan[0] == hb.worker and orphan[1] == hb.incarnation:
                     del self._orphans[turn_id]
                     self.pool.assign(hb.worker, turn_id)  # still running there: adopt it
+            for turn_id in self.pool.unconfirmed(hb.worker, hb.running, self.lost_run_grace_s):
+                log.warning("turn %s never reached %s; re-queueing it", turn_id, hb.worker)
+                self._requeue(turn_id)
         self.schedule()
         return True
 
