@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from geode.protocol import tools as m
-from geode.protocol.errors import GeodeError
+from geode.protocol.errors import ErrorCode, GeodeError
 from geode.protocol.transport import Transport
 from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.plan import BoundToolPlan
@@ -22,8 +22,9 @@ SLACK_S = 15.0
 class ExecutorClient:
     """Thread-safe. Remembers the plans it bound (bounded) so it can re-bind after an executor restart.
 
-    A transport failure is retried once: the operation id makes that safe (a call whose receipt was admitted
-    before the failure comes back as ``effect_outcome_uncertain``; a read tool simply runs again).
+    A transport failure other than a timeout is retried once; the operation id makes that safe (a call
+    whose receipt was admitted before the failure comes back as ``effect_outcome_uncertain``; a read tool
+    simply runs again). A timeout is not retried (the first request may still await approval or run).
     """
 
     def __init__(
@@ -72,7 +73,7 @@ class ExecutorClient:
             try:
                 results = run()
             except GeodeError as exc:
-                if attempt == 1:
+                if attempt == 1 or exc.code is ErrorCode.TIMEOUT:
                     return [_unreachable(k, exc) for _, k in items]
                 continue
             if any(r.error_type == "plan_not_bound" for r in results) and attempt == 0 and self._rebind(ctx):
@@ -87,7 +88,7 @@ class ExecutorClient:
                 result = send()
             except GeodeError as exc:
                 log.warning("executor call for %s failed (%s); attempt %d", call.name, exc, attempt + 1)
-                if attempt == 1:
+                if attempt == 1 or exc.code is ErrorCode.TIMEOUT:
                     return _unreachable(call, exc)
                 continue
             if result.error_type == "plan_not_bound" and attempt == 0 and self._rebind(ctx):
