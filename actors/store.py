@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from actors.bus import Bus
@@ -37,11 +37,27 @@ class StoreChild:
     engine: RecordEngine
     bus: Bus
     owns_bus: bool
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def stop(self) -> None:
+        self.stopping.set()
         if self.owns_bus:
             self.bus.stop()
         self.engine.close()
+
+    def prune_every(self, interval_s: float) -> None:
+        """Apply retention periodically on a daemon thread (until :meth:`stop`)."""
+
+        def loop() -> None:
+            while not self.stopping.wait(interval_s):
+                try:
+                    pruned = self.engine.prune()
+                    if any(pruned.values()):
+                        log.info("store pruning: %s", pruned)
+                except GeodeError as exc:
+                    log.warning("store pruning failed: %s", exc)
+
+        threading.Thread(target=loop, name="store-pruner", daemon=True).start()
 
 
 def start_store(
@@ -54,9 +70,8 @@ def start_store(
     concurrency: int | None = None,
 ) -> StoreChild:
     """Open the engine and serve it (on ``bus`` when given, e.g. single-process mode; else a new one)."""
-    raw = home.load_config()
-    cfg = config or StoreConfig.from_config(raw)
-    handlers = concurrency or int((raw.get("store") or {}).get("handlers", 64))
+    cfg = config or StoreConfig.from_config(home.load_config())
+    handlers = concurrency or cfg.handlers
     engine = RecordEngine.for_home(home, cfg).open()
     owns = bus is None
     try:
@@ -68,10 +83,13 @@ def start_store(
             bus.stop()
         engine.close()
         raise
+    child = StoreChild(engine, bus, owns)
     pruned = engine.prune()
     if any(pruned.values()):
         log.info("store start-up pruning: %s", pruned)
-    return StoreChild(engine, bus, owns)
+    if cfg.prune_interval_s > 0:
+        child.prune_every(cfg.prune_interval_s)
+    return child
 
 
 def build(bus: Bus, ctx: ChildContext) -> StoreChild:

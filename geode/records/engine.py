@@ -146,8 +146,8 @@ class RecordEngine:
             for sid in doomed:
                 self.checkpoints.delete_session(txn, sid)
                 self.timeline.delete_session(txn, sid)
-                self.receipts.delete_session(txn, sid)
-                self.turns.delete_session(txn, sid)
+            self.receipts.delete_sessions(txn, set(doomed))
+            self.turns.delete_sessions(txn, set(doomed))
             return len(doomed)
 
         sessions = self.writer.run(_drop) if doomed else 0

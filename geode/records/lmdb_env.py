@@ -15,9 +15,9 @@ from typing import Any
 
 import lmdb
 import msgpack
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from geode.protocol.errors import BadRequest, Unavailable
+from geode.protocol.errors import BadRequest, ConfigError, Unavailable
 
 MAX_KEY = 511  # LMDB's default maximum key size
 SEP = b"\x00"
@@ -54,10 +54,17 @@ class StoreConfig(BaseModel):
     receipt_retention_days: float = Field(default=30.0, ge=0)
     session_retention_days: float = Field(default=30.0, ge=0)
     timeline_max_payload: int = Field(default=64 * 1024, ge=1024)
+    prune_interval_s: float = Field(default=3600.0, ge=0)  # 0 = only at start-up and on store.prune
+    handlers: int = Field(default=64, ge=1)  # concurrent request handlers in the store child
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> StoreConfig:
-        return cls.model_validate(raw.get("store") or {})
+        try:
+            return cls.model_validate(raw.get("store") or {})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise ConfigError(f"[store] {where}: {first.get('msg')}") from None
 
 
 def key(*parts: str | int) -> bytes:

@@ -267,12 +267,10 @@ class ReceiptStore:
                 counts[sid] = counts.get(sid, 0) + 1
         return counts
 
-    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
-        """Drop a pruned session's resolved receipts (unresolved ones are kept for the operator)."""
+    def delete_sessions(self, txn: lmdb.Transaction, session_ids: set[str]) -> None:
+        """Drop pruned sessions' resolved receipts in one scan (unresolved ones are kept for the operator)."""
+        done = (ReceiptState.COMMITTED, ReceiptState.RECONCILED)
         for r in [Receipt.model_validate(unpack(v)) for _, v in txn.cursor(db=self.renv.db("receipts"))]:
-            if r.identity.session_id == session_id and r.state in (
-                ReceiptState.COMMITTED,
-                ReceiptState.RECONCILED,
-            ):
+            if r.identity.session_id in session_ids and r.state in done:
                 txn.delete(key(int(r.updated_at * 1e9), r.operation_id), db=self.renv.db("rc_done"))
                 txn.delete(key(r.operation_id), db=self.renv.db("receipts"))

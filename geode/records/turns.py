@@ -62,10 +62,11 @@ class TurnStore:
         out.sort(key=lambda t: t.created_at)
         return out[:limit]
 
-    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
+    def delete_sessions(self, txn: lmdb.Transaction, session_ids: set[str]) -> None:
+        """Drop pruned sessions' done turns in one scan."""
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")
         for k, v in list(txn.cursor(db=db)):
             t = TurnRecord.model_validate(unpack(v))
-            if t.session_id == session_id and t.state == TurnState.DONE:
+            if t.session_id in session_ids and t.state == TurnState.DONE:
                 txn.delete(key(t.state.value, t.turn_id), db=idx)
                 txn.delete(k, db=db)

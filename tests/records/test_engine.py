@@ -177,3 +177,33 @@ def test_an_lmdb_error_inside_one_operation_fails_only_that_operation(home: Geod
             assert txn.get(key("ok"), db=db) == b"1"
     finally:
         ls.close()
+
+
+def test_bad_store_config_is_a_config_error(home: GeodeHome) -> None:
+    from geode.protocol.errors import ConfigError
+
+    write_config(home, {"map_size_mb": "lots"})
+    with pytest.raises(ConfigError, match=r"\[store\] map_size_mb"):
+        RecordEngine.for_home(home)
+
+
+def test_store_child_prunes_periodically(home: GeodeHome) -> None:
+    import time
+
+    from actors.bus import Bus
+    from actors.store import start_store
+
+    cfg = StoreConfig(prune_interval_s=0.05, session_retention_days=0)
+    server = Bus("store", 1, home, single_process=True).start()
+    child = start_store(home, bus=server, config=cfg, concurrency=2)
+    try:
+        child.engine.save_checkpoint(
+            CheckpointSave(session_id="old", seq=1, base_count=0, status="completed")
+        )
+        deadline = time.monotonic() + 10
+        while child.engine.load_checkpoint("old") is not None:
+            assert time.monotonic() < deadline, "never pruned"
+            child.stopping.wait(0.02)
+    finally:
+        server.stop()
+        child.stop()
