@@ -94,9 +94,23 @@ class CodexAuth:
         exp = jwt_exp(self.access_token)
         return exp is not None and exp - self.clock() < REFRESH_MARGIN_S
 
-    def refresh(self) -> str:
-        """Exchange the refresh token for new tokens; returns the new access token."""
+    def refresh(self, stale: str | None = None) -> str:
+        """Exchange the refresh token for new tokens; returns the new access token.
+
+        ``stale`` is the token the caller saw rejected or expiring: when another thread (or the Codex CLI, via
+        the file) already replaced it, that token is adopted with no refresh request (refresh tokens rotate).
+        """
         with self._lock:
+            if stale is not None:
+                try:
+                    on_disk = self._read()
+                except ProviderError:
+                    on_disk = self._data
+                if on_disk["tokens"]["access_token"] != stale:
+                    self._data = on_disk
+                    return self.access_token
+                if self.access_token != stale:
+                    return self.access_token
             tokens = self._data["tokens"]
             payload = {
                 "client_id": CLIENT_ID,
@@ -174,8 +188,8 @@ class CodexProvider:
         if on_event is not None:
             self.inner.retrier.on_event = on_event
 
-    def _refresh(self, model: str, why: str, on_event: EventCallback | None) -> None:
-        self.inner.set_api_key(self.auth.refresh())
+    def _refresh(self, model: str, why: str, stale: str, on_event: EventCallback | None) -> None:
+        self.inner.set_api_key(self.auth.refresh(stale))
         event = ProviderEvent(type="auth_refresh", provider=self.name, model=model, reason=why)
         for cb in (self.on_event, on_event):
             if cb is not None:
@@ -189,11 +203,14 @@ class CodexProvider:
         on_event: EventCallback | None = None,
     ) -> ModelResponse:
         if self.auth.needs_refresh():
-            self._refresh(request.model, "expiring", on_event)
+            self._refresh(request.model, "expiring", self.auth.access_token, on_event)
+        used = self.auth.access_token
+        if self.inner.endpoint.api_key != used:  # refreshed elsewhere (another call, the Codex CLI)
+            self.inner.set_api_key(used)
         try:
             return self.inner.complete(request, on_delta, on_event=on_event)
         except ProviderError as err:
             if err.status != 401:
                 raise
-        self._refresh(request.model, "401", on_event)
+        self._refresh(request.model, "401", used, on_event)
         return self.inner.complete(request, on_delta, on_event=on_event)

@@ -115,3 +115,15 @@ def test_missing_auth_file_is_an_auth_error(tmp_path):
     with pytest.raises(ProviderError) as info:
         CodexAuth(tmp_path / "nope" / "auth.json")
     assert info.value.kind is ProviderErrorKind.AUTH and "codex login" in info.value.hint
+
+
+def test_token_refreshed_by_the_codex_cli_is_adopted(tmp_path, server):
+    auth_file = write_auth(tmp_path / "codex", time.time() + 3600)
+    p = provider(auth_file, server)
+    data = json.loads(auth_file.read_text())
+    data["tokens"]["access_token"] = jwt(time.time() + 5000)  # the CLI refreshed meanwhile
+    auth_file.write_text(json.dumps(data))
+    server.set_scenario(Scenario.of(UNAUTHORIZED, "with the CLI's token"))
+    assert p.complete(request("openai-responses")).text == "with the CLI's token"
+    assert [r.wire for r in server.requests] == ["openai-responses", "openai-responses"]  # no refresh call
+    assert server.requests[0].headers["authorization"] != server.requests[1].headers["authorization"]
