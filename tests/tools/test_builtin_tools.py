@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -85,6 +86,37 @@ def test_web_fetch_extracts_text(rig) -> None:
         server.shutdown()
     assert res.content["title"] == "T" and res.content["text"] == "Hello web" and res.content["status"] == 200
     assert rig.call("web_fetch", {"url": "file:///etc/passwd"}).error_type == "invalid_url"
+
+
+class _Big(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/slow":
+            time.sleep(2)
+        body = b"x" * (3 * 1024 * 1024)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass
+
+    def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+def test_web_fetch_size_and_time_caps(rig) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Big)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        big = rig.call("web_fetch", {"url": f"{base}/big"})
+        slow = rig.call("web_fetch", {"url": f"{base}/slow"}, deadline_ms=int((time.time() + 1.0) * 1000))
+    finally:
+        server.shutdown()
+    assert big.content["truncated"] is True and len(big.content["text"]) == 50_000
+    assert slow.error_type == "fetch_failed" and "Timeout" in slow.content["error"]
 
 
 class _Slack:

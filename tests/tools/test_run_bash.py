@@ -152,3 +152,16 @@ def test_anything_else_still_prompts(make_rig, cmd: str) -> None:
     rig = make_rig(approvals=ch)
     res = rig.call("run_bash", {"command": cmd})
     assert ch.asked == 1 and res.error_type == "permission_denied"
+
+
+def test_command_timeout_shrinks_to_the_callers_deadline(rig) -> None:
+    ctx_deadline = int((time.time() + 4) * 1000)
+    t0 = time.monotonic()
+    res = rig.call("run_bash", {"command": "sleep 30", "timeout": 30}, deadline_ms=ctx_deadline)
+    assert time.monotonic() - t0 < 4
+    assert res.error_type == "bash_timeout" and _gone(res.content["pgid"])
+    # a known outcome: the receipt is committed, not uncertain
+    [receipt] = [
+        r for r in rig.store.client.list_receipts(session_id="s1") if r.identity.tool_name == "run_bash"
+    ]
+    assert receipt.state.value == "committed"

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -92,8 +93,9 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     pattern = blocked(command)
     if pattern is not None:
         raise ToolFailure("Command matches an always-blocked destructive pattern; not run.", "bash_blocked")
-    timeout = clamp_timeout(args)
     limits: BashLimits = env.service("bash_limits") or BashLimits()
+    # never outlive the executor's deadline: finish (and kill the group) in time to report a known outcome
+    timeout = max(1, min(clamp_timeout(args), int(env.deadline_s - limits.grace_s - 1)))
     cpu = limits.cpu_s or timeout
     fsize_kb = max(1, limits.fsize_bytes // 1024)
     wrapper = f'ulimit -t {cpu} -f {fsize_kb} && exec /bin/bash -c "$1"'
@@ -107,11 +109,13 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     )
     pgid = proc.pid
     out, err = _Capped(proc.stdout, STDOUT_CAP), _Capped(proc.stderr, STDERR_CAP)  # type: ignore[arg-type]
-    timed_out = False
+    timed_out = cancelled = False
     try:
-        proc.wait(timeout=timeout)
+        cancelled = _wait(proc, timeout, env)
+        if cancelled:
+            raise subprocess.TimeoutExpired(command, timeout)
     except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not cancelled
         _kill_group(pgid, signal.SIGTERM)
         try:
             proc.wait(timeout=limits.grace_s)
@@ -133,8 +137,25 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     }
     if proc.returncode is not None and proc.returncode < 0:
         body["signal"] = signal.Signals(-proc.returncode).name
+    if cancelled:
+        raise ToolFailure("Command cancelled; its process group was killed.", "bash_cancelled", **body)
     if timed_out:
         raise ToolFailure(
             f"Command timed out after {timeout}s; its process group was killed.", "bash_timeout", **body
         )
     return body
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv) -> bool:
+    """Wait for the command; True when the call was cancelled (the executor's deadline passed) first."""
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        try:
+            proc.wait(timeout=min(0.05, left))
+            return False
+        except subprocess.TimeoutExpired:
+            if env.cancel.is_set():
+                return True

@@ -59,7 +59,7 @@ def web_fetch(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     url = args["url"]
     if urlparse(url).scheme not in ("http", "https"):
         raise ToolFailure("only http and https URLs can be fetched", "invalid_url")
-    timeout = min(TIMEOUT_S, env.deadline_s)
+    timeout = min(TIMEOUT_S, env.deadline_s * 0.8)  # fail cleanly before the executor gives up
     body = bytearray()
     try:
         with httpx.Client(timeout=timeout, follow_redirects=True, max_redirects=MAX_REDIRECTS) as client:
