@@ -1,0 +1,64 @@
+"""`geode ask` as a real subprocess against a running daemon: exit codes, --json, approvals without a tty."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.control.procs import Procs
+
+
+@pytest.fixture(scope="module")
+def procs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Procs]:
+    p = Procs(tmp_path_factory.mktemp("ask")).up("loop-1")
+    yield p
+    p.close()
+
+
+def test_ask_json_success(procs: Procs) -> None:
+    r = procs.geode("ask", "hello", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["text"] == "answer to hello" and out["termination_reason"] == "natural"
+    assert out["session_id"].startswith("s-") and out["tool_calls"] == [] and out["exit_code"] == 0
+
+
+def test_ask_plain_text_and_failure_exit_code(procs: Procs) -> None:
+    ok = procs.geode("ask", "hi")
+    assert ok.returncode == 0 and "answer to hi" in ok.stdout
+    bad = procs.geode("ask", "fail:model_refusal")
+    assert bad.returncode == 1 and "model_refusal" in bad.stderr
+
+
+def test_ask_without_terminal_denies_approvals_unless_skipped(procs: Procs) -> None:
+    denied = json.loads(procs.geode("ask", "approve:write_file", "--json").stdout)
+    assert denied["tool_calls"][0]["name"] == "write_file" and "denied" in (
+        denied["tool_calls"][0]["error"] or ""
+    )
+    allowed = json.loads(
+        procs.geode("ask", "approve:write_file", "--json", "--dangerously-skip-permissions").stdout
+    )
+    assert allowed["tool_calls"][0]["error"] is None
+    tools = [ln for ln in procs.effect_lines() if ln.startswith("tool write_file")]
+    assert len(tools) == 1
+
+
+def test_ask_resume_keeps_the_session(procs: Procs) -> None:
+    first = json.loads(procs.geode("ask", "hello", "--json").stdout)
+    again = procs.geode("ask", "again", "--json", "--resume", first["session_id"])
+    assert again.returncode in (0, 3)
+    if again.returncode == 0:  # resume needs the session in the store (the loop's checkpoint)
+        assert json.loads(again.stdout)["session_id"] == first["session_id"]
+
+
+def test_ask_unreachable_daemon_exit_code(tmp_path: Path) -> None:
+    p = Procs(tmp_path)
+    p.home.config_file.write_text("this is [not toml")  # the daemon cannot start: a broken config
+    try:
+        r = p.geode("ask", "hello", timeout=90)
+        assert r.returncode == 3 and "daemon unavailable" in r.stderr
+    finally:
+        p.close()
