@@ -11,15 +11,25 @@ import typer
 
 def scripted_provider(
     scenario: Path = typer.Option(
-        ..., "--scenario", "-s", exists=True, dir_okay=False, help="JSON/TOML scenario"
+        None, "--scenario", "-s", exists=True, dir_okay=False, help="JSON/TOML scenario"
     ),
+    function: str = typer.Option(None, "--function", "-f", help="module:callable of the recorded request"),
     port: int = typer.Option(0, "--port", "-p", help="TCP port on 127.0.0.1 (0 = any free port)"),
 ) -> None:
     """Serve a scripted LLM endpoint; prints its base URL, then serves until SIGINT/SIGTERM."""
+    import importlib
+
     from geode.providers.scenario import load_scenario
     from geode.providers.scripted import ScriptedServer
 
-    server = ScriptedServer(load_scenario(scenario), port=port).start()
+    if (scenario is None) == (function is None):
+        raise typer.BadParameter("give exactly one of --scenario FILE or --function module:callable")
+    if function is not None:
+        module, _, attr = function.partition(":")
+        source = getattr(importlib.import_module(module), attr or "reply")
+    else:
+        source = load_scenario(scenario)
+    server = ScriptedServer(source, port=port).start()
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

@@ -111,3 +111,28 @@ def test_start_stop_base_url():
         _ = srv.base_url
     with srv:
         assert srv.openai_base_url.endswith("/v1")
+
+
+def test_cli_with_a_reply_function(tmp_path):
+    (tmp_path / "my_replies.py").write_text("def reply(req):\n    return {'text': 'fn saw ' + req.wire}\n")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli.main", "scripted-provider", "--function", "my_replies:reply"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        base_url = proc.stdout.readline().strip()
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        req = urllib.request.Request(
+            f"{base_url}/v1/chat/completions", data=body, headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert json.loads(resp.read())["choices"][0]["message"]["content"] == "fn saw openai-chat"
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=5) == 0
