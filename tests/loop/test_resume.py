@@ -88,3 +88,21 @@ def test_crash_between_rounds_continues_from_checkpoint(fake_rig: Rig) -> None:
     result = rig.loop(provider, settings=SEQ).run_turn("s4", "turn-1", "go", resume=True)
     assert result.text == "resumed answer" and rig.effects == ["A"]
     assert [m.role for m in provider.requests[0].messages] == ["user", "assistant", "user"]
+
+
+def test_reconciled_receipt_is_reported_not_rerun_and_events_continue_past_the_gap(fake_rig: Rig) -> None:
+    rig = fake_rig
+    _crash_mid_batch(rig, "s5")
+    seq_before = max(e.seq for e in rig.sink.events)
+    restored = rig.records.load_checkpoint("s5")
+    op_b = next(o.operation_id for o in restored.state.pending_batch.operations if o.tool_use_id == "b")
+    assert rig.records.owner_died("executor", 1) >= 1  # supervision: the admitted receipt becomes uncertain
+    rig.records.reconcile(op_b, outcome="not_applied", by="operator", note="checked by hand")
+    rig.sink.events.clear()
+    provider = rig.script("final")
+    result = rig.loop(provider, settings=SEQ).run_turn("s5", "turn-1", "write three", resume=True)
+    assert result.termination_reason == TerminationReason.NATURAL
+    assert rig.effects == ["A", "C"]
+    b = next(r for r in provider.requests[0].messages[-1].tool_results if r.tool_use_id == "b")
+    assert b.is_error and "effect_reconciled" in b.content and "not_applied" in b.content
+    assert min(e.seq for e in rig.sink.events) > seq_before  # never reuses a number the dead one emitted
