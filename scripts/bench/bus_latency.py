@@ -142,6 +142,31 @@ def bus_client(home: GeodeHome, n: int, tput_n: int) -> tuple[list[float], float
     return lat, rate
 
 
+def thread_pingpong(n: int = 3000) -> list[float]:
+    """Two threads bouncing a token through SimpleQueues: the cost of 2 thread hand-offs on this machine."""
+    import queue
+    import threading
+
+    there: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    back: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def echo() -> None:
+        while (x := there.get()) is not None:
+            back.put(x)
+
+    t = threading.Thread(target=echo)
+    t.start()
+    lat = []
+    for i in range(n):
+        s = time.perf_counter()
+        there.put(i)
+        back.get()
+        lat.append(time.perf_counter() - s)
+    there.put(None)
+    t.join()
+    return lat
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", nargs=2, metavar=("MODE", "HOME"))
@@ -171,6 +196,11 @@ def main() -> None:
             f"{mode:<6}{pct(lat, 0.5) * 1e6:>10.0f}{pct(lat, 0.99) * 1e6:>10.0f}"
             f"{statistics.fmean(lat) * 1e6:>10.0f}{rate:>14.0f}"
         )
+    hop = pct(thread_pingpong(), 0.5)
+    print(
+        f"thread ping-pong (2 hand-offs) p50 {hop * 1e6:.0f} us; the bus adds 4 hand-offs per round trip "
+        f"(caller→bus thread, bus→handler, handler→bus, bus→caller) ≈ {2 * hop * 1e6:.0f} us"
+    )
     (rl, rr), (bl, br) = results["raw"], results["bus"]
     print(
         f"ratio bus/raw: p50 {pct(bl, 0.5) / pct(rl, 0.5):.2f}x (target <= 1.3x), "
