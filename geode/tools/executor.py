@@ -169,16 +169,20 @@ class ToolExecutor:
                 busy = self.receipts.commit(ctx, spec, busy)
             self.timeline.write("tool.denied", ctx, call, spec, busy, stage="locks")
             return busy
-        env = ToolEnv(
-            ctx=ctx,
-            workspace=workspace,
-            roots=c.roots_for(ctx),
-            deadline_s=max(0.05, deadline - (time.monotonic() - started)),
-            services=self.services,
-        )
-        self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how)
-        self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
-        outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
+        try:
+            env = ToolEnv(
+                ctx=ctx,
+                workspace=workspace,
+                roots=c.roots_for(ctx),
+                deadline_s=max(0.05, deadline - (time.monotonic() - started)),
+                services=self.services,
+            )
+            self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how)
+            self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
+            outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
+        except BaseException:
+            held.release()  # idempotent; normally the handler thread releases
+            raise
         result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
         if unknown and receipted:
             self.receipts.mark_uncertain(

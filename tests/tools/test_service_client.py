@@ -28,7 +28,8 @@ def test_bind_execute_and_rebind_after_restart(store, workspace) -> None:
     (workspace / "a.txt").write_text("hello\n")
     plan = BoundToolPlan.build(builtin_specs())
     transport = LocalTransport({"store": None})  # type: ignore[dict-item]
-    transport.register("executor", ToolService(ToolExecutor(owner="executor#1", records=store.client)))
+    first = ToolExecutor(owner="executor#1", records=store.client)
+    transport.register("executor", ToolService(first))
     client = ExecutorClient(transport)
     client.bind_plan(plan)
     res = client.execute(
@@ -36,7 +37,9 @@ def test_bind_execute_and_rebind_after_restart(store, workspace) -> None:
     )
     assert not res.is_error and "hello" in res.content["content"]
     # the executor restarts: its plan cache is empty; the client re-binds transparently
-    transport.register("executor", ToolService(ToolExecutor(owner="executor#2", records=store.client)))
+    first.shutdown()
+    second = ToolExecutor(owner="executor#2", records=store.client)
+    transport.register("executor", ToolService(second))
     res = client.execute(_ctx(plan, workspace, 2), ToolCall(id="c2", name="list_dir", input={}))
     assert not res.is_error and [e["name"] for e in res.content["entries"]] == ["a.txt"]
     out = client.execute_batch(
@@ -46,6 +49,7 @@ def test_bind_execute_and_rebind_after_restart(store, workspace) -> None:
         ]
     )
     assert [r.tool_use_id for r in out] == ["b1", "b2"] and out[1].error_type == "tool_not_in_scope"
+    second.shutdown()
 
 
 def test_tampered_plan_is_refused(store) -> None:
