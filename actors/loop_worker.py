@@ -97,6 +97,7 @@ class LoopWorker:
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
         self.config = ctx.config or {}
+        self.hooks = _loop_hooks(self.config)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
@@ -212,7 +213,16 @@ class LoopWorker:
             **{k: v for k, v in verify_cfg.items() if k in VerifySettings.model_fields}
         )
         base.update(mode=run.mode, origin=run.origin)
-        return LoopSettings.from_mapping(raw, **base)
+        settings = LoopSettings.from_mapping(raw, **base)
+        if "context_window_tokens" not in raw and "context_window_tokens" not in loop_cfg and settings.model:
+            try:
+                from geode.providers.catalogue import model_info
+
+                window = model_info(settings.model).context_window
+                settings = settings.model_copy(update={"context_window_tokens": window})
+            except Exception as exc:  # an unknown model keeps the default window
+                log.debug("no context window for %s: %s", settings.model, exc)
+        return settings
 
     def prompt_for(self, settings: LoopSettings) -> PromptSources:
         from pathlib import Path
@@ -259,6 +269,15 @@ class LoopWorker:
 
 
 _REGISTRY = PlanRegistry()
+
+
+def _loop_hooks(config: dict[str, Any]) -> Any:
+    """UserPromptSubmit / PostVerify / Stop hooks from the global ``[hooks]`` tables (shared HookRunner)."""
+    from geode.hooks.config import load_hooks
+    from geode.hooks.runner import HookRunner
+    from geode.loop.hook_bridge import RunnerHooks
+
+    return RunnerHooks(HookRunner(load_hooks(config)))
 
 
 def _mode_budget(mode: str) -> float | None:
