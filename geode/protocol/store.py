@@ -97,7 +97,7 @@ class ListReceipts(BaseModel):
 
 
 class ReceiptList(BaseModel):
-    receipts: list[Receipt]
+    receipts: list[Receipt]  # results past the reply's size budget are replaced by {"omitted": true}
 
 
 class ReconcileReceipt(BaseModel):
@@ -177,11 +177,15 @@ class ListTurns(BaseModel):
 
     state: Literal["queued", "running", "done"] | None = None
     session_id: str | None = Field(default=None, max_length=256)
-    limit: int = Field(default=1000, ge=1, le=5000)
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(
+        default=500, ge=1, le=5000
+    )  # page size; ``next_offset`` says where the next page starts
 
 
 class TurnList(BaseModel):
     turns: list[TurnRecord]
+    next_offset: int | None = None
 
 
 class GetCursor(BaseModel):

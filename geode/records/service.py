@@ -38,11 +38,7 @@ class StoreService:
                 receipt=engine.receipts.mark_uncertain(b.operation_id, b.reason or "marked uncertain")
             ),
             m.RECEIPT_GET: lambda r, b: m.ReceiptReply(receipt=engine.get_receipt(b.operation_id)),
-            m.RECEIPT_LIST: lambda r, b: m.ReceiptList(
-                receipts=engine.receipts.list(
-                    session_id=b.session_id, uncertain_only=b.uncertain_only, limit=b.limit
-                )
-            ),
+            m.RECEIPT_LIST: self._list_receipts,
             m.RECEIPT_RECONCILE: lambda r, b: m.ReceiptReply(
                 receipt=engine.reconcile(b.operation_id, outcome=b.outcome, by=b.by or r.sender, note=b.note)
             ),
@@ -59,9 +55,7 @@ class StoreService:
             ),
             m.TURN_PUT: lambda r, b: m.TurnReply(turn=engine.put_turn(b)),
             m.TURN_GET: lambda r, b: m.TurnReply(turn=engine.get_turn(b.turn_id)),
-            m.TURN_LIST: lambda r, b: m.TurnList(
-                turns=engine.turns.list(state=b.state, session_id=b.session_id, limit=b.limit)
-            ),
+            m.TURN_LIST: self._list_turns,
             m.CURSOR_GET: lambda r, b: m.CursorReply(
                 position=engine.get_cursor(b.platform, b.account, b.channel)
             ),
@@ -113,6 +107,28 @@ class StoreService:
             if size > PAGE_BYTES and i > 0:
                 return m.TimelinePage(rows=rows[:i], next_after=rows[i - 1].seq)
         return m.TimelinePage(rows=rows, next_after=rows[-1].seq if more and rows else None)
+
+    def _list_turns(self, r: Request, b: m.ListTurns) -> BaseModel:
+        rows = self.engine.turns.list(state=b.state, session_id=b.session_id)
+        page = rows[b.offset : b.offset + b.limit]
+        size = 0
+        for i, t in enumerate(page):
+            size += len(canonical_json(t)) + 64
+            if size > PAGE_BYTES and i > 0:
+                return m.TurnList(turns=page[:i], next_offset=b.offset + i)
+        more = b.offset + len(page) < len(rows)
+        return m.TurnList(turns=page, next_offset=b.offset + len(page) if more else None)
+
+    def _list_receipts(self, r: Request, b: m.ListReceipts) -> BaseModel:
+        rows = self.engine.receipts.list(
+            session_id=b.session_id, uncertain_only=b.uncertain_only, limit=b.limit
+        )
+        size = 0
+        for i, rec in enumerate(rows):
+            size += len(canonical_json(rec.result)) + 1024
+            if size > PAGE_BYTES and rec.result is not None:
+                rows[i] = rec.model_copy(update={"result": {"omitted": True, "hint": "store.receipt.get"}})
+        return m.ReceiptList(receipts=rows)
 
     def _set_cursor(self, r: Request, b: m.SetCursor) -> BaseModel:
         self.engine.set_cursor(b.platform, b.account, b.channel, b.position)

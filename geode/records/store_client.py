@@ -174,8 +174,15 @@ class StoreClient:
         return m.TurnReply.model_validate(self._call(m.TURN_GET, m.GetTurn(turn_id=turn_id))).turn
 
     def list_turns(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]:
-        body = m.ListTurns(state=state, session_id=session_id)  # type: ignore[arg-type]
-        return m.TurnList.model_validate(self._call(m.TURN_LIST, body)).turns
+        """Every matching turn record, oldest first (paged under the hood)."""
+        out: list[TurnRecord] = []
+        offset: int | None = 0
+        while offset is not None:
+            body = m.ListTurns(state=state, session_id=session_id, offset=offset)  # type: ignore[arg-type]
+            page = m.TurnList.model_validate(self._call(m.TURN_LIST, body))
+            out.extend(page.turns)
+            offset = page.next_offset
+        return out
 
     def get_cursor(self, platform: str, account: str, channel: str) -> str | None:
         body = m.GetCursor(platform=platform, account=account, channel=channel)

@@ -59,8 +59,8 @@ class TurnStore:
                 out = [TurnRecord.model_validate(unpack(v)) for _, v in txn.cursor(db=db)]
         if session_id is not None:
             out = [t for t in out if t.session_id == session_id]
-        out.sort(key=lambda t: t.created_at)
-        return out[:limit]
+        out.sort(key=lambda t: (t.created_at, t.turn_id))
+        return out
 
     def delete_sessions(self, txn: lmdb.Transaction, session_ids: set[str]) -> None:
         """Drop pruned sessions' done turns in one scan."""

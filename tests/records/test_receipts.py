@@ -157,3 +157,16 @@ def test_too_many_unresolved_receipts_is_unavailable(home, uid: str) -> None:  #
             ls.client.admit("c", ident(uid, session="s3"), owner="executor#1")
     finally:
         ls.close()
+
+
+def test_listing_receipts_with_large_results_stays_under_the_frame_cap(
+    store: StoreUnderTest, uid: str
+) -> None:
+    c = store.client
+    for i in range(60):
+        c.admit(f"big{i}-{uid}", ident(uid, session=f"big-{uid}"), owner="executor#1")
+        c.commit(f"big{i}-{uid}", {"a": "r" * 10_000, "b": "s" * 10_000, "c": "t" * 10_000})
+    rows = c.list_receipts(session_id=f"big-{uid}")
+    assert len(rows) == 60 and any(r.result == {"omitted": True, "hint": "store.receipt.get"} for r in rows)
+    full = c.get_receipt(rows[-1].operation_id)
+    assert full is not None and full.result is not None and len(full.result["c"]) == 10_000

@@ -53,3 +53,11 @@ def test_dedupe_keys_with_ttl(store: StoreUnderTest, uid: str) -> None:
     deadline = time.monotonic() + 5
     while not c.dedupe(f"short-{uid}", ttl_s=0.05):
         assert time.monotonic() < deadline
+
+
+def test_listing_many_large_turns_is_complete(store: StoreUnderTest, uid: str) -> None:
+    c = store.client
+    for i in range(60):
+        c.put_turn(TurnRecord(turn_id=f"{uid}-{i:03}", session_id=f"big-{uid}", input={"text": "w" * 20_000}))
+    got = [t.turn_id for t in c.list_turns(state="queued", session_id=f"big-{uid}")]
+    assert got == [f"{uid}-{i:03}" for i in range(60)]  # > 1 MiB in total: paged, nothing dropped
