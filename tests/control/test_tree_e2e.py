@@ -1,0 +1,108 @@
+"""End to end through `geode serve` (real supervisor, store, lanes, executor, loop workers, control) and
+the scripted provider: a write_file tool call approved through the real socket, denied without a tty by
+`geode ask`, allowed with --dangerously-skip-permissions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.cli.client import ControlClient
+from geode.home import GeodeHome
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import ROOT, make_home, stop
+
+
+def _reply(ws: Path):  # type: ignore[no-untyped-def]
+    """First call of a turn: write a file named after the prompt; after the tool result: a final text."""
+
+    def reply(req: Any) -> Any:
+        msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+        last = msgs[-1] if msgs else {}
+        content = last.get("content")
+        if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+            return {"text": "wrote it"}
+        text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
+        name = text.split()[-1] if text.split() else "x"
+        return {
+            "tool_calls": [
+                {"name": "write_file", "input": {"file_path": str(ws / f"{name}.txt"), "content": name}}
+            ]
+        }
+
+    return reply
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeHome, Path]]:
+    base = tmp_path_factory.mktemp("e2e")
+    ws = base / "ws"
+    ws.mkdir()
+    server = ScriptedServer(_reply(ws)).start()
+    home = make_home(
+        base,
+        f"""
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+[tools]
+roots = ["{ws}"]
+""",
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    r = _geode(home, ws, "serve")
+    assert r.returncode == 0, r.stdout + r.stderr
+    yield home, ws
+    stop(home)
+    server.stop()
+
+
+def _geode(home: GeodeHome, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def test_approval_y_through_the_socket_runs_the_real_tool(tree: tuple[GeodeHome, Path]) -> None:
+    home, ws = tree
+    cl = ControlClient(home)
+    cl.connect(cwd=str(ws), is_tty=True)
+    asked: list[dict] = []
+    kinds: list[str] = []
+    result = cl.run_prompt(
+        "please write alpha",
+        on_approval=lambda d: asked.append(d) or "y",
+        on_event=lambda ev: kinds.append(ev["kind"]),
+        timeout_s=60,
+    )
+    cl.close()
+    assert result["termination_reason"] == "natural", result
+    assert (ws / "alpha.txt").read_text() == "alpha"
+    assert asked and asked[0]["tool_name"] == "write_file"
+    assert "tool_start" in kinds and "tool_end" in kinds
+
+
+def test_ask_without_tty_denies_and_skip_permissions_allows(tree: tuple[GeodeHome, Path]) -> None:
+    home, ws = tree
+    denied = _geode(home, ws, "ask", "please write beta", "--json")
+    assert denied.returncode == 0, denied.stderr
+    out = json.loads(denied.stdout)
+    assert out["termination_reason"] == "natural" and not (ws / "beta.txt").exists()
+    allowed = _geode(home, ws, "ask", "please write gamma", "--json", "--dangerously-skip-permissions")
+    assert allowed.returncode == 0, allowed.stderr
+    assert (ws / "gamma.txt").read_text() == "gamma"
+    assert json.loads(allowed.stdout)["text"] == "wrote it"
