@@ -23,7 +23,7 @@ from geode.records.models import (
     SessionSummary,
 )
 from geode.records.writer import GroupWriter
-from geode.redaction import fingerprint
+from geode.redaction import bound, fingerprint
 
 TERMINAL = (SessionStatus.COMPLETED, SessionStatus.ERROR)
 PAGE_BYTES = 512 * 1024  # restore pages stay well under the 1 MiB frame cap
@@ -156,7 +156,7 @@ class CheckpointStore:
                 seq=s.seq,
                 message_count=s.message_count,
                 updated_at=s.updated_at,
-                meta=s.meta,
+                meta=bound(s.meta, max_str=512, max_items=16, max_depth=3),
                 unresolved_receipts=open_counts.get(s.session_id, 0),
             )
             for s in states
