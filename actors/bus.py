@@ -65,16 +65,29 @@ class PendingReply:
 
     target: str = ""
     type: str = ""
-    event: threading.Event = field(default_factory=threading.Event)
     reply: Envelope | None = None
     error: GeodeError | None = None
     _forget: Callable[[], None] | None = None
+    _done: threading.Lock = field(default_factory=threading.Lock)  # held until the reply is in (one futex)
+
+    def __post_init__(self) -> None:
+        self._done.acquire()
+
+    def set(self) -> None:
+        try:
+            self._done.release()
+        except RuntimeError:  # already set
+            pass
+
+    def is_set(self) -> bool:
+        return not self._done.locked()
 
     def result(self, timeout_s: float) -> Envelope:
-        if not self.event.wait(timeout_s):
+        if not self._done.acquire(timeout=max(0.0, timeout_s)):
             if self._forget is not None:
                 self._forget()
             raise RequestTimeout(f"no reply from {self.target!r} to {self.type} within {timeout_s:g}s")
+        self._done.release()  # stay "set" for any later result() call
         if self.error is not None:
             raise self.error
         assert self.reply is not None
@@ -151,6 +164,7 @@ class Bus:
         self._stopping = False
         self._closed = False
         self._idle = True
+        self._peer_clients = 0
         self.transport = BusTransport(self)
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -220,6 +234,8 @@ class Bus:
 
         def attach() -> None:
             client = self._client(endpoint)
+            if client.service is None:
+                self._peer_clients += 1
             client.service = service
             client.pool = HandlerPool(concurrency, f"{endpoint}-peer")
             client.next_hello = 0.0
@@ -339,11 +355,9 @@ class Bus:
             pass
 
     def _run_ops(self) -> None:
-        while True:
-            try:
-                op = self._ops.get_nowait()
-            except queue.Empty:
-                return
+        ops = self._ops
+        while not ops.empty():
+            op = ops.get_nowait()
             try:
                 op()
             except Exception:
@@ -383,7 +397,7 @@ class Bus:
         return client
 
     def _has_peer_clients(self) -> bool:
-        return any(c.service is not None for c in self._clients.values())
+        return self._peer_clients > 0
 
     def _send_hellos(self, now: float) -> None:
         for c in self._clients.values():
@@ -437,20 +451,20 @@ class Bus:
             log.warning("cast dropped: %s", err)
             return
         p.error = err
-        p.event.set()
+        p.set()
 
     def _resolve(self, env: Envelope) -> None:
         p = self._pending.pop(env.corr, None) if env.corr else None
         if p is not None:
             p.reply = env
-            p.event.set()
+            p.set()
 
     def _on_router(self, served: _Served) -> None:
+        sock = served.sock
         for _ in range(512):
-            try:
-                parts = served.sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            if not sock.get(zmq.EVENTS) & zmq.POLLIN:
                 return
+            parts = sock.recv_multipart(zmq.NOBLOCK)
             if len(parts) < 2:
                 continue
             prefix, frame = parts[:-1], parts[-1]
@@ -481,10 +495,9 @@ class Bus:
 
     def _on_dealer(self, client: _Client) -> None:
         for _ in range(512):
-            try:
-                frame = client.sock.recv_multipart(zmq.NOBLOCK)[-1]
-            except zmq.Again:
+            if not client.sock.get(zmq.EVENTS) & zmq.POLLIN:
                 return
+            frame = client.sock.recv_multipart(zmq.NOBLOCK)[-1]
             try:
                 env = codec.decode(frame)
             except BadRequest as exc:
