@@ -5,35 +5,31 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import Any
 
 from geode.conversation import Message, TextBlock
 from geode.loop.batch import process_batch
 from geode.loop.call import ContextOverflow, call_model
-from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable, cognitive_of, guards_of, messages_of
+from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.compaction import ContextExhausted
-from geode.loop.events import RESUME_SEQ_GAP, EventStream, bind_current, unbind_current
+from geode.loop.events import EventStream, bind_current, unbind_current
+from geode.loop.finish import finish_turn, timeline
 from geode.loop.guards import check_cost, check_round_entry, observe_batch
 from geode.loop.judge import make_judge
+from geode.loop.opening import open_turn
 from geode.loop.ports import EventSink, LoopHooks, NoHooks, ToolRunner
 from geode.loop.prepare import bind_plan, prepare_call
-from geode.loop.resume import repair
 from geode.loop.settings import LoopSettings
-from geode.loop.state import GuardCounters, Terminal, TurnState
+from geode.loop.state import Terminal, TurnState
 from geode.loop.verify import verify
 from geode.prompt.sources import PromptSources
 from geode.protocol.turns import (
-    SUCCESS_REASONS,
     TerminationReason,
     TurnEventKind,
     TurnResult,
     TurnRun,
-    TurnUsage,
 )
 from geode.providers.types import Provider, StopReason
 from geode.records.client import RecordClient
-from geode.records.models import SessionStatus, TimelineEvent
 from geode.tools.plan import BoundToolPlan
 
 log = logging.getLogger(__name__)
@@ -121,7 +117,9 @@ class AgenticLoop:
             plan = bind_plan(self.plan, self.provider, s)
             if plan is not None:
                 self.executor.bind_plan(plan)
-            done = self._prepare_input(state, ckpt, events, s)
+            done = open_turn(
+                state, ckpt, events, s, records=self.records, executor=self.executor, hooks=self.hooks
+            )
             if done is not None:
                 return done
             outcome = self._run_rounds(state, ckpt, events, s, plan, model)
@@ -132,75 +130,7 @@ class AgenticLoop:
         except Exception as exc:  # a bug: end the turn with a clear reason, never hang the lane
             log.exception("turn %s of %s failed", state.turn_id, state.session_id)
             outcome = Terminal(TerminationReason.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
-        return self._finish(state, ckpt, events, outcome)
-
-    # --- phase 1: prepare input -------------------------------------------------------------------------
-    def _prepare_input(
-        self, state: TurnState, ckpt: Checkpointer, events: EventStream, s: LoopSettings
-    ) -> TurnResult | None:
-        try:
-            restored = ckpt.restore()
-        except Exception as exc:
-            raise Terminal(
-                TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"restore failed: {exc}"[:500]
-            ) from exc
-        same_turn = False
-        if restored is not None:
-            meta = restored.state.meta
-            if meta.get("done_turn") == state.turn_id and isinstance(meta.get("last_result"), dict):
-                return TurnResult.model_validate(meta["last_result"])  # already finished: idempotent re-run
-            state.history = messages_of(restored)
-            state.cognitive = cognitive_of(restored)
-            state.meta = {k: meta[k] for k in KEPT_META if k in meta}
-            same_turn = meta.get("turn_id") == state.turn_id
-            events.seq = int(meta.get("event_seq", 0)) + (RESUME_SEQ_GAP if same_turn else 0)
-            if same_turn:
-                state.guards = guards_of(restored)
-                state.user_text = str(meta.get("user_input", state.user_text))
-            base_ctx = {
-                "session_id": state.session_id,
-                "turn_id": state.turn_id,
-                "mode": s.mode,
-                "origin": s.origin,
-                "workspace": s.workspace,
-            }
-            repair(
-                state,
-                pending=restored.state.pending_batch,
-                records=self.records,
-                executor=self.executor,
-                checkpoint=ckpt,
-                events=events,
-                settings=s,
-                base_ctx=base_ctx,
-            )
-        state.meta.update(turn_id=state.turn_id, mode=s.mode, origin=s.origin, workspace=s.workspace)
-        if same_turn:
-            state.meta["user_input"] = state.user_text[:4000]
-            return None
-        hook = self.hooks.user_prompt_submit(
-            {"prompt": state.user_text}, {"session_id": state.session_id, "turn_id": state.turn_id}
-        )
-        if hook.action == "block":
-            raise Terminal(
-                TerminationReason.INPUT_BLOCKED, error=hook.reason or "blocked by UserPromptSubmit"
-            )
-        if hook.action == "rewrite":
-            state.user_text = str(hook.updates.get("prompt", state.user_text))
-        state.guards = GuardCounters(turn_id=state.turn_id)
-        state.cognitive.goal = state.user_text[:500]
-        state.meta["user_input"] = state.user_text[:4000]
-        state.history.append(
-            Message(
-                role="user",
-                content=(TextBlock(text=state.user_text),),
-                metadata={"origin": "user_input", "turn_id": state.turn_id},
-            )
-        )
-        seq = ckpt.save(state)
-        events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="turn_open")
-        self._timeline(state, "turn.started", {"input_chars": len(state.user_text)})
-        return None
+        return finish_turn(state, ckpt, events, outcome, self.records)
 
     # --- phases 2-5 per round, verify on a stop proposal -------------------------------------------------
     def _run_rounds(
@@ -232,7 +162,8 @@ class AgenticLoop:
                 reason=decision.reason,
                 misses=[m.name for m in decision.misses],
             )
-            self._timeline(
+            timeline(
+                self.records,
                 state,
                 "verification.decided",
                 {
@@ -356,43 +287,3 @@ class AgenticLoop:
                 save_meta={},
                 observe=observe,
             )
-
-    # --- phase 6: finish -------------------------------------------------------------------------------
-    def _finish(
-        self, state: TurnState, ckpt: Checkpointer, events: EventStream, outcome: Terminal
-    ) -> TurnResult:
-        reason = outcome.reason
-        escalated = reason == TerminationReason.EXTERNAL_VERIFICATION_REQUIRED
-        g = state.guards
-        result = TurnResult(
-            text="" if escalated else outcome.text,
-            termination_reason=reason,
-            tool_calls=g.tool_calls,
-            rounds=g.round_index,
-            usage=TurnUsage(input_tokens=g.input_tokens, output_tokens=g.output_tokens, cost_usd=g.cost_usd),
-            error=None if reason in SUCCESS_REASONS else (outcome.error or reason.value),
-            pending_text=outcome.text if escalated else None,
-            verify_attempts=g.verify_attempt,
-        )
-        events.emit(TurnEventKind.TERMINATION, reason=reason.value, rounds=g.round_index, error=result.error)
-        status = SessionStatus.PAUSED if escalated else SessionStatus.ACTIVE
-        state.meta.update(done_turn=state.turn_id, last_result=result.model_dump(mode="json"))
-        if ckpt.seq or state.history:
-            ckpt.save(state, status=status, strict=False)
-        self._timeline(state, "turn.ended", {"reason": reason.value, "rounds": g.round_index})
-        return result
-
-    def _timeline(self, state: TurnState, kind: str, payload: dict[str, Any]) -> None:
-        try:
-            n = state.guards.verify_attempt
-            self.records.append_timeline(
-                TimelineEvent(
-                    session_id=state.session_id,
-                    event_id=f"{state.turn_id}:{kind}:{n}",
-                    kind=kind,
-                    ts=time.time(),
-                    payload=payload,
-                )
-            )
-        except Exception as exc:  # observation only
-            log.debug("timeline %s not written: %s", kind, exc)

@@ -1,0 +1,90 @@
+"""Phase 1, prepare input: the one restore path, incomplete-round repair, UserPromptSubmit, turn open."""
+
+from __future__ import annotations
+
+from geode.conversation import Message, TextBlock
+from geode.loop.checkpoint import Checkpointer, cognitive_of, guards_of, messages_of
+from geode.loop.events import RESUME_SEQ_GAP, EventStream
+from geode.loop.finish import timeline
+from geode.loop.ports import LoopHooks, ToolRunner
+from geode.loop.resume import repair
+from geode.loop.settings import LoopSettings
+from geode.loop.state import GuardCounters, Terminal, TurnState
+from geode.protocol.turns import TerminationReason, TurnEventKind, TurnResult
+from geode.records.client import RecordClient
+
+KEPT_META = ("mode", "workspace", "origin", "title")
+
+
+def open_turn(
+    state: TurnState,
+    ckpt: Checkpointer,
+    events: EventStream,
+    s: LoopSettings,
+    *,
+    records: RecordClient,
+    executor: ToolRunner,
+    hooks: LoopHooks,
+) -> TurnResult | None:
+    """Restore, repair, UserPromptSubmit, open the turn. Returns a result when the turn already finished."""
+    try:
+        restored = ckpt.restore()
+    except Exception as exc:
+        raise Terminal(
+            TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"restore failed: {exc}"[:500]
+        ) from exc
+    same_turn = False
+    if restored is not None:
+        meta = restored.state.meta
+        if meta.get("done_turn") == state.turn_id and isinstance(meta.get("last_result"), dict):
+            return TurnResult.model_validate(meta["last_result"])  # already finished: idempotent re-run
+        state.history = messages_of(restored)
+        state.cognitive = cognitive_of(restored)
+        state.meta = {k: meta[k] for k in KEPT_META if k in meta}
+        same_turn = meta.get("turn_id") == state.turn_id
+        events.seq = int(meta.get("event_seq", 0)) + (RESUME_SEQ_GAP if same_turn else 0)
+        if same_turn:
+            state.guards = guards_of(restored)
+            state.user_text = str(meta.get("user_input", state.user_text))
+        base_ctx = {
+            "session_id": state.session_id,
+            "turn_id": state.turn_id,
+            "mode": s.mode,
+            "origin": s.origin,
+            "workspace": s.workspace,
+        }
+        repair(
+            state,
+            pending=restored.state.pending_batch,
+            records=records,
+            executor=executor,
+            checkpoint=ckpt,
+            events=events,
+            settings=s,
+            base_ctx=base_ctx,
+        )
+    state.meta.update(turn_id=state.turn_id, mode=s.mode, origin=s.origin, workspace=s.workspace)
+    if same_turn:
+        state.meta["user_input"] = state.user_text[:4000]
+        return None
+    hook = hooks.user_prompt_submit(
+        {"prompt": state.user_text}, {"session_id": state.session_id, "turn_id": state.turn_id}
+    )
+    if hook.action == "block":
+        raise Terminal(TerminationReason.INPUT_BLOCKED, error=hook.reason or "blocked by UserPromptSubmit")
+    if hook.action == "rewrite":
+        state.user_text = str(hook.updates.get("prompt", state.user_text))
+    state.guards = GuardCounters(turn_id=state.turn_id)
+    state.cognitive.goal = state.user_text[:500]
+    state.meta["user_input"] = state.user_text[:4000]
+    state.history.append(
+        Message(
+            role="user",
+            content=(TextBlock(text=state.user_text),),
+            metadata={"origin": "user_input", "turn_id": state.turn_id},
+        )
+    )
+    seq = ckpt.save(state)
+    events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="turn_open")
+    timeline(records, state, "turn.started", {"input_chars": len(state.user_text)})
+    return None
