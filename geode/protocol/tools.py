@@ -44,6 +44,19 @@ class ToolResults(BaseModel):
     results: list[ToolResult]
 
 
+class ToolCancel(BaseModel):
+    """Cancel a turn's calls (or a whole session's when ``turn_id`` is empty): prompts deny, handlers see the
+    cancel flag, later calls of that turn are refused before they start."""
+
+    session_id: str = Field(min_length=1, max_length=128)
+    turn_id: str = Field(default="", max_length=128)
+
+
+class ToolCancelled(BaseModel):
+    touched: int
+
+
 PLAN_BIND = message("tool.plan.bind", PlanBind, PlanBound)
 EXECUTE = message("tool.execute", ToolExecute, ToolResult)
 EXECUTE_BATCH = message("tool.execute_batch", ToolExecuteBatch, ToolResults)
+CANCEL = message("tool.cancel", ToolCancel, ToolCancelled)

@@ -49,7 +49,8 @@ class ApprovalGate:
         self._prompt_locks = KeyedLocks()
         self._always: OrderedDict[str, set[str]] = OrderedDict()
         self._mu = threading.Lock()
-        self._pending: set[threading.Event] = set()
+        self._pending: dict[threading.Event, tuple[str, str]] = {}
+        self._cancelled: set[threading.Event] = set()
         self._closed = False
 
     def shutdown(self) -> None:
@@ -58,6 +59,17 @@ class ApprovalGate:
             self._closed = True
             for ev in self._pending:
                 ev.set()
+
+    def cancel(self, session_id: str, turn_id: str | None = None) -> int:
+        """Deny the pending prompts of a session (or of one of its turns); returns how many."""
+        n = 0
+        with self._mu:
+            for ev, (sess, turn) in self._pending.items():
+                if sess == session_id and (turn_id is None or turn == turn_id):
+                    self._cancelled.add(ev)
+                    ev.set()
+                    n += 1
+        return n
 
     def always_approved(self, session_id: str) -> frozenset[str]:
         with self._mu:
@@ -131,7 +143,7 @@ class ApprovalGate:
         with self._mu:
             if self._closed:
                 return "shutdown"
-            self._pending.add(done)
+            self._pending[done] = (ctx.session_id, ctx.turn_id)
 
         def target() -> None:
             try:
@@ -147,8 +159,12 @@ class ApprovalGate:
                 return "timeout"
         finally:
             with self._mu:
-                self._pending.discard(done)
+                self._pending.pop(done, None)
                 closed = self._closed
+                cancelled = done in self._cancelled
+                self._cancelled.discard(done)
+        if cancelled and "answer" not in box:
+            return "cancelled"
         if "error" in box:
             return "disconnected"
         if closed and "answer" not in box:
@@ -177,5 +193,6 @@ class ApprovalGate:
             "timeout": f"Approval for '{spec.name}' timed out after {self._timeout_s:g}s; denied.",
             "disconnected": f"The approver disconnected; '{spec.name}' denied.",
             "shutdown": f"Shutting down; '{spec.name}' denied.",
+            "cancelled": f"The turn was cancelled; '{spec.name}' denied.",
         }
         return Verdict(False, answer, messages.get(answer, f"Invalid approval answer; '{spec.name}' denied."))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +31,7 @@ from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolS
 from geode.tools.timeline import ToolTimeline
 
 MAX_BATCH_PARALLEL = 8
+MAX_CANCELLED = 4096
 log = logging.getLogger(__name__)
 
 
@@ -65,6 +68,9 @@ class ToolExecutor:
         self._config = dict(global_config or {})
         self._handlers = dict(handlers)
         self.plans = PlanCache()
+        self._mu = threading.Lock()
+        self._inflight: dict[int, tuple[tuple[str, str], threading.Event]] = {}
+        self._cancelled: deque[tuple[str, str | None]] = deque(maxlen=MAX_CANCELLED)
         self.receipts = Receipts(records, owner)
         self.timeline = ToolTimeline(records)
         self.approvals = ApprovalGate(
@@ -84,6 +90,24 @@ class ToolExecutor:
     # --- public API ----------------------------------------------------------------------------------
     def bind_plan(self, plan: BoundToolPlan) -> None:
         self.plans.bind(plan)
+
+    def cancel(self, session_id: str, turn_id: str | None = None) -> int:
+        """Cancel a turn's (or session's) calls: pending prompts deny, running handlers see ``env.cancel``,
+        later calls of that turn are refused before they start. Returns how many calls were touched."""
+        with self._mu:
+            self._cancelled.append((session_id, turn_id))
+            hit = [
+                ev
+                for (sess, turn), ev in self._inflight.values()
+                if sess == session_id and (turn_id is None or turn == turn_id)
+            ]
+        for ev in hit:
+            ev.set()
+        return len(hit) + self.approvals.cancel(session_id, turn_id)
+
+    def _is_cancelled(self, ctx: ToolContext) -> bool:
+        with self._mu:
+            return any(s == ctx.session_id and (t is None or t == ctx.turn_id) for s, t in self._cancelled)
 
     def shutdown(self) -> None:
         """Deny pending approval prompts, flush the timeline; running handlers finish on their own threads."""
@@ -136,6 +160,10 @@ class ToolExecutor:
             keys = resource_keys(spec, call.input, ctx, workspace)
         except ResourceKeyError as exc:
             raise req.deny("locks", str(exc), "resource_key_resolution") from None
+        if self._is_cancelled(ctx):
+            raise req.deny(
+                "cancel", "Tool execution cancelled before start.", "tool_cancelled", cancelled=True
+            )
         harmless = entry.no_prompt is not None and entry.no_prompt(call.input)
         verdict = self.approvals.decide(
             ctx, spec, self._detail(spec, call), forced=req.force_ask, harmless=harmless
@@ -156,7 +184,15 @@ class ToolExecutor:
                 return early
         deadline = self._deadline(ctx, spec, entry, call)
         started = time.monotonic()
-        held = self.locks.acquire(keys, timeout_s=deadline)
+        held = None if self._is_cancelled(ctx) else self.locks.acquire(keys, timeout_s=deadline)
+        if held is None and self._is_cancelled(ctx):
+            gone = ToolResult.error(
+                call, "Tool execution cancelled before start.", "tool_cancelled", cancelled=True, denied=True
+            )
+            if receipted:
+                gone = self.receipts.commit(ctx, spec, gone)
+            self.timeline.write("tool.denied", ctx, call, spec, gone, stage="cancel")
+            return gone
         if held is None:
             busy = ToolResult.error(
                 call,
@@ -169,20 +205,27 @@ class ToolExecutor:
                 busy = self.receipts.commit(ctx, spec, busy)
             self.timeline.write("tool.denied", ctx, call, spec, busy, stage="locks")
             return busy
+        env = ToolEnv(
+            ctx=ctx,
+            workspace=workspace,
+            roots=c.roots_for(ctx),
+            deadline_s=max(0.05, deadline - (time.monotonic() - started)),
+            services=self.services,
+        )
         try:
-            env = ToolEnv(
-                ctx=ctx,
-                workspace=workspace,
-                roots=c.roots_for(ctx),
-                deadline_s=max(0.05, deadline - (time.monotonic() - started)),
-                services=self.services,
-            )
             self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how)
             self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
+            with self._mu:
+                self._inflight[id(env)] = ((ctx.session_id, ctx.turn_id), env.cancel)
+            if self._is_cancelled(ctx):
+                env.cancel.set()
             outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
         except BaseException:
             held.release()  # idempotent; normally the handler thread releases
             raise
+        finally:
+            with self._mu:
+                self._inflight.pop(id(env), None)
         result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
         if unknown and receipted:
             self.receipts.mark_uncertain(

@@ -81,6 +81,14 @@ class ExecutorClient:
             return results
         raise AssertionError("unreachable")
 
+    def cancel(self, session_id: str, turn_id: str | None = None) -> int:
+        """Cancel a turn's calls in the executor; returns how many in-flight calls/prompts it touched."""
+        body = m.ToolCancel(session_id=session_id, turn_id=turn_id or "")
+        reply = self.transport.call(
+            self.target, m.CANCEL, body, session=session_id, timeout_s=self.bind_timeout_s
+        )
+        return int(reply.get("touched", 0))
+
     # --- internals -----------------------------------------------------------------------------------
     def _with_rebind(self, ctx: ToolContext, send, call: ToolCall) -> ToolResult:  # type: ignore[no-untyped-def]
         for attempt in range(2):

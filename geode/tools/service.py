@@ -49,6 +49,8 @@ class ToolService:
             return m.PlanBound(content_hash=plan.content_hash, generation=plan.generation, tools=len(plan))
         if isinstance(body, m.ToolExecute):
             return bounded(self.executor.execute(body.ctx, body.call))
+        if isinstance(body, m.ToolCancel):
+            return m.ToolCancelled(touched=self.executor.cancel(body.session_id, body.turn_id or None))
         if isinstance(body, m.ToolExecuteBatch):
             results = self.executor.execute_batch([(i.ctx, i.call) for i in body.items])
             per = MAX_RESULT_CHARS // max(1, len(results))

@@ -1,0 +1,60 @@
+"""tool.cancel: a pending prompt denies, a running run_bash stops with its group, later calls never start."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from geode.protocol.transport import LocalTransport
+from geode.tools.executor_client import ExecutorClient
+from geode.tools.service import ToolService
+
+
+class _Hold:
+    def __init__(self) -> None:
+        self.prompting = threading.Event()
+
+    def request(self, ctx, tool_name, detail, safety):  # type: ignore[no-untyped-def]
+        self.prompting.set()
+        time.sleep(30)
+        return "y"
+
+
+class _Yes:
+    def request(self, ctx, tool_name, detail, safety):  # type: ignore[no-untyped-def]
+        return "y"
+
+
+def test_cancel_denies_a_pending_prompt(make_rig) -> None:
+    ch = _Hold()
+    rig = make_rig(approvals=ch)
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", rig.call("probe_cached", turn_id="T")))
+    t.start()
+    assert ch.prompting.wait(5)
+    client = ExecutorClient(LocalTransport({"executor": ToolService(rig.executor)}))
+    assert client.cancel("s1", "T") == 1
+    t.join(5)
+    assert out["r"].content["approval"] == "cancelled" and not rig.probes["probe_cached"].calls
+
+
+def test_cancel_stops_a_running_command_and_refuses_later_calls(make_rig) -> None:
+    rig = make_rig(approvals=_Yes())
+    out = {}
+    t = threading.Thread(
+        target=lambda: out.setdefault(
+            "r", rig.call("run_bash", {"command": "echo go; sleep 30"}, turn_id="T2")
+        )
+    )
+    t0 = time.monotonic()
+    t.start()
+    deadline = time.monotonic() + 5
+    while not rig.executor.locks.held_keys() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rig.executor.cancel("s1", "T2") == 1
+    t.join(10)
+    assert time.monotonic() - t0 < 8
+    assert out["r"].error_type == "bash_cancelled"
+    later = rig.call("probe", turn_id="T2")
+    assert later.error_type == "tool_cancelled" and not rig.probes["probe"].calls
+    assert not rig.call("probe", turn_id="other").is_error
