@@ -32,10 +32,9 @@ class Endpoint:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def http_timeout(ep: Endpoint) -> Any:
-    import httpx2  # the SDKs' HTTP stack; imported only when an adapter is used
-
-    return httpx2.Timeout(
+def http_timeout(ep: Endpoint, sdk: Any) -> Any:
+    """The SDK's own ``Timeout`` (its httpx2 re-export): connect 5 s, read ``timeout_s``."""
+    return sdk.Timeout(
         ep.timeout_s,
         connect=ep.connect_timeout_s,
         write=min(30.0, ep.timeout_s),

@@ -145,7 +145,7 @@ class AnthropicMessagesAdapter(WireAdapter):
             api_key=ep.api_key or "unset",
             base_url=ep.base_url,
             max_retries=0,
-            timeout=http_timeout(ep),
+            timeout=http_timeout(ep, anthropic),
             default_headers=ep.default_headers or None,
         )
 

@@ -26,7 +26,7 @@ def make_openai_client(ep: Endpoint) -> Any:
         api_key=ep.api_key or "unset",
         base_url=ep.base_url,
         max_retries=0,
-        timeout=http_timeout(ep),
+        timeout=http_timeout(ep, openai),
         default_headers=ep.default_headers or None,
     )
 

@@ -12,7 +12,7 @@ def test_sdks_are_imported_lazily():
         " geode.providers.scripted, geode.providers.function_model, geode.providers.vendors;"
         " from geode.providers.selection import build_provider;"
         " build_provider('claude-opus-5-5', env={}, config={});"
-        " print(sorted(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))"
+        " print(sorted(m for m in ('anthropic', 'openai', 'httpx2', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
