@@ -34,10 +34,10 @@ def test_stdin_contract_and_dialect_names(make_rig, scripts, tmp_path, monkeypat
     dump = tmp_path / "dump.json"
     monkeypatch.setenv("HOOK_DUMP", str(dump))
     rig = make_rig(hooks=_runner("PreToolUse", scripts["dump"], matcher="Bash", dialect="claude-code"))
-    res = rig.call("run_bash", {"command": "echo hi", "timeout": 5}, mode="IPC")
+    res = rig.call("run_bash", {"command": "touch hi", "timeout": 5}, mode="IPC")
     data = json.loads(dump.read_text())
     assert data["hook_event_name"] == "PreToolUse" and data["session_id"] == "s1"
-    assert data["tool_name"] == "Bash" and data["tool_input"] == {"command": "echo hi", "timeout": 5000}
+    assert data["tool_name"] == "Bash" and data["tool_input"] == {"command": "touch hi", "timeout": 5000}
     assert data["cwd"] == str(rig.workspace)
     assert res.error_type == "permission_denied"  # no approval channel: run_bash needs one in IPC
 
