@@ -79,7 +79,14 @@ def start_lanes(
     bus = bus or Bus(name, incarnation, home).start()
     records = StoreClient(bus.transport, attempts=3)
     queue = LaneQueue(global_cap=cfg["global_cap"], session_queue_max=cfg["session_queue_max"])
-    svc = LanesService(records, bus.transport, queue=queue, routable=lambda name: name in bus.peers(ENDPOINT))
+    svc = LanesService(
+        records,
+        bus.transport,
+        queue=queue,
+        routable=lambda w: w in bus.peers(ENDPOINT),
+        name=name,
+        incarnation=incarnation,
+    )
     child = LanesChild(svc, bus, owns)
     try:
         _start_service(svc, store_timeout_s)

@@ -50,8 +50,11 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         else:
             typer.echo(f"geode is not running (GEODE_HOME={home.root})")
         raise typer.Exit(1)
+    from actors.cli.lanes_view import lanes_detail, lanes_lines
+
+    lanes = lanes_detail(home)
     if as_json:
-        typer.echo(json.dumps({"running": True, **st.model_dump()}))
+        typer.echo(json.dumps({"running": True, **st.model_dump(), "lanes": lanes}))
         return
     mode = " single-process" if st.single_process else ""
     typer.echo(f"supervisor pid {st.pid} incarnation {st.incarnation} {st.state}{mode}")
@@ -61,6 +64,8 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         typer.echo(
             f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.state:<9} {c.uptime_s:>8.1f}s {c.restarts:>8}"
         )
+    for line in lanes_lines(lanes):
+        typer.echo(line)
 
 
 def stop() -> None:

@@ -10,6 +10,7 @@ happy path.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -66,7 +67,10 @@ class LanesService:
         wall: Any = time.time,
         routable: Callable[[str], bool] | None = None,
         lost_run_grace_s: float = LOST_RUN_GRACE_S,
+        name: str = "lanes",
+        incarnation: int = 0,
     ) -> None:
+        self.name, self.incarnation = name, incarnation
         self.records = records
         self.transport = transport
         self.queue = queue or LaneQueue()
@@ -117,8 +121,12 @@ class LanesService:
                 return c.Ok(ok=self.desk.answer(b.approval_id, b.decision))  # type: ignore[attr-defined]
             case c.REPLAY:
                 return self.replay(b)  # type: ignore[arg-type]
-            case c.LANES_STATUS | runtime.STATUS:
+            case c.LANES_STATUS:
                 return self.status()
+            case runtime.STATUS:
+                return runtime.StatusReply(
+                    name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=self.status()
+                )
             case c.TURN:
                 rec = self.records.get_turn(b.turn_id)  # type: ignore[attr-defined]
                 return rec.model_dump(mode="json") if rec else {}
@@ -137,7 +145,7 @@ class LanesService:
                 self.child_died(b.name, b.incarnation)  # type: ignore[attr-defined]
                 return runtime.Ack()
             case runtime.PING:
-                return {"name": "lanes", "incarnation": 0, "pid": 0}
+                return runtime.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
         raise BadRequest(f"lanes does not handle {request.type}")
 
     # --- admission ------------------------------------------------------------------------------------

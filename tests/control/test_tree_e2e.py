@@ -106,3 +106,16 @@ def test_ask_without_tty_denies_and_skip_permissions_allows(tree: tuple[GeodeHom
     assert allowed.returncode == 0, allowed.stderr
     assert (ws / "gamma.txt").read_text() == "gamma"
     assert json.loads(allowed.stdout)["text"] == "wrote it"
+
+
+def test_status_shows_lanes_and_workers(tree: tuple[GeodeHome, Path]) -> None:
+    home, ws = tree
+    r = _geode(home, ws, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    lanes = json.loads(r.stdout)["lanes"]
+    assert {"global_cap", "running", "queued", "held_lanes", "wait_p50_s", "queue_lengths"} <= set(
+        lanes["lanes"]
+    )
+    assert sorted(w["worker"] for w in lanes["workers"]) == ["loop-1", "loop-2"]
+    text = _geode(home, ws, "status")
+    assert "lanes:" in text.stdout and "worker loop-1#" in text.stdout

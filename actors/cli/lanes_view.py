@@ -1,0 +1,42 @@
+"""The lanes part of ``geode status``: lane wait times, queue lengths, held lanes and the worker pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geode.home import GeodeHome
+from geode.protocol import control as c
+from geode.protocol.errors import GeodeError
+
+
+def lanes_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """``lanes.status`` of the running tree, or None when lanes does not answer."""
+    from actors.tree_client import client_bus
+
+    try:
+        with client_bus(home) as bus:
+            return bus.transport.call("lanes", c.LANES_STATUS, {}, timeout_s=timeout_s)
+    except GeodeError:
+        return None
+
+
+def lanes_lines(detail: dict[str, Any] | None) -> list[str]:
+    if detail is None:
+        return ["lanes: not answering"]
+    ln = detail.get("lanes", {})
+    out = [
+        f"lanes: {ln.get('running', 0)}/{ln.get('global_cap', '?')} running · {ln.get('queued', 0)} queued · "
+        f"wait p50 {ln.get('wait_p50_s', 0):.3f}s max {ln.get('wait_max_s', 0):.3f}s · "
+        f"oldest queued {ln.get('oldest_queued_s', 0):.1f}s · "
+        f"approvals pending {detail.get('pending_approvals', 0)}"
+    ]
+    for session, held in sorted((ln.get("held_lanes") or {}).items()):
+        out.append(
+            f"  held {session}: {held['turn_id']} for {held['held_s']:.1f}s, {held['queued']} queued behind"
+        )
+    for w in detail.get("workers", []):
+        out.append(
+            f"  worker {w['worker']}#{w['incarnation']}: {len(w['running'])}/{w['capacity']} busy, "
+            f"seen {w['last_seen_s']:.1f}s ago"
+        )
+    return out
