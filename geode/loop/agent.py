@@ -248,7 +248,17 @@ class AgenticLoop:
                 output=u.output_tokens,
                 cost=u.cost_usd,
             )
-            check_cost(state, s)
+            if check_cost(state, s):  # 80 % of the cost budget: warn once
+                events.emit(
+                    TurnEventKind.TOKENS,
+                    model=response.model or model,
+                    input=0,
+                    output=0,
+                    cost=0.0,
+                    budget_warning=True,
+                    spent=g.cost_usd,
+                    budget=s.cost_budget_usd,
+                )
             state.last_text = response.text
             if response.stop_reason == StopReason.REFUSAL:
                 raise Terminal(TerminationReason.MODEL_REFUSAL, text=response.text, error="the model refused")
