@@ -154,14 +154,25 @@ class StoreClient:
                 return rows
             after = page.next_after
 
-    def append_evidence(self, session_id: str, kind: str, payload: dict[str, Any], **kw: Any) -> bool:
-        """Best-effort: never raises; False (and counted) when the row was not written."""
+    def append_evidence(
+        self, session_id: str, kind: str, payload: dict[str, Any], *, wait: bool = False, **kw: Any
+    ) -> bool:
+        """Best-effort, never raises. By default a cast (never blocks a turn): True once sent. With
+        ``wait=True`` one short request: True when the row was written. Failures are counted."""
         try:
             body = m.AppendEvidence(session_id=session_id, kind=kind, payload=payload, **kw)
-            return m.EvidenceReply.model_validate(self._call(m.EVIDENCE_APPEND, body)).written
+            if not wait:
+                self.transport.cast(self.target, m.EVIDENCE_APPEND, body, session=session_id)
+                return True
+            reply = self.transport.call(
+                self.target, m.EVIDENCE_APPEND, body, session=session_id, timeout_s=1.0
+            )
+            written = m.EvidenceReply.model_validate(reply).written
         except Exception:
+            written = False
+        if not written:
             self.evidence_failures += 1
-            return False
+        return written
 
     # turns, cursors, dedupe -------------------------------------------------------------------------
     def put_turn(self, turn: TurnRecord) -> TurnRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -95,10 +96,14 @@ def test_long_timeline_reads_back_in_pages(store: StoreUnderTest, uid: str) -> N
 def test_evidence_ledger_is_redacted_hashed_jsonl(store: StoreUnderTest, uid: str) -> None:
     c, sid = store.client, f"s/{uid}"
     assert c.append_evidence(
-        sid, "final_result", {"password": "hunter2", "ok": True}, summary="sk-abcdefghijkl"
+        sid, "final_result", {"password": "hunter2", "ok": True}, summary="sk-abcdefghijkl", wait=True
     )
-    assert c.append_evidence(sid, "verification_policy", {"n": 1})
+    assert c.append_evidence(sid, "verification_policy", {"n": 1})  # a cast: never blocks the caller
     path = store.home.evidence_dir / f"s_{uid}.jsonl"
+    deadline = time.monotonic() + 10
+    while path.read_text().count("\n") < 2:
+        assert time.monotonic() < deadline, "cast evidence row never written"
+        time.sleep(0.01)
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     assert [r["seq"] for r in rows] == [1, 2] and rows[0]["payload"] == {"password": "[REDACTED]", "ok": True}
     assert "abcdefghijkl" not in path.read_text()
@@ -115,3 +120,20 @@ def test_evidence_failure_is_counted_never_raised(tmp_path) -> None:  # type: ig
     ledger = EvidenceLedger(blocker / "evidence")
     assert ledger.append("s", "k", {"a": 1}) is False
     assert ledger.stats()["failures"] == 1 and ledger.stats()["last_error"]
+
+
+def test_evidence_never_blocks_when_the_store_is_down(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from actors.bus import Bus
+    from geode.home import GeodeHome
+    from geode.records.store_client import StoreClient
+
+    home = GeodeHome(tmp_path / "h").ensure()  # no store serves this home
+    bus = Bus("lonely", 1, home).start()
+    try:
+        c = StoreClient(bus.transport)
+        t0 = time.monotonic()
+        c.append_evidence("s", "k", {"a": 1})
+        assert c.append_evidence("s", "k", {"a": 1}, wait=True) is False
+        assert time.monotonic() - t0 < 3 and c.evidence_failures == 1
+    finally:
+        bus.stop()
