@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -91,11 +91,36 @@ def run_calls(
         )
         return result
 
-    if len(jobs) <= 1 or parallelism <= 1:
-        return [one(ctx, call) for ctx, call in jobs]
-    with ThreadPoolExecutor(max_workers=min(parallelism, len(jobs)), thread_name_prefix="loop-tool") as pool:
-        futures = [pool.submit(one, ctx, call) for ctx, call in jobs]
-        return [f.result() for f in futures]
+    pool = ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(jobs))), thread_name_prefix="loop-tool")
+    try:
+        if parallelism <= 1:  # strictly one after another: the next call is sent after the previous answered
+            out: list[ToolResult] = []
+            for ctx, call in jobs:
+                out.append(_await([pool.submit(one, ctx, call)], [call], state)[0])
+            return out
+        return _await([pool.submit(one, ctx, call) for ctx, call in jobs], [c for _, c in jobs], state)
+    finally:
+        pool.shutdown(wait=False)  # a call abandoned by a cancel finishes (or times out) on its own
+
+
+def _await(futures: list[Future[ToolResult]], calls: list[ToolCall], state: TurnState) -> list[ToolResult]:
+    """Wait for the calls; a cancel stops the wait (the calls may still finish outside: outcome unknown)."""
+    pending = set(futures)
+    while pending:
+        _, pending = wait(pending, timeout=0.05)
+        if pending and state.cancel.is_set():
+            break
+    return [
+        f.result()
+        if f.done()
+        else ToolResult.error(
+            c,
+            "the turn was cancelled while this call ran; its outcome is unknown",
+            "cancelled_outcome_unknown",
+            executed=None,
+        )
+        for f, c in zip(futures, calls, strict=True)
+    ]
 
 
 def results_message(results: list[ToolResult], settings: LoopSettings) -> Message:

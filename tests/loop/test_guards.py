@@ -138,3 +138,23 @@ def test_user_cancelled_between_phases_and_during_streaming(rig: Rig) -> None:
 
     r2 = rig.loop(FunctionModel(fn)).run_turn("s2", "t", "go", cancel=cancel2)
     assert r2.termination_reason == R.USER_CANCELLED
+
+
+def test_cancel_stops_waiting_for_a_running_tool(rig: Rig) -> None:
+    cancel, gate, entered = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(a: dict[str, Any]) -> dict[str, Any]:
+        entered.set()
+        gate.wait(10)
+        return {"late": True}
+
+    rig.handlers["read"] = slow
+    threading.Thread(target=lambda: entered.wait(10) and cancel.set(), daemon=True).start()
+    t0 = time.monotonic()
+    r = rig.loop(rig.script({"tool_calls": [tool("read", "r1")]}, "never")).run_turn(
+        "s", "t", "go", cancel=cancel
+    )
+    assert r.termination_reason == R.USER_CANCELLED and time.monotonic() - t0 < 5
+    saved = rig.records.load_checkpoint("s").messages[-1]
+    assert "cancelled_outcome_unknown" in saved["content"][0]["content"]
+    gate.set()
