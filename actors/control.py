@@ -43,6 +43,16 @@ def geode_version() -> str:
         return "0+unknown"
 
 
+def builtin_plan() -> Any:
+    """The built-in tools as a BoundToolPlan (None when the tools package is unavailable)."""
+    try:
+        from geode.tools.builtin.catalogue import builtin_specs
+        from geode.tools.plan import BoundToolPlan
+    except ImportError:
+        return None
+    return BoundToolPlan.build(builtin_specs(), lineage="builtin")
+
+
 WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
 HWM = 1000
 TICK_S = 1.0
@@ -205,6 +215,7 @@ def start_control(
         origin=name,
         idle_timeout_s=float(cfg.get("idle_timeout_s", IDLE_TIMEOUT_S)),
         queue_max=int(cfg.get("queue_max", QUEUE_MAX)),
+        plan=builtin_plan(),
     )
 
     def on_lanes_push(r: Request) -> None:

@@ -55,7 +55,9 @@ class ControlCore:
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         session_factory: Callable[..., SessionSpec] = create_session,
         clock: Callable[[], float] = time.monotonic,
+        plan: Any = None,
     ) -> None:
+        self.plan = plan  # the tool plan sessions are composed from (a BoundToolPlan), projected per session
         self.transport, self.send, self.runner = transport, send, runner
         self.home = home or GeodeHome.from_env()
         self.server_version, self.origin, self.lanes = server_version, origin, lanes
@@ -156,6 +158,7 @@ class ControlCore:
             model_override=h.model,
             origin=self.origin,
             skip_permissions=h.dangerously_skip_permissions,
+            plan=self.plan,
         )
         with conn.lock:
             conn.spec, conn.is_tty = spec, h.is_tty
@@ -179,6 +182,9 @@ class ControlCore:
         sid = p.session_id or conn.spec.session_id
         turn_id = f"t-{uuid.uuid4().hex[:16]}"
         settings = conn.spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
+        if conn.spec.plan is not None:
+            settings["plan_hash"] = getattr(conn.spec.plan, "content_hash", "")
+            settings["plan_generation"] = getattr(conn.spec.plan, "generation", 0)
         conn.attach(sid, conn.attached.get(sid, 0))
         sub = c.Submit(
             turn_id=turn_id,

@@ -50,6 +50,11 @@ def new_session_id() -> str:
     return f"s-{uuid.uuid4().hex[:16]}"
 
 
+def _project_bound(plan: Any, provider: str, names: frozenset[str]) -> Any:
+    """A BoundToolPlan (geode.tools.plan) filtered to the visible names, then projected onto the provider."""
+    return plan.filtered(allowed=names).projected(provider)
+
+
 PlanProjector = Callable[[Any, str, frozenset[str]], Any]  # (plan, provider, visible names) -> plan
 
 
@@ -80,10 +85,14 @@ def create_session(
         tools = ()
     denied = default_denylist(mode, global_config=cfg, plan_tools=tools)
     allowed = frozenset(allowed_tool_names) if allowed_tool_names is not None else None
-    visible = tuple(
-        t.name for t in tools if t.name not in denied and (allowed is None or t.name in allowed)
+    visible = tuple(t.name for t in tools if t.name not in denied and (allowed is None or t.name in allowed))
+    project = project or (
+        _project_bound if hasattr(plan, "filtered") and hasattr(plan, "projected") else None
     )
     projected = project(plan, choice.provider, frozenset(visible)) if (project and plan is not None) else plan
+    names = getattr(projected, "tool_names", None)
+    if isinstance(names, tuple) and projected is not plan:
+        visible = tuple(n for n in visible if n in names)
     budget = time_budget_override if time_budget_override is not None else defaults.time_budget_s
     ws = Path(workspace) if workspace is not None else Path.cwd()
     return SessionSpec(

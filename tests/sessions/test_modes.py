@@ -93,3 +93,19 @@ def test_create_session_budget_allowlist_and_projection(tmp_path: Path) -> None:
     assert create_session("HEADLESS", home=home, env={}).time_budget_s == 120
     assert create_session("IPC", home=home, env={}, skip_permissions=True).skip_permissions
     assert not create_session("DAEMON", home=home, env={}, skip_permissions=True).skip_permissions
+
+
+def test_bound_tool_plan_is_filtered_and_projected(tmp_path: Path) -> None:
+    from geode.tools.plan import BoundToolPlan
+
+    home = GeodeHome(tmp_path).ensure()
+    plan = BoundToolPlan.build(TOOLS)
+    spec = create_session("DAEMON", home=home, env={}, plan=plan)
+    assert (
+        spec.plan is not plan
+        and "run_bash" not in spec.plan.tool_names
+        and "read_file" in spec.plan.tool_names
+    )
+    assert spec.plan.generation == plan.generation + 1  # a derived snapshot
+    ipc = create_session("IPC", home=home, env={}, plan=plan)
+    assert set(ipc.plan.tool_names) == set(plan.tool_names) and ipc.plan.content_hash == plan.content_hash
