@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Request:
     plan: BoundToolPlan | None = None
     force_ask: bool = False
     ask_reason: str = ""
+    rewrites: list[str] = field(default_factory=list)  # "<stage>:<old name>-><new name>" (observation)
 
     def deny(self, stage: str, message: str, error_type: str, **extra: Any) -> Denied:
         extra.setdefault("denied", True)
@@ -81,6 +82,7 @@ class Checks:
         """Adopt a rewritten request: the new tool must be in scope and at least as strictly governed."""
         old = req.spec
         assert old is not None and req.plan is not None
+        req.rewrites.append(f"{stage}:{req.call.name}->{name}")
         req.call = ToolCall(id=req.call.id, name=name, input=args)
         new = req.plan.get(name)
         if new is None:

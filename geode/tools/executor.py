@@ -126,7 +126,9 @@ class ToolExecutor:
         try:
             return self._run(req)
         except Denied as d:
-            self.timeline.write("tool.denied", ctx, d.call, d.spec, d.result, stage=d.stage)
+            self.timeline.write(
+                "tool.denied", ctx, d.call, d.spec, d.result, stage=d.stage, rewrites=req.rewrites
+            )
             return d.result
         except Exception as exc:  # a bug in the executor itself: the caller still gets a result
             log.exception("executor failed on %s", call.name)
@@ -166,7 +168,7 @@ class ToolExecutor:
             )
         harmless = entry.no_prompt is not None and entry.no_prompt(call.input)
         verdict = self.approvals.decide(
-            ctx, spec, self._detail(spec, call), forced=req.force_ask, harmless=harmless
+            ctx, spec, self._detail(spec, call, req.ask_reason), forced=req.force_ask, harmless=harmless
         )
         if not verdict.granted:
             raise req.deny(
@@ -213,7 +215,7 @@ class ToolExecutor:
             services=self.services,
         )
         try:
-            self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how)
+            self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how, rewrites=req.rewrites)
             self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
             with self._mu:
                 self._inflight[id(env)] = ((ctx.session_id, ctx.turn_id), env.cancel)
@@ -258,10 +260,11 @@ class ToolExecutor:
         return max(0.05, seconds)
 
     @staticmethod
-    def _detail(spec: ToolSpec, call: ToolCall) -> str:
+    def _detail(spec: ToolSpec, call: ToolCall, why: str = "") -> str:
+        note = f" (hook: {why[:200]})" if why else ""
         if spec.policy.data_class is DataClass.PERSONAL:
-            return f"{call.name} {OMITTED}"
-        return f"{call.name} {json.dumps(redact(call.input, max_str=300), ensure_ascii=False)}"[:600]
+            return f"{call.name} {OMITTED}{note}"
+        return f"{call.name} {json.dumps(redact(call.input, max_str=300), ensure_ascii=False)}"[:600] + note
 
     @staticmethod
     def _result(
