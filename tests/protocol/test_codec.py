@@ -42,7 +42,7 @@ envelopes = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(envelopes)
 def test_round_trip(env: Envelope) -> None:
     assert codec.decode(codec.encode(env)) == env
