@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from actors.bus import Bus
+from actors.child_guard import report_ready
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 from geode.records.engine import RecordEngine
@@ -114,23 +115,11 @@ def main() -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    _announce_ready(child.bus, name, incarnation)
+    report_ready()  # the supervisor's ready pipe, when there is one (it stays open: EOF = our exit)
     print("ready", flush=True)
     stop.wait()
     child.stop()
     return 0
-
-
-def _announce_ready(bus: Bus, name: str, incarnation: int) -> None:
-    """Tell the supervisor (when there is one) that start-up finished, through its ready pipe."""
-    fd = os.environ.get("GEODE_READY_FD")
-    if not fd:
-        return
-    try:
-        os.write(int(fd), b"ready\n")
-        os.close(int(fd))
-    except (OSError, ValueError) as exc:
-        log.warning("could not announce readiness: %s", exc)
 
 
 if __name__ == "__main__":
