@@ -10,6 +10,7 @@ from geode.records.models import (
     Receipt,
     ReceiptIdentity,
     Restored,
+    SaveResult,
     SessionSummary,
     TimelineEvent,
     TimelineRow,
@@ -21,7 +22,7 @@ class RecordClient(Protocol):
     """Typed store calls. Every write carries its idempotency key, so retries never double anything."""
 
     # checkpoints
-    def save_checkpoint(self, save: CheckpointSave) -> None: ...
+    def save_checkpoint(self, save: CheckpointSave) -> SaveResult | None: ...
     def load_checkpoint(self, session_id: str) -> Restored | None: ...
     def list_sessions(self, *, limit: int = 200) -> list[SessionSummary]: ...
 
