@@ -154,7 +154,10 @@ def process_batch(
         ) from exc
     events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="pending_batch")
     tool_calls = [ToolCall(id=c.id, name=c.name, input=c.input) for c in calls]
-    jobs = [(snapshot.tool_context(c), c) for c in tool_calls]
+    deadline_ms = None
+    if settings.time_budget_s:  # tools never outlive the turn's time budget
+        deadline_ms = int((time.time() + max(1.0, settings.time_budget_s - state.elapsed())) * 1000)
+    jobs = [(snapshot.tool_context(c, deadline_ms=deadline_ms), c) for c in tool_calls]
     results = run_calls(executor, jobs, state, events, settings.tool_parallelism)
     state.guards.tool_calls += len(results)
     state.history.append(results_message(results, settings))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -79,8 +80,13 @@ def verify(
     misses = structural_misses(state, candidate, records)
     note = ""
     if settings.verify.judge and judge is not None and not misses:
+        budget = settings.verify.judge_timeout_s
+        if settings.time_budget_s:
+            budget = min(budget, settings.time_budget_s - state.elapsed())
         try:
-            passed, score, note = judge(candidate, state.user_text)
+            if budget <= 0:
+                raise TimeoutError("no time budget left for the judge")
+            passed, score, note = _bounded(judge, candidate, state.user_text, budget)
             if not passed:
                 misses.append(Miss("judge_failed", True))
             note = f"score={score:.2f} {note}".strip()
@@ -134,6 +140,27 @@ def verify(
     if action == "revise" and attempt >= settings.verify.repair_budget:
         action, why = "escalate", f"repair budget ({settings.verify.repair_budget}) exhausted"
     return VerifyDecision(action=action, reason=why, instruction=instruction, misses=misses, judge_note=note)
+
+
+def _bounded(judge: Judge, candidate: str, user_text: str, timeout_s: float) -> tuple[bool, float, str]:
+    """Run the judge with a deadline (its thread is abandoned on timeout: the answer is not withheld)."""
+    box: dict[str, object] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["out"] = judge(candidate, user_text)
+        except Exception as exc:
+            box["err"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="verify-judge", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise TimeoutError(f"judge did not answer within {timeout_s:.0f}s")
+    if "err" in box:
+        raise box["err"]  # type: ignore[misc]
+    return box["out"]  # type: ignore[return-value]
 
 
 def parse_judge_reply(text: str) -> tuple[bool, float, str]:

@@ -85,3 +85,15 @@ def test_judge_failure_revises(rig: Rig) -> None:
     provider = rig.script("weak", "strong")
     result = rig.loop(provider, settings=settings, judge_provider=judge).run_turn("s6", "t", "q")
     assert result.text == "strong" and result.verify_attempts == 1 and len(judge.requests) == 2
+
+
+def test_judge_timeout_does_not_withhold(rig: Rig) -> None:
+    import threading
+
+    hold = threading.Event()
+    slow = FunctionModel(lambda req: hold.wait(5) and '{"passed": false}')
+    settings = LoopSettings(model="m", verify=VerifySettings(judge=True, judge_timeout_s=0.2))
+    result = rig.loop(rig.script("answer"), settings=settings, judge_provider=slow).run_turn("s7", "t", "q")
+    hold.set()
+    assert result.termination_reason == TerminationReason.NATURAL and result.text == "answer"
+    assert any(e.kind == "verify" and e.data["action"] == "accept" for e in rig.sink.events)
