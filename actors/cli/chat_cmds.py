@@ -2,7 +2,7 @@
 
 The CLI composes nothing itself: it talks to the daemon's control socket (starting the daemon when it is
 not running) and renders the turn's stream. Exit codes of ``ask``: 0 success, 1 the turn ended with any
-other termination reason (printed), 3 the daemon is unreachable, 130 the turn was cancelled.
+other termination reason (printed), 2 nothing to resume, 3 the daemon is unreachable, 130 cancelled.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import typer
 
 from geode.home import GeodeHome
 from geode.protocol import control as c
-from geode.protocol.errors import GeodeError
+from geode.protocol.errors import GeodeError, NotFound
 
 SUCCESS = {"natural", "forced_text"}
-EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_CANCELLED = 1, 3, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CANCELLED = 1, 2, 3, 130
 
 _RESUME = typer.Option(None, "--resume", help="resume session ID")
 _CONTINUE = typer.Option(False, "--continue", help="continue the most recent session")
@@ -66,6 +66,9 @@ def ask(
     renderer = Renderer(quiet=as_json)
     try:
         cl = _connect(home, model=model, skip=skip, tty=tty, resume=resume, cont=cont)
+    except NotFound as exc:
+        typer.echo(f"geode: cannot resume: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
     except GeodeError as exc:
         typer.echo(f"geode: daemon unavailable: {exc}", err=True)
         raise typer.Exit(EXIT_UNAVAILABLE) from exc
@@ -117,6 +120,9 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool) -> None:
     home = GeodeHome.from_env()
     try:
         cl = _connect(home, model=model, skip=skip, tty=sys.stdin.isatty(), resume=resume, cont=cont)
+    except NotFound as exc:
+        typer.echo(f"geode: cannot resume: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
     except GeodeError as exc:
         typer.echo(f"geode: daemon unavailable: {exc}", err=True)
         raise typer.Exit(EXIT_UNAVAILABLE) from exc

@@ -119,3 +119,41 @@ def test_status_shows_lanes_and_workers(tree: tuple[GeodeHome, Path]) -> None:
     assert sorted(w["worker"] for w in lanes["workers"]) == ["loop-1", "loop-2"]
     text = _geode(home, ws, "status")
     assert "lanes:" in text.stdout and "worker loop-1#" in text.stdout
+
+
+def test_resume_and_continue_keep_the_session(tree: tuple[GeodeHome, Path]) -> None:
+    home, ws = tree
+    first = json.loads(
+        _geode(home, ws, "ask", "please write delta", "--json", "--dangerously-skip-permissions").stdout
+    )
+    sid = first["session_id"]
+    again = _geode(
+        home, ws, "ask", "please write eps", "--json", "--dangerously-skip-permissions", "--resume", sid
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["session_id"] == sid
+    cont = _geode(
+        home, ws, "ask", "please write zeta", "--json", "--dangerously-skip-permissions", "--continue"
+    )
+    assert cont.returncode == 0, cont.stderr
+    assert json.loads(cont.stdout)["session_id"] == sid  # the most recently updated session
+    missing = _geode(home, ws, "ask", "hi", "--resume", "s-nope")
+    assert missing.returncode == 2 and "no session" in missing.stderr
+
+
+def test_interactive_chat_streams_and_asks(tree: tuple[GeodeHome, Path]) -> None:
+    home, ws = tree
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main"],
+        env=env,
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        input="please write eta\ny\nexit\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "⏺ write_file" in r.stdout and "wrote it" in r.stdout
+    assert "◆ Approval · write_file" in r.stderr
+    assert (ws / "eta.txt").read_text() == "eta"
