@@ -43,7 +43,7 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
     limits = BashLimits(
         cpu_s=bash_cfg.get("cpu_s"), fsize_bytes=int(bash_cfg.get("fsize_bytes", 50 * 1024 * 1024))
     )
-    hooks = HookRunner(load_hooks(cfg))
+    hooks = HookRunner(load_hooks(cfg, base_dir=ctx.home.root))
     kw: dict[str, Any] = dict(
         owner=f"{ctx.name}#{ctx.incarnation}",
         records=StoreClient(bus.transport, attempts=3),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from geode.hooks.events import DECIDING_EVENTS, HookEvent
@@ -12,6 +14,7 @@ from geode.protocol.errors import ConfigError
 
 DEFAULT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 600.0
+CLAUDE_DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default for command hooks
 _FIELDS = {"matcher", "command", "timeout", "fail", "dialect", "name"}
 
 HookCallable = Callable[[str, dict[str, Any], dict[str, Any]], Any]
@@ -76,13 +79,21 @@ def entry(
     return HookEntry(ev, name, matcher, command, fn, float(timeout_s), fail, dialect, pattern)  # type: ignore[arg-type]
 
 
-def load_hooks(config: Mapping[str, Any]) -> list[HookEntry]:
-    """Entries from a config's ``hooks`` table (``[[hooks.<Event>]]`` arrays); unknown fields are errors."""
+def load_hooks(config: Mapping[str, Any], *, base_dir: Path | None = None) -> list[HookEntry]:
+    """Entries from a config's ``hooks`` table (``[[hooks.<Event>]]`` arrays); unknown fields are errors.
+
+    ``hooks.claude_settings = ["~/.claude/settings.json", ...]`` also imports Claude Code settings files
+    (their ``hooks`` object, dialect claude-code); relative paths resolve against ``base_dir``.
+    """
     table = config.get("hooks") or {}
     if not isinstance(table, Mapping):
         raise ConfigError("[hooks] must be a table of event arrays")
     out: list[HookEntry] = []
     for event, items in table.items():
+        if event == "claude_settings":
+            for path in items if isinstance(items, list) else [items]:
+                out.extend(load_claude_settings_file(Path(str(path)).expanduser(), base_dir=base_dir))
+            continue
         if not isinstance(items, list):
             raise ConfigError(f"hooks.{event} must be an array of tables ([[hooks.{event}]])")
         for i, item in enumerate(items):
@@ -105,3 +116,48 @@ def load_hooks(config: Mapping[str, Any]) -> list[HookEntry]:
                 )
             )
     return out
+
+
+def load_claude_settings(data: Mapping[str, Any], *, source: str = "settings") -> list[HookEntry]:
+    """Claude Code's shape: ``{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+    "command": "...", "timeout": 60}]}]}}``. Events GEODE does not know are skipped; timeouts are seconds."""
+    hooks = data.get("hooks") or {}
+    if not isinstance(hooks, Mapping):
+        raise ConfigError(f"{source}: hooks must be an object")
+    known = {e.value for e in HookEvent}
+    out: list[HookEntry] = []
+    for event, groups in hooks.items():
+        if event not in known or not isinstance(groups, list):
+            continue
+        for gi, group in enumerate(groups):
+            if not isinstance(group, Mapping):
+                raise ConfigError(f"{source}: hooks.{event}[{gi}] must be an object")
+            for hi, h in enumerate(group.get("hooks") or []):
+                if not isinstance(h, Mapping) or h.get("type", "command") != "command" or "command" not in h:
+                    continue
+                timeout = min(float(h.get("timeout", CLAUDE_DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
+                out.append(
+                    entry(
+                        event,
+                        name=f"{source}:{event}[{gi}][{hi}]",
+                        matcher=str(group.get("matcher", "")),
+                        command=str(h["command"]),
+                        timeout_s=timeout,
+                        dialect="claude-code",
+                    )
+                )
+    return out
+
+
+def load_claude_settings_file(path: Path, *, base_dir: Path | None = None) -> list[HookEntry]:
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read Claude Code settings: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: settings must be a JSON object")
+    return load_claude_settings(data, source=str(path))

@@ -114,3 +114,26 @@ def test_user_prompt_submit_plain_stdout_is_context() -> None:
     r = HookRunner(load_hooks({"hooks": {"UserPromptSubmit": [{"command": "echo today is Tuesday"}]}}))
     out = r.run("UserPromptSubmit", {"prompt": "hi"}, {"session_id": "s"})
     assert out.additional_context == "today is Tuesday" and not out.blocked
+
+
+def test_claude_code_settings_json_runs_unchanged(tmp_path, scripts) -> None:  # type: ignore[no-untyped-def]
+    import json as _json
+
+    settings = {
+        "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": scripts["deny"]}]}],
+            "Notification": [{"hooks": [{"type": "command", "command": "true"}]}],
+            "SomethingNew": [{"hooks": [{"type": "command", "command": "true"}]}],
+        }
+    }
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(_json.dumps(settings))
+    entries = load_hooks({"hooks": {"claude_settings": [".claude/settings.json"]}}, base_dir=tmp_path)
+    assert [(e.event.value, e.dialect, e.timeout_s) for e in entries] == [
+        ("PreToolUse", "claude-code", 60.0),
+        ("Notification", "claude-code", 60.0),
+    ]
+    r = HookRunner(entries)
+    assert r.run("PreToolUse", {"tool_name": "run_bash", "tool_input": {"command": "ls"}}, {}).blocked
+    assert not r.run("PreToolUse", {"tool_name": "read_file", "tool_input": {}}, {}).blocked
