@@ -71,7 +71,7 @@ class RecordEngine:
         self.close()
 
     # checkpoints ------------------------------------------------------------------------------------
-    def save_checkpoint(self, save: CheckpointSave) -> SaveResult:  # type: ignore[override]
+    def save_checkpoint(self, save: CheckpointSave) -> SaveResult:
         return self.checkpoints.save(save)
 
     def load_checkpoint(self, session_id: str) -> Restored | None:
