@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from actors.bus_transport import BusTransport
 from actors.endpoints import Endpoints
 from actors.handler_pool import HandlerPool
+from actors.zap import ZapHandler
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
@@ -158,6 +159,7 @@ class Bus:
         self._handlers: dict[Any, Callable[[], None]] = {}
         self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
         self._pub_file: tuple[str, int] | None = None
+        self._zap: ZapHandler | None = None
         self._poller = zmq.Poller()
         self._poller.register(self._wake_fd, zmq.POLLIN)
         self._thread: threading.Thread | None = None
@@ -215,6 +217,9 @@ class Bus:
         """Bind a ROUTER at ``endpoint``; requests run on ``concurrency`` handler actors."""
 
         def bind() -> None:
+            if self.endpoints.is_tcp(endpoint) and self.endpoints.curve is not None and self._zap is None:
+                self._zap = ZapHandler(self._ctx, self.endpoints.curve)
+                self._register(self._zap.sock, self._zap.handle)
             sock = self._socket(zmq.ROUTER)
             try:
                 self.endpoints.bind(sock, endpoint)
@@ -565,6 +570,7 @@ class Bus:
     def _close_sockets(self) -> None:
         socks = [s.sock for s in self._served.values()] + [c.sock for c in self._clients.values()]
         socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
+        socks += [self._zap.sock] if self._zap is not None else []
         for s in socks:
             try:
                 s.close(0)

@@ -20,6 +20,10 @@ class CurveKeys:
 
     public: bytes
     secret: bytes
+    allowed: tuple[bytes, ...] = ()  # more client public keys (z85) the servers accept besides ``public``
+
+    def accepts(self, client_key_z85: bytes) -> bool:
+        return client_key_z85 == self.public or client_key_z85 in self.allowed
 
     @classmethod
     def generate(cls) -> CurveKeys:
@@ -44,7 +48,10 @@ class Endpoints:
         curve_cfg = bus.get("curve") or {}
         curve = None
         if curve_cfg.get("public_key") and curve_cfg.get("secret_key"):
-            curve = CurveKeys(str(curve_cfg["public_key"]).encode(), str(curve_cfg["secret_key"]).encode())
+            allowed = tuple(str(k).encode() for k in curve_cfg.get("allowed_clients") or ())
+            curve = CurveKeys(
+                str(curve_cfg["public_key"]).encode(), str(curve_cfg["secret_key"]).encode(), allowed
+            )
         return cls(home, single_process, tcp, curve)
 
     def address(self, name: str) -> str:
@@ -68,6 +75,7 @@ class Endpoints:
                     f"refusing an unauthenticated tcp bind for {name!r}: "
                     "set [bus.curve] public_key/secret_key"
                 )
+            sock.zap_domain = b"geode"
             sock.curve_server = True
             sock.curve_publickey = self.curve.public
             sock.curve_secretkey = self.curve.secret
@@ -87,6 +95,9 @@ class Endpoints:
             sock.curve_secretkey = self.curve.secret
         sock.connect(addr)
         return addr
+
+    def is_tcp(self, name: str) -> bool:
+        return self.address(name).startswith("tcp://")
 
     def ipc_path(self, name: str) -> str | None:
         """The socket file behind ``name`` (to remove it at shutdown), or None for inproc/tcp."""

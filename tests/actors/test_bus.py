@@ -238,6 +238,40 @@ def test_tcp_with_curve(home: GeodeHome) -> None:
         a.stop()
 
 
+def test_tcp_curve_rejects_unknown_client_key(home: GeodeHome) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    keys = CurveKeys.generate()
+    tcp = {"store": f"tcp://127.0.0.1:{port}"}
+    a = Bus("store", 1, home, endpoints=Endpoints(home, tcp=tcp, curve=keys)).start()
+    stranger = CurveKeys.generate()  # knows the server's public key, but its own key is not allowed
+    ctx = zmq.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.setsockopt(zmq.LINGER, 0)
+    raw.curve_serverkey, raw.curve_publickey, raw.curve_secretkey = (
+        keys.public,
+        stranger.public,
+        stranger.secret,
+    )
+    try:
+        a.serve("store", FixtureService("store", 1))
+        raw.connect(tcp["store"])
+        raw.send(codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"})))
+        assert not raw.poll(700), "an unknown CURVE client got an answer"
+        friend = Bus("client", 1, home, endpoints=Endpoints(home, tcp=tcp, curve=keys)).start()
+        try:
+            assert friend.transport.call("store", runtime.PING, timeout_s=5)["name"] == "store"
+        finally:
+            friend.stop()
+    finally:
+        raw.close(0)
+        ctx.term()
+        a.stop()
+
+
 def test_close_never_hangs_with_requests_in_flight(home: GeodeHome) -> None:
     bus = Bus("client", 1, home).start()
     errors: list[BaseException] = []
