@@ -207,3 +207,36 @@ def test_store_child_prunes_periodically(home: GeodeHome) -> None:
     finally:
         server.stop()
         child.stop()
+
+
+def test_map_growth_while_readers_run(home: GeodeHome) -> None:
+    ls = local_store(home, StoreConfig(map_size_mb=1, map_max_mb=64))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                ls.client.load_checkpoint("s0")
+                ls.client.get_cursor("p", "a", "c")
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    readers = [threading.Thread(target=reader) for _ in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        blob = [{"role": "user", "content": "z" * 50_000}]
+        for i in range(60):
+            save = CheckpointSave(session_id=f"s{i}", seq=1, base_count=0, new_messages=blob)
+            ls.client.save_checkpoint(save)
+    finally:
+        stop.set()
+        for t in readers:
+            t.join(10)
+    try:
+        assert errors == [] and ls.engine.renv.growths >= 2
+        assert all(ls.client.load_checkpoint(f"s{i}") is not None for i in range(60))
+    finally:
+        ls.close()
