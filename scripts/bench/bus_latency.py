@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python scripts/bench/bus_latency.py [--n 3000] [--tput-n 20000]
 Latency: p50/p99 with 1 request in flight. Throughput: 100 requests in flight (pipelined from one thread).
+BENCH_CONCURRENCY=N sets the server handler pool size (default 4).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def serve_bus(home: GeodeHome) -> None:
     from actors.bus import Bus
 
     bus = Bus("bench-server", 1, home).start()
-    bus.serve("bench", EchoService())
+    bus.serve("bench", EchoService(), concurrency=int(os.environ.get("BENCH_CONCURRENCY", "4")))
     print("ready", flush=True)
     sys.stdin.read()
     bus.stop()
