@@ -105,6 +105,11 @@ class ToolExecutor:
             ev.set()
         return len(hit) + self.approvals.cancel(session_id, turn_id)
 
+    def in_flight(self) -> int:
+        """Handlers currently dispatched (status)."""
+        with self._mu:
+            return len(self._inflight)
+
     def _is_cancelled(self, ctx: ToolContext) -> bool:
         with self._mu:
             return any(s == ctx.session_id and (t is None or t == ctx.turn_id) for s, t in self._cancelled)

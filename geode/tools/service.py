@@ -36,6 +36,7 @@ class ToolService:
                 "owner": self.executor.owner,
                 "plans": len(self.executor.plans),
                 "held_locks": self.executor.locks.held_keys(),
+                "in_flight": self.executor.in_flight(),
             }
             return rt.StatusReply(
                 name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -33,6 +34,8 @@ class ToolTimeline:
         self._pending = 0
         self._closed = False
         self.failures = 0
+        # unique per row (a retried call writes new rows; the store's own retries reuse the same event)
+        self._seq = itertools.count(int(time.time() * 1000) % 10**9)
         self._thread: threading.Thread | None = None
         if records is not None and background:
             self._thread = threading.Thread(target=self._drain, name="tool-timeline", daemon=True)
@@ -106,7 +109,11 @@ class ToolTimeline:
             )
         key = ctx.operation_id or f"{ctx.step_id}:{call.id}"
         event = TimelineEvent(
-            session_id=ctx.session_id, event_id=f"{key}:{kind}", kind=kind, ts=time.time(), payload=payload
+            session_id=ctx.session_id,
+            event_id=f"{key}:{kind}:{next(self._seq)}",
+            kind=kind,
+            ts=time.time(),
+            payload=payload,
         )
         with self._cv:
             if self._thread is not None and not self._closed and len(self._queue) < MAX_QUEUED:
