@@ -240,3 +240,28 @@ def test_map_growth_while_readers_run(home: GeodeHome) -> None:
         assert all(ls.client.load_checkpoint(f"s{i}") is not None for i in range(60))
     finally:
         ls.close()
+
+
+def test_disk_full_is_unavailable_and_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.records.harness import ROOT
+
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.records.disk_full_writer", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    report = json.loads(out.stdout)
+    assert (
+        report["error"].startswith("unavailable: record store commit failed")
+        and "File too large" in report["error"]
+    )
+    assert len(report["acked"]) > 10
+    with RecordEngine(tmp_path / "records", tmp_path / "evidence") as engine:
+        assert all(engine.load_checkpoint(s) is not None for s in report["acked"])
