@@ -28,14 +28,24 @@ _SKIP = typer.Option(
 )
 
 
-def _connect(home: GeodeHome, *, model: str | None, skip: bool, tty: bool, resume: str | None, cont: bool):  # type: ignore[no-untyped-def]
+def _connect(  # type: ignore[no-untyped-def]
+    home: GeodeHome,
+    *,
+    model: str | None,
+    skip: bool,
+    tty: bool,
+    resume: str | None,
+    cont: bool,
+    repl: bool = False,
+):
     from actors.cli.client import ControlClient
     from actors.cli.daemon_start import ensure_daemon
     from actors.control import geode_version
 
-    ensure_daemon(home)
+    if not repl:
+        ensure_daemon(home)
     cl = ControlClient(home, client_version=geode_version())
-    cl.connect(model=model, is_tty=tty, dangerously_skip_permissions=skip)
+    cl.connect(model=model, is_tty=tty, dangerously_skip_permissions=skip, mode="REPL" if repl else "IPC")
     if resume or cont:
         out = cl.request(c.RESUME, {"session_id": resume, "continue": cont})
         cl.session_id = out["session_id"]
@@ -113,13 +123,15 @@ def _streamed(renderer: Any) -> bool:
     return bool(getattr(renderer, "_streamed", False))
 
 
-def chat(resume: str | None, cont: bool, model: str | None, skip: bool) -> None:
+def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:
     """Interactive chat: streamed text, tool lines, approvals; Ctrl-C cancels the running turn."""
     from actors.cli.render import Renderer, ask_terminal
 
     home = GeodeHome.from_env()
     try:
-        cl = _connect(home, model=model, skip=skip, tty=sys.stdin.isatty(), resume=resume, cont=cont)
+        cl = _connect(
+            home, model=model, skip=skip, tty=sys.stdin.isatty(), resume=resume, cont=cont, repl=repl
+        )
     except NotFound as exc:
         typer.echo(f"geode: cannot resume: {exc.message}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
@@ -167,10 +179,21 @@ def root(
     cont: bool = _CONTINUE,
     model: str | None = _MODEL,
     skip: bool = _SKIP,
+    repl: bool = typer.Option(False, "--repl", help="no daemon: run the whole tree in this process"),
 ) -> None:
     """GEODE agent host. With no command: interactive chat with the daemon."""
-    if ctx.invoked_subcommand is None:
+    if ctx.invoked_subcommand is not None:
+        return
+    if not repl:
         chat(resume, cont, model, skip)
+        return
+    from actors.cli.repl import run_in_process_tree
+
+    try:
+        run_in_process_tree(GeodeHome.from_env(), lambda: chat(resume, cont, model, skip, repl=True))
+    except GeodeError as exc:
+        typer.echo(f"geode: {exc.message or exc}", err=True)
+        raise typer.Exit(EXIT_UNAVAILABLE) from exc
 
 
 def doctor(as_json: bool = typer.Option(False, "--json", help="machine-readable report")) -> None:

@@ -151,7 +151,7 @@ class ControlCore:
                 f"unsupported protocol {h.protocol_version!r}; this daemon speaks {c.CONTROL_PROTOCOL}"
             )
         spec = self.session_factory(
-            "IPC",
+            h.mode,
             home=self.home,
             session_id=h.session_id or conn.session_id,
             workspace=h.cwd or None,
@@ -189,7 +189,7 @@ class ControlCore:
         sub = c.Submit(
             turn_id=turn_id,
             session_id=sid,
-            mode="IPC",
+            mode=conn.spec.mode.value,
             origin=self.origin,
             input={"text": p.text},
             settings=settings,

@@ -146,6 +146,7 @@ class Handshake(BaseModel):
     model: str | None = Field(default=None, max_length=128)
     session_id: str | None = Field(default=None, max_length=128)  # attach the connection to this session
     dangerously_skip_permissions: bool = False
+    mode: Literal["IPC", "REPL"] = "IPC"  # REPL: the terminal and the whole tree share one process
 
 
 class Welcome(BaseModel):

@@ -157,3 +157,36 @@ def test_interactive_chat_streams_and_asks(tree: tuple[GeodeHome, Path]) -> None
     assert "⏺ write_file" in r.stdout and "wrote it" in r.stdout
     assert "◆ Approval · write_file" in r.stderr
     assert (ws / "eta.txt").read_text() == "eta"
+
+
+def test_repl_mode_runs_the_tree_in_one_process(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    server = ScriptedServer(_reply(ws)).start()
+    try:
+        home = make_home(
+            tmp_path,
+            f"""
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+[tools]
+roots = ["{ws}"]
+""",
+        )
+        home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+        r = subprocess.run(
+            [sys.executable, "-m", "actors.cli.main", "--repl"],
+            env=env,
+            cwd=ws,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            input="please write theta\ny\nexit\n",
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert (ws / "theta.txt").read_text() == "theta" and "wrote it" in r.stdout
+    finally:
+        server.stop()

@@ -1,0 +1,52 @@
+"""REPL mode: the whole tree (single-process mode, inproc buses) and the terminal in one process.
+
+The same session composition as the daemon: control composes REPL-mode sessions, lanes, executor and the
+loop workers run as actors of this process. Refuses when a daemon already serves this ``GEODE_HOME``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from geode.home import GeodeHome
+from geode.protocol.errors import GeodeError
+
+START_TIMEOUT_S = 30.0
+
+
+def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT_S):  # type: ignore[no-untyped-def]
+    """Start the single-process tree under the instance lock, run ``fn()``, stop the tree."""
+    from actors.cli.daemon_start import control_answers
+    from actors.instance_lock import InstanceLock
+    from actors.single_process import SingleProcessTree
+    from actors.supervisor_child import IncarnationStore
+    from actors.tree import child_names
+
+    home.ensure()
+    lock = InstanceLock(home.lock_file)
+    if not lock.acquire():
+        raise GeodeError(
+            f"a daemon already serves {home.root} (pid {lock.holder_pid()}); run `geode` without --repl"
+        )
+    try:
+        config = home.load_config()
+        tree = SingleProcessTree(
+            child_names(config), home, config, IncarnationStore(home.root / "incarnations.json")
+        )
+        th = threading.Thread(
+            target=tree.run, kwargs={"install_signals": False}, name="repl-tree", daemon=True
+        )
+        th.start()
+        deadline = time.monotonic() + timeout_s
+        while not control_answers(home, 0.5):
+            if time.monotonic() > deadline or not th.is_alive():
+                raise GeodeError("the in-process tree did not open its control socket")
+            time.sleep(0.05)
+        try:
+            return fn()
+        finally:
+            tree.request_stop()
+            th.join(15)
+    finally:
+        lock.release()
