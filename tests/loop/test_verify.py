@@ -97,3 +97,23 @@ def test_judge_timeout_does_not_withhold(rig: Rig) -> None:
     hold.set()
     assert result.termination_reason == TerminationReason.NATURAL and result.text == "answer"
     assert any(e.kind == "verify" and e.data["action"] == "accept" for e in rig.sink.events)
+
+
+def test_stop_hook_continue_and_prompt_rewrite_through_the_runner(rig: Rig) -> None:
+    runner = HookRunner()
+    stops: list[int] = []
+
+    def stop(event, payload, correlation):
+        stops.append(payload["verify_attempt"])
+        return RunnerOutcome(decision="block", instruction="one more check") if len(stops) == 1 else None
+
+    runner.register("Stop", stop)
+    runner.register(
+        "UserPromptSubmit", lambda e, p, c: RunnerOutcome(updates={"prompt": p["prompt"].upper()})
+    )
+    provider = rig.script("first", "checked")
+    result = rig.loop(provider, hooks=RunnerHooks(runner)).run_turn("s8", "t", "shout")
+    runner.close()
+    assert provider.requests[0].messages[0].text == "SHOUT"
+    assert result.text == "checked" and stops == [0, 1] and result.verify_attempts == 1
+    assert "one more check" in provider.requests[1].messages[-1].text
