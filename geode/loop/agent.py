@@ -115,8 +115,7 @@ class AgenticLoop:
     ) -> TurnResult:
         try:
             plan = bind_plan(self.plan, self.provider, s)
-            if plan is not None:
-                self.executor.bind_plan(plan)
+            self._ensure_bound(state, plan)
             done = open_turn(
                 state, ckpt, events, s, records=self.records, executor=self.executor, hooks=self.hooks
             )
@@ -131,6 +130,17 @@ class AgenticLoop:
             log.exception("turn %s of %s failed", state.turn_id, state.session_id)
             outcome = Terminal(TerminationReason.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
         return finish_turn(state, ckpt, events, outcome, self.records)
+
+    def _ensure_bound(self, state: TurnState, plan: BoundToolPlan | None) -> None:
+        """Bind the plan at the executor; an executor that is down does not stop a text-only turn (calls
+        made while it is unbound come back as typed errors, never as effects)."""
+        if plan is None or state.plan_bound:
+            return
+        try:
+            self.executor.bind_plan(plan)
+            state.plan_bound = True
+        except Exception as exc:
+            log.warning("binding plan %s gen %d failed: %s", plan.content_hash[:12], plan.generation, exc)
 
     # --- phases 2-5 per round, verify on a stop proposal -------------------------------------------------
     def _run_rounds(
@@ -285,6 +295,7 @@ class AgenticLoop:
                 state.guards.round_index += 1
                 observe_batch(state, s, [(c.name, c.input) for c in calls], results)
 
+            self._ensure_bound(state, plan)
             process_batch(
                 snap,
                 response.text,

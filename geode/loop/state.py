@@ -71,6 +71,7 @@ class TurnState:
     context_recoveries: int = 0
     last_text: str = ""
     last_batch_all_errors: bool = False
+    plan_bound: bool = False
     unresolved: list[str] = field(default_factory=list)  # operation ids found admitted/uncertain at repair
     meta: dict[str, Any] = field(default_factory=dict)
 

@@ -115,3 +115,20 @@ def test_system_prompt_travels_separately(rig: Rig) -> None:
     assert "Project identity here." in text and "Always be terse." in text
     assert sum(s.cache_boundary for s in req.system) == 1
     assert all("Project identity" not in m.text for m in req.messages)
+
+
+def test_executor_down_does_not_stop_a_text_turn(rig: Rig) -> None:
+    class Down:
+        def bind_plan(self, plan):
+            raise ConnectionError("executor unavailable")
+
+        def execute(self, ctx, call):
+            raise ConnectionError("executor unavailable")
+
+    loop = rig.loop(rig.script("just text", {"tool_calls": [tool("write", "w", text="x")]}, "reported"))
+    loop.executor = Down()
+    assert loop.run_turn("s9", "turn-1", "hi").text == "just text"
+    result = loop.run_turn("s9", "turn-2", "write")
+    assert result.termination_reason == TerminationReason.NATURAL and rig.effects == []
+    last = loop.provider.requests[-1].messages[-1].tool_results[0]
+    assert last.is_error and "executor_error" in last.content
