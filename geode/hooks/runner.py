@@ -14,6 +14,7 @@ from geode.hooks.config import DEFAULT_TIMEOUT_S, HookCallable, HookEntry, entry
 from geode.hooks.events import DECIDING_EVENTS, HookEvent, HookOutcome, stronger
 
 log = logging.getLogger(__name__)
+MAX_OBSERVER_BACKLOG = 1000  # slow observers shed load instead of growing a queue without bound
 
 
 class HookRunner:
@@ -26,6 +27,8 @@ class HookRunner:
         self._lock = threading.Lock()
         self._cwd = cwd
         self._pool = ThreadPoolExecutor(max_workers=observers, thread_name_prefix="hook-observer")
+        self._queued = 0  # observation invocations waiting or running (bounded by MAX_OBSERVER_BACKLOG)
+        self.dropped_observations = 0
         for e in entries:
             self.add(e)
 
@@ -77,7 +80,16 @@ class HookRunner:
             return HookOutcome()
         if ev not in DECIDING_EVENTS:
             for h in hooks:
-                self._pool.submit(self._observe, h, ev, dict(payload), dict(correlation))
+                with self._lock:
+                    if self._queued >= MAX_OBSERVER_BACKLOG:
+                        self.dropped_observations += 1
+                        continue
+                    self._queued += 1
+                try:
+                    self._pool.submit(self._observe, h, ev, dict(payload), dict(correlation))
+                except RuntimeError:  # closed: observation is best effort
+                    with self._lock:
+                        self._queued -= 1
             return HookOutcome()
         current = dict(payload)
         decision, reasons, contexts, failures = "continue", [], [], []
@@ -197,6 +209,9 @@ class HookRunner:
             self._invoke(h, ev, payload, corr)
         except Exception as exc:  # observation never affects control flow
             log.info("observation hook %s (%s) failed: %s", h.name, ev.value, exc)
+        finally:
+            with self._lock:
+                self._queued -= 1
 
 
 def _call_with_timeout(

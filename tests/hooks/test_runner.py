@@ -137,3 +137,18 @@ def test_claude_code_settings_json_runs_unchanged(tmp_path, scripts) -> None:  #
     r = HookRunner(entries)
     assert r.run("PreToolUse", {"tool_name": "run_bash", "tool_input": {"command": "ls"}}, {}).blocked
     assert not r.run("PreToolUse", {"tool_name": "read_file", "tool_input": {}}, {}).blocked
+
+
+def test_observer_backlog_is_bounded_and_close_is_safe(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import geode.hooks.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "MAX_OBSERVER_BACKLOG", 3)
+    gate = threading.Event()
+    r = HookRunner(observers=1)
+    r.register("SessionEnd", lambda e, p, c: gate.wait(5), name="slow")
+    for _ in range(10):
+        r.run("SessionEnd", {}, {})
+    assert r.dropped_observations == 7
+    gate.set()
+    r.close()
+    assert r.run("SessionEnd", {}, {}).decision == "continue"  # after close: still no error
