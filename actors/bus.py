@@ -13,13 +13,24 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import zmq
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from actors.bus_parts import (
+    ERROR_TYPE,
+    Client,
+    EventHandler,
+    FnService,
+    PeerHandler,
+    PendingReply,
+    Served,
+    Sub,
+    make_socket,
+    unlink_if_same,
+)
 from actors.bus_transport import BusTransport
 from actors.endpoints import Endpoints
 from actors.handler_pool import HandlerPool
@@ -35,94 +46,9 @@ from geode.protocol.errors import (
     RequestTimeout,
     Unavailable,
 )
-from geode.protocol.transport import Request, Service, dispatch
+from geode.protocol.transport import Service, dispatch
 
 log = logging.getLogger(__name__)
-
-HWM = 10_000
-# libzmq drops a connection past WIRE_CAP; frames between the codec's 1 MiB cap and it get bad_request
-WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
-HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, HEARTBEAT_TTL_MS = 1000, 3000, 5000
-RECONNECT_IVL_MS = 100
-ERROR_TYPE = "runtime.error"
-
-PeerHandler = Callable[[Request], BaseModel | dict[str, Any] | None]
-EventHandler = Callable[[str, dict[str, Any]], None]
-
-
-class _FnService:
-    """Adapts a plain ``handler(Request)`` callable to the Service protocol."""
-
-    def __init__(self, fn: PeerHandler) -> None:
-        self._fn = fn
-
-    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
-        return self._fn(request)
-
-
-@dataclass
-class PendingReply:
-    """A request in flight (:meth:`Bus.request_nowait`); :meth:`result` waits for the reply envelope."""
-
-    target: str = ""
-    type: str = ""
-    reply: Envelope | None = None
-    error: GeodeError | None = None
-    _forget: Callable[[], None] | None = None
-    _done: threading.Lock = field(default_factory=threading.Lock)  # held until the reply is in (one futex)
-
-    def __post_init__(self) -> None:
-        self._done.acquire()
-
-    def set(self) -> None:
-        try:
-            self._done.release()
-        except RuntimeError:  # already set
-            pass
-
-    def is_set(self) -> bool:
-        return not self._done.locked()
-
-    def result(self, timeout_s: float) -> Envelope:
-        if not self._done.acquire(timeout=max(0.0, timeout_s)):
-            if self._forget is not None:
-                self._forget()
-            raise RequestTimeout(f"no reply from {self.target!r} to {self.type} within {timeout_s:g}s")
-        self._done.release()  # stay "set" for any later result() call
-        if self.error is not None:
-            raise self.error
-        assert self.reply is not None
-        return self.reply
-
-
-_Pending = PendingReply
-
-
-@dataclass
-class _Served:
-    name: str
-    sock: zmq.Socket  # type: ignore[type-arg]
-    service: Service
-    pool: HandlerPool
-    on_peer: Callable[[str, int], None] | None = None
-    peers: dict[str, bytes] = field(default_factory=dict)  # "loop-1" and "loop-1#3" -> routing id
-    ipc_file: tuple[str, int] | None = None  # (path, inode) to unlink at close if still ours
-
-
-@dataclass
-class _Client:
-    target: str
-    sock: zmq.Socket  # type: ignore[type-arg]
-    service: Service | None = None
-    pool: HandlerPool | None = None
-    next_hello: float = 0.0
-
-
-@dataclass
-class _Sub:
-    sock: zmq.Socket  # type: ignore[type-arg]
-    on_event: EventHandler
-    pool: HandlerPool
 
 
 class Bus:
@@ -152,10 +78,11 @@ class Bus:
         self._hello_interval = hello_interval_s
         self._ops: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._pending: dict[str, _Pending] = {}
-        self._served: dict[str, _Served] = {}
-        self._clients: dict[str, _Client] = {}
-        self._subs: dict[Any, _Sub] = {}
+        self._wake_lock = threading.Lock()
+        self._pending: dict[str, PendingReply] = {}
+        self._served: dict[str, Served] = {}
+        self._clients: dict[str, Client] = {}
+        self._subs: dict[Any, Sub] = {}
         self._handlers: dict[Any, Callable[[], None]] = {}
         self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
         self._pub_file: tuple[str, int] | None = None
@@ -195,7 +122,9 @@ class Bus:
             t.start()
             t.join(timeout_s)
         if not alive:
-            os.close(self._wake_fd)
+            with self._wake_lock:
+                os.close(self._wake_fd)
+                self._wake_fd = -1
 
     close = stop
 
@@ -227,7 +156,7 @@ class Bus:
                 sock.close(0)
                 raise
             pool = HandlerPool(concurrency or self._workers, f"{endpoint}-handlers")
-            served = _Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
+            served = Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
             self._served[endpoint] = served
             self._register(sock, partial(self._on_router, served))
 
@@ -235,7 +164,7 @@ class Bus:
 
     def connect_peer(self, endpoint: str, on_cast: PeerHandler | Service, *, concurrency: int = 2) -> None:
         """Stay connected to ``endpoint`` and handle the casts/requests it pushes to us (by our name)."""
-        service = on_cast if isinstance(on_cast, Service) else _FnService(on_cast)
+        service = on_cast if isinstance(on_cast, Service) else FnService(on_cast)
 
         def attach() -> None:
             client = self._client(endpoint)
@@ -266,7 +195,7 @@ class Bus:
             sock = self._socket(zmq.SUB)
             sock.setsockopt(zmq.SUBSCRIBE, b"")
             self.endpoints.connect(sock, f"{endpoint}.events")
-            s = _Sub(sock, on_event, HandlerPool(1, f"{endpoint}-events"))
+            s = Sub(sock, on_event, HandlerPool(1, f"{endpoint}-events"))
             self._subs[sock] = s
             self._register(sock, partial(self._on_sub, s))
 
@@ -296,12 +225,16 @@ class Bus:
 
     # ---- plumbing (other threads) ----------------------------------------------------------------
     def _wake(self) -> None:
-        try:
-            os.eventfd_write(self._wake_fd, 1)
-        except OSError:
-            pass
+        with self._wake_lock:  # never write to a closed (and maybe reused) fd number
+            if self._wake_fd >= 0:
+                try:
+                    os.eventfd_write(self._wake_fd, 1)
+                except OSError:
+                    pass
 
     def _post(self, op: Callable[[], None]) -> None:
+        if self._closed and (self._thread is None or not self._thread.is_alive()):
+            return  # the bus is gone: nothing will run it
         self._ops.put(op)
         if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
             self._wake()
@@ -343,8 +276,11 @@ class Bus:
                 for sock, _ in ready:
                     if sock == self._wake_fd:
                         self._drain_wake()
-                    else:
+                        continue
+                    try:
                         self._handlers[sock]()
+                    except Exception:  # one bad socket event must not take the bus thread down
+                        log.exception("bus %s: socket handler failed", self.sender)
                 self._run_ops()
                 if self._has_peer_clients():
                     self._send_hellos(time.monotonic())
@@ -369,25 +305,13 @@ class Bus:
                 log.exception("bus op failed")
 
     def _socket(self, kind: int) -> zmq.Socket:  # type: ignore[type-arg]
-        s = self._ctx.socket(kind)
-        opts: list[tuple[int, int]] = [(zmq.LINGER, 0), (zmq.SNDHWM, HWM), (zmq.RCVHWM, HWM)]
-        opts.append((zmq.MAXMSGSIZE, WIRE_CAP))
-        if kind in (zmq.ROUTER, zmq.DEALER):
-            opts += [(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS), (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)]
-            opts += [(zmq.HEARTBEAT_TTL, HEARTBEAT_TTL_MS), (zmq.RECONNECT_IVL, RECONNECT_IVL_MS)]
-        if kind == zmq.ROUTER:
-            opts += [(zmq.ROUTER_MANDATORY, 1), (zmq.ROUTER_HANDOVER, 1)]
-        if kind == zmq.DEALER:
-            s.setsockopt(zmq.ROUTING_ID, self.sender.encode())
-        for opt, val in opts:
-            s.setsockopt(opt, val)
-        return s
+        return make_socket(self._ctx, kind, self.sender)
 
     def _register(self, sock: Any, handler: Callable[[], None]) -> None:
         self._handlers[sock] = handler
         self._poller.register(sock, zmq.POLLIN)
 
-    def _client(self, target: str) -> _Client:
+    def _client(self, target: str) -> Client:
         client = self._clients.get(target)
         if client is None:
             sock = self._socket(zmq.DEALER)
@@ -396,7 +320,7 @@ class Bus:
             except Exception:
                 sock.close(0)
                 raise
-            client = _Client(target, sock)
+            client = Client(target, sock)
             self._clients[target] = client
             self._register(sock, partial(self._on_dealer, client))
         return client
@@ -464,7 +388,7 @@ class Bus:
             p.reply = env
             p.set()
 
-    def _on_router(self, served: _Served) -> None:
+    def _on_router(self, served: Served) -> None:
         sock = served.sock
         for _ in range(512):
             if not sock.get(zmq.EVENTS) & zmq.POLLIN:
@@ -485,7 +409,7 @@ class Bus:
             else:
                 served.pool.submit(partial(self._handle, served.service, env, served.sock, prefix))
 
-    def _on_hello(self, served: _Served, rid: bytes, env: Envelope) -> None:
+    def _on_hello(self, served: Served, rid: bytes, env: Envelope) -> None:
         try:
             hello = runtime.Hello.model_validate(env.body)
         except ValidationError:
@@ -498,7 +422,7 @@ class Bus:
         if is_new and served.on_peer is not None:
             served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
 
-    def _on_dealer(self, client: _Client) -> None:
+    def _on_dealer(self, client: Client) -> None:
         for _ in range(512):
             if not client.sock.get(zmq.EVENTS) & zmq.POLLIN:
                 return
@@ -519,7 +443,7 @@ class Bus:
             else:
                 client.pool.submit(partial(self._handle, client.service, env, client.sock, []))
 
-    def _on_sub(self, sub: _Sub) -> None:
+    def _on_sub(self, sub: Sub) -> None:
         for _ in range(512):
             try:
                 parts = sub.sock.recv_multipart(zmq.NOBLOCK)
@@ -578,20 +502,11 @@ class Bus:
                 pass
         for served in self._served.values():
             if served.ipc_file is not None:
-                _unlink_if_same(*served.ipc_file)
+                unlink_if_same(*served.ipc_file)
         if self._pub_file is not None:
-            _unlink_if_same(*self._pub_file)
+            unlink_if_same(*self._pub_file)
         for mid in list(self._pending):
             self._fail(mid, Unavailable("bus stopped"))
 
 
-def _unlink_if_same(path: str, inode: int) -> None:
-    """Remove an ipc socket file we bound, unless a newer owner has re-bound the path since."""
-    try:
-        if os.stat(path).st_ino == inode:
-            os.unlink(path)
-    except OSError:
-        pass
-
-
-__all__ = ["Bus", "BusTransport"]
+__all__ = ["Bus", "BusTransport", "PendingReply"]

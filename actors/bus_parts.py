@@ -1,0 +1,126 @@
+"""The bus's building blocks: socket options, in-flight request handles, per-socket records."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+from pydantic import BaseModel
+
+from actors.handler_pool import HandlerPool
+from geode.protocol import codec
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import GeodeError, RequestTimeout
+from geode.protocol.transport import Request, Service
+
+HWM = 10_000
+# libzmq drops a connection past WIRE_CAP; frames between the codec's 1 MiB cap and it get bad_request
+WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
+HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, HEARTBEAT_TTL_MS = 1000, 3000, 5000
+RECONNECT_IVL_MS = 100
+ERROR_TYPE = "runtime.error"
+
+PeerHandler = Callable[[Request], BaseModel | dict[str, Any] | None]
+EventHandler = Callable[[str, dict[str, Any]], None]
+
+
+class FnService:
+    """Adapts a plain ``handler(Request)`` callable to the Service protocol."""
+
+    def __init__(self, fn: PeerHandler) -> None:
+        self._fn = fn
+
+    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
+        return self._fn(request)
+
+
+@dataclass
+class PendingReply:
+    """A request in flight (:meth:`Bus.request_nowait`); :meth:`result` waits for the reply envelope."""
+
+    target: str = ""
+    type: str = ""
+    reply: Envelope | None = None
+    error: GeodeError | None = None
+    _forget: Callable[[], None] | None = None
+    _done: threading.Lock = field(default_factory=threading.Lock)  # held until the reply is in (one futex)
+
+    def __post_init__(self) -> None:
+        self._done.acquire()
+
+    def set(self) -> None:
+        try:
+            self._done.release()
+        except RuntimeError:  # already set
+            pass
+
+    def is_set(self) -> bool:
+        return not self._done.locked()
+
+    def result(self, timeout_s: float) -> Envelope:
+        if not self._done.acquire(timeout=max(0.0, timeout_s)):
+            if self._forget is not None:
+                self._forget()
+            raise RequestTimeout(f"no reply from {self.target!r} to {self.type} within {timeout_s:g}s")
+        self._done.release()  # stay "set" for any later result() call
+        if self.error is not None:
+            raise self.error
+        assert self.reply is not None
+        return self.reply
+
+
+@dataclass
+class Served:
+    name: str
+    sock: zmq.Socket  # type: ignore[type-arg]
+    service: Service
+    pool: HandlerPool
+    on_peer: Callable[[str, int], None] | None = None
+    peers: dict[str, bytes] = field(default_factory=dict)  # "loop-1" and "loop-1#3" -> routing id
+    ipc_file: tuple[str, int] | None = None  # (path, inode) to unlink at close if still ours
+
+
+@dataclass
+class Client:
+    target: str
+    sock: zmq.Socket  # type: ignore[type-arg]
+    service: Service | None = None
+    pool: HandlerPool | None = None
+    next_hello: float = 0.0
+
+
+@dataclass
+class Sub:
+    sock: zmq.Socket  # type: ignore[type-arg]
+    on_event: EventHandler
+    pool: HandlerPool
+
+
+def make_socket(ctx: zmq.Context, kind: int, identity: str) -> zmq.Socket:  # type: ignore[type-arg]
+    """A socket with every option set before bind/connect (HWMs, LINGER, caps, heartbeats, ROUTER flags)."""
+    s = ctx.socket(kind)
+    opts: list[tuple[int, int]] = [(zmq.LINGER, 0), (zmq.SNDHWM, HWM), (zmq.RCVHWM, HWM)]
+    opts.append((zmq.MAXMSGSIZE, WIRE_CAP))
+    if kind in (zmq.ROUTER, zmq.DEALER):
+        opts += [(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS), (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)]
+        opts += [(zmq.HEARTBEAT_TTL, HEARTBEAT_TTL_MS), (zmq.RECONNECT_IVL, RECONNECT_IVL_MS)]
+    if kind == zmq.ROUTER:
+        opts += [(zmq.ROUTER_MANDATORY, 1), (zmq.ROUTER_HANDOVER, 1)]
+    if kind == zmq.DEALER:
+        s.setsockopt(zmq.ROUTING_ID, identity.encode())
+    for opt, val in opts:
+        s.setsockopt(opt, val)
+    return s
+
+
+def unlink_if_same(path: str, inode: int) -> None:
+    """Remove an ipc socket file we bound, unless a newer owner has re-bound the path since."""
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
