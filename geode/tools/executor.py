@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,7 +70,7 @@ class ToolExecutor:
         self.plans = PlanCache()
         self._mu = threading.Lock()
         self._inflight: dict[int, tuple[tuple[str, str], threading.Event]] = {}
-        self._cancelled: deque[tuple[str, str | None]] = deque(maxlen=MAX_CANCELLED)
+        self._cancelled: OrderedDict[tuple[str, str | None], None] = OrderedDict()  # bounded, O(1) lookups
         self.receipts = Receipts(records, owner)
         self.timeline = ToolTimeline(records)
         self.approvals = ApprovalGate(
@@ -95,7 +95,9 @@ class ToolExecutor:
         """Cancel a turn's (or session's) calls: pending prompts deny, running handlers see ``env.cancel``,
         later calls of that turn are refused before they start. Returns how many calls were touched."""
         with self._mu:
-            self._cancelled.append((session_id, turn_id))
+            self._cancelled[(session_id, turn_id)] = None
+            while len(self._cancelled) > MAX_CANCELLED:
+                self._cancelled.popitem(last=False)
             hit = [
                 ev
                 for (sess, turn), ev in self._inflight.values()
@@ -112,7 +114,10 @@ class ToolExecutor:
 
     def _is_cancelled(self, ctx: ToolContext) -> bool:
         with self._mu:
-            return any(s == ctx.session_id and (t is None or t == ctx.turn_id) for s, t in self._cancelled)
+            return (ctx.session_id, ctx.turn_id) in self._cancelled or (
+                ctx.session_id,
+                None,
+            ) in self._cancelled
 
     def shutdown(self) -> None:
         """Deny pending approval prompts, flush the timeline; running handlers finish on their own threads."""
