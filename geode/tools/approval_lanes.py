@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 
 from geode.protocol import control
 from geode.protocol.transport import Transport
@@ -22,7 +23,7 @@ class LanesApprovalChannel:
 
     def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str:
         ask = control.ApprovalAsk(
-            approval_id=f"{ctx.operation_id or ctx.step_id}:{next(_seq)}"[:128],
+            approval_id=f"{ctx.operation_id or ctx.step_id}:{next(_seq)}:{uuid.uuid4().hex[:8]}"[-128:],
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             tool_name=tool_name[:128],
