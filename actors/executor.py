@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from actors.bus import Bus
@@ -44,6 +45,9 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         cpu_s=bash_cfg.get("cpu_s"), fsize_bytes=int(bash_cfg.get("fsize_bytes", 50 * 1024 * 1024))
     )
     hooks = HookRunner(load_hooks(cfg, base_dir=ctx.home.root))
+    # a call without a session workspace never falls back to the daemon's cwd
+    default_ws = Path(str(tools_cfg.get("default_workspace") or ctx.home.root / "workspace")).expanduser()
+    default_ws.mkdir(parents=True, exist_ok=True)
     kw: dict[str, Any] = dict(
         owner=f"{ctx.name}#{ctx.incarnation}",
         records=StoreClient(bus.transport, attempts=3),
@@ -52,6 +56,7 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         global_config=cfg,
         services={"bash_limits": limits, "messengers": {}},
         roots=tuple(tools_cfg.get("roots") or ()),
+        default_workspace=default_ws,
     )
     kw.update(overrides)
     return ToolExecutor(**kw)
