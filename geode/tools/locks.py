@@ -23,6 +23,8 @@ def resource_keys(
     """Lock keys for one call. ``None`` strategy (read tools) → no keys."""
     strategy = spec.policy.resource_strategy
     if not strategy:
+        if spec.policy.effect.value != "read":
+            raise ResourceKeyError(f"'{spec.name}' has effect {spec.policy.effect.value} but no resource policy")
         return ()
     if strategy == "file_path":
         raw = args.get("file_path") or args.get("path")
