@@ -24,7 +24,7 @@ def resource_keys(
     strategy = spec.policy.resource_strategy
     if not strategy:
         if spec.policy.effect.value != "read":
-            raise ResourceKeyError(f"'{spec.name}' has effect {spec.policy.effect.value} but no resource policy")
+            raise ResourceKeyError(f"'{spec.name}' ({spec.policy.effect.value}) declares no resource policy")
         return ()
     if strategy == "file_path":
         raw = args.get("file_path") or args.get("path")
