@@ -70,7 +70,7 @@ class ToolExecutor:
         self.plans = PlanCache()
         self._mu = threading.Lock()
         self._inflight: dict[int, tuple[tuple[str, str], threading.Event]] = {}
-        self._cancelled: OrderedDict[tuple[str, str | None], None] = OrderedDict()  # bounded, O(1) lookups
+        self._cancelled: OrderedDict[tuple[str, str], None] = OrderedDict()  # cancelled turns, bounded
         self.receipts = Receipts(records, owner)
         self.timeline = ToolTimeline(records)
         self.approvals = ApprovalGate(
@@ -92,12 +92,14 @@ class ToolExecutor:
         self.plans.bind(plan)
 
     def cancel(self, session_id: str, turn_id: str | None = None) -> int:
-        """Cancel a turn's (or session's) calls: pending prompts deny, running handlers see ``env.cancel``,
-        later calls of that turn are refused before they start. Returns how many calls were touched."""
+        """Cancel a turn's (or a whole session's in-flight) calls: pending prompts deny, running handlers see
+        ``env.cancel``; later calls of a cancelled *turn* are refused before they start (a session-wide cancel
+        does not refuse the session's future turns). Returns how many calls/prompts were touched."""
         with self._mu:
-            self._cancelled[(session_id, turn_id)] = None
-            while len(self._cancelled) > MAX_CANCELLED:
-                self._cancelled.popitem(last=False)
+            if turn_id is not None:
+                self._cancelled[(session_id, turn_id)] = None
+                while len(self._cancelled) > MAX_CANCELLED:
+                    self._cancelled.popitem(last=False)
             hit = [
                 ev
                 for (sess, turn), ev in self._inflight.values()
@@ -114,10 +116,7 @@ class ToolExecutor:
 
     def _is_cancelled(self, ctx: ToolContext) -> bool:
         with self._mu:
-            return (ctx.session_id, ctx.turn_id) in self._cancelled or (
-                ctx.session_id,
-                None,
-            ) in self._cancelled
+            return (ctx.session_id, ctx.turn_id) in self._cancelled
 
     def shutdown(self) -> None:
         """Deny pending approval prompts, flush the timeline; running handlers finish on their own threads."""

@@ -58,3 +58,9 @@ def test_cancel_stops_a_running_command_and_refuses_later_calls(make_rig) -> Non
     later = rig.call("probe", turn_id="T2")
     assert later.error_type == "tool_cancelled" and not rig.probes["probe"].calls
     assert not rig.call("probe", turn_id="other").is_error
+
+
+def test_session_wide_cancel_does_not_refuse_future_turns(make_rig) -> None:
+    rig = make_rig()
+    assert rig.executor.cancel("s1") == 0
+    assert not rig.call("probe", turn_id="next").is_error
