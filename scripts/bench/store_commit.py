@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from geode.home import GeodeHome  # noqa: E402
 from geode.protocol.transport import LocalTransport  # noqa: E402
 from geode.records.engine import RecordEngine  # noqa: E402
-from geode.records.models import ReceiptIdentity, TimelineEvent  # noqa: E402
+from geode.records.models import CheckpointSave, ReceiptIdentity, TimelineEvent  # noqa: E402
 from geode.records.service import StoreService  # noqa: E402
 from geode.records.store_client import StoreClient  # noqa: E402
 
@@ -111,6 +111,37 @@ def admit_commit_latency(client: StoreClient, n: int, tag: str) -> tuple[float, 
     return statistics.median(lat), lat[int(len(lat) * 0.99) - 1]
 
 
+def checkpoint_cost(
+    client: StoreClient, sizes: tuple[int, ...] = (100, 10_000), saves: int = 100
+) -> list[float]:
+    """Median ms per incremental save (one new message) once a session already holds N messages."""
+    out = []
+    for n in sizes:
+        sid = f"ck{n}"
+        msgs = [{"role": "user", "content": f"message {i} " * 20} for i in range(n)]
+        for i in range(0, n, 2000):
+            client.save_checkpoint(
+                CheckpointSave(
+                    session_id=sid, seq=i // 2000 + 1, base_count=i, new_messages=msgs[i : i + 2000]
+                )
+            )
+        seq, count, lat = n // 2000 + 2, n, []
+        for _ in range(saves):
+            t0 = time.perf_counter()
+            client.save_checkpoint(
+                CheckpointSave(
+                    session_id=sid,
+                    seq=seq,
+                    base_count=count,
+                    new_messages=[{"role": "assistant", "content": "ok"}],
+                )
+            )
+            lat.append((time.perf_counter() - t0) * 1000)
+            seq, count = seq + 1, count + 1
+        out.append(statistics.median(lat))
+    return out
+
+
 def median_rates(run: Callable[[int], tuple[float, float]], clients: int, rounds: int) -> dict[int, float]:
     """Alternate 1-client and N-client runs ``rounds`` times (the machine is shared: load drifts)."""
     out: dict[int, list[float]] = {1: [], clients: []}
@@ -165,6 +196,10 @@ def main() -> None:
     report("in-process (LocalTransport)", rates, args.clients, raw)
     p50, p99 = admit_commit_latency(local, args.latency_samples, "l")
     print(f"  admit+commit latency in-process:   p50 {p50:.3f} ms   p99 {p99:.3f} ms")
+    small, big = checkpoint_cost(local)
+    print(
+        f"  checkpoint save (+1 message), in-process: {small:.3f} ms at 100 messages, {big:.3f} ms at 10,000"
+    )
     engine.close()
 
     from actors.bus import Bus
