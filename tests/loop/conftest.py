@@ -14,6 +14,7 @@ from geode.prompt import PromptSources
 from geode.providers.function_model import FunctionModel
 from geode.tools.plan import BoundToolPlan, PlanRegistry
 from tests.loop.fakes import FakeExecutor, FlakyRecords, open_store, read_spec, write_spec
+from tests.loop.tree_rig import launch, ws  # noqa: F401  (fixtures for the real-tree tests)
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Rig:
         return FunctionModel.script(list(replies))
 
 
-def _real_executor(client: Any, handlers: dict[str, Callable[[dict[str, Any]], Any]], ws: Path) -> Any:
+def _real_executor(client: Any, handlers: dict[str, Callable[[dict[str, Any]], Any]], root: Path) -> Any:
     from geode.tools.executor import ToolExecutor
     from geode.tools.handlers import HandlerEntry, ToolFailure
 
@@ -61,7 +62,7 @@ def _real_executor(client: Any, handlers: dict[str, Callable[[dict[str, Any]], A
         owner="executor#1",
         records=client,
         handlers={f"test:{k}": entry(k) for k in handlers},
-        default_workspace=ws,
+        default_workspace=root,
     )
     ex.calls = []  # type: ignore[attr-defined]
     return ex
