@@ -57,7 +57,8 @@ def run_command(
     stdout = out[:MAX_OUTPUT].decode("utf-8", "replace").strip()
     stderr = err[:MAX_OUTPUT].decode("utf-8", "replace").strip()
     if proc.returncode == 2:
-        return HookOutcome(decision="block", reason=stderr or "blocked by hook (exit 2)")
+        why = stderr or "blocked by hook (exit 2)"
+        return HookOutcome(decision="block", reason=why, instruction=why)
     if proc.returncode != 0:
         raise HookFailed(f"exited with status {proc.returncode}: {stderr[:500]}")
     if not stdout:
