@@ -1,0 +1,123 @@
+"""Crashes inside a real `geode serve` tree (supervisor restarts, child_died to lanes), scripted provider:
+SIGKILL the loop worker running a turn → the turn resumes elsewhere and completes once; SIGKILL control
+mid-turn → the supervisor restarts it and the CLI re-attaches and receives the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.cli.client import ControlClient
+from geode.home import GeodeHome
+from geode.protocol import control as c
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import ROOT, make_home, stop
+
+
+def _slow_reply(req: Any) -> Any:
+    return {"text": "the slow answer arrives", "delay_s": 2.0}
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[tuple[GeodeHome, ScriptedServer]]:
+    server = ScriptedServer(_slow_reply).start()
+    home = make_home(
+        tmp_path,
+        f"""
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+""",
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "serve"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    yield home, server
+    stop(home)
+    server.stop()
+
+
+def _pid(home: GeodeHome, name: str) -> int:
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "status", "--json"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    kids = {ch["name"]: ch for ch in json.loads(r.stdout)["children"]}
+    return int(kids[name]["pid"])
+
+
+def _run_in_thread(cl: ControlClient, text: str, events: list[dict]) -> tuple[threading.Thread, dict]:
+    res: dict = {}
+    th = threading.Thread(
+        target=lambda: res.update(cl.run_prompt(text, on_event=events.append, timeout_s=60))
+    )
+    th.start()
+    return th, res
+
+
+def _wait_kind(events: list[dict], kind: str, timeout: float = 15.0) -> dict:
+    ev = threading.Event()
+    for _ in range(int(timeout / 0.02)):
+        hit = [e for e in events if e["kind"] == kind]
+        if hit:
+            return hit[0]
+        ev.wait(0.02)
+    raise AssertionError(f"no {kind} in {[e['kind'] for e in events]}")
+
+
+def test_sigkill_loop_worker_mid_turn_resumes_and_completes_once(
+    tree: tuple[GeodeHome, ScriptedServer],
+) -> None:
+    home, _server = tree
+    cl = ControlClient(home)
+    cl.connect()
+    events: list[dict] = []
+    th, res = _run_in_thread(cl, "answer slowly", events)
+    started = _wait_kind(events, c.TURN_STARTED)
+    threading.Event().wait(0.5)  # the model call is in flight on that worker
+    os.kill(_pid(home, started["data"]["worker"]), signal.SIGKILL)
+    th.join(60)
+    cl.close()
+    assert res.get("termination_reason") == "natural", res
+    assert res["text"] == "the slow answer arrives"
+    done = [e for e in events if e["kind"] == c.TURN_DONE]
+    starts = [e for e in events if e["kind"] == c.TURN_STARTED]
+    assert len(done) == 1 and len(starts) == 2 and starts[1]["data"]["resume"] is True
+
+
+def test_sigkill_control_mid_turn_cli_reattaches(tree: tuple[GeodeHome, ScriptedServer]) -> None:
+    home, _server = tree
+    cl = ControlClient(home)
+    cl.connect()
+    events: list[dict] = []
+    th, res = _run_in_thread(cl, "answer slowly", events)
+    _wait_kind(events, c.TURN_STARTED)
+    os.kill(_pid(home, "control"), signal.SIGKILL)  # the supervisor restarts it with a new incarnation
+    th.join(60)
+    cl.close()
+    assert res.get("termination_reason") == "natural", res
+    assert cl.reattached >= 1
+    assert len([e for e in events if e["kind"] == c.TURN_DONE]) == 1
