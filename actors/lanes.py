@@ -86,6 +86,7 @@ def start_lanes(
         routable=lambda w: w in bus.peers(ENDPOINT),
         name=name,
         incarnation=incarnation,
+        max_pending_approvals=max(1, cfg["handlers"] // 2),  # never starve the handlers of worker traffic
     )
     child = LanesChild(svc, bus, owns)
     try:

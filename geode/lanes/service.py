@@ -69,6 +69,7 @@ class LanesService:
         lost_run_grace_s: float = LOST_RUN_GRACE_S,
         name: str = "lanes",
         incarnation: int = 0,
+        max_pending_approvals: int = 1024,
     ) -> None:
         self.name, self.incarnation = name, incarnation
         self.records = records
@@ -76,7 +77,7 @@ class LanesService:
         self.queue = queue or LaneQueue()
         self.pool = pool or WorkerPool(clock=clock)
         self.stream = stream or StreamBuffer()
-        self.desk = ApprovalDesk()
+        self.desk = ApprovalDesk(max_pending_approvals)  # each pending approval holds one handler thread
         self.reorder = Reorder()
         self.orphan_grace_s = orphan_grace_s
         self.routable = routable  # is a worker reachable yet (its peer hello arrived)? None: always
@@ -407,7 +408,9 @@ class LanesService:
             if not self.desk.open(
                 ask.approval_id, session_id=ask.session_id, turn_id=ask.turn_id, origin=meta.origin
             ):
-                return c.ApprovalDecision(approval_id=ask.approval_id, decision="n", reason="duplicate")
+                return c.ApprovalDecision(
+                    approval_id=ask.approval_id, decision="n", reason="duplicate_or_full"
+                )
             data = ask.model_dump(mode="json")
             self._emit(ask.session_id, ask.turn_id, c.APPROVAL_REQUEST, data)
         return self.desk.wait(ask.approval_id, ask.timeout_s)

@@ -214,3 +214,16 @@ def test_events_relayed_in_order_with_replay() -> None:
     done(svc, "t1", "S")
     rep = svc.replay(c.Replay(session_id="S", after_seq=0))
     assert rep.outcomes[-1]["turn_id"] == "t1"
+
+
+def test_pending_approvals_are_bounded_so_handlers_never_starve() -> None:
+    svc, _tr, _ = make(max_pending_approvals=1)
+    svc.worker_ready("loop-1", 1)
+    submit(svc, "t1", "S")
+    th, box = _ask(svc, "first")
+    assert _tr.wait_for(lambda: len(svc.desk.pending()) == 1)
+    d = svc.ask_approval(c.ApprovalAsk(approval_id="second", session_id="S", turn_id="t1", tool_name="x"))
+    assert (d.decision, d.reason) == ("n", "duplicate_or_full")
+    svc.desk.answer("first", "y")
+    th.join(5)
+    assert box["d"].decision == "y"
