@@ -63,7 +63,7 @@ class Bus:
         *,
         endpoints: Endpoints | None = None,
         context: zmq.Context | None = None,  # type: ignore[type-arg]
-        workers: int = 4,
+        workers: int | None = None,
         hello_interval_s: float = 1.0,
     ) -> None:
         self.name = name
@@ -74,7 +74,7 @@ class Bus:
         self.single_process = single_process
         self._ctx = context or (zmq.Context.instance() if single_process else zmq.Context())
         self._own_ctx = context is None and not single_process
-        self._workers = workers
+        self._workers = workers or self.endpoints.workers
         self._hello_interval = hello_interval_s
         self._ops: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)

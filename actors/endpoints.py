@@ -39,6 +39,7 @@ class Endpoints:
     single_process: bool = False
     tcp: dict[str, str] = field(default_factory=dict)
     curve: CurveKeys | None = None
+    workers: int = 4  # default handler threads per served endpoint (``[bus] workers``)
 
     @classmethod
     def from_config(cls, home: GeodeHome, single_process: bool = False) -> Endpoints:
@@ -52,7 +53,7 @@ class Endpoints:
             curve = CurveKeys(
                 str(curve_cfg["public_key"]).encode(), str(curve_cfg["secret_key"]).encode(), allowed
             )
-        return cls(home, single_process, tcp, curve)
+        return cls(home, single_process, tcp, curve, max(1, int(bus.get("workers", 4))))
 
     def address(self, name: str) -> str:
         if not _NAME.match(name):
