@@ -62,12 +62,13 @@ class Fake:
     def __call__(self, req: Any) -> Any:
         now = time.perf_counter()
         msgs = req.body.get("messages", [])
-        done = sum(
-            1
-            for m in msgs
-            if isinstance(m.get("content"), list)
-            and any(b.get("type") == "tool_result" for b in m["content"])
-        )
+        done = 0  # tool rounds since the current turn's user input
+        for m in msgs:
+            blocks = m.get("content") if isinstance(m.get("content"), list) else []
+            if any(b.get("type") == "tool_result" for b in blocks):
+                done += 1
+            elif m.get("role") == "user":
+                done = 0
         with self.lock:
             if done and self.last_reply is not None:
                 self.gaps.append(now - self.last_reply)
@@ -230,6 +231,12 @@ def main() -> None:
             lg, walls = measure(fake, lambda i, k=k: loop.run_turn(f"s-{k}-{i}", "t1", "go"), k, runs)
             ratio = statistics.median(lg) / statistics.median(raw)
             print(f"| {k} | {fmt(raw)} | {fmt(lg)} | {ratio:.2f}x | {statistics.median(walls) * 1e3:.0f} |")
+        # a long session: 50 earlier turns (200 messages) before a K=5 turn; saves stay incremental
+        fake.k = 1
+        for t in range(50):
+            loop.run_turn("s-long", f"old-{t}", "go")
+        lg, walls = measure(fake, lambda i: loop.run_turn("s-long", f"new-{i}", "go"), 5, runs)
+        print(f"| 5 after 200+ messages | — | {fmt(lg)} | — | {statistics.median(walls) * 1e3:.0f} |")
     finally:
         if hasattr(ex, "shutdown"):
             ex.shutdown()
