@@ -121,3 +121,78 @@ def test_sigkill_control_mid_turn_cli_reattaches(tree: tuple[GeodeHome, Scripted
     assert res.get("termination_reason") == "natural", res
     assert cl.reattached >= 1
     assert len([e for e in events if e["kind"] == c.TURN_DONE]) == 1
+
+
+def test_cancel_a_real_turn_keeps_completed_effects_and_the_session(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    def reply(req: Any) -> Any:
+        msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+        results = sum(
+            1
+            for m in msgs
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        )
+        last = msgs[-1].get("content") if msgs else ""
+        text = last if isinstance(last, str) else " ".join(b.get("text", "") for b in last or [])
+        if "hello" in text:
+            return {"text": "hi again"}
+        if results == 0:
+            return {
+                "tool_calls": [
+                    {"name": "write_file", "input": {"file_path": str(ws / "a.txt"), "content": "A"}}
+                ]
+            }
+        if results == 1:
+            return {"tool_calls": [{"name": "run_bash", "input": {"command": "sleep 20", "timeout": 60}}]}
+        return {"text": "finished"}
+
+    server = ScriptedServer(reply).start()
+    home = make_home(
+        tmp_path,
+        f"""
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+[tools]
+roots = ["{ws}"]
+""",
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "serve"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        cl = ControlClient(home)
+        cl.connect(cwd=str(ws), dangerously_skip_permissions=True)
+        events: list[dict] = []
+        th, res = _run_in_thread(cl, "do the work", events)
+        for _ in range(750):
+            if any(e["kind"] == "tool_start" and e["data"].get("name") == "run_bash" for e in events):
+                break
+            threading.Event().wait(0.02)
+        turn_id = events[0]["turn_id"]
+        other = ControlClient(home)
+        other.connect(session_id=cl.session_id)
+        assert other.cancel(turn_id)["state"] == "cancellation_requested"
+        th.join(30)
+        assert res.get("termination_reason") == "user_cancelled", res
+        assert (ws / "a.txt").read_text() == "A"  # a completed effect stays
+        again = other.run_prompt("hello", timeout_s=30)  # the session is resumable
+        assert again["termination_reason"] == "natural" and again["text"] == "hi again"
+        other.close()
+        cl.close()
+    finally:
+        stop(home)
+        server.stop()
