@@ -196,3 +196,67 @@ roots = ["{ws}"]
     finally:
         stop(home)
         server.stop()
+
+
+def test_sigkill_lanes_in_the_tree_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    def reply(req: Any) -> Any:
+        last = req.body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else " ".join(b.get("text", "") for b in last)
+        return {"text": f"done {text}", "delay_s": 1.0}
+
+    server = ScriptedServer(reply).start()
+    home = make_home(
+        tmp_path,
+        f"""
+[lanes]
+global_cap = 1
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+""",
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "serve"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        clients = [ControlClient(home) for _ in range(3)]
+        for cl in clients:
+            cl.connect()
+        turns = [
+            cl.request(c.PROMPT, {"text": f"job{i}", "session_id": cl.session_id})["turn_id"]
+            for i, cl in enumerate(clients)
+        ]
+        threading.Event().wait(0.3)  # job0 runs (cap 1), job1 and job2 are queued
+        os.kill(_pid(home, "lanes"), signal.SIGKILL)  # the supervisor restarts lanes
+        results: dict = {}
+        ths = [
+            threading.Thread(target=lambda cl=cl, t=t: results.update({t: cl.follow(t, timeout_s=60)}))
+            for cl, t in zip(clients, turns, strict=True)
+        ]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(70)
+        assert sorted(results) == sorted(turns)
+        assert [results[t]["text"] for t in turns] == ["done job0", "done job1", "done job2"]
+        asked = [
+            " ".join(b.get("text", "") for b in rq.body["messages"][-1]["content"])
+            if not isinstance(rq.body["messages"][-1]["content"], str)
+            else rq.body["messages"][-1]["content"]
+            for rq in server.requests
+        ]
+        assert sorted(asked) == ["job0", "job1", "job2"]  # each ran exactly once
+        for cl in clients:
+            cl.close()
+    finally:
+        stop(home)
+        server.stop()
