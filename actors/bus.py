@@ -142,8 +142,12 @@ class Bus:
         *,
         concurrency: int | None = None,
         on_peer: Callable[[str, int], None] | None = None,
+        max_backlog: int = 10_000,
     ) -> None:
-        """Bind a ROUTER at ``endpoint``; requests run on ``concurrency`` handler actors."""
+        """Bind a ROUTER at ``endpoint``; requests run on ``concurrency`` handler threads.
+
+        Past ``max_backlog`` requests waiting for a free handler, new ones get ``overloaded`` at once.
+        """
 
         def bind() -> None:
             if self.endpoints.is_tcp(endpoint) and self.endpoints.curve is not None and self._zap is None:
@@ -155,7 +159,7 @@ class Bus:
             except Exception:
                 sock.close(0)
                 raise
-            pool = HandlerPool(concurrency or self._workers, f"{endpoint}-handlers")
+            pool = HandlerPool(concurrency or self._workers, f"{endpoint}-handlers", max_backlog)
             served = Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
             self._served[endpoint] = served
             self._register(sock, partial(self._on_router, served))
@@ -406,6 +410,14 @@ class Bus:
                 self._resolve(env)
             elif env.type == runtime.HELLO:
                 self._on_hello(served, prefix[0], env)
+            elif served.pool.full():
+                if env.kind == "request":
+                    err = env.reply_error(
+                        ErrorCode.OVERLOADED.value,
+                        f"{served.name}: {served.pool.max_backlog} requests queued",
+                        sender=self.sender,
+                    )
+                    self._send_raw(sock, [*prefix, codec.encode(err)])
             else:
                 served.pool.submit(partial(self._handle, served.service, env, served.sock, prefix))
 

@@ -20,8 +20,9 @@ _STOP = object()
 class HandlerPool:
     """``size`` daemon threads; :meth:`submit` queues a job for the first free one."""
 
-    def __init__(self, size: int = 4, name: str = "handlers") -> None:
+    def __init__(self, size: int = 4, name: str = "handlers", max_backlog: int = 10_000) -> None:
         self.name = name
+        self.max_backlog = max_backlog
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(max(1, size))
@@ -31,6 +32,10 @@ class HandlerPool:
 
     def submit(self, job: Job) -> None:
         self._q.put(job)
+
+    def full(self) -> bool:
+        """True when ``max_backlog`` jobs are already waiting for a free worker (reply ``overloaded``)."""
+        return self._q.qsize() >= self.max_backlog
 
     def _work(self) -> None:
         while True:

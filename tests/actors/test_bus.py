@@ -149,6 +149,29 @@ def test_slow_handler_does_not_block_others(client: Bus, peer: subprocess.Popen[
     slow.join()
 
 
+def test_backlog_past_the_bound_is_overloaded(home: GeodeHome) -> None:
+    from geode.protocol.errors import Overloaded
+
+    server, client = Bus("srv", 1, home).start(), Bus("cli", 1, home).start()
+    try:
+        server.serve("srv", FixtureService("srv", 1), concurrency=1, max_backlog=2)
+        client.transport.call("srv", runtime.PING, timeout_s=5)  # connected
+        slow = [client.transport.call_nowait("srv", ECHO, {"delay_s": 1.0}, timeout_s=5) for _ in range(3)]
+        pool = server._served["srv"].pool
+        deadline = time.monotonic() + 5
+        while not pool.full():  # 1 running, 2 queued: the bound is reached
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        with pytest.raises(Overloaded):
+            client.transport.call("srv", runtime.PING, timeout_s=5)
+        for result in slow:
+            result()
+        assert client.transport.call("srv", runtime.PING, timeout_s=5)["name"] == "srv"
+    finally:
+        client.stop()
+        server.stop()
+
+
 def test_oversized_request_refused_at_sender(client: Bus) -> None:
     with pytest.raises(BadRequest):
         client.transport.call("peer", ECHO, {"text": "x" * (codec.MAX_FRAME_BYTES + 1)}, timeout_s=1)
