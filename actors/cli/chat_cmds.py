@@ -108,7 +108,7 @@ def ask(
             "exit_code": code,
         }
         typer.echo(json.dumps(out))
-    elif not renderer.tool_calls and result.get("text") and not _streamed(renderer):
+    elif result.get("text") and not renderer.streamed:
         typer.echo(result["text"])
     if code != 0:
         typer.echo(
@@ -117,10 +117,6 @@ def ask(
             err=True,
         )
     raise typer.Exit(code)
-
-
-def _streamed(renderer: Any) -> bool:
-    return bool(getattr(renderer, "_streamed", False))
 
 
 def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:
@@ -162,6 +158,14 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
             except GeodeError as exc:
                 renderer.end()
                 typer.echo(f"geode: {exc}", err=True)
+                continue
+            except KeyboardInterrupt:  # outside the stream read: still cancel, then back to the prompt
+                renderer.end()
+                try:
+                    cl.cancel()
+                except GeodeError:
+                    pass
+                typer.echo("· cancelled")
                 continue
             renderer.end()
             reason = result.get("termination_reason")

@@ -203,10 +203,13 @@ class ControlClient:
             pending = []
             try:
                 env = self._recv(0.2)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # Ctrl-C: cancel the turn and keep following it to its end
                 if on_interrupt is None or not on_interrupt():
                     raise
-                self.cancel(turn_id)
+                try:
+                    self.cancel(turn_id)
+                except GeodeError:
+                    pass
                 continue
             now = time.monotonic()
             if env is not None:

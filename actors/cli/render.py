@@ -7,8 +7,16 @@ from typing import Any, TextIO
 
 from geode.protocol import control as c
 
-CATEGORY = {"write": "write", "mutate": "write", "dangerous": "bash", "execute": "bash", "mcp": "mcp",
-            "communicate": "message", "administrative": "admin", "cost": "expensive"}
+CATEGORY = {
+    "write": "write",
+    "mutate": "write",
+    "dangerous": "bash",
+    "execute": "bash",
+    "mcp": "mcp",
+    "communicate": "message",
+    "administrative": "admin",
+    "cost": "expensive",
+}
 
 
 class Renderer:
@@ -19,6 +27,7 @@ class Renderer:
         self.quiet = quiet
         self.tool_calls: list[dict[str, Any]] = []
         self._midline = False
+        self.streamed = False
 
     def __call__(self, ev: dict[str, Any]) -> None:
         kind, data = ev.get("kind"), ev.get("data") or {}
@@ -31,6 +40,7 @@ class Renderer:
         if self.quiet:
             return
         if kind == "text_delta":
+            self.streamed = True
             self._write(str(data.get("text", "")))
             self._midline = not str(data.get("text", "")).endswith("\n")
         elif kind == "tool_start":

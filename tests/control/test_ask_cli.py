@@ -60,3 +60,30 @@ def test_ask_unreachable_daemon_exit_code(tmp_path: Path) -> None:
         assert r.returncode == 3 and "daemon unavailable" in r.stderr
     finally:
         p.close()
+
+
+def test_ctrl_c_cancels_the_running_turn(procs: Procs) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.control.procs import ROOT
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli.main", "ask", "slow", "--json"],
+        env=procs.env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+        ln.startswith("first-effect") for ln in procs.effect_lines()[-3:]
+    ):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert json.loads(out)["termination_reason"] == "user_cancelled"
