@@ -222,6 +222,7 @@ def test_map_growth_while_readers_run(home: GeodeHome) -> None:
             except BaseException as exc:
                 errors.append(exc)
                 return
+            stop.wait(0.002)  # busy readers, not GIL spinners (those starve any Python writer)
 
     readers = [threading.Thread(target=reader) for _ in range(3)]
     for t in readers:
