@@ -1,0 +1,39 @@
+"""`geode doctor`: config, keys present (never printed), socket liveness and permissions, daemon version."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.control.procs import Procs
+
+
+def _checks(procs: Procs) -> dict[str, dict]:
+    r = procs.geode("doctor", "--json")
+    return {ch["name"]: ch for ch in json.loads(r.stdout)["checks"]}
+
+
+def test_doctor_without_daemon_and_with_a_stale_socket(tmp_path: Path) -> None:
+    p = Procs(tmp_path)
+    try:
+        p.env["ANTHROPIC_API_KEY"] = "sk-ant-very-secret-value-123456"
+        r = p.geode("doctor", "--json")
+        assert "very-secret" not in r.stdout + r.stderr  # keys are reported present, never printed
+        checks = {ch["name"]: ch for ch in json.loads(r.stdout)["checks"]}
+        assert checks["config"]["ok"] and checks["key:anthropic"]["ok"] and checks["socket"]["ok"]
+        p.home.cli_socket.touch()
+        stale = _checks(p)["socket"]
+        assert not stale["ok"] and "stale" in stale["detail"]
+    finally:
+        p.close()
+
+
+def test_doctor_with_a_running_daemon_compares_versions(tmp_path: Path) -> None:
+    p = Procs(tmp_path).up()
+    try:
+        checks = _checks(p)
+        assert checks["socket"]["ok"], checks["socket"]
+        assert checks["daemon version"]["ok"], checks["daemon version"]
+        assert "mode 600" in checks["socket"]["detail"]
+    finally:
+        p.close()
