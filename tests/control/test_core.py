@@ -159,3 +159,25 @@ def test_cancel_running_turn(tree: Tree) -> None:
     assert any(e.startswith("first-effect") for e in w.effects)
     again = cl.request(c.PROMPT, {"text": "hello"}).body["turn_id"]  # the session is still usable
     assert cl.wait_done(again)["termination_reason"] == "natural"
+
+
+def test_errors_are_typed_and_redacted(tree: Tree) -> None:
+    from geode.protocol.errors import Unavailable
+
+    cl = tree.client("c1")
+
+    def boom(type_, body):  # type: ignore[no-untyped-def]
+        raise Unavailable("store said: Authorization: Bearer sk-live-abcdefghijklmnop token=hunter2hunter2")
+
+    tree.core.operator.handle = boom  # type: ignore[method-assign]
+    r = cl.request(c.SESSIONS)
+    assert r.kind == "error" and r.body["code"] == "unavailable"
+    assert "abcdefghijklmnop" not in r.body["message"] and "hunter2" not in r.body["message"]
+
+    def bug(type_, body):  # type: ignore[no-untyped-def]
+        raise RuntimeError("password=swordfish123")
+
+    tree.core.operator.handle = bug  # type: ignore[method-assign]
+    r = cl.request(c.STATUS)
+    assert r.body["code"] == "internal" and "swordfish" not in r.body["message"]
+    assert cl.request(c.PING).kind == "ok"
