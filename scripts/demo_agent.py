@@ -1,0 +1,169 @@
+"""The agent part of scripts/demo (no API key, no network): the scripted provider drives real tools.
+
+Steps, each printed: start the tree; a prompt reads and edits a file through tools, with the approval
+answered by the demo over the control socket; a SIGKILLed loop worker mid-turn, the turn resumed on another
+worker and completed once; the effect receipts; the session resumed by `geode ask --resume`; stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def say(msg: str) -> None:
+    print(f"\n== {msg}", flush=True)
+
+
+def geode(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    print(f"$ geode {' '.join(args)}", flush=True)
+    r = subprocess.run(
+        [str(VENV_BIN / "geode"), *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=120
+    )
+    out = (r.stdout + r.stderr).rstrip()
+    if out:
+        print(out, flush=True)
+    return r
+
+
+def _prompt_and_results(req: Any) -> tuple[str, int]:
+    """The user text that started this turn and how many tool results followed it."""
+    msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+    results = 0
+    for m in reversed(msgs):
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, str):
+            return content, results
+        if isinstance(content, list):
+            if any(b.get("type") == "tool_result" for b in content):
+                results += 1
+            elif m.get("role") == "user":
+                return " ".join(b.get("text", "") for b in content), results
+    return "", results
+
+
+def scripted(ws: Path):  # type: ignore[no-untyped-def]
+    hello = str(ws / "hello.txt")
+
+    def reply(req: Any) -> Any:
+        text, done = _prompt_and_results(req)
+        if "fix" in text:
+            steps = [
+                {"tool_calls": [{"name": "read_file", "input": {"file_path": hello}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "edit_file",
+                            "input": {"file_path": hello, "old_string": "wrold", "new_string": "world"},
+                        }
+                    ]
+                },
+                {"text": "Fixed the typo in hello.txt."},
+            ]
+            return steps[min(done, 2)]
+        if "slowly" in text:
+            return {"text": "Here is a slow, careful answer.", "delay_s": 2.0}
+        return {"text": "Earlier I fixed hello.txt and answered slowly; nothing else is pending."}
+
+    return reply
+
+
+def main() -> int:
+    from actors.cli.client import ControlClient
+    from actors.tree_client import tree_status
+    from geode.home import GeodeHome
+    from geode.protocol import control as c
+    from geode.providers.scripted import ScriptedServer
+
+    base = Path(tempfile.mkdtemp(prefix="geode-agent-demo-"))
+    ws = base / "ws"
+    ws.mkdir()
+    (ws / "hello.txt").write_text("hello wrold\n")
+    server = ScriptedServer(scripted(ws)).start()
+    home = GeodeHome(base / "home").ensure()
+    home.config_file.write_text(
+        f'[loop]\nworkers = 2\n[providers]\nmodel = "claude-sonnet-5"\n'
+        f'[providers.anthropic]\nbase_url = "{server.base_url}"\n[tools]\nroots = ["{ws}"]\n'
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-demo-key\n")
+    env = {**os.environ, "GEODE_HOME": str(home.root)}
+    os.environ["GEODE_HOME"] = str(home.root)
+    print(f"GEODE_HOME={home.root}\nworkspace={ws} (hello.txt: {(ws / 'hello.txt').read_text()!r})")
+    try:
+        say("start the tree")
+        if geode("serve", env=env, cwd=ws).returncode != 0:
+            return 1
+
+        say("a prompt that reads and edits a file through tools; the demo answers the approval")
+        cl = ControlClient(home)
+        cl.connect(cwd=str(ws), is_tty=True)
+
+        def show(ev: dict[str, Any]) -> None:
+            d = ev.get("data") or {}
+            if ev["kind"] in ("tool_start", "tool_end", c.TURN_STARTED, c.TURN_DONE):
+                brief = {k: d[k] for k in ("name", "worker", "resume", "error") if k in d}
+                print(f"   event {ev['kind']:<13} {json.dumps(brief)}", flush=True)
+
+        def approve(d: dict[str, Any]) -> str:
+            print(f"   ◆ approval asked for {d.get('tool_name')} ({d.get('safety_level')}) → demo answers y")
+            return "y"
+
+        r = cl.run_prompt(
+            "please fix the greeting in hello.txt", on_event=show, on_approval=approve, timeout_s=60
+        )
+        print(f"   result: {r['termination_reason']}: {r['text']}")
+        print(f"   hello.txt is now {(ws / 'hello.txt').read_text()!r}")
+
+        say("SIGKILL the loop worker in the middle of a turn: lanes re-queues it, another worker resumes it")
+        box: dict[str, Any] = {}
+        started = threading.Event()
+
+        def watch(ev: dict[str, Any]) -> None:
+            show(ev)
+            if ev["kind"] == c.TURN_STARTED and "worker" not in box:
+                box["worker"] = ev["data"]["worker"]
+                started.set()
+
+        th = threading.Thread(
+            target=lambda: box.update(result=cl.run_prompt("answer slowly", on_event=watch, timeout_s=60))
+        )
+        th.start()
+        started.wait(15)
+        time.sleep(0.5)
+        st = tree_status(home)
+        pid = next(ch.pid for ch in (st.children if st else []) if ch.name == box.get("worker"))
+        print(f"   kill -9 {pid} ({box['worker']})", flush=True)
+        os.kill(int(pid or 0), signal.SIGKILL)
+        th.join(60)
+        res = box.get("result") or {}
+        print(f"   result: {res.get('termination_reason')}: {res.get('text')}")
+        sid = cl.session_id or ""
+        cl.close()
+
+        say("effect receipts of this session (the edit was admitted and committed once)")
+        geode("receipts", "--session", sid, env=env, cwd=ws)
+
+        say("the session resumed from its checkpoint by a new CLI process")
+        r2 = geode("ask", "--resume", sid, "what happened so far?", env=env, cwd=ws)
+        say("status, then stop")
+        geode("status", env=env, cwd=ws)
+        return 0 if r2.returncode == 0 and res.get("termination_reason") == "natural" else 1
+    finally:
+        geode("stop", env=env, cwd=ws)
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
