@@ -190,3 +190,40 @@ roots = ["{ws}"]
         assert (ws / "theta.txt").read_text() == "theta" and "wrote it" in r.stdout
     finally:
         server.stop()
+
+
+def test_ask_starts_the_daemon_once_for_two_concurrent_clis(tmp_path: Path) -> None:
+    server = ScriptedServer(lambda req: {"text": "started and answered"}).start()
+    home = make_home(
+        tmp_path,
+        f"""
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+""",
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    try:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "actors.cli.main", "ask", "hi", "--json"],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outs = [p.communicate(timeout=90) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert all(json.loads(o)["text"] == "started and answered" for o, _ in outs)
+        from actors.tree_client import tree_status
+
+        st = tree_status(home)
+        assert st is not None and all(ch.restarts == 0 for ch in st.children)  # one daemon, started once
+    finally:
+        stop(home)
+        server.stop()
