@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 Send = Callable[[str, Envelope], None]
 IDLE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 256
+MAX_PENDING_PER_CONN = 64
 IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
 BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
 
@@ -245,6 +246,8 @@ class ControlCore:
             for k in asker:
                 with k.lock:
                     k.pending_approvals[aid] = ev.session_id
+                    while len(k.pending_approvals) > MAX_PENDING_PER_CONN:  # lanes already timed those out
+                        k.pending_approvals.pop(next(iter(k.pending_approvals)))
         if ev.kind == c.TURN_DONE:
             for k in targets:
                 with k.lock:

@@ -11,6 +11,7 @@ from geode.protocol.control import StreamEvent
 
 MAX_SESSIONS = 256
 MAX_EVENTS_PER_SESSION = 512
+MAX_TRACKED_TURNS = 4096
 
 
 class StreamBuffer:
@@ -83,6 +84,11 @@ class Reorder:
     def push(self, turn_id: str, seq: int, item: Any, now: float | None = None) -> list[Any]:
         now = time.monotonic() if now is None else now
         with self._lock:
+            if turn_id not in self._seen and len(self._seen) >= MAX_TRACKED_TURNS:  # late events of old turns
+                oldest = next(iter(self._seen))
+                self._seen.pop(oldest)
+                self._next.pop(oldest, None)
+                self._held.pop(oldest, None)
             seen = self._seen.setdefault(turn_id, deque(maxlen=256))
             if seq in seen:
                 return []
