@@ -181,3 +181,19 @@ def test_errors_are_typed_and_redacted(tree: Tree) -> None:
     r = cl.request(c.STATUS)
     assert r.body["code"] == "internal" and "swordfish" not in r.body["message"]
     assert cl.request(c.PING).kind == "ok"
+
+
+def test_explicit_exit_while_pending_denies(tree: Tree) -> None:
+    w = ScriptedWorker(tree.reg)
+    w.ready()
+    cl = tree.client("c1")
+    turn = cl.request(c.PROMPT, {"text": "approve:write_file"}).body["turn_id"]
+    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == c.APPROVAL_REQUEST)
+    assert cl.request(c.EXIT).kind == "ok"
+    for _ in range(250):
+        rec = tree.lanes.records.get_turn(turn)
+        if rec and rec.state == "done":
+            break
+        threading.Event().wait(0.02)
+    assert rec is not None and rec.state == "done" and tools(w) == []
+    assert "c1" not in tree.core._conns
