@@ -23,7 +23,15 @@ from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
-from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, NotReady, Overloaded
+from geode.protocol.errors import (
+    BadRequest,
+    ErrorCode,
+    GeodeError,
+    NotReady,
+    Overloaded,
+    RequestTimeout,
+    Unavailable,
+)
 from geode.protocol.transport import Transport
 from geode.redaction import redact_text
 from geode.sessions.factory import SessionSpec, create_session
@@ -195,10 +203,23 @@ class ControlCore:
             input={"text": p.text},
             settings=settings,
         )
-        out = c.Submitted.model_validate(self.transport.call(self.lanes, c.SUBMIT, sub, session=sid))
+        out = c.Submitted.model_validate(self._submit(sub, sid))
         with conn.lock:
             conn.active_turns.add(turn_id)
         return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
+
+    def _submit(self, sub: c.Submit, sid: str) -> dict[str, Any]:
+        """``lanes.submit`` is idempotent by turn id, so a timeout (lanes restarting) is retried."""
+        delay = 0.2
+        for attempt in range(4):
+            try:
+                return self.transport.call(self.lanes, c.SUBMIT, sub, session=sid, timeout_s=3.0)
+            except (RequestTimeout, Unavailable):
+                if attempt == 3:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
 
     def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
         conn.attach(session_id, after_seq, replaying=True)

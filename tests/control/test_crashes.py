@@ -112,3 +112,18 @@ def test_sigkill_lanes_queued_turns_neither_lost_nor_run_twice(procs: Procs) -> 
         assert len(_runs(procs, t)) == 1, (t, procs.effect_lines())
     for cl in clients:
         cl.close()
+
+
+def test_prompt_sent_while_lanes_restarts_is_admitted_once(procs: Procs) -> None:
+    procs.up("loop-1")
+    cl = procs.client()
+    procs.kill("lanes", notify=False)
+    res: dict = {}
+    th = threading.Thread(target=lambda: res.update(cl.run_prompt("hello", timeout_s=30)))
+    th.start()
+    time.sleep(0.5)
+    procs.start("lanes")
+    th.join(30)
+    assert res.get("termination_reason") == "natural", procs.logs()
+    assert len(_runs(procs, res["turn_id"])) == 1
+    cl.close()
