@@ -19,11 +19,14 @@ from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import ROOT, make_home, stop
 
+MODELS_SEEN: list[str | None] = []
+
 
 def _reply(ws: Path):  # type: ignore[no-untyped-def]
     """First call of a turn: write a file named after the prompt; after the tool result: a final text."""
 
     def reply(req: Any) -> Any:
+        MODELS_SEEN.append(req.body.get("model") if isinstance(req.body, dict) else None)
         msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
         last = msgs[-1] if msgs else {}
         content = last.get("content")
@@ -227,3 +230,21 @@ base_url = "{server.base_url}"
     finally:
         stop(home)
         server.stop()
+
+
+def test_model_option_picks_the_sessions_model(tree: tuple[GeodeHome, Path]) -> None:
+    home, ws = tree
+    r = _geode(
+        home,
+        ws,
+        "ask",
+        "please write iota",
+        "--json",
+        "--model",
+        "claude-haiku-4-5-20251001",
+        "--dangerously-skip-permissions",
+    )
+    assert r.returncode == 0, r.stderr
+    assert MODELS_SEEN[-1] == "claude-haiku-4-5-20251001"
+    _geode(home, ws, "ask", "please write kappa", "--json", "--dangerously-skip-permissions")
+    assert MODELS_SEEN[-1] == "claude-sonnet-5"  # the configured model for a session without --model
