@@ -194,7 +194,10 @@ class LanesService:
                 worker = self.pool.pick(self.routable)
                 rec = self.records.get_turn(g.turn_id)
                 if worker is None or rec is None:
-                    self.queue.requeue(g.turn_id) if rec else self.queue.release(g.turn_id)
+                    if rec is not None:
+                        self.queue.requeue(g.turn_id)  # no worker after all: back to the head of its lane
+                    else:
+                        self.queue.release(g.turn_id)  # the record vanished (store pruned it): drop it
                     break
                 rec.state, rec.worker, rec.incarnation = TurnState.RUNNING, worker.name, worker.incarnation
                 rec.attempts += 1
