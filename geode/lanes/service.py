@@ -27,7 +27,7 @@ from geode.lanes.records import TurnStore
 from geode.lanes.stream import Reorder, StreamBuffer
 from geode.protocol import control as c
 from geode.protocol import runtime, turns
-from geode.protocol.errors import BadRequest, GeodeError, Unavailable
+from geode.protocol.errors import BadRequest, GeodeError
 from geode.protocol.transport import Request, Transport
 from geode.records.models import TurnRecord, TurnState
 
@@ -445,7 +445,3 @@ class LanesService:
                 "streams": self.stream.sessions(),
             }
 
-
-def require_started(svc: LanesService) -> None:
-    if not svc.started:
-        raise Unavailable("lanes is starting")
