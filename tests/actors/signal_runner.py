@@ -23,6 +23,9 @@ def main() -> None:
         while not all(c.state == "running" for c in sup.snapshot()):
             threading.Event().wait(0.01)
         print(" ".join(str(c.pid) for c in sup.snapshot()), flush=True)
+        while sup.state == "running":
+            threading.Event().wait(0.005)
+        print("stopping", flush=True)
 
     threading.Thread(target=announce, daemon=True).start()
     sys.exit(sup.run(install_signals=True))

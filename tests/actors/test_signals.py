@@ -36,8 +36,9 @@ def test_sigterm_graceful_then_grace_kill() -> None:
 
 def test_second_sigterm_forces() -> None:
     p, pids = start(30_000)
-    t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)  # graceful: the hang child ignores it and has a 30 s grace …
+    assert p.stdout is not None and p.stdout.readline().strip() == "stopping"
+    t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)  # … so only the forced stop ends this quickly
     assert p.wait(10) == 0
     assert time.monotonic() - t0 < 3
