@@ -19,8 +19,11 @@ from geode.hooks.runner import HookRunner
 from geode.records.store_client import StoreClient
 from geode.tools.approval_lanes import LanesApprovalChannel
 from geode.tools.builtin.bash import BashLimits
+from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
 from geode.tools.executor import ToolExecutor
+from geode.tools.handlers import HandlerEntry
 from geode.tools.service import ToolService
+from geode.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
 ENDPOINT = "executor"
@@ -30,10 +33,29 @@ ENDPOINT = "executor"
 class ExecutorChild:
     executor: ToolExecutor
     hooks: HookRunner
+    mcp_hub: Any = None
 
     def stop(self) -> None:
         self.executor.shutdown()
         self.hooks.close()
+        if self.mcp_hub is not None:
+            self.mcp_hub.close()
+
+
+def connect_mcp(cfg: dict[str, Any]) -> tuple[Any, list[ToolSpec], dict[str, HandlerEntry]]:
+    """Start the configured MCP servers (``[mcp.servers.*]`` / ``mcpServers``); none → no hub."""
+    from geode.tools.mcp.config import load_mcp_servers
+
+    servers = load_mcp_servers(cfg)
+    if not servers:
+        return None, [], {}
+    from geode.tools.mcp.bridge import connect
+    from geode.tools.mcp.hub import McpHub
+
+    hub = McpHub()
+    specs, handlers = connect(hub, servers)
+    log.info("MCP: %d server(s), %d tool(s), %d callable", len(servers), len(specs), len(handlers))
+    return hub, specs, handlers
 
 
 def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolExecutor:
@@ -63,12 +85,14 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
 
 
 def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
-    """Registry builder: serve the executor on this child's bus."""
-    executor = executor_from_config(bus, ctx)
+    """Registry builder: serve the executor (built-ins + MCP tools) on this child's bus."""
+    hub, mcp_specs, mcp_handlers = connect_mcp(ctx.config)
+    executor = executor_from_config(bus, ctx, handlers={**builtin_handlers(), **mcp_handlers})
     concurrency = int((ctx.config.get("tools") or {}).get("handlers", 32))
-    bus.serve(
-        ENDPOINT, ToolService(executor, name=ctx.name, incarnation=ctx.incarnation), concurrency=concurrency
+    service = ToolService(
+        executor, name=ctx.name, incarnation=ctx.incarnation, catalogue=[*builtin_specs(), *mcp_specs]
     )
+    bus.serve(ENDPOINT, service, concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks)
+    return ExecutorChild(executor, executor.hooks, hub)

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from geode.protocol.catalog import message
-from geode.tools.spec import ToolCall, ToolContext, ToolResult
+from geode.tools.spec import ToolCall, ToolContext, ToolResult, ToolSpec
 
 
 class PlanBind(BaseModel):
@@ -56,7 +56,16 @@ class ToolCancelled(BaseModel):
     touched: int
 
 
+class CatalogueQuery(BaseModel):
+    """The tools this executor can run (built-ins plus connected MCP servers), for plan compilation."""
+
+
+class Catalogue(BaseModel):
+    specs: list[ToolSpec]
+
+
 PLAN_BIND = message("tool.plan.bind", PlanBind, PlanBound)
 EXECUTE = message("tool.execute", ToolExecute, ToolResult)
 EXECUTE_BATCH = message("tool.execute_batch", ToolExecuteBatch, ToolResults)
 CANCEL = message("tool.cancel", ToolCancel, ToolCancelled)
+CATALOGUE = message("tool.catalogue", CatalogueQuery, Catalogue)

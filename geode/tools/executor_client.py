@@ -12,7 +12,7 @@ from geode.protocol.errors import ErrorCode, GeodeError
 from geode.protocol.transport import Transport
 from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.plan import BoundToolPlan
-from geode.tools.spec import ToolCall, ToolContext, ToolResult
+from geode.tools.spec import ToolCall, ToolContext, ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
 MAX_PLANS = 64
@@ -80,6 +80,11 @@ class ExecutorClient:
                 continue
             return results
         raise AssertionError("unreachable")
+
+    def catalogue(self) -> list[ToolSpec]:
+        """The specs the executor can run (built-ins + connected MCP servers), to compile plans from."""
+        reply = self.transport.call(self.target, m.CATALOGUE, {}, timeout_s=self.bind_timeout_s)
+        return m.Catalogue.model_validate(reply).specs
 
     def cancel(self, session_id: str, turn_id: str | None = None) -> int:
         """Cancel a turn's calls in the executor; returns how many in-flight calls/prompts it touched."""

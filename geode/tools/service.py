@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -14,7 +15,7 @@ from geode.protocol.errors import BadRequest
 from geode.protocol.transport import Request
 from geode.tools.executor import ToolExecutor
 from geode.tools.plan import BoundToolPlan, PlanError
-from geode.tools.spec import ToolResult
+from geode.tools.spec import ToolResult, ToolSpec
 
 MAX_RESULT_CHARS = 600_000  # keeps a reply well under the 1 MiB frame cap
 
@@ -22,8 +23,20 @@ MAX_RESULT_CHARS = 600_000  # keeps a reply well under the 1 MiB frame cap
 class ToolService:
     """Stateless adapter over a ToolExecutor (which is thread-safe)."""
 
-    def __init__(self, executor: ToolExecutor, *, name: str = "executor", incarnation: int = 0) -> None:
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        *,
+        name: str = "executor",
+        incarnation: int = 0,
+        catalogue: Sequence[ToolSpec] | None = None,
+    ) -> None:
         self.executor = executor
+        if catalogue is None:
+            from geode.tools.builtin.catalogue import builtin_specs
+
+            catalogue = builtin_specs()
+        self.catalogue = list(catalogue)
         self.name = name
         self.incarnation = incarnation
 
@@ -50,6 +63,8 @@ class ToolService:
             return m.PlanBound(content_hash=plan.content_hash, generation=plan.generation, tools=len(plan))
         if isinstance(body, m.ToolExecute):
             return bounded(self.executor.execute(body.ctx, body.call))
+        if isinstance(body, m.CatalogueQuery):
+            return m.Catalogue(specs=self.catalogue)
         if isinstance(body, m.ToolCancel):
             return m.ToolCancelled(touched=self.executor.cancel(body.session_id, body.turn_id or None))
         if isinstance(body, m.ToolExecuteBatch):

@@ -1,0 +1,1 @@
+"""MCP tools in the executor: server config, a stdio client hub, and the bridge to ToolSpecs and handlers."""
