@@ -260,3 +260,78 @@ base_url = "{server.base_url}"
     finally:
         stop(home)
         server.stop()
+
+
+def test_whole_tree_sigkilled_and_restarted_loses_nothing(tmp_path: Path) -> None:
+    def reply(req: Any) -> Any:
+        last = req.body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else " ".join(b.get("text", "") for b in last)
+        return {"text": f"done {text}", "delay_s": 1.0}
+
+    server = ScriptedServer(reply).start()
+    home = make_home(
+        tmp_path,
+        f"""
+[lanes]
+global_cap = 1
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+""",
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+
+    def serve() -> None:
+        r = subprocess.run(
+            [sys.executable, "-m", "actors.cli.main", "serve"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    serve()
+    try:
+        from actors.tree_client import tree_status
+
+        clients = [ControlClient(home) for _ in range(3)]
+        for cl in clients:
+            cl.connect()
+        turns = [
+            cl.request(c.PROMPT, {"text": f"job{i}", "session_id": cl.session_id})["turn_id"]
+            for i, cl in enumerate(clients)
+        ]
+        threading.Event().wait(0.3)
+        st = tree_status(home)
+        assert st is not None
+        os.kill(st.pid, signal.SIGKILL)  # the supervisor: every child dies with it
+        from actors.instance_lock import InstanceLock
+
+        for _ in range(200):
+            if not InstanceLock(home.lock_file).is_held():
+                break
+            threading.Event().wait(0.05)
+        serve()  # a fresh tree: new incarnations everywhere
+        results: dict = {}
+        ths = [
+            threading.Thread(target=lambda cl=cl, t=t: results.update({t: cl.follow(t, timeout_s=60)}))
+            for cl, t in zip(clients, turns, strict=True)
+        ]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(70)
+        assert [results.get(t, {}).get("text") for t in turns] == ["done job0", "done job1", "done job2"]
+        asked = [rq.body["messages"][-1]["content"] for rq in server.requests]
+        asked = [a if isinstance(a, str) else " ".join(b.get("text", "") for b in a) for a in asked]
+        assert asked.count("job1") == 1 and asked.count("job2") == 1  # queued turns ran exactly once
+        assert 1 <= asked.count("job0") <= 2  # the interrupted model call is made again on resume
+        for cl in clients:
+            cl.close()
+    finally:
+        stop(home)
+        server.stop()
