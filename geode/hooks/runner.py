@@ -12,6 +12,7 @@ from geode.hooks import dialect
 from geode.hooks.command import HookFailed, parse_output, run_command
 from geode.hooks.config import DEFAULT_TIMEOUT_S, HookCallable, HookEntry, entry
 from geode.hooks.events import DECIDING_EVENTS, HookEvent, HookOutcome, stronger
+from geode.redaction import redact_text
 
 log = logging.getLogger(__name__)
 MAX_OBSERVER_BACKLOG = 1000  # slow observers shed load instead of growing a queue without bound
@@ -100,7 +101,7 @@ class HookRunner:
                 out = self._invoke(h, ev, current, correlation)
             except HookFailed as exc:
                 failures.append(f"{h.name}: {exc}")
-                log.warning("hook %s (%s) failed: %s", h.name, ev.value, exc)
+                log.warning("hook %s (%s) failed: %s", h.name, ev.value, redact_text(str(exc), 500))
                 if h.fail == "closed":
                     return HookOutcome(
                         decision="block",
@@ -208,7 +209,7 @@ class HookRunner:
         try:
             self._invoke(h, ev, payload, corr)
         except Exception as exc:  # observation never affects control flow
-            log.info("observation hook %s (%s) failed: %s", h.name, ev.value, exc)
+            log.info("observation hook %s (%s) failed: %s", h.name, ev.value, redact_text(str(exc), 500))
         finally:
             with self._lock:
                 self._queued -= 1

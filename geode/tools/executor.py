@@ -17,7 +17,7 @@ from typing import Any
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.records.client import RecordClient
-from geode.redaction import redact
+from geode.redaction import redact, redact_text
 from geode.tools.approvals import APPROVAL_TIMEOUT_S, ApprovalChannel, ApprovalGate
 from geode.tools.checks import Checks, Denied, Request, correlation
 from geode.tools.dispatch import Outcome, run_with_deadline
@@ -140,7 +140,10 @@ class ToolExecutor:
             )
             return d.result
         except Exception as exc:  # a bug in the executor itself: the caller still gets a result
-            log.exception("executor failed on %s", call.name)
+            log.error(
+                "executor failed on %s: %s", call.name, redact_text(f"{type(exc).__name__}: {exc}", 500)
+            )
+            log.debug("executor failure traceback", exc_info=True)
             result = ToolResult.error(
                 call,
                 f"Executor error: {type(exc).__name__}: {exc}"[:500],

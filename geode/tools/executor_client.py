@@ -100,7 +100,9 @@ class ExecutorClient:
             try:
                 result = send()
             except GeodeError as exc:
-                log.warning("executor call for %s failed (%s); attempt %d", call.name, exc, attempt + 1)
+                log.warning(
+                    "executor call for %s failed (%s); attempt %d", call.name, exc.code.value, attempt + 1
+                )
                 if attempt == 1 or exc.code is ErrorCode.TIMEOUT:
                     return _unreachable(call, exc)
                 continue

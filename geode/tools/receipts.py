@@ -7,7 +7,7 @@ from typing import Any
 
 from geode.records.client import RecordClient
 from geode.records.models import AdmitKind, AdmitResult, ReceiptIdentity
-from geode.redaction import fingerprint, redact
+from geode.redaction import fingerprint, redact, redact_text
 from geode.tools.spec import DataClass, EffectClass, ToolCall, ToolContext, ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class Receipts:
                 ctx.operation_id, identity(ctx, call, spec), owner=self.owner, effect=spec.policy.effect.value
             )
         except Exception as exc:
-            log.warning("receipt admit failed for %s: %s", ctx.operation_id, exc)
+            log.warning("receipt admit failed for %s: %s", ctx.operation_id, redact_text(str(exc), 500))
             return ToolResult.error(
                 call,
                 f"Effect receipt store unavailable ({type(exc).__name__}); '{call.name}' was not run.",
@@ -86,7 +86,7 @@ class Receipts:
         try:
             self._records.commit(ctx.operation_id, stored)
         except Exception as exc:
-            log.warning("receipt commit failed for %s: %s", ctx.operation_id, exc)
+            log.warning("receipt commit failed for %s: %s", ctx.operation_id, redact_text(str(exc), 500))
             call = ToolCall(id=result.tool_use_id, name=result.name)
             return uncertain_result(call, f"the result could not be recorded ({type(exc).__name__})")
         return result
@@ -97,7 +97,7 @@ class Receipts:
         try:
             self._records.mark_uncertain(ctx.operation_id, reason)
         except Exception as exc:  # the store also marks a dead owner's receipts; log and go on
-            log.warning("mark_uncertain failed for %s: %s", ctx.operation_id, exc)
+            log.warning("mark_uncertain failed for %s: %s", ctx.operation_id, redact_text(str(exc), 500))
 
 
 def replayed(call: ToolCall, stored: dict[str, Any]) -> ToolResult:

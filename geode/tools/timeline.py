@@ -11,7 +11,7 @@ from typing import Any
 
 from geode.records.client import RecordClient
 from geode.records.models import TimelineEvent
-from geode.redaction import redact
+from geode.redaction import redact, redact_text
 from geode.tools.receipts import OMITTED
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 
@@ -76,7 +76,7 @@ class ToolTimeline:
             self._records.append_timeline(event)  # type: ignore[union-attr]
         except Exception as exc:
             self.failures += 1
-            log.warning("timeline append %s failed: %s", event.event_id, exc)
+            log.warning("timeline append %s failed: %s", event.event_id, redact_text(str(exc), 500))
 
     def write(
         self,

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from geode.redaction import redact_text
 from geode.tools.handlers import HandlerEntry, ToolEnv, ToolFailure
 from geode.tools.mcp.config import McpServerConfig
 from geode.tools.mcp.hub import McpHub, McpUnavailable
@@ -58,7 +59,7 @@ def connect(
         try:
             tools = hub.start(cfg)
         except Exception as exc:
-            log.warning("MCP server %s did not start: %s", cfg.name, exc)
+            log.warning("MCP server %s did not start: %s", cfg.name, redact_text(str(exc), 500))
             continue
         for t in tools:
             declared = cfg.tools.get(t.name)
