@@ -174,7 +174,8 @@ class ControlCore:
             conn.skip_permissions = spec.skip_permissions  # per connection, never process-wide
             conn.features = tuple(f for f in c.FEATURES if f in h.features)
             conn.state = ConnState.READY
-            conn.attach(spec.session_id, conn.attached.get(spec.session_id, 0))
+            if h.session_id is None:  # a named session is attached by cli.attach or its next prompt, so a
+                conn.attach(spec.session_id, 0)  # re-attach never sees live events ahead of its replay
         return c.Welcome(
             protocol_version=c.CONTROL_PROTOCOL,
             features=list(conn.features),
