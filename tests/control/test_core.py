@@ -197,3 +197,13 @@ def test_explicit_exit_while_pending_denies(tree: Tree) -> None:
         threading.Event().wait(0.02)
     assert rec is not None and rec.state == "done" and tools(w) == []
     assert "c1" not in tree.core._conns
+
+
+def test_rehandshake_with_a_session_waits_for_attach(tree: Tree) -> None:
+    cl = tree.client("c1")
+    sid = cl.session_id  # type: ignore[attr-defined]
+    other = tree.client("c2", session_id=sid)
+    assert other.session_id == sid  # type: ignore[attr-defined]
+    assert sid not in tree.core._conns["c2"].attached  # no live events before its replay
+    assert other.request(c.ATTACH, {"session_id": sid, "after_seq": 0}).kind == "ok"
+    assert sid in tree.core._conns["c2"].attached
