@@ -152,22 +152,32 @@ def test_slow_handler_does_not_block_others(client: Bus, peer: subprocess.Popen[
 def test_backlog_past_the_bound_is_overloaded(home: GeodeHome) -> None:
     from geode.protocol.errors import Overloaded
 
+    gate = threading.Event()
+
+    class Gated:
+        def handle(self, request: object) -> dict[str, object]:
+            if getattr(request, "type", "") == ECHO:
+                gate.wait(10)
+            return {"name": "srv"}
+
     server, client = Bus("srv", 1, home).start(), Bus("cli", 1, home).start()
     try:
-        server.serve("srv", FixtureService("srv", 1), concurrency=1, max_backlog=2)
+        server.serve("srv", Gated(), concurrency=1, max_backlog=2)
         client.transport.call("srv", runtime.PING, timeout_s=5)  # connected
-        slow = [client.transport.call_nowait("srv", ECHO, {"delay_s": 1.0}, timeout_s=5) for _ in range(3)]
+        held = [client.transport.call_nowait("srv", ECHO, {}, timeout_s=10) for _ in range(3)]
         pool = server._served["srv"].pool
-        deadline = time.monotonic() + 5
-        while not pool.full():  # 1 running, 2 queued: the bound is reached
+        deadline = time.monotonic() + 10
+        while not pool.full():  # 1 held in the handler, 2 queued: the bound is reached
             assert time.monotonic() < deadline
             time.sleep(0.005)
         with pytest.raises(Overloaded):
             client.transport.call("srv", runtime.PING, timeout_s=5)
-        for result in slow:
+        gate.set()
+        for result in held:
             result()
         assert client.transport.call("srv", runtime.PING, timeout_s=5)["name"] == "srv"
     finally:
+        gate.set()
         client.stop()
         server.stop()
 
