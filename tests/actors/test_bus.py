@@ -152,11 +152,12 @@ def test_slow_handler_does_not_block_others(client: Bus, peer: subprocess.Popen[
 def test_backlog_past_the_bound_is_overloaded(home: GeodeHome) -> None:
     from geode.protocol.errors import Overloaded
 
-    gate = threading.Event()
+    gate, entered = threading.Event(), threading.Event()
 
     class Gated:
         def handle(self, request: object) -> dict[str, object]:
             if getattr(request, "type", "") == ECHO:
+                entered.set()
                 gate.wait(10)
             return {"name": "srv"}
 
@@ -164,7 +165,9 @@ def test_backlog_past_the_bound_is_overloaded(home: GeodeHome) -> None:
     try:
         server.serve("srv", Gated(), concurrency=1, max_backlog=2)
         client.transport.call("srv", runtime.PING, timeout_s=5)  # connected
-        held = [client.transport.call_nowait("srv", ECHO, {}, timeout_s=10) for _ in range(3)]
+        held = [client.transport.call_nowait("srv", ECHO, {}, timeout_s=10)]
+        assert entered.wait(5)  # the only handler is now busy
+        held += [client.transport.call_nowait("srv", ECHO, {}, timeout_s=10) for _ in range(2)]
         pool = server._served["srv"].pool
         deadline = time.monotonic() + 10
         while not pool.full():  # 1 held in the handler, 2 queued: the bound is reached
