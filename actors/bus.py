@@ -205,6 +205,22 @@ class Bus:
 
         self._on_bus(sub)
 
+    def fail_pending(self, target: str, error: GeodeError) -> int:
+        """Fail every request in flight to ``target`` with ``error`` (its peer died: no reply will come).
+
+        Runs on the bus thread, after every request posted before this call was sent; later requests are
+        not touched (they go to the peer's next incarnation). Returns how many were failed."""
+        failed: list[str] = []
+
+        def op() -> None:
+            for mid, p in list(self._pending.items()):
+                if p.target == target:
+                    failed.append(mid)
+                    self._fail(mid, type(error)(error.message, code=error.code))
+
+        self._on_bus(op)
+        return len(failed)
+
     # ---- used by BusTransport --------------------------------------------------------------------
     def request(self, target: str, env: Envelope, timeout_s: float) -> Envelope:
         """Send a request and block for its reply (``RequestTimeout`` after ``timeout_s``)."""

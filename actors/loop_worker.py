@@ -3,7 +3,8 @@
 It connects to ``lanes`` as a peer, announces ``worker.ready`` and heartbeats; each ``turn.run`` starts a
 :class:`TurnActor` that runs :class:`geode.loop.AgenticLoop` (provider from ``geode.providers.selection``,
 executor and store over the bus), casts ``turn.event`` to lanes and finishes with ``turn.done``. On failure
-the worker never releases lanes itself: a dead worker is found by supervision / missed heartbeats.
+the worker never releases lanes itself: a dead worker is found by supervision / missed heartbeats. When the
+supervisor reports the executor exited, the calls in flight to it fail at once (outcome uncertain).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from geode.protocol.errors import BadRequest, GeodeError
 from geode.protocol.transport import Request, Transport
 from geode.providers.types import Provider
 from geode.records.store_client import StoreClient
-from geode.tools.executor_client import ExecutorClient
+from geode.tools.executor_client import ExecutorClient, ExecutorLost
 from geode.tools.plan import BoundToolPlan, PlanRegistry
 
 log = logging.getLogger(__name__)
 LANES = "lanes"
+EXECUTOR = "executor"
+CHILD_EXITED = "runtime.event.child_exited"
 ProviderFactory = Callable[[str | None], Provider]
 PlanFactory = Callable[[], BoundToolPlan | None]
 
@@ -101,6 +104,7 @@ class LoopWorker:
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
+        self.bus.subscribe("supervisor", self.on_lifecycle)
         self.bus.connect_peer(LANES, self.handle, concurrency=2)
         self._hb = threading.Thread(target=self._heartbeats, name=f"{self.name}-heartbeat", daemon=True)
         self._hb.start()
@@ -136,6 +140,22 @@ class LoopWorker:
             except GeodeError as exc:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
             self._stop.wait(self.heartbeat_s if announced else 0.2)
+
+    def on_lifecycle(self, topic: str, body: dict[str, Any]) -> None:
+        """Supervisor events: the executor exited → its in-flight calls get no reply; fail them now.
+
+        Only requests already sent are failed (never re-sent: the receipt is uncertain, the store marks it);
+        calls sent after this go to the next incarnation and run normally."""
+        if topic != CHILD_EXITED or body.get("name") != EXECUTOR:
+            return
+        who = f"{EXECUTOR}#{body.get('incarnation')}"
+        err = ExecutorLost(f"{who} exited ({body.get('reason', 'unknown')}) with this request in flight")
+        try:
+            n = self.bus.fail_pending(EXECUTOR, err)
+        except GeodeError as exc:
+            log.warning("could not fail the calls in flight to %s: %s", who, exc)
+            return
+        log.log(logging.WARNING if n else logging.INFO, "%s exited: %d call(s) in flight failed", who, n)
 
     # --- peer service ---------------------------------------------------------------------------------
     def handle(self, request: Request) -> Any:

@@ -160,6 +160,9 @@ def process_batch(
     jobs = [(snapshot.tool_context(c, deadline_ms=deadline_ms), c) for c in tool_calls]
     results = run_calls(executor, jobs, state, events, settings.tool_parallelism)
     state.guards.tool_calls += len(results)
+    for (ctx, _), r in zip(jobs, results, strict=True):  # Verify escalates even before the store marks it
+        if r.error_type == "effect_outcome_uncertain" and ctx.operation_id not in state.unresolved:
+            state.unresolved.append(ctx.operation_id)
     state.history.append(results_message(results, settings))
     tripped: Terminal | None = None
     if observe is not None:

@@ -8,15 +8,23 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from geode.protocol import tools as m
-from geode.protocol.errors import ErrorCode, GeodeError
+from geode.protocol.errors import ErrorCode, GeodeError, Unavailable
 from geode.protocol.transport import Transport
 from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.plan import BoundToolPlan
-from geode.tools.spec import ToolCall, ToolContext, ToolResult, ToolSpec
+from geode.tools.receipts import uncertain_result
+from geode.tools.spec import EffectClass, ToolCall, ToolContext, ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
 MAX_PLANS = 64
 SLACK_S = 15.0
+
+
+class ExecutorLost(Unavailable):
+    """The executor exited with the request in flight: no reply will come, and it may have been handled.
+
+    The shell raises it in the waiting caller (``Bus.fail_pending`` on the supervisor's ``child_exited``);
+    the client never re-sends such a call (that would be a replay on the next incarnation)."""
 
 
 class ExecutorClient:
@@ -24,7 +32,8 @@ class ExecutorClient:
 
     A transport failure other than a timeout is retried once; the operation id makes that safe (a call
     whose receipt was admitted before the failure comes back as ``effect_outcome_uncertain``; a read tool
-    simply runs again). A timeout is not retried (the first request may still await approval or run).
+    simply runs again). A timeout is not retried (the first request may still await approval or run), nor
+    is :class:`ExecutorLost`: an effectful call becomes ``effect_outcome_uncertain`` at once.
     """
 
     def __init__(
@@ -72,6 +81,8 @@ class ExecutorClient:
         for attempt in range(2):
             try:
                 results = run()
+            except ExecutorLost:
+                return [self._lost(c, k) for c, k in items]
             except GeodeError as exc:
                 if attempt == 1 or exc.code is ErrorCode.TIMEOUT:
                     return [_unreachable(k, exc) for _, k in items]
@@ -99,6 +110,10 @@ class ExecutorClient:
         for attempt in range(2):
             try:
                 result = send()
+            except ExecutorLost as exc:
+                log.warning("executor lost during %s (%s): outcome unknown", call.name, ctx.operation_id)
+                log.debug("executor lost: %s", exc)
+                return self._lost(ctx, call)
             except GeodeError as exc:
                 log.warning(
                     "executor call for %s failed (%s); attempt %d", call.name, exc.code.value, attempt + 1
@@ -110,6 +125,24 @@ class ExecutorClient:
                 continue
             return result
         raise AssertionError("unreachable")
+
+    def _lost(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
+        """The executor died with this call in flight: never re-sent; its receipt (if any) is uncertain."""
+        with self._lock:
+            plan = self._plans.get((ctx.plan_hash, ctx.plan_generation))
+        spec = plan.get(call.name) if plan is not None else None
+        if spec is not None and spec.policy.effect is EffectClass.READ:
+            return ToolResult.error(
+                call,
+                f"The tool executor restarted while '{call.name}' ran; it changes nothing, so you may call "
+                "it again.",
+                "executor_restarted",
+                executed=None,
+                recoverable=True,
+            )
+        result = uncertain_result(call, "the tool executor stopped while it ran")
+        assert isinstance(result.content, dict)
+        return result.model_copy(update={"content": {**result.content, "operation_id": ctx.operation_id}})
 
     def _rebind(self, ctx: ToolContext) -> bool:
         with self._lock:
