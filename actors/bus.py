@@ -93,6 +93,7 @@ class Bus:
         self._stopping = False
         self._closed = False
         self._idle = True
+        self._wake_sent = False  # an eventfd write is pending: later posts need not write again
         self._peer_clients = 0
         self.transport = BusTransport(self)
 
@@ -161,6 +162,7 @@ class Bus:
                 raise
             pool = HandlerPool(concurrency or self._workers, f"{endpoint}-handlers", max_backlog)
             served = Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
+            served.inline = frozenset(getattr(service, "inline_types", ()))
             self._served[endpoint] = served
             self._register(sock, partial(self._on_router, served))
 
@@ -256,7 +258,8 @@ class Bus:
         if self._closed and (self._thread is None or not self._thread.is_alive()):
             return  # the bus is gone: nothing will run it
         self._ops.put(op)
-        if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
+        if self._idle and not self._wake_sent:  # wake a sleeping bus thread, once per sleep
+            self._wake_sent = True
             self._wake()
 
     def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
@@ -314,6 +317,7 @@ class Bus:
             os.eventfd_read(self._wake_fd)
         except BlockingIOError:
             pass
+        self._wake_sent = False  # after the read: a post from now on writes again (ops run next)
 
     def _run_ops(self) -> None:
         ops = self._ops
@@ -426,6 +430,10 @@ class Bus:
                 self._resolve(env)
             elif env.type == runtime.HELLO:
                 self._on_hello(served, prefix[0], env)
+            elif env.type in served.inline:  # declared cheap and non-blocking: no hand-off
+                frame = self._reply_frame(served.service, env)
+                if frame is not None:
+                    self._send_raw(sock, [*prefix, frame])
             elif served.pool.full():
                 if env.kind == "request":
                     err = env.reply_error(
@@ -494,16 +502,21 @@ class Bus:
 
     def _handle(self, service: Service, env: Envelope, sock: Any, prefix: list[bytes]) -> None:
         """Worker thread: validate + run the handler, then hand the reply back to the bus thread."""
+        frame = self._reply_frame(service, env)
+        if frame is not None:
+            self._post(partial(self._send_raw, sock, [*prefix, frame]))
+
+    def _reply_frame(self, service: Service, env: Envelope) -> bytes | None:
+        """Validate + run the handler; the encoded reply (``None`` for a cast)."""
         reply = dispatch(service, env, sender=self.sender)
         if reply is None:
-            return
+            return None
         try:
-            frame = codec.encode(reply)
+            return codec.encode(reply)
         except BadRequest as exc:
-            frame = codec.encode(
+            return codec.encode(
                 env.reply_error(ErrorCode.INTERNAL.value, f"reply not encodable: {exc}", sender=self.sender)
             )
-        self._post(partial(self._send_raw, sock, [*prefix, frame]))
 
     def _send_pub(self, topic: bytes, frame: bytes) -> None:
         if self._pub is None:
