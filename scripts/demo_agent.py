@@ -2,7 +2,9 @@
 
 Steps, each printed: start the tree; a prompt reads and edits a file through tools, with the approval
 answered by the demo over the control socket; a SIGKILLed loop worker mid-turn, the turn resumed on another
-worker and completed once; the effect receipts; the session resumed by `geode ask --resume`; stop.
+worker and completed once; the effect receipts; a SIGKILLed executor mid-effect (a slow run_bash) reported
+to the turn as uncertain at once, listed by `geode receipts --uncertain` and reconciled with `geode
+reconcile`; the session resumed by `geode ask --resume`, whose new effect runs; stop.
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ def say(msg: str) -> None:
     print(f"\n== {msg}", flush=True)
 
 
-def geode(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    print(f"$ geode {' '.join(args)}", flush=True)
+def geode(
+    *args: str, env: dict[str, str], cwd: Path, quiet: bool = False
+) -> subprocess.CompletedProcess[str]:
+    if not quiet:
+        print(f"$ geode {' '.join(args)}", flush=True)
     r = subprocess.run(
         [str(VENV_BIN / "geode"), *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=120
     )
     out = (r.stdout + r.stderr).rstrip()
-    if out:
+    if out and not quiet:
         print(out, flush=True)
     return r
 
@@ -53,8 +58,12 @@ def _prompt_and_results(req: Any) -> tuple[str, int]:
     return "", results
 
 
+BUILD = "echo $$ > build.pgid; echo started >> build.log; sleep 30; echo finished >> build.log"
+
+
 def scripted(ws: Path):  # type: ignore[no-untyped-def]
     hello = str(ws / "hello.txt")
+    notes = str(ws / "notes.txt")
 
     def reply(req: Any) -> Any:
         text, done = _prompt_and_results(req)
@@ -74,6 +83,17 @@ def scripted(ws: Path):  # type: ignore[no-untyped-def]
             return steps[min(done, 2)]
         if "slowly" in text:
             return {"text": "Here is a slow, careful answer.", "delay_s": 2.0}
+        if "notes" in text:
+            if done == 0:
+                content = "The build was interrupted; an operator reconciled it.\n"
+                return {
+                    "tool_calls": [{"name": "write_file", "input": {"file_path": notes, "content": content}}]
+                }
+            return {"text": "Wrote notes.txt."}
+        if "build" in text:
+            if done == 0:
+                return {"tool_calls": [{"name": "run_bash", "input": {"command": BUILD, "timeout": 60}}]}
+            return {"text": "The build's outcome is unknown; it needs an operator before I go on."}
         return {"text": "Earlier I fixed hello.txt and answered slowly; nothing else is pending."}
 
     return reply
@@ -149,20 +169,85 @@ def main() -> int:
         res = box.get("result") or {}
         print(f"   result: {res.get('termination_reason')}: {res.get('text')}")
         sid = cl.session_id or ""
-        cl.close()
 
         say("effect receipts of this session (the edit was admitted and committed once)")
         geode("receipts", "--session", sid, env=env, cwd=ws)
 
-        say("the session resumed from its checkpoint by a new CLI process")
-        r2 = geode("ask", "--resume", sid, "what happened so far?", env=env, cwd=ws)
+        uncertain_ok = executor_crash(cl, home, ws, env, show, approve)
+        cl.close()
+
+        say("the session resumed by a new CLI process: its new effect runs (the quarantine is lifted)")
+        r2 = geode(
+            "ask",
+            "--resume",
+            sid,
+            "now record what happened in notes.txt",
+            "--dangerously-skip-permissions",
+            env=env,
+            cwd=ws,
+        )
+        print(f"   notes.txt: {(ws / 'notes.txt').read_text()!r}" if (ws / "notes.txt").exists() else "")
         say("status, then stop")
         geode("status", env=env, cwd=ws)
-        return 0 if r2.returncode == 0 and res.get("termination_reason") == "natural" else 1
+        ok = r2.returncode == 0 and res.get("termination_reason") == "natural" and uncertain_ok
+        return 0 if ok and (ws / "notes.txt").exists() else 1
     finally:
         geode("stop", env=env, cwd=ws)
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def executor_crash(cl: Any, home: Any, ws: Path, env: dict[str, str], show: Any, approve: Any) -> bool:
+    """SIGKILL the executor while a slow run_bash runs; the turn learns at once; reconcile the receipt."""
+    from actors.tree_client import tree_status
+
+    say("SIGKILL the executor while a slow effect (run_bash) runs: the turn gets effect_outcome_uncertain")
+    box: dict[str, Any] = {}
+    th = threading.Thread(
+        target=lambda: box.update(
+            result=cl.run_prompt("run the slow build", on_event=show, on_approval=approve, timeout_s=90)
+        )
+    )
+    th.start()
+    log = ws / "build.log"
+    deadline = time.monotonic() + 30
+    while not log.exists() and time.monotonic() < deadline:  # admitted, then dispatched: it is running
+        time.sleep(0.05)
+    st = tree_status(home)
+    ex = next(ch for ch in (st.children if st else []) if ch.name == "executor")
+    print(
+        f"   build.log says {log.read_text()!r}: the handler runs; "
+        f"kill -9 {ex.pid} (executor#{ex.incarnation})"
+    )
+    os.kill(int(ex.pid or 0), signal.SIGKILL)
+    t0 = time.monotonic()
+    th.join(60)
+    res = box.get("result") or {}
+    print(f"   the turn ended {time.monotonic() - t0:.2f}s after the kill: {res.get('termination_reason')}")
+    print("   (the answer waits for an operator: an unresolved effect makes Verify escalate)")
+
+    say("the receipt is uncertain: its executor died while it ran; it is never re-run by itself")
+    geode("receipts", "--uncertain", env=env, cwd=ws)
+    rows = json.loads(geode("receipts", "--uncertain", "--json", env=env, cwd=ws, quiet=True).stdout or "[]")
+    if not rows:
+        return False
+    op = rows[0]["operation_id"]
+
+    say("the operator looks: the command's leftover process group still runs; stop it, then reconcile")
+    pgid = int((ws / "build.pgid").read_text())
+    print(f"   kill -9 -{pgid} (the orphaned run_bash group); build.log: {log.read_text()!r}")
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    note = "the build started but never finished; its leftover group was killed"
+    rec = geode("reconcile", op, "--outcome", "not-applied", "--note", note, env=env, cwd=ws)
+    geode("receipts", "--uncertain", env=env, cwd=ws)
+    return (
+        rec.returncode == 0
+        and res.get("termination_reason") == "external_verification_required"
+        and log.read_text() == "started\n"  # the handler ran once; the new executor never re-ran it
+    )
 
 
 if __name__ == "__main__":
