@@ -9,6 +9,7 @@ import sys
 from actors import process_logging
 from actors.bus import Bus
 from actors.child_died import DEFAULT_TARGETS, ChildDiedNotifier
+from actors.config_sections import check_home_config
 from actors.instance_lock import InstanceLock
 from actors.single_process import SingleProcessTree
 from actors.supervisor import Supervisor
@@ -51,12 +52,22 @@ def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
 
 
 def _run_locked(home: GeodeHome, single_process: bool) -> int:
-    config = home.load_config()
+    report = check_home_config(home)  # before any child: a bad config refuses the start, one line per problem
+    for line in report.warnings:
+        print(f"geode serve: warning: {line}", file=sys.stderr)
+    if not report.ok:
+        for line in report.errors:
+            print(f"geode serve: {line}", file=sys.stderr)
+        print("geode serve: refusing to start; no child was started", file=sys.stderr)
+        return EXIT_CONFIG
+    config = report.config
     tree_cfg = TreeConfig.from_config(config)
     names = child_names(config)
     incarnations = IncarnationStore(home.root / "incarnations.json")
     inc = incarnations.next(ENDPOINT)
     process_logging.configure(home, ENDPOINT, inc)
+    for line in report.warnings:
+        log.warning("config: %s", line)
     _remove_stale_sockets(home)
     bus = Bus(ENDPOINT, inc, home).start()  # always ipc: the CLI reaches it from outside
     tree: Supervisor | SingleProcessTree

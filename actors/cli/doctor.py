@@ -16,11 +16,16 @@ def _check(name: str, ok: bool, detail: str, *, warn: bool = False) -> dict[str,
 
 def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    try:
-        cfg = home.load_config()
-        out.append(_check("config", True, f"{home.config_file} ({'present' if cfg else 'absent: defaults'})"))
-    except GeodeError as exc:
-        out.append(_check("config", False, exc.message))
+    from actors.config_sections import check_home_config
+
+    report = check_home_config(home)
+    for line in report.errors:
+        out.append(_check("config", False, line))
+    for line in report.warnings:
+        out.append(_check("config", True, line, warn=True))
+    if report.ok:
+        state = "present" if report.path.exists() else "absent: defaults"
+        out.append(_check("config", True, f"{home.config_file} ({state}, valid)"))
     try:
         from geode.providers.report import provider_report
 

@@ -1,0 +1,150 @@
+"""The domain's sections of ``config.toml`` as pydantic schemas, built from the settings models in use."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, create_model
+
+from geode.control.connection import QUEUE_MAX
+from geode.control.core import IDLE_TIMEOUT_S
+from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
+from geode.loop.settings import LoopSettings, VerifySettings
+from geode.providers.catalogue import WireApi
+from geode.providers.pricing import Price
+from geode.providers.retry import RetryPolicy
+from geode.providers.vendors import VENDOR_ALIASES, VENDORS
+from geode.records.lmdb_env import StoreConfig
+from geode.tools.builtin.bash import BashLimits
+
+Schema = Any  # a pydantic model class or a stdlib dataclass
+
+# [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
+# origin, verify) are always overridden by the turn's own settings, so they are not configuration.
+PER_TURN_LOOP_KEYS = frozenset(
+    {"model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"}
+)
+LoopSection = create_model(  # type: ignore[call-overload]
+    "LoopSection",
+    **{k: (f.annotation, f) for k, f in LoopSettings.model_fields.items() if k not in PER_TURN_LOOP_KEYS},
+)
+
+
+class LanesSection(BaseModel):
+    """``[lanes]`` (read by ``actors/lanes.py``)."""
+
+    global_cap: int = Field(default=DEFAULT_GLOBAL_CAP, ge=1)
+    session_queue_max: int = Field(default=DEFAULT_SESSION_QUEUE, ge=1)
+    handlers: int = Field(default=32, ge=1)
+
+
+class ControlSection(BaseModel):
+    """``[control]`` (read by ``actors/control.py``)."""
+
+    idle_timeout_s: float = Field(default=IDLE_TIMEOUT_S, gt=0)
+    queue_max: int = Field(default=QUEUE_MAX, ge=1)
+
+
+class BashSection(BaseModel):
+    """``[tools.bash]``: rlimits of ``run_bash`` (``BashLimits``)."""
+
+    cpu_s: int | None = Field(default=BashLimits.cpu_s, ge=1)
+    fsize_bytes: int = Field(default=BashLimits.fsize_bytes, ge=1)
+
+
+class ToolsSection(BaseModel):
+    """``[tools]`` (read by ``actors/executor.py``)."""
+
+    handlers: int = Field(default=32, ge=1)
+    default_workspace: str = ""  # empty: $GEODE_HOME/workspace
+    roots: list[str] = Field(default_factory=list)
+    bash: BashSection = BashSection()
+
+
+class VendorSection(BaseModel):
+    """``[providers.<vendor>]``: endpoint overrides; the key itself only ever comes from the environment."""
+
+    api_key_env: str | None = None
+    base_url: str | None = None
+    wire: WireApi | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    options: dict[str, Any] = Field(default_factory=dict)
+    login: Literal["auto", "apikey", "subscription"] = "auto"  # [providers.openai]
+    auth_file: str | None = None  # [providers.codex]
+    refresh_url: str | None = None  # [providers.codex]
+
+
+_VENDOR_FIELDS: dict[str, Any] = {
+    name: (VendorSection | None, Field(default=None, alias=name))
+    for name in sorted({*VENDORS, *VENDOR_ALIASES})
+}
+_ProvidersBase = create_model(  # type: ignore[call-overload]
+    "_ProvidersBase",
+    __config__=ConfigDict(populate_by_name=True),
+    **{n.replace(".", "_"): spec for n, spec in _VENDOR_FIELDS.items()},
+)
+
+
+class ProvidersSection(_ProvidersBase):  # type: ignore[misc, valid-type]
+    """``[providers]``: the model, shared timeout/retry/fallback/pricing, one table per vendor."""
+
+    model: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0)
+    retry: RetryPolicy = RetryPolicy()
+    fallback: list[str] = Field(default_factory=list)
+    pricing: dict[str, Price] = Field(default_factory=dict)
+
+
+class ComputerUseSection(BaseModel):
+    """``[gateway]`` / ``[daemon]``: only a literal ``true`` lets a DAEMON session use computer tools."""
+
+    allow_computer_use: StrictBool = False
+
+
+def _upper(value: object) -> object:
+    return value.upper() if isinstance(value, str) else value
+
+
+class LogSection(BaseModel):
+    """``[log]`` (read by ``actors/process_logging.py``; case-insensitive)."""
+
+    level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)] = (
+        "INFO"
+    )
+
+
+class HooksSection(BaseModel):
+    """``[hooks]``: ``[[hooks.<Event>]]`` arrays (checked by ``load_hooks``) and ``claude_settings``."""
+
+    model_config = ConfigDict(extra="allow")
+    claude_settings: list[str] | str = Field(default_factory=list)
+
+
+class McpSection(BaseModel):
+    """``[mcp.servers.<name>]`` (checked by ``load_mcp_servers``)."""
+
+    servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ModelKey(BaseModel):
+    """The top-level ``model = "<id>"`` (below ``GEODE_MODEL`` and ``[providers] model``)."""
+
+    model: str
+
+
+DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
+    "store": [StoreConfig],
+    "loop": [LoopSection],
+    "verify": [VerifySettings],
+    "lanes": [LanesSection],
+    "control": [ControlSection],
+    "tools": [ToolsSection],
+    "providers": [ProvidersSection],
+    "hooks": [HooksSection],
+    "mcp": [McpSection],
+    "mcpServers": [],  # free-form JSON shape, checked by load_mcp_servers
+    "gateway": [ComputerUseSection],
+    "daemon": [ComputerUseSection],
+    "log": [LogSection],
+}
+OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
