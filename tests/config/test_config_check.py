@@ -1,4 +1,4 @@
-"""The start-up config check: the shipped file passes; bad TOML, unknown sections and wrong types are refused."""
+"""The start-up config check: the shipped file passes; bad TOML, unknown sections, wrong types refused."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def test_every_key_the_schemas_know_is_documented() -> None:
         assert f"[{section}" in text or f"{section}." in text, section
         for schema in schemas:
             for key in known_fields(schema):
-                documented = key in (cfg.get(section) or {}) or any(f in text for f in (f"{key} ", f'"{key}"', f".{key}"))
+                spelled = (f"{key} ", f'"{key}"', f".{key}")
+                documented = key in (cfg.get(section) or {}) or any(s in text for s in spelled)
                 assert documented, f"[{section}] {key} is read by the code but not in config/geode.toml"
 
 
@@ -60,7 +61,8 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 
 def test_unknown_section_names_it_and_the_valid_ones() -> None:
     (line,) = _check({"lopp": {"workers": 2}}).errors
-    assert "unknown section [lopp]" in line and "loop" in line and "store" in line and "/h/config.toml" in line
+    assert "unknown section [lopp]" in line and "/h/config.toml" in line
+    assert "valid sections: bus, control," in line and "loop" in line
 
 
 @pytest.mark.parametrize(
