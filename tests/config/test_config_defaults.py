@@ -1,0 +1,103 @@
+"""Every documented default of config/geode.toml, uncommented, changes nothing: the code reads the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from actors.endpoints import Endpoints
+from actors.executor import executor_from_config
+from actors.lanes import lanes_config
+from actors.loop_worker import LoopWorker
+from actors.registry import ChildContext
+from actors.supervisor_spec import TreeConfig
+from actors.tree import child_names, tree_specs
+from geode.control.connection import QUEUE_MAX
+from geode.control.core import IDLE_TIMEOUT_S
+from geode.home import GeodeHome
+from geode.hooks.config import load_hooks
+from geode.loop.settings import VerifySettings
+from geode.protocol import turns
+from geode.providers.selection import resolve_settings
+from geode.records.lmdb_env import StoreConfig
+from geode.sessions.modes import default_denylist
+from geode.tools.mcp.config import load_mcp_servers
+from geode.tools.policy import computer_allowed_in_daemon
+from tests.config.config_kit import uncommented, uncommented_text
+
+MODELS = ("claude-opus-5-5", "gpt-6-sol", "glm-5.3", "openrouter/openrouter/free")
+
+
+def _homes(tmp_path: Path) -> tuple[GeodeHome, GeodeHome]:
+    empty, full = GeodeHome(tmp_path / "empty").ensure(), GeodeHome(tmp_path / "full").ensure()
+    full.config_file.write_text(uncommented_text())
+    return empty, full
+
+
+def test_the_uncommented_file_sets_keys() -> None:
+    cfg = uncommented()
+    assert len(cfg["store"]) == len(StoreConfig.model_fields) and cfg["supervisor"]["children"]
+
+
+def test_store_supervisor_and_tree() -> None:
+    cfg = uncommented()
+    assert StoreConfig.from_config(cfg) == StoreConfig.from_config({})
+    assert TreeConfig.from_config(cfg) == TreeConfig.from_config({})
+    assert child_names(cfg) == child_names({})
+    assert tree_specs(cfg, python="py") == tree_specs({}, python="py")
+
+
+def test_bus_lanes_and_control(tmp_path: Path) -> None:
+    empty, full = _homes(tmp_path)
+    a, b = Endpoints.from_config(empty), Endpoints.from_config(full)
+    assert (a.workers, a.tcp, a.curve) == (b.workers, b.tcp, b.curve)
+    assert lanes_config(empty) == lanes_config(full)
+    control = full.load_config()["control"]  # read exactly as actors/control.py does
+    assert float(control.get("idle_timeout_s", IDLE_TIMEOUT_S)) == IDLE_TIMEOUT_S
+    assert int(control.get("queue_max", QUEUE_MAX)) == QUEUE_MAX
+
+
+def test_executor(tmp_path: Path) -> None:
+    empty, full = _homes(tmp_path)
+    bus: Any = SimpleNamespace(transport=None)
+    built = []
+    for home in (empty, full):
+        ws = home.root / "workspace"
+        ctx = ChildContext("executor", 1, home, home.load_config())
+        ex = executor_from_config(bus, ctx)
+        checks = ex._checks
+        built.append((ex.services["bash_limits"], checks.roots, checks.workspace.relative_to(ws.parent)))
+    assert built[0] == built[1]
+
+
+@pytest.mark.parametrize("mode", ["IPC", "DAEMON"])
+def test_loop_worker_turn_settings(mode: str) -> None:
+    run = turns.TurnRun(turn_id="t", session_id="s", mode=mode, settings={"model": "claude-opus-5-5"})
+    got = [
+        LoopWorker.settings_for(SimpleNamespace(config=cfg), run)  # type: ignore[arg-type]
+        for cfg in ({}, uncommented())
+    ]
+    assert got[0] == got[1]
+    assert uncommented()["loop"]["capacity"] == 2  # actors/loop_worker.build's default
+    assert VerifySettings(**uncommented()["verify"]) == VerifySettings()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_provider_settings(model: str, tmp_path: Path) -> None:
+    env = {"GEODE_HOME": str(tmp_path / "nohome"), "CODEX_HOME": str(tmp_path / "nocodex")}
+    a = resolve_settings(model, env=env, config={})
+    b = resolve_settings(model, env=env, config=uncommented())
+    assert a == b
+    default = resolve_settings(None, env=env, config={}).model
+    assert resolve_settings(None, env=env, config=uncommented()).model == default
+
+
+def test_hooks_mcp_policy_and_logging() -> None:
+    cfg = uncommented()
+    assert load_hooks(cfg) == [] and load_mcp_servers(cfg) == []
+    assert computer_allowed_in_daemon(cfg) is computer_allowed_in_daemon({}) is False
+    assert default_denylist("DAEMON", global_config=cfg) == default_denylist("DAEMON", global_config={})
+    assert str(cfg["log"]["level"]).upper() == "INFO"  # actors/process_logging.py's default
