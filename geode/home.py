@@ -71,7 +71,7 @@ class GeodeHome:
 
     @property
     def run_dir(self) -> Path:
-        """Where ipc sockets live; falls back to a short per-home directory when the path would be too long."""
+        """Where ipc sockets live; a short per-home directory when the path would be too long."""
         candidate = self.root / "run"
         if len(str(candidate)) + len("/messengers.sock") + len("ipc://") <= IPC_PATH_MAX - 8:
             return candidate

@@ -1,4 +1,4 @@
-"""Meta-tests for the project's shape: the domain stays transport-free, files stay small, no grab-bag modules."""
+"""Meta-tests for the project's shape: a transport-free domain, small files, no grab-bag modules."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def test_domain_imports_neither_zmq_nor_pykka() -> None:
 
 
 def test_no_grab_bag_modules() -> None:
-    bad = [p for p in _py_files("geode", "actors") if p.stem in FORBIDDEN_NAMES or p.parent.name in FORBIDDEN_NAMES]
+    files = _py_files("geode", "actors")
+    bad = [p for p in files if p.stem in FORBIDDEN_NAMES or p.parent.name in FORBIDDEN_NAMES]
     assert bad == []
 
 

@@ -134,7 +134,9 @@ class LocalTransport:
         return unwrap(codec.decode(codec.encode(reply)))
 
     def cast(self, target, type_, body=None, *, session=None):  # type: ignore[no-untyped-def]
-        env = Envelope(kind="cast", type=type_, body=catalog.dump(body), session=session, **{"from": self._sender})
+        env = Envelope(
+            kind="cast", type=type_, body=catalog.dump(body), session=session, **{"from": self._sender}
+        )
         env = codec.decode(codec.encode(env))
         self.cast_log.append(env)
         if self.on_cast is not None:

@@ -61,13 +61,23 @@ HEADLESS_DENIED_TOOLS = frozenset(
 PERSONAL_DATA_PREFIXES = ("gmail_", "google_", "calendar_", "gcal_", "contacts_", "gdrive_")
 
 
+def computer_allowed_in_daemon(global_config: Mapping[str, Any]) -> bool:
+    """The one exception: computer use in DAEMON when the operator wrote the literal ``true``.
+
+    Read from ``[daemon]`` or ``[gateway]`` ``allow_computer_use`` of the global config (never the project's).
+    """
+    for section in ("daemon", "gateway"):
+        sect = global_config.get(section)
+        if isinstance(sect, Mapping) and sect.get("allow_computer_use") is True:
+            return True
+    return False
+
+
 def computer_use_allowed(mode: SessionMode, global_config: Mapping[str, Any]) -> bool:
     """Computer use without a person: only DAEMON, only a literal ``true`` in the global config."""
     if mode is not SessionMode.DAEMON:
         return mode in (SessionMode.IPC, SessionMode.REPL)
-    gateway = global_config.get("gateway")
-    value = gateway.get("allow_computer_use") if isinstance(gateway, Mapping) else None
-    return value is True  # a literal boolean: "true", 1 or "yes" do not count
+    return computer_allowed_in_daemon(global_config)  # a literal `true` only: "true", 1 or "yes" do not count
 
 
 def is_personal(name: str, spec: ToolSpec | None = None) -> bool:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from geode.sessions.modes import MODES, SessionMode, default_denylist
+from geode.sessions.modes import MODES, SessionMode, computer_allowed_in_daemon, default_denylist
 from geode.tools.paths import PathOutsideRoots, checked_path
 from geode.tools.spec import ApprovalMode, DataClass, EffectClass, SafetyPolicy, ToolContext, ToolSpec
 
@@ -51,15 +51,6 @@ def is_headless(mode: str) -> bool:
         return MODES[SessionMode(mode)].headless
     except ValueError:
         return True  # an unknown mode has nobody to ask
-
-
-def computer_allowed_in_daemon(global_config: Mapping[str, Any]) -> bool:
-    """The one exception: computer use in DAEMON when the operator wrote the literal ``true``."""
-    for section in ("daemon", "gateway"):
-        sect = global_config.get(section)
-        if isinstance(sect, Mapping) and sect.get("allow_computer_use") is True:
-            return True
-    return False
 
 
 def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, global_config: Mapping[str, Any]) -> None:
