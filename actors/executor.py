@@ -8,6 +8,8 @@ to the store. When this process dies, the store marks its admitted receipts unce
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,11 @@ from actors.bus import Bus
 from actors.registry import ChildContext
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
+from geode.records.models import TimelineEvent
 from geode.records.store_client import StoreClient
 from geode.tools.approval_lanes import LanesApprovalChannel
 from geode.tools.builtin.bash import BashLimits
+from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
 from geode.tools.executor import ToolExecutor
 from geode.tools.handlers import HandlerEntry
@@ -27,6 +31,14 @@ from geode.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
 ENDPOINT = "executor"
+SAID = {
+    "killed": "killed at its deadline",
+    "scheduled": "still within its deadline; will be killed then",
+    "ended": "ended by itself before its deadline",
+    "gone": "already gone",
+    "not_ours": "its pid now belongs to another process; left alone",
+    "unreadable": "unreadable note removed",
+}
 
 
 @dataclass
@@ -34,8 +46,11 @@ class ExecutorChild:
     executor: ToolExecutor
     hooks: HookRunner
     mcp_hub: Any = None
+    reaper: GroupReaper | None = None
 
     def stop(self) -> None:
+        if self.reaper is not None:
+            self.reaper.stop()  # pending orphan kills stay noted for the next incarnation
         self.executor.shutdown()
         self.hooks.close()
         if self.mcp_hub is not None:
@@ -88,6 +103,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     """Registry builder: serve the executor (built-ins + MCP tools) on this child's bus."""
     hub, mcp_specs, mcp_handlers = connect_mcp(ctx.config)
     executor = executor_from_config(bus, ctx, handlers={**builtin_handlers(), **mcp_handlers})
+    reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     concurrency = int((ctx.config.get("tools") or {}).get("handlers", 32))
     service = ToolService(
         executor, name=ctx.name, incarnation=ctx.incarnation, catalogue=[*builtin_specs(), *mcp_specs]
@@ -95,4 +111,43 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     bus.serve(ENDPOINT, service, concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, hub)
+    return ExecutorChild(executor, executor.hooks, hub, reaper)
+
+
+def start_group_reaper(executor: ToolExecutor, ctx: ChildContext, records: Any = None) -> GroupReaper:
+    """Note this incarnation's run_bash groups; enforce the deadlines of those a dead executor left behind."""
+    groups_dir = ctx.home.run_dir / "executor-groups"
+    executor.services["bash_groups"] = GroupNotes(groups_dir, executor.owner)
+
+    def report(note: GroupNote, action: str) -> None:
+        when = time.strftime("%H:%M:%S", time.localtime(note.deadline_unix))
+        what = (note.pgid, note.operation_id, note.owner, when, SAID.get(action, action))
+        log.warning("orphaned run_bash group %d of %s (owner %s died; deadline %s): %s", *what)
+        if records is None or not note.session_id or action not in ("killed", "scheduled", "ended"):
+            return
+        event = TimelineEvent(
+            session_id=note.session_id,
+            event_id=f"orphan-group-{note.operation_id}-{action}",
+            kind="tool.orphan_group",
+            ts=time.time(),
+            payload={
+                "operation_id": note.operation_id,
+                "pgid": note.pgid,
+                "owner": note.owner,
+                "action": action,
+                "by": executor.owner,
+            },
+        )
+        # off this thread: at start-up the store may not answer yet
+        threading.Thread(target=_append, args=(records, event), daemon=True).start()
+
+    reaper = GroupReaper(groups_dir, report=report)
+    reaper.reap()
+    return reaper
+
+
+def _append(records: Any, event: TimelineEvent) -> None:
+    try:
+        records.append_timeline(event)
+    except Exception as exc:  # observation only
+        log.warning("timeline note for orphaned group failed: %s", exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -11,7 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from geode.tools.builtin.bash_groups import TOKEN_ENV, GroupNotes
 from geode.tools.handlers import ToolEnv, ToolFailure
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30
 MAX_TIMEOUT_S = 600
@@ -99,6 +103,8 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     cpu = limits.cpu_s or timeout
     fsize_kb = max(1, limits.fsize_bytes // 1024)
     wrapper = f'ulimit -t {cpu} -f {fsize_kb} && exec /bin/bash -c "$1"'
+    notes: GroupNotes | None = env.service("bash_groups")  # survives us: a new executor enforces the deadline
+    token = GroupNotes.new_token()
     proc = subprocess.Popen(
         ["/bin/bash", "-c", wrapper, "geode-bash", command],
         cwd=str(env.workspace) if env.workspace.is_dir() else None,
@@ -106,11 +112,14 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        env={**os.environ, TOKEN_ENV: token} if notes is not None else None,
     )
     pgid = proc.pid
     out, err = _Capped(proc.stdout, STDOUT_CAP), _Capped(proc.stderr, STDERR_CAP)  # type: ignore[arg-type]
     timed_out = cancelled = False
+    noted = None
     try:
+        noted = _note(notes, pgid, token, env, timeout, limits.grace_s)
         cancelled = _wait(proc, timeout, env)
         if cancelled:
             raise subprocess.TimeoutExpired(command, timeout)
@@ -125,6 +134,8 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         _kill_group(pgid, signal.SIGKILL)  # nothing of this call outlives it (background children included)
         if proc.poll() is None:
             proc.wait()
+        if noted is not None:
+            GroupNotes.forget(noted)
     stdout, out_cut = out.text(2.0)
     stderr, err_cut = err.text(2.0)
     body = {
@@ -144,6 +155,25 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
             f"Command timed out after {timeout}s; its process group was killed.", "bash_timeout", **body
         )
     return body
+
+
+def _note(
+    notes: GroupNotes | None, pgid: int, token: str, env: ToolEnv, timeout: float, grace_s: float
+) -> Any:
+    if notes is None:
+        return None
+    try:
+        return notes.note(
+            pgid,
+            token,
+            operation_id=env.ctx.operation_id,
+            session_id=env.ctx.session_id,
+            timeout_s=timeout,
+            grace_s=grace_s,
+        )
+    except OSError as exc:  # the call still runs and is still killed at its deadline by this process
+        log.warning("run_bash: could not note process group %d: %s", pgid, exc)
+        return None
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv) -> bool:

@@ -1,0 +1,194 @@
+"""The orphan reaper with real process groups: overdue groups die at once, pending ones at their deadline
+(SIGTERM, then SIGKILL after the grace), an unmatched (reused) pid is left alone, live owners keep notes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from geode.tools.builtin.bash import run_bash
+from geode.tools.builtin.bash_groups import (
+    TOKEN_ENV,
+    GroupNote,
+    GroupNotes,
+    GroupReaper,
+    boot_clock,
+    proc_stat,
+    start_ticks,
+)
+from geode.tools.handlers import ToolEnv
+from geode.tools.spec import ToolContext
+
+
+def members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a group."""
+    out = []
+    for e in os.scandir("/proc"):
+        if e.name.isdigit() and (st := proc_stat(int(e.name))) is not None and st[0] == pgid:
+            out.append(int(e.name))
+    return out
+
+
+def wait_gone(pgid: int, timeout_s: float = 5.0) -> float:
+    t0 = time.monotonic()
+    while members(pgid):
+        assert time.monotonic() - t0 < timeout_s, f"group {pgid} still alive: {members(pgid)}"
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+@pytest.fixture
+def spawned() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(5)
+
+
+def spawn(procs: list[subprocess.Popen[bytes]], script: str, token: str) -> subprocess.Popen[bytes]:
+    p = subprocess.Popen(
+        ["/bin/bash", "-c", script],
+        start_new_session=True,
+        env={**os.environ, TOKEN_ENV: token},
+        stdout=subprocess.PIPE,
+    )
+    procs.append(p)
+    deadline = time.monotonic() + 5
+    while len(members(p.pid)) < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return p
+
+
+def dead_owner() -> tuple[int, int | None]:
+    """The pid of a process that has exited (and been reaped), with a start time that cannot match."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid, 1
+
+
+def write_note(d: Path, pgid: int, token: str, *, in_s: float, grace_s: float = 0.3, **kw: object) -> Path:
+    owner_pid, owner_start = dead_owner()
+    note = GroupNote(
+        pgid=pgid,
+        start_ticks=kw.pop("start_ticks", start_ticks(pgid)),  # type: ignore[arg-type]
+        token=token,
+        operation_id="op-test",
+        session_id="s-test",
+        owner="executor#1",
+        owner_pid=owner_pid,
+        owner_start_ticks=owner_start,
+        deadline_boot_s=boot_clock() + in_s,
+        grace_s=grace_s,
+        deadline_unix=time.time() + in_s,
+    )
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{pgid}-{token}.json"
+    path.write_text(note.model_dump_json())
+    return path
+
+
+def test_overdue_group_is_killed_with_its_background_children(tmp_path: Path, spawned: list) -> None:
+    p = spawn(spawned, "sleep 60 & sleep 60", "tok-a")
+    wait_until = time.monotonic() + 5
+    while len(members(p.pid)) < 3 and time.monotonic() < wait_until:  # bash + two sleeps
+        time.sleep(0.01)
+    note = write_note(tmp_path, p.pid, "tok-a", in_s=-10)
+    seen: list[str] = []
+    reaper = GroupReaper(tmp_path, report=lambda n, a: seen.append(a))
+    assert reaper.reap() == {note.name: "killed"}
+    wait_gone(p.pid)
+    assert p.wait(5) == -signal.SIGKILL
+    assert not note.exists() and seen == ["killed"]
+
+
+def test_pending_group_is_killed_at_its_deadline_then_after_the_grace(tmp_path: Path, spawned: list) -> None:
+    p = spawn(spawned, "trap '' TERM; sleep 60", "tok-b")  # ignores SIGTERM: only the SIGKILL ends it
+    note = write_note(tmp_path, p.pid, "tok-b", in_s=0.5, grace_s=0.4)
+    seen: list[str] = []
+    reaper = GroupReaper(tmp_path, report=lambda n, a: seen.append(a))
+    t0 = time.monotonic()
+    assert reaper.reap() == {note.name: "scheduled"}
+    assert members(p.pid) and note.exists()  # still running within its deadline; the note is kept
+    wait_gone(p.pid)
+    took = time.monotonic() - t0
+    assert 0.8 <= took < 3.0, took
+    for t in reaper.threads:
+        t.join(2)
+    assert not note.exists() and seen == ["scheduled", "killed"]
+
+
+def test_a_pid_that_does_not_match_is_left_alone_and_the_note_removed(tmp_path: Path, spawned: list) -> None:
+    p = spawn(spawned, "sleep 60", "tok-c")
+    real = start_ticks(p.pid)
+    assert real is not None
+    note = write_note(tmp_path, p.pid, "some-other-token", in_s=-10, start_ticks=real + 1)  # "reused" pid
+    assert GroupReaper(tmp_path).reap() == {note.name: "not_ours"}
+    time.sleep(0.2)  # nothing to wait for: the assertion is that nothing happens
+    assert p.poll() is None and members(p.pid)
+    assert not note.exists()
+
+
+def test_a_group_whose_leader_exited_is_found_by_its_token(tmp_path: Path, spawned: list) -> None:
+    p = spawn(spawned, "sleep 60 >/dev/null & echo $!", "tok-d")
+    assert p.stdout is not None
+    bg = int(p.stdout.readline())
+    p.wait(5)  # the leader is gone; its background child keeps the group
+    assert members(p.pid) == [bg]
+    note = write_note(tmp_path, p.pid, "tok-d", in_s=-1, start_ticks=12345)
+    assert GroupReaper(tmp_path).reap() == {note.name: "killed"}
+    wait_gone(p.pid)
+
+
+def test_gone_groups_and_broken_notes_are_removed(tmp_path: Path) -> None:
+    p = subprocess.Popen(["true"], start_new_session=True)
+    p.wait()
+    gone = write_note(tmp_path, p.pid, "tok-e", in_s=5, start_ticks=7)
+    (tmp_path / "junk.json").write_text("{not json")
+    assert GroupReaper(tmp_path).reap() == {gone.name: "gone", "junk.json": "unreadable"}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_notes_of_a_live_owner_are_kept(tmp_path: Path, spawned: list) -> None:
+    p = spawn(spawned, "sleep 60", "tok-f")
+    notes = GroupNotes(tmp_path, "executor#2")  # this process: alive
+    path = notes.note(p.pid, "tok-f", operation_id="op", session_id="s", timeout_s=-5, grace_s=0)
+    assert GroupReaper(tmp_path).reap() == {}
+    assert path.exists() and p.poll() is None
+
+
+def test_run_bash_notes_its_group_while_it_runs_and_forgets_it_after(tmp_path: Path) -> None:
+    d = tmp_path / "groups"
+    ctx = ToolContext(
+        session_id="s1", turn_id="t", step_id="st", operation_id="op-7", workspace=str(tmp_path)
+    )
+    env = ToolEnv(
+        ctx=ctx,
+        workspace=tmp_path,
+        roots=(tmp_path,),
+        deadline_s=20,
+        services={"bash_groups": GroupNotes(d, "executor#3")},
+    )
+    # the note is written just after the fork: wait for it
+    wait = f"for i in $(seq 100); do ls {d}/*.json >/dev/null 2>&1 && break; sleep 0.02; done"
+    out = run_bash({"command": f'{wait}; cat {d}/*.json; echo; echo "${TOKEN_ENV}"', "timeout": 5}, env)
+    note_json, token = out["stdout"].strip().splitlines()
+    note = GroupNote.model_validate_json(note_json)
+    assert (note.pgid, note.operation_id, note.session_id, note.owner) == (
+        out["pgid"],
+        "op-7",
+        "s1",
+        "executor#3",
+    )
+    assert note.token == token and note.owner_pid == os.getpid()
+    assert 4 < note.deadline_boot_s - boot_clock() <= 5 and note.grace_s == 2.0
+    assert list(d.iterdir()) == []  # reaped normally: nothing left for a later incarnation
