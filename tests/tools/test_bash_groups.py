@@ -127,6 +127,21 @@ def test_pending_group_is_killed_at_its_deadline_then_after_the_grace(tmp_path: 
     assert not note.exists() and seen == ["scheduled", "killed"]
 
 
+def test_a_group_that_obeys_sigterm_ends_at_the_deadline_without_the_grace(
+    tmp_path: Path, spawned: list
+) -> None:
+    p = spawn(spawned, "sleep 60", "tok-g")
+    note = write_note(tmp_path, p.pid, "tok-g", in_s=0.4, grace_s=30)
+    seen: list[str] = []
+    reaper = GroupReaper(tmp_path, report=lambda n, a: seen.append(a))
+    t0 = time.monotonic()
+    assert reaper.reap() == {note.name: "scheduled"}
+    for t in reaper.threads:
+        t.join(5)
+    assert 0.35 <= time.monotonic() - t0 < 2.0
+    assert p.wait(1) == -signal.SIGTERM and seen == ["scheduled", "killed"] and not note.exists()
+
+
 def test_a_pid_that_does_not_match_is_left_alone_and_the_note_removed(tmp_path: Path, spawned: list) -> None:
     p = spawn(spawned, "sleep 60", "tok-c")
     real = start_ticks(p.pid)

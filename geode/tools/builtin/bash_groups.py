@@ -178,15 +178,18 @@ class GroupReaper:
         return action
 
     def _enforce(self, path: Path, note: GroupNote) -> None:
-        sent = False
-        for due, sig in ((note.deadline_boot_s, signal.SIGTERM), (note.kill_at, signal.SIGKILL)):
-            while (left := due - boot_clock()) > 0:
-                if self._stop.wait(min(left, 1.0)):
-                    return  # this incarnation stops: the note stays for the next one
-            if not is_recorded_group(note):
-                break
-            _killpg(note.pgid, sig)
-            sent = True
+        while (left := note.deadline_boot_s - boot_clock()) > 0:
+            if self._stop.wait(min(left, 1.0)):
+                return  # this incarnation stops: the note stays for the next one
+        sent = is_recorded_group(note)
+        if sent:
+            _killpg(note.pgid, signal.SIGTERM)
+            while is_recorded_group(note):
+                if boot_clock() >= note.kill_at:
+                    _killpg(note.pgid, signal.SIGKILL)
+                    break
+                if self._stop.wait(0.05):
+                    return
         path.unlink(missing_ok=True)
         self._report(note, "killed" if sent else "ended")
 
