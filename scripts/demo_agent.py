@@ -3,8 +3,9 @@
 Steps, each printed: start the tree; a prompt reads and edits a file through tools, with the approval
 answered by the demo over the control socket; a SIGKILLed loop worker mid-turn, the turn resumed on another
 worker and completed once; the effect receipts; a SIGKILLed executor mid-effect (a slow run_bash) reported
-to the turn as uncertain at once, listed by `geode receipts --uncertain` and reconciled with `geode
-reconcile`; the session resumed by `geode ask --resume`, whose new effect runs; stop.
+to the turn as uncertain at once, listed by `geode receipts --uncertain`, its leftover process group killed
+at the call's deadline by the next executor, and reconciled with `geode reconcile`; the session resumed by
+`geode ask --resume`, whose new effect runs; stop.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _prompt_and_results(req: Any) -> tuple[str, int]:
 
 
 BUILD = "echo $$ > build.pgid; echo started >> build.log; sleep 30; echo finished >> build.log"
+BUILD_TIMEOUT_S = 6  # the call's deadline: it holds even though the executor running it dies
 
 
 def scripted(ws: Path):  # type: ignore[no-untyped-def]
@@ -92,7 +94,11 @@ def scripted(ws: Path):  # type: ignore[no-untyped-def]
             return {"text": "Wrote notes.txt."}
         if "build" in text:
             if done == 0:
-                return {"tool_calls": [{"name": "run_bash", "input": {"command": BUILD, "timeout": 60}}]}
+                return {
+                    "tool_calls": [
+                        {"name": "run_bash", "input": {"command": BUILD, "timeout": BUILD_TIMEOUT_S}}
+                    ]
+                }
             return {"text": "The build's outcome is unknown; it needs an operator before I go on."}
         return {"text": "Earlier I fixed hello.txt and answered slowly; nothing else is pending."}
 
@@ -233,21 +239,38 @@ def executor_crash(cl: Any, home: Any, ws: Path, env: dict[str, str], show: Any,
         return False
     op = rows[0]["operation_id"]
 
-    say("the operator looks: the command's leftover process group still runs; stop it, then reconcile")
+    say("the dead executor's deadline still holds: the next incarnation kills the leftover group at it")
     pgid = int((ws / "build.pgid").read_text())
-    print(f"   kill -9 -{pgid} (the orphaned run_bash group); build.log: {log.read_text()!r}")
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    note = "the build started but never finished; its leftover group was killed"
+    gone_by = time.monotonic() + BUILD_TIMEOUT_S + 15
+    while _group_alive(pgid) and time.monotonic() < gone_by:
+        time.sleep(0.1)
+    said: list[str] = []
+    while time.monotonic() < gone_by and not any("killed at its deadline" in ln for ln in said):
+        lines = (home.logs_dir / "executor.log").read_text().splitlines()  # the line follows the kill
+        said = [ln for ln in lines if f"orphaned run_bash group {pgid} " in ln]
+        time.sleep(0.1)
+    print(f"   group {pgid} {'still runs!' if _group_alive(pgid) else 'is gone'}; executor.log says:")
+    for ln in said:
+        print(f"   {ln}")
+    say("the operator looks (build.log), then reconciles: the outcome is still theirs to state")
+    print(f"   build.log: {log.read_text()!r}")
+    note = "the build started but never finished; its group was killed at its deadline"
     rec = geode("reconcile", op, "--outcome", "not-applied", "--note", note, env=env, cwd=ws)
     geode("receipts", "--uncertain", env=env, cwd=ws)
     return (
         rec.returncode == 0
+        and not _group_alive(pgid)
         and res.get("termination_reason") == "external_verification_required"
         and log.read_text() == "started\n"  # the handler ran once; the new executor never re-ran it
     )
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process group has a live (non-zombie) member."""
+    from geode.tools.builtin.bash_groups import proc_stat
+
+    procs = (int(e.name) for e in os.scandir("/proc") if e.name.isdigit())
+    return any((st := proc_stat(pid)) is not None and st[0] == pgid for pid in procs)
 
 
 if __name__ == "__main__":
