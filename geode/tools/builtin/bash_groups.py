@@ -124,11 +124,13 @@ def is_recorded_group(note: GroupNote) -> bool:
         leader = proc_stat(note.pgid)
         if leader is not None:
             return leader[0] == note.pgid and leader[1] == note.start_ticks
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        st = proc_stat(int(entry.name))
-        if st is not None and st[0] == note.pgid and _has_token(int(entry.name), note.token):
+    try:
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return False  # nothing provable: leave it alone
+    for pid in pids:
+        st = proc_stat(pid)
+        if st is not None and st[0] == note.pgid and _has_token(pid, note.token):
             return True
     return False
 
