@@ -93,7 +93,6 @@ class Bus:
         self._stopping = False
         self._closed = False
         self._idle = True
-        self._wake_sent = False  # an eventfd write is pending: later posts need not write again
         self._peer_clients = 0
         self.transport = BusTransport(self)
 
@@ -258,8 +257,7 @@ class Bus:
         if self._closed and (self._thread is None or not self._thread.is_alive()):
             return  # the bus is gone: nothing will run it
         self._ops.put(op)
-        if self._idle and not self._wake_sent:  # wake a sleeping bus thread, once per sleep
-            self._wake_sent = True
+        if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
             self._wake()
 
     def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
@@ -317,7 +315,6 @@ class Bus:
             os.eventfd_read(self._wake_fd)
         except BlockingIOError:
             pass
-        self._wake_sent = False  # after the read: a post from now on writes again (ops run next)
 
     def _run_ops(self) -> None:
         ops = self._ops
