@@ -59,7 +59,7 @@ def stop_tree(home: GeodeHome, timeout_s: float = 30.0) -> bool:
         if pid:
             _signal(pid, signal.SIGTERM)
     end = time.monotonic() + timeout_s
-    while lock.is_held():
+    while lock.is_held() or (pid and _running(pid)):  # the lock goes first; the process ends just after
         if time.monotonic() > end:
             if pid:
                 _signal(pid, signal.SIGKILL)
@@ -67,6 +67,15 @@ def stop_tree(home: GeodeHome, timeout_s: float = 30.0) -> bool:
             return not lock.is_held()
         time.sleep(0.05)
     return True
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a detached daemon is reaped by init, not by us)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def start_daemon(
