@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUILDERS: dict[str, str] = {
-    "store": "actors.registry_adapters:build_store",  # H2 (adapts actors.store.start_store)
-    "lanes": "actors.lanes:build",  # H6
-    "executor": "actors.executor:build",  # H4
-    "loop": "actors.loop_worker:build",  # H5, hosted by loop-1 .. loop-N
-    "control": "actors.control:build",  # H6
+    "store": "actors.registry_adapters:build_store",  # adapts actors.store.start_store
+    "lanes": "actors.lanes:build",
+    "executor": "actors.executor:build",
+    "loop": "actors.loop_worker:build",  # hosted by loop-1 .. loop-N
+    "control": "actors.control:build",
     "messengers": "actors.messengers:build",
 }
 PLACEHOLDER = "actors.placeholder:build"
