@@ -64,3 +64,9 @@ def test_importing_geode_configures_no_logging_and_loads_no_sdk() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_protocol_doc_is_generated_from_the_catalogue() -> None:
+    gen = ROOT / "scripts" / "gen_protocol_doc.py"
+    r = subprocess.run([sys.executable, str(gen), "--check"], cwd=ROOT)
+    assert r.returncode == 0, "docs/protocol.md is stale: run scripts/gen_protocol_doc.py"
