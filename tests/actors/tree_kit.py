@@ -1,16 +1,24 @@
-"""Start a real `geode serve` tree in a temporary GEODE_HOME for the integration tests."""
+"""Start a real `geode serve` tree in a temporary GEODE_HOME for the integration tests (plain or with the
+scripted provider), run the CLI against it, and poll its state with timeouts."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from actors.tree_client import stop_tree, tree_status
 from geode.home import GeodeHome
 from geode.protocol.runtime import ChildInfo
+from geode.providers.scripted import ScriptedServer
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST_CONFIG = """
@@ -29,16 +37,95 @@ def make_home(base: Path, extra: str = "") -> GeodeHome:
     return home
 
 
-def geode(home: GeodeHome, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+def env(home: GeodeHome) -> dict[str, str]:
+    """The environment of a CLI process run against ``home``."""
+    return {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+
+
+def geode(
+    home: GeodeHome,
+    *args: str,
+    timeout: float = 60,
+    cwd: Path = ROOT,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "actors.cli.main", *args],
-        env=env,
-        cwd=ROOT,
+        env=env(home),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
+        input=input,
     )
+
+
+def geode_popen(home: GeodeHome, *args: str, cwd: Path = ROOT, **kw: Any) -> subprocess.Popen[str]:
+    """Start the CLI without waiting (stdout/stderr piped as text unless ``kw`` says otherwise)."""
+    opts: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **kw}
+    return subprocess.Popen([sys.executable, "-m", "actors.cli.main", *args], env=env(home), cwd=cwd, **opts)
+
+
+def serve(home: GeodeHome, timeout: float = 90, cwd: Path = ROOT) -> None:
+    """`geode serve` (daemonised); returns once the tree is up."""
+    r = geode(home, "serve", timeout=timeout, cwd=cwd)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def status_children(home: GeodeHome, timeout: float = 30) -> dict[str, dict[str, Any]]:
+    """The children as `geode status --json` reports them, by name."""
+    r = geode(home, "status", "--json", timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return {ch["name"]: ch for ch in json.loads(r.stdout)["children"]}
+
+
+def scripted_home(base: Path, server: ScriptedServer, ws: Path | None = None, extra: str = "") -> GeodeHome:
+    """A home whose anthropic provider is ``server`` (tools rooted at ``ws`` if given), with a test key."""
+    cfg = f"""
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{server.base_url}"
+"""
+    if ws is not None:
+        cfg += f'[tools]\nroots = ["{ws}"]\n'
+    home = make_home(base, cfg + extra)
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+    return home
+
+
+@contextmanager
+def scripted_tree(
+    base: Path, reply: Callable[[Any], Any], ws: Path | None = None, extra: str = "", cwd: Path = ROOT
+) -> Iterator[tuple[GeodeHome, ScriptedServer]]:
+    """A served tree (started from ``cwd``) whose provider is a ScriptedServer answering with ``reply``;
+    stopped on exit."""
+    server = ScriptedServer(reply).start()
+    try:
+        home = scripted_home(base, server, ws, extra)
+        try:
+            serve(home, cwd=cwd)
+            yield home, server
+        finally:
+            stop(home)
+    finally:
+        server.stop()
+
+
+def wait_for(
+    pred: Callable[[], T],
+    timeout_s: float = 15.0,
+    interval_s: float = 0.05,
+    what: str = "condition not reached",
+) -> T:
+    """Poll ``pred`` until it returns something truthy (returned) or fail after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.monotonic() < end, what
+        time.sleep(interval_s)
 
 
 def children(home: GeodeHome) -> dict[str, ChildInfo]:

@@ -4,11 +4,8 @@ mid-turn → the supervisor restarts it and the CLI re-attaches and receives the
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,53 +17,37 @@ from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import ROOT, make_home, stop
+from tests.actors.tree_kit import scripted_tree, serve, status_children
+
+CAP_ONE = "[lanes]\nglobal_cap = 1\n"
 
 
 def _slow_reply(req: Any) -> Any:
     return {"text": "the slow answer arrives", "delay_s": 2.0}
 
 
+def _text(content: Any) -> str:
+    """A message's content as plain text (a string, or the text of its blocks)."""
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
+
+
+def _echo_reply(req: Any) -> Any:
+    return {"text": f"done {_text(req.body['messages'][-1]['content'])}", "delay_s": 1.0}
+
+
+def _asked(server: ScriptedServer) -> list[str]:
+    """The last user text of every model call the scripted server received."""
+    return [_text(rq.body["messages"][-1]["content"]) for rq in server.requests]
+
+
 @pytest.fixture
 def tree(tmp_path: Path) -> Iterator[tuple[GeodeHome, ScriptedServer]]:
-    server = ScriptedServer(_slow_reply).start()
-    home = make_home(
-        tmp_path,
-        f"""
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", "serve"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    yield home, server
-    stop(home)
-    server.stop()
+    with scripted_tree(tmp_path, _slow_reply) as (home, server):
+        yield home, server
 
 
 def _pid(home: GeodeHome, name: str) -> int:
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", "status", "--json"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    kids = {ch["name"]: ch for ch in json.loads(r.stdout)["children"]}
-    return int(kids[name]["pid"])
+    return int(status_children(home)[name]["pid"])
 
 
 def _run_in_thread(cl: ControlClient, text: str, events: list[dict]) -> tuple[threading.Thread, dict]:
@@ -86,6 +67,32 @@ def _wait_kind(events: list[dict], kind: str, timeout: float = 15.0) -> dict:
             return hit[0]
         ev.wait(0.02)
     raise AssertionError(f"no {kind} in {[e['kind'] for e in events]}")
+
+
+def _submit_three(home: GeodeHome) -> tuple[list[ControlClient], list[str]]:
+    """Three clients, each with its own session, each submitting one prompt (job0..job2)."""
+    clients = [ControlClient(home) for _ in range(3)]
+    for cl in clients:
+        cl.connect()
+    turns = [
+        cl.request(c.PROMPT, {"text": f"job{i}", "session_id": cl.session_id})["turn_id"]
+        for i, cl in enumerate(clients)
+    ]
+    return clients, turns
+
+
+def _follow_all(clients: list[ControlClient], turns: list[str]) -> dict:
+    """Follow every client's turn concurrently to its end; the results by turn id."""
+    results: dict = {}
+    ths = [
+        threading.Thread(target=lambda cl=cl, t=t: results.update({t: cl.follow(t, timeout_s=60)}))
+        for cl, t in zip(clients, turns, strict=True)
+    ]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(70)
+    return results
 
 
 def test_sigkill_loop_worker_mid_turn_resumes_and_completes_once(
@@ -137,8 +144,7 @@ def test_cancel_a_real_turn_keeps_completed_effects_and_the_session(tmp_path: Pa
             if b.get("type") == "tool_result"
         )
         last = msgs[-1].get("content") if msgs else ""
-        text = last if isinstance(last, str) else " ".join(b.get("text", "") for b in last or [])
-        if "hello" in text:
+        if "hello" in _text(last):
             return {"text": "hi again"}
         if results == 0:
             return {
@@ -150,30 +156,7 @@ def test_cancel_a_real_turn_keeps_completed_effects_and_the_session(tmp_path: Pa
             return {"tool_calls": [{"name": "run_bash", "input": {"command": "sleep 20", "timeout": 60}}]}
         return {"text": "finished"}
 
-    server = ScriptedServer(reply).start()
-    home = make_home(
-        tmp_path,
-        f"""
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-[tools]
-roots = ["{ws}"]
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", "serve"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    try:
+    with scripted_tree(tmp_path, reply, ws) as (home, _server):
         cl = ControlClient(home)
         cl.connect(cwd=str(ws), dangerously_skip_permissions=True)
         events: list[dict] = []
@@ -193,145 +176,40 @@ roots = ["{ws}"]
         assert again["termination_reason"] == "natural" and again["text"] == "hi again"
         other.close()
         cl.close()
-    finally:
-        stop(home)
-        server.stop()
 
 
 def test_sigkill_lanes_in_the_tree_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    def reply(req: Any) -> Any:
-        last = req.body["messages"][-1]["content"]
-        text = last if isinstance(last, str) else " ".join(b.get("text", "") for b in last)
-        return {"text": f"done {text}", "delay_s": 1.0}
-
-    server = ScriptedServer(reply).start()
-    home = make_home(
-        tmp_path,
-        f"""
-[lanes]
-global_cap = 1
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", "serve"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    try:
-        clients = [ControlClient(home) for _ in range(3)]
-        for cl in clients:
-            cl.connect()
-        turns = [
-            cl.request(c.PROMPT, {"text": f"job{i}", "session_id": cl.session_id})["turn_id"]
-            for i, cl in enumerate(clients)
-        ]
+    with scripted_tree(tmp_path, _echo_reply, extra=CAP_ONE) as (home, server):
+        clients, turns = _submit_three(home)
         threading.Event().wait(0.3)  # job0 runs (cap 1), job1 and job2 are queued
         os.kill(_pid(home, "lanes"), signal.SIGKILL)  # the supervisor restarts lanes
-        results: dict = {}
-        ths = [
-            threading.Thread(target=lambda cl=cl, t=t: results.update({t: cl.follow(t, timeout_s=60)}))
-            for cl, t in zip(clients, turns, strict=True)
-        ]
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join(70)
+        results = _follow_all(clients, turns)
         assert sorted(results) == sorted(turns)
         assert [results[t]["text"] for t in turns] == ["done job0", "done job1", "done job2"]
-        asked = [
-            " ".join(b.get("text", "") for b in rq.body["messages"][-1]["content"])
-            if not isinstance(rq.body["messages"][-1]["content"], str)
-            else rq.body["messages"][-1]["content"]
-            for rq in server.requests
-        ]
-        assert sorted(asked) == ["job0", "job1", "job2"]  # each ran exactly once
+        assert sorted(_asked(server)) == ["job0", "job1", "job2"]  # each ran exactly once
         for cl in clients:
             cl.close()
-    finally:
-        stop(home)
-        server.stop()
 
 
 def test_whole_tree_sigkilled_and_restarted_loses_nothing(tmp_path: Path) -> None:
-    def reply(req: Any) -> Any:
-        last = req.body["messages"][-1]["content"]
-        text = last if isinstance(last, str) else " ".join(b.get("text", "") for b in last)
-        return {"text": f"done {text}", "delay_s": 1.0}
+    from actors.instance_lock import InstanceLock
+    from actors.tree_client import tree_status
 
-    server = ScriptedServer(reply).start()
-    home = make_home(
-        tmp_path,
-        f"""
-[lanes]
-global_cap = 1
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-
-    def serve() -> None:
-        r = subprocess.run(
-            [sys.executable, "-m", "actors.cli.main", "serve"],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        assert r.returncode == 0, r.stdout + r.stderr
-
-    serve()
-    try:
-        from actors.tree_client import tree_status
-
-        clients = [ControlClient(home) for _ in range(3)]
-        for cl in clients:
-            cl.connect()
-        turns = [
-            cl.request(c.PROMPT, {"text": f"job{i}", "session_id": cl.session_id})["turn_id"]
-            for i, cl in enumerate(clients)
-        ]
+    with scripted_tree(tmp_path, _echo_reply, extra=CAP_ONE) as (home, server):
+        clients, turns = _submit_three(home)
         threading.Event().wait(0.3)
         st = tree_status(home)
         assert st is not None
         os.kill(st.pid, signal.SIGKILL)  # the supervisor: every child dies with it
-        from actors.instance_lock import InstanceLock
-
         for _ in range(200):
             if not InstanceLock(home.lock_file).is_held():
                 break
             threading.Event().wait(0.05)
-        serve()  # a fresh tree: new incarnations everywhere
-        results: dict = {}
-        ths = [
-            threading.Thread(target=lambda cl=cl, t=t: results.update({t: cl.follow(t, timeout_s=60)}))
-            for cl, t in zip(clients, turns, strict=True)
-        ]
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join(70)
+        serve(home)  # a fresh tree: new incarnations everywhere
+        results = _follow_all(clients, turns)
         assert [results.get(t, {}).get("text") for t in turns] == ["done job0", "done job1", "done job2"]
-        asked = [rq.body["messages"][-1]["content"] for rq in server.requests]
-        asked = [a if isinstance(a, str) else " ".join(b.get("text", "") for b in a) for a in asked]
+        asked = _asked(server)
         assert asked.count("job1") == 1 and asked.count("job2") == 1  # queued turns ran exactly once
         assert 1 <= asked.count("job0") <= 2  # the interrupted model call is made again on resume
         for cl in clients:
             cl.close()
-    finally:
-        stop(home)
-        server.stop()
