@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +18,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import ROOT, make_home, stop
+from tests.actors.tree_kit import geode, geode_popen, scripted_tree, status_children, wait_for
 
 SLOW = "echo $$ > pgid; echo run >> runs.log; sleep 30; echo done >> runs.log"
 
@@ -65,41 +63,20 @@ def _reply(ws: Path):  # type: ignore[no-untyped-def]
 def tree(tmp_path: Path) -> Iterator[tuple[GeodeHome, Path]]:
     ws = tmp_path / "ws"
     ws.mkdir()
-    server = ScriptedServer(_reply(ws)).start()
-    home = make_home(
-        tmp_path,
-        f"""
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-[tools]
-roots = ["{ws}"]
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    r = _geode(home, ws, "serve")
-    assert r.returncode == 0, r.stdout + r.stderr
-    try:
-        yield home, ws
-    finally:
-        pgid = ws / "pgid"  # the orphaned bash group of the killed executor: its outcome was never known
-        if pgid.exists():
-            try:
-                os.killpg(int(pgid.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        stop(home)
-        server.stop()
-
-
-def _env(home: GeodeHome) -> dict[str, str]:
-    return {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    with scripted_tree(tmp_path, _reply(ws), ws, cwd=ws) as (home, _server):
+        try:
+            yield home, ws
+        finally:
+            pgid = ws / "pgid"  # the orphaned bash group of the killed executor: its outcome was never known
+            if pgid.exists():
+                try:
+                    os.killpg(int(pgid.read_text()), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
 
 
 def _geode(home: GeodeHome, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "actors.cli.main", *args]
-    return subprocess.run(cmd, env=_env(home), cwd=cwd, capture_output=True, text=True, timeout=90)
+    return geode(home, *args, cwd=cwd, timeout=90)
 
 
 def _json(home: GeodeHome, ws: Path, *args: str) -> Any:
@@ -109,28 +86,14 @@ def _json(home: GeodeHome, ws: Path, *args: str) -> Any:
 
 
 def _wait(pred, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout_s
-    while True:
-        got = pred()
-        if got:
-            return got
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.1)
+    return wait_for(pred, timeout_s, interval_s=0.1)
 
 
 def test_sigkilled_executor_mid_effect_is_uncertain_at_once_and_reconciled(
     tree: tuple[GeodeHome, Path],
 ) -> None:
     home, ws = tree
-    cli = [sys.executable, "-m", "actors.cli.main"]
-    ask = subprocess.Popen(
-        [*cli, "ask", "please run slow", "--json", "--dangerously-skip-permissions"],
-        env=_env(home),
-        cwd=ws,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    ask = geode_popen(home, "ask", "please run slow", "--json", "--dangerously-skip-permissions", cwd=ws)
     try:
         receipt = _wait(
             lambda: next(
@@ -143,8 +106,7 @@ def test_sigkilled_executor_mid_effect_is_uncertain_at_once_and_reconciled(
             )
         )
         _wait(lambda: (ws / "runs.log").exists())  # the handler is running
-        kids = {c["name"]: c for c in _json(home, ws, "status")["children"]}
-        before = kids["executor"]
+        before = status_children(home)["executor"]
         assert receipt["owner"] == f"executor#{before['incarnation']}"
         os.kill(int(before["pid"]), signal.SIGKILL)
         t0 = time.monotonic()
@@ -168,7 +130,7 @@ def test_sigkilled_executor_mid_effect_is_uncertain_at_once_and_reconciled(
     assert [(r["operation_id"], r["state"]) for r in uncertain] == [(op, "uncertain")]
     _wait(
         lambda: (
-            (k := {c["name"]: c for c in _json(home, ws, "status")["children"]})
+            (k := status_children(home))
             and k["executor"]["incarnation"] == before["incarnation"] + 1
             and k["executor"]["state"] == "running"
         )

@@ -5,9 +5,7 @@ the scripted provider: a write_file tool call approved through the real socket, 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import ROOT, make_home, stop
+from tests.actors.tree_kit import geode, geode_popen, scripted_home, scripted_tree, stop
 
 MODELS_SEEN: list[str | None] = []
 
@@ -48,36 +46,12 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeHome, 
     base = tmp_path_factory.mktemp("e2e")
     ws = base / "ws"
     ws.mkdir()
-    server = ScriptedServer(_reply(ws)).start()
-    home = make_home(
-        base,
-        f"""
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-[tools]
-roots = ["{ws}"]
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    r = _geode(home, ws, "serve")
-    assert r.returncode == 0, r.stdout + r.stderr
-    yield home, ws
-    stop(home)
-    server.stop()
+    with scripted_tree(base, _reply(ws), ws, cwd=ws) as (home, _server):
+        yield home, ws
 
 
 def _geode(home: GeodeHome, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    return geode(home, *args, cwd=cwd, timeout=90)
 
 
 def test_approval_y_through_the_socket_runs_the_real_tool(tree: tuple[GeodeHome, Path]) -> None:
@@ -146,16 +120,7 @@ def test_resume_and_continue_keep_the_session(tree: tuple[GeodeHome, Path]) -> N
 
 def test_interactive_chat_streams_and_asks(tree: tuple[GeodeHome, Path]) -> None:
     home, ws = tree
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(
-        [sys.executable, "-m", "actors.cli.main"],
-        env=env,
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        input="please write eta\ny\nexit\n",
-    )
+    r = geode(home, cwd=ws, timeout=90, input="please write eta\ny\nexit\n")
     assert r.returncode == 0, r.stderr
     assert "⏺ write_file" in r.stdout and "wrote it" in r.stdout
     assert "◆ Approval · write_file" in r.stderr
@@ -167,28 +132,8 @@ def test_repl_mode_runs_the_tree_in_one_process(tmp_path: Path) -> None:
     ws.mkdir()
     server = ScriptedServer(_reply(ws)).start()
     try:
-        home = make_home(
-            tmp_path,
-            f"""
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-[tools]
-roots = ["{ws}"]
-""",
-        )
-        home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-        r = subprocess.run(
-            [sys.executable, "-m", "actors.cli.main", "--repl"],
-            env=env,
-            cwd=ws,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            input="please write theta\ny\nexit\n",
-        )
+        home = scripted_home(tmp_path, server, ws)
+        r = geode(home, "--repl", cwd=ws, timeout=90, input="please write theta\ny\nexit\n")
         assert r.returncode == 0, r.stdout + r.stderr
         assert (ws / "theta.txt").read_text() == "theta" and "wrote it" in r.stdout
     finally:
@@ -197,29 +142,9 @@ roots = ["{ws}"]
 
 def test_ask_starts_the_daemon_once_for_two_concurrent_clis(tmp_path: Path) -> None:
     server = ScriptedServer(lambda req: {"text": "started and answered"}).start()
-    home = make_home(
-        tmp_path,
-        f"""
-[providers]
-model = "claude-sonnet-5"
-[providers.anthropic]
-base_url = "{server.base_url}"
-""",
-    )
-    home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    home = scripted_home(tmp_path, server)
     try:
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "actors.cli.main", "ask", "hi", "--json"],
-                env=env,
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(2)
-        ]
+        procs = [geode_popen(home, "ask", "hi", "--json") for _ in range(2)]
         outs = [p.communicate(timeout=90) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
         assert all(json.loads(o)["text"] == "started and answered" for o, _ in outs)
