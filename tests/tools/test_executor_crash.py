@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,36 +13,16 @@ import pytest
 
 from actors.bus import Bus
 from geode.home import GeodeHome
-from geode.protocol import tools as m
 from geode.records.store_client import StoreClient
-from geode.tools.builtin.catalogue import builtin_specs
-from geode.tools.executor_client import ExecutorClient
-from geode.tools.plan import BoundToolPlan
-from geode.tools.spec import ToolCall, ToolContext
-from tests.actors.tree_kit import children, geode, make_home, stop, wait_children
-
-ALLOW_ALL = """
-[[hooks.PermissionRequest]]
-command = '''echo '{"hookSpecificOutput": {"permissionDecision": "allow"}}' '''
-"""
+from geode.tools.spec import ToolCall
+from tests.actors.tree_kit import children, geode, wait_children, wait_for
+from tests.tools.executor_tree import allow_all_tree, bound_executor, fire
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Iterator[GeodeHome]:
-    home = make_home(tmp_path, ALLOW_ALL)
-    r = geode(home, "serve")
-    assert r.returncode == 0, r.stdout + r.stderr
-    try:
+    with allow_all_tree(tmp_path) as home:
         yield home
-    finally:
-        stop(home)
-
-
-def _wait(pred, timeout_s: float = 15.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.05)
 
 
 def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_path: Path) -> None:
@@ -52,28 +31,16 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
     bus = Bus("crash-test", 1, tree).start()
     pgid_file = ws / "pgid"
     try:
-        client = ExecutorClient(bus.transport)
+        client, ctx = bound_executor(bus, ws, "crash-s", "op-crash-1")
         store = StoreClient(bus.transport, timeout_s=5)
-        plan = BoundToolPlan.build(builtin_specs())
-        _wait(lambda: _bind(client, plan))
-        ctx = ToolContext(
-            session_id="crash-s",
-            turn_id="t1",
-            step_id="st1",
-            operation_id="op-crash-1",
-            mode="IPC",
-            workspace=str(ws),
-            plan_hash=plan.content_hash,
-            plan_generation=plan.generation,
-        )
         call = ToolCall(
             id="tu-1",
             name="run_bash",
             input={"command": "echo $$ > pgid; echo run >> runs.log; sleep 30", "timeout": 60},
         )
-        first = threading.Thread(target=_fire, args=(bus, ctx, call), daemon=True)
+        first = threading.Thread(target=fire, args=(bus, ctx, call), daemon=True)
         first.start()
-        _wait(lambda: (ws / "runs.log").exists())
+        wait_for(lambda: (ws / "runs.log").exists())
         before = children(tree)["executor"]
         os.kill(before.pid, signal.SIGKILL)
         wait_children(
@@ -82,7 +49,7 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
                 k["executor"].state == "running" and k["executor"].incarnation == before.incarnation + 1
             ),
         )
-        _wait(lambda: (r := store.get_receipt("op-crash-1")) is not None and r.state.value == "uncertain")
+        wait_for(lambda: (r := store.get_receipt("op-crash-1")) is not None and r.state.value == "uncertain")
         receipt = store.get_receipt("op-crash-1")
         assert receipt.owner == f"executor#{before.incarnation}"
 
@@ -109,18 +76,3 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
             except (ProcessLookupError, ValueError):
                 pass
         bus.stop()
-
-
-def _bind(client: ExecutorClient, plan: BoundToolPlan) -> bool:
-    try:
-        client.bind_plan(plan)
-        return True
-    except Exception:
-        return False
-
-
-def _fire(bus: Bus, ctx: ToolContext, call: ToolCall) -> None:
-    try:
-        bus.transport.call("executor", m.EXECUTE, m.ToolExecute(ctx=ctx, call=call), timeout_s=20)
-    except Exception:
-        pass  # the executor dies under this call
