@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from geode.home import GeodeHome
+from tests.actors.tree_kit import geode
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD_LOGS = ("store.log", "lanes.log", "executor.log", "loop-1.log", "control.log", "supervisor.log")
-
-
-def _geode(home: GeodeHome, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
 
 
 @pytest.mark.parametrize(
@@ -41,7 +26,7 @@ def test_serve_refuses_a_bad_config_before_any_child(
     home = GeodeHome(tmp_path / "gh")
     home.root.mkdir()
     home.config_file.write_text(text)
-    proc = _geode(home, "serve", "--foreground")
+    proc = geode(home, "serve", "--foreground", timeout=30)
     assert proc.returncode == 78, proc.stderr
     first = proc.stderr.splitlines()[0]
     assert first.startswith(f"geode serve: {home.config_file}: ")
@@ -57,7 +42,7 @@ def test_doctor_reports_the_same_line(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path / "gh")
     home.root.mkdir()
     home.config_file.write_text('[loop]\nworkers = "two"\n[tools]\nhandler = 3\n')
-    proc = _geode(home, "doctor")
+    proc = geode(home, "doctor", timeout=30)
     assert proc.returncode != 0
     assert f"{home.config_file}: [loop] workers" in proc.stdout
     assert "[tools] handler: unknown key" in proc.stdout

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -15,38 +14,18 @@ from actors.bus import Bus
 from geode.home import GeodeHome
 from geode.records.models import CheckpointSave, ReceiptIdentity
 from geode.records.store_client import StoreClient
-from tests.records.harness import ROOT
-
-
-def geode(home: GeodeHome, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GEODE_HOME": str(home.root)}
-    return subprocess.run(
-        [sys.executable, "-m", "actors.cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.actors.tree_kit import geode, geode_popen, status_children
 
 
 def child_pid(home: GeodeHome, name: str) -> tuple[int, int]:
-    out = geode(home, "status", "--json")
-    kids = {c["name"]: c for c in json.loads(out.stdout)["children"]}
-    return kids[name]["pid"], kids[name]["incarnation"]
+    kid = status_children(home, timeout=60)[name]
+    return kid["pid"], kid["incarnation"]
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeodeHome]:
     home = GeodeHome(tmp_path_factory.mktemp("tree") / "h").ensure()
-    env = {**os.environ, "GEODE_HOME": str(home.root)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "actors.cli.main", "serve", "--foreground"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = geode_popen(home, "serve", "--foreground", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     bus = Bus("seed", 1, home).start()
     try:
         client = StoreClient(bus.transport, timeout_s=1.0, attempts=1)
