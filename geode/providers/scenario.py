@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SECRET_HEADERS = frozenset(
     {"authorization", "x-api-key", "cookie", "proxy-authorization", "chatgpt-account-id"}
@@ -58,6 +58,13 @@ class ScriptedReply(BaseModel):
     drop_connection: bool = False  # close the socket without a reply (a connection error client-side)
     stream_error_after_chunks: ScriptedError | None = None  # an SSE error event after the text deltas
     model: str | None = None  # echoed model id; defaults to the request's
+
+    @model_validator(mode="after")
+    def _text_from_chunks(self) -> ScriptedReply:
+        """A reply given only as ``chunks`` has the joined chunks as its text (not an empty reply)."""
+        if self.chunks and not self.text:
+            object.__setattr__(self, "text", "".join(self.chunks))
+        return self
 
     @property
     def text_chunks(self) -> tuple[str, ...]:

@@ -136,3 +136,10 @@ def test_cli_with_a_reply_function(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(timeout=5) == 0
+
+
+@pytest.mark.parametrize("wire", ["anthropic-messages", "openai-chat", "openai-responses"])
+def test_a_reply_made_only_of_chunks_arrives_whole(server, fake_time, wire):
+    server.set_scenario(Scenario.of({"chunks": ["Hel", "lo ", "there"]}))
+    resp = build(wire, server, fake_time).complete(request(wire))
+    assert resp.text == "Hello there"
