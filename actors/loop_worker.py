@@ -27,6 +27,7 @@ from geode.protocol.errors import BadRequest, GeodeError
 from geode.protocol.transport import Request, Transport
 from geode.providers.types import Provider
 from geode.records.store_client import StoreClient
+from geode.sessions.transcript import TranscriptingRecords
 from geode.tools.executor_client import ExecutorClient, ExecutorLost
 from geode.tools.plan import BoundToolPlan, PlanRegistry
 
@@ -89,7 +90,8 @@ class LoopWorker:
         self.incarnation = ctx.incarnation
         self.capacity = capacity
         self.heartbeat_s = heartbeat_s
-        self.records = StoreClient(bus.transport, attempts=4)
+        # checkpoint saves also append to $GEODE_HOME/transcripts/<session>.jsonl (hooks' transcript_path)
+        self.records = TranscriptingRecords(StoreClient(bus.transport, attempts=4), ctx.home.root)
         self.tools = ExecutorClient(bus.transport)
         self.sink = LanesSink(bus.transport)
         self.provider_factory = provider_factory or self._default_provider

@@ -13,6 +13,7 @@ from geode.hooks.command import HookFailed, parse_output, run_command
 from geode.hooks.config import DEFAULT_TIMEOUT_S, HookCallable, HookEntry, entry
 from geode.hooks.events import DECIDING_EVENTS, HookEvent, HookOutcome, stronger
 from geode.redaction import redact_text
+from geode.sessions.transcript import hook_transcript_path
 
 log = logging.getLogger(__name__)
 MAX_OBSERVER_BACKLOG = 1000  # slow observers shed load instead of growing a queue without bound
@@ -159,7 +160,7 @@ class HookRunner:
     ) -> dict[str, Any]:
         data: dict[str, Any] = {
             "session_id": corr.get("session_id", ""),
-            "transcript_path": corr.get("transcript_path"),
+            "transcript_path": corr.get("transcript_path") or hook_transcript_path(corr.get("session_id")),
             "cwd": corr.get("cwd") or self._cwd or "",
             "hook_event_name": ev.value,
             **{k: v for k, v in corr.items() if k not in ("cwd", "session_id")},
