@@ -87,6 +87,7 @@ def prepare_call(
         mode=settings.mode,
         origin=settings.origin,
         workspace=settings.workspace,
+        skip_permissions=settings.skip_permissions,
     )
     request = ModelRequest(
         model=model,

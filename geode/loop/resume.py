@@ -15,6 +15,7 @@ from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
 from geode.loop.settings import LoopSettings
+from geode.loop.snapshot import skips_permissions
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
 from geode.records.client import RecordClient
@@ -86,6 +87,7 @@ def repair(
                 adapter=step_meta.get("adapter", ""),
                 plan_hash=step_meta.get("plan_hash", ""),
                 plan_generation=int(step_meta.get("plan_generation", 0)),
+                skip_permissions=skips_permissions(str(base.get("mode", "")), settings.skip_permissions),
             )
             to_run.append((ctx, call))
         elif receipt.state == ReceiptState.COMMITTED:

@@ -44,6 +44,7 @@ class LoopSettings(BaseModel):
     mode: str = "IPC"
     workspace: str = ""
     origin: str = ""
+    skip_permissions: bool = False  # from the turn record: its submitter's --dangerously-skip-permissions
     verify: VerifySettings = VerifySettings()
 
     @classmethod

@@ -16,6 +16,11 @@ def operation_id(session_id: str, turn_id: str, step_id: str, tool_use_id: str) 
     return "op-" + hashlib.sha256(raw).hexdigest()[:32]
 
 
+def skips_permissions(mode: str, flag: bool) -> bool:
+    """The turn's skip flag counts only where a person could have been asked (IPC, REPL)."""
+    return bool(flag) and mode in ("IPC", "REPL")
+
+
 class StepSnapshot(BaseModel):
     """Frozen per model call; the tool calls it produced execute against exactly this snapshot."""
 
@@ -33,6 +38,7 @@ class StepSnapshot(BaseModel):
     mode: str = "IPC"
     origin: str = ""
     workspace: str = ""
+    skip_permissions: bool = False  # the turn's own flag (never a connection's)
 
     @property
     def step_id(self) -> str:
@@ -67,4 +73,5 @@ class StepSnapshot(BaseModel):
             origin=self.origin,
             workspace=self.workspace,
             deadline_ms=deadline_ms,
+            skip_permissions=skips_permissions(self.mode, self.skip_permissions),
         )

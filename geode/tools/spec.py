@@ -70,6 +70,7 @@ class ToolContext(BaseModel):
     workspace: str = ""
     subagent_depth: int = 0
     deadline_ms: int | None = None
+    skip_permissions: bool = False  # the turn's submitter skipped prompts (IPC/REPL only; set from the turn)
 
 
 class ToolCall(BaseModel):
