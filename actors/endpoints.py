@@ -81,7 +81,7 @@ class Endpoints:
             sock.curve_publickey = self.curve.public
             sock.curve_secretkey = self.curve.secret
         elif addr.startswith("ipc://"):
-            self.home.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.home.ensure_run_dir()  # refuses a run dir that is a symlink, not ours or not private
         sock.bind(addr)
         return addr
 

@@ -6,6 +6,7 @@ import logging
 import os
 
 from geode.home import GeodeHome
+from geode.private_dir import private_file
 
 _configured = False
 
@@ -16,10 +17,12 @@ def configure(home: GeodeHome, name: str, incarnation: int | None = None) -> Non
     if _configured:
         return
     _configured = True
-    home.logs_dir.mkdir(parents=True, exist_ok=True)
+    home.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = home.logs_dir / f"{name}.log"
+    private_file(path)  # 0600, also when the supervisor created it for the child's stdout
     level = str((home.load_config().get("log") or {}).get("level", "INFO")).upper()
     who = f"{name}#{incarnation}" if incarnation is not None else name
-    handler = logging.FileHandler(home.logs_dir / f"{name}.log")
+    handler = logging.FileHandler(path)
     handler.setFormatter(
         logging.Formatter(f"%(asctime)s {who} pid={os.getpid()} %(levelname)s %(name)s: %(message)s")
     )

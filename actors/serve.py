@@ -18,6 +18,7 @@ from actors.supervisor_service import SupervisorService
 from actors.supervisor_spec import TreeConfig
 from actors.tree import child_names, tree_specs
 from geode.home import GeodeHome
+from geode.private_dir import tighten_file
 from geode.protocol.errors import GeodeError
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,12 @@ def already_running_message(home: GeodeHome, pid: int | None) -> str:
 
 def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
     """Run the tree until stopped. Exit codes: 0 stopped, 1 restart intensity exceeded, 3 already running."""
-    home.ensure()
+    try:
+        home.ensure()  # refuses a run dir another user could reach: one line, before any child
+    except GeodeError as exc:
+        print(f"geode serve: {exc.message or exc}", file=sys.stderr)
+        print("geode serve: refusing to start; no child was started", file=sys.stderr)
+        return EXIT_CONFIG
     lock = InstanceLock(home.lock_file)
     if not lock.acquire():
         print(already_running_message(home, lock.holder_pid()), file=sys.stderr)
@@ -68,6 +74,9 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     process_logging.configure(home, ENDPOINT, inc)
     for line in report.warnings:
         log.warning("config: %s", line)
+    loose = tighten_file(home.env_file)
+    if loose is not None:
+        log.warning("%s was mode %04o (group/world-readable); tightened to 0600", home.env_file, loose)
     _remove_stale_sockets(home)
     bus = Bus(ENDPOINT, inc, home).start()  # always ipc: the CLI reaches it from outside
     tree: Supervisor | SingleProcessTree

@@ -9,9 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geode.private_dir import ensure_private_dir, is_private_dir
 from geode.protocol.errors import ConfigError
 
 IPC_PATH_MAX = 107  # zmq.IPC_PATH_MAX_LEN on Linux
+
+
+def _fits(run_dir: Path) -> bool:
+    """Whether the longest socket name under ``run_dir`` stays (with a margin) within the ipc limit."""
+    return len(str(run_dir)) + len("/messengers.sock") + len("ipc://") <= IPC_PATH_MAX - 8
 
 
 @dataclass(frozen=True)
@@ -26,12 +32,28 @@ class GeodeHome:
         return cls(Path(raw).expanduser().resolve())
 
     def ensure(self) -> GeodeHome:
-        """Create the home (0700) and its sub-directories."""
-        for d in (self.root, self.run_dir, self.logs_dir, self.records_dir, self.evidence_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.root, 0o700)
-        os.chmod(self.run_dir, 0o700)
+        """Create the home and its logs/records/evidence directories 0700, and the run directory.
+
+        The run directory is refused (ConfigError, one line) when it exists but is a symlink, someone
+        else's or group/world-accessible: it is never just chmodded.
+        """
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for d in (self.root, self.logs_dir, self.records_dir, self.evidence_dir):
+            d.mkdir(exist_ok=True, mode=0o700)
+            try:
+                os.chmod(d, 0o700)
+            except OSError:
+                pass
+        self.ensure_run_dir()
         return self
+
+    def ensure_run_dir(self) -> Path:
+        """Create or verify the run directory (see ``private_dir.ensure_private_dir``); returns it."""
+        run = self.run_dir
+        if run.parent == self.root:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_private_dir(run)
+        return run
 
     @property
     def config_file(self) -> Path:
@@ -71,13 +93,17 @@ class GeodeHome:
 
     @property
     def run_dir(self) -> Path:
-        """Where ipc sockets live; a short per-home directory when the path would be too long."""
+        """Where ipc sockets live: ``$GEODE_HOME/run`` when its socket paths fit the ipc limit, else
+        ``$XDG_RUNTIME_DIR/geode-<uid>-<hash>`` when that directory is ours and private, else
+        ``/tmp/geode-<uid>-<hash>`` (hash of the home path). Pure: ``ensure_run_dir`` creates/verifies it."""
         candidate = self.root / "run"
-        if len(str(candidate)) + len("/messengers.sock") + len("ipc://") <= IPC_PATH_MAX - 8:
+        if _fits(candidate):
             return candidate
-        digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
-        base = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp")
-        return base / f"geode-{os.getuid()}-{digest}"
+        name = f"geode-{os.getuid()}-{hashlib.sha256(str(self.root).encode()).hexdigest()[:12]}"
+        xdg = os.environ.get("XDG_RUNTIME_DIR") or ""
+        if xdg.startswith("/") and is_private_dir(Path(xdg)) and _fits(Path(xdg) / name):
+            return Path(xdg) / name
+        return Path("/tmp") / name
 
     def ipc_endpoint(self, name: str) -> str:
         ep = f"ipc://{self.run_dir}/{name}.sock"

@@ -26,6 +26,7 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     if report.ok:
         state = "present" if report.path.exists() else "absent: defaults"
         out.append(_check("config", True, f"{home.config_file} ({state}, valid)"))
+    out.extend(_secret_file_checks(home))
     try:
         from geode.providers.report import provider_report
 
@@ -38,6 +39,20 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
         out.append(_check("providers", False, f"{type(exc).__name__}: {exc}"[:300]))
     out.extend(_socket_checks(home))
     return out
+
+
+def _secret_file_checks(home: GeodeHome) -> list[dict[str, Any]]:
+    """A group/world-readable ``.env`` hands the provider keys to every local user: say so."""
+    from geode.private_dir import loose_mode
+
+    mode = loose_mode(home.env_file)
+    if mode is None:
+        return []
+    detail = (
+        f"{home.env_file} is mode {mode:04o}: other local users can read your keys "
+        f"(run `chmod 600 {home.env_file}`; `geode serve` tightens it at start)"
+    )
+    return [_check("secrets", False, detail, warn=True)]
 
 
 def _socket_checks(home: GeodeHome) -> list[dict[str, Any]]:

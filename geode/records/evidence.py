@@ -7,6 +7,7 @@ the caller; it is counted in ``failures`` (and the last error kept for ``store.s
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -68,8 +69,9 @@ class EvidenceLedger:
                     "payload": clean,
                 }
                 line = json.dumps(row, ensure_ascii=False, default=str) + "\n"
-                self.dir.mkdir(parents=True, exist_ok=True)
-                with open(self.path(session_id), "a", encoding="utf-8") as f:
+                self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd = os.open(self.path(session_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                with open(fd, "a", encoding="utf-8") as f:
                     f.write(line)
                 self._seq[session_id] = seq
                 self.written += 1

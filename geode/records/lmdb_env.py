@@ -17,6 +17,7 @@ import lmdb
 import msgpack
 from pydantic import BaseModel, Field, ValidationError
 
+from geode.private_dir import tighten_file
 from geode.protocol.errors import BadRequest, ConfigError, Unavailable
 
 MAX_KEY = 511  # LMDB's default maximum key size
@@ -163,7 +164,7 @@ class RecordEnv:
 
     def open(self) -> RecordEnv:
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not os.access(self.path, os.W_OK):
                 raise PermissionError(f"{self.path} is not writable")
             env = lmdb.open(
@@ -178,7 +179,10 @@ class RecordEnv:
                 max_readers=256,
                 lock=True,
                 readahead=False,
+                mode=0o600,  # data.mdb and lock.mdb: the records are the user's alone
             )
+            for name in ("data.mdb", "lock.mdb"):
+                tighten_file(self.path / name)  # files created by an older version were 0644
         except (OSError, lmdb.Error) as exc:
             raise Unavailable(f"cannot open record store at {self.path}: {exc}") from exc
         try:
