@@ -91,6 +91,7 @@ class ApprovalDecision(BaseModel):
     approval_id: str
     decision: Decision
     reason: str = ""  # "user" | "timeout" | "disconnect" | "cancelled" | "no_origin"
+    note: str = ""  # the person's words with a denial ("n: because …"), passed on to the model
 
 
 class ApprovalReply(BaseModel):
@@ -98,6 +99,7 @@ class ApprovalReply(BaseModel):
 
     approval_id: str = Field(min_length=1, max_length=128)
     decision: Decision
+    note: str = Field(default="", max_length=1024)  # why (a denial's reason for the model)
 
 
 class Replay(BaseModel):
@@ -178,6 +180,7 @@ class CliCancel(BaseModel):
 class ApprovalResponse(BaseModel):
     approval_id: str = Field(min_length=1, max_length=128)
     decision: Decision
+    note: str = Field(default="", max_length=1024)  # "n: because …": the reason goes to the model
 
 
 class Resume(BaseModel):

@@ -34,4 +34,5 @@ class LanesApprovalChannel:
         reply = self.transport.call(
             self.target, control.APPROVAL, ask, session=ctx.session_id, timeout_s=self.timeout_s + 5
         )
-        return str(control.ApprovalDecision.model_validate(reply).decision)
+        out = control.ApprovalDecision.model_validate(reply)
+        return f"{out.decision}: {out.note}" if out.note else str(out.decision)  # "n: why" (see approvals)

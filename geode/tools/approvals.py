@@ -171,10 +171,15 @@ class ApprovalGate:
             return "disconnected"
         if closed and "answer" not in box:
             return "shutdown"
-        answer = str(box.get("answer", "")).strip().lower()
+        raw = str(box.get("answer", "")).strip()
+        answer, _, note = raw.partition(":")  # a denial may carry the person's reason: "n: because …"
+        answer = answer.strip().lower()
+        if answer == "n" and note.strip():
+            return "n:" + " ".join(note.split())[:500]
         return answer if answer in ("y", "n", "a") else "invalid"
 
     def _apply(self, ctx: ToolContext, spec: ToolSpec, answer: str) -> Verdict:
+        answer, _, note = answer.partition(":")  # "n:<the person's reason>"
         if answer == "y":
             return Verdict(True, "y")
         if answer == "a":
@@ -191,7 +196,9 @@ class ApprovalGate:
                 return Verdict(True, "a")
             return Verdict(True, "y", "'always' is not remembered for this tool; approved once.")
         messages = {
-            "n": f"User denied '{spec.name}'. Do NOT retry this tool without an explicit user request.",
+            "n": f"User denied '{spec.name}'"
+            + (f" with this reason: {note}" if note else "")
+            + ". Do NOT retry this tool without an explicit user request.",
             "timeout": f"Approval for '{spec.name}' timed out after {self._timeout_s:g}s; denied.",
             "disconnected": f"The approver disconnected; '{spec.name}' denied.",
             "shutdown": f"Shutting down; '{spec.name}' denied.",
