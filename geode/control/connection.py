@@ -35,6 +35,8 @@ class Connection:
     is_tty: bool = False
     skip_permissions: bool = False
     last_seen: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.monotonic)  # the handshake deadline counts from here
+    handshake_sent: bool = False  # a handshake is queued or running: not evicted as a silent slot
     attached: dict[str, int] = field(default_factory=dict)  # session id -> last seq delivered
     replaying: dict[str, list[StreamEvent]] = field(default_factory=dict)
     pending_approvals: dict[str, str] = field(default_factory=dict)  # approval id -> session id

@@ -3,15 +3,20 @@
 The shell hands it every decoded frame with the connection id; it answers through ``send``. Approval replies,
 cancels and pings are handled at once (never behind a running request); other requests run in order per
 connection on ``runner`` threads, bounded (``overloaded`` when full). Streams come in from lanes as
-``origin.event`` and go out to every connection attached to that session.
+``origin.event`` and go out to every connection attached to that session. A connection that has not
+handshaken within ``handshake_deadline_s`` is dropped (its traffic does not keep it); when the table is
+full, such silent connections are evicted first, oldest first. An approval is answered only by a
+connection it was delivered to; the skip-permissions flag belongs to the turn (the executor reads it).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +32,7 @@ from geode.protocol.errors import (
     BadRequest,
     ErrorCode,
     GeodeError,
+    NotFound,
     NotReady,
     Overloaded,
     RequestTimeout,
@@ -40,6 +46,8 @@ log = logging.getLogger(__name__)
 Send = Callable[[str, Envelope], None]
 IDLE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 256
+HANDSHAKE_DEADLINE_S = 5.0
+MAX_EXPIRED = 4096  # routing ids dropped for a missed handshake, remembered so their traffic stays ignored
 MAX_PENDING_PER_CONN = 64
 IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
 BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
@@ -62,6 +70,8 @@ class ControlCore:
         lanes: str = "lanes",
         queue_max: int = QUEUE_MAX,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        handshake_deadline_s: float = HANDSHAKE_DEADLINE_S,
+        max_connections: int = MAX_CONNECTIONS,
         session_factory: Callable[..., SessionSpec] = create_session,
         clock: Callable[[], float] = time.monotonic,
         plan: Any = None,
@@ -71,11 +81,14 @@ class ControlCore:
         self.home = home or GeodeHome.from_env()
         self.server_version, self.origin, self.lanes = server_version, origin, lanes
         self.queue_max, self.idle_timeout_s = queue_max, idle_timeout_s
+        self.handshake_deadline_s, self.max_connections = handshake_deadline_s, max_connections
         self.session_factory, self.clock = session_factory, clock
         self.operator = OperatorDesk(transport, lanes=lanes)
         self._conns: dict[str, Connection] = {}
+        self._expired: OrderedDict[str, None] = OrderedDict()
         self._mu = threading.Lock()
         self.bad_frames = 0
+        self.dropped_unready = 0  # connections dropped for a missed handshake or evicted before one
 
     # --- frames in ---------------------------------------------------------------------------------------
     def on_frame(self, conn_id: str, frame: bytes) -> None:
@@ -91,8 +104,11 @@ class ControlCore:
 
     def on_envelope(self, conn_id: str, env: Envelope) -> None:
         try:
+            if self._is_expired(conn_id):
+                raise NotReady("no handshake in time: this connection was dropped; reconnect")
             conn = self._conn(conn_id)
-            conn.last_seen = self.clock()
+            if conn.state is ConnState.READY:  # pre-handshake traffic never extends a connection's slot
+                conn.last_seen = self.clock()
             if env.kind == "cast" and env.type == c.PING:
                 return  # a heartbeat: being seen is all it does
             if env.kind != "request" or not env.type.startswith("cli."):
@@ -100,6 +116,8 @@ class ControlCore:
             if conn.state is ConnState.NEW and env.type not in BEFORE_HANDSHAKE:
                 raise NotReady("send cli.handshake first")
             body = catalog.parse_body(env.type, env.body)
+            if env.type == c.HANDSHAKE:
+                conn.handshake_sent = True
         except GeodeError as exc:
             self.bad_frames += exc.code == ErrorCode.BAD_REQUEST
             self._reply_error(conn_id, env, exc)
@@ -143,8 +161,10 @@ class ControlCore:
             sid = conn.session_id
             return self.transport.call(self.lanes, c.CANCEL, c.Cancel(turn_id=b.turn_id, session_id=sid))
         if t == c.APPROVAL_RESPONSE:
-            with conn.lock:
-                conn.pending_approvals.pop(b.approval_id, None)
+            with conn.lock:  # only a connection the request was delivered to may answer it
+                if conn.pending_approvals.pop(b.approval_id, None) is None:
+                    raise NotFound(f"approval {b.approval_id!r} is not pending on this connection")
+            self._forget_approval(b.approval_id)
             self.transport.cast(self.lanes, c.APPROVAL_REPLY, c.ApprovalReply(**b.model_dump()))
             return c.Ok()
         if t == c.ATTACH:
@@ -163,7 +183,7 @@ class ControlCore:
             h.mode,
             home=self.home,
             session_id=h.session_id or conn.session_id,
-            workspace=h.cwd or None,
+            workspace=h.cwd or self._default_workspace(),
             model_override=h.model,
             origin=self.origin,
             skip_permissions=h.dangerously_skip_permissions,
@@ -186,6 +206,13 @@ class ControlCore:
             provider=spec.provider,
             workspace=spec.workspace,
         )
+
+    def _default_workspace(self) -> str:
+        """A handshake without ``cwd`` works in ``$GEODE_HOME/workspace`` (0700), never the daemon's cwd."""
+        ws = self.home.root / "workspace"
+        ws.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(ws, 0o700)
+        return str(ws)
 
     def _prompt(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted:
         assert conn.spec is not None
@@ -263,9 +290,7 @@ class ControlCore:
             if not asker:
                 self._answer(aid, "n")
                 return
-            if any(k.skip_permissions for k in asker):
-                self._answer(aid, "y")
-            for k in asker:
+            for k in asker:  # no auto-answer here: skipping permissions is the turn's, decided upstream
                 with k.lock:
                     k.pending_approvals[aid] = ev.session_id
                     while len(k.pending_approvals) > MAX_PENDING_PER_CONN:  # lanes already timed those out
@@ -298,17 +323,38 @@ class ControlCore:
         except GeodeError as exc:
             log.warning("cannot answer approval %s: %s", approval_id, exc)
 
+    def _forget_approval(self, approval_id: str) -> None:
+        """An answered approval is no longer pending anywhere (a second answer is refused)."""
+        for k in self._snapshot():
+            with k.lock:
+                k.pending_approvals.pop(approval_id, None)
+
     # --- connections ----------------------------------------------------------------------------------------
     def _conn(self, conn_id: str) -> Connection:
         with self._mu:
             conn = self._conns.get(conn_id)
             if conn is None or conn.state is ConnState.CLOSED:
-                if len(self._conns) >= MAX_CONNECTIONS:
-                    self._evict_idle_locked()
-                    if len(self._conns) >= MAX_CONNECTIONS:
+                if len(self._conns) >= self.max_connections:
+                    self._evict_locked()
+                    if len(self._conns) >= self.max_connections:
                         raise Overloaded("too many control connections")
-                conn = self._conns[conn_id] = Connection(conn_id, last_seen=self.clock())
+                now = self.clock()
+                conn = self._conns[conn_id] = Connection(conn_id, last_seen=now, created=now)
             return conn
+
+    def _is_expired(self, conn_id: str) -> bool:
+        with self._mu:
+            return conn_id in self._expired
+
+    def _expire_locked(self, conn_id: str) -> None:
+        """Forget a connection that never handshook; its later frames are refused, not given a new slot."""
+        conn = self._conns.pop(conn_id, None)
+        if conn is not None:
+            conn.state = ConnState.CLOSED
+        self._expired[conn_id] = None
+        while len(self._expired) > MAX_EXPIRED:
+            self._expired.popitem(last=False)
+        self.dropped_unready += 1
 
     def _snapshot(self) -> list[Connection]:
         with self._mu:
@@ -332,14 +378,38 @@ class ControlCore:
         return len(denied)
 
     def tick(self) -> list[str]:
-        """Close connections silent for longer than the idle timeout (a lost client). Returns their ids."""
+        """Drop connections with no handshake past the deadline, close those silent past the idle timeout
+        (a lost client). Returns their ids."""
         now = self.clock()
-        gone = [k.conn_id for k in self._snapshot() if now - k.last_seen > self.idle_timeout_s]
+        with self._mu:
+            late = [
+                cid
+                for cid, k in self._conns.items()
+                if k.state is ConnState.NEW
+                and now - k.created > (self.idle_timeout_s if k.handshake_sent else self.handshake_deadline_s)
+            ]  # a failed handshake leaves the connection NEW: it goes after the idle timeout
+            for cid in late:
+                self._expire_locked(cid)
+        if late:
+            log.info("dropped %d control connections with no handshake in time", len(late))
+        gone = [
+            k.conn_id
+            for k in self._snapshot()
+            if k.state is ConnState.READY and now - k.last_seen > self.idle_timeout_s
+        ]
         for cid in gone:
             self.disconnect(cid, reason="heartbeat lost")
-        return gone
+        return late + gone
 
-    def _evict_idle_locked(self) -> None:
+    def _evict_locked(self) -> None:
+        """Make one slot: the oldest connection that never sent a handshake, else every idle one."""
+        silent = sorted(
+            (k for k in self._conns.values() if k.state is ConnState.NEW and not k.handshake_sent),
+            key=lambda k: k.created,
+        )
+        if silent:
+            self._expire_locked(silent[0].conn_id)
+            return
         now = self.clock()
         for cid in [cid for cid, k in self._conns.items() if now - k.last_seen > self.idle_timeout_s]:
             self._conns.pop(cid, None)

@@ -19,6 +19,7 @@ class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     decision: str = "n"
     reason: str = "timeout"
+    note: str = ""  # the person's reason with a denial, passed on to the model
 
 
 class ApprovalDesk:
@@ -45,15 +46,22 @@ class ApprovalDesk:
         p.done.wait(timeout_s)
         with self._lock:
             self._pending.pop(approval_id, None)
-        return ApprovalDecision(approval_id=approval_id, decision=p.decision, reason=p.reason)  # type: ignore[arg-type]
+        return ApprovalDecision(
+            approval_id=approval_id, decision=p.decision, reason=p.reason, note=p.note  # type: ignore[arg-type]
+        )
 
-    def answer(self, approval_id: str, decision: str, reason: str = "user") -> bool:
-        """Resolve one approval; False for a stale id (nothing pending: ignored, never applied later)."""
+    def answer(
+        self, approval_id: str, decision: str, reason: str = "user", *, origin: str = "", note: str = ""
+    ) -> bool:
+        """Resolve one approval; False for a stale id (nothing pending: ignored, never applied later) and for
+        an answer from a peer other than the turn's origin (``origin``: the answering peer's name)."""
         with self._lock:
             p = self._pending.get(approval_id)
             if p is None or p.done.is_set():
                 return False
-            p.decision, p.reason = decision, reason
+            if origin and origin != p.origin:
+                return False
+            p.decision, p.reason, p.note = decision, reason, note
             p.done.set()
             return True
 

@@ -118,8 +118,9 @@ class LanesService:
                 return self.cancel(b)  # type: ignore[arg-type]
             case c.APPROVAL:
                 return self.ask_approval(b)  # type: ignore[arg-type]
-            case c.APPROVAL_REPLY:
-                return c.Ok(ok=self.desk.answer(b.approval_id, b.decision))  # type: ignore[attr-defined]
+            case c.APPROVAL_REPLY:  # only the turn's origin peer may answer (the sender's name, sans "#inc")
+                peer = request.sender.split("#", 1)[0]
+                return c.Ok(ok=self.desk.answer(b.approval_id, b.decision, origin=peer, note=b.note))  # type: ignore[attr-defined]
             case c.REPLAY:
                 return self.replay(b)  # type: ignore[arg-type]
             case c.LANES_STATUS:

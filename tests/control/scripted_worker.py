@@ -1,7 +1,8 @@
 """A scripted loop worker speaking the turns protocol (in-process or as a real process over the bus).
 
 The prompt text is the script: ``approve:<tool>[:<timeout_s>]`` asks lanes for approval (an effect is
-recorded only when allowed); ``slow`` records an effect then waits for cancel; ``sleep:<s>`` sleeps;
+recorded only when allowed; a turn whose settings skip permissions is approved without asking, as the
+executor's ApprovalGate does); ``slow`` records an effect then waits for cancel; ``sleep:<s>`` sleeps;
 ``stream:<n>:<s>`` streams n deltas s apart; ``fail:<reason>`` ends with that termination reason.
 Effects are appended to ``effects`` (and to ``$GEODE_TEST_EFFECTS`` when set, one line per effect).
 """
@@ -86,9 +87,12 @@ class ScriptedWorker:
                 timeout_s=timeout,
             )
             self._event(run, "tool_start", id="tu1", name=tool, args_preview="{}")
-            d = c.ApprovalDecision.model_validate(
-                self.t.call("lanes", c.APPROVAL, ask, timeout_s=timeout + 5)
-            )
+            if run.settings.get("skip_permissions") and run.mode in ("IPC", "REPL"):  # as ApprovalGate does
+                d = c.ApprovalDecision(approval_id=ask.approval_id, decision="y", reason="skip_permissions")
+            else:
+                d = c.ApprovalDecision.model_validate(
+                    self.t.call("lanes", c.APPROVAL, ask, timeout_s=timeout + 5)
+                )
             if d.decision in ("y", "a"):
                 self._effect(f"tool {tool} {run.turn_id}")
             tool_calls = 1

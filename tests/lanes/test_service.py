@@ -227,3 +227,17 @@ def test_pending_approvals_are_bounded_so_handlers_never_starve() -> None:
     svc.desk.answer("first", "y")
     th.join(5)
     assert box["d"].decision == "y"
+
+
+def test_an_approval_is_answered_only_by_the_turns_origin_peer() -> None:
+    svc, tr, _ = make()
+    svc.worker_ready("loop-1", 1)
+    submit(svc, "t1", "S")
+    th, box = _ask(svc, "ap1")
+    assert tr.wait_for(lambda: any(e["kind"] == c.APPROVAL_REQUEST for e in tr.to("control")))
+    reply = c.ApprovalReply(approval_id="ap1", decision="y")
+    assert svc.handle(req(c.APPROVAL_REPLY, reply, sender="messengers#1")).ok is False  # type: ignore[union-attr]
+    assert [p["approval_id"] for p in svc.desk.pending()] == ["ap1"]
+    assert svc.handle(req(c.APPROVAL_REPLY, reply, sender="control#2")).ok is True  # type: ignore[union-attr]
+    th.join(5)
+    assert box["d"].decision == "y"
