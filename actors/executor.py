@@ -24,6 +24,7 @@ from geode.tools.approval_lanes import LanesApprovalChannel
 from geode.tools.builtin.bash import BashLimits
 from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
+from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.executor import ToolExecutor
 from geode.tools.handlers import HandlerEntry
 from geode.tools.service import ToolService
@@ -91,7 +92,7 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         hooks=hooks,
         approvals=LanesApprovalChannel(bus.transport),
         global_config=cfg,
-        services={"bash_limits": limits, "messengers": {}},
+        services={"bash_limits": limits, "messengers": {}, "web_fetch": WebAllow.from_config(tools_cfg)},
         roots=tuple(tools_cfg.get("roots") or ()),
         default_workspace=default_ws,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, create_model
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, create_model
 
 from geode.control.connection import QUEUE_MAX
 from geode.control.core import IDLE_TIMEOUT_S
@@ -16,6 +16,7 @@ from geode.providers.retry import RetryPolicy
 from geode.providers.vendors import VENDOR_ALIASES, VENDORS
 from geode.records.lmdb_env import StoreConfig
 from geode.tools.builtin.bash import BashLimits
+from geode.tools.builtin.web_guard import parse_allow_entry
 
 Schema = Any  # a pydantic model class or a stdlib dataclass
 
@@ -52,6 +53,18 @@ class BashSection(BaseModel):
     fsize_bytes: int = Field(default=BashLimits.fsize_bytes, ge=1)
 
 
+def _allow_entries(value: list[str]) -> list[str]:
+    for entry in value:
+        parse_allow_entry(entry)  # ValueError names the entry
+    return value
+
+
+class WebFetchSection(BaseModel):
+    """``[tools.web_fetch]``: hosts and CIDRs web_fetch may reach although not public (``WebAllow``)."""
+
+    allow_hosts: Annotated[list[str], AfterValidator(_allow_entries)] = Field(default_factory=list)
+
+
 class ToolsSection(BaseModel):
     """``[tools]`` (read by ``actors/executor.py``)."""
 
@@ -59,6 +72,7 @@ class ToolsSection(BaseModel):
     default_workspace: str = ""  # empty: $GEODE_HOME/workspace
     roots: list[str] = Field(default_factory=list)
     bash: BashSection = BashSection()
+    web_fetch: WebFetchSection = WebFetchSection()
 
 
 class VendorSection(BaseModel):

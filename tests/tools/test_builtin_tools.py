@@ -16,7 +16,10 @@ class _Yes:
 
 @pytest.fixture
 def rig(make_rig):  # type: ignore[no-untyped-def]
-    return make_rig(approvals=_Yes())
+    from geode.tools.builtin.web_guard import WebAllow
+
+    # web_fetch's local test servers are loopback: allowlisted (tests/tools/test_web_fetch_guard.py)
+    return make_rig(approvals=_Yes(), services={"web_fetch": WebAllow.parse(["127.0.0.1"])})
 
 
 def test_write_read_edit_list(rig) -> None:

@@ -1,19 +1,21 @@
-"""web_fetch {url}: an HTTP(S) GET through httpx with size and time caps, HTML reduced to readable text."""
+"""web_fetch {url}: an HTTP(S) GET through httpx with size and time caps, HTML reduced to readable text;
+every hop checked and connected by address (web_guard)."""
 
 from __future__ import annotations
 
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 
+from geode.tools.builtin.web_guard import Target, WebAllow, check_target
 from geode.tools.handlers import ToolEnv, ToolFailure
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_CHARS = 50_000
 TIMEOUT_S = 30.0
 MAX_REDIRECTS = 5
+USER_AGENT = "geode-web-fetch/1"
 
 
 class _Text(HTMLParser):
@@ -55,23 +57,59 @@ def html_to_text(html: str) -> tuple[str, str]:
     return p.title.strip(), "\n".join(line for line in lines if line)
 
 
+def _client(timeout: float) -> httpx.Client:
+    """The HTTP client of one fetch: no redirects (each hop is checked here), no proxy from the environment
+    (the connection must go to the checked address)."""
+    return httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False)
+
+
+def _send(client: httpx.Client, target: Target) -> httpx.Response:
+    """GET ``target`` from one of its checked addresses (the next on a refused connection), never resolving
+    the host again: the IP goes in the URL, the original host in the Host header and as TLS SNI/cert name."""
+    host_header = target.url.netloc.decode("ascii")
+    failure: httpx.ConnectError | None = None
+    for ip in target.addresses:
+        pinned = target.url.copy_with(host=str(ip))
+        headers = {"Host": host_header, "User-Agent": USER_AGENT}
+        req = client.build_request("GET", pinned, headers=headers, extensions={"sni_hostname": target.host})
+        try:
+            return client.send(req, stream=True)
+        except httpx.ConnectError as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
+
+
 def web_fetch(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
-    url = args["url"]
-    if urlparse(url).scheme not in ("http", "https"):
-        raise ToolFailure("only http and https URLs can be fetched", "invalid_url")
+    allow = env.service("web_fetch") or WebAllow()
+    url: str | httpx.URL = args["url"]
     timeout = min(TIMEOUT_S, env.deadline_s * 0.8)  # fail cleanly before the executor gives up
     body = bytearray()
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=True, max_redirects=MAX_REDIRECTS) as client:
-            with client.stream("GET", url, headers={"User-Agent": "geode-web-fetch/1"}) as resp:
-                for chunk in resp.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_BYTES or env.cancel.is_set():
-                        break
-                status, ctype, final = resp.status_code, resp.headers.get("content-type", ""), str(resp.url)
-                encoding = resp.encoding or "utf-8"
+        with _client(timeout) as client:
+            for _hop in range(MAX_REDIRECTS + 1):
+                target = check_target(url, allow)  # every hop: form, name, every resolved address
+                resp = _send(client, target)
+                try:
+                    if resp.has_redirect_location:
+                        url = target.url.join(resp.headers["location"])
+                        continue
+                    for chunk in resp.iter_bytes():
+                        body += chunk
+                        if len(body) > MAX_BYTES or env.cancel.is_set():
+                            break
+                    status, ctype = resp.status_code, resp.headers.get("content-type", "")
+                    encoding = resp.encoding or "utf-8"
+                    final = str(target.url)
+                    break
+                finally:
+                    resp.close()
+            else:
+                raise ToolFailure(f"fetch failed: more than {MAX_REDIRECTS} redirects", "fetch_failed")
     except httpx.HTTPError as exc:
         raise ToolFailure(f"fetch failed: {type(exc).__name__}: {exc}"[:500], "fetch_failed") from None
+    except httpx.InvalidURL as exc:
+        raise ToolFailure(f"invalid URL: {exc}"[:300], "invalid_url") from None
     raw = bytes(body[:MAX_BYTES]).decode(encoding, "replace")
     title = ""
     text = raw
