@@ -1,4 +1,4 @@
-"""Running one command hook with the Claude Code JSON contract, and parsing its answer into a HookOutcome."""
+"""Running one command hook with the Claude Code JSON contract; its answer is parsed by geode.hooks.output."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ import subprocess
 from typing import Any
 
 from geode.hooks.events import HookOutcome
+from geode.hooks.output import HookFailed, HookInvalidOutput, parse_output
 
+__all__ = ["MAX_OUTPUT", "HookFailed", "HookInvalidOutput", "parse_output", "run_command"]
 MAX_OUTPUT = 256 * 1024
-
-
-class HookFailed(Exception):
-    """The hook crashed, timed out or printed something that is not a JSON object."""
 
 
 def run_command(
@@ -83,41 +81,3 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
-
-
-def parse_output(data: dict[str, Any]) -> HookOutcome:
-    """Claude Code hook output → outcome (hookSpecificOutput wins over the legacy top-level fields)."""
-    hso = data.get("hookSpecificOutput")
-    hso = hso if isinstance(hso, dict) else {}
-    decision = "continue"
-    reason = str(data.get("reason") or "")
-    legacy = data.get("decision")
-    if legacy == "block":
-        decision = "block"
-    elif legacy == "approve":
-        decision = "allow"
-    pd = hso.get("permissionDecision")
-    behavior = hso.get("decision", {}).get("behavior") if isinstance(hso.get("decision"), dict) else None
-    pd = pd or behavior
-    if pd in ("allow", "deny", "ask"):
-        decision = "block" if pd == "deny" else pd
-        reason = str(
-            hso.get("permissionDecisionReason") or hso.get("decision", {}).get("message", "") or reason
-        )
-    updates: dict[str, Any] = {}
-    if isinstance(hso.get("updatedInput"), dict):
-        updates["tool_input"] = hso["updatedInput"]
-    if isinstance(hso.get("updatedToolName"), str):
-        updates["tool_name"] = hso["updatedToolName"]
-    ctx = hso.get("additionalContext")
-    halt = data.get("continue") is False
-    if halt:
-        reason = str(data.get("stopReason") or reason or "stopped by hook")
-    return HookOutcome(
-        decision=decision,  # type: ignore[arg-type]
-        reason=reason,
-        updates=updates,
-        additional_context=str(ctx) if ctx else None,
-        instruction=reason if decision == "block" and reason else None,
-        halt=halt,
-    )

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from geode.hooks import dialect
-from geode.hooks.command import HookFailed, parse_output, run_command
+from geode.hooks.command import HookFailed, HookInvalidOutput, parse_output, run_command
 from geode.hooks.config import DEFAULT_TIMEOUT_S, HookCallable, HookEntry, entry
 from geode.hooks.events import DECIDING_EVENTS, HookEvent, HookOutcome, stronger
 from geode.redaction import redact_text
@@ -100,13 +100,14 @@ class HookRunner:
         for h in hooks:
             try:
                 out = self._invoke(h, ev, current, correlation)
-            except HookFailed as exc:
-                failures.append(f"{h.name}: {exc}")
-                log.warning("hook %s (%s) failed: %s", h.name, ev.value, redact_text(str(exc), 500))
+            except Exception as exc:  # HookFailed, or anything unexpected: one line, never a traceback
+                why = _failure_line(h, exc)
+                failures.append(f"{h.name}: {why}")
+                log.warning("%s (%s)", why, ev.value)
                 if h.fail == "closed":
                     return HookOutcome(
                         decision="block",
-                        reason=f"hook {h.name!r} failed ({exc}); failing closed",
+                        reason=f"{why}; failing closed",
                         decided_by=h.name,
                         failures=tuple(failures),
                         instruction=None,
@@ -214,6 +215,22 @@ class HookRunner:
         finally:
             with self._lock:
                 self._queued -= 1
+
+
+def _failure_line(h: HookEntry, exc: Exception) -> str:
+    """One redacted line saying which hook failed and how (the model may read it; no traceback)."""
+    who = f"hook {h.name!r}"
+    if h.command is not None and h.command != h.name:
+        cmd = h.command if len(h.command) <= 80 else h.command[:77] + "..."
+        who += f" ({cmd})"
+    if isinstance(exc, HookInvalidOutput):
+        verb = "printed" if h.command is not None else "returned"
+        what = f"{verb} an invalid decision: {exc}"
+    elif isinstance(exc, HookFailed):
+        what = f"failed ({exc})"
+    else:
+        what = f"failed ({type(exc).__name__}: {exc})"
+    return " ".join(redact_text(f"{who} {what}", 500).split())
 
 
 def _call_with_timeout(
