@@ -78,16 +78,12 @@ class ApprovalGate:
     def decide(
         self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False, harmless: bool = False
     ) -> Verdict:
+        # ``harmless`` is accepted and ignored: no call skips its prompt for what its arguments look like
+        # (a "read-only" shell command list ran code; issue 10). Only a person, a hook or the policy decide.
+        del harmless
         pol = spec.policy
         if pol.approval is ApprovalMode.NONE and not forced:
             return Verdict(True, "not_required")
-        if (
-            harmless
-            and not forced
-            and pol.approval is ApprovalMode.CACHED
-            and pol.data_class is DataClass.PUBLIC
-        ):
-            return Verdict(True, "read_only")
         if spec.name in COMPUTER_TOOLS and ctx.mode == "DAEMON" and computer_allowed_in_daemon(self._config):
             return Verdict(True, "operator_opt_in")
         if not forced and self._remembered(ctx, spec):

@@ -1,4 +1,5 @@
-"""run_bash limits: the timeout kills the process group, CPU and file-size limits, output caps, blocklist."""
+"""run_bash limits: the timeout kills the process group, CPU and file-size limits, output caps, blocklist;
+every command asks a person."""
 
 from __future__ import annotations
 
@@ -123,14 +124,6 @@ class _No:
         return "n"
 
 
-@pytest.mark.parametrize("cmd", ["ls -la", "cat a.txt | grep x | wc -l", "find . -name '*.py'"])
-def test_read_only_pipelines_run_without_a_prompt(make_rig, cmd: str) -> None:
-    ch = _No()
-    rig = make_rig(approvals=ch)
-    res = rig.call("run_bash", {"command": cmd})
-    assert ch.asked == 0 and res.error_type != "permission_denied"
-
-
 @pytest.mark.parametrize(
     "cmd",
     [
@@ -145,9 +138,12 @@ def test_read_only_pipelines_run_without_a_prompt(make_rig, cmd: str) -> None:
         "cat a | awk '{system(\"id\")}'",
         "env rm x",
         "git -c core.pager=sh log",
+        "ls -la",  # no command is "read-only" enough to skip the person (issue 10)
+        "cat a.txt | grep x | wc -l",
+        "find . -name '*.py'",
     ],
 )
-def test_anything_else_still_prompts(make_rig, cmd: str) -> None:
+def test_every_command_prompts(make_rig, cmd: str) -> None:
     ch = _No()
     rig = make_rig(approvals=ch)
     res = rig.call("run_bash", {"command": cmd})

@@ -1,4 +1,10 @@
-"""run_bash: a shell command in its own process group with CPU/file-size limits, capped output, a deadline."""
+"""run_bash: a shell command, approved by a person, with a secret-free environment, contained and capped.
+
+The boundary is the approval (run_bash always asks in IPC/REPL; modes without a person deny it), the
+environment (``bash_env.shell_env``: no provider/messenger keys, nothing from ``$GEODE_HOME/.env``, no
+``GEODE_*``) and containment (``bash_containment``: a cgroup v2 per call, else a token/ancestry walk under a
+child subreaper; nothing of the call outlives it). Plus rlimits (CPU, file size), capped output, a deadline.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
-from geode.tools.builtin.bash_groups import TOKEN_ENV, GroupNotes
+from geode.tools.builtin.bash_containment import TOKEN_ENV, CallBox
+from geode.tools.builtin.bash_env import shell_env
+from geode.tools.builtin.bash_groups import GroupNotes
 from geode.tools.handlers import ToolEnv, ToolFailure
 
 log = logging.getLogger(__name__)
@@ -23,6 +31,9 @@ STDOUT_CAP = 10_000
 STDERR_CAP = 5_000
 GRACE_S = 2.0
 
+# A courtesy, not a boundary: a pattern list over shell text cannot hold (``r''m -rf /``, ``$'\x72m'``,
+# variables, eval ... all pass). It only saves a person from approving an obvious accident; what holds is the
+# approval, the stripped environment and the containment.
 BLOCKED_PATTERNS = tuple(
     re.compile(p)
     for p in (
@@ -36,6 +47,11 @@ BLOCKED_PATTERNS = tuple(
         r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
     )
 )
+# the shell waits on the gate fd until it is in its cgroup, then sets its rlimits and runs the command
+_WRAPPER = (
+    'read -r go <&{fd} && [ "$go" = go ] || exit 125; exec {fd}<&-; '
+    'ulimit -t {cpu} -f {fsize_kb} && exec /bin/bash -c "$1"'
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,7 @@ class BashLimits:
     cpu_s: int | None = None  # None: the call's timeout
     fsize_bytes: int = 50 * 1024 * 1024
     grace_s: float = GRACE_S
+    cgroup: bool = True  # False: contain by the token/ancestry walk alone (the fallback, also used in tests)
 
 
 def clamp_timeout(args: dict[str, Any]) -> int:
@@ -58,6 +75,7 @@ def deadline(args: dict[str, Any]) -> float:
 
 
 def blocked(command: str) -> str | None:
+    """The first always-blocked pattern the text matches (a courtesy check; see ``BLOCKED_PATTERNS``)."""
     for rx in BLOCKED_PATTERNS:
         if rx.search(command):
             return rx.pattern
@@ -85,53 +103,59 @@ class _Capped:
         return s[: self.cap], len(s) > self.cap or self.total > len(self.kept)
 
 
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     command = args["command"]
     pattern = blocked(command)
     if pattern is not None:
         raise ToolFailure("Command matches an always-blocked destructive pattern; not run.", "bash_blocked")
     limits: BashLimits = env.service("bash_limits") or BashLimits()
-    # never outlive the executor's deadline: finish (and kill the group) in time to report a known outcome
+    # never outlive the executor's deadline: finish (and kill the call) in time to report a known outcome
     timeout = max(1, min(clamp_timeout(args), int(env.deadline_s - limits.grace_s - 1)))
     cpu = limits.cpu_s or timeout
-    fsize_kb = max(1, limits.fsize_bytes // 1024)
-    wrapper = f'ulimit -t {cpu} -f {fsize_kb} && exec /bin/bash -c "$1"'
     notes: GroupNotes | None = env.service("bash_groups")  # survives us: a new executor enforces the deadline
     token = GroupNotes.new_token()
-    proc = subprocess.Popen(
-        ["/bin/bash", "-c", wrapper, "geode-bash", command],
-        cwd=str(env.workspace) if env.workspace.is_dir() else None,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env={**os.environ, TOKEN_ENV: token} if notes is not None else None,
-    )
+    box = CallBox.open(token, use_cgroup=limits.cgroup)
+    gate_r, gate_fd = os.pipe()
+    gate = _Gate(gate_fd)
+    wrapper = _WRAPPER.format(cpu=cpu, fsize_kb=max(1, limits.fsize_bytes // 1024), fd=gate_r)
+    try:
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", wrapper, "geode-bash", command],
+            cwd=str(env.workspace) if env.workspace.is_dir() else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**shell_env(), TOKEN_ENV: token},
+            pass_fds=(gate_r,),
+        )
+    except BaseException:
+        os.close(gate_fd)
+        box.close()
+        raise
+    finally:
+        os.close(gate_r)
     pgid = proc.pid
     out, err = _Capped(proc.stdout, STDOUT_CAP), _Capped(proc.stderr, STDERR_CAP)  # type: ignore[arg-type]
     timed_out = cancelled = False
     noted = None
     try:
-        noted = _note(notes, pgid, token, env, timeout, limits.grace_s)
-        cancelled = _wait(proc, timeout, env)
+        box.adopt(proc.pid)
+        noted = _note(notes, pgid, token, env, timeout, limits.grace_s, box)
+        gate.release()
+        cancelled = _wait(proc, timeout, env, box)
         if cancelled:
             raise subprocess.TimeoutExpired(command, timeout)
     except subprocess.TimeoutExpired:
         timed_out = not cancelled
-        _kill_group(pgid, signal.SIGTERM)
+        box.signal(signal.SIGTERM)
         try:
             proc.wait(timeout=limits.grace_s)
         except subprocess.TimeoutExpired:
             pass
     finally:
-        _kill_group(pgid, signal.SIGKILL)  # nothing of this call outlives it (background children included)
+        gate.release()  # no-op when already released
+        box.close()  # nothing of this call outlives it (setsid, nohup and double forks included)
         if proc.poll() is None:
             proc.wait()
         if noted is not None:
@@ -149,16 +173,40 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     if proc.returncode is not None and proc.returncode < 0:
         body["signal"] = signal.Signals(-proc.returncode).name
     if cancelled:
-        raise ToolFailure("Command cancelled; its process group was killed.", "bash_cancelled", **body)
+        raise ToolFailure("Command cancelled; all its processes were killed.", "bash_cancelled", **body)
     if timed_out:
         raise ToolFailure(
-            f"Command timed out after {timeout}s; its process group was killed.", "bash_timeout", **body
+            f"Command timed out after {timeout}s; all its processes were killed.", "bash_timeout", **body
         )
     return body
 
 
+class _Gate:
+    """The write end of the pipe the wrapper waits on; ``release`` writes "go" and closes it, once."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.write(fd, b"go\n")
+        except OSError:  # the shell is already gone
+            pass
+        finally:
+            os.close(fd)
+
+
 def _note(
-    notes: GroupNotes | None, pgid: int, token: str, env: ToolEnv, timeout: float, grace_s: float
+    notes: GroupNotes | None,
+    pgid: int,
+    token: str,
+    env: ToolEnv,
+    timeout: float,
+    grace_s: float,
+    box: CallBox,
 ) -> Any:
     if notes is None:
         return None
@@ -170,13 +218,14 @@ def _note(
             session_id=env.ctx.session_id,
             timeout_s=timeout,
             grace_s=grace_s,
+            cgroup=str(box.cgroup) if box.cgroup is not None else None,
         )
     except OSError as exc:  # the call still runs and is still killed at its deadline by this process
         log.warning("run_bash: could not note process group %d: %s", pgid, exc)
         return None
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv) -> bool:
+def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv, box: CallBox) -> bool:
     """Wait for the command; True when the call was cancelled (the executor's deadline passed) first."""
     end = time.monotonic() + timeout
     while True:
@@ -189,3 +238,4 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv) -> bool:
         except subprocess.TimeoutExpired:
             if env.cancel.is_set():
                 return True
+            box.track()

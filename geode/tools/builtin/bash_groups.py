@@ -1,7 +1,8 @@
 """Durable notes of running run_bash process groups, so a dead executor's deadlines still hold.
 
-run_bash notes each group it starts (one small JSON file) and removes the note once the group is reaped. A new
-executor incarnation runs ``GroupReaper.reap()``: a group whose owner is dead is killed at its deadline.
+run_bash notes each call it starts (one small JSON file: process group, env token, cgroup) and removes the
+note once the call is reaped. A new executor incarnation runs ``GroupReaper.reap()``: the processes of a call
+whose owner is dead (its cgroup, every process holding its token, its process group) die at its deadline.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from geode.tools.builtin.bash_containment import TOKEN_ENV, CallBox, cgroup_populated, close_leftover
+
 log = logging.getLogger(__name__)
-TOKEN_ENV = "GEODE_BASH_GROUP"  # set in the command's environment: proves a group member is ours
+__all__ = ["TOKEN_ENV", "GroupNote", "GroupNotes", "GroupReaper"]
 
 
 def boot_clock() -> float:
@@ -56,6 +59,7 @@ class GroupNote(BaseModel):
     deadline_boot_s: float  # SIGTERM due (boot clock)
     grace_s: float  # then SIGKILL
     deadline_unix: float  # the same moment, for people reading the file
+    cgroup: str | None = None  # the call's cgroup v2 directory (None: contained by the token walk alone)
 
     @property
     def kill_at(self) -> float:
@@ -76,7 +80,15 @@ class GroupNotes:
         return secrets.token_hex(12)
 
     def note(
-        self, pgid: int, token: str, *, operation_id: str, session_id: str, timeout_s: float, grace_s: float
+        self,
+        pgid: int,
+        token: str,
+        *,
+        operation_id: str,
+        session_id: str,
+        timeout_s: float,
+        grace_s: float,
+        cgroup: str | None = None,
     ) -> Path:
         """Write the note atomically (temp file + rename); returns its path for ``forget``."""
         body = GroupNote(
@@ -91,6 +103,7 @@ class GroupNotes:
             deadline_boot_s=boot_clock() + timeout_s,
             grace_s=grace_s,
             deadline_unix=time.time() + timeout_s,
+            cgroup=cgroup,
         )
         path = self.dir / f"{pgid}-{token}.json"
         tmp = path.with_suffix(".tmp")
@@ -109,30 +122,35 @@ def owner_alive(note: GroupNote) -> bool:
     return st is not None and note.owner_start_ticks is not None and st[1] == note.owner_start_ticks
 
 
-def _has_token(pid: int, token: str) -> bool:
-    try:
-        env = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"{TOKEN_ENV}={token}".encode() in env.split(b"\0")
-
-
-def is_recorded_group(note: GroupNote) -> bool:
+def _pgid_is_ours(note: GroupNote) -> bool:
     """Whether process group ``note.pgid`` is provably the one noted: its leader with the noted start time,
     or a member carrying the note's token. (While a member lives, Linux never reuses the group's number.)"""
     if note.start_ticks is not None:
         leader = proc_stat(note.pgid)
         if leader is not None:
             return leader[0] == note.pgid and leader[1] == note.start_ticks
-    try:
-        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return False  # nothing provable: leave it alone
-    for pid in pids:
-        st = proc_stat(pid)
-        if st is not None and st[0] == note.pgid and _has_token(pid, note.token):
-            return True
-    return False
+    box = CallBox(note.token)
+    return any(p.pgid == note.pgid for p in box.members())
+
+
+def is_recorded_group(note: GroupNote) -> bool:
+    """Whether anything of the noted call still runs: its process group, a token holder, its cgroup."""
+    if _pgid_is_ours(note):
+        return True
+    if note.cgroup and cgroup_populated(Path(note.cgroup)):
+        return True
+    return bool(CallBox(note.token).members())
+
+
+def signal_call(note: GroupNote, sig: int) -> None:
+    """Send ``sig`` to every process of the noted call; SIGKILL also empties and removes its cgroup."""
+    if _pgid_is_ours(note):
+        _killpg(note.pgid, sig)
+    if sig == signal.SIGKILL:
+        close_leftover(note.token, note.cgroup)
+    else:
+        box = CallBox(note.token, Path(note.cgroup) if note.cgroup and Path(note.cgroup).is_dir() else None)
+        box.signal(sig)
 
 
 Report = Callable[[GroupNote, str], None]  # (note, action): killed | scheduled | gone | not_ours | ...
@@ -166,9 +184,11 @@ class GroupReaper:
     def _settle(self, path: Path, note: GroupNote) -> str:
         if not is_recorded_group(note):
             action = "gone" if not _group_exists(note.pgid) else "not_ours"
+            if note.cgroup:
+                close_leftover(note.token, note.cgroup)  # an empty cgroup left behind: remove it
             path.unlink(missing_ok=True)
         elif boot_clock() >= note.kill_at:
-            _killpg(note.pgid, signal.SIGKILL)
+            signal_call(note, signal.SIGKILL)
             path.unlink(missing_ok=True)
             action = "killed"
         else:
@@ -185,13 +205,13 @@ class GroupReaper:
                 return  # this incarnation stops: the note stays for the next one
         sent = is_recorded_group(note)
         if sent:
-            _killpg(note.pgid, signal.SIGTERM)
+            signal_call(note, signal.SIGTERM)
             while is_recorded_group(note):
                 if boot_clock() >= note.kill_at:
-                    _killpg(note.pgid, signal.SIGKILL)
                     break
                 if self._stop.wait(0.05):
                     return
+        signal_call(note, signal.SIGKILL)  # stragglers, and the cgroup directory
         path.unlink(missing_ok=True)
         self._report(note, "killed" if sent else "ended")
 

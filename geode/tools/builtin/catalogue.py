@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geode.tools.builtin import bash, computer, delegate, files, messaging, readonly, search, web
+from geode.tools.builtin import bash, computer, delegate, files, messaging, search, web
 from geode.tools.handlers import HandlerEntry
 from geode.tools.spec import ApprovalMode as A
 from geode.tools.spec import EffectClass as E
@@ -183,11 +183,7 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:list_dir": HandlerEntry(files.list_dir, ("path",)),
         "builtin:glob_files": HandlerEntry(search.glob_files, ("path",)),
         "builtin:grep_files": HandlerEntry(search.grep_files, ("path",)),
-        "builtin:run_bash": HandlerEntry(
-            bash.run_bash,
-            deadline=bash.deadline,
-            no_prompt=lambda a: readonly.is_read_only(a.get("command", "")),
-        ),
+        "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),  # always asks a person
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
         "builtin:send_message": HandlerEntry(messaging.send_message),
         "builtin:delegate_task": HandlerEntry(delegate.delegate_task),

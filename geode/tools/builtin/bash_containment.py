@@ -1,0 +1,299 @@
+"""Containment of one run_bash call: a cgroup v2 of its own where writable, else a token/ancestry walk.
+
+Every process of a call carries ``GEODE_BASH_GROUP=<token>`` in its environment (a ``setsid``'d or
+double-forked grandchild inherits it). With cgroup v2 the shell is moved into ``geode-bash-<token>`` (a child
+of the executor's own cgroup) before it runs the command, and ``cgroup.kill`` ends everything in it. Either
+way the walk also runs: every live process holding the token, or descending from the shell, is SIGKILLed until
+none is left (a root command can leave its cgroup; only clearing its environment *and* detaching between two
+walks escapes the fallback). Without a cgroup the executor is a child subreaper, so orphans come back to it
+and are reaped here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+TOKEN_ENV = "GEODE_BASH_GROUP"  # set in the command's environment: proves a process is the call's
+CGROUP_PREFIX = "geode-bash-"
+PR_SET_CHILD_SUBREAPER = 36
+KILL_ROUNDS = 200
+
+_subreaper_lock = threading.Lock()
+_subreaper_set = False
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    start: int
+    state: str
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    f = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces or parens
+    return ProcInfo(pid, int(f[1]), int(f[2]), int(f[19]), f[0])
+
+
+def all_procs() -> list[ProcInfo]:
+    try:
+        names = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    return [p for n in names if (p := proc_info(int(n))) is not None]
+
+
+def has_token(pid: int, token: str) -> bool:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{TOKEN_ENV}={token}".encode() in env.split(b"\0")
+
+
+def token_holders(token: str, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
+    """Live (non-zombie) processes whose environment carries ``token``."""
+    me = os.getpid()
+    return [
+        p
+        for p in (all_procs() if procs is None else procs)
+        if p.state not in ("Z", "X") and p.pid != me and has_token(p.pid, token)
+    ]
+
+
+def set_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (once); False when prctl is unavailable."""
+    global _subreaper_set
+    with _subreaper_lock:
+        if _subreaper_set:
+            return True
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            ok = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            ok = False
+        _subreaper_set = ok
+        return ok
+
+
+# --- cgroup v2 -------------------------------------------------------------------------------------------
+def cgroup2_mount() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup`` or ``/sys/fs/cgroup/unified``)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        if right.split(" ", 1)[0] == "cgroup2":
+            return Path(left.split()[4])
+    return None
+
+
+def own_cgroup() -> Path | None:
+    """This process's cgroup v2 directory, when it is writable and has ``cgroup.kill`` (Linux ≥ 5.14)."""
+    mount = cgroup2_mount()
+    if mount is None:
+        return None
+    try:
+        rel = next(
+            line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")
+        )
+    except (OSError, StopIteration):
+        return None
+    d = mount / rel.lstrip("/")
+    if not (d / "cgroup.procs").exists() or not os.access(d, os.W_OK):
+        return None
+    return d
+
+
+def make_cgroup(token: str, parent: Path | None) -> Path | None:
+    """A fresh child cgroup for one call; None when none can be made (the walk still contains the call)."""
+    if parent is None:
+        return None
+    d = parent / f"{CGROUP_PREFIX}{token}"
+    try:
+        d.mkdir(mode=0o700)
+    except OSError as exc:
+        log.debug("run_bash: no cgroup under %s: %s", parent, exc)
+        return None
+    if not (d / "cgroup.kill").exists():
+        remove_cgroup(d)
+        return None
+    return d
+
+
+def cgroup_pids(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def cgroup_populated(d: Path) -> bool:
+    try:
+        return "populated 1" in (d / "cgroup.events").read_text()
+    except OSError:
+        return False
+
+
+def kill_cgroup(d: Path, wait_s: float = 5.0) -> bool:
+    """SIGKILL everything in the cgroup and wait until it is empty; True when it is."""
+    try:
+        (d / "cgroup.kill").write_text("1")
+    except OSError:
+        return not cgroup_populated(d)
+    end = time.monotonic() + wait_s
+    while cgroup_populated(d):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def remove_cgroup(d: Path) -> None:
+    try:
+        d.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("run_bash: could not remove cgroup %s: %s", d, exc)
+
+
+# --- one call -------------------------------------------------------------------------------------------
+@dataclass
+class CallBox:
+    """The processes of one call. ``cgroup`` is None in fallback mode (walk only)."""
+
+    token: str
+    cgroup: Path | None = None
+    shell: int | None = None
+    seen: dict[int, int] = field(default_factory=dict)  # pid -> start ticks, every member ever found
+    _last_track: float = 0.0
+
+    @classmethod
+    def open(cls, token: str, *, use_cgroup: bool = True) -> CallBox:
+        cg = make_cgroup(token, own_cgroup()) if use_cgroup else None
+        if cg is None:
+            set_subreaper()
+        return cls(token, cg)
+
+    def adopt(self, pid: int) -> bool:
+        """Move the (still waiting) shell into the call's cgroup; False (fallback) when that fails."""
+        self.shell = pid
+        if (st := proc_info(pid)) is not None:
+            self.seen[pid] = st.start
+        if self.cgroup is None:
+            return False
+        try:
+            (self.cgroup / "cgroup.procs").write_text(str(pid))
+            return True
+        except OSError as exc:
+            log.warning("run_bash: could not move the shell into %s: %s", self.cgroup, exc)
+            set_subreaper()
+            remove_cgroup(self.cgroup)
+            self.cgroup = None
+            return False
+
+    def members(self) -> list[ProcInfo]:
+        """Live processes of the call: in its cgroup, holding its token, or descending from one of those."""
+        procs = all_procs()
+        live = {p.pid: p for p in procs if p.state not in ("Z", "X") and p.pid != os.getpid()}
+        found = {p.pid for p in token_holders(self.token, list(live.values()))}
+        if self.cgroup is not None:
+            found.update(pid for pid in cgroup_pids(self.cgroup) if pid in live)
+        found.update(pid for pid, start in self.seen.items() if pid in live and live[pid].start == start)
+        children: dict[int, list[int]] = {}
+        for p in live.values():
+            children.setdefault(p.ppid, []).append(p.pid)
+        stack = list(found)
+        while stack:  # descendants of any member
+            for kid in children.get(stack.pop(), ()):
+                if kid not in found:
+                    found.add(kid)
+                    stack.append(kid)
+        out = [live[pid] for pid in found]
+        for p in out:
+            self.seen.setdefault(p.pid, p.start)
+        return out
+
+    def track(self, every_s: float = 0.2) -> None:
+        """Fallback bookkeeping while the call runs: remember its processes before they can detach."""
+        now = time.monotonic()
+        if self.cgroup is None and now - self._last_track >= every_s:
+            self._last_track = now
+            self.members()
+
+    def signal(self, sig: int) -> None:
+        for p in self.members():
+            _kill(p.pid, sig)
+
+    def close(self) -> int:
+        """SIGKILL every process of the call, reap the orphans that came back to us, remove the cgroup.
+
+        Returns how many processes were still alive (0 when everything is gone)."""
+        if self.cgroup is not None:
+            kill_cgroup(self.cgroup)
+        left: list[ProcInfo] = []
+        for _ in range(KILL_ROUNDS):
+            left = self.members()
+            if not left:
+                break
+            for p in left:
+                _kill(p.pid, signal.SIGKILL)
+            time.sleep(0.002)
+        if self.shell is not None:  # a call of ours: its orphans came back to this subreaper
+            self._reap()
+        if self.cgroup is not None:
+            if kill_cgroup(self.cgroup, wait_s=2.0):
+                remove_cgroup(self.cgroup)
+        if left:
+            log.warning("run_bash: %d process(es) of call %s survived SIGKILL", len(left), self.token[:6])
+        return len(left)
+
+    def _reap(self) -> None:
+        """Collect zombies of ours that were the call's (orphans reparented to this subreaper)."""
+        me = os.getpid()
+        end = time.monotonic() + 1.0
+        pending = {pid: start for pid, start in self.seen.items() if pid != self.shell}
+        while pending and time.monotonic() < end:
+            for pid, start in list(pending.items()):
+                st = proc_info(pid)
+                if st is None or st.start != start or st.ppid != me:
+                    pending.pop(pid)  # gone, reused, or someone else's to reap
+                elif st.state in ("Z", "X"):
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+                    pending.pop(pid)
+            if pending:
+                time.sleep(0.005)
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def close_leftover(token: str, cgroup: str | None) -> bool:
+    """For a dead executor's call: SIGKILL its cgroup and every token holder; True when anything was alive."""
+    box = CallBox(token, Path(cgroup) if cgroup and Path(cgroup).is_dir() else None)
+    alive = bool(box.members()) or (box.cgroup is not None and cgroup_populated(box.cgroup))
+    box.close()
+    return alive
