@@ -11,7 +11,7 @@ from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.tools.handlers import HandlerEntry
 from geode.tools.middleware import RequestMiddleware
-from geode.tools.paths import workspace_of
+from geode.tools.paths import AllowedRoots, Exclusion, home_exclusion, workspace_of
 from geode.tools.plan import BoundToolPlan
 from geode.tools.plan_cache import PlanCache
 from geode.tools.policy import PolicyDenial, check_monotonic, check_paths, check_runtime_policy
@@ -60,6 +60,8 @@ class Checks:
     global_config: Mapping[str, Any]
     workspace: Path
     roots: tuple[Path, ...]
+    # never inside the allowed roots, whatever they are: the GEODE home and its run dir
+    excluded: Exclusion = field(default_factory=home_exclusion)
 
     def scope(self, req: Request) -> None:
         ctx = req.ctx
@@ -152,8 +154,9 @@ class Checks:
     def workspace_for(self, ctx: ToolContext) -> Path:
         return workspace_of(ctx, self.workspace)
 
-    def roots_for(self, ctx: ToolContext) -> tuple[Path, ...]:
-        return self.roots or (self.workspace_for(ctx),)
+    def roots_for(self, ctx: ToolContext) -> AllowedRoots:
+        """The allowed roots (default: the session workspace), carrying the exclusion to the handlers."""
+        return AllowedRoots(self.roots or (self.workspace_for(ctx),), self.excluded)
 
 
 def correlation(ctx: ToolContext, call: ToolCall) -> dict[str, Any]:

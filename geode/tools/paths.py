@@ -1,15 +1,105 @@
-"""Resolving tool paths against the session workspace and refusing anything outside the allowed roots."""
+"""Resolving tool paths against the session workspace and refusing anything outside the allowed roots or
+inside the GEODE home (the home and the run dir are never a workspace, whatever the roots say)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+from geode.home import GeodeHome
 from geode.tools.spec import ToolContext
+
+PATH_MAX = 4096  # bytes, Linux
+NAME_MAX = 255  # bytes per component
 
 
 class PathOutsideRoots(ValueError):
-    """A path that resolves outside every allowed root (a policy denial, not a tool error)."""
+    """A path resolving outside every allowed root or into the home (a policy denial, not a tool error)."""
+
+    def __init__(self, message: str, reason: str = "outside_roots") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class InvalidPath(ValueError):
+    """A path argument no file system call should see: embedded NUL, not encodable, over-long."""
+
+
+def _real(p: str | os.PathLike[str]) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def within(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Subtrees no file tool may touch or list whatever the allowed roots are (``paths``), except the
+    ``carve_outs`` inside them (the home's own default workspace). All resolved."""
+
+    paths: tuple[Path, ...]
+    carve_outs: tuple[Path, ...] = ()
+
+    @classmethod
+    def of_home(cls, home: GeodeHome) -> Exclusion:
+        """The home and its run dir (which may live elsewhere, e.g. ``$XDG_RUNTIME_DIR``); ``workspace/``
+        under the home stays usable because it is where a session without a cwd works."""
+        paths = [_real(home.root)]
+        try:
+            paths.append(_real(home.run_dir))
+        except Exception:  # a run dir that cannot be computed: the home alone is still excluded
+            pass
+        return cls(tuple(dict.fromkeys(paths)), (_real(home.root / "workspace"),))
+
+    def covers(self, real: Path) -> bool:
+        return within(real, self.paths) and not within(real, self.carve_outs)
+
+
+@lru_cache(maxsize=8)
+def _home_exclusion(raw: str | None) -> Exclusion:
+    return Exclusion.of_home(GeodeHome.from_env(raw))
+
+
+def home_exclusion() -> Exclusion:
+    """The default exclusion: this process's ``GeodeHome.from_env()`` (its root and run dir)."""
+    return _home_exclusion(os.environ.get("GEODE_HOME"))
+
+
+class AllowedRoots(tuple[Path, ...]):
+    """The allowed roots (resolved) carrying the exclusion that goes with them, so a handler that is given
+    the roots also gets the exclusion (``ToolEnv.roots``)."""
+
+    excluded: Exclusion
+
+    def __new__(cls, roots: Iterable[str | os.PathLike[str]], excluded: Exclusion) -> AllowedRoots:
+        self = super().__new__(cls, tuple(_real(r) for r in roots))
+        self.excluded = excluded
+        return self
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """Allowed roots minus the exclusion: ``verdict`` of a resolved path is None (allowed) or the reason."""
+
+    roots: tuple[Path, ...]
+    excluded: Exclusion
+
+    @classmethod
+    def of(cls, roots: tuple[Path, ...]) -> Boundary:
+        """Roots as the executor gives them; plain tuples get the default (home) exclusion."""
+        excluded = roots.excluded if isinstance(roots, AllowedRoots) else home_exclusion()
+        return cls(tuple(_real(r) for r in roots), excluded)
+
+    def verdict(self, real: Path) -> str | None:
+        if self.excluded.covers(real):
+            return "geode_home"
+        if not within(real, self.roots):
+            return "outside_roots"
+        return None
 
 
 def workspace_of(ctx: ToolContext, default: Path | None = None) -> Path:
@@ -18,21 +108,36 @@ def workspace_of(ctx: ToolContext, default: Path | None = None) -> Path:
     return Path(raw).expanduser().resolve()
 
 
+def validate_raw(raw: str) -> None:
+    """InvalidPath for a NUL byte, text that cannot be encoded, or a path/component over the kernel limits."""
+    if "\x00" in raw:
+        raise InvalidPath("the path contains a NUL byte")
+    try:
+        encoded = os.fsencode(raw)
+    except UnicodeEncodeError:
+        raise InvalidPath("the path cannot be encoded for the file system") from None
+    if len(encoded) >= PATH_MAX:
+        raise InvalidPath(f"the path is longer than {PATH_MAX} bytes")
+    if any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+        raise InvalidPath(f"a path component is longer than {NAME_MAX} bytes")
+
+
 def resolve_in(workspace: Path, raw: str) -> Path:
     """``raw`` made absolute against ``workspace`` with symlinks and ``..`` resolved (need not exist)."""
     p = Path(os.path.expanduser(raw))
     if not p.is_absolute():
         p = workspace / p
-    return Path(os.path.realpath(p))
-
-
-def within(path: Path, roots: tuple[Path, ...]) -> bool:
-    return any(path == r or path.is_relative_to(r) for r in roots)
+    return _real(p)
 
 
 def checked_path(workspace: Path, roots: tuple[Path, ...], raw: str) -> Path:
-    """The resolved path, or PathOutsideRoots when it lies outside every root."""
+    """The resolved path; InvalidPath for a malformed one; PathOutsideRoots (reason ``outside_roots`` or
+    ``geode_home``) when it lies outside every root or inside the excluded home."""
+    validate_raw(raw)
     p = resolve_in(workspace, raw)
-    if not within(p, tuple(Path(os.path.realpath(r)) for r in roots)):
-        raise PathOutsideRoots(f"path {raw!r} resolves outside the allowed roots")
+    why = Boundary.of(roots).verdict(p)
+    if why == "geode_home":
+        raise PathOutsideRoots(f"path {raw!r} resolves inside the GEODE home", why)
+    if why is not None:
+        raise PathOutsideRoots(f"path {raw!r} resolves outside the allowed roots", why)
     return p

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from geode.sessions.modes import MODES, SessionMode, computer_allowed_in_daemon, default_denylist
-from geode.tools.paths import PathOutsideRoots, checked_path
+from geode.tools.paths import InvalidPath, PathOutsideRoots, checked_path
 from geode.tools.spec import ApprovalMode, DataClass, EffectClass, SafetyPolicy, ToolContext, ToolSpec
 
 _APPROVAL_RANK = {ApprovalMode.NONE: 0, ApprovalMode.CACHED: 1, ApprovalMode.PER_INVOCATION: 2}
@@ -83,12 +83,17 @@ def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, global_config: Mappin
 def check_paths(
     args: Mapping[str, Any], path_args: tuple[str, ...], workspace: Path, roots: tuple[Path, ...]
 ) -> None:
-    """Every path argument must resolve inside an allowed root (default: the workspace)."""
+    """Every path argument must be a valid path resolving inside an allowed root (default: the workspace)
+    and outside the GEODE home (``roots`` carry the exclusion, see ``geode.tools.paths.AllowedRoots``)."""
     for key in path_args:
         raw = args.get(key)
         if raw is None or raw == "":
             continue
         try:
             checked_path(workspace, roots, str(raw))
+        except InvalidPath as exc:
+            raise PolicyDenial(
+                f"Invalid path in {key!r}: {exc}.", "invalid_tool_input", reason="invalid_path"
+            ) from None
         except PathOutsideRoots as exc:
-            raise PolicyDenial(f"{exc}; refused by the workspace policy.", reason="outside_roots") from None
+            raise PolicyDenial(f"{exc}; refused by the workspace policy.", reason=exc.reason) from None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
+from geode.tools.builtin.fs_guard import Refused, Skips, classify, kind_of, read_regular
 from geode.tools.handlers import ToolEnv, ToolFailure
-from geode.tools.paths import PathOutsideRoots, checked_path
+from geode.tools.paths import Boundary, InvalidPath, PathOutsideRoots, checked_path
 
 DEFAULT_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -20,17 +22,39 @@ def resolve(env: ToolEnv, raw: str | None) -> Path:
     """A path argument resolved in the workspace, refused outside the roots (also checked by policy)."""
     try:
         return checked_path(env.workspace, env.roots, raw or ".")
+    except InvalidPath as exc:
+        raise ToolFailure(f"invalid path: {exc}", "invalid_tool_input") from None
     except PathOutsideRoots as exc:
-        raise ToolFailure(str(exc), "tool_policy_denied") from None
+        raise ToolFailure(str(exc), "tool_policy_denied", reason=exc.reason) from None
+
+
+def boundary(env: ToolEnv) -> Boundary:
+    """The allowed roots of this call minus the excluded GEODE home."""
+    return Boundary.of(env.roots)
+
+
+def read_text(path: Path, env: ToolEnv, raw: str, *, strict: bool = False) -> str:
+    """A regular file's text, opened without following it out of the boundary and never a FIFO or device."""
+    try:
+        data = read_regular(path, boundary(env), MAX_READ_BYTES)
+    except FileNotFoundError:
+        raise ToolFailure(f"{raw} is not a file", "file_not_found") from None
+    except Refused as exc:
+        extra = {"reason": exc.reason} if exc.reason else {}
+        raise ToolFailure(f"{raw}: {exc.message}", exc.error_type, **extra) from None
+    if data is None:
+        raise ToolFailure(f"{raw} is larger than {MAX_READ_BYTES} bytes", "file_too_large")
+    if not strict:
+        return data.decode("utf-8", "replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolFailure(f"{raw} is not UTF-8 text", "not_text") from None
 
 
 def read_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     path = resolve(env, args["file_path"])
-    if not path.is_file():
-        raise ToolFailure(f"{args['file_path']} is not a file", "file_not_found")
-    if path.stat().st_size > MAX_READ_BYTES:
-        raise ToolFailure(f"{args['file_path']} is larger than {MAX_READ_BYTES} bytes", "file_too_large")
-    lines = path.read_text(errors="replace").splitlines()
+    lines = read_text(path, env, args["file_path"]).splitlines()
     start = max(1, int(args.get("offset") or 1))
     limit = max(1, int(args.get("limit") or DEFAULT_LINES))
     chosen = lines[start - 1 : start - 1 + limit]
@@ -45,37 +69,57 @@ def read_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     }
 
 
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    """A new temporary file next to ``path`` created 0666 minus the process umask (not mkstemp's 0600)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path}")
+
+
 def _atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` atomically: a new file gets the user's umask, an existing one keeps its mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except FileNotFoundError:
+            pass
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
 def write_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     path = resolve(env, args["file_path"])
-    if path.is_dir():
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise ToolFailure(f"{args['file_path']} is a directory", "is_a_directory")
-    existed = path.exists()
+    if mode is not None and not stat.S_ISREG(mode):
+        raise ToolFailure(
+            f"{args['file_path']} is a {kind_of(mode)}, not a regular file", "not_a_regular_file"
+        )
+    existed = mode is not None
     _atomic_write(path, args["content"])
     return {"file_path": str(path), "bytes": len(args["content"].encode()), "created": not existed}
 
 
 def edit_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     path = resolve(env, args["file_path"])
-    if not path.is_file():
-        raise ToolFailure(f"{args['file_path']} is not a file", "file_not_found")
     old, new = args["old_string"], args["new_string"]
     if old == new:
         raise ToolFailure("old_string and new_string are identical", "invalid_edit")
-    text = path.read_text()
+    text = read_text(path, env, args["file_path"], strict=True)
     count = text.count(old)
     if count == 0:
         raise ToolFailure("old_string was not found in the file", "edit_not_found")
@@ -92,11 +136,25 @@ def list_dir(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     path = resolve(env, args.get("path"))
     if not path.is_dir():
         raise ToolFailure(f"{args.get('path') or '.'} is not a directory", "not_a_directory")
-    entries = []
-    for i, child in enumerate(sorted(path.iterdir(), key=lambda p: p.name)):
-        if i >= MAX_ENTRIES:
+    bound, skips = boundary(env), Skips()
+    entries: list[dict[str, Any]] = []
+    for child in sorted(path.iterdir(), key=lambda p: p.name):
+        if len(entries) >= MAX_ENTRIES:
             break
-        kind = "dir" if child.is_dir() else "file" if child.is_file() else "other"
-        size = child.stat().st_size if kind == "file" else None
-        entries.append({"name": child.name, "type": kind, "size": size})
-    return {"path": str(path), "entries": entries, "truncated": len(entries) >= MAX_ENTRIES}
+        before = skips.not_regular
+        is_dir = classify(child, bound, skips)  # symlinks out and the home: skipped and counted
+        if is_dir is None and skips.not_regular > before:  # a FIFO, socket or device: named, never opened
+            entries.append({"name": child.name, "type": "other", "size": None})
+            skips.not_regular = before
+        elif is_dir is not None:
+            size = None if is_dir else _size(child)
+            entries.append({"name": child.name, "type": "dir" if is_dir else "file", "size": size})
+    result = {"path": str(path), "entries": entries, "truncated": len(entries) >= MAX_ENTRIES}
+    return {**result, "skipped_outside_roots": skips.outside_roots, "skipped_geode_home": skips.geode_home}
+
+
+def _size(p: Path) -> int | None:
+    try:
+        return os.stat(p).st_size
+    except OSError:
+        return None

@@ -1,51 +1,80 @@
-"""File discovery and search: glob_files {pattern, path} and grep_files {pattern, path, glob}."""
+"""File discovery and search: glob_files {pattern, path} and grep_files {pattern, path, glob}. Both walk
+inside the boundary only (``fs_guard.walk``) and report what they skipped."""
 
 from __future__ import annotations
 
 import fnmatch
 import os
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from geode.tools.builtin.files import resolve
+from geode.tools.builtin.files import boundary, resolve
+from geode.tools.builtin.fs_guard import Refused, Skips, classify, read_regular, walk
 from geode.tools.handlers import ToolEnv, ToolFailure
+from geode.tools.paths import InvalidPath, validate_raw
 
 MAX_RESULTS = 1000
 MAX_MATCHES = 500
 MAX_FILE_BYTES = 2 * 1024 * 1024
-SKIP_DIRS = {".git", "node_modules", ".venv", "__pycache__"}
+SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__"})
+
+
+def _segments(pattern: str) -> tuple[str, ...]:
+    """The pattern's segments; absolute patterns, ``..`` and NUL bytes are refused (use ``path``)."""
+    try:
+        validate_raw(pattern)
+    except InvalidPath as exc:
+        raise ToolFailure(f"invalid glob pattern: {exc}", "invalid_tool_input") from None
+    if not pattern or pattern.startswith(("/", "~")):
+        raise ToolFailure("the glob pattern must be relative to path", "invalid_tool_input")
+    segs = tuple(s for s in pattern.split("/") if s not in ("", "."))
+    if ".." in segs:
+        raise ToolFailure("the glob pattern may not contain '..'; pass a path instead", "invalid_tool_input")
+    return tuple(s for i, s in enumerate(segs) if not (s == "**" and i and segs[i - 1] == "**"))
+
+
+def _matches(segs: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    @cache
+    def m(i: int, j: int) -> bool:
+        if i == len(segs):
+            return j == len(parts)
+        if segs[i] == "**":
+            return any(m(i + 1, k) for k in range(j, len(parts) + 1))
+        return j < len(parts) and fnmatch.fnmatchcase(parts[j], segs[i]) and m(i + 1, j + 1)
+
+    return m(0, 0)
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return os.stat(p).st_mtime
+    except OSError:
+        return 0.0
 
 
 def glob_files(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
+    segs = _segments(str(args["pattern"]))
     base = resolve(env, args.get("path"))
     if not base.is_dir():
         raise ToolFailure(f"{args.get('path') or '.'} is not a directory", "not_a_directory")
-    found: list[Path] = []
-    for p in base.glob(args["pattern"]):
-        if any(part in SKIP_DIRS for part in p.relative_to(base).parts):
-            continue
-        found.append(p)
-        if len(found) > MAX_RESULTS:
-            break
-    found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
+    depth = None if "**" in segs else len(segs)
+    skips, found = Skips(), []
+    for entry in walk(
+        base, boundary(env), skips, skip_dirs=SKIP_DIRS, max_depth=depth, cancel=env.cancel
+    ):
+        if _matches(segs, entry.rel):
+            found.append(entry.path)
+            if len(found) > MAX_RESULTS:
+                break
+    found.sort(key=_mtime, reverse=True)
     return {
         "path": str(base),
         "files": [str(p) for p in found[:MAX_RESULTS]],
         "truncated": len(found) > MAX_RESULTS,
+        **skips.as_result(),
     }
-
-
-def _walk(base: Path, glob: str | None):  # type: ignore[no-untyped-def]
-    if base.is_file():
-        yield base
-        return
-    for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-        for name in sorted(files):
-            if glob and not fnmatch.fnmatch(name, glob):
-                continue
-            yield Path(root) / name
 
 
 def grep_files(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
@@ -54,23 +83,40 @@ def grep_files(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     except re.error as exc:
         raise ToolFailure(f"invalid regular expression: {exc}", "invalid_pattern") from None
     base = resolve(env, args.get("path"))
+    bound, skips = boundary(env), Skips()
+    name_glob = args.get("glob")
+    kind = classify(base, bound, skips)  # True: a directory, False: a regular file, None: skipped/missing
+    files = (
+        (
+            e.path
+            for e in walk(base, bound, skips, skip_dirs=SKIP_DIRS, cancel=env.cancel)
+            if not e.is_dir and not (name_glob and not fnmatch.fnmatch(e.path.name, name_glob))
+        )
+        if kind
+        else iter([base] if kind is False else [])
+    )
     matches: list[str] = []
     files_with: set[str] = set()
-    for f in _walk(base, args.get("glob")):
+    truncated = False
+    for f in files:
         if env.cancel.is_set():
             break
         try:
-            if f.stat().st_size > MAX_FILE_BYTES:
-                continue
-            data = f.read_bytes()
+            data = read_regular(f, bound, MAX_FILE_BYTES)
+        except Refused as exc:
+            skips.count(exc.reason or "not_regular")
+            continue
         except OSError:
             continue
-        if b"\0" in data[:4096]:
+        if data is None or b"\0" in data[:4096]:
             continue
         for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             if rx.search(line):
                 matches.append(f"{f}:{n}:{line[:500]}")
                 files_with.add(str(f))
                 if len(matches) >= MAX_MATCHES:
-                    return {"matches": matches, "files": sorted(files_with), "truncated": True}
-    return {"matches": matches, "files": sorted(files_with), "truncated": False}
+                    truncated = True
+                    break
+        if truncated:
+            break
+    return {"matches": matches, "files": sorted(files_with), "truncated": truncated, **skips.as_result()}

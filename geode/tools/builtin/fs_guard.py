@@ -1,0 +1,176 @@
+"""Opening and walking files inside the boundary: symlinks out and the GEODE home are skipped (counted),
+special files (FIFOs, sockets, devices) are never opened (stat first, O_NONBLOCK against a swap), and every
+opened descriptor is checked again by where it really points (``/proc/self/fd``)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from geode.tools.paths import Boundary
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class Refused(OSError):
+    """The file may not be opened: ``error_type`` and ``reason`` say why (for a ToolFailure)."""
+
+    def __init__(self, message: str, error_type: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_type = error_type
+        self.reason = reason
+
+
+def kind_of(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def _fd_path(fd: int, fallback: Path) -> Path:
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return Path(os.path.realpath(fallback))
+
+
+def open_regular(path: Path, boundary: Boundary) -> int:
+    """A read-only descriptor of the regular file at ``path`` (symlinks followed) that really lies inside the
+    boundary. FileNotFoundError when missing; Refused for a non-regular file or one outside the boundary."""
+    mode = os.stat(path).st_mode  # stat, never open, a special file: opening a FIFO blocks, a device acts
+    if not stat.S_ISREG(mode):
+        kind = kind_of(mode)
+        error_type = "file_not_found" if kind == "directory" else "not_a_regular_file"
+        raise Refused(f"{path} is a {kind}, not a regular file", error_type)
+    fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in after the stat does not block
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused(f"{path} is not a regular file", "not_a_regular_file")
+        why = boundary.verdict(_fd_path(fd, path))
+        if why is not None:
+            raise Refused(f"{path} resolves outside the allowed roots", "tool_policy_denied", why)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, boundary: Boundary, max_bytes: int) -> bytes | None:
+    """The bytes of a regular file inside the boundary, or None when it is larger than ``max_bytes``."""
+    fd = open_regular(path, boundary)
+    try:
+        if os.fstat(fd).st_size > max_bytes:
+            return None
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return None if total > max_bytes else b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Skips:
+    """What a listing left out, reported with the result."""
+
+    outside_roots: int = 0
+    geode_home: int = 0
+    not_regular: int = 0
+
+    def count(self, reason: str) -> None:
+        if reason == "geode_home":
+            self.geode_home += 1
+        elif reason == "outside_roots":
+            self.outside_roots += 1
+        else:
+            self.not_regular += 1
+
+    def as_result(self) -> dict[str, int]:
+        return {
+            "skipped_outside_roots": self.outside_roots,
+            "skipped_geode_home": self.geode_home,
+            "skipped_not_regular": self.not_regular,
+        }
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A listed path (as seen under the base: a symlink keeps its own name), its parts relative to the base,
+    and whether it is a directory. Symlinked directories are listed but never descended."""
+
+    path: Path
+    rel: tuple[str, ...]
+    is_dir: bool
+
+
+def classify(path: Path, boundary: Boundary, skips: Skips) -> bool | None:
+    """For one directory entry: True (a directory), False (a regular file), None (skipped and counted, or
+    gone). A symlink counts by where it resolves; nothing is opened."""
+    try:
+        lmode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    real = Path(os.path.realpath(path)) if stat.S_ISLNK(lmode) else path
+    why = boundary.verdict(real)
+    if why is not None:
+        skips.count(why)
+        return None
+    try:
+        mode = os.stat(path).st_mode if stat.S_ISLNK(lmode) else lmode
+    except OSError:  # a dangling link
+        return None
+    if stat.S_ISDIR(mode):
+        return True
+    if stat.S_ISREG(mode):
+        return False
+    skips.count("not_regular")
+    return None
+
+
+def walk(
+    base: Path,
+    boundary: Boundary,
+    skips: Skips,
+    *,
+    skip_dirs: frozenset[str] = frozenset(),
+    max_depth: int | None = None,
+    cancel: threading.Event | None = None,
+) -> Iterator[Entry]:
+    """Depth-first, names sorted, under the resolved directory ``base``; real directories only are descended
+    (up to ``max_depth`` levels), the excluded home subtree and anything pointing out are skipped."""
+    stack: list[tuple[Path, tuple[str, ...]]] = [(base, ())]
+    while stack:
+        here, rel = stack.pop()
+        try:
+            names = sorted(os.listdir(here))
+        except OSError:
+            continue
+        below: list[tuple[Path, tuple[str, ...]]] = []
+        for name in names:
+            if cancel is not None and cancel.is_set():
+                return
+            path, parts = here / name, (*rel, name)
+            is_dir = classify(path, boundary, skips)
+            if is_dir is None or (is_dir and name in skip_dirs):
+                continue
+            yield Entry(path, parts, is_dir)
+            if is_dir and not path.is_symlink() and (max_depth is None or len(parts) < max_depth):
+                below.append((path, parts))
+        stack.extend(reversed(below))
