@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -18,6 +19,9 @@ from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
 from geode.records.models import PendingBatch, PendingOperation
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
+
+log = logging.getLogger(__name__)
+CANCEL_GRACE_S = 2.5  # after a cancel, how long the real outcomes of the calls in flight are awaited
 
 
 def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBlock:
@@ -96,19 +100,28 @@ def run_calls(
         if parallelism <= 1:  # strictly one after another: the next call is sent after the previous answered
             out: list[ToolResult] = []
             for ctx, call in jobs:
-                out.append(_await([pool.submit(one, ctx, call)], [call], state)[0])
+                out.append(_await([pool.submit(one, ctx, call)], [call], state, executor)[0])
             return out
-        return _await([pool.submit(one, ctx, call) for ctx, call in jobs], [c for _, c in jobs], state)
+        futures = [pool.submit(one, ctx, call) for ctx, call in jobs]
+        return _await(futures, [c for _, c in jobs], state, executor)
     finally:
         pool.shutdown(wait=False)  # a call abandoned by a cancel finishes (or times out) on its own
 
 
-def _await(futures: list[Future[ToolResult]], calls: list[ToolCall], state: TurnState) -> list[ToolResult]:
-    """Wait for the calls; a cancel stops the wait (the calls may still finish outside: outcome unknown)."""
+def _await(
+    futures: list[Future[ToolResult]],
+    calls: list[ToolCall],
+    state: TurnState,
+    executor: ToolRunner | None = None,
+) -> list[ToolResult]:
+    """Wait for the calls. A cancel is passed on to the executor (it kills what runs and refuses the rest),
+    then the real outcomes are awaited for ``CANCEL_GRACE_S``; a call still running after that is unknown."""
     pending = set(futures)
     while pending:
         _, pending = wait(pending, timeout=0.05)
         if pending and state.cancel.is_set():
+            cancel_in_executor(executor, state)
+            _, pending = wait(pending, timeout=CANCEL_GRACE_S)
             break
     return [
         f.result()
@@ -121,6 +134,18 @@ def _await(futures: list[Future[ToolResult]], calls: list[ToolCall], state: Turn
         )
         for f, c in zip(futures, calls, strict=True)
     ]
+
+
+def cancel_in_executor(executor: ToolRunner | None, state: TurnState) -> None:
+    """Ask the executor to cancel this turn's calls (idempotent; best effort: a failure is logged)."""
+    cancel = getattr(executor, "cancel", None)
+    if cancel is None:
+        return
+    try:
+        touched = cancel(state.session_id, state.turn_id)
+        log.info("turn %s cancelled in the executor (%s call(s) touched)", state.turn_id, touched)
+    except Exception as exc:
+        log.warning("cancelling turn %s in the executor failed: %s", state.turn_id, exc)
 
 
 def results_message(results: list[ToolResult], settings: LoopSettings) -> Message:
@@ -179,4 +204,28 @@ def process_batch(
     events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="completed_batch")
     if tripped is not None:
         raise tripped
+    if state.cancel.is_set():  # the answer says exactly what ran of the batch the cancel cut short
+        report = cancel_report(results)
+        raise Terminal(TerminationReason.USER_CANCELLED, text=f"Cancelled. {report}", error=report)
     return results
+
+
+def cancel_report(results: list[ToolResult]) -> str:
+    """One clause per call of a cancelled batch: ran, cancelled and not applied, not started, or unknown."""
+    parts = []
+    for r in results:
+        content = r.content if isinstance(r.content, dict) else {}
+        if r.error_type == "cancelled":
+            what = "not started"
+        elif r.error_type == "too_many_tool_calls":
+            what = "not run (over the per-reply cap)"
+        elif r.error_type == "tool_cancelled" or content.get("applied") is False:
+            what = "cancelled, not applied"
+        elif r.executed is None:
+            what = "cancelled, outcome unknown (see geode receipts --uncertain)"
+        elif r.is_error:
+            what = f"ran ({r.error_type or 'error'})"
+        else:
+            what = "ran"
+        parts.append(f"{r.name}: {what}")
+    return "; ".join(parts) + "." if parts else "nothing ran."

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
+from collections.abc import Callable
+
 from geode.loop.events import EventStream
 from geode.loop.settings import LoopSettings
 from geode.loop.state import Terminal, TurnState
@@ -38,7 +42,9 @@ def call_model(
     while True:
         state.check_cancel()
         try:
-            response = provider.complete(request, on_delta if request.stream else None)
+            response = _interruptible(
+                lambda: provider.complete(request, on_delta if request.stream else None), state.cancel
+            )
             state.guards.consecutive_llm_failures = 0
             return response
         except _Cancelled:
@@ -73,6 +79,30 @@ def call_model(
                 raise Terminal(
                     TerminationReason.USER_CANCELLED, error="cancelled while waiting to retry"
                 ) from None
+
+
+def _interruptible(fn: Callable[[], ModelResponse], cancel: threading.Event) -> ModelResponse:
+    """Run the model call on its own thread so a cancel ends the wait at once (the request is abandoned: a
+    stream stops at its next delta, a plain request's answer is dropped when it arrives)."""
+    box: dict[str, object] = {}
+    done = threading.Event()
+    ctx = contextvars.copy_context()  # the turn's event stream and cancel flag (provider retry events)
+
+    def target() -> None:
+        try:
+            box["out"] = ctx.run(fn)
+        except BaseException as exc:  # re-raised on the caller's thread
+            box["err"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="model-call", daemon=True).start()
+    while not done.wait(0.05):
+        if cancel.is_set():
+            raise _Cancelled()
+    if "err" in box:
+        raise box["err"]  # type: ignore[misc]
+    return box["out"]  # type: ignore[return-value]
 
 
 def _describe(exc: ProviderError) -> str:

@@ -241,14 +241,17 @@ class ToolExecutor:
             with self._mu:
                 self._inflight.pop(id(env), None)
         result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
+        if env.cancel.is_set() and outcome.status == "failed":
+            result, unknown = cancelled_result(call, result, receipted)
         if unknown and receipted:
-            self.receipts.mark_uncertain(
-                ctx, "deadline passed" if outcome.status == "timeout" else "handler crashed"
-            )
+            why = {"timeout": "deadline passed", "failed": "cancelled while it ran"}.get(outcome.status)
+            self.receipts.mark_uncertain(ctx, why or "handler crashed")
         result = self._post_tool_use(ctx, spec, call, result)
         if receipted and not unknown:
             result = self.receipts.commit(ctx, spec, result)
-        self.timeline.write("tool.completed", ctx, call, spec, result)
+        body = result.content if isinstance(result.content, dict) else {}
+        stopped = {"cancelled": True, "applied": False} if body.get("applied") is False else {}
+        self.timeline.write("tool.completed", ctx, call, spec, result, **stopped)
         self._observe(
             HookEvent.TOOL_EXEC_ENDED,
             ctx,
@@ -341,3 +344,22 @@ class ToolExecutor:
             joined = "\n".join(x for x in (result.additional_context, out.additional_context) if x)
             return result.model_copy(update={"additional_context": joined})
         return result
+
+
+def cancelled_result(call: ToolCall, result: ToolResult, receipted: bool) -> tuple[ToolResult, bool]:
+    """A handler that stopped because its turn was cancelled: *not applied* when it provably did not finish
+    (run_bash's group was killed by a signal before it exited), else *uncertain* (it may have finished).
+    Any other failure seen after a cancel keeps its own, known outcome. Returns (result, outcome unknown?)."""
+    content = result.content if isinstance(result.content, dict) else {}
+    if result.error_type != "bash_cancelled":
+        return result, False
+    if content.get("signal"):  # killed before it exited: the command did not finish
+        msg = f"Cancelled: '{call.name}' was killed before it finished; it was not applied."
+        keep = {k: v for k, v in content.items() if k not in ("error", "error_type")}
+        return ToolResult.error(
+            call, msg, "bash_cancelled", executed=False, cancelled=True, applied=False, **keep
+        ), False
+    if not receipted:
+        return result, False
+    why = f"'{call.name}' was cancelled but had already exited; it may have finished"
+    return uncertain_result(call, why), True

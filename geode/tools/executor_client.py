@@ -97,13 +97,12 @@ class ExecutorClient:
         reply = self.transport.call(self.target, m.CATALOGUE, {}, timeout_s=self.bind_timeout_s)
         return m.Catalogue.model_validate(reply).specs
 
-    def cancel(self, session_id: str, turn_id: str | None = None) -> int:
-        """Cancel a turn's calls in the executor; returns how many in-flight calls/prompts it touched."""
+    def cancel(self, session_id: str, turn_id: str | None = None, *, timeout_s: float = 3.0) -> int:
+        """Cancel a turn's calls in the executor (running handlers see ``env.cancel``: a run_bash group is
+        killed at once; later calls of the turn are refused); returns how many calls/prompts it touched."""
         body = m.ToolCancel(session_id=session_id, turn_id=turn_id or "")
-        reply = self.transport.call(
-            self.target, m.CANCEL, body, session=session_id, timeout_s=self.bind_timeout_s
-        )
-        return int(reply.get("touched", 0))
+        reply = self.transport.call(self.target, m.CANCEL, body, session=session_id, timeout_s=timeout_s)
+        return m.ToolCancelled.model_validate(reply).touched
 
     # --- internals -----------------------------------------------------------------------------------
     def _with_rebind(self, ctx: ToolContext, send, call: ToolCall) -> ToolResult:  # type: ignore[no-untyped-def]
