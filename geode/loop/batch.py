@@ -18,6 +18,7 @@ from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
 from geode.records.models import PendingBatch, PendingOperation
+from geode.tools.result_summary import result_summary
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,18 @@ def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBl
     return ToolResultBlock(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
 
 
-def assistant_message(snapshot: StepSnapshot, text: str, calls: tuple[ToolUseBlock, ...]) -> Message:
-    """The assistant tool batch, carrying each call's operation id and the snapshot identity."""
+def assistant_message(
+    snapshot: StepSnapshot, text: str, calls: tuple[ToolUseBlock, ...], over_cap: int = 0
+) -> Message:
+    """The assistant tool batch, carrying each call's operation id and the snapshot identity.
+
+    ``over_cap``: the per-reply cap when the reply had more calls; those beyond it get no operation id
+    and are listed in ``over_cap`` (never run, also not by a resume)."""
     content: list[Any] = [TextBlock(text=text)] if text else []
     content.extend(calls)
-    ops = {c.id: {"operation_id": snapshot.operation_id(c.id), "step_id": snapshot.step_id} for c in calls}
-    meta = {
+    run, over = (calls[:over_cap], calls[over_cap:]) if over_cap else (calls, ())
+    ops = {c.id: {"operation_id": snapshot.operation_id(c.id), "step_id": snapshot.step_id} for c in run}
+    meta: dict[str, Any] = {
         "effect_operations": ops,
         "step": {
             "model": snapshot.model,
@@ -51,7 +58,17 @@ def assistant_message(snapshot: StepSnapshot, text: str, calls: tuple[ToolUseBlo
             "verify_attempt": snapshot.verify_attempt,
         },
     }
+    if over:
+        meta["over_cap"] = {"cap": over_cap, "ids": [c.id for c in over]}
     return Message(role="assistant", content=tuple(content), metadata=meta)
+
+
+def over_cap_result(call: ToolCall | ToolUseBlock, cap: int) -> ToolResult:
+    """The error tool_result of a call beyond the per-reply cap: it did not run."""
+    tc = call if isinstance(call, ToolCall) else ToolCall(id=call.id, name=call.name, input=call.input)
+    return ToolResult.error(
+        tc, f"too many tool calls in one reply: only the first {cap} run", "too_many_tool_calls"
+    )
 
 
 def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> PendingBatch:
@@ -92,6 +109,7 @@ def run_calls(
             name=call.name,
             error=result.error_type if result.is_error else None,
             duration_s=round(time.monotonic() - t0, 4),
+            summary=result_summary(result),  # the CLI's one-line ⎿ result
         )
         return result
 
@@ -168,8 +186,14 @@ def process_batch(
 ) -> list[ToolResult]:
     """Save the pending batch (strict) → execute → observe (guards) → save the completed batch (strict).
 
-    A guard that trips in ``observe`` ends the turn only after the completed batch is durable."""
-    state.history.append(assistant_message(snapshot, text, calls))
+    A guard that trips in ``observe`` ends the turn only after the completed batch is durable.
+    Calls beyond ``settings.max_tool_calls_per_reply`` are not run: each gets an error tool_result."""
+    cap = settings.max_tool_calls_per_reply
+    over = calls[cap:]
+    if over:
+        log.warning("turn %s: %d tool calls in one reply, only %d run", state.turn_id, len(calls), cap)
+    state.history.append(assistant_message(snapshot, text, calls, cap if over else 0))
+    calls = calls[:cap]
     try:
         seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
     except CheckpointUnavailable as exc:
@@ -188,6 +212,7 @@ def process_batch(
     for (ctx, _), r in zip(jobs, results, strict=True):  # Verify escalates even before the store marks it
         if r.error_type == "effect_outcome_uncertain" and ctx.operation_id not in state.unresolved:
             state.unresolved.append(ctx.operation_id)
+    results += [over_cap_result(c, cap) for c in over]  # every tool_use gets its tool_result
     state.history.append(results_message(results, settings))
     tripped: Terminal | None = None
     if observe is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from geode.conversation import Message
-from geode.loop.batch import results_message, run_calls
+from geode.loop.batch import over_cap_result, results_message, run_calls
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
@@ -66,9 +66,13 @@ def repair(
         base["turn_id"] = pending.turn_id
     results: dict[str, ToolResult] = {}
     to_run: list[tuple[ToolContext, ToolCall]] = []
+    over_cap = msg.metadata.get("over_cap") or {}
     for tu in msg.tool_uses:
         call = ToolCall(id=tu.id, name=tu.name, input=tu.input)
         op = ops.get(tu.id)
+        if op is None and tu.id in (over_cap.get("ids") or ()):
+            results[tu.id] = over_cap_result(call, int(over_cap.get("cap", 0)))  # beyond the cap: never run
+            continue
         if op is None:
             results[tu.id] = ToolResult.error(
                 call, "no operation id was recorded", "effect_outcome_uncertain", executed=None

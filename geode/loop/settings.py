@@ -39,6 +39,7 @@ class LoopSettings(BaseModel):
     context_recovery_attempts: int = 2
     max_tool_result_chars: int = 50_000
     tool_parallelism: int = 4
+    max_tool_calls_per_reply: int = Field(default=64, ge=1)  # the rest get an error tool_result, unrun
     denied_tools: tuple[str, ...] = ()
     allowed_tools: tuple[str, ...] | None = None
     mode: str = "IPC"
