@@ -5,6 +5,7 @@ to the checked IP). No internet: public addresses only reach the check or a mock
 from __future__ import annotations
 
 import ipaddress
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -175,7 +176,9 @@ def test_the_allowlist_names_hosts_and_cidrs(monkeypatch: pytest.MonkeyPatch) ->
 class _Server:
     """A loopback HTTP server recording each request's path and Host header; ``routes`` map path → handler."""
 
-    def __init__(self, routes: dict[str, Callable[[BaseHTTPRequestHandler], None]]) -> None:
+    def __init__(
+        self, routes: dict[str, Callable[[BaseHTTPRequestHandler], None]], tls: ssl.SSLContext | None = None
+    ) -> None:
         self.seen: list[tuple[str, str]] = []
         outer = self
 
@@ -188,6 +191,8 @@ class _Server:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_port
         self.base = f"http://127.0.0.1:{self.port}"
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
@@ -326,3 +331,80 @@ def test_dns_rebinding_cannot_move_the_connection(make_rig: Any, monkeypatch: py
     assert [r.url.host for r in sent] == ["93.184.216.34"] * 2  # never the later loopback answer
     assert [r.headers["host"] for r in sent] == ["rebind.test", "rebind.test:8443"]
     assert sent[1].extensions["sni_hostname"] == "rebind.test"  # TLS name = the original host
+
+
+def _tls_server(tmp_path: Any, name: str) -> tuple[_Server, ssl.SSLContext]:
+    """An HTTPS loopback server whose self-signed certificate names ``name``, and a context trusting it."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = tmp_path / f"{name}.pem"
+    pem.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(pem)
+    return _Server({}, tls=sctx), ssl.create_default_context(cafile=str(pem))
+
+
+def test_https_to_the_checked_ip_verifies_the_original_host(
+    make_rig: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """TLS goes to the pinned IP but SNI and certificate verification use the URL's host name."""
+    server, trust = _tls_server(tmp_path, "app.test")
+    try:
+        monkeypatch.setattr(web, "_client", lambda t: httpx.Client(timeout=t, verify=trust, trust_env=False))
+        _resolver(monkeypatch, {"app.test": [["127.0.0.1"]], "wrong.test": [["127.0.0.1"]]})
+        rig = _rig(make_rig, "app.test", "wrong.test")
+        ok = rig.call("web_fetch", {"url": f"https://app.test:{server.port}/tls"})
+        assert ok.content.get("text") == "fetched", ok.content
+        bad = rig.call("web_fetch", {"url": f"https://wrong.test:{server.port}/tls"})
+        assert bad.error_type == "fetch_failed" and "certificate" in bad.content["error"].lower(), bad.content
+        assert server.seen == [("/tls", f"app.test:{server.port}")]
+    finally:
+        server.close()
+
+
+def test_the_allowlist_comes_from_the_global_config(tmp_path: Any) -> None:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from actors.config_sections import SCHEMAS
+    from actors.executor import executor_from_config
+    from actors.registry import ChildContext
+    from geode.config_check import ConfigReport, check_config
+    from geode.home import GeodeHome
+
+    home = GeodeHome(tmp_path / "gh").ensure()
+    home.config_file.write_text('[tools.web_fetch]\nallow_hosts = ["localhost", "10.0.0.0/8"]\n')
+    ctx = ChildContext("executor", 1, home, home.load_config())
+    ex = executor_from_config(SimpleNamespace(transport=None), ctx)  # type: ignore[arg-type]
+    try:
+        assert ex.services["web_fetch"] == WebAllow.parse(["localhost", "10.0.0.0/8"])
+    finally:
+        ex.shutdown()
+    bad = {"tools": {"web_fetch": {"allow_hosts": ["http://intranet/"]}}}
+    (line,) = check_config(ConfigReport(Path("/h/config.toml"), bad), schemas=SCHEMAS).errors
+    assert "[tools] web_fetch.allow_hosts" in line and "http://intranet/" in line
