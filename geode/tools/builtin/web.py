@@ -88,6 +88,8 @@ def web_fetch(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     try:
         with _client(timeout) as client:
             for _hop in range(MAX_REDIRECTS + 1):
+                if env.cancel.is_set():
+                    raise ToolFailure("fetch failed: cancelled at its deadline", "fetch_failed")
                 target = check_target(url, allow)  # every hop: form, name, every resolved address
                 resp = _send(client, target)
                 try:
