@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from geode.tools.builtin.bash_containment import TOKEN_ENV, CallBox
@@ -47,6 +50,7 @@ BLOCKED_PATTERNS = tuple(
         r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
     )
 )
+SUBREAPER = str(Path(__file__).with_name("bash_subreaper.py"))
 # the shell waits on the gate fd until it is in its cgroup, then sets its rlimits and runs the command
 _WRAPPER = (
     'read -r go <&{fd} && [ "$go" = go ] || exit 125; exec {fd}<&-; '
@@ -111,39 +115,18 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     limits: BashLimits = env.service("bash_limits") or BashLimits()
     # never outlive the executor's deadline: finish (and kill the call) in time to report a known outcome
     timeout = max(1, min(clamp_timeout(args), int(env.deadline_s - limits.grace_s - 1)))
-    cpu = limits.cpu_s or timeout
     notes: GroupNotes | None = env.service("bash_groups")  # survives us: a new executor enforces the deadline
     token = GroupNotes.new_token()
     box = CallBox.open(token, use_cgroup=limits.cgroup)
-    gate_r, gate_fd = os.pipe()
-    gate = _Gate(gate_fd)
-    wrapper = _WRAPPER.format(cpu=cpu, fsize_kb=max(1, limits.fsize_bytes // 1024), fd=gate_r)
-    try:
-        proc = subprocess.Popen(
-            ["/bin/bash", "-c", wrapper, "geode-bash", command],
-            cwd=str(env.workspace) if env.workspace.is_dir() else None,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env={**shell_env(), TOKEN_ENV: token},
-            pass_fds=(gate_r,),
-        )
-    except BaseException:
-        os.close(gate_fd)
-        box.close()
-        raise
-    finally:
-        os.close(gate_r)
-    pgid = proc.pid
+    proc, pgid, gate = _start(command, wrapper_args(limits, timeout), env, token, box)
     out, err = _Capped(proc.stdout, STDOUT_CAP), _Capped(proc.stderr, STDERR_CAP)  # type: ignore[arg-type]
     timed_out = cancelled = False
     noted = None
     try:
-        box.adopt(proc.pid)
+        box.adopt(proc.pid, pgid)
         noted = _note(notes, pgid, token, env, timeout, limits.grace_s, box)
         gate.release()
-        cancelled = _wait(proc, timeout, env, box)
+        cancelled = _wait(proc, timeout, env)
         if cancelled:
             raise subprocess.TimeoutExpired(command, timeout)
     except subprocess.TimeoutExpired:
@@ -179,6 +162,60 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
             f"Command timed out after {timeout}s; all its processes were killed.", "bash_timeout", **body
         )
     return body
+
+
+def wrapper_args(limits: BashLimits, timeout: int) -> tuple[int, int]:
+    """(CPU seconds, file-size KiB) for the shell's ulimits."""
+    return limits.cpu_s or timeout, max(1, limits.fsize_bytes // 1024)
+
+
+def _start(
+    command: str, ulimits: tuple[int, int], env: ToolEnv, token: str, box: CallBox
+) -> tuple[subprocess.Popen[bytes], int, _Gate]:
+    """Start the call's subreaper with the shell waiting at its gate; returns (subreaper, shell pid, gate)."""
+    gate_r, gate_fd = os.pipe()
+    report_r, report_w = os.pipe()
+    gate = _Gate(gate_fd)
+    wrapper = _WRAPPER.format(cpu=ulimits[0], fsize_kb=ulimits[1], fd=gate_r)
+    argv = [sys.executable, "-I", "-S", SUBREAPER, str(report_w), "/bin/bash", "-c", wrapper]
+    try:
+        proc = subprocess.Popen(
+            [*argv, "geode-bash", command],
+            cwd=str(env.workspace) if env.workspace.is_dir() else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**shell_env(), TOKEN_ENV: token},
+            pass_fds=(gate_r, report_w),
+        )
+    except BaseException:
+        gate.release()
+        box.close()
+        raise
+    finally:
+        os.close(gate_r)
+        os.close(report_w)
+    shell = _read_pid(report_r, 10.0)
+    if shell is None:
+        gate.release()
+        proc.kill()
+        proc.wait()
+        box.close()
+        raise ToolFailure("The shell could not be started.", "bash_start_failed")
+    return proc, shell, gate
+
+
+def _read_pid(fd: int, timeout_s: float) -> int | None:
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        raw = os.read(fd, 32) if ready else b""
+    finally:
+        os.close(fd)
+    try:
+        return int(raw.strip())
+    except ValueError:
+        return None
 
 
 class _Gate:
@@ -225,7 +262,7 @@ def _note(
         return None
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv, box: CallBox) -> bool:
+def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv) -> bool:
     """Wait for the command; True when the call was cancelled (the executor's deadline passed) first."""
     end = time.monotonic() + timeout
     while True:
@@ -238,4 +275,3 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, env: ToolEnv, box: Call
         except subprocess.TimeoutExpired:
             if env.cancel.is_set():
                 return True
-            box.track()

@@ -1,21 +1,19 @@
-"""Containment of one run_bash call: a cgroup v2 of its own where writable, else a token/ancestry walk.
+"""Containment of one run_bash call: a per-call subreaper, a cgroup v2 of its own where writable, its token.
 
-Every process of a call carries ``GEODE_BASH_GROUP=<token>`` in its environment (a ``setsid``'d or
-double-forked grandchild inherits it). With cgroup v2 the shell is moved into ``geode-bash-<token>`` (a child
-of the executor's own cgroup) before it runs the command, and ``cgroup.kill`` ends everything in it. Either
-way the walk also runs: every live process holding the token, or descending from the shell, is SIGKILLed until
-none is left (a root command can leave its cgroup; only clearing its environment *and* detaching between two
-walks escapes the fallback). Without a cgroup the executor is a child subreaper, so orphans come back to it
-and are reaped here.
+The shell runs under ``bash_subreaper.py``, a child subreaper of its own: every orphan of the call
+(``setsid``, ``nohup``, double forks) is reparented to it, so the call's processes are exactly the
+subreaper's descendants; when the shell exits it SIGKILLs them all. Every process also carries
+``GEODE_BASH_GROUP=<token>`` in its environment, and with cgroup v2 (a writable ``cgroup.kill``) the
+shell is moved into ``geode-bash-<token>`` under the executor's own cgroup before it runs the command.
+At the end the executor SIGKILLs everything found by any of the three (cgroup, descendants, token) until
+nothing is left; the orphan reaper of a later executor incarnation uses the cgroup and the token.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +21,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 TOKEN_ENV = "GEODE_BASH_GROUP"  # set in the command's environment: proves a process is the call's
 CGROUP_PREFIX = "geode-bash-"
-PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 200
-
-_subreaper_lock = threading.Lock()
-_subreaper_set = False
 
 
 @dataclass(frozen=True)
@@ -72,21 +66,6 @@ def token_holders(token: str, procs: list[ProcInfo] | None = None) -> list[ProcI
         for p in (all_procs() if procs is None else procs)
         if p.state not in ("Z", "X") and p.pid != me and has_token(p.pid, token)
     ]
-
-
-def set_subreaper() -> bool:
-    """Make this process the reaper of its orphaned descendants (once); False when prctl is unavailable."""
-    global _subreaper_set
-    with _subreaper_lock:
-        if _subreaper_set:
-            return True
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            ok = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            ok = False
-        _subreaper_set = ok
-        return ok
 
 
 # --- cgroup v2 -------------------------------------------------------------------------------------------
@@ -176,34 +155,30 @@ def remove_cgroup(d: Path) -> None:
 # --- one call -------------------------------------------------------------------------------------------
 @dataclass
 class CallBox:
-    """The processes of one call. ``cgroup`` is None in fallback mode (walk only)."""
+    """The processes of one call. ``cgroup`` is None without cgroup v2 (subreaper and token only)."""
 
     token: str
     cgroup: Path | None = None
-    shell: int | None = None
+    reaper: int | None = None  # the call's subreaper (the executor's child)
     seen: dict[int, int] = field(default_factory=dict)  # pid -> start ticks, every member ever found
-    _last_track: float = 0.0
 
     @classmethod
     def open(cls, token: str, *, use_cgroup: bool = True) -> CallBox:
-        cg = make_cgroup(token, own_cgroup()) if use_cgroup else None
-        if cg is None:
-            set_subreaper()
-        return cls(token, cg)
+        return cls(token, make_cgroup(token, own_cgroup()) if use_cgroup else None)
 
-    def adopt(self, pid: int) -> bool:
-        """Move the (still waiting) shell into the call's cgroup; False (fallback) when that fails."""
-        self.shell = pid
-        if (st := proc_info(pid)) is not None:
-            self.seen[pid] = st.start
+    def adopt(self, reaper: int, shell: int) -> bool:
+        """Record the call's subreaper and move its (still waiting) shell into the cgroup; False without."""
+        self.reaper = reaper
+        for pid in (reaper, shell):
+            if (st := proc_info(pid)) is not None:
+                self.seen[pid] = st.start
         if self.cgroup is None:
             return False
         try:
-            (self.cgroup / "cgroup.procs").write_text(str(pid))
+            (self.cgroup / "cgroup.procs").write_text(str(shell))
             return True
         except OSError as exc:
             log.warning("run_bash: could not move the shell into %s: %s", self.cgroup, exc)
-            set_subreaper()
             remove_cgroup(self.cgroup)
             self.cgroup = None
             return False
@@ -230,58 +205,44 @@ class CallBox:
             self.seen.setdefault(p.pid, p.start)
         return out
 
-    def track(self, every_s: float = 0.2) -> None:
-        """Fallback bookkeeping while the call runs: remember its processes before they can detach."""
-        now = time.monotonic()
-        if self.cgroup is None and now - self._last_track >= every_s:
-            self._last_track = now
-            self.members()
-
     def signal(self, sig: int) -> None:
+        """Send ``sig`` to every process of the call but its subreaper (which waits for the shell)."""
         for p in self.members():
-            _kill(p.pid, sig)
+            if p.pid != self.reaper:
+                _kill(p.pid, sig)
 
     def close(self) -> int:
-        """SIGKILL every process of the call, reap the orphans that came back to us, remove the cgroup.
+        """SIGKILL every process of the call (the subreaper last) and remove the cgroup.
 
         Returns how many processes were still alive (0 when everything is gone)."""
         if self.cgroup is not None:
             kill_cgroup(self.cgroup)
         left: list[ProcInfo] = []
         for _ in range(KILL_ROUNDS):
-            left = self.members()
+            left = [p for p in self.members() if p.pid != self.reaper]
             if not left:
                 break
             for p in left:
                 _kill(p.pid, signal.SIGKILL)
             time.sleep(0.002)
-        if self.shell is not None:  # a call of ours: its orphans came back to this subreaper
-            self._reap()
-        if self.cgroup is not None:
-            if kill_cgroup(self.cgroup, wait_s=2.0):
-                remove_cgroup(self.cgroup)
+        if self.reaper is not None:
+            self._end_reaper()
+        if self.cgroup is not None and kill_cgroup(self.cgroup, wait_s=2.0):
+            remove_cgroup(self.cgroup)
         if left:
             log.warning("run_bash: %d process(es) of call %s survived SIGKILL", len(left), self.token[:6])
         return len(left)
 
-    def _reap(self) -> None:
-        """Collect zombies of ours that were the call's (orphans reparented to this subreaper)."""
-        me = os.getpid()
-        end = time.monotonic() + 1.0
-        pending = {pid: start for pid, start in self.seen.items() if pid != self.shell}
-        while pending and time.monotonic() < end:
-            for pid, start in list(pending.items()):
-                st = proc_info(pid)
-                if st is None or st.start != start or st.ppid != me:
-                    pending.pop(pid)  # gone, reused, or someone else's to reap
-                elif st.state in ("Z", "X"):
-                    try:
-                        os.waitpid(pid, os.WNOHANG)
-                    except ChildProcessError:
-                        pass
-                    pending.pop(pid)
-            if pending:
-                time.sleep(0.005)
+    def _end_reaper(self) -> None:
+        """The subreaper exits by itself once its shell is gone; SIGKILL it when it does not in time."""
+        start = self.seen.get(self.reaper or 0)
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            st = proc_info(self.reaper or 0)
+            if st is None or st.start != start or st.state in ("Z", "X"):
+                return
+            time.sleep(0.005)
+        _kill(self.reaper or 0, signal.SIGKILL)
 
 
 def _kill(pid: int, sig: int) -> None:
