@@ -76,6 +76,11 @@ def stop() -> None:
     if not is_running(home):
         typer.echo("geode is not running")
         return
+    from actors.cli.supervised import notice_for_home
+
+    notice = notice_for_home(home)  # under supervisord a stop is undone by its respawn: say so
+    if notice:
+        typer.echo(notice, err=True)
     if not stop_tree(home):
         typer.echo("geode did not stop in time", err=True)
         raise typer.Exit(1)
