@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from geode.tools.builtin.fs_guard import Refused, Skips, classify, kind_of, read_regular
+from geode.tools.builtin.fs_guard import Refused, Skips, classify, fd_path, kind_of, read_regular
 from geode.tools.handlers import ToolEnv, ToolFailure
 from geode.tools.paths import Boundary, InvalidPath, PathOutsideRoots, checked_path
 
@@ -69,32 +69,46 @@ def read_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     }
 
 
-def _temp_beside(path: Path) -> tuple[int, Path]:
-    """A new temporary file next to ``path`` created 0666 minus the process umask (not mkstemp's 0600)."""
+def _temp_in(dfd: int, name: str) -> tuple[int, str]:
+    """A new temporary file in the directory ``dfd`` created 0666 minus the umask (not mkstemp's 0600)."""
     for _ in range(100):
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+            return os.open(tmp, flags, 0o666, dir_fd=dfd), tmp
         except FileExistsError:
             continue
-    raise FileExistsError(f"no free temporary name next to {path}")
+    raise FileExistsError(f"no free temporary name for {name}")
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` atomically: a new file gets the user's umask, an existing one keeps its mode."""
+def _atomic_write(path: Path, text: str, env: ToolEnv) -> None:
+    """Replace ``path`` atomically: a new file gets the user's umask, an existing one keeps its mode. The
+    directory is pinned by a descriptor checked against the boundary, so a swapped parent cannot redirect
+    the write."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _temp_beside(path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        why = boundary(env).verdict(fd_path(dfd, path.parent))
+        if why is not None:
+            msg = f"{path.parent} resolves outside the allowed roots"
+            raise ToolFailure(msg, "tool_policy_denied", reason=why)
+        fd, tmp = _temp_in(dfd, path.name)
         try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            pass
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            try:
+                os.chmod(tmp, os.stat(path.name, dir_fd=dfd).st_mode & 0o7777, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            raise
+    finally:
+        os.close(dfd)
 
 
 def write_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
@@ -110,7 +124,7 @@ def write_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
             f"{args['file_path']} is a {kind_of(mode)}, not a regular file", "not_a_regular_file"
         )
     existed = mode is not None
-    _atomic_write(path, args["content"])
+    _atomic_write(path, args["content"], env)
     return {"file_path": str(path), "bytes": len(args["content"].encode()), "created": not existed}
 
 
@@ -128,7 +142,7 @@ def edit_file(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
             f"old_string appears {count} times; pass replace_all or give more context", "edit_ambiguous"
         )
     updated = text.replace(old, new) if args.get("replace_all") else text.replace(old, new, 1)
-    _atomic_write(path, updated)
+    _atomic_write(path, updated, env)
     return {"file_path": str(path), "replacements": count if args.get("replace_all") else 1}
 
 

@@ -40,7 +40,8 @@ def kind_of(mode: int) -> str:
     return "special file"
 
 
-def _fd_path(fd: int, fallback: Path) -> Path:
+def fd_path(fd: int, fallback: Path) -> Path:
+    """Where an open descriptor really points (``/proc/self/fd``), else the resolved fallback."""
     try:
         return Path(os.readlink(f"/proc/self/fd/{fd}"))
     except OSError:
@@ -59,7 +60,7 @@ def open_regular(path: Path, boundary: Boundary) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Refused(f"{path} is not a regular file", "not_a_regular_file")
-        why = boundary.verdict(_fd_path(fd, path))
+        why = boundary.verdict(fd_path(fd, path))
         if why is not None:
             raise Refused(f"{path} resolves outside the allowed roots", "tool_policy_denied", why)
     except BaseException:
