@@ -25,6 +25,7 @@ from geode.prompt import PromptSources
 from geode.protocol import turns
 from geode.protocol.errors import BadRequest, GeodeError
 from geode.protocol.transport import Request, Transport
+from geode.providers.live import LiveProviders
 from geode.providers.types import Provider
 from geode.records.store_client import StoreClient
 from geode.sessions.transcript import TranscriptingRecords
@@ -94,7 +95,12 @@ class LoopWorker:
         self.records = TranscriptingRecords(StoreClient(bus.transport, attempts=4), ctx.home.root)
         self.tools = ExecutorClient(bus.transport)
         self.sink = LanesSink(bus.transport)
-        self.provider_factory = provider_factory or self._default_provider
+        self.live: LiveProviders | None = None
+        if provider_factory is None:  # the current config and .env at each turn (see geode.providers.live)
+            self.live = LiveProviders(
+                ctx.home, on_event=relay_provider_event, sleep=cancellable_sleep, who=self.name
+            )
+        self.provider_factory = provider_factory or self.live.get  # type: ignore[union-attr]
         self.plan_factory = plan_factory or _builtin_plan
         self._providers: dict[str | None, Provider] = {}
         self._running: dict[str, tuple[threading.Event, Any]] = {}  # turn id -> (cancel, actor ref)
@@ -253,6 +259,9 @@ class LoopWorker:
         return PromptSources(workspace=ws, home_rules=self.ctx.home.rules_dir)
 
     def provider_for(self, model: str | None) -> Provider:
+        """The live providers follow config and .env (their own cache); an injected factory is cached here."""
+        if self.live is not None:
+            return self.live.get(model)
         with self._lock:
             p = self._providers.get(model)
         if p is None:
@@ -260,13 +269,6 @@ class LoopWorker:
             with self._lock:
                 self._providers[model] = p
         return p
-
-    def _default_provider(self, model: str | None) -> Provider:
-        from geode.providers.selection import build_provider
-
-        return build_provider(
-            model, home=self.ctx.home, on_event=relay_provider_event, sleep=cancellable_sleep
-        )
 
     def report_done(self, run: turns.TurnRun, result: turns.TurnResult, *, give_up_s: float = 120.0) -> None:
         """``turn.done`` until lanes acknowledges (it is idempotent by turn id)."""

@@ -10,6 +10,7 @@ from geode.loop.events import EventStream
 from geode.loop.settings import LoopSettings
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
+from geode.providers.setup_error import SetupError
 from geode.providers.types import ModelRequest, ModelResponse, Provider, ProviderError, ProviderErrorKind
 
 ACTION_KINDS = frozenset({ProviderErrorKind.AUTH, ProviderErrorKind.BAD_REQUEST, ProviderErrorKind.UNKNOWN})
@@ -72,7 +73,11 @@ def call_model(
             if attempt > settings.llm_max_retries or wait > settings.retry_max_wait_s:
                 raise Terminal(TerminationReason.MODEL_ACTION_REQUIRED, error=_describe(exc)) from exc
             events.emit(
-                TurnEventKind.LLM_RETRY, attempt=attempt, error_kind=exc.kind.value, message=exc.message[:300]
+                TurnEventKind.LLM_RETRY,
+                attempt=attempt,
+                error_kind=exc.kind.value,
+                detail=exc.message[:300],
+                message=retry_message(wait, exc.kind.value, attempt, settings.llm_max_retries),
             )
             events.emit(TurnEventKind.RETRY_WAIT, seconds=wait, attempt=attempt)
             if state.cancel.wait(wait):
@@ -105,7 +110,14 @@ def _interruptible(fn: Callable[[], ModelResponse], cancel: threading.Event) -> 
     return box["out"]  # type: ignore[return-value]
 
 
+def retry_message(wait_s: float, kind: str, attempt: int, of: int) -> str:
+    """The line the CLI shows for a retry: ``retrying in 1.2 s (connection error, attempt 1/3)``."""
+    return f"retrying in {wait_s:.1f} s ({kind.replace('_', ' ')} error, attempt {attempt}/{of})"
+
+
 def _describe(exc: ProviderError) -> str:
+    if isinstance(exc, SetupError):  # already the whole one-line explanation
+        return exc.message[:1000]
     text = f"{exc.kind.value}: {exc.message}"
     if exc.hint:
         text += f" ({exc.hint})"

@@ -66,8 +66,15 @@ def relay_provider_event(event: ProviderEvent) -> None:
         return
     stream = cur[0]
     if event.type == "retry":
+        of = f"/{event.max_attempts}" if event.max_attempts else ""
+        why = f"{event.reason.replace('_', ' ')} error, attempt {event.attempt}{of}"
+        message = f"retrying in {event.delay_s:.1f} s ({why})"  # ready for the CLI to print
         stream.emit(
-            TurnEventKind.LLM_RETRY, attempt=event.attempt, error_kind=event.reason, source="provider"
+            TurnEventKind.LLM_RETRY,
+            attempt=event.attempt,
+            error_kind=event.reason,
+            source="provider",
+            message=message,
         )
         stream.emit(TurnEventKind.RETRY_WAIT, seconds=event.delay_s, attempt=event.attempt)
     elif event.type == "fallback":

@@ -156,3 +156,27 @@ def model_info(model_id: str) -> ModelInfo:
 
 def models_for(provider: str) -> list[str]:
     return [m.id for m in CATALOGUE.values() if provider in m.sources]
+
+
+KNOWN_PREFIXES = ("claude-", "gpt-", "o3-", "o4-", "glm-", "openrouter/")
+
+
+def routable(model_id: str) -> bool:
+    """True when ``model_id`` is in the catalogue or routes by a known prefix or suffix (never a guess)."""
+    return (
+        model_id in CATALOGUE
+        or model_id.startswith(KNOWN_PREFIXES)
+        or model_id.endswith(CODEX_SUFFIXES)
+        or model_id in OPENAI_EXACT
+    )
+
+
+def unknown_model_message(model_id: str) -> str | None:
+    """The one-line error for a model id no provider is known for, else None."""
+    if routable(model_id):
+        return None
+    prefixes = ", ".join(f"{p}…" for p in KNOWN_PREFIXES)
+    return (
+        f"unknown model {model_id!r}: known model ids start with {prefixes} or end with -codex "
+        "(see `geode providers`)"
+    )

@@ -17,6 +17,7 @@ class ProviderEvent(BaseModel):
     provider: str
     model: str
     attempt: int = 0
+    max_attempts: int = 0  # the retry policy's attempts (0: unknown)
     reason: str = ""
     delay_s: float = 0.0
     to_provider: str | None = None

@@ -106,6 +106,7 @@ class Retrier:
                         provider=provider,
                         model=model,
                         attempt=failure,
+                        max_attempts=self.policy.max_attempts,
                         reason=err.kind.value,
                         delay_s=delay,
                         detail=err.message[:200],

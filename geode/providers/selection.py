@@ -13,13 +13,14 @@ from typing import Any
 
 from geode.home import GeodeHome
 from geode.providers.adapter_base import Endpoint, WireAdapter
-from geode.providers.catalogue import DEFAULT_MODEL, WireApi, model_info
+from geode.providers.catalogue import DEFAULT_MODEL, WireApi, model_info, unknown_model_message
 from geode.providers.codex import DEFAULT_REFRESH_URL, CodexAuth, CodexProvider, codex_auth_path
 from geode.providers.events import EventCallback
 from geode.providers.fallback import FallbackProvider
 from geode.providers.pricing import Price, prices_from_config
 from geode.providers.retry import Retrier, RetryPolicy
-from geode.providers.types import Provider
+from geode.providers.setup_error import SetupError
+from geode.providers.types import ModelRequest, ModelResponse, Provider, ProviderErrorKind
 from geode.providers.vendors import make_adapter, vendor
 
 
@@ -210,3 +211,40 @@ def build_provider(
         for m in settings.fallback
     ]
     return FallbackProvider(primary, chain, on_event=on_event)
+
+
+class UnusableProvider:
+    """Stands in for a provider that cannot work: every call fails at once with the same clear error."""
+
+    def __init__(self, model: str, error: SetupError, name: str = "") -> None:
+        self.model = model
+        self.name = name
+        self.error = error
+
+    def complete(self, request: ModelRequest, on_delta=None) -> ModelResponse:  # type: ignore[no-untyped-def]
+        raise SetupError(self.error.kind, self.error.message)
+
+
+def setup_error(settings: ProviderSettings) -> SetupError | None:
+    """Why ``settings`` cannot work before any request is sent (unknown model, missing key), else None."""
+    unknown = unknown_model_message(settings.model)
+    if unknown is not None:
+        return SetupError(ProviderErrorKind.BAD_REQUEST, unknown)
+    if settings.provider == "codex" or settings.api_key:
+        return None
+    env_name = vendor(settings.provider).key_env
+    if not env_name:
+        return None
+    return SetupError(
+        ProviderErrorKind.AUTH,
+        f"no {env_name} for {settings.model}: set it in $GEODE_HOME/.env or the daemon's environment",
+    )
+
+
+def key_fingerprint(key: str | None) -> str:
+    """A short, one-way fingerprint of a key (cache keys, comparing two environments); never the key."""
+    if not key:
+        return ""
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()[:10]

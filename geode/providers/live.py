@@ -1,0 +1,130 @@
+"""Providers that follow the current config: each lookup re-reads ``config.toml`` and ``$GEODE_HOME/.env``
+(cheap) and reuses a built provider only while its model, endpoint and key fingerprint are unchanged.
+
+What the daemon resolved is written to ``run/providers.json`` (model, provider, endpoint, key source and a
+one-way key fingerprint, never the key) so ``geode doctor`` can compare it with the shell's view.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from geode.home import GeodeHome
+from geode.providers.events import EventCallback
+from geode.providers.selection import (
+    ProviderSettings,
+    Sources,
+    UnusableProvider,
+    build_provider,
+    key_fingerprint,
+    resolve_settings,
+    setup_error,
+)
+from geode.providers.types import Provider
+
+log = logging.getLogger(__name__)
+MAX_CACHED = 16
+STATUS_FILE = "providers.json"
+
+
+def settings_view(settings: ProviderSettings, problem: str = "") -> dict[str, Any]:
+    """What a resolution uses, safe to print and to store (no key material beyond a fingerprint)."""
+    return {
+        "model": settings.model,
+        "provider": settings.provider,
+        "base_url": settings.base_url,
+        "key_source": settings.key_source or "not set",
+        "key_fingerprint": key_fingerprint(settings.api_key),
+        "problem": problem,
+    }
+
+
+class LiveProviders:
+    """Thread-safe. ``get(model)`` returns the provider for ``model`` under the config as it is now."""
+
+    def __init__(
+        self,
+        home: GeodeHome,
+        *,
+        on_event: EventCallback | None = None,
+        sleep: Callable[[float], None] | None = None,
+        who: str = "",
+    ) -> None:
+        self.home = home
+        self.on_event = on_event
+        self.sleep = sleep
+        self.who = who
+        self._cache: OrderedDict[tuple[Any, ...], Provider] = OrderedDict()
+        self._lock = threading.Lock()
+        self._config: dict[str, Any] = {}
+
+    def sources(self) -> Sources:
+        """Process env over ``.env``, and the config file as it is now (the last readable one if broken)."""
+        try:
+            self._config = self.home.load_config()
+        except Exception as exc:  # a config being edited: keep the last good one
+            log.warning("config not re-read (%s); keeping the last good one", type(exc).__name__)
+        return Sources.load(home=self.home, config=self._config)
+
+    def get(self, model: str | None) -> Provider:
+        src = self.sources()
+        settings = resolve_settings(model, sources=src)
+        problem = setup_error(settings)
+        self.publish(settings, problem.message if problem else "")
+        if problem is not None:
+            return UnusableProvider(settings.model, problem, settings.provider)
+        providers = json.dumps(src.providers, sort_keys=True, default=str)
+        key = (
+            settings.model,
+            settings.provider,
+            settings.base_url,
+            settings.wire,
+            key_fingerprint(settings.api_key),
+            providers,
+        )
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        built = build_provider(
+            model, home=self.home, config=src.config, on_event=self.on_event, sleep=self.sleep
+        )
+        log.info(
+            "provider for %s: %s at %s (key %s)",
+            settings.model,
+            settings.provider,
+            settings.base_url,
+            settings.key_source or "not set",
+        )
+        with self._lock:
+            self._cache[key] = built
+            while len(self._cache) > MAX_CACHED:
+                self._cache.popitem(last=False)
+        return built
+
+    def publish(self, settings: ProviderSettings, problem: str = "") -> None:
+        """Write what this process resolved to ``run/providers.json`` (best effort, atomic)."""
+        body = {**settings_view(settings, problem), "pid": os.getpid(), "by": self.who, "at": time.time()}
+        path = self.home.run_dir / STATUS_FILE
+        tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            tmp.write_text(json.dumps(body))
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.debug("could not write %s: %s", path, exc)
+
+
+def daemon_view(home: GeodeHome) -> dict[str, Any] | None:
+    """What the running daemon last resolved (``run/providers.json``), or None."""
+    try:
+        return json.loads((home.run_dir / STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
