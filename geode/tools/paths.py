@@ -53,20 +53,32 @@ class Exclusion:
             paths.append(_real(home.run_dir))
         except Exception:  # a run dir that cannot be computed: the home alone is still excluded
             pass
-        return cls(tuple(dict.fromkeys(paths)), (_real(home.root / "workspace"),))
+        return cls.carving(tuple(dict.fromkeys(paths)), (_real(home.root / "workspace"),))
+
+    @classmethod
+    def carving(cls, paths: tuple[Path, ...], carve_outs: tuple[Path, ...]) -> Exclusion:
+        """Keep only carve-outs strictly inside an excluded path that contain none (a ``workspace`` that is
+        a symlink to ``~`` must not re-admit the home)."""
+        kept = tuple(
+            c
+            for c in carve_outs
+            if any(c != p and c.is_relative_to(p) for p in paths)
+            and not any(p.is_relative_to(c) for p in paths)
+        )
+        return cls(paths, kept)
 
     def covers(self, real: Path) -> bool:
         return within(real, self.paths) and not within(real, self.carve_outs)
 
 
 @lru_cache(maxsize=8)
-def _home_exclusion(raw: str | None) -> Exclusion:
+def _home_exclusion(raw: str | None, _runtime_dir: str | None) -> Exclusion:
     return Exclusion.of_home(GeodeHome.from_env(raw))
 
 
 def home_exclusion() -> Exclusion:
     """The default exclusion: this process's ``GeodeHome.from_env()`` (its root and run dir)."""
-    return _home_exclusion(os.environ.get("GEODE_HOME"))
+    return _home_exclusion(os.environ.get("GEODE_HOME"), os.environ.get("XDG_RUNTIME_DIR"))
 
 
 class AllowedRoots(tuple[Path, ...]):

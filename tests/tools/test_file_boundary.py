@@ -151,6 +151,8 @@ def test_the_home_and_run_dir_are_never_inside_the_roots(home_in_ws) -> None:  #
     assert rig.call("read_file", {"file_path": "envlink"}).content["reason"] == "geode_home"
     grep = rig.call("grep_files", {"pattern": "ANTHROPIC_API_KEY", "path": "."})
     assert grep.content["matches"] == [] and grep.content["skipped_geode_home"] >= 2, grep.content
+    ls = rig.call("list_dir", {"path": "."}).content
+    assert "gh" not in [e["name"] for e in ls["entries"]] and ls["skipped_geode_home"] == 2  # gh, envlink
     listed = rig.call("glob_files", {"pattern": "**/*"}).content["files"]
     assert not any("sk-ant" in Path(f).read_text() for f in listed if Path(f).is_file())
     assert not any(Path(f).resolve().is_relative_to(home.root) for f in listed), listed
@@ -173,3 +175,8 @@ def test_the_exclusion_is_the_home_and_its_run_dir(tmp_path: Path, monkeypatch) 
     ex = Exclusion.of_home(home)
     assert ex.covers(home.root.resolve() / ".env") and ex.covers(Path(os.path.realpath(home.run_dir)) / "x")
     assert not ex.covers(home.root.resolve() / "workspace" / "f") and not ex.covers(tmp_path)
+    # a home whose workspace/ is a symlink to the directory holding the home does not re-admit the home
+    tricky = GeodeHome(tmp_path / "th" / "gh")
+    tricky.root.mkdir(parents=True)
+    (tricky.root / "workspace").symlink_to(tmp_path / "th", target_is_directory=True)
+    assert Exclusion.of_home(tricky).covers(tricky.root.resolve() / ".env")
