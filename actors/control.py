@@ -4,6 +4,10 @@ A ZeroMQ ROUTER (msgpack envelopes, 1 MiB codec cap; libzmq's MAXMSGSIZE drops a
 by one socket thread that only reads, hands frames to :class:`geode.control.core.ControlCore` and writes
 what it sends back. Requests run on a small thread pool, so the reader never blocks on a turn. The child
 also connects to ``lanes`` as a peer named ``control``: turn streams arrive there as ``origin.event``.
+
+Only the daemon's own user connects: the socket is 0600 in a 0700 directory we own (checked at bind, else
+the child refuses to start), and a ZAP handler on the socket's own context admits a peer only when the
+kernel's credentials of its ipc connection (libzmq's SO_PEERCRED address ``:uid:gid:pid``) carry our uid.
 """
 
 from __future__ import annotations
@@ -11,16 +15,18 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from actors.bus import Bus
 from geode.control.connection import QUEUE_MAX
-from geode.control.core import IDLE_TIMEOUT_S, ControlCore
+from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S, ControlCore
 from geode.home import GeodeHome
 from geode.protocol import codec
 from geode.protocol import control as c
@@ -56,6 +62,54 @@ def builtin_plan() -> Any:
 WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
 HWM = 1000
 TICK_S = 1.0
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+ZAP_DOMAIN = b"geode-control"
+
+
+def peer_uid(address: bytes) -> int | None:
+    """The uid libzmq appends to an ipc peer's address (``<addr>:<uid>:<gid>:<pid>``); None if absent."""
+    parts = address.decode(errors="replace").rsplit(":", 3)
+    if len(parts) != 4 or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+class PeerGate:
+    """ZAP (RFC 27) for the control socket: a connecting peer must run as the daemon's uid."""
+
+    def __init__(self, ctx: zmq.Context, uid: int | None = None) -> None:  # type: ignore[type-arg]
+        self.uid = os.getuid() if uid is None else uid
+        self.rejected = 0
+        self.sock = ctx.socket(zmq.REP)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind(ZAP_ENDPOINT)
+
+    def handle(self) -> None:
+        while self.sock.get(zmq.EVENTS) & zmq.POLLIN:
+            frames = self.sock.recv_multipart(zmq.NOBLOCK)
+            version, request_id = frames[0], frames[1] if len(frames) > 1 else b""
+            address = frames[3] if len(frames) > 3 else b""
+            uid = peer_uid(address)
+            ok = uid is not None and uid == self.uid
+            if not ok:
+                self.rejected += 1
+                log.warning("control socket: refused uid %s (only uid %d connects)", uid, self.uid)
+            status = (b"200", b"OK") if ok else (b"400", b"wrong user")
+            self.sock.send_multipart([version, request_id, *status, str(uid).encode() if ok else b"", b""])
+
+    def close(self) -> None:
+        self.sock.close(0)
+
+
+def check_private(path: Path, mode: int, *, directory: bool) -> None:
+    """Refuse a socket path (or its directory) that is a symlink, not ours, or open to others."""
+    st = os.lstat(path)
+    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISSOCK(st.st_mode)
+    if not kind_ok or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & ~mode:
+        raise PermissionError(
+            f"{path} must be a {'directory' if directory else 'socket'} owned by uid {os.getuid()} with mode "
+            f"{mode:o} at most (found uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); refusing to serve"
+        )
 
 
 class ControlSocket:
@@ -64,7 +118,9 @@ class ControlSocket:
     def __init__(self, home: GeodeHome, ctx: zmq.Context | None = None) -> None:  # type: ignore[type-arg]
         self.home = home
         self.path = home.cli_socket
-        self._ctx = ctx or zmq.Context.instance()
+        self._ctx = ctx or zmq.Context()  # its own context: its ZAP handler answers for this socket only
+        self._own_ctx = ctx is None
+        self.gate: PeerGate | None = None
         self._out: queue.SimpleQueue[tuple[bytes, bytes]] = queue.SimpleQueue()
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._stop = threading.Event()
@@ -104,6 +160,8 @@ class ControlSocket:
             self.path.unlink()
         except FileNotFoundError:
             pass
+        if self._own_ctx and (self._thread is None or not self._thread.is_alive()):
+            self._ctx.term()  # every socket of this context is closed by now
 
     def _socket(self) -> zmq.Socket:  # type: ignore[type-arg]
         s = self._ctx.socket(zmq.ROUTER)
@@ -116,8 +174,11 @@ class ControlSocket:
             (zmq.ROUTER_HANDOVER, 1),
         ):
             s.setsockopt(opt, val)
+        s.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)  # every connection goes through PeerGate
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.path.parent, 0o700)
+        if os.lstat(self.path.parent).st_uid == os.getuid():
+            os.chmod(self.path.parent, 0o700, follow_symlinks=False)
+        check_private(self.path.parent, 0o700, directory=True)
         old = os.umask(0o177)  # the socket file is created 0600
         try:
             if self.path.exists():  # stale: the supervisor's single-instance lock guarantees no live owner
@@ -126,19 +187,24 @@ class ControlSocket:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
+        check_private(self.path, 0o600, directory=False)
         return s
 
     def _run(self) -> None:
         try:
+            self.gate = PeerGate(self._ctx)
             sock = self._socket()
         except BaseException as exc:
             self._error = exc
+            if self.gate is not None:
+                self.gate.close()
             self._bound.set()
             return
         self._bound.set()
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake, zmq.POLLIN)
+        poller.register(self.gate.sock, zmq.POLLIN)
         assert self.core is not None
         try:
             while not self._stop.is_set():
@@ -148,11 +214,14 @@ class ControlSocket:
                         os.eventfd_read(self._wake)
                     except BlockingIOError:
                         pass
+                if self.gate.sock in ready:
+                    self.gate.handle()
                 self._flush(sock)
                 if sock in ready:
                     self._read(sock)
         finally:
             sock.close(0)
+            self.gate.close()
 
     def _read(self, sock: Any) -> None:
         assert self.core is not None
@@ -214,6 +283,7 @@ def start_control(
         server_version=geode_version(),
         origin=name,
         idle_timeout_s=float(cfg.get("idle_timeout_s", IDLE_TIMEOUT_S)),
+        handshake_deadline_s=float(cfg.get("handshake_deadline_s", HANDSHAKE_DEADLINE_S)),
         queue_max=int(cfg.get("queue_max", QUEUE_MAX)),
         plan=builtin_plan(),
     )

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, create_model
 
 from geode.control.connection import QUEUE_MAX
-from geode.control.core import IDLE_TIMEOUT_S
+from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
 from geode.loop.settings import LoopSettings, VerifySettings
 from geode.providers.catalogue import WireApi
@@ -21,9 +21,10 @@ from geode.tools.builtin.web_guard import parse_allow_entry
 Schema = Any  # a pydantic model class or a stdlib dataclass
 
 # [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
-# origin, verify) are always overridden by the turn's own settings, so they are not configuration.
+# origin, verify, skip_permissions) are always overridden by the turn's own settings, so they are not
+# configuration (skip_permissions in particular is only ever the submitting connection's flag).
 PER_TURN_LOOP_KEYS = frozenset(
-    {"model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"}
+    {"model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify", "skip_permissions"}
 )
 LoopSection = create_model(  # type: ignore[call-overload]
     "LoopSection",
@@ -44,6 +45,7 @@ class ControlSection(BaseModel):
 
     idle_timeout_s: float = Field(default=IDLE_TIMEOUT_S, gt=0)
     queue_max: int = Field(default=QUEUE_MAX, ge=1)
+    handshake_deadline_s: float = Field(default=HANDSHAKE_DEADLINE_S, gt=0)
 
 
 class BashSection(BaseModel):
