@@ -20,8 +20,9 @@ from geode.protocol.errors import GeodeError, NotFound
 SUCCESS = {"natural", "forced_text"}
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CANCELLED = 1, 2, 3, 130
 
-_RESUME = typer.Option(None, "--resume", help="resume session ID")
+_RESUME = typer.Option(None, "--resume", help="resume session ID (alone: pick from recent sessions)")
 _CONTINUE = typer.Option(False, "--continue", help="continue the most recent session")
+PICK = ""  # ``--resume`` given without an id (main.py rewrites a bare ``--resume`` to ``--resume=``)
 _MODEL = typer.Option(None, "--model", help="model for this session (e.g. claude-sonnet-5)")
 _SKIP = typer.Option(
     False, "--dangerously-skip-permissions", help="approve every tool call of this connection without asking"
@@ -46,10 +47,43 @@ def _connect(  # type: ignore[no-untyped-def]
         ensure_daemon(home)
     cl = ControlClient(home, client_version=geode_version())
     cl.connect(model=model, is_tty=tty, dangerously_skip_permissions=skip, mode="REPL" if repl else "IPC")
+    if resume == PICK and not cont:
+        resume = _pick(cl, home, tty=tty)
     if resume or cont:
         out = cl.request(c.RESUME, {"session_id": resume, "continue": cont})
         cl.session_id = out["session_id"]
     return cl
+
+
+class _NothingPicked(Exception):
+    """A bare ``--resume`` picked no session (or could not ask: not a terminal)."""
+
+
+def _pick(cl: Any, home: GeodeHome, *, tty: bool) -> str:
+    from actors.cli.reattach import pick_session
+
+    sessions = cl.request(c.SESSIONS, {}).get("sessions", [])
+    picked = pick_session(home, sessions, tty=tty, out=sys.stdout)
+    if picked is None:
+        cl.close()
+        raise _NothingPicked("not a terminal" if not tty else "nothing picked")
+    return picked
+
+
+def _connect_or_exit(home: GeodeHome, **kw: Any):  # type: ignore[no-untyped-def]
+    """``_connect`` with the CLI's exits: 2 nothing to resume / nothing picked, 3 daemon unavailable."""
+    try:
+        return _connect(home, **kw)
+    except _NothingPicked as exc:
+        if str(exc) == "not a terminal":
+            typer.echo("geode: not a terminal: pick one of these with `geode --resume ID`", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    except NotFound as exc:
+        typer.echo(f"geode: cannot resume: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    except GeodeError as exc:
+        typer.echo(f"geode: daemon unavailable: {exc}", err=True)
+        raise typer.Exit(EXIT_UNAVAILABLE) from exc
 
 
 def exit_code(result: dict[str, Any]) -> int:
@@ -69,19 +103,26 @@ def ask(
     timeout: float = typer.Option(3600.0, "--timeout", help="seconds to wait for the turn"),
 ) -> None:
     """Run one prompt and exit: 0 on success, non-zero with the termination reason otherwise."""
+    run_ask(prompt, as_json=as_json, resume=resume, cont=cont, model=model, skip=skip, timeout=timeout)
+
+
+def run_ask(
+    prompt: str,
+    *,
+    as_json: bool = False,
+    resume: str | None = None,
+    cont: bool = False,
+    model: str | None = None,
+    skip: bool = False,
+    timeout: float = 3600.0,
+) -> None:
+    """``geode ask`` and ``geode -p``: one prompt, streamed, then exit with the turn's code."""
     from actors.cli.render import Renderer, ask_terminal
 
     home = GeodeHome.from_env()
     tty = sys.stdin.isatty()
     renderer = Renderer(quiet=as_json)
-    try:
-        cl = _connect(home, model=model, skip=skip, tty=tty, resume=resume, cont=cont)
-    except NotFound as exc:
-        typer.echo(f"geode: cannot resume: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
-    except GeodeError as exc:
-        typer.echo(f"geode: daemon unavailable: {exc}", err=True)
-        raise typer.Exit(EXIT_UNAVAILABLE) from exc
+    cl = _connect_or_exit(home, model=model, skip=skip, tty=tty, resume=resume, cont=cont)
     approve = ask_terminal if (tty and not as_json) else (lambda _data: "n")  # no terminal: deny
     try:
         result = cl.run_prompt(
@@ -124,22 +165,17 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
     from actors.cli.render import Renderer, ask_terminal
 
     home = GeodeHome.from_env()
-    try:
-        cl = _connect(
-            home, model=model, skip=skip, tty=sys.stdin.isatty(), resume=resume, cont=cont, repl=repl
-        )
-    except NotFound as exc:
-        typer.echo(f"geode: cannot resume: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
-    except GeodeError as exc:
-        typer.echo(f"geode: daemon unavailable: {exc}", err=True)
-        raise typer.Exit(EXIT_UNAVAILABLE) from exc
+    cl = _connect_or_exit(
+        home, model=model, skip=skip, tty=sys.stdin.isatty(), resume=resume, cont=cont, repl=repl
+    )
     w = cl.welcome
     typer.echo(
         f"geode · {w.get('model')} ({w.get('provider')}) · session {cl.session_id} · {w.get('workspace')}"
     )
     typer.echo("type a prompt; exit or Ctrl-D quits; Ctrl-C cancels a running turn")
     try:
+        if resume is not None or cont:
+            _reattach(cl, home)
         while True:
             try:
                 line = input("> ")
@@ -177,16 +213,56 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
         cl.close()
 
 
+def _reattach(cl: Any, home: GeodeHome) -> None:
+    """``--continue`` / ``--resume``: where the session is (last exchanges, an answer given while away)."""
+    from actors.cli.reattach import show_where_you_are
+    from actors.cli.render import Renderer, ask_terminal
+
+    renderer = Renderer()
+    try:
+        result = show_where_you_are(
+            cl, home, renderer=renderer, on_approval=ask_terminal, on_interrupt=lambda: True
+        )
+    except GeodeError as exc:
+        renderer.end()
+        typer.echo(f"geode: {exc}", err=True)
+        return
+    renderer.end()
+    if result is not None:
+        if result.get("text") and not renderer.streamed:
+            typer.echo(f"⏺ {result['text']}")
+        reason = result.get("termination_reason")
+        if reason not in SUCCESS:
+            typer.echo(f"· turn ended: {reason}" + (f" ({result['error']})" if result.get("error") else ""))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from actors.control import geode_version
+
+        typer.echo(f"geode {geode_version()}")
+        raise typer.Exit(0)
+
+
 def root(
     ctx: typer.Context,
+    print_prompt: str | None = typer.Option(
+        None, "-p", "--print", help="run PROMPT once, print the answer and exit (same as `geode ask`)"
+    ),
     resume: str | None = _RESUME,
     cont: bool = _CONTINUE,
     model: str | None = _MODEL,
     skip: bool = _SKIP,
     repl: bool = typer.Option(False, "--repl", help="no daemon: run the whole tree in this process"),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="print the version and exit"
+    ),
 ) -> None:
     """GEODE agent host. With no command: interactive chat with the daemon."""
     if ctx.invoked_subcommand is not None:
+        return
+    if print_prompt is not None:
+        run_ask(print_prompt, resume=resume, cont=cont, model=model, skip=skip)
         return
     if not repl:
         chat(resume, cont, model, skip)

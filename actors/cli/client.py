@@ -249,11 +249,16 @@ class ControlClient:
             on_event(ev)
         if ev.get("kind") == c.APPROVAL_REQUEST:
             data = ev.get("data") or {}
-            decision = on_approval(data) if on_approval is not None else "n"
+            answer = on_approval(data) if on_approval is not None else "n"
+            decision, _, note = answer.partition(":")  # "n: <reason>" carries the reason to the model
             try:
                 self.request(
                     c.APPROVAL_RESPONSE,
-                    {"approval_id": data.get("approval_id", ""), "decision": decision},
+                    {
+                        "approval_id": data.get("approval_id", ""),
+                        "decision": decision.strip() or "n",
+                        "note": note.strip()[:1024],
+                    },
                     timeout_s=5.0,
                 )
             except GeodeError:

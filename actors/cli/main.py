@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
 
@@ -15,7 +16,34 @@ COMMAND_MODULES = (
 )
 
 
+def _plain_flags() -> None:
+    """Flags show as plain flags in ``--help`` (typer's rich help prints ``<bool>`` beside each one)."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption, "_geode_plain_flags", False):
+        return
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx):  # type: ignore[no-untyped-def]
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption._geode_plain_flags = True  # type: ignore[attr-defined]
+
+
+def optional_resume(argv: list[str]) -> list[str]:
+    """A bare ``--resume`` (last, or followed by another option) means "pick a session": ``--resume=``."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--resume" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out[i] = "--resume="
+    return out
+
+
 def build_app() -> typer.Typer:
+    _plain_flags()
     app = typer.Typer(add_completion=False, no_args_is_help=False, help="GEODE agent host")
     for name in COMMAND_MODULES:
         try:
@@ -29,7 +57,7 @@ def build_app() -> typer.Typer:
 
 
 def main() -> None:
-    build_app()()
+    build_app()(args=optional_resume(sys.argv[1:]), prog_name="geode")
 
 
 if __name__ == "__main__":

@@ -59,15 +59,21 @@ def _print_json(obj: Any) -> None:
 
 def sessions(home: str | None = HOME_OPT, as_json: bool = JSON_OPT, limit: int = typer.Option(200)) -> None:
     """Sessions in the record store, most recently updated first."""
+    from geode.sessions.transcript import first_prompt
+
     rows = _run(home, lambda c: c.list_sessions(limit=limit))
+    root = GeodeHome.from_env(home).root
+    prompts = {r.session_id: first_prompt(root, r.session_id) for r in rows}
     if as_json:
-        _print_json([r.model_dump(mode="json") for r in rows])
+        _print_json([r.model_dump(mode="json") | {"first_prompt": prompts[r.session_id]} for r in rows])
         return
-    typer.echo(f"{'SESSION':36} {'STATUS':10} {'SEQ':>5} {'MSGS':>5} {'UNRESOLVED':>10}  UPDATED")
+    head = f"{'SESSION':36} {'STATUS':10} {'SEQ':>5} {'MSGS':>5} {'UNRESOLVED':>10}  {'UPDATED':19}"
+    typer.echo(f"{head}  PROMPT")
     for r in rows:
+        prompt = " ".join(prompts[r.session_id].split())
         typer.echo(
             f"{r.session_id:36} {r.status.value:10} {r.seq:>5} {r.message_count:>5} "
-            f"{r.unresolved_receipts:>10}  {_ts(r.updated_at)}"
+            f"{r.unresolved_receipts:>10}  {_ts(r.updated_at):19}  {prompt[:60] or '-'}"
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, TextIO
 
@@ -46,12 +47,11 @@ class Renderer:
         elif kind == "tool_start":
             self._line(f"⏺ {data.get('name')}({str(data.get('args_preview', ''))[:120]})")
         elif kind == "tool_end":
-            status = f"error: {data.get('error')}" if data.get("error") else "ok"
-            self._line(f"  ⎿ {data.get('name')} {status}")
+            self._line(tool_end_line(data))
         elif kind == c.TURN_QUEUED and data.get("position"):
             self._line(f"· queued behind {data['position']} turn(s)")
-        elif kind == "llm_retry" or kind == "retry_wait":
-            self._line(f"· retrying ({data})")
+        elif kind == "llm_retry" and data.get("message"):  # ready: retrying in 1.2 s (…, attempt 1/3)
+            self._line(f"· {data['message']}")
 
     def _write(self, s: str) -> None:
         self.out.write(s)
@@ -69,8 +69,39 @@ class Renderer:
         self._midline = False
 
 
+def tool_end_line(data: dict[str, Any]) -> str:
+    """``⎿ read_file · read 12 lines`` / ``⎿ write_file ✗ hook_blocked · <the hook's reason>``."""
+    name, summary = data.get("name"), " ".join(str(data.get("summary") or "").split())[:160]
+    if data.get("error"):
+        return f"  ⎿ {name} ✗ {data['error']}" + (f" · {summary}" if summary else "")
+    return f"  ⎿ {name} · {summary}" if summary else f"  ⎿ {name} ok"
+
+
+_DENY = re.compile(r"^(?:n|no)(?:\s*[:,-]\s*|\s+)(?P<why>\S.*)$", re.IGNORECASE)
+MAX_ASKS = 20  # then the answer is a deny (a runaway stdin never loops forever)
+
+
+def parse_answer(line: str, *, sensitive: bool = False) -> str | None:
+    """``y``/``a``/``n``, or ``n: <reason>`` (a denial with the person's reason); None when not an answer."""
+    answer = line.strip()
+    low = answer.lower()
+    if low in ("", "y", "yes"):
+        return "y"
+    if low in ("a", "always"):
+        return None if sensitive else "a"
+    if low in ("n", "no"):
+        return "n"
+    m = _DENY.match(answer)
+    if m:
+        return "n: " + " ".join(m.group("why").split())[:500]
+    return None
+
+
 def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: TextIO | None = None) -> str:
-    """``◆ Approval · tool (category)``; ``y allow · n deny · a always`` (no "always" for sensitive)."""
+    """``◆ Approval · tool (category)``; ``y allow · n deny · a always`` (no "always" for sensitive).
+
+    Anything else asks again; ``n: <reason>`` denies and the reason reaches the model.
+    """
     stdin, out = stdin or sys.stdin, out or sys.stderr
     level = str(data.get("safety_level", "write"))  # e.g. "mutate/public", "execute/public", "read/personal"
     effect, _, data_class = level.partition("/")
@@ -79,17 +110,19 @@ def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: Text
     detail = " ".join(str(data.get("detail", "")).split())
     if detail:
         out.write(f"  {detail[:80]}\n")
-    out.write("  y allow this request · n deny > " if sensitive else "  y allow · n deny · a always > ")
-    out.flush()
-    try:
-        line = stdin.readline()
-    except (KeyboardInterrupt, EOFError):
-        return "n"
-    if not line:
-        return "n"
-    answer = line.strip().lower()
-    if answer in ("", "y", "yes"):
-        return "y"
-    if answer in ("a", "always"):
-        return "n" if sensitive else "a"
+    choices = "y allow this request · n deny" if sensitive else "y allow · n deny · a always"
+    for _ in range(MAX_ASKS):
+        out.write(f"  {choices} (n: why, to tell the model) > ")
+        out.flush()
+        try:
+            line = stdin.readline()
+        except (KeyboardInterrupt, EOFError):
+            return "n"
+        if not line:
+            return "n"
+        decision = parse_answer(line, sensitive=sensitive)
+        if decision is not None:
+            return decision
+        allowed = "y, n or n: <reason>" if sensitive else "y, a, n or n: <reason>"
+        out.write(f"  ? {line.strip()[:40]!r} is not an answer: type {allowed}\n")
     return "n"

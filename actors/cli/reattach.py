@@ -1,0 +1,172 @@
+"""Re-attaching to a session: its last exchanges, the answer of a turn that ended while away, the rest of a
+turn still running, and the picker behind a bare ``--resume``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from geode.home import GeodeHome
+from geode.protocol import control as c
+from geode.protocol.errors import GeodeError
+from geode.sessions.transcript import Exchange, first_prompt, last_exchanges
+
+LAST_EXCHANGES = 3
+ANSWER_LINES = 12
+PICK_MAX = 10
+
+
+def _clip(text: str, lines: int, width: int = 200) -> list[str]:
+    rows = [r[:width] for r in text.strip().splitlines()] or [""]
+    if len(rows) > lines:
+        rows = [*rows[:lines], f"… ({len(rows) - lines} more lines)"]
+    return rows
+
+
+def exchange_lines(ex: Exchange) -> list[str]:
+    prompt = _clip(ex.prompt, 3)
+    out = [f"> {prompt[0]}", *(f"  {r}" for r in prompt[1:])]
+    if ex.tools:
+        out.append(f"  ⎿ tools: {', '.join(dict.fromkeys(ex.tools))}")
+    if ex.answer.strip():
+        answer = _clip(ex.answer, ANSWER_LINES)
+        out += [f"⏺ {answer[0]}", *(f"  {r}" for r in answer[1:])]
+    else:
+        out.append("⏺ (no answer yet)")
+    return out
+
+
+def print_history(home: GeodeHome, session_id: str, out: TextIO, n: int = LAST_EXCHANGES) -> list[Exchange]:
+    shown = last_exchanges(home.root, session_id, n)
+    if shown:
+        out.write(f"── last {len(shown)} exchange(s) of {session_id} ──\n")
+        for ex in shown:
+            out.write("\n".join(exchange_lines(ex)) + "\n")
+        out.write("──\n")
+        out.flush()
+    return shown
+
+
+def _done_results(events: list[dict[str, Any]], outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    done = [
+        {**((e.get("data") or {}).get("result") or {}), "turn_id": e.get("turn_id")}
+        for e in events
+        if e.get("kind") == c.TURN_DONE
+    ]
+    if not done:  # the buffer did not reach back (lanes restarted): the durable outcomes instead
+        done = [{**o["outcome"], "turn_id": o.get("turn_id")} for o in outcomes if o.get("outcome")]
+    return done
+
+
+def _backlog_of(events: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
+    """A running turn's replayed events; an approval is kept only when nothing happened after it."""
+    mine = [e for e in events if e.get("turn_id") == turn_id]
+    asks = [i for i, e in enumerate(mine) if e.get("kind") == c.APPROVAL_REQUEST]
+    keep = asks[-1] if asks and all(e.get("kind") != "tool_end" for e in mine[asks[-1] :]) else None
+    return [e for i, e in enumerate(mine) if e.get("kind") != c.APPROVAL_REQUEST or i == keep]
+
+
+def show_where_you_are(
+    cl: Any,
+    home: GeodeHome,
+    *,
+    out: TextIO | None = None,
+    renderer: Callable[[dict[str, Any]], None] | None = None,
+    on_approval: Callable[[dict[str, Any]], str] | None = None,
+    on_interrupt: Callable[[], bool] | None = None,
+) -> dict[str, Any] | None:
+    """Print the last exchanges; the answer of a turn that finished while away; follow a running turn to its
+    end (rendered by ``renderer``). Returns that turn's result, if one was followed."""
+    out = out or sys.stdout
+    sid = cl.session_id or ""
+    shown = print_history(home, sid, out)
+    got: list[dict[str, Any]] = []
+    try:
+        reply = cl.request(c.ATTACH, {"session_id": sid, "after_seq": 0}, timeout_s=5.0, on_event=got.append)
+    except GeodeError as exc:
+        out.write(f"· cannot replay the session's stream: {exc}\n")
+        return None
+    got, cl.inbox = [*cl.inbox, *got], []
+    running = reply.get("running")
+    done = _done_results(got, reply.get("outcomes") or [])
+    answers = {" ".join(ex.answer.split()) for ex in shown}
+    last = next((d for d in reversed(done) if d.get("turn_id") != running), None)
+    if last is not None and str(last.get("text") or "").strip():
+        if " ".join(str(last["text"]).split()) not in answers:
+            reason = last.get("termination_reason", "")
+            out.write(f"· finished while you were away ({reason}):\n")
+            answer = _clip(str(last["text"]), ANSWER_LINES)
+            out.write("\n".join([f"⏺ {answer[0]}", *(f"  {r}" for r in answer[1:])]) + "\n")
+    elif last is not None and last.get("termination_reason") not in (None, "natural", "forced_text"):
+        err = f" ({last['error']})" if last.get("error") else ""
+        out.write(f"· the last turn ended: {last.get('termination_reason')}{err}\n")
+    out.flush()
+    if not running:
+        return None
+    out.write(f"· turn {running} is still running; following it (Ctrl-C cancels)\n")
+    out.flush()
+    return cl.follow(
+        running,
+        backlog=_backlog_of(got, running),
+        on_event=renderer,
+        on_approval=on_approval,
+        on_interrupt=on_interrupt,
+    )
+
+
+def _age(ts: float | None, now: float) -> str:
+    if not ts:
+        return "?"
+    s = max(0.0, now - ts)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{int(s // size)}{unit} ago"
+    return f"{int(s)}s ago"
+
+
+def session_rows(
+    home: GeodeHome, sessions: list[dict[str, Any]], limit: int = PICK_MAX
+) -> list[dict[str, Any]]:
+    """Most recently updated first, each with its first prompt (from the transcript) and its age."""
+    now = time.time()
+    rows = sorted(sessions, key=lambda s: float(s.get("updated_at") or 0), reverse=True)[:limit]
+    return [
+        {
+            "session_id": s["session_id"],
+            "age": _age(s.get("updated_at"), now),
+            "status": s.get("status", ""),
+            "prompt": " ".join(first_prompt(home.root, s["session_id"]).split())[:70] or "(no prompt)",
+        }
+        for s in rows
+    ]
+
+
+def pick_session(
+    home: GeodeHome, sessions: list[dict[str, Any]], *, tty: bool, stdin: TextIO | None = None, out: TextIO
+) -> str | None:
+    """List recent sessions; on a terminal ask which one. None: nothing picked (or not a terminal)."""
+    rows = session_rows(home, sessions)
+    if not rows:
+        out.write("no sessions to resume\n")
+        return None
+    for i, r in enumerate(rows, 1):
+        out.write(f"{i:>3}. {r['age']:>8}  {r['session_id']}  {r['prompt']}\n")
+    if not tty:
+        return None
+    stdin = stdin or sys.stdin
+    for _ in range(5):
+        out.write(f"resume which session? [1-{len(rows)}, Enter for 1] > ")
+        out.flush()
+        line = stdin.readline()
+        if not line:
+            return None
+        choice = line.strip() or "1"
+        if choice.isdigit() and 1 <= int(choice) <= len(rows):
+            return str(rows[int(choice) - 1]["session_id"])
+        hit = [r for r in rows if str(r["session_id"]).startswith(choice)]
+        if len(hit) == 1:
+            return str(hit[0]["session_id"])
+        out.write(f"  {choice[:40]!r} is not one of the sessions above\n")
+    return None
