@@ -109,6 +109,7 @@ class LoopWorker:
         self._hb: threading.Thread | None = None
         self.config = ctx.config or {}
         self.hooks = _loop_hooks(self.config)
+        self._reload_seen = _stamp(ctx.home.run_dir / RELOAD_STAMP)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
@@ -134,6 +135,7 @@ class LoopWorker:
                     )
                     self.bus.transport.call(LANES, turns.WORKER_READY, body, timeout_s=2.0)
                     announced = True
+                    self.describe_provider()
                     log.info("%s#%d ready with capacity %d", self.name, self.incarnation, self.capacity)
                 else:
                     with self._lock:
@@ -145,9 +147,37 @@ class LoopWorker:
                         free=max(0, self.capacity - len(running)),
                     )
                     self.bus.transport.cast(LANES, turns.WORKER_HEARTBEAT, hb)
+                    self.reload_if_asked()
             except GeodeError as exc:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
             self._stop.wait(self.heartbeat_s if announced else 0.2)
+
+    def reload_if_asked(self) -> bool:
+        """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and
+        publish which provider new sessions get (providers follow the files at every turn anyway)."""
+        seen = _stamp(self.ctx.home.run_dir / RELOAD_STAMP)
+        if seen == self._reload_seen:
+            return False
+        self._reload_seen = seen
+        try:
+            config = self.ctx.home.load_config()
+            hooks = _loop_hooks(config)
+        except Exception as exc:  # keep running on the config we have
+            log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
+            return False
+        self.config, self.hooks = config, hooks
+        self.describe_provider()
+        log.info("%s: config re-read for new turns", self.name)
+        return True
+
+    def describe_provider(self) -> None:
+        """Publish what a new session would use (``run/providers.json``, read by doctor and reload)."""
+        if self.live is None:
+            return
+        try:
+            self.live.describe(None)
+        except Exception as exc:  # an unusable config is reported when a turn needs it
+            log.warning("%s: provider not resolved: %s", self.name, exc)
 
     def on_lifecycle(self, topic: str, body: dict[str, Any]) -> None:
         """Supervisor events: the executor exited → its in-flight calls get no reply; fail them now.
@@ -293,6 +323,14 @@ class LoopWorker:
 
 
 _REGISTRY = PlanRegistry()
+RELOAD_STAMP = "reload.stamp"  # under run/: rewritten by `geode reload`; workers re-read config on a change
+
+
+def _stamp(path: Any) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _loop_hooks(config: dict[str, Any]) -> Any:

@@ -38,6 +38,10 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     except Exception as exc:  # a broken provider config must not hide the rest of the report
         out.append(_check("providers", False, f"{type(exc).__name__}: {exc}"[:300]))
     out.extend(_socket_checks(home))
+    if _lock_held(home):  # what the running daemon uses, and whether this shell would differ
+        from actors.cli.provider_view import daemon_checks
+
+        out.extend(daemon_checks(home))
     return out
 
 

@@ -107,8 +107,17 @@ def restart(child: str = typer.Argument(..., help="child name, e.g. store or loo
     typer.echo(f"restarting {child}")
 
 
+def reload() -> None:
+    """Re-read config.toml and $GEODE_HOME/.env for new sessions, without a restart (the loop workers'
+    [loop], [verify], hooks and providers; providers also follow the files at every new turn)."""
+    from actors.cli.provider_view import reload_daemon
+
+    raise typer.Exit(reload_daemon(GeodeHome.from_env(), echo=typer.echo))
+
+
 def register(app: typer.Typer) -> None:
     app.command()(serve)
     app.command()(status)
     app.command()(stop)
     app.command()(restart)
+    app.command()(reload)

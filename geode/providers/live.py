@@ -73,6 +73,12 @@ class LiveProviders:
             log.warning("config not re-read (%s); keeping the last good one", type(exc).__name__)
         return Sources.load(home=self.home, config=self._config)
 
+    def describe(self, model: str | None = None) -> dict[str, Any]:
+        """Resolve without building (and publish): what a new session for ``model`` would use."""
+        settings = resolve_settings(model, sources=self.sources())
+        problem = setup_error(settings)
+        return self.publish(settings, problem.message if problem else "")
+
     def get(self, model: str | None) -> Provider:
         src = self.sources()
         settings = resolve_settings(model, sources=src)
@@ -110,7 +116,7 @@ class LiveProviders:
                 self._cache.popitem(last=False)
         return built
 
-    def publish(self, settings: ProviderSettings, problem: str = "") -> None:
+    def publish(self, settings: ProviderSettings, problem: str = "") -> dict[str, Any]:
         """Write what this process resolved to ``run/providers.json`` (best effort, atomic)."""
         body = {**settings_view(settings, problem), "pid": os.getpid(), "by": self.who, "at": time.time()}
         path = self.home.run_dir / STATUS_FILE
@@ -120,6 +126,7 @@ class LiveProviders:
             os.replace(tmp, path)
         except OSError as exc:
             log.debug("could not write %s: %s", path, exc)
+        return body
 
 
 def daemon_view(home: GeodeHome) -> dict[str, Any] | None:
