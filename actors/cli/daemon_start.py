@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
+from collections.abc import Callable
 
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
@@ -12,6 +14,61 @@ from geode.protocol import control as c
 from geode.protocol.errors import GeodeError
 
 START_TIMEOUT_S = 30.0
+EXIT_CONFIG = 78  # what `geode serve --foreground` exits with on a bad config
+
+
+class DaemonStartFailed(GeodeError):
+    """The daemon exited while starting; ``message`` is its one-line reason, ``exit_code`` its exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def start_daemon_reporting(
+    home: GeodeHome, *, single_process: bool = False, timeout_s: float = START_TIMEOUT_S
+) -> tuple[int, str]:
+    """``start_daemon`` whose failure message is only this start's own output (``serve.out`` is appended
+    to by every start), exactly the lines ``geode serve --foreground`` prints."""
+    from actors.tree_client import start_daemon
+
+    home.ensure()
+    out = home.logs_dir / "serve.out"
+    try:
+        offset = out.stat().st_size
+    except OSError:
+        offset = 0
+    rc, message = start_daemon(home, single_process=single_process, timeout_s=timeout_s)
+    if rc == 0:
+        return rc, message
+    try:
+        with open(out, "rb") as f:
+            f.seek(offset)
+            own = f.read().decode(errors="replace").strip()
+    except OSError:
+        own = ""
+    return rc, own or message
+
+
+def one_line(output: str) -> str:
+    """The reason of a failed start in one line: the first ``geode serve:`` problem, not the epilogue."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    problems = [
+        ln.removeprefix("geode serve: ")
+        for ln in lines
+        if ln.startswith("geode serve: ") and "refusing to start" not in ln and "warning:" not in ln
+    ]
+    if problems:
+        more = f" (and {len(problems) - 1} more: run `geode doctor`)" if len(problems) > 1 else ""
+        return problems[0] + more
+    return lines[-1] if lines else "no output (see the logs)"
 
 
 def control_answers(home: GeodeHome, timeout_s: float = 1.0) -> bool:
@@ -31,8 +88,12 @@ def control_answers(home: GeodeHome, timeout_s: float = 1.0) -> bool:
             cl._sock.close(0)
 
 
-def ensure_daemon(home: GeodeHome, *, timeout_s: float = START_TIMEOUT_S) -> str:
-    """Make sure a daemon serves ``home``; returns how ("running" | "started" | "waited")."""
+def ensure_daemon(
+    home: GeodeHome, *, timeout_s: float = START_TIMEOUT_S, say: Callable[[str], None] | None = _say
+) -> str:
+    """Make sure a daemon serves ``home``; returns how ("running" | "started" | "waited"). Says
+    ``starting the daemon…`` (on stderr) while it starts it; a start that fails raises
+    :class:`DaemonStartFailed` with the daemon's own one-line reason."""
     if control_answers(home):
         return "running"
     home.ensure()
@@ -45,12 +106,16 @@ def ensure_daemon(home: GeodeHome, *, timeout_s: float = START_TIMEOUT_S) -> str
         except BlockingIOError:
             winner = False  # another CLI is starting it: just wait for the socket
         if winner and not control_answers(home):
-            from actors.tree_client import is_running, start_daemon
+            from actors.tree_client import is_running
 
             if not is_running(home):
-                rc, message = start_daemon(home, timeout_s=timeout_s)
+                if say is not None:
+                    say("starting the daemon…")
+                rc, message = start_daemon_reporting(home, timeout_s=timeout_s)
                 if rc != 0:
-                    raise GeodeError(f"could not start the daemon: {message}")
+                    raise DaemonStartFailed(f"the daemon cannot start: {one_line(message)}", rc)
+        elif not winner and say is not None:
+            say("waiting for the daemon to start…")
         while time.monotonic() < deadline:
             if control_answers(home, timeout_s=0.5):
                 return "started" if winner else "waited"

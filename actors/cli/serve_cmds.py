@@ -19,16 +19,16 @@ def serve(
         from actors.serve import run_foreground
 
         raise typer.Exit(run_foreground(home, single_process=single_process))
+    from actors.cli.daemon_start import start_daemon_reporting
     from actors.instance_lock import InstanceLock
     from actors.serve import EXIT_ALREADY_RUNNING, already_running_message
-    from actors.tree_client import start_daemon
 
     home.ensure()
     lock = InstanceLock(home.lock_file)
     if lock.is_held():
         typer.echo(already_running_message(home, lock.holder_pid()), err=True)
         raise typer.Exit(EXIT_ALREADY_RUNNING)
-    rc, message = start_daemon(home, single_process=single_process)
+    rc, message = start_daemon_reporting(home, single_process=single_process)  # a failure: its own lines
     typer.echo(message, err=rc != 0)
     raise typer.Exit(rc)
 
