@@ -51,7 +51,9 @@ def test_sigint_to_ask_kills_the_running_bash_and_reports_it_not_applied(tmp_pat
     ws = tmp_path / "ws"
     ws.mkdir()
     with scripted_tree(tmp_path, _reply(ws), ws, cwd=ws) as (home, _server):
-        proc = geode_popen(home, "ask", "run the slow command", "--json", "--dangerously-skip-permissions", cwd=ws)
+        proc = geode_popen(
+            home, "ask", "run the slow command", "--json", "--dangerously-skip-permissions", cwd=ws
+        )
         pgid = 0
         try:
             wait_for(lambda: _running(proc, ws / "pgid"), timeout_s=60, what="the command never started")

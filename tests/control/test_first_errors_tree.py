@@ -13,12 +13,12 @@ import pytest
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, serve, stop
 
-NO_KEY = (
-    "no ANTHROPIC_API_KEY for claude-sonnet-5: set it in $GEODE_HOME/.env or the daemon's environment"
-)
+NO_KEY = "no ANTHROPIC_API_KEY for claude-sonnet-5: set it in $GEODE_HOME/.env or the daemon's environment"
 
 
-def test_no_key_then_key_in_dotenv_then_unknown_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_key_then_key_in_dotenv_then_unknown_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "GEODE_MODEL"):
         monkeypatch.delenv(var, raising=False)
 
