@@ -104,8 +104,8 @@ class ControlCore:
 
     def on_envelope(self, conn_id: str, env: Envelope) -> None:
         try:
-            if self._is_expired(conn_id):
-                raise NotReady("no handshake in time: this connection was dropped; reconnect")
+            if self._is_expired(conn_id, readmit=env.kind == "request" and env.type == c.HANDSHAKE):
+                raise NotReady("no handshake in time: this connection was dropped; handshake or reconnect")
             conn = self._conn(conn_id)
             if conn.state is ConnState.READY:  # pre-handshake traffic never extends a connection's slot
                 conn.last_seen = self.clock()
@@ -342,8 +342,12 @@ class ControlCore:
                 conn = self._conns[conn_id] = Connection(conn_id, last_seen=now, created=now)
             return conn
 
-    def _is_expired(self, conn_id: str) -> bool:
+    def _is_expired(self, conn_id: str, *, readmit: bool = False) -> bool:
+        """Whether a routing id was dropped for a missed handshake; a handshake (``readmit``) lifts it, so a
+        CLI idling across a control restart can still re-attach, while pings alone never earn a slot."""
         with self._mu:
+            if readmit:
+                self._expired.pop(conn_id, None)
             return conn_id in self._expired
 
     def _expire_locked(self, conn_id: str) -> None:
