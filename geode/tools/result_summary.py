@@ -28,7 +28,8 @@ def result_summary(result: ToolResult) -> str:
     c = result.content
     if result.is_error:
         if isinstance(c, dict):
-            return _one_line(c.get("reason") or c.get("error") or result.error_type or "")
+            why = str(c.get("reason") or c.get("error") or result.error_type or "")
+            return _one_line(why.split(" Do NOT retry", 1)[0])  # the person reads why, not the model's rule
         return _one_line(c or result.error_type or "")
     if not isinstance(c, dict):
         return _one_line(c) if isinstance(c, str) else ""

@@ -59,7 +59,9 @@ def test_print_flag_and_version(tree: tuple[GeodeHome, ScriptedServer, Path]) ->
     assert "--print" in helped.stdout and "<bool>" not in helped.stdout
 
 
-def test_a_transcript_reading_hook_gets_an_existing_path(tree: tuple[GeodeHome, ScriptedServer, Path]) -> None:
+def test_a_transcript_reading_hook_gets_an_existing_path(
+    tree: tuple[GeodeHome, ScriptedServer, Path],
+) -> None:
     home, _server, ws = tree
     r = geode(home, "ask", "write hooked", "--json", "--dangerously-skip-permissions", cwd=ws, timeout=90)
     assert r.returncode == 0, r.stderr
@@ -88,6 +90,12 @@ def test_continue_after_a_client_sigkill_mid_turn_prints_that_turns_answer(
     finally:
         os.kill(client.pid, signal.SIGKILL)
         client.communicate(timeout=10)
+
+    def finished() -> bool:  # the turn ends while no client is attached
+        files = (home.root / "transcripts").glob("*.jsonl")
+        return any("slow answer kappa" in f.read_text() for f in files)
+
+    wait_for(finished, 60, what="the turn never finished")
     r = geode(home, "--continue", cwd=ws, input="exit\n", timeout=90)
     assert r.returncode == 0, r.stderr
     assert "slow answer kappa" in r.stdout, r.stdout
