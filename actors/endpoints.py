@@ -94,6 +94,8 @@ class Endpoints:
             sock.curve_serverkey = self.curve.public
             sock.curve_publickey = self.curve.public
             sock.curve_secretkey = self.curve.secret
+        elif addr.startswith("ipc://"):
+            self.home.ensure_run_dir()  # never talk to sockets in a run dir someone else controls
         sock.connect(addr)
         return addr
 

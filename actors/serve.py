@@ -37,8 +37,9 @@ def already_running_message(home: GeodeHome, pid: int | None) -> str:
 
 def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
     """Run the tree until stopped. Exit codes: 0 stopped, 1 restart intensity exceeded, 3 already running."""
+    home.ensure()
     try:
-        home.ensure()  # refuses a run dir another user could reach: one line, before any child
+        home.ensure_run_dir()  # refuses a run dir another user could reach: one line, before any child
     except GeodeError as exc:
         print(f"geode serve: {exc.message or exc}", file=sys.stderr)
         print("geode serve: refusing to start; no child was started", file=sys.stderr)

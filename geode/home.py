@@ -32,10 +32,10 @@ class GeodeHome:
         return cls(Path(raw).expanduser().resolve())
 
     def ensure(self) -> GeodeHome:
-        """Create the home and its logs/records/evidence directories 0700, and the run directory.
+        """Create the home and its logs/records/evidence directories 0700 (tightened when loose).
 
-        The run directory is refused (ConfigError, one line) when it exists but is a symlink, someone
-        else's or group/world-accessible: it is never just chmodded.
+        The run directory is not touched here: ``ensure_run_dir`` creates or verifies it where sockets are
+        bound or connected (``geode serve`` start, ``Endpoints``), so a bad one is refused in one place.
         """
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         for d in (self.root, self.logs_dir, self.records_dir, self.evidence_dir):
@@ -44,11 +44,11 @@ class GeodeHome:
                 os.chmod(d, 0o700)
             except OSError:
                 pass
-        self.ensure_run_dir()
         return self
 
     def ensure_run_dir(self) -> Path:
-        """Create or verify the run directory (see ``private_dir.ensure_private_dir``); returns it."""
+        """Create the run directory 0700, or verify an existing one (``private_dir.ensure_private_dir``): a
+        symlink, someone else's or a group/world-accessible one is a one-line ConfigError, never chmodded."""
         run = self.run_dir
         if run.parent == self.root:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -76,6 +76,11 @@ def test_a_world_accessible_run_dir_is_refused_not_chmodded(long_home: GeodeHome
     os.chmod(long_home.run_dir, 0o777)
     _assert_refused(long_home, "is group/world-accessible (mode 0777")
     assert _mode(long_home.run_dir) == 0o777
+    daemon = geode(long_home, "serve", timeout=60)  # the daemonising `geode serve` says the same line
+    assert daemon.returncode == 78, daemon.stdout + daemon.stderr
+    assert f"geode serve: run directory {long_home.run_dir} is group/world-accessible" in daemon.stderr
+    assert "Traceback" not in daemon.stderr and "ConfigError" not in daemon.stderr
+    assert list(long_home.run_dir.iterdir()) == []
 
 
 def test_a_run_dir_owned_by_another_user_is_refused(long_home: GeodeHome) -> None:
@@ -136,7 +141,7 @@ def test_a_private_xdg_runtime_dir_is_preferred_and_a_loose_one_ignored(
     try:
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
         assert home.run_dir.parent == xdg
-        home.ensure()
+        home.ensure_run_dir()
         assert _mode(home.run_dir) == 0o700
         os.chmod(xdg, 0o755)
         assert home.run_dir.parent == Path("/tmp")
