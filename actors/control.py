@@ -93,7 +93,8 @@ class PeerGate:
             ok = uid is not None and uid == self.uid
             if not ok:
                 self.rejected += 1
-                log.warning("control socket: refused uid %s (only uid %d connects)", uid, self.uid)
+                if self.rejected == 1 or self.rejected % 100 == 0:  # a retrying peer does not flood the log
+                    log.warning("control socket: refused uid %s (only uid %d connects)", uid, self.uid)
             status = (b"200", b"OK") if ok else (b"400", b"wrong user")
             self.sock.send_multipart([version, request_id, *status, str(uid).encode() if ok else b"", b""])
 
