@@ -52,8 +52,11 @@ def hook_transcript_path(session_id: str | None, root: Path | None = None) -> st
     """The ``transcript_path`` a hook receives: an existing file of this session (None without a session)."""
     if not session_id:
         return None
+    root = root or GeodeHome.from_env().root
+    if not root.is_dir():  # no home (a hook runner outside a tree): never create one just for this
+        return None
     try:
-        return str(ensure_transcript(root or GeodeHome.from_env().root, session_id))
+        return str(ensure_transcript(root, session_id))
     except OSError as exc:
         log.warning("no transcript for hook of session %s: %s", session_id, exc)
         return None

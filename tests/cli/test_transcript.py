@@ -64,5 +64,7 @@ def test_hooks_get_an_existing_private_file_and_odd_ids_stay_inside(tmp_path):
     p = hook_transcript_path("s-new", tmp_path)
     assert p is not None and stat.S_IMODE((tmp_path / "transcripts" / "s-new.jsonl").stat().st_mode) == 0o600
     assert hook_transcript_path("", tmp_path) is None
+    assert hook_transcript_path("s-new", tmp_path / "no-home") is None
+    assert not (tmp_path / "no-home").exists()
     odd = transcript_path(tmp_path, "../../etc/passwd")
     assert odd.parent == tmp_path / "transcripts" and ".." not in odd.name
