@@ -18,8 +18,9 @@ def shell_view(home: GeodeHome) -> dict[str, Any]:
     from geode.providers.live import settings_view
     from geode.providers.selection import Sources, resolve_settings, setup_error
 
-    settings = resolve_settings(None, sources=Sources.load(home=home))
-    problem = setup_error(settings)
+    src = Sources.load(home=home)
+    settings = resolve_settings(None, sources=src)
+    problem = setup_error(settings, src)
     return settings_view(settings, problem.message if problem else "")
 
 

@@ -75,14 +75,15 @@ class LiveProviders:
 
     def describe(self, model: str | None = None) -> dict[str, Any]:
         """Resolve without building (and publish): what a new session for ``model`` would use."""
-        settings = resolve_settings(model, sources=self.sources())
-        problem = setup_error(settings)
+        src = self.sources()
+        settings = resolve_settings(model, sources=src)
+        problem = setup_error(settings, src)
         return self.publish(settings, problem.message if problem else "")
 
     def get(self, model: str | None) -> Provider:
         src = self.sources()
         settings = resolve_settings(model, sources=src)
-        problem = setup_error(settings)
+        problem = setup_error(settings, src)
         self.publish(settings, problem.message if problem else "")
         if problem is not None:
             return UnusableProvider(settings.model, problem, settings.provider)

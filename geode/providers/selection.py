@@ -225,14 +225,17 @@ class UnusableProvider:
         raise SetupError(self.error.kind, self.error.message)
 
 
-def setup_error(settings: ProviderSettings) -> SetupError | None:
-    """Why ``settings`` cannot work before any request is sent (unknown model, missing key), else None."""
+def setup_error(settings: ProviderSettings, sources: Sources | None = None) -> SetupError | None:
+    """Why ``settings`` cannot work before any request is sent (unknown model, missing key), else None.
+    ``sources`` names a configured ``api_key_env`` in the message instead of the vendor's default."""
     unknown = unknown_model_message(settings.model)
     if unknown is not None:
         return SetupError(ProviderErrorKind.BAD_REQUEST, unknown)
     if settings.provider == "codex" or settings.api_key:
         return None
     env_name = vendor(settings.provider).key_env
+    if sources is not None:
+        env_name = sources.section(settings.provider).get("api_key_env") or env_name
     if not env_name:
         return None
     return SetupError(
