@@ -1,9 +1,11 @@
 """The orphan reaper with real process groups: overdue groups die at once, pending ones at their deadline
-(SIGTERM, then SIGKILL after the grace), an unmatched (reused) pid is left alone, live owners keep notes."""
+(SIGTERM, then SIGKILL after the grace), an unmatched (reused) pid is left alone, live owners keep notes;
+setsid'd members die by their token, a member without the token by the call's cgroup."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -13,6 +15,15 @@ from pathlib import Path
 import pytest
 
 from geode.tools.builtin.bash import run_bash
+from geode.tools.builtin.bash_containment import (
+    cgroup_pids,
+    kill_cgroup,
+    make_cgroup,
+    own_cgroup,
+    remove_cgroup,
+    sweep_empty,
+    token_holders,
+)
 from geode.tools.builtin.bash_groups import (
     TOKEN_ENV,
     GroupNote,
@@ -207,3 +218,76 @@ def test_run_bash_notes_its_group_while_it_runs_and_forgets_it_after(tmp_path: P
     assert note.token == token and note.owner_pid == os.getpid()
     assert 4 < note.deadline_boot_s - boot_clock() <= 5 and note.grace_s == 2.0
     assert list(d.iterdir()) == []  # reaped normally: nothing left for a later incarnation
+
+
+def _holders(token: str) -> list[int]:
+    return [p.pid for p in token_holders(token)]
+
+
+def test_a_dead_executors_setsid_members_are_killed_by_token(tmp_path: Path, spawned: list) -> None:
+    """Issue 10 finding 3 for the next incarnation: a `setsid -f` member has its own group and session."""
+    p = spawn(spawned, "setsid -f sleep 60; nohup setsid sleep 60 >/dev/null 2>&1 & sleep 60", "tok-h")
+    wait_until = time.monotonic() + 5
+    while len(_holders("tok-h")) < 4 and time.monotonic() < wait_until:  # bash, two setsid'd sleeps, sleep
+        time.sleep(0.01)
+    escaped = [pid for pid in _holders("tok-h") if (st := proc_stat(pid)) is not None and st[0] != p.pid]
+    assert escaped, "the setsid'd sleeps are in groups of their own"
+    note = write_note(tmp_path, p.pid, "tok-h", in_s=-10)
+    assert GroupReaper(tmp_path).reap() == {note.name: "killed"}
+    assert _holders("tok-h") == [] and p.wait(5) == -signal.SIGKILL
+
+
+@pytest.mark.skipif(own_cgroup() is None, reason="no writable cgroup v2 here")
+def test_a_dead_executors_cgroup_is_killed_and_removed(tmp_path: Path, spawned: list) -> None:
+    """A member that cleared its environment (no token) is still in the call's cgroup."""
+    tok = f"tok-i-{secrets.token_hex(4)}"
+    cg = make_cgroup(tok, own_cgroup())
+    assert cg is not None
+    try:
+        p = subprocess.Popen(
+            ["/bin/bash", "-c", "read -r _; env -i setsid -f sleep 60; sleep 60"],
+            start_new_session=True,
+            stdin=subprocess.PIPE,
+            env={**os.environ, TOKEN_ENV: tok},
+        )
+        spawned.append(p)
+        (cg / "cgroup.procs").write_text(str(p.pid))
+        assert p.stdin is not None
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        wait_until = time.monotonic() + 5
+        while len(cgroup_pids(cg)) < 2 and time.monotonic() < wait_until:
+            time.sleep(0.01)
+        tokenless = set(cgroup_pids(cg)) - set(_holders(tok))
+        assert len(tokenless) == 1  # the env -i'd sleep
+        note = write_note(tmp_path, p.pid, tok, in_s=-10)
+        body = GroupNote.model_validate_json(note.read_text()).model_copy(update={"cgroup": str(cg)})
+        note.write_text(body.model_dump_json())
+        assert GroupReaper(tmp_path).reap() == {note.name: "killed"}
+        assert not cg.exists() and p.wait(5) == -signal.SIGKILL
+        assert all(proc_stat(pid) is None for pid in tokenless)
+    finally:
+        if cg.exists():
+            kill_cgroup(cg)
+            remove_cgroup(cg)
+
+
+@pytest.mark.skipif(own_cgroup() is None, reason="no writable cgroup v2 here")
+def test_empty_leftover_cgroups_are_swept_populated_ones_kept(spawned: list) -> None:
+    parent = own_cgroup()
+    assert parent is not None
+    empty = make_cgroup(f"sweep-e-{secrets.token_hex(4)}", parent)
+    busy = make_cgroup(f"sweep-b-{secrets.token_hex(4)}", parent)
+    assert empty is not None and busy is not None
+    try:
+        p = spawn(spawned, "sleep 60", "tok-sweep")
+        (busy / "cgroup.procs").write_text(str(p.pid))
+        sweep_empty(parent, min_age_s=3600)
+        assert empty.exists()  # too young to be a leftover
+        sweep_empty(parent, min_age_s=0)
+        assert not empty.exists() and busy.exists()
+    finally:
+        for d in (empty, busy):
+            if d.exists():
+                kill_cgroup(d)
+                remove_cgroup(d)

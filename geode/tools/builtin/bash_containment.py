@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 TOKEN_ENV = "GEODE_BASH_GROUP"  # set in the command's environment: proves a process is the call's
 CGROUP_PREFIX = "geode-bash-"
 KILL_ROUNDS = 200
+STALE_CGROUP_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,26 @@ def make_cgroup(token: str, parent: Path | None) -> Path | None:
     return d
 
 
+def sweep_empty(parent: Path, min_age_s: float = STALE_CGROUP_S) -> int:
+    """Remove empty ``geode-bash-*`` cgroups older than ``min_age_s`` (left by a call whose executor stopped
+    mid-call); a live call's cgroup is populated from a few milliseconds after its creation."""
+    removed = 0
+    now = time.time()
+    try:
+        dirs = [d for d in parent.iterdir() if d.name.startswith(CGROUP_PREFIX)]
+    except OSError:
+        return 0
+    for d in dirs:
+        try:
+            if now - d.stat().st_mtime < min_age_s or cgroup_populated(d):
+                continue
+            d.rmdir()
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def cgroup_pids(d: Path) -> list[int]:
     try:
         return [int(x) for x in (d / "cgroup.procs").read_text().split()]
@@ -164,7 +185,10 @@ class CallBox:
 
     @classmethod
     def open(cls, token: str, *, use_cgroup: bool = True) -> CallBox:
-        return cls(token, make_cgroup(token, own_cgroup()) if use_cgroup else None)
+        parent = own_cgroup() if use_cgroup else None
+        if parent is not None:
+            sweep_empty(parent)
+        return cls(token, make_cgroup(token, parent))
 
     def adopt(self, reaper: int, shell: int) -> bool:
         """Record the call's subreaper and move its (still waiting) shell into the cgroup; False without."""
