@@ -199,6 +199,9 @@ class ToolExecutor:
         deadline = self._deadline(ctx, spec, entry, call)
         started = time.monotonic()
         held = None if self._is_cancelled(ctx) else self.locks.acquire(keys, timeout_s=deadline)
+        if held is not None and self._is_cancelled(ctx):  # cancelled while it waited for its locks
+            held.release()
+            held = None
         if held is None and self._is_cancelled(ctx):
             gone = ToolResult.error(
                 call, "Tool execution cancelled before start.", "tool_cancelled", cancelled=True, denied=True
