@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from geode.tools.builtin.bash import BashLimits, blocked
+from geode.tools.builtin.bash import BashLimits, blocked, run_bash
 from geode.tools.builtin.bash_containment import CGROUP_PREFIX, own_cgroup
+from geode.tools.handlers import ToolEnv
+from geode.tools.spec import ToolContext
 
 _n = itertools.count(1)
 SECRETS = {
@@ -77,8 +79,7 @@ COMMANDS: list[str] = [
     "env -i setsid -f sleep {M}",
     "nohup sleep {M} >/dev/null 2>&1 & disown",
     "setsid bash -c 'trap \"\" TERM HUP; exec sleep {M}' &",
-    "python3 -c 'import os; os.fork() or (os.setsid(), os.fork() or "
-    "os.execvp(\"sleep\", [\"sleep\", \"{M}\"]))'",
+    'python3 -c \'import os; os.fork() or (os.setsid(), os.fork() or os.execvp("sleep", ["sleep", "{M}"]))\'',
 ]
 assert len(COMMANDS) >= 30
 
@@ -222,3 +223,22 @@ def test_a_timeout_kills_escaped_processes_too(make_rig, tmp_path: Path, contain
     res = rig.call("run_bash", {"command": command, "timeout": 1})
     assert res.error_type == "bash_timeout" and time.monotonic() - t0 < 5
     assert _left_behind(marker) == []
+
+
+class _BrokenNotes:
+    def note(self, *args: Any, **kw: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+
+def test_a_failure_before_the_gate_opens_means_the_command_never_runs(workspace: Path) -> None:
+    ctx = ToolContext(session_id="s", turn_id="t", step_id="st", operation_id="op", workspace=str(workspace))
+    env = ToolEnv(
+        ctx=ctx,
+        workspace=workspace,
+        roots=(workspace,),
+        deadline_s=20,
+        services={"bash_groups": _BrokenNotes()},
+    )
+    with pytest.raises(RuntimeError):
+        run_bash({"command": "touch ran"}, env)
+    assert not (workspace / "ran").exists()

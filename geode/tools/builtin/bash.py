@@ -137,7 +137,7 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             pass
     finally:
-        gate.release()  # no-op when already released
+        gate.close()  # no-op once released; otherwise the command never starts
         box.close()  # nothing of this call outlives it (setsid, nohup and double forks included)
         if proc.poll() is None:
             proc.wait()
@@ -190,7 +190,7 @@ def _start(
             pass_fds=(gate_r, report_w),
         )
     except BaseException:
-        gate.release()
+        gate.close()
         box.close()
         raise
     finally:
@@ -198,7 +198,7 @@ def _start(
         os.close(report_w)
     shell = _read_pid(report_r, 10.0)
     if shell is None:
-        gate.release()
+        gate.close()
         proc.kill()
         proc.wait()
         box.close()
@@ -225,11 +225,19 @@ class _Gate:
         self._fd: int | None = fd
 
     def release(self) -> None:
+        self._end(b"go\n")
+
+    def close(self) -> None:
+        """Close without "go": a shell still waiting exits (125) without running the command."""
+        self._end(b"")
+
+    def _end(self, word: bytes) -> None:
         fd, self._fd = self._fd, None
         if fd is None:
             return
         try:
-            os.write(fd, b"go\n")
+            if word:
+                os.write(fd, word)
         except OSError:  # the shell is already gone
             pass
         finally:

@@ -67,7 +67,5 @@ def shell_env(
     names = {n.upper() for n in (*dotenv, *extra_names)}
     values = {v for v in dotenv.values() if len(v) >= MIN_SECRET_VALUE}
     return {
-        k: v
-        for k, v in src.items()
-        if k.upper() not in names and not is_secret_name(k) and v not in values
+        k: v for k, v in src.items() if k.upper() not in names and not is_secret_name(k) and v not in values
     }
