@@ -131,6 +131,13 @@ def run_ask(
     except GeodeError as exc:
         typer.echo(f"geode: {exc}", err=True)
         raise typer.Exit(EXIT_UNAVAILABLE) from exc
+    except KeyboardInterrupt:  # outside the stream read (prompt request, rendering): still cancel the turn
+        try:
+            cl.cancel()  # no turn id: the session's running turn
+        except GeodeError:
+            pass
+        typer.echo("geode: cancelled", err=True)
+        raise typer.Exit(EXIT_CANCELLED) from None
     finally:
         renderer.end()
         cl.close()
