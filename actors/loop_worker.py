@@ -108,7 +108,7 @@ class LoopWorker:
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
         self.config = ctx.config or {}
-        self.hooks = _loop_hooks(self.config)
+        self.hooks = _loop_hooks(self.config, ctx.home.root)
         self._reload_seen = _stamp(ctx.home.run_dir / RELOAD_STAMP)
 
     # --- lifecycle ------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ class LoopWorker:
         self._reload_seen = seen
         try:
             config = self.ctx.home.load_config()
-            hooks = _loop_hooks(config)
+            hooks = _loop_hooks(config, self.ctx.home.root)
         except Exception as exc:  # keep running on the config we have
             log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
             return False
@@ -238,6 +238,7 @@ class LoopWorker:
                 events=self.sink,
                 settings=settings,
                 prompt=self.prompt_for(settings),
+                hooks=self.hooks,
             )
             return loop.run_turn(
                 run.session_id,
@@ -333,13 +334,13 @@ def _stamp(path: Any) -> str:
         return ""
 
 
-def _loop_hooks(config: dict[str, Any]) -> Any:
+def _loop_hooks(config: dict[str, Any], base_dir: Any = None) -> Any:
     """UserPromptSubmit / PostVerify / Stop hooks from the global ``[hooks]`` tables (shared HookRunner)."""
     from geode.hooks.config import load_hooks
     from geode.hooks.runner import HookRunner
     from geode.loop.hook_bridge import RunnerHooks
 
-    return RunnerHooks(HookRunner(load_hooks(config)))
+    return RunnerHooks(HookRunner(load_hooks(config, base_dir=base_dir)))
 
 
 def _mode_budget(mode: str) -> float | None:
