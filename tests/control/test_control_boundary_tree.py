@@ -4,6 +4,7 @@ and only a connection an approval was delivered to can answer it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from geode.protocol import codec
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
-from tests.actors.tree_kit import scripted_tree, wait_for
+from tests.actors.tree_kit import geode, scripted_tree, wait_for
 
 DEADLINE_S = 2.0
 
@@ -140,10 +141,17 @@ def test_a_turn_submitted_with_the_flag_writes_without_a_prompt_and_without_its_
 ) -> None:
     home, ws = tree
     a = _client(home, ws, dangerously_skip_permissions=True)
+    sid = a.session_id
     a.request(c.PROMPT, {"text": "please write slowsixb"})
     a.close()  # nobody is attached when the write is decided (today: denied for want of an asker)
     assert _appears(ws / "slowsixb.txt", 30.0)
     assert (ws / "slowsixb.txt").read_text() == "slowsixb"
+
+    def called() -> list[dict[str, Any]]:
+        rows = json.loads(geode(home, "timeline", str(sid), "--json", timeout=30).stdout)
+        return [r["event"]["payload"] for r in rows if r["event"]["kind"] == "tool.called"]
+
+    assert [p["approval"] for p in wait_for(called, 15.0)] == ["skip_permissions"]  # the executor's own
 
 
 # --- finding 5 --------------------------------------------------------------------------------------------
