@@ -104,6 +104,7 @@ class LoopWorker:
         self.plan_factory = plan_factory or _builtin_plan
         self._providers: dict[str | None, Provider] = {}
         self._running: dict[str, tuple[threading.Event, Any]] = {}  # turn id -> (cancel, actor ref)
+        self._sessions: dict[str, str] = {}  # turn id -> session id
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
@@ -206,8 +207,13 @@ class LoopWorker:
             assert isinstance(body, turns.TurnCancel)
             with self._lock:
                 entry = self._running.get(body.turn_id)
+                session_id = body.session_id or self._sessions.get(body.turn_id)
             if entry is not None:
                 entry[0].set()
+                if session_id:  # the executor kills what runs now (the loop also asks, between its polls)
+                    threading.Thread(
+                        target=self._cancel_in_executor, args=(session_id, body.turn_id), daemon=True
+                    ).start()
             return turns.Ack(ok=entry is not None)
         raise BadRequest(f"{self.name} does not handle {request.type}")
 
@@ -218,12 +224,21 @@ class LoopWorker:
             cancel = threading.Event()
             ref = TurnActor.start(self, run, cancel)
             self._running[run.turn_id] = (cancel, ref)
+            self._sessions[run.turn_id] = run.session_id
         ref.tell("run")
         return turns.TurnRunAccepted(accepted=True, worker=self.name)
 
     def turn_finished(self, turn_id: str) -> None:
         with self._lock:
             self._running.pop(turn_id, None)
+            self._sessions.pop(turn_id, None)
+
+    def _cancel_in_executor(self, session_id: str, turn_id: str) -> None:
+        try:
+            touched = self.tools.cancel(session_id, turn_id)
+            log.info("turn %s cancelled: %d call(s)/prompt(s) in the executor touched", turn_id, touched)
+        except GeodeError as exc:  # the loop asks again when it sees the cancel
+            log.warning("turn %s: executor cancel failed: %s", turn_id, exc)
 
     # --- one turn -------------------------------------------------------------------------------------
     def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
