@@ -177,9 +177,10 @@ class ControlSocket:
             s.setsockopt(opt, val)
         s.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)  # every connection goes through PeerGate
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if os.lstat(self.path.parent).st_uid == os.getuid():
-            os.chmod(self.path.parent, 0o700, follow_symlinks=False)
-        check_private(self.path.parent, 0o700, directory=True)
+        parent = self.path.parent.resolve()  # a home that is itself a symlink is the user's choice
+        if os.lstat(parent).st_uid == os.getuid():
+            os.chmod(parent, 0o700, follow_symlinks=False)
+        check_private(parent, 0o700, directory=True)
         old = os.umask(0o177)  # the socket file is created 0600
         try:
             if self.path.exists():  # stale: the supervisor's single-instance lock guarantees no live owner
