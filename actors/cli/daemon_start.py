@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
@@ -15,6 +18,8 @@ from geode.protocol.errors import GeodeError
 
 START_TIMEOUT_S = 30.0
 EXIT_CONFIG = 78  # what `geode serve --foreground` exits with on a bad config
+CRASH_RESTARTS = 2  # a child restarted this often while the tree starts: it cannot start
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
 
 class DaemonStartFailed(GeodeError):
@@ -36,8 +41,10 @@ def start_daemon_reporting(
     home: GeodeHome, *, single_process: bool = False, timeout_s: float = START_TIMEOUT_S
 ) -> tuple[int, str]:
     """``start_daemon`` whose failure message is only this start's own output (``serve.out`` is appended
-    to by every start), exactly the lines ``geode serve --foreground`` prints."""
-    from actors.tree_client import start_daemon
+    to by every start), exactly the lines ``geode serve --foreground`` prints. A child that keeps exiting
+    while the tree starts ends the wait early: the tree is stopped (nothing is left running) and the
+    child's last error is the reason."""
+    from actors.tree_client import start_daemon, stop_tree
 
     home.ensure()
     out = home.logs_dir / "serve.out"
@@ -45,7 +52,20 @@ def start_daemon_reporting(
         offset = out.stat().st_size
     except OSError:
         offset = 0
-    rc, message = start_daemon(home, single_process=single_process, timeout_s=timeout_s)
+    box: dict[str, tuple[int, str]] = {}
+
+    def run() -> None:
+        box["out"] = start_daemon(home, single_process=single_process, timeout_s=timeout_s)
+
+    starter = threading.Thread(target=run, name="daemon-start", daemon=True)
+    starter.start()
+    while starter.is_alive():
+        starter.join(0.5)
+        failing = None if "out" in box else failing_child(home)
+        if failing is not None:
+            stop_tree(home, timeout_s=10.0)
+            return 1, failing
+    rc, message = box["out"]
     if rc == 0:
         return rc, message
     try:
@@ -55,6 +75,36 @@ def start_daemon_reporting(
     except OSError:
         own = ""
     return rc, own or message
+
+
+def failing_child(home: GeodeHome, *, restarts: int = CRASH_RESTARTS) -> str | None:
+    """``<child> keeps exiting at start: <its last error> (see <its log>)`` when a child of a starting tree
+    has been restarted ``restarts`` times and is not running, else None."""
+    from actors.tree_client import tree_status
+
+    try:
+        st = tree_status(home, timeout_s=1.0)
+    except GeodeError:
+        return None
+    for child in st.children if st is not None else ():
+        if child.state == "fatal" or (child.restarts >= restarts and child.state != "running"):
+            log = home.logs_dir / f"{child.name}.log"
+            return f"{child.name} keeps exiting at start: {last_error(log)} (see {log})"
+    return None
+
+
+def last_error(log: Path) -> str:
+    """The last exception line (``FileNotFoundError: …``) of a log, else its last line."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16_384))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    for line in reversed(lines):
+        if ERROR_LINE.match(line):
+            return line[:300]
+    return lines[-1][:300] if lines else "empty log"
 
 
 def one_line(output: str) -> str:

@@ -3,6 +3,7 @@ traceback, never older runs' output); the CLI says `starting the daemon…` whil
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +47,19 @@ def test_ask_says_it_starts_the_daemon(tmp_path: Path) -> None:
             stop(home)
     finally:
         server.stop()
+
+
+def test_a_child_that_keeps_exiting_ends_the_start_early_with_its_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the workspace directory should be")
+    home = make_home(tmp_path, f'[tools]\ndefault_workspace = "{blocker / "ws"}"\n')
+    t0 = time.monotonic()
+    r = geode(home, "serve", timeout=60)
+    took = time.monotonic() - t0
+    print(f"\ngeode serve gave up after {took:.1f}s")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("executor keeps exiting at start: "), lines
+    assert "NotADirectoryError" in lines[0] and "executor.log" in lines[0], lines
+    assert took < 20, took  # not the 30 s readiness timeout
+    assert geode(home, "status").returncode == 1  # nothing left running
