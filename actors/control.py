@@ -165,7 +165,20 @@ class ControlSocket:
             self._ctx.term()  # every socket of this context is closed by now
 
     def _socket(self) -> zmq.Socket:  # type: ignore[type-arg]
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        parent = self.path.parent.resolve()  # a home that is itself a symlink is the user's choice
+        if os.lstat(parent).st_uid == os.getuid():
+            os.chmod(parent, 0o700, follow_symlinks=False)
+        check_private(parent, 0o700, directory=True)
         s = self._ctx.socket(zmq.ROUTER)
+        try:
+            self._bind(s)
+        except BaseException:
+            s.close(0)
+            raise
+        return s
+
+    def _bind(self, s: Any) -> None:
         for opt, val in (
             (zmq.LINGER, 0),
             (zmq.SNDHWM, HWM),
@@ -176,11 +189,6 @@ class ControlSocket:
         ):
             s.setsockopt(opt, val)
         s.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)  # every connection goes through PeerGate
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        parent = self.path.parent.resolve()  # a home that is itself a symlink is the user's choice
-        if os.lstat(parent).st_uid == os.getuid():
-            os.chmod(parent, 0o700, follow_symlinks=False)
-        check_private(parent, 0o700, directory=True)
         old = os.umask(0o177)  # the socket file is created 0600
         try:
             if self.path.exists():  # stale: the supervisor's single-instance lock guarantees no live owner
@@ -190,7 +198,6 @@ class ControlSocket:
             os.umask(old)
         os.chmod(self.path, 0o600)
         check_private(self.path, 0o600, directory=False)
-        return s
 
     def _run(self) -> None:
         try:
@@ -200,6 +207,8 @@ class ControlSocket:
             self._error = exc
             if self.gate is not None:
                 self.gate.close()
+            if self._own_ctx:
+                self._ctx.term()
             self._bound.set()
             return
         self._bound.set()

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from geode.control.connection import QUEUE_MAX, Connection, ConnState, Runner
 from geode.control.operator import OperatorDesk
+from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
@@ -45,9 +44,6 @@ from geode.sessions.factory import SessionSpec, create_session
 log = logging.getLogger(__name__)
 Send = Callable[[str, Envelope], None]
 IDLE_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 256
-HANDSHAKE_DEADLINE_S = 5.0
-MAX_EXPIRED = 4096  # routing ids dropped for a missed handshake, remembered so their traffic stays ignored
 MAX_PENDING_PER_CONN = 64
 IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
 BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
@@ -84,11 +80,8 @@ class ControlCore:
         self.handshake_deadline_s, self.max_connections = handshake_deadline_s, max_connections
         self.session_factory, self.clock = session_factory, clock
         self.operator = OperatorDesk(transport, lanes=lanes)
-        self._conns: dict[str, Connection] = {}
-        self._expired: OrderedDict[str, None] = OrderedDict()
-        self._mu = threading.Lock()
+        self.slots = SlotTable()
         self.bad_frames = 0
-        self.dropped_unready = 0  # connections dropped for a missed handshake or evicted before one
 
     # --- frames in ---------------------------------------------------------------------------------------
     def on_frame(self, conn_id: str, frame: bytes) -> None:
@@ -104,7 +97,7 @@ class ControlCore:
 
     def on_envelope(self, conn_id: str, env: Envelope) -> None:
         try:
-            if self._is_expired(conn_id, readmit=env.kind == "request" and env.type == c.HANDSHAKE):
+            if self.slots.is_expired(conn_id, readmit=env.kind == "request" and env.type == c.HANDSHAKE):
                 raise NotReady("no handshake in time: this connection was dropped; handshake or reconnect")
             conn = self._conn(conn_id)
             if conn.state is ConnState.READY:  # pre-handshake traffic never extends a connection's slot
@@ -330,44 +323,23 @@ class ControlCore:
                 k.pending_approvals.pop(approval_id, None)
 
     # --- connections ----------------------------------------------------------------------------------------
+    @property
+    def _conns(self) -> dict[str, Connection]:
+        return self.slots.conns
+
+    @property
+    def dropped_unready(self) -> int:
+        return self.slots.dropped_unready
+
     def _conn(self, conn_id: str) -> Connection:
-        with self._mu:
-            conn = self._conns.get(conn_id)
-            if conn is None or conn.state is ConnState.CLOSED:
-                if len(self._conns) >= self.max_connections:
-                    self._evict_locked()
-                    if len(self._conns) >= self.max_connections:
-                        raise Overloaded("too many control connections")
-                now = self.clock()
-                conn = self._conns[conn_id] = Connection(conn_id, last_seen=now, created=now)
-            return conn
-
-    def _is_expired(self, conn_id: str, *, readmit: bool = False) -> bool:
-        """Whether a routing id was dropped for a missed handshake; a handshake (``readmit``) lifts it, so a
-        CLI idling across a control restart can still re-attach, while pings alone never earn a slot."""
-        with self._mu:
-            if readmit:
-                self._expired.pop(conn_id, None)
-            return conn_id in self._expired
-
-    def _expire_locked(self, conn_id: str) -> None:
-        """Forget a connection that never handshook; its later frames are refused, not given a new slot."""
-        conn = self._conns.pop(conn_id, None)
-        if conn is not None:
-            conn.state = ConnState.CLOSED
-        self._expired[conn_id] = None
-        while len(self._expired) > MAX_EXPIRED:
-            self._expired.popitem(last=False)
-        self.dropped_unready += 1
+        return self.slots.get(conn_id, self.clock(), limit=self.max_connections, idle_s=self.idle_timeout_s)
 
     def _snapshot(self) -> list[Connection]:
-        with self._mu:
-            return list(self._conns.values())
+        return self.slots.snapshot()
 
     def disconnect(self, conn_id: str, *, reason: str = "disconnect") -> int:
         """Forget a connection; deny its pending approvals. Returns how many approvals were denied."""
-        with self._mu:
-            conn = self._conns.pop(conn_id, None)
+        conn = self.slots.pop(conn_id)
         if conn is None:
             return 0
         with conn.lock:
@@ -385,15 +357,7 @@ class ControlCore:
         """Drop connections with no handshake past the deadline, close those silent past the idle timeout
         (a lost client). Returns their ids."""
         now = self.clock()
-        with self._mu:
-            late = [
-                cid
-                for cid, k in self._conns.items()
-                if k.state is ConnState.NEW
-                and now - k.created > (self.idle_timeout_s if k.handshake_sent else self.handshake_deadline_s)
-            ]  # a failed handshake leaves the connection NEW: it goes after the idle timeout
-            for cid in late:
-                self._expire_locked(cid)
+        late = self.slots.expire_late(now, deadline_s=self.handshake_deadline_s, idle_s=self.idle_timeout_s)
         if late:
             log.info("dropped %d control connections with no handshake in time", len(late))
         gone = [
@@ -404,19 +368,6 @@ class ControlCore:
         for cid in gone:
             self.disconnect(cid, reason="heartbeat lost")
         return late + gone
-
-    def _evict_locked(self) -> None:
-        """Make one slot: the oldest connection that never sent a handshake, else every idle one."""
-        silent = sorted(
-            (k for k in self._conns.values() if k.state is ConnState.NEW and not k.handshake_sent),
-            key=lambda k: k.created,
-        )
-        if silent:
-            self._expire_locked(silent[0].conn_id)
-            return
-        now = self.clock()
-        for cid in [cid for cid, k in self._conns.items() if now - k.last_seen > self.idle_timeout_s]:
-            self._conns.pop(cid, None)
 
     def connections(self) -> list[dict[str, Any]]:
         return [

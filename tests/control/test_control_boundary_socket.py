@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -19,6 +21,17 @@ from geode.protocol import codec
 from geode.protocol.envelope import Envelope
 
 NOBODY = 65534
+AS_NOBODY = f"""
+import os, sys, zmq
+os.setgid({NOBODY}); os.setuid({NOBODY})
+ctx = zmq.Context()
+d = ctx.socket(zmq.DEALER)
+d.setsockopt(zmq.LINGER, 0)
+d.connect(sys.argv[1])
+d.send(bytes.fromhex(sys.argv[2]))
+print("reply" if d.poll(1500) else "no reply", flush=True)
+os._exit(0)
+"""
 
 
 class FakeCore:
@@ -61,22 +74,13 @@ def test_another_uid_cannot_get_a_frame_through_even_with_an_open_socket_file(
     s, core = sock
     os.chmod(s.path.parent, 0o777)  # as if the file modes had failed: the uid check still holds
     os.chmod(s.path, 0o777)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            ctx = zmq.Context()
-            d = ctx.socket(zmq.DEALER)
-            d.setsockopt(zmq.LINGER, 0)
-            d.connect(f"ipc://{s.path}")
-            d.send(_frame())
-            threading.Event().wait(1.5)
-            d.close(0)
-            ctx.term()
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+    out = subprocess.run(
+        [sys.executable, "-c", AS_NOBODY, f"ipc://{s.path}", _frame().hex()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )  # a fresh interpreter: imports as root, then drops to nobody before any socket exists
+    assert out.returncode == 0 and out.stdout.strip() == "no reply", out.stderr
     assert core.frames == [] and s.gate is not None and s.gate.rejected >= 1
     ctx = zmq.Context()
     d = ctx.socket(zmq.DEALER)
