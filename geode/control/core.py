@@ -135,6 +135,8 @@ class ControlCore:
         except Exception as exc:  # a bug: typed, redacted, and the child lives on
             log.exception("control request %s failed", env.type)
             self._reply_error(conn.conn_id, env, GeodeError(f"{type(exc).__name__}: {exc}"))
+        if env.type == c.HANDSHAKE and conn.state is ConnState.NEW:
+            conn.handshake_sent = False  # a failed handshake earns no shelter from eviction or the deadline
         if env.type == c.EXIT:
             self.disconnect(conn.conn_id, reason="exit")
 

@@ -110,6 +110,19 @@ def test_full_table_evicts_the_oldest_silent_connection_first(tree: Tree) -> Non
     assert ready.request(c.PING).body == {"ok": True}
 
 
+def test_failed_handshakes_do_not_hold_slots_either(tree: Tree) -> None:
+    clock = tree.core.clock = Clock()
+    tree.core.max_connections = 3
+    for i in range(3):
+        bad = tree.clients[f"bad{i}"] = Client(tree.core, f"bad{i}")
+        assert bad.request(c.HANDSHAKE, {"protocol_version": "geode.control.v0"}).kind == "error"
+        clock.now += 0.1
+    tree.client("real")  # evicts the oldest failed one
+    clock.now += tree.core.handshake_deadline_s + 0.1
+    tree.core.tick()
+    assert {k["id"] for k in tree.core.connections()} == {"real"}
+
+
 def test_handshake_without_cwd_uses_the_home_workspace(tree: Tree) -> None:
     cl = tree.clients["nocwd"] = Client(tree.core, "nocwd")
     r = cl.request(c.HANDSHAKE, {"protocol_version": c.CONTROL_PROTOCOL})
