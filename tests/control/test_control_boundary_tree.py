@@ -176,7 +176,9 @@ def test_silent_pinging_connections_do_not_lock_out_a_cli(tree: tuple[GeodeHome,
         started = time.monotonic()
         cli = ControlClient(home)
         cli.connect(cwd=str(ws), timeout_s=5.0)  # today: overloaded
-        assert cli.request(c.PING)["ok"] is True and time.monotonic() - started < 5.0
+        took = time.monotonic() - started
+        assert cli.request(c.PING)["ok"] is True and took < 5.0
+        print(f"\na CLI handshook in {took * 1000:.0f} ms past {got} silent pinging connections")
         cli.close()
 
         def pinged_yet_dropped() -> bool:  # they keep pinging: the pings do not extend their slots
