@@ -135,6 +135,7 @@ def home_in_ws(make_rig, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> It
     home = GeodeHome(workspace / "gh").ensure()
     home.env_file.write_text("ANTHROPIC_API_KEY=sk-ant-secret-1\n")
     assert home.run_dir.is_relative_to(workspace)
+    home.ensure_run_dir()
     (home.run_dir / "note.txt").write_text("ANTHROPIC_API_KEY=sk-ant-secret-2\n")
     (home.root / "workspace").mkdir()
     monkeypatch.setenv("GEODE_HOME", str(home.root))
