@@ -292,7 +292,8 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         typer.echo(json.dumps({"ok": all(ch["ok"] for ch in checks), "checks": checks}))
     else:
         for ch in checks:
-            typer.echo(f"{'✓' if ch['ok'] else '✗'} {ch['name']:<16} {ch['detail']}")
+            mark = "·" if ch.get("unused") else "!" if ch.get("warn") else "✓" if ch["ok"] else "✗"
+            typer.echo(f"{mark} {ch['name']:<16} {ch['detail']}")
     raise typer.Exit(0 if all(ch["ok"] or ch.get("warn") for ch in checks) else 1)
 
 

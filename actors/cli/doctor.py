@@ -10,8 +10,10 @@ from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 
 
-def _check(name: str, ok: bool, detail: str, *, warn: bool = False) -> dict[str, Any]:
-    return {"name": name, "ok": ok, "detail": detail, "warn": warn}
+def _check(
+    name: str, ok: bool, detail: str, *, warn: bool = False, unused: bool = False
+) -> dict[str, Any]:
+    return {"name": name, "ok": ok, "detail": detail, "warn": warn, "unused": unused}
 
 
 def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
@@ -32,8 +34,11 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
 
         report = provider_report(home=home)
         usable = [r for r in report if r.usable]
-        for r in report:
-            out.append(_check(f"key:{r.provider}", r.usable, r.line(), warn=not r.usable))
+        for r in report:  # only the selected provider's missing key is an error; the others are unused
+            if r.usable or r.selected:
+                out.append(_check(f"key:{r.provider}", r.usable, r.line()))
+            else:
+                out.append(_check(f"key:{r.provider}", True, f"{r.line()} (not used)", unused=True))
         out.append(_check("providers", bool(usable), f"{len(usable)} of {len(report)} usable"))
     except Exception as exc:  # a broken provider config must not hide the rest of the report
         out.append(_check("providers", False, f"{type(exc).__name__}: {exc}"[:300]))

@@ -24,6 +24,7 @@ class ProviderStatus(BaseModel):
     default_model: str
     wire: str
     note: str = ""
+    selected: bool = False  # the provider of the configured model (its missing key is an error)
 
     def line(self) -> str:
         mark = "ok " if self.usable else "-- "
@@ -64,6 +65,7 @@ def provider_report(
                 default_model=model,
                 wire=spec.wire,
                 note=note,
+                selected=selected.provider == name,
             )
         )
     return out

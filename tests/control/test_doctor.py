@@ -37,3 +37,23 @@ def test_doctor_with_a_running_daemon_compares_versions(tmp_path: Path) -> None:
         assert "mode 600" in checks["socket"]["detail"]
     finally:
         p.close()
+
+
+def test_unused_providers_are_not_failures_but_the_selected_ones_missing_key_is(tmp_path: Path) -> None:
+    p = Procs(tmp_path)
+    try:
+        for k in ("OPENAI_API_KEY", "ZAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY"):
+            p.env.pop(k, None)
+        p.env["GEODE_MODEL"] = "claude-sonnet-5"
+        p.env["ANTHROPIC_API_KEY"] = "sk-ant-present-value-123456"
+        r = p.geode("doctor")
+        assert r.returncode == 0, r.stdout + r.stderr
+        openai = next(ln for ln in r.stdout.splitlines() if "key:openai" in ln)
+        assert openai.startswith("·") and "not used" in openai
+        assert next(ln for ln in r.stdout.splitlines() if "key:anthropic" in ln).startswith("✓")
+        p.env.pop("ANTHROPIC_API_KEY")
+        r = p.geode("doctor")
+        assert r.returncode == 1
+        assert next(ln for ln in r.stdout.splitlines() if "key:anthropic" in ln).startswith("✗")
+    finally:
+        p.close()
