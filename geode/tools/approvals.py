@@ -76,11 +76,10 @@ class ApprovalGate:
             return frozenset(self._always.get(session_id, ()))
 
     def decide(
-        self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False, harmless: bool = False
+        self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False
     ) -> Verdict:
-        # ``harmless`` is accepted and ignored: no call skips its prompt for what its arguments look like
-        # (a "read-only" shell command list ran code; issue 10). Only a person, a hook or the policy decide.
-        del harmless
+        # No call skips its prompt for what its arguments look like (a "read-only" shell command list ran
+        # code); only a person, a hook, the turn's skip flag or the policy decide.
         pol = spec.policy
         if pol.approval is ApprovalMode.NONE and not forced:
             return Verdict(True, "not_required")

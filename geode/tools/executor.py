@@ -178,9 +178,8 @@ class ToolExecutor:
             raise req.deny(
                 "cancel", "Tool execution cancelled before start.", "tool_cancelled", cancelled=True
             )
-        harmless = entry.no_prompt is not None and entry.no_prompt(call.input)
         verdict = self.approvals.decide(
-            ctx, spec, self._detail(spec, call, req.ask_reason), forced=req.force_ask, harmless=harmless
+            ctx, spec, self._detail(spec, call, req.ask_reason), forced=req.force_ask
         )
         if not verdict.granted:
             raise req.deny(

@@ -48,11 +48,9 @@ class HandlerEntry:
 
     ``path_args`` name arguments holding file-system paths (checked against the allowed roots by policy).
     ``deadline`` may derive a per-call deadline from the arguments (e.g. run_bash's own timeout).
-    ``no_prompt`` may declare a call harmless enough to skip the human prompt (read-only shell pipelines);
-    it never bypasses policy, hooks or a PreToolUse "ask".
+    No argument shape skips the human prompt: only a person, a hook or the policy decide (docs/security.md).
     """
 
     fn: Handler
     path_args: tuple[str, ...] = ()
     deadline: Callable[[dict[str, Any]], float] | None = None
-    no_prompt: Callable[[dict[str, Any]], bool] | None = None
