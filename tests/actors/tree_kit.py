@@ -161,3 +161,16 @@ def alive(pid: int) -> bool:
 
 def stop(home: GeodeHome) -> None:
     stop_tree(home, timeout_s=20)
+
+
+def tool_results(model: ScriptedServer, marker: str) -> list[str]:
+    """The tool_result blocks (JSON text) the model got in the conversation whose prompt has ``marker``."""
+    found = []
+    for r in model.requests:
+        msgs = r.body.get("messages", []) if isinstance(r.body, dict) else []
+        if not msgs or marker not in json.dumps(msgs[0]):
+            continue
+        for m in msgs:
+            blocks = m.get("content") if isinstance(m.get("content"), list) else []
+            found += [json.dumps(b) for b in blocks if b.get("type") == "tool_result"]
+    return found

@@ -17,7 +17,7 @@ import pytest
 
 from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import geode, scripted_tree, wait_for
+from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
 
 PREFIX = "run: "
 
@@ -38,18 +38,6 @@ def _reply(req: Any) -> Any:
         return {"text": "done"}
     text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
     return {"tool_calls": [{"name": "run_bash", "input": {"command": text.split(PREFIX, 1)[1]}}]}
-
-
-def _tool_results(model: ScriptedServer, marker: str) -> list[str]:
-    found = []
-    for r in model.requests:
-        msgs = r.body.get("messages", []) if isinstance(r.body, dict) else []
-        if not msgs or marker not in json.dumps(msgs[0]):
-            continue
-        for m in msgs:
-            blocks = m.get("content") if isinstance(m.get("content"), list) else []
-            found += [json.dumps(b) for b in blocks if b.get("type") == "tool_result"]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +80,7 @@ def test_finding1_sort_compress_program_is_not_run_without_a_person(rig: Rig) ->
     (rig.ws / "payload.txt").write_text(f"touch {target}\n" * 30000)
     tag = f"f1-{uuid.uuid4().hex[:8]}"
     out = _ask(rig, f"{tag} {PREFIX}cat payload.txt | sort -S 64K --compress-program=sh | head -1")
-    [result] = _tool_results(rig.model, tag)
+    [result] = tool_results(rig.model, tag)
     assert "permission_denied" in result, result
     assert not target.exists()
     events = wait_for(
@@ -112,7 +100,7 @@ def test_finding3_setsid_leaves_no_process_after_the_call(rig: Rig) -> None:
     tag = f"f3-{uuid.uuid4().hex[:8]}"
     _ask(rig, f"{tag} {PREFIX}{cmd}", "--dangerously-skip-permissions")
     assert _left_behind(marker) == []
-    [result] = _tool_results(rig.model, tag)
+    [result] = tool_results(rig.model, tag)
     assert f"started-{marker}" in result, result
 
 
@@ -120,6 +108,6 @@ def test_the_shell_sees_no_secret_and_no_home(rig: Rig) -> None:
     tag = f"env-{uuid.uuid4().hex[:8]}"
     cmd = "env; cat $GEODE_HOME/.env; tr '\\0' '\\n' < /proc/$PPID/environ; echo end-of-env"
     _ask(rig, f"{tag} {PREFIX}{cmd}", "--dangerously-skip-permissions")
-    [result] = _tool_results(rig.model, tag)
+    [result] = tool_results(rig.model, tag)
     assert "end-of-env" in result and "PATH=" in result, result
     assert "sk-test-key" not in result and "GEODE_HOME=" not in result and str(rig.home.root) not in result

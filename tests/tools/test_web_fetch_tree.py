@@ -21,7 +21,7 @@ from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.providers.scripted import ScriptedServer
 from geode.sessions.factory import create_session
-from tests.actors.tree_kit import geode, scripted_tree, wait_for
+from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
 
 FAKE_KEY = "sk-ant-FAKE-web-fetch-0123456789abcdef"
 
@@ -43,19 +43,6 @@ def _reply(req: Any) -> Any:
         return {"text": "done"}
     text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
     return {"tool_calls": [{"name": "web_fetch", "input": {"url": text.split()[-1]}}]}
-
-
-def _tool_results(model: ScriptedServer, marker: str) -> list[str]:
-    """The tool_result blocks (JSON text) the model got in the conversation whose prompt has ``marker``."""
-    found = []
-    for r in model.requests:
-        msgs = r.body.get("messages", []) if isinstance(r.body, dict) else []
-        if not msgs or marker not in json.dumps(msgs[0]):
-            continue
-        for m in msgs:
-            blocks = m.get("content") if isinstance(m.get("content"), list) else []
-            found += [json.dumps(b) for b in blocks if b.get("type") == "tool_result"]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +91,7 @@ def test_ipc_skip_permissions_gets_the_refusal_not_the_key(rig: Rig) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["text"] == "done" and FAKE_KEY not in r.stdout + r.stderr
-    _assert_refused(_tool_results(rig.model, "ipc: read"), rig)
+    _assert_refused(tool_results(rig.model, "ipc: read"), rig)
 
 
 def test_daemon_turn_gets_the_refusal_not_the_key(rig: Rig) -> None:
@@ -124,10 +111,10 @@ def test_daemon_turn_gets_the_refusal_not_the_key(rig: Rig) -> None:
         )
         bus.transport.call("lanes", c.SUBMIT, sub, timeout_s=20)
         wait_for(
-            lambda: _tool_results(rig.model, "daemon: read"),
+            lambda: tool_results(rig.model, "daemon: read"),
             timeout_s=60,
             what="the DAEMON turn never sent a tool result to the model",
         )
     finally:
         bus.stop()
-    _assert_refused(_tool_results(rig.model, "daemon: read"), rig)
+    _assert_refused(tool_results(rig.model, "daemon: read"), rig)
