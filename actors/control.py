@@ -35,7 +35,7 @@ from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
 
 if TYPE_CHECKING:
-    from actors.registry import ChildContext
+    from actors.tree.registry import ChildContext
 
 log = logging.getLogger(__name__)
 
@@ -317,5 +317,5 @@ def start_control(
 
 
 def build(bus: Bus, ctx: ChildContext) -> ControlChild:
-    """Registry builder (``actors.registry``): host control on the child's bus."""
+    """Registry builder (``actors.tree.registry``): host control on the child's bus."""
     return start_control(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)

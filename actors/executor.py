@@ -1,6 +1,6 @@
 """The ``executor`` child: a ToolExecutor at bus endpoint ``executor`` (receipt owner = name#incarnation).
 
-Hosted by ``python -m actors.child executor`` through the registry (``build``). Hooks come from the global
+Hosted by ``actors.tree.child_main executor`` through the registry (``build``). Hooks come from the global
 config's ``[hooks]`` tables; approvals go through lanes to the turn's origin; receipts and the timeline go
 to the store. When this process dies, the store marks its admitted receipts uncertain (runtime.child_died).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.bus import Bus
-from actors.registry import ChildContext
+from actors.tree.registry import ChildContext
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.records.models import TimelineEvent

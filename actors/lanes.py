@@ -1,6 +1,6 @@
 """The ``lanes`` child: serves LanesService at bus endpoint ``lanes`` over the store's durable turn records.
 
-Hosted by ``python -m actors.child lanes`` (registry builder :func:`build`). Loop workers connect to
+Hosted by ``python -m actors.tree.child_main lanes`` (registry builder :func:`build`). Loop workers connect to
 ``lanes`` as peers (READY, heartbeats); the supervisor tells it ``runtime.child_died``; a tick thread
 reaps silent workers and expires orphaned turns.
 """
@@ -21,7 +21,7 @@ from geode.protocol.errors import GeodeError
 from geode.records.store_client import StoreClient
 
 if TYPE_CHECKING:
-    from actors.registry import ChildContext
+    from actors.tree.registry import ChildContext
 
 log = logging.getLogger(__name__)
 ENDPOINT = "lanes"
@@ -108,5 +108,5 @@ def start_lanes(
 
 
 def build(bus: Bus, ctx: ChildContext) -> LanesChild:
-    """Registry builder (``actors.registry``): host lanes on the child's bus."""
+    """Registry builder (``actors.tree.registry``): host lanes on the child's bus."""
     return start_lanes(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)

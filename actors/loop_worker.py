@@ -18,7 +18,7 @@ from typing import Any
 import pykka
 
 from actors.bus import Bus
-from actors.registry import ChildContext
+from actors.tree.registry import ChildContext
 from geode.loop import AgenticLoop, LoopSettings, VerifySettings
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.prompt import PromptSources
@@ -386,6 +386,6 @@ def _builtin_plan() -> BoundToolPlan | None:
 
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:
-    """Registry builder (``actors.registry``): the loop worker of child ``loop-N``."""
+    """Registry builder (``actors.tree.registry``): the loop worker of child ``loop-N``."""
     cfg = dict((ctx.config or {}).get("loop") or {})
     return LoopWorker(bus, ctx, capacity=int(cfg.get("capacity", 2))).start()

@@ -1,22 +1,16 @@
 """The ``store`` child: the only writer of the LMDB record store, served at bus endpoint ``store``.
 
-Run as ``python -m actors.store`` (the supervisor sets GEODE_HOME, GEODE_CHILD_NAME, GEODE_INCARNATION).
-Exit code 75 (EX_TEMPFAIL) when the store cannot open (unwritable directory, full disk), with the reason
-on stderr.
+Hosted by ``actors.tree.child_main`` through :func:`build`; a store that cannot open fails the child's start.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from actors.bus import Bus
-from actors.child_guard import report_ready
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 from geode.records.engine import RecordEngine
@@ -24,11 +18,10 @@ from geode.records.lmdb_env import StoreConfig
 from geode.records.service import StoreService
 
 if TYPE_CHECKING:
-    from actors.registry import ChildContext
+    from actors.tree.registry import ChildContext
 
 log = logging.getLogger(__name__)
 ENDPOINT = "store"
-EX_TEMPFAIL = 75
 
 
 @dataclass
@@ -94,33 +87,7 @@ def start_store(
 
 
 def build(bus: Bus, ctx: ChildContext) -> StoreChild:
-    """Registry builder (``actors.registry``): serve the store on the child's bus."""
-    return start_store(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)
-
-
-def main() -> int:
-    home = GeodeHome.from_env()
-    name = os.environ.get("GEODE_CHILD_NAME", "store")
-    incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
-    try:
-        home.ensure()
-    except OSError as exc:
-        print(f"store: cannot open record store at {home.records_dir}: {exc}", file=sys.stderr, flush=True)
-        return EX_TEMPFAIL
-    try:
-        child = start_store(home, name=name, incarnation=incarnation)
-    except GeodeError as exc:
-        print(f"store: {exc}", file=sys.stderr, flush=True)
-        return EX_TEMPFAIL
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    report_ready()  # the supervisor's ready pipe, when there is one (it stays open: EOF = our exit)
-    print("ready", flush=True)
-    stop.wait()
-    child.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    """Registry builder: serve the store on the child's bus; stop closes the bus first."""
+    child = start_store(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)
+    child.owns_bus = True
+    return child

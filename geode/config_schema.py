@@ -122,7 +122,7 @@ def _upper(value: object) -> object:
 
 
 class LogSection(BaseModel):
-    """``[log]`` (read by ``actors/process_logging.py``; case-insensitive)."""
+    """``[log]`` (read by ``actors/tree/process_logging.py``; case-insensitive)."""
 
     level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)] = (
         "INFO"

@@ -107,7 +107,7 @@ def scripted(ws: Path):  # type: ignore[no-untyped-def]
 
 def main() -> int:
     from actors.cli.client import ControlClient
-    from actors.tree_client import tree_status
+    from actors.tree.client import tree_status
     from geode.home import GeodeHome
     from geode.protocol import control as c
     from geode.providers.scripted import ScriptedServer
@@ -205,7 +205,7 @@ def main() -> int:
 
 def executor_crash(cl: Any, home: Any, ws: Path, env: dict[str, str], show: Any, approve: Any) -> bool:
     """SIGKILL the executor while a slow run_bash runs; the turn learns at once; reconcile the receipt."""
-    from actors.tree_client import tree_status
+    from actors.tree.client import tree_status
 
     say("SIGKILL the executor while a slow effect (run_bash) runs: the turn gets effect_outcome_uncertain")
     box: dict[str, Any] = {}

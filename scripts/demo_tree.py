@@ -33,7 +33,7 @@ def main() -> int:
     try:
         geode("serve", env=env)
         geode("status", env=env)
-        from actors.tree_client import tree_status
+        from actors.tree.client import tree_status
         from geode.home import GeodeHome
 
         gh = GeodeHome(home)
@@ -61,7 +61,7 @@ def main() -> int:
         print("\ndemo ok: tree started, child restarted with a new incarnation, tree stopped cleanly")
         return 0
     finally:
-        from actors.tree_client import is_running, stop_tree
+        from actors.tree.client import is_running, stop_tree
         from geode.home import GeodeHome
 
         if is_running(GeodeHome(home)):

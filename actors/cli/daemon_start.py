@@ -44,7 +44,7 @@ def start_daemon_reporting(
     to by every start), exactly the lines ``geode serve --foreground`` prints. A child that keeps exiting
     while the tree starts ends the wait early: the tree is stopped (nothing is left running) and the
     child's last error is the reason."""
-    from actors.tree_client import start_daemon, stop_tree
+    from actors.tree.client import start_daemon, stop_tree
 
     home.ensure()
     out = home.logs_dir / "serve.out"
@@ -80,7 +80,7 @@ def start_daemon_reporting(
 def failing_child(home: GeodeHome, *, restarts: int = CRASH_RESTARTS) -> str | None:
     """``<child> keeps exiting at start: <its last error> (see <its log>)`` when a child of a starting tree
     has been restarted ``restarts`` times and is not running, else None."""
-    from actors.tree_client import tree_status
+    from actors.tree.client import tree_status
 
     try:
         st = tree_status(home, timeout_s=1.0)
@@ -156,7 +156,7 @@ def ensure_daemon(
         except BlockingIOError:
             winner = False  # another CLI is starting it: just wait for the socket
         if winner and not control_answers(home):
-            from actors.tree_client import is_running
+            from actors.tree.client import is_running
 
             if not is_running(home):
                 if say is not None:

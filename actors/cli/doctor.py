@@ -10,15 +10,13 @@ from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 
 
-def _check(
-    name: str, ok: bool, detail: str, *, warn: bool = False, unused: bool = False
-) -> dict[str, Any]:
+def _check(name: str, ok: bool, detail: str, *, warn: bool = False, unused: bool = False) -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, "warn": warn, "unused": unused}
 
 
 def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    from actors.config_sections import check_home_config
+    from actors.tree.config_sections import check_home_config
 
     report = check_home_config(home)
     for line in report.errors:
@@ -117,7 +115,7 @@ def _version_check(home: GeodeHome, cli_version: str) -> dict[str, Any]:
 
 def _lock_held(home: GeodeHome) -> bool:
     try:
-        from actors.instance_lock import InstanceLock
+        from actors.tree.instance_lock import InstanceLock
 
         return InstanceLock(home.lock_file).is_held()
     except Exception:

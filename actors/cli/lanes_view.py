@@ -11,7 +11,7 @@ from geode.protocol.errors import GeodeError
 
 def lanes_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
     """``lanes.status`` of the running tree, or None when lanes does not answer."""
-    from actors.tree_client import client_bus
+    from actors.tree.client import client_bus
 
     try:
         with client_bus(home) as bus:

@@ -72,9 +72,9 @@ def daemon_checks(home: GeodeHome) -> list[dict[str, Any]]:
 def reload_daemon(home: GeodeHome, *, echo: Callable[..., None], wait_s: float = RELOAD_WAIT_S) -> int:
     """``geode reload``: refuse an invalid config (exit 78, one line per problem), else rewrite the reload
     stamp and wait for a loop worker to publish what new sessions now use."""
-    from actors.config_sections import check_home_config
     from actors.loop_worker import RELOAD_STAMP
-    from actors.tree_client import is_running
+    from actors.tree.client import is_running
+    from actors.tree.config_sections import check_home_config
     from geode.providers.live import daemon_view
 
     if not is_running(home):

@@ -18,10 +18,10 @@ START_TIMEOUT_S = 30.0
 def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT_S):  # type: ignore[no-untyped-def]
     """Start the single-process tree under the instance lock, run ``fn()``, stop the tree."""
     from actors.cli.daemon_start import control_answers
-    from actors.instance_lock import InstanceLock
-    from actors.single_process import SingleProcessTree
-    from actors.supervisor_child import IncarnationStore
-    from actors.tree import child_names
+    from actors.tree.child_handle import IncarnationStore
+    from actors.tree.children import child_names
+    from actors.tree.instance_lock import InstanceLock
+    from actors.tree.single_process import SingleProcessTree
 
     home.ensure()
     lock = InstanceLock(home.lock_file)

@@ -16,12 +16,12 @@ def serve(
     """Start the supervisor tree (daemonized unless --foreground; waits until every child is ready)."""
     home = GeodeHome.from_env()
     if foreground:
-        from actors.serve import run_foreground
+        from actors.tree.serve import run_foreground
 
         raise typer.Exit(run_foreground(home, single_process=single_process))
     from actors.cli.daemon_start import start_daemon_reporting
-    from actors.instance_lock import InstanceLock
-    from actors.serve import EXIT_ALREADY_RUNNING, already_running_message
+    from actors.tree.instance_lock import InstanceLock
+    from actors.tree.serve import EXIT_ALREADY_RUNNING, already_running_message
 
     home.ensure()
     lock = InstanceLock(home.lock_file)
@@ -35,7 +35,7 @@ def serve(
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
     """Show every child: pid, incarnation, state, uptime and restarts. Exit 1 when not running."""
-    from actors.tree_client import tree_status
+    from actors.tree.client import tree_status
     from geode.protocol.errors import GeodeError
 
     home = GeodeHome.from_env()
@@ -70,7 +70,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
 
 def stop() -> None:
     """Stop the tree gracefully (bounded); leaves no process and no socket behind."""
-    from actors.tree_client import is_running, stop_tree
+    from actors.tree.client import is_running, stop_tree
 
     home = GeodeHome.from_env()
     if not is_running(home):
@@ -89,7 +89,7 @@ def stop() -> None:
 
 def restart(child: str = typer.Argument(..., help="child name, e.g. store or loop-1")) -> None:
     """Restart one child: graceful stop, then a new incarnation."""
-    from actors.tree_client import is_running, restart_child
+    from actors.tree.client import is_running, restart_child
     from geode.protocol.errors import GeodeError, NotFound
 
     home = GeodeHome.from_env()

@@ -59,7 +59,7 @@ def supervisord_notice(pid: int | None, *, proc: Path = PROC) -> str | None:
 
 def notice_for_home(home: GeodeHome) -> str | None:
     """``supervisord_notice`` for the supervisor pid of the tree serving ``home`` (None when unknown)."""
-    from actors.tree_client import tree_status
+    from actors.tree.client import tree_status
     from geode.protocol.errors import GeodeError
 
     try:

@@ -8,7 +8,7 @@ fake finishing its reply for round i and receiving the request for round i+1.
 * loop: AgenticLoop with the real ToolExecutor and the real LMDB store (sync on) over LocalTransport:
   prompt rebuilt per call, StepSnapshot, strict pending + completed checkpoints, guards, events.
 
-With ``--processes`` the store and the executor run as real child processes (``python -m actors.child``)
+With ``--processes`` the store and the executor run as real child processes (``actors.tree.child_main``)
 reached over ZeroMQ ipc, as in the daemon; the raw loop then calls the executor over the same bus.
 
 Run: .venv/bin/python scripts/bench/loop_round.py [--runs 5] [--processes]
@@ -96,7 +96,7 @@ def spawn_children(home: GeodeHome, ws: Path) -> tuple[list[subprocess.Popen[byt
     env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "actors.child", name],
+            [sys.executable, "-m", "actors.tree.child_main", name],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from actors.bus import Bus
-from actors.instance_lock import InstanceLock
-from actors.tree_client import start_daemon, stop_tree, tree_status
+from actors.tree.client import start_daemon, stop_tree, tree_status
+from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 
 CONFIG = "[supervisor]\nstable_s = 0.0\nintensity = 1000\n"

@@ -207,7 +207,11 @@ def main() -> None:
     bhome = GeodeHome(tmp / "bus").ensure()
     env = {**os.environ, "GEODE_HOME": str(bhome.root), "GEODE_CHILD_NAME": "store", "GEODE_INCARNATION": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "actors.store"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "actors.tree.child_main", "store"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     bus = Bus("bench", 1, bhome).start()

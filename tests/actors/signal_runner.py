@@ -7,7 +7,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from actors.supervisor import Supervisor
+from actors.tree.supervisor import Supervisor
 from tests.actors.supervision_kit import FAST, tiny
 
 

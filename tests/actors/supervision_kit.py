@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from actors.supervisor import Supervisor
-from actors.supervisor_spec import ChildSpec, Restart, TreeConfig
+from actors.tree.spec import ChildSpec, Restart, TreeConfig
+from actors.tree.supervisor import Supervisor
 from geode.protocol.runtime import ChildInfo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.actor_service import ActorService
 from actors.bus import Bus
+from actors.bus.actor_service import ActorService
 from geode.home import GeodeHome
 from geode.protocol import runtime
 from geode.protocol.errors import RemoteError, Unavailable

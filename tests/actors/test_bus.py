@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from actors.bus import Bus
-from actors.endpoints import CurveKeys, Endpoints
+from actors.bus.endpoints import CurveKeys, Endpoints
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope

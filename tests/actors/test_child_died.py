@@ -1,4 +1,4 @@
-"""runtime.child_died reaches store and lanes, retried until each acknowledges (placeholders ack)."""
+"""runtime.child_died reaches store and lanes, retried until each acknowledges (stand-in services ack)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from actors.bus import Bus
-from actors.child_died import ChildDiedNotifier
-from actors.placeholder import PlaceholderService
+from actors.messengers import MessengersService
+from actors.tree.child_died import ChildDiedNotifier
 from geode.home import GeodeHome
 from tests.actors.supervision_kit import wait_for
 
@@ -17,7 +17,7 @@ def test_retried_until_acknowledged(tmp_path: Path) -> None:
     sup = Bus("supervisor", 1, home).start()
     store = Bus("store", 1, home).start()
     lanes = Bus("lanes", 1, home).start()
-    store_svc, lanes_svc = PlaceholderService("store", 1), PlaceholderService("lanes", 1)
+    store_svc, lanes_svc = MessengersService("store", 1), MessengersService("lanes", 1)
     notifier = ChildDiedNotifier(sup.transport, ("store", "lanes"), timeout_s=0.2, max_backoff_s=0.2)
     try:
         store.serve("store", store_svc)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.supervisor_spec import Restart, Strategy
+from actors.tree.spec import Restart, Strategy
 from tests.actors.supervision_kit import FAST, supervised, tiny, wait_for
 
 EXITS = {"normal": signal.SIGUSR1, "error": signal.SIGUSR2, "sigkill": signal.SIGKILL}

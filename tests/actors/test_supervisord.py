@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.instance_lock import InstanceLock
+from actors.tree.instance_lock import InstanceLock
 from tests.actors.supervision_kit import wait_for
 from tests.actors.tree_kit import ROOT, alive, children, make_home
 

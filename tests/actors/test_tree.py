@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.instance_lock import InstanceLock
+from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from tests.actors.tree_kit import alive, children, geode, make_home, stop, wait_children
 

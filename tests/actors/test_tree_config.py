@@ -1,17 +1,15 @@
-"""Tree settings from config.toml, the builder registry's placeholder fallback, and the instance lock."""
+"""Tree settings from config.toml, the builder registry, and the instance lock."""
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
 
-from actors import registry
-from actors.instance_lock import InstanceLock
-from actors.supervisor_spec import TreeConfig
-from actors.tree import child_names, tree_specs
+from actors.tree import registry
+from actors.tree.children import child_names, tree_specs
+from actors.tree.instance_lock import InstanceLock
+from actors.tree.spec import TreeConfig
 from geode.protocol.errors import ConfigError
 
 
@@ -31,7 +29,12 @@ def test_per_child_overrides() -> None:
     }
     specs = {s.name: s for s in tree_specs(raw, python="py")}
     assert specs["loop-1"].restart == "transient" and specs["loop-2"].shutdown_ms == 100
-    assert specs["store"].shutdown_ms == 5000 and specs["store"].argv == ("py", "-m", "actors.child", "store")
+    assert specs["store"].shutdown_ms == 5000 and specs["store"].argv == (
+        "py",
+        "-m",
+        "actors.tree.child_main",
+        "store",
+    )
     assert TreeConfig.from_config(raw).strategy == "rest_for_one"
 
 
@@ -59,12 +62,11 @@ def test_backoff_grows_and_is_capped() -> None:
     assert 0.32 <= jittered <= 0.48
 
 
-def test_registry_falls_back_to_placeholder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(registry.BUILDERS, "ghost", "actors.no_such_module:build")
-    assert registry.builder_for("ghost")[0] == registry.PLACEHOLDER
-    monkeypatch.setitem(sys.modules, "actors_test_nobuild", types.ModuleType("actors_test_nobuild"))
-    monkeypatch.setitem(registry.BUILDERS, "ghost", "actors_test_nobuild:build")
-    assert registry.builder_for("ghost")[0] == registry.PLACEHOLDER
+def test_registry_names_every_process_and_refuses_an_unknown_kind() -> None:
+    assert set(registry.BUILDERS) == {"store", "lanes", "executor", "loop", "control", "messengers"}
+    assert all(registry.builder_for(k)[1] for k in registry.BUILDERS)  # every builder imports
+    with pytest.raises(ConfigError, match="no actor process is named 'ghost'"):
+        registry.builder_for("ghost-1")
     assert registry.kind_of("loop-12") == "loop" and registry.kind_of("store") == "store"
 
 

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 
-from actors.child_guard import arm_parent_death, report_ready
+from actors.tree.child_guard import arm_parent_death, report_ready
 
 
 def main() -> None:

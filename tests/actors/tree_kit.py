@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actors.tree_client import stop_tree, tree_status
+from actors.tree.client import stop_tree, tree_status
 from geode.home import GeodeHome
 from geode.protocol.runtime import ChildInfo
 from geode.providers.scripted import ScriptedServer

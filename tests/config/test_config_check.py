@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.config_sections import SCHEMAS, check_home_config
+from actors.tree.config_sections import SCHEMAS, check_home_config
 from geode.config_check import ConfigReport, check_config, known_fields
 from geode.home import GeodeHome
 from tests.config.config_kit import SHIPPED, uncommented, uncommented_text

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from actors.endpoints import Endpoints
+from actors.bus.endpoints import Endpoints
 from actors.executor import executor_from_config
 from actors.lanes import lanes_config
 from actors.loop_worker import LoopWorker
-from actors.registry import ChildContext
-from actors.supervisor_spec import TreeConfig
-from actors.tree import child_names, tree_specs
+from actors.tree.children import child_names, tree_specs
+from actors.tree.registry import ChildContext
+from actors.tree.spec import TreeConfig
 from geode.control.connection import QUEUE_MAX
 from geode.control.core import IDLE_TIMEOUT_S
 from geode.home import GeodeHome
@@ -100,4 +100,4 @@ def test_hooks_mcp_policy_and_logging() -> None:
     assert load_hooks(cfg) == [] and load_mcp_servers(cfg) == []
     assert computer_allowed_in_daemon(cfg) is computer_allowed_in_daemon({}) is False
     assert default_denylist("DAEMON", global_config=cfg) == default_denylist("DAEMON", global_config={})
-    assert str(cfg["log"]["level"]).upper() == "INFO"  # actors/process_logging.py's default
+    assert str(cfg["log"]["level"]).upper() == "INFO"  # actors/tree/process_logging.py's default

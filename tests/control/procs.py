@@ -1,4 +1,4 @@
-"""Real processes for control/lanes acceptance: store, lanes, control (``actors.child``) and scripted workers.
+"""Real processes for control/lanes acceptance: store, lanes, control (``child_main``), scripted workers.
 
 The test plays the supervisor: it starts each child with its incarnation, SIGKILLs and restarts them, and
 tells lanes ``runtime.child_died`` after a kill (the supervision path).
@@ -50,7 +50,7 @@ class Procs:
         if name.startswith("loop-"):
             argv = [sys.executable, "-m", "tests.control.proc_worker", name, str(self.inc[name])]
         else:
-            argv = [sys.executable, "-m", "actors.child", name]
+            argv = [sys.executable, "-m", "actors.tree.child_main", name]
         log = open(self.home.logs_dir / f"test-{name}.log", "ab")
         self.procs[name] = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         log.close()

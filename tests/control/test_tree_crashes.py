@@ -192,8 +192,8 @@ def test_sigkill_lanes_in_the_tree_loses_and_duplicates_nothing(tmp_path: Path) 
 
 
 def test_whole_tree_sigkilled_and_restarted_loses_nothing(tmp_path: Path) -> None:
-    from actors.instance_lock import InstanceLock
-    from actors.tree_client import tree_status
+    from actors.tree.client import tree_status
+    from actors.tree.instance_lock import InstanceLock
 
     with scripted_tree(tmp_path, _echo_reply, extra=CAP_ONE) as (home, server):
         clients, turns = _submit_three(home)

@@ -148,7 +148,7 @@ def test_ask_starts_the_daemon_once_for_two_concurrent_clis(tmp_path: Path) -> N
         outs = [p.communicate(timeout=90) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
         assert all(json.loads(o)["text"] == "started and answered" for o, _ in outs)
-        from actors.tree_client import tree_status
+        from actors.tree.client import tree_status
 
         st = tree_status(home)
         assert st is not None and all(ch.restarts == 0 for ch in st.children)  # one daemon, started once

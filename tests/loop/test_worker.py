@@ -14,8 +14,8 @@ import pytest
 from actors.bus import Bus
 from actors.lanes import start_lanes
 from actors.loop_worker import LoopWorker
-from actors.registry import ChildContext
 from actors.store import start_store
+from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.providers.function_model import FunctionModel

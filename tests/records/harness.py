@@ -27,7 +27,7 @@ def write_config(home: GeodeHome, store: dict[str, object]) -> None:
 
 
 def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> subprocess.Popen[str]:
-    """``python -m actors.store`` for ``home``; returns once it printed ready."""
+    """``python -m actors.tree.child_main store`` for ``home``; returns once it printed ready."""
     env = {
         **os.environ,
         "GEODE_HOME": str(home.root),
@@ -36,7 +36,7 @@ def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> 
     }
     env.pop("GEODE_READY_FD", None)
     p = subprocess.Popen(
-        [sys.executable, "-m", "actors.store"],
+        [sys.executable, "-m", "actors.tree.child_main", "store"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,

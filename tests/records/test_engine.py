@@ -115,7 +115,7 @@ def test_store_child_exits_with_the_reason_when_it_cannot_open(tmp_path: Path) -
     home.records_dir.write_text("blocked")
     p = spawn_store(home, wait=False)
     _out, err = p.communicate(timeout=30)
-    assert p.returncode == 75 and "cannot open record store" in err
+    assert p.returncode == 75 and "the record store cannot open" in err
 
 
 def test_map_size_comes_from_config(home: GeodeHome) -> None:

@@ -151,9 +151,9 @@ def test_the_allowlist_comes_from_the_global_config(tmp_path: Any) -> None:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from actors.config_sections import SCHEMAS
     from actors.executor import executor_from_config
-    from actors.registry import ChildContext
+    from actors.tree.config_sections import SCHEMAS
+    from actors.tree.registry import ChildContext
     from geode.config_check import ConfigReport, check_config
     from geode.home import GeodeHome
 

@@ -7,7 +7,7 @@ import logging
 import zmq
 from zmq.utils import z85
 
-from actors.endpoints import CurveKeys
+from actors.bus.endpoints import CurveKeys
 
 log = logging.getLogger(__name__)
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from actors.child_guard import READY_FD_ENV, SUPERVISOR_PID_ENV
-from actors.supervisor_spec import ChildSpec
+from actors.tree.child_guard import READY_FD_ENV, SUPERVISOR_PID_ENV
+from actors.tree.spec import ChildSpec
 from geode.protocol.runtime import ChildInfo
 
 

@@ -6,17 +6,17 @@ import logging
 import os
 import sys
 
-from actors import process_logging
 from actors.bus import Bus
-from actors.child_died import DEFAULT_TARGETS, ChildDiedNotifier
-from actors.config_sections import check_home_config
-from actors.instance_lock import InstanceLock
-from actors.single_process import SingleProcessTree
-from actors.supervisor import Supervisor
-from actors.supervisor_child import IncarnationStore
-from actors.supervisor_service import SupervisorService
-from actors.supervisor_spec import TreeConfig
-from actors.tree import child_names, tree_specs
+from actors.tree import process_logging
+from actors.tree.child_died import DEFAULT_TARGETS, ChildDiedNotifier
+from actors.tree.child_handle import IncarnationStore
+from actors.tree.children import child_names, tree_specs
+from actors.tree.config_sections import check_home_config
+from actors.tree.instance_lock import InstanceLock
+from actors.tree.service import SupervisorService
+from actors.tree.single_process import SingleProcessTree
+from actors.tree.spec import TreeConfig
+from actors.tree.supervisor import Supervisor
 from geode.home import GeodeHome
 from geode.private_dir import tighten_file
 from geode.protocol.errors import GeodeError

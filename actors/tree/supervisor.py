@@ -21,8 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from actors.supervisor_child import ChildRun, IncarnationStore, exit_reason
-from actors.supervisor_spec import ChildSpec, TreeConfig
+from actors.tree.child_handle import ChildRun, IncarnationStore, exit_reason
+from actors.tree.spec import ChildSpec, TreeConfig
 from geode.protocol.errors import NotFound
 from geode.protocol.runtime import ChildInfo
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from actors.bus import Bus
-from actors.instance_lock import InstanceLock
+from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from geode.protocol import runtime
 from geode.protocol.errors import RequestTimeout, Unavailable

@@ -1,4 +1,4 @@
-"""Entry point of every child process: ``python -m actors.child <name>`` hosts its registry builder."""
+"""Entry point of every child process: ``python -m actors.tree.child_main <name>`` hosts its builder."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import signal
 import sys
 import threading
 
-from actors.child_guard import arm_parent_death, report_ready
+from actors.tree.child_guard import arm_parent_death, report_ready
 
-log = logging.getLogger("actors.child")
+log = logging.getLogger("actors.tree.child_main")
+EX_TEMPFAIL = 75  # sysexits: a start-up failure that may clear (unwritable directory, full disk)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     name = args[0] if args else os.environ.get("GEODE_CHILD_NAME", "")
     if not name:
-        print("usage: python -m actors.child <name>", file=sys.stderr)
+        print("usage: python -m actors.tree.child_main <name>", file=sys.stderr)
         return 2
     incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
     arm_parent_death()
@@ -25,17 +26,28 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
 
-    from actors import process_logging
     from actors.bus import Bus
-    from actors.registry import ChildContext, build_child
+    from actors.tree import process_logging
+    from actors.tree.registry import ChildContext, build_child
     from geode.home import GeodeHome
+    from geode.protocol.errors import GeodeError
 
-    home = GeodeHome.from_env().ensure()
+    home = GeodeHome.from_env()
+    try:
+        home.ensure()
+    except OSError as exc:  # e.g. the records directory is a file, the disk is full, no permission
+        print(f"{name}: cannot prepare {home.root} (the record store cannot open): {exc}", file=sys.stderr)
+        return EX_TEMPFAIL
     process_logging.configure(home, name, incarnation)
     bus = Bus(name, incarnation, home).start()
     ctx = ChildContext(name, incarnation, home, home.load_config())
     try:
         hosted = build_child(bus, ctx)
+    except GeodeError as exc:  # a named start-up failure (store cannot open, bad config): say why, exit 75
+        log.error("%s#%d cannot start: %s", name, incarnation, exc)
+        print(f"{name}: {exc}", file=sys.stderr, flush=True)
+        bus.stop()
+        return EX_TEMPFAIL
     except Exception:
         log.exception("%s#%d failed to start", name, incarnation)
         bus.stop()

@@ -1,4 +1,8 @@
-"""A stand-in actor for children whose owner has not plugged in yet: answers ping, status, child_died."""
+"""The ``messengers`` child: hosts one poller per enabled messenger platform (none are built yet).
+
+Until a platform translator exists it serves its endpoint with lifecycle answers only: ``runtime.ping``,
+``runtime.status`` (``platforms: []``) and ``runtime.child_died``; anything else is :class:`Unavailable`.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from actors.bus import Bus
-from actors.registry import ChildContext
+from actors.tree.registry import ChildContext
 from geode.protocol import runtime
 from geode.protocol.errors import Unavailable
 from geode.protocol.transport import Request
 
 
-class PlaceholderService:
+class MessengersService:
+    """Lifecycle answers for the ``messengers`` endpoint; remembers the deaths it was told about."""
+
     def __init__(self, name: str, incarnation: int) -> None:
         self.name = name
         self.incarnation = incarnation
@@ -26,7 +32,7 @@ class PlaceholderService:
         if request.type == runtime.PING:
             return runtime.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
         if request.type == runtime.STATUS:
-            detail = {"placeholder": True, "uptime_s": round(time.monotonic() - self.started, 3)}
+            detail = {"platforms": [], "uptime_s": round(time.monotonic() - self.started, 3)}
             return runtime.StatusReply(
                 name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
             )
@@ -34,8 +40,8 @@ class PlaceholderService:
             assert isinstance(request.body, runtime.ChildDied)
             self.deaths.append(request.body)
             return runtime.Ack()
-        raise Unavailable(f"{self.name} is a placeholder: {request.type} is not implemented yet")
+        raise Unavailable(f"{self.name}: no messenger platform is enabled ({request.type})")
 
 
 def build(bus: Bus, ctx: ChildContext) -> None:
-    bus.serve(ctx.name, PlaceholderService(ctx.name, ctx.incarnation))
+    bus.serve(ctx.name, MessengersService(ctx.name, ctx.incarnation))

@@ -2,8 +2,7 @@
 
 A builder is ``build(bus: Bus, ctx: ChildContext) -> object | None``: it serves its endpoints on ``bus``
 (``bus.serve(...)``, ``bus.connect_peer(...)``) and returns something with ``stop()`` (or None). It runs in
-the child process (or, with ``--single-process``, in the shared process on an inproc bus). When the module
-is absent the child hosts :mod:`actors.placeholder`, which answers ``runtime.ping`` and ``runtime.status``.
+the child process (or, with ``--single-process``, in the shared process on an inproc bus).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from geode.home import GeodeHome
+from geode.protocol.errors import ConfigError
 
 if TYPE_CHECKING:
     from actors.bus import Bus
@@ -22,14 +22,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUILDERS: dict[str, str] = {
-    "store": "actors.registry_adapters:build_store",  # adapts actors.store.start_store
+    "store": "actors.store:build",
     "lanes": "actors.lanes:build",
     "executor": "actors.executor:build",
     "loop": "actors.loop_worker:build",  # hosted by loop-1 .. loop-N
     "control": "actors.control:build",
     "messengers": "actors.messengers:build",
 }
-PLACEHOLDER = "actors.placeholder:build"
 
 
 @dataclass(frozen=True)
@@ -62,17 +61,11 @@ def _load(ref: str) -> Builder:
 
 
 def builder_for(name: str) -> tuple[str, Builder]:
-    """The builder for child ``name`` and its reference; the placeholder when the owner's module is absent."""
-    ref = BUILDERS.get(kind_of(name), PLACEHOLDER)
-    try:
-        return ref, _load(ref)
-    except ModuleNotFoundError as exc:
-        if exc.name != ref.partition(":")[0]:
-            raise  # the owner's module exists but one of its imports is missing: a real error
-        log.info("%s: %s not present yet, hosting the placeholder", name, ref)
-    except AttributeError:
-        log.warning("%s: %s has no builder function, hosting the placeholder", name, ref)
-    return PLACEHOLDER, _load(PLACEHOLDER)
+    """The builder for child ``name`` and its reference; an unknown kind is a :class:`ConfigError`."""
+    ref = BUILDERS.get(kind_of(name))
+    if ref is None:
+        raise ConfigError(f"no actor process is named {kind_of(name)!r} (known: {', '.join(BUILDERS)})")
+    return ref, _load(ref)
 
 
 def build_child(bus: Bus, ctx: ChildContext) -> Any:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from actors.registry import kind_of
-from actors.supervisor_spec import ChildSpec
+from actors.tree.registry import kind_of
+from actors.tree.spec import ChildSpec
 from geode.protocol.errors import ConfigError
 
 DEFAULT_LOOP_WORKERS = 2
@@ -35,5 +35,5 @@ def tree_specs(config: dict[str, Any], python: str = sys.executable) -> list[Chi
         if restart not in ("permanent", "transient", "temporary"):
             raise ConfigError(f"[supervisor.children.{name}] restart must be permanent|transient|temporary")
         shutdown = int(over.get("shutdown_ms", SHUTDOWN_MS.get(name, 3000)))
-        specs.append(ChildSpec(name, (python, "-m", "actors.child", name), restart, shutdown))
+        specs.append(ChildSpec(name, (python, "-m", "actors.tree.child_main", name), restart, shutdown))
     return specs

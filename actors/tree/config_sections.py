@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors.supervisor_spec import Restart, TreeConfig
-from actors.tree import DEFAULT_LOOP_WORKERS, child_names, tree_specs
+from actors.tree.children import DEFAULT_LOOP_WORKERS, child_names, tree_specs
+from actors.tree.spec import Restart, TreeConfig
 from geode.config_check import ConfigReport, check_file, domain_validators, merge_schemas
 from geode.config_schema import DOMAIN_SCHEMAS
 from geode.home import GeodeHome
@@ -40,7 +40,7 @@ class CurveSection(BaseModel):
 
 
 class BusSection(BaseModel):
-    """``[bus]`` (read by ``actors/endpoints.py``)."""
+    """``[bus]`` (read by ``actors/bus/endpoints.py``)."""
 
     workers: int = Field(default=4, ge=1)
     tcp: dict[str, str] = Field(default_factory=dict)

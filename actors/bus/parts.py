@@ -11,7 +11,7 @@ from typing import Any
 import zmq
 from pydantic import BaseModel
 
-from actors.handler_pool import HandlerPool
+from actors.bus.handler_pool import HandlerPool
 from geode.protocol import codec
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, RequestTimeout

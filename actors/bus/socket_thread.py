@@ -19,7 +19,9 @@ from typing import Any
 import zmq
 from pydantic import ValidationError
 
-from actors.bus_parts import (
+from actors.bus.endpoints import Endpoints
+from actors.bus.handler_pool import HandlerPool
+from actors.bus.parts import (
     ERROR_TYPE,
     Client,
     EventHandler,
@@ -31,10 +33,8 @@ from actors.bus_parts import (
     make_socket,
     unlink_if_same,
 )
-from actors.bus_transport import BusTransport
-from actors.endpoints import Endpoints
-from actors.handler_pool import HandlerPool
-from actors.zap import ZapHandler
+from actors.bus.transport import BusTransport
+from actors.bus.zap import ZapHandler
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.bus import Bus
-from actors.registry import ChildContext, build_child
-from actors.supervisor_child import IncarnationStore
+from actors.tree.child_handle import IncarnationStore
+from actors.tree.registry import ChildContext, build_child
 from geode.home import GeodeHome
 from geode.protocol.errors import NotFound
 from geode.protocol.runtime import ChildInfo

@@ -1,0 +1,1 @@
+"""The supervisor tree: child specs, the root supervisor, child start-up and the daemon's serve paths."""
