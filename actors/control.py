@@ -29,7 +29,7 @@ from geode.control.connection import QUEUE_MAX
 from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S, ControlCore
 from geode.home import GeodeHome
 from geode.protocol import codec
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
@@ -300,7 +300,7 @@ def start_control(
     )
 
     def on_lanes_push(r: Request) -> None:
-        if r.type == c.ORIGIN_EVENT:
+        if r.type == lanes_msg.ORIGIN_EVENT:
             core.on_origin_event(r.body)  # type: ignore[arg-type]
         return None
 

@@ -22,7 +22,7 @@ from actors.tree.registry import ChildContext
 from geode.loop import AgenticLoop, LoopSettings, VerifySettings
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.prompt import PromptSources
-from geode.protocol import turns
+from geode.protocol import lifecycle, turns
 from geode.protocol.errors import BadRequest, GeodeError
 from geode.protocol.transport import Request, Transport
 from geode.providers.live import LiveProviders
@@ -35,7 +35,6 @@ from geode.tools.plan import BoundToolPlan, PlanRegistry
 log = logging.getLogger(__name__)
 LANES = "lanes"
 EXECUTOR = "executor"
-CHILD_EXITED = "runtime.event.child_exited"
 ProviderFactory = Callable[[str | None], Provider]
 PlanFactory = Callable[[], BoundToolPlan | None]
 
@@ -185,7 +184,7 @@ class LoopWorker:
 
         Only requests already sent are failed (never re-sent: the receipt is uncertain, the store marks it);
         calls sent after this go to the next incarnation and run normally."""
-        if topic != CHILD_EXITED or body.get("name") != EXECUTOR:
+        if topic != lifecycle.CHILD_EXITED or body.get("name") != EXECUTOR:
             return
         who = f"{EXECUTOR}#{body.get('incarnation')}"
         err = ExecutorLost(f"{who} exited ({body.get('reason', 'unknown')}) with this request in flight")

@@ -109,7 +109,7 @@ def main() -> int:
     from actors.cli.client import ControlClient
     from actors.tree.client import tree_status
     from geode.home import GeodeHome
-    from geode.protocol import control as c
+    from geode.protocol import lanes as lanes_msg
     from geode.providers.scripted import ScriptedServer
 
     base = Path(tempfile.mkdtemp(prefix="geode-agent-demo-"))
@@ -137,7 +137,7 @@ def main() -> int:
 
         def show(ev: dict[str, Any]) -> None:
             d = ev.get("data") or {}
-            if ev["kind"] in ("tool_start", "tool_end", c.TURN_STARTED, c.TURN_DONE):
+            if ev["kind"] in ("tool_start", "tool_end", lanes_msg.TURN_STARTED, lanes_msg.TURN_DONE):
                 brief = {k: d[k] for k in ("name", "worker", "resume", "error") if k in d}
                 print(f"   event {ev['kind']:<13} {json.dumps(brief)}", flush=True)
 
@@ -157,7 +157,7 @@ def main() -> int:
 
         def watch(ev: dict[str, Any]) -> None:
             show(ev)
-            if ev["kind"] == c.TURN_STARTED and "worker" not in box:
+            if ev["kind"] == lanes_msg.TURN_STARTED and "worker" not in box:
                 box["worker"] = ev["data"]["worker"]
                 started.set()
 

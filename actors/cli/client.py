@@ -19,6 +19,7 @@ import zmq
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import unwrap
@@ -247,7 +248,7 @@ class ControlClient:
     ) -> dict[str, Any] | None:
         if on_event is not None:
             on_event(ev)
-        if ev.get("kind") == c.APPROVAL_REQUEST:
+        if ev.get("kind") == lanes_msg.APPROVAL_REQUEST:
             data = ev.get("data") or {}
             answer = on_approval(data) if on_approval is not None else "n"
             decision, _, note = answer.partition(":")  # "n: <reason>" carries the reason to the model
@@ -263,7 +264,7 @@ class ControlClient:
                 )
             except GeodeError:
                 pass  # an unknown or stale approval: the daemon already decided
-        if ev.get("kind") == c.TURN_DONE and ev.get("turn_id") == turn_id:
+        if ev.get("kind") == lanes_msg.TURN_DONE and ev.get("turn_id") == turn_id:
             return {**(ev.get("data") or {}).get("result", {}), "turn_id": turn_id}
         return None
 
@@ -287,7 +288,7 @@ class ControlClient:
                         "session_id": sid,
                         "turn_id": o["turn_id"],
                         "seq": 0,
-                        "kind": c.TURN_DONE,
+                        "kind": lanes_msg.TURN_DONE,
                         "data": {"result": o["outcome"]},
                     }
                 )

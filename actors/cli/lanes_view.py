@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
 
 
@@ -15,7 +15,7 @@ def lanes_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | No
 
     try:
         with client_bus(home) as bus:
-            return bus.transport.call("lanes", c.LANES_STATUS, {}, timeout_s=timeout_s)
+            return bus.transport.call("lanes", lanes_msg.LANES_STATUS, {}, timeout_s=timeout_s)
     except GeodeError:
         return None
 

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from geode.home import GeodeHome
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
 from geode.sessions.transcript import Exchange, first_prompt, last_exchanges
 
@@ -53,7 +54,7 @@ def _done_results(events: list[dict[str, Any]], outcomes: list[dict[str, Any]]) 
     done = [
         {**((e.get("data") or {}).get("result") or {}), "turn_id": e.get("turn_id")}
         for e in events
-        if e.get("kind") == c.TURN_DONE
+        if e.get("kind") == lanes_msg.TURN_DONE
     ]
     if not done:  # the buffer did not reach back (lanes restarted): the durable outcomes instead
         done = [{**o["outcome"], "turn_id": o.get("turn_id")} for o in outcomes if o.get("outcome")]
@@ -63,9 +64,9 @@ def _done_results(events: list[dict[str, Any]], outcomes: list[dict[str, Any]]) 
 def _backlog_of(events: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
     """A running turn's replayed events; an approval is kept only when nothing happened after it."""
     mine = [e for e in events if e.get("turn_id") == turn_id]
-    asks = [i for i, e in enumerate(mine) if e.get("kind") == c.APPROVAL_REQUEST]
+    asks = [i for i, e in enumerate(mine) if e.get("kind") == lanes_msg.APPROVAL_REQUEST]
     keep = asks[-1] if asks and all(e.get("kind") != "tool_end" for e in mine[asks[-1] :]) else None
-    return [e for i, e in enumerate(mine) if e.get("kind") != c.APPROVAL_REQUEST or i == keep]
+    return [e for i, e in enumerate(mine) if e.get("kind") != lanes_msg.APPROVAL_REQUEST or i == keep]
 
 
 def show_where_you_are(

@@ -6,7 +6,7 @@ import re
 import sys
 from typing import Any, TextIO
 
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 
 CATEGORY = {
     "write": "write",
@@ -48,7 +48,7 @@ class Renderer:
             self._line(f"⏺ {data.get('name')}({str(data.get('args_preview', ''))[:120]})")
         elif kind == "tool_end":
             self._line(tool_end_line(data))
-        elif kind == c.TURN_QUEUED and data.get("position"):
+        elif kind == lanes_msg.TURN_QUEUED and data.get("position"):
             self._line(f"· queued behind {data['position']} turn(s)")
         elif kind == "llm_retry" and data.get("message"):  # ready: retrying in 1.2 s (…, attempt 1/3)
             self._line(f"· {data['message']}")

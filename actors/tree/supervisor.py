@@ -23,6 +23,7 @@ from typing import Any
 
 from actors.tree.child_handle import ChildRun, IncarnationStore, exit_reason
 from actors.tree.spec import ChildSpec, TreeConfig
+from geode.protocol import lifecycle
 from geode.protocol.errors import NotFound
 from geode.protocol.runtime import ChildInfo
 
@@ -190,7 +191,7 @@ class Supervisor:
             c.state = "running"
             c.ready_at = time.monotonic()
             log.info("%s#%d ready (pid %s)", c.name, c.incarnation, c.pid)
-            self._emit("runtime.event.child_ready", c)
+            self._emit(lifecycle.CHILD_READY, c)
 
     def _reap(self, now: float) -> None:
         for c in self.children.values():
@@ -230,7 +231,7 @@ class Supervisor:
         assert c.ready_fd is not None
         self._sel.register(c.ready_fd, selectors.EVENT_READ, c)
         log.info("started %s#%d pid %s", c.name, inc, c.pid)
-        self._emit("runtime.event.child_started", c)
+        self._emit(lifecycle.CHILD_STARTED, c)
 
     def _schedule(self, c: ChildRun, delay: float, after: str | None = None) -> None:
         c.state = "backoff"
@@ -248,7 +249,7 @@ class Supervisor:
         log.log(
             logging.INFO if intended else logging.WARNING, "%s#%d exited: %s", c.name, c.incarnation, reason
         )
-        self._emit("runtime.event.child_exited", c, reason=reason)
+        self._emit(lifecycle.CHILD_EXITED, c, reason=reason)
         for cb in self._died if self.state == "running" else ():
             try:
                 cb(c.name, c.incarnation, reason)
@@ -301,7 +302,7 @@ class Supervisor:
 
     def _shutdown(self) -> None:
         """Stop the children in reverse start order: SIGTERM, grace, SIGKILL (all at once when forced)."""
-        self._emit_tree("runtime.event.tree_stopping")
+        self._emit_tree(lifecycle.TREE_STOPPING)
         for name in reversed(self._order):
             c = self.children[name]
             if c.proc is None:

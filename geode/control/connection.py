@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from geode.protocol.control import StreamEvent
 from geode.protocol.errors import Overloaded
+from geode.protocol.lanes import StreamEvent
 from geode.sessions.factory import SessionSpec
 
 QUEUE_MAX = 64

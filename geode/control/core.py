@@ -26,6 +26,7 @@ from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import (
     BadRequest,
@@ -143,25 +144,29 @@ class ControlCore:
     def _dispatch(self, conn: Connection, env: Envelope, b: Any) -> BaseModel | dict[str, Any] | None:
         t = env.type
         if t == c.PING:
-            return c.Ok(
+            return lanes_msg.Ok(
                 ok=conn.state is ConnState.READY
             )  # False: this daemon does not know us (re-handshake)
         if t == c.EXIT:
-            return c.Ok()
+            return lanes_msg.Ok()
         if t == c.HANDSHAKE:
             return self._handshake(conn, b)
         if t == c.PROMPT:
             return self._prompt(conn, b)
         if t == c.CLI_CANCEL:
             sid = conn.session_id
-            return self.transport.call(self.lanes, c.CANCEL, c.Cancel(turn_id=b.turn_id, session_id=sid))
+            return self.transport.call(
+                self.lanes, lanes_msg.CANCEL, lanes_msg.Cancel(turn_id=b.turn_id, session_id=sid)
+            )
         if t == c.APPROVAL_RESPONSE:
             with conn.lock:  # only a connection the request was delivered to may answer it
                 if conn.pending_approvals.pop(b.approval_id, None) is None:
                     raise NotFound(f"approval {b.approval_id!r} is not pending on this connection")
             self._forget_approval(b.approval_id)
-            self.transport.cast(self.lanes, c.APPROVAL_REPLY, c.ApprovalReply(**b.model_dump()))
-            return c.Ok()
+            self.transport.cast(
+                self.lanes, lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(**b.model_dump())
+            )
+            return lanes_msg.Ok()
         if t == c.ATTACH:
             return self._attach(conn, b.session_id, b.after_seq)
         if t == c.RESUME:
@@ -218,7 +223,7 @@ class ControlCore:
             settings["plan_hash"] = getattr(conn.spec.plan, "content_hash", "")
             settings["plan_generation"] = getattr(conn.spec.plan, "generation", 0)
         conn.attach(sid, conn.attached.get(sid, 0))
-        sub = c.Submit(
+        sub = lanes_msg.Submit(
             turn_id=turn_id,
             session_id=sid,
             mode=conn.spec.mode.value,
@@ -226,17 +231,17 @@ class ControlCore:
             input={"text": p.text},
             settings=settings,
         )
-        out = c.Submitted.model_validate(self._submit(sub, sid))
+        out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
         with conn.lock:
             conn.active_turns.add(turn_id)
         return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
 
-    def _submit(self, sub: c.Submit, sid: str) -> dict[str, Any]:
+    def _submit(self, sub: lanes_msg.Submit, sid: str) -> dict[str, Any]:
         """``lanes.submit`` is idempotent by turn id, so a timeout (lanes restarting) is retried."""
         delay = 0.2
         for attempt in range(4):
             try:
-                return self.transport.call(self.lanes, c.SUBMIT, sub, session=sid, timeout_s=3.0)
+                return self.transport.call(self.lanes, lanes_msg.SUBMIT, sub, session=sid, timeout_s=3.0)
             except (RequestTimeout, Unavailable):
                 if attempt == 3:
                     raise
@@ -247,9 +252,9 @@ class ControlCore:
     def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
         conn.attach(session_id, after_seq, replaying=True)
         try:
-            rep = c.Replayed.model_validate(
+            rep = lanes_msg.Replayed.model_validate(
                 self.transport.call(
-                    self.lanes, c.REPLAY, c.Replay(session_id=session_id, after_seq=after_seq)
+                    self.lanes, lanes_msg.REPLAY, lanes_msg.Replay(session_id=session_id, after_seq=after_seq)
                 )
             )
         except GeodeError:
@@ -276,10 +281,10 @@ class ControlCore:
         )
 
     # --- streams out --------------------------------------------------------------------------------------
-    def on_origin_event(self, ev: c.StreamEvent) -> None:
+    def on_origin_event(self, ev: lanes_msg.StreamEvent) -> None:
         """A session event from lanes goes to every attached connection; an unseen approval → ``n``."""
         targets = [k for k in self._snapshot() if ev.session_id in k.attached]
-        if ev.kind == c.APPROVAL_REQUEST:
+        if ev.kind == lanes_msg.APPROVAL_REQUEST:
             aid = str(ev.data.get("approval_id", ""))
             asker = [k for k in targets if k.state is ConnState.READY]
             if not asker:
@@ -290,14 +295,14 @@ class ControlCore:
                     k.pending_approvals[aid] = ev.session_id
                     while len(k.pending_approvals) > MAX_PENDING_PER_CONN:  # lanes already timed those out
                         k.pending_approvals.pop(next(iter(k.pending_approvals)))
-        if ev.kind == c.TURN_DONE:
+        if ev.kind == lanes_msg.TURN_DONE:
             for k in targets:
                 with k.lock:
                     k.active_turns.discard(ev.turn_id)
         for k in targets:
             self._deliver(k, k.accept(ev))
 
-    def _deliver(self, conn: Connection, events: list[c.StreamEvent]) -> None:
+    def _deliver(self, conn: Connection, events: list[lanes_msg.StreamEvent]) -> None:
         for ev in events:
             self.send(
                 conn.conn_id,
@@ -313,7 +318,9 @@ class ControlCore:
     def _answer(self, approval_id: str, decision: str) -> None:
         try:
             self.transport.cast(
-                self.lanes, c.APPROVAL_REPLY, c.ApprovalReply(approval_id=approval_id, decision=decision)
+                self.lanes,
+                lanes_msg.APPROVAL_REPLY,
+                lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision),
             )  # type: ignore[arg-type]
         except GeodeError as exc:
             log.warning("cannot answer approval %s: %s", approval_id, exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime
 from geode.protocol.errors import BadRequest, GeodeError, NotFound
 from geode.protocol.transport import Transport
@@ -42,7 +43,7 @@ class OperatorDesk:
         out: dict[str, Any] = {}
         for key, target, type_ in (
             ("tree", self.supervisor, runtime.TREE_STATUS),
-            ("lanes", self.lanes, c.LANES_STATUS),
+            ("lanes", self.lanes, lanes_msg.LANES_STATUS),
         ):
             try:
                 out[key] = self.transport.call(target, type_, {}, timeout_s=2.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from geode.protocol.control import ApprovalDecision
+from geode.protocol.lanes import ApprovalDecision
 
 MAX_PENDING = 1024
 
@@ -47,7 +47,10 @@ class ApprovalDesk:
         with self._lock:
             self._pending.pop(approval_id, None)
         return ApprovalDecision(
-            approval_id=approval_id, decision=p.decision, reason=p.reason, note=p.note  # type: ignore[arg-type]
+            approval_id=approval_id,
+            decision=p.decision,
+            reason=p.reason,
+            note=p.note,  # type: ignore[arg-type]
         )
 
     def answer(

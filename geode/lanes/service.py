@@ -25,7 +25,7 @@ from geode.lanes.pool import DeadWorker, WorkerPool
 from geode.lanes.queue import LaneQueue
 from geode.lanes.records import TurnStore
 from geode.lanes.stream import Reorder, StreamBuffer
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.errors import BadRequest, GeodeError
 from geode.protocol.transport import Request, Transport
@@ -112,24 +112,26 @@ class LanesService:
     def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
         b = request.body
         match request.type:
-            case c.SUBMIT:
+            case lanes_msg.SUBMIT:
                 return self.submit(b)  # type: ignore[arg-type]
-            case c.CANCEL:
+            case lanes_msg.CANCEL:
                 return self.cancel(b)  # type: ignore[arg-type]
-            case c.APPROVAL:
+            case lanes_msg.APPROVAL:
                 return self.ask_approval(b)  # type: ignore[arg-type]
-            case c.APPROVAL_REPLY:  # only the turn's origin peer may answer (the sender's name, sans "#inc")
+            case (
+                lanes_msg.APPROVAL_REPLY
+            ):  # only the turn's origin peer may answer (the sender's name, sans "#inc")
                 peer = request.sender.split("#", 1)[0]
-                return c.Ok(ok=self.desk.answer(b.approval_id, b.decision, origin=peer, note=b.note))  # type: ignore[attr-defined]
-            case c.REPLAY:
+                return lanes_msg.Ok(ok=self.desk.answer(b.approval_id, b.decision, origin=peer, note=b.note))  # type: ignore[attr-defined]
+            case lanes_msg.REPLAY:
                 return self.replay(b)  # type: ignore[arg-type]
-            case c.LANES_STATUS:
+            case lanes_msg.LANES_STATUS:
                 return self.status()
             case runtime.STATUS:
                 return runtime.StatusReply(
                     name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=self.status()
                 )
-            case c.TURN:
+            case lanes_msg.TURN:
                 rec = self.records.get_turn(b.turn_id)  # type: ignore[attr-defined]
                 return rec.model_dump(mode="json") if rec else {}
             case turns.WORKER_READY:
@@ -151,13 +153,15 @@ class LanesService:
         raise BadRequest(f"lanes does not handle {request.type}")
 
     # --- admission ------------------------------------------------------------------------------------
-    def submit(self, s: c.Submit) -> c.Submitted:
+    def submit(self, s: lanes_msg.Submit) -> lanes_msg.Submitted:
         with self._mu:
             existing = self.records.get_turn(s.turn_id)
             if existing is not None:  # an idempotent retry
                 if existing.session_id != s.session_id:
                     raise BadRequest(f"turn {s.turn_id} belongs to another session")
-                return c.Submitted(turn_id=s.turn_id, session_id=s.session_id, state=existing.state.value)
+                return lanes_msg.Submitted(
+                    turn_id=s.turn_id, session_id=s.session_id, state=existing.state.value
+                )
             position = self.queue.enqueue(s.turn_id, s.session_id, front=s.resume)
             now = self._wall()
             inp = {**s.input, "_settings": s.settings, "_resume": s.resume}
@@ -176,9 +180,11 @@ class LanesService:
                 self.queue.remove(s.turn_id, missing_ok=True)
                 raise
             self._meta[s.turn_id] = _Meta(s.session_id, s.origin, s.mode)
-            self._emit(s.session_id, s.turn_id, c.TURN_QUEUED, {"position": position})
+            self._emit(s.session_id, s.turn_id, lanes_msg.TURN_QUEUED, {"position": position})
         self.schedule()
-        return c.Submitted(turn_id=s.turn_id, session_id=s.session_id, state="queued", position=position)
+        return lanes_msg.Submitted(
+            turn_id=s.turn_id, session_id=s.session_id, state="queued", position=position
+        )
 
     def schedule(self) -> int:
         """Start every turn the lanes and the free workers allow. Returns how many started."""
@@ -214,7 +220,7 @@ class LanesService:
                 self._emit(
                     rec.session_id,
                     rec.turn_id,
-                    c.TURN_STARTED,
+                    lanes_msg.TURN_STARTED,
                     {"worker": worker.name, "waited_s": round(g.waited_s, 4), "resume": resume},
                 )
                 self._send_run(worker.name, rec, resume)
@@ -302,7 +308,7 @@ class LanesService:
             self.records.put_turn(rec)
         except GeodeError as exc:  # the in-memory queue still holds it; the next start re-derives it
             log.warning("cannot record re-queue of %s: %s", turn_id, exc)
-        self._emit(rec.session_id, turn_id, c.TURN_QUEUED, {"position": 0, "resume": True})
+        self._emit(rec.session_id, turn_id, lanes_msg.TURN_QUEUED, {"position": 0, "resume": True})
 
     def tick(self) -> None:
         """Periodic: reap silent workers, expire orphans, release held-back events, start turns."""
@@ -328,12 +334,12 @@ class LanesService:
     def _relay(self, ev: turns.TurnEvent) -> None:
         self._emit(ev.session_id, ev.turn_id, ev.kind.value, ev.data)
 
-    def _emit(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> c.StreamEvent:
+    def _emit(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> lanes_msg.StreamEvent:
         out = self.stream.append(session_id, turn_id, kind, data)
         meta = self._meta.get(turn_id)
         if meta is not None and meta.origin:
             try:
-                self.transport.cast(meta.origin, c.ORIGIN_EVENT, out, session=session_id)
+                self.transport.cast(meta.origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
             except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
                 log.debug("origin %s unreachable: %s", meta.origin, exc)
         return out
@@ -358,7 +364,7 @@ class LanesService:
         self.pool.finish(rec.turn_id)
         self._orphans.pop(rec.turn_id, None)
         self.desk.deny_where(turn_id=rec.turn_id, reason="turn_ended")
-        self._emit(rec.session_id, rec.turn_id, c.TURN_DONE, {"result": rec.outcome or {}})
+        self._emit(rec.session_id, rec.turn_id, lanes_msg.TURN_DONE, {"result": rec.outcome or {}})
         recent = self._recent.setdefault(rec.session_id, [])
         recent.append({"turn_id": rec.turn_id, "state": rec.state.value, "outcome": rec.outcome})
         del recent[:-RECENT_OUTCOMES]
@@ -368,13 +374,13 @@ class LanesService:
         self._meta.pop(rec.turn_id, None)
 
     # --- cancel, approvals, replay, status -----------------------------------------------------------------
-    def cancel(self, req: c.Cancel) -> c.Cancelled:
+    def cancel(self, req: lanes_msg.Cancel) -> lanes_msg.Cancelled:
         with self._mu:
             turn_id = req.turn_id
             if turn_id is None and req.session_id:
                 turn_id = self.queue.running_for(req.session_id)
             if turn_id is None:
-                return c.Cancelled(state="none")
+                return lanes_msg.Cancelled(state="none")
             state = self.queue.state_of(turn_id)
             if state == "queued":
                 self.queue.remove(turn_id)
@@ -384,7 +390,7 @@ class LanesService:
                     rec.updated_at = self._wall()
                     self.records.put_turn(rec)
                     self._finish(rec)
-                return c.Cancelled(turn_id=turn_id, state="queued_cancelled")
+                return lanes_msg.Cancelled(turn_id=turn_id, state="queued_cancelled")
             if state == "running":
                 self.desk.deny_where(turn_id=turn_id, reason="cancelled")
                 owner = self.pool.owner_of(turn_id)
@@ -397,10 +403,10 @@ class LanesService:
                             turn_id=turn_id, session_id=meta.session_id if meta else None, reason=req.reason
                         ),
                     )
-                return c.Cancelled(turn_id=turn_id, state="cancellation_requested")
-            return c.Cancelled(turn_id=turn_id, state="already_done")
+                return lanes_msg.Cancelled(turn_id=turn_id, state="cancellation_requested")
+            return lanes_msg.Cancelled(turn_id=turn_id, state="already_done")
 
-    def ask_approval(self, ask: c.ApprovalAsk) -> c.ApprovalDecision:
+    def ask_approval(self, ask: lanes_msg.ApprovalAsk) -> lanes_msg.ApprovalDecision:
         """Blocks this handler until the origin decides (or timeout / disconnect / cancel → ``n``)."""
         with self._mu:
             meta = self._meta.get(ask.turn_id) if ask.turn_id else None
@@ -408,18 +414,20 @@ class LanesService:
                 rec = self.records.get_turn(ask.turn_id)
                 meta = _Meta(rec.session_id, rec.origin, rec.mode) if rec else None
             if meta is None or not meta.origin or meta.mode not in ("IPC", "REPL"):
-                return c.ApprovalDecision(approval_id=ask.approval_id, decision="n", reason="no_origin")
+                return lanes_msg.ApprovalDecision(
+                    approval_id=ask.approval_id, decision="n", reason="no_origin"
+                )
             if not self.desk.open(
                 ask.approval_id, session_id=ask.session_id, turn_id=ask.turn_id, origin=meta.origin
             ):
-                return c.ApprovalDecision(
+                return lanes_msg.ApprovalDecision(
                     approval_id=ask.approval_id, decision="n", reason="duplicate_or_full"
                 )
             data = ask.model_dump(mode="json")
-            self._emit(ask.session_id, ask.turn_id, c.APPROVAL_REQUEST, data)
+            self._emit(ask.session_id, ask.turn_id, lanes_msg.APPROVAL_REQUEST, data)
         return self.desk.wait(ask.approval_id, ask.timeout_s)
 
-    def replay(self, r: c.Replay) -> c.Replayed:
+    def replay(self, r: lanes_msg.Replay) -> lanes_msg.Replayed:
         events, complete = self.stream.since(r.session_id, r.after_seq)
         with self._mu:
             outcomes = list(self._recent.get(r.session_id, ()))
@@ -434,7 +442,7 @@ class LanesService:
                 for t in done[-RECENT_OUTCOMES:]
                 if t.turn_id not in seen
             ] + outcomes
-        return c.Replayed(events=events, complete=complete, outcomes=outcomes, running=running)
+        return lanes_msg.Replayed(events=events, complete=complete, outcomes=outcomes, running=running)
 
     def status(self) -> dict[str, Any]:
         with self._mu:
@@ -445,4 +453,3 @@ class LanesService:
                 "orphans": sorted(self._orphans),
                 "streams": self.stream.sessions(),
             }
-

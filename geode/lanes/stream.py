@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
-from geode.protocol.control import StreamEvent
+from geode.protocol.lanes import StreamEvent
 
 MAX_SESSIONS = 256
 MAX_EVENTS_PER_SESSION = 512

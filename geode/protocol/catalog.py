@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from geode.protocol.errors import BadRequest
 
-AREAS = ("runtime", "store", "tools", "turns", "control")
+AREAS = ("runtime", "store", "tools", "turns", "lanes", "control")
 
 
 @dataclass(frozen=True)

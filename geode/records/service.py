@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
 from geode.protocol import runtime as rt
 from geode.protocol import store as m
-from geode.protocol.errors import BadRequest
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
 from geode.redaction import canonical_json
@@ -26,67 +25,74 @@ class StoreService:
         self.engine = engine
         self.name = name
         self.incarnation = incarnation
-        self._routes: dict[str, Callable[[Request, Any], BaseModel | dict[str, Any] | None]] = {
-            m.CHECKPOINT_SAVE: self._save,
-            m.CHECKPOINT_LOAD: self._load,
-            m.SESSIONS_LIST: lambda r, b: m.SessionList(sessions=engine.list_sessions(limit=b.limit)),
-            m.RECEIPT_ADMIT: self._admit,
-            m.RECEIPT_COMMIT: lambda r, b: m.ReceiptReply(
-                receipt=engine.receipts.commit(b.operation_id, b.result)
-            ),
-            m.RECEIPT_UNCERTAIN: lambda r, b: m.ReceiptReply(
-                receipt=engine.receipts.mark_uncertain(b.operation_id, b.reason or "marked uncertain")
-            ),
-            m.RECEIPT_GET: lambda r, b: m.ReceiptReply(receipt=engine.get_receipt(b.operation_id)),
-            m.RECEIPT_LIST: self._list_receipts,
-            m.RECEIPT_RECONCILE: lambda r, b: m.ReceiptReply(
-                receipt=engine.reconcile(b.operation_id, outcome=b.outcome, by=b.by or r.sender, note=b.note)
-            ),
-            m.RECEIPT_OWNER_DIED: lambda r, b: m.OwnerDiedReply(
-                uncertain=engine.owner_died(b.name, b.incarnation)
-            ),
-            rt.CHILD_DIED: self._child_died,
-            m.TIMELINE_APPEND: self._append,
-            m.TIMELINE_READ: self._read_timeline,
-            m.EVIDENCE_APPEND: lambda r, b: m.EvidenceReply(
-                written=engine.append_evidence(
-                    b.session_id, b.kind, b.payload, turn_id=b.turn_id, call_id=b.call_id, summary=b.summary
-                )
-            ),
-            m.TURN_PUT: lambda r, b: m.TurnReply(turn=engine.put_turn(b)),
-            m.TURN_GET: lambda r, b: m.TurnReply(turn=engine.get_turn(b.turn_id)),
-            m.TURN_LIST: self._list_turns,
-            m.CURSOR_GET: lambda r, b: m.CursorReply(
-                position=engine.get_cursor(b.platform, b.account, b.channel)
-            ),
-            m.CURSOR_SET: self._set_cursor,
-            m.DEDUPE: lambda r, b: m.DedupeReply(first=engine.dedupe(b.key, ttl_s=b.ttl_s, token=b.token)),
-            m.STATS: lambda r, b: m.StatsReply(stats=self._stats()),
-            m.PRUNE: lambda r, b: m.PruneReply(pruned=engine.prune()),
-            rt.PING: lambda r, b: rt.Pong(name=self.name, incarnation=self.incarnation, pid=_pid()),
-            rt.STATUS: lambda r, b: rt.StatusReply(
-                name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
-            ),
-        }
-
-    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
-        route = self._routes.get(request.type)
-        if route is None:
-            raise BadRequest(f"the store does not handle {request.type!r}")
-        return route(request, request.body)
+        self.dispatch = Dispatch(
+            "the store",
+            {
+                m.CHECKPOINT_SAVE: self._save,
+                m.CHECKPOINT_LOAD: self._load,
+                m.SESSIONS_LIST: lambda b, r: m.SessionList(sessions=engine.list_sessions(limit=b.limit)),
+                m.RECEIPT_ADMIT: self._admit,
+                m.RECEIPT_COMMIT: lambda b, r: m.ReceiptReply(
+                    receipt=engine.receipts.commit(b.operation_id, b.result)
+                ),
+                m.RECEIPT_UNCERTAIN: lambda b, r: m.ReceiptReply(
+                    receipt=engine.receipts.mark_uncertain(b.operation_id, b.reason or "marked uncertain")
+                ),
+                m.RECEIPT_GET: lambda b, r: m.ReceiptReply(receipt=engine.get_receipt(b.operation_id)),
+                m.RECEIPT_LIST: self._list_receipts,
+                m.RECEIPT_RECONCILE: lambda b, r: m.ReceiptReply(
+                    receipt=engine.reconcile(
+                        b.operation_id, outcome=b.outcome, by=b.by or r.sender, note=b.note
+                    )
+                ),
+                m.RECEIPT_OWNER_DIED: lambda b, r: m.OwnerDiedReply(
+                    uncertain=engine.owner_died(b.name, b.incarnation)
+                ),
+                rt.CHILD_DIED: self._child_died,
+                m.TIMELINE_APPEND: self._append,
+                m.TIMELINE_READ: self._read_timeline,
+                m.EVIDENCE_APPEND: lambda b, r: m.EvidenceReply(
+                    written=engine.append_evidence(
+                        b.session_id,
+                        b.kind,
+                        b.payload,
+                        turn_id=b.turn_id,
+                        call_id=b.call_id,
+                        summary=b.summary,
+                    )
+                ),
+                m.TURN_PUT: lambda b, r: m.TurnReply(turn=engine.put_turn(b)),
+                m.TURN_GET: lambda b, r: m.TurnReply(turn=engine.get_turn(b.turn_id)),
+                m.TURN_LIST: self._list_turns,
+                m.CURSOR_GET: lambda b, r: m.CursorReply(
+                    position=engine.get_cursor(b.platform, b.account, b.channel)
+                ),
+                m.CURSOR_SET: self._set_cursor,
+                m.DEDUPE: lambda b, r: m.DedupeReply(
+                    first=engine.dedupe(b.key, ttl_s=b.ttl_s, token=b.token)
+                ),
+                m.STATS: lambda b, r: m.StatsReply(stats=self._stats()),
+                m.PRUNE: lambda b, r: m.PruneReply(pruned=engine.prune()),
+                rt.PING: lambda b, r: rt.Pong(name=self.name, incarnation=self.incarnation, pid=_pid()),
+                rt.STATUS: lambda b, r: rt.StatusReply(
+                    name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
+                ),
+            },
+        )
+        self.handle = self.dispatch.handle
 
     # handlers with a little more to do --------------------------------------------------------------
-    def _save(self, r: Request, b: m.SaveCheckpoint) -> BaseModel:
+    def _save(self, b: m.SaveCheckpoint, r: Request) -> BaseModel:
         return self.engine.save_checkpoint(b)  # SaveCheckpoint is a CheckpointSave
 
-    def _load(self, r: Request, b: m.LoadCheckpoint) -> BaseModel:
+    def _load(self, b: m.LoadCheckpoint, r: Request) -> BaseModel:
         return m.LoadReply(page=self.engine.checkpoints.load_page(b.session_id, b.from_index, PAGE_BYTES))
 
-    def _admit(self, r: Request, b: m.AdmitReceipt) -> BaseModel:
+    def _admit(self, b: m.AdmitReceipt, r: Request) -> BaseModel:
         owner = b.owner or r.sender
         return self.engine.admit(b.operation_id, b.identity, owner=owner, effect=b.effect, attempt=b.attempt)
 
-    def _child_died(self, r: Request, b: rt.ChildDied) -> BaseModel:
+    def _child_died(self, b: rt.ChildDied, r: Request) -> BaseModel:
         n = self.engine.owner_died(b.name, b.incarnation)
         if n:
             log.warning(
@@ -94,10 +100,10 @@ class StoreService:
             )
         return rt.Ack()
 
-    def _append(self, r: Request, b: m.AppendTimeline) -> BaseModel:
+    def _append(self, b: m.AppendTimeline, r: Request) -> BaseModel:
         return m.AppendReply(seq=self.engine.timeline.append(b))  # AppendTimeline is a TimelineEvent
 
-    def _read_timeline(self, r: Request, b: m.ReadTimeline) -> BaseModel:
+    def _read_timeline(self, b: m.ReadTimeline, r: Request) -> BaseModel:
         rows = self.engine.timeline.read(b.session_id, after_seq=b.after_seq, limit=b.limit + 1)
         more = len(rows) > b.limit
         rows = rows[: b.limit]
@@ -108,7 +114,7 @@ class StoreService:
                 return m.TimelinePage(rows=rows[:i], next_after=rows[i - 1].seq)
         return m.TimelinePage(rows=rows, next_after=rows[-1].seq if more and rows else None)
 
-    def _list_turns(self, r: Request, b: m.ListTurns) -> BaseModel:
+    def _list_turns(self, b: m.ListTurns, r: Request) -> BaseModel:
         rows = self.engine.turns.list(state=b.state, session_id=b.session_id)
         page = rows[b.offset : b.offset + b.limit]
         size = 0
@@ -119,7 +125,7 @@ class StoreService:
         more = b.offset + len(page) < len(rows)
         return m.TurnList(turns=page, next_offset=b.offset + len(page) if more else None)
 
-    def _list_receipts(self, r: Request, b: m.ListReceipts) -> BaseModel:
+    def _list_receipts(self, b: m.ListReceipts, r: Request) -> BaseModel:
         rows = self.engine.receipts.list(
             session_id=b.session_id, uncertain_only=b.uncertain_only, limit=b.limit
         )
@@ -130,7 +136,7 @@ class StoreService:
                 rows[i] = rec.model_copy(update={"result": {"omitted": True, "hint": "store.receipt.get"}})
         return m.ReceiptList(receipts=rows)
 
-    def _set_cursor(self, r: Request, b: m.SetCursor) -> BaseModel:
+    def _set_cursor(self, b: m.SetCursor, r: Request) -> BaseModel:
         self.engine.set_cursor(b.platform, b.account, b.channel, b.position)
         return m.CursorReply(position=b.position)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from geode.protocol import control
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.transport import Transport
 from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.spec import SafetyPolicy, ToolContext
@@ -22,7 +22,7 @@ class LanesApprovalChannel:
         self.timeout_s = timeout_s
 
     def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str:
-        ask = control.ApprovalAsk(
+        ask = lanes_msg.ApprovalAsk(
             approval_id=f"{ctx.operation_id or ctx.step_id}:{next(_seq)}:{uuid.uuid4().hex[:8]}"[-128:],
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
@@ -32,7 +32,7 @@ class LanesApprovalChannel:
             timeout_s=self.timeout_s,
         )
         reply = self.transport.call(
-            self.target, control.APPROVAL, ask, session=ctx.session_id, timeout_s=self.timeout_s + 5
+            self.target, lanes_msg.APPROVAL, ask, session=ctx.session_id, timeout_s=self.timeout_s + 5
         )
-        out = control.ApprovalDecision.model_validate(reply)
+        out = lanes_msg.ApprovalDecision.model_validate(reply)
         return f"{out.decision}: {out.note}" if out.note else str(out.decision)  # "n: why" (see approvals)

@@ -23,6 +23,7 @@ from actors.bus import Bus
 from actors.tree.client import start_daemon, stop_tree, tree_status
 from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
+from geode.protocol import lifecycle
 
 CONFIG = "[supervisor]\nstable_s = 0.0\nintensity = 1000\n"
 
@@ -69,7 +70,7 @@ def main() -> None:
     got = threading.Condition()
 
     def on_event(topic: str, body: dict[str, Any]) -> None:
-        if topic == "runtime.event.child_ready":
+        if topic == lifecycle.CHILD_READY:
             with got:
                 ready[(body["name"], body["incarnation"])] = time.perf_counter()
                 got.notify_all()

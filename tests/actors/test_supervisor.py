@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from actors.tree.spec import Restart, Strategy
+from geode.protocol import lifecycle
 from tests.actors.supervision_kit import FAST, supervised, tiny, wait_for
 
 EXITS = {"normal": signal.SIGUSR1, "error": signal.SIGUSR2, "sigkill": signal.SIGKILL}
@@ -54,7 +55,7 @@ def test_rest_for_one_leaves_earlier_children_alone(tmp_path: Path) -> None:
         run.wait_state("mid", "running", mid.incarnation + 1)
         run.wait_state("last", "running", last.incarnation + 1)
         assert run.child("first").incarnation == first.incarnation
-        started = [b["name"] for _, t, b in run.events if t == "runtime.event.child_started"][3:]
+        started = [b["name"] for _, t, b in run.events if t == lifecycle.CHILD_STARTED][3:]
         assert started == ["mid", "last"]  # restarted in start order, last only after mid
 
 
@@ -71,9 +72,9 @@ def test_escalation_stops_tree_nonzero(tmp_path: Path) -> None:
 def test_backoff_grows_between_restarts(tmp_path: Path) -> None:
     cfg = replace(FAST, backoff_base_s=0.15, backoff_max_s=2, intensity=10)
     with supervised(tmp_path, [tiny("crasher", mode="crash")], cfg) as run:
-        wait_for(lambda: sum(1 for _, t, _ in run.events if t == "runtime.event.child_started") >= 5, 15)
-        exits = [ts for ts, t, _ in run.events if t == "runtime.event.child_exited"]
-        starts = [ts for ts, t, _ in run.events if t == "runtime.event.child_started"]
+        wait_for(lambda: sum(1 for _, t, _ in run.events if t == lifecycle.CHILD_STARTED) >= 5, 15)
+        exits = [ts for ts, t, _ in run.events if t == lifecycle.CHILD_EXITED]
+        starts = [ts for ts, t, _ in run.events if t == lifecycle.CHILD_STARTED]
         delays = [s - e for e, s in zip(exits, starts[1:], strict=False)]
         assert delays[0] < 0.1  # first restart immediate
         assert delays[1] >= 0.14 and delays[2] >= 0.29 and delays[3] >= 0.59, delays

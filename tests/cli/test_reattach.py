@@ -10,6 +10,7 @@ from typing import Any
 from actors.cli.reattach import pick_session, show_where_you_are
 from geode.home import GeodeHome
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.sessions.transcript import TranscriptWriter
 
 
@@ -44,7 +45,9 @@ def _home(tmp_path) -> GeodeHome:
 
 
 def test_prints_the_last_exchange_and_an_answer_that_arrived_while_away(tmp_path):
-    done = _ev(5, "t-2", c.TURN_DONE, result={"text": "the away answer", "termination_reason": "natural"})
+    done = _ev(
+        5, "t-2", lanes_msg.TURN_DONE, result={"text": "the away answer", "termination_reason": "natural"}
+    )
     cl = _Client([_ev(4, "t-2", "text_delta", text="the away answer"), done], {"running": None})
     out = io.StringIO()
     assert show_where_you_are(cl, _home(tmp_path), out=out) is None
@@ -55,7 +58,7 @@ def test_prints_the_last_exchange_and_an_answer_that_arrived_while_away(tmp_path
 
 def test_uses_durable_outcomes_when_the_buffer_is_gone_and_follows_a_running_turn(tmp_path):
     outcome = {"turn_id": "t-3", "outcome": {"text": "from the record", "termination_reason": "natural"}}
-    asked = _ev(7, "t-4", c.APPROVAL_REQUEST, approval_id="a1")
+    asked = _ev(7, "t-4", lanes_msg.APPROVAL_REQUEST, approval_id="a1")
     cl = _Client([asked], {"running": "t-4", "complete": False, "outcomes": [outcome]})
     out = io.StringIO()
     result = show_where_you_are(cl, _home(tmp_path), out=out)

@@ -13,6 +13,7 @@ from geode.lanes.queue import LaneQueue
 from geode.lanes.service import LanesService
 from geode.protocol import catalog
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.transport import LocalTransport, Request
 from geode.records.engine import RecordEngine
@@ -95,7 +96,9 @@ class Client:
     def wait_done(self, turn_id: str, timeout: float = 5.0) -> dict[str, Any]:
         f = self.wait(
             lambda f: (
-                f.type == c.CLI_EVENT and f.body["kind"] == c.TURN_DONE and f.body["turn_id"] == turn_id
+                f.type == c.CLI_EVENT
+                and f.body["kind"] == lanes_msg.TURN_DONE
+                and f.body["turn_id"] == turn_id
             ),
             timeout,
         )

@@ -18,7 +18,7 @@ from actors.bus import Bus
 from actors.cli.client import ControlClient
 from actors.cli.daemon_start import control_answers
 from geode.home import GeodeHome
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime
 from geode.protocol.errors import GeodeError
 
@@ -75,7 +75,7 @@ class Procs:
         raise AssertionError(f"tree not ready; logs in {self.home.logs_dir}: {self.logs()}")
 
     def lanes_status(self) -> dict[str, Any]:
-        return self.bus.transport.call("lanes", c.LANES_STATUS, {}, timeout_s=1.0)
+        return self.bus.transport.call("lanes", lanes_msg.LANES_STATUS, {}, timeout_s=1.0)
 
     def kill(self, name: str, *, notify: bool = True) -> None:
         p = self.procs.pop(name)

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
 from geode.protocol.transport import Request, Transport
 
@@ -78,7 +78,7 @@ class ScriptedWorker:
         if text.startswith("approve:"):
             parts = text.split(":")
             tool, timeout = parts[1], float(parts[2]) if len(parts) > 2 else 10.0
-            ask = c.ApprovalAsk(
+            ask = lanes_msg.ApprovalAsk(
                 approval_id=f"ap-{run.turn_id}-{run.attempt}",
                 session_id=run.session_id,
                 turn_id=run.turn_id,
@@ -88,10 +88,12 @@ class ScriptedWorker:
             )
             self._event(run, "tool_start", id="tu1", name=tool, args_preview="{}")
             if run.settings.get("skip_permissions") and run.mode in ("IPC", "REPL"):  # as ApprovalGate does
-                d = c.ApprovalDecision(approval_id=ask.approval_id, decision="y", reason="skip_permissions")
+                d = lanes_msg.ApprovalDecision(
+                    approval_id=ask.approval_id, decision="y", reason="skip_permissions"
+                )
             else:
-                d = c.ApprovalDecision.model_validate(
-                    self.t.call("lanes", c.APPROVAL, ask, timeout_s=timeout + 5)
+                d = lanes_msg.ApprovalDecision.model_validate(
+                    self.t.call("lanes", lanes_msg.APPROVAL, ask, timeout_s=timeout + 5)
                 )
             if d.decision in ("y", "a"):
                 self._effect(f"tool {tool} {run.turn_id}")

@@ -13,6 +13,7 @@ import pytest
 from geode.control.core import MAX_CONNECTIONS
 from geode.loop.snapshot import StepSnapshot
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.tools.approvals import ApprovalGate
 from geode.tools.spec import ApprovalMode, SafetyPolicy, ToolCall, ToolContext, ToolSpec
@@ -46,7 +47,7 @@ def _silent(tree: Tree, conn_id: str) -> Client:
 
 
 def _approval(cl: Client) -> str:
-    ask = cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == c.APPROVAL_REQUEST)
+    ask = cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     return str(ask.body["data"]["approval_id"])
 
 

@@ -17,6 +17,7 @@ from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import codec
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from tests.actors.tree_kit import geode, scripted_tree, wait_for
@@ -76,11 +77,11 @@ def _event(
 
 
 def _approval(cl: ControlClient) -> str:
-    return str(_event(cl, lambda e: e["kind"] == c.APPROVAL_REQUEST)["data"]["approval_id"])
+    return str(_event(cl, lambda e: e["kind"] == lanes_msg.APPROVAL_REQUEST)["data"]["approval_id"])
 
 
 def _done(cl: ControlClient, turn: str) -> dict[str, Any]:
-    ev = _event(cl, lambda e: e["kind"] == c.TURN_DONE and e["turn_id"] == turn, timeout=60)
+    ev = _event(cl, lambda e: e["kind"] == lanes_msg.TURN_DONE and e["turn_id"] == turn, timeout=60)
     return dict(ev["data"]["result"])
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from geode.protocol import codec
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from tests.control.harness import Client, ScriptedWorker, Tree
 
@@ -46,7 +47,11 @@ def test_prompt_streams_events_then_done(tree: Tree) -> None:
     result = cl.wait_done(r.body["turn_id"])
     assert result["text"] == "answer to hello" and result["termination_reason"] == "natural"
     kinds = [e["kind"] for e in cl.events()]
-    assert kinds[:2] == [c.TURN_QUEUED, c.TURN_STARTED] and "text_delta" in kinds and kinds[-1] == c.TURN_DONE
+    assert (
+        kinds[:2] == [lanes_msg.TURN_QUEUED, lanes_msg.TURN_STARTED]
+        and "text_delta" in kinds
+        and kinds[-1] == lanes_msg.TURN_DONE
+    )
     seqs = [e["seq"] for e in cl.events()]
     assert seqs == sorted(seqs)
     rec = tree.lanes.records.get_turn(r.body["turn_id"])
@@ -59,7 +64,7 @@ def test_approval_round_trip(tree: Tree, answer: str, ran: bool) -> None:
     w.ready()
     cl = tree.client("c1")
     turn = cl.request(c.PROMPT, {"text": "approve:write_file"}).body["turn_id"]
-    ask = cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == c.APPROVAL_REQUEST)
+    ask = cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     assert ask.body["data"]["tool_name"] == "write_file"
     assert tools(w) == []  # the tool cannot start before the decision
     ok = cl.request(c.APPROVAL_RESPONSE, {"approval_id": ask.body["data"]["approval_id"], "decision": answer})
@@ -73,7 +78,7 @@ def test_disconnect_while_pending_denies(tree: Tree) -> None:
     w.ready()
     cl = tree.client("c1")
     turn = cl.request(c.PROMPT, {"text": "approve:run_bash"}).body["turn_id"]
-    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == c.APPROVAL_REQUEST)
+    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     assert tree.core.disconnect("c1") == 1
     rec = None
     for _ in range(100):
@@ -133,7 +138,7 @@ def test_reattach_after_control_restart_receives_the_rest(tree: Tree) -> None:
     cl = tree.client("c1")
     sid = cl.session_id  # type: ignore[attr-defined]
     turn = cl.request(c.PROMPT, {"text": "approve:write_file"}).body["turn_id"]
-    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == c.APPROVAL_REQUEST)
+    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     last_seq = cl.events()[-1]["seq"]
     tree.lanes.child_died("control", 1)  # control dies: its pending approval is denied
     tree.start_control()  # a new incarnation with no connection state
@@ -188,7 +193,7 @@ def test_explicit_exit_while_pending_denies(tree: Tree) -> None:
     w.ready()
     cl = tree.client("c1")
     turn = cl.request(c.PROMPT, {"text": "approve:write_file"}).body["turn_id"]
-    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == c.APPROVAL_REQUEST)
+    cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     assert cl.request(c.EXIT).kind == "ok"
     for _ in range(250):
         rec = tree.lanes.records.get_turn(turn)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from tests.control.procs import Procs
 
 
@@ -60,10 +61,10 @@ def test_sigkill_loop_worker_mid_turn_resumes_and_completes_once(procs: Procs) -
     dones: list[dict] = []
 
     def on_event(ev: dict) -> None:
-        if ev["kind"] == c.TURN_STARTED and "worker" not in started:
+        if ev["kind"] == lanes_msg.TURN_STARTED and "worker" not in started:
             started.update(worker=ev["data"]["worker"], turn=ev["turn_id"])
             ev_started.set()
-        if ev["kind"] == c.TURN_DONE:
+        if ev["kind"] == lanes_msg.TURN_DONE:
             dones.append(ev)
 
     res: dict = {}

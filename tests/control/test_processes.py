@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from tests.control.procs import Procs
 
 
@@ -30,7 +31,7 @@ def test_prompt_round_trip_and_socket_permissions(procs: Procs) -> None:
     cl.close()
     assert result["termination_reason"] == "natural" and result["text"] == "answer to hello"
     kinds = [e["kind"] for e in events]
-    assert kinds[0] == c.TURN_QUEUED and kinds[-1] == c.TURN_DONE and "text_delta" in kinds
+    assert kinds[0] == lanes_msg.TURN_QUEUED and kinds[-1] == lanes_msg.TURN_DONE and "text_delta" in kinds
 
 
 def _timed_prompt(procs: Procs, text: str, out: dict, key: str, **hs) -> None:  # type: ignore[no-untyped-def]
@@ -80,10 +81,10 @@ def test_global_cap_holds_across_cli_and_a_second_entry_path(procs: Procs) -> No
     for th in ths:
         th.start()
     # a second entry path (as a messenger poller would) submits straight to lanes
-    sub = c.Submit(
+    sub = lanes_msg.Submit(
         turn_id="gw-1", session_id="s-gw-1", mode="DAEMON", origin="messengers", input={"text": "sleep:0.6"}
     )
-    procs.bus.transport.call("lanes", c.SUBMIT, sub)
+    procs.bus.transport.call("lanes", lanes_msg.SUBMIT, sub)
     peak = 0
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -16,6 +16,7 @@ import pytest
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import scripted_tree, serve, status_children
 
@@ -103,15 +104,15 @@ def test_sigkill_loop_worker_mid_turn_resumes_and_completes_once(
     cl.connect()
     events: list[dict] = []
     th, res = _run_in_thread(cl, "answer slowly", events)
-    started = _wait_kind(events, c.TURN_STARTED)
+    started = _wait_kind(events, lanes_msg.TURN_STARTED)
     threading.Event().wait(0.5)  # the model call is in flight on that worker
     os.kill(_pid(home, started["data"]["worker"]), signal.SIGKILL)
     th.join(60)
     cl.close()
     assert res.get("termination_reason") == "natural", res
     assert res["text"] == "the slow answer arrives"
-    done = [e for e in events if e["kind"] == c.TURN_DONE]
-    starts = [e for e in events if e["kind"] == c.TURN_STARTED]
+    done = [e for e in events if e["kind"] == lanes_msg.TURN_DONE]
+    starts = [e for e in events if e["kind"] == lanes_msg.TURN_STARTED]
     assert len(done) == 1 and len(starts) == 2 and starts[1]["data"]["resume"] is True
 
 
@@ -121,13 +122,13 @@ def test_sigkill_control_mid_turn_cli_reattaches(tree: tuple[GeodeHome, Scripted
     cl.connect()
     events: list[dict] = []
     th, res = _run_in_thread(cl, "answer slowly", events)
-    _wait_kind(events, c.TURN_STARTED)
+    _wait_kind(events, lanes_msg.TURN_STARTED)
     os.kill(_pid(home, "control"), signal.SIGKILL)  # the supervisor restarts it with a new incarnation
     th.join(60)
     cl.close()
     assert res.get("termination_reason") == "natural", res
     assert cl.reattached >= 1
-    assert len([e for e in events if e["kind"] == c.TURN_DONE]) == 1
+    assert len([e for e in events if e["kind"] == lanes_msg.TURN_DONE]) == 1
 
 
 def test_cancel_a_real_turn_keeps_completed_effects_and_the_session(tmp_path: Path) -> None:

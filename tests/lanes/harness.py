@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from geode.lanes.records import MemoryTurnStore
 from geode.lanes.service import LanesService
 from geode.protocol import catalog, turns
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.transport import Request
 
@@ -58,8 +58,12 @@ def make(
     return svc, tr, store
 
 
-def submit(svc: LanesService, turn: str, session: str, origin: str = "control", **kw: Any) -> c.Submitted:
-    return svc.submit(c.Submit(turn_id=turn, session_id=session, origin=origin, input={"text": turn}, **kw))
+def submit(
+    svc: LanesService, turn: str, session: str, origin: str = "control", **kw: Any
+) -> lanes_msg.Submitted:
+    return svc.submit(
+        lanes_msg.Submit(turn_id=turn, session_id=session, origin=origin, input={"text": turn}, **kw)
+    )
 
 
 def done(svc: LanesService, turn: str, session: str, worker: str = "", reason: str = "natural") -> None:

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from geode.lanes.queue import LaneQueue
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.errors import Overloaded, Unavailable
 from geode.records.models import TurnState
@@ -26,8 +26,8 @@ def test_two_prompts_on_one_session_serialize_and_records_progress() -> None:
     done(svc, "t1", "S", "loop-1")
     assert [r["turn_id"] for r in tr.runs()] == ["t1", "t2"]
     assert store.get_turn("t1").state == TurnState.DONE  # type: ignore[union-attr]
-    kinds = [e["kind"] for e in tr.to("control", c.ORIGIN_EVENT) if e["turn_id"] == "t1"]
-    assert kinds == [c.TURN_QUEUED, c.TURN_STARTED, c.TURN_DONE]
+    kinds = [e["kind"] for e in tr.to("control", lanes_msg.ORIGIN_EVENT) if e["turn_id"] == "t1"]
+    assert kinds == [lanes_msg.TURN_QUEUED, lanes_msg.TURN_STARTED, lanes_msg.TURN_DONE]
 
 
 def test_global_cap_holds_across_entry_paths() -> None:
@@ -40,7 +40,7 @@ def test_global_cap_holds_across_entry_paths() -> None:
     assert len(tr.runs()) == 2 and svc.status()["lanes"]["running"] == 2
     done(svc, "gw-1", "B")
     assert [r["turn_id"] for r in tr.runs()] == ["cli-1", "gw-1", "cli-2"]
-    assert tr.to("messengers", c.ORIGIN_EVENT)[0]["turn_id"] == "gw-1"
+    assert tr.to("messengers", lanes_msg.ORIGIN_EVENT)[0]["turn_id"] == "gw-1"
 
 
 def test_submit_is_idempotent_and_bounded() -> None:
@@ -78,7 +78,7 @@ def test_dead_worker_turn_is_requeued_with_resume_and_runs_once() -> None:
     done(svc, "t1", "S", worker=other)
     done(svc, "t1", "S", worker=other)
     assert store.get_turn("t1").state == TurnState.DONE  # type: ignore[union-attr]
-    assert len([e for e in tr.to("control", c.ORIGIN_EVENT) if e["kind"] == c.TURN_DONE]) == 1
+    assert len([e for e in tr.to("control", lanes_msg.ORIGIN_EVENT) if e["kind"] == lanes_msg.TURN_DONE]) == 1
 
 
 def test_missed_heartbeats_and_new_incarnation_count_as_death() -> None:
@@ -142,18 +142,18 @@ def test_cancel_queued_and_running() -> None:
     svc.worker_ready("loop-1", 1)
     submit(svc, "t1", "S")
     submit(svc, "t2", "S")
-    assert svc.cancel(c.Cancel(turn_id="t2")).state == "queued_cancelled"
+    assert svc.cancel(lanes_msg.Cancel(turn_id="t2")).state == "queued_cancelled"
     out = store.get_turn("t2")
     assert out.state == TurnState.DONE and out.outcome["termination_reason"] == "user_cancelled"  # type: ignore[union-attr,index]
-    assert svc.cancel(c.Cancel(session_id="S")).state == "cancellation_requested"
+    assert svc.cancel(lanes_msg.Cancel(session_id="S")).state == "cancellation_requested"
     assert tr.to("loop-1", turns.TURN_CANCEL)[0]["turn_id"] == "t1"
     done(svc, "t1", "S", reason="user_cancelled")
-    assert svc.cancel(c.Cancel(turn_id="t1")).state == "already_done"
+    assert svc.cancel(lanes_msg.Cancel(turn_id="t1")).state == "already_done"
 
 
 def _ask(svc, approval_id: str, timeout_s: float = 5.0):  # type: ignore[no-untyped-def]
     box = {}
-    ask = c.ApprovalAsk(
+    ask = lanes_msg.ApprovalAsk(
         approval_id=approval_id, session_id="S", turn_id="t1", tool_name="write_file", timeout_s=timeout_s
     )
     th = threading.Thread(target=lambda: box.setdefault("d", svc.ask_approval(ask)))
@@ -166,9 +166,9 @@ def test_approval_round_trip_timeout_and_origin_death() -> None:
     svc.worker_ready("loop-1", 1)
     submit(svc, "t1", "S")
     th, box = _ask(svc, "ap1")
-    assert tr.wait_for(lambda: any(e["kind"] == c.APPROVAL_REQUEST for e in tr.to("control")))
+    assert tr.wait_for(lambda: any(e["kind"] == lanes_msg.APPROVAL_REQUEST for e in tr.to("control")))
     assert not svc.desk.answer("stale", "y")
-    svc.handle(req(c.APPROVAL_REPLY, c.ApprovalReply(approval_id="ap1", decision="y")))
+    svc.handle(req(lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(approval_id="ap1", decision="y")))
     th.join(5)
     assert box["d"].decision == "y"
     th, box = _ask(svc, "ap2", timeout_s=0.05)
@@ -183,8 +183,10 @@ def test_approval_round_trip_timeout_and_origin_death() -> None:
 
 def test_daemon_turns_get_no_approval_prompt() -> None:
     svc, _tr, _ = make()
-    svc.submit(c.Submit(turn_id="t1", session_id="S", mode="DAEMON", origin="messengers"))
-    d = svc.ask_approval(c.ApprovalAsk(approval_id="x", session_id="S", turn_id="t1", tool_name="run_bash"))
+    svc.submit(lanes_msg.Submit(turn_id="t1", session_id="S", mode="DAEMON", origin="messengers"))
+    d = svc.ask_approval(
+        lanes_msg.ApprovalAsk(approval_id="x", session_id="S", turn_id="t1", tool_name="run_bash")
+    )
     assert (d.decision, d.reason) == ("n", "no_origin")
 
 
@@ -209,10 +211,10 @@ def test_events_relayed_in_order_with_replay() -> None:
     seqs = [e["seq"] for e in tr.to("control")]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     first = tr.to("control")[0]["seq"]
-    rep = svc.replay(c.Replay(session_id="S", after_seq=first))
+    rep = svc.replay(lanes_msg.Replay(session_id="S", after_seq=first))
     assert rep.complete and [e.seq for e in rep.events] == seqs[1:] and rep.running == "t1"
     done(svc, "t1", "S")
-    rep = svc.replay(c.Replay(session_id="S", after_seq=0))
+    rep = svc.replay(lanes_msg.Replay(session_id="S", after_seq=0))
     assert rep.outcomes[-1]["turn_id"] == "t1"
 
 
@@ -222,7 +224,9 @@ def test_pending_approvals_are_bounded_so_handlers_never_starve() -> None:
     submit(svc, "t1", "S")
     th, box = _ask(svc, "first")
     assert _tr.wait_for(lambda: len(svc.desk.pending()) == 1)
-    d = svc.ask_approval(c.ApprovalAsk(approval_id="second", session_id="S", turn_id="t1", tool_name="x"))
+    d = svc.ask_approval(
+        lanes_msg.ApprovalAsk(approval_id="second", session_id="S", turn_id="t1", tool_name="x")
+    )
     assert (d.decision, d.reason) == ("n", "duplicate_or_full")
     svc.desk.answer("first", "y")
     th.join(5)
@@ -234,10 +238,10 @@ def test_an_approval_is_answered_only_by_the_turns_origin_peer() -> None:
     svc.worker_ready("loop-1", 1)
     submit(svc, "t1", "S")
     th, box = _ask(svc, "ap1")
-    assert tr.wait_for(lambda: any(e["kind"] == c.APPROVAL_REQUEST for e in tr.to("control")))
-    reply = c.ApprovalReply(approval_id="ap1", decision="y")
-    assert svc.handle(req(c.APPROVAL_REPLY, reply, sender="messengers#1")).ok is False  # type: ignore[union-attr]
+    assert tr.wait_for(lambda: any(e["kind"] == lanes_msg.APPROVAL_REQUEST for e in tr.to("control")))
+    reply = lanes_msg.ApprovalReply(approval_id="ap1", decision="y")
+    assert svc.handle(req(lanes_msg.APPROVAL_REPLY, reply, sender="messengers#1")).ok is False  # type: ignore[union-attr]
     assert [p["approval_id"] for p in svc.desk.pending()] == ["ap1"]
-    assert svc.handle(req(c.APPROVAL_REPLY, reply, sender="control#2")).ok is True  # type: ignore[union-attr]
+    assert svc.handle(req(lanes_msg.APPROVAL_REPLY, reply, sender="control#2")).ok is True  # type: ignore[union-attr]
     th.join(5)
     assert box["d"].decision == "y"

@@ -17,7 +17,7 @@ from actors.loop_worker import LoopWorker
 from actors.store import start_store
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.providers.function_model import FunctionModel
 from geode.records.store_client import StoreClient
 from geode.tools.executor import ToolExecutor
@@ -40,14 +40,18 @@ class Tree:
     workers: list[LoopWorker] = field(default_factory=list)
 
     def submit(self, turn_id: str, session_id: str, text: str, **settings: Any) -> None:
-        body = c.Submit(turn_id=turn_id, session_id=session_id, input={"text": text}, settings=settings)
-        self.client.transport.call("lanes", c.SUBMIT, body, timeout_s=5)
+        body = lanes_msg.Submit(
+            turn_id=turn_id, session_id=session_id, input={"text": text}, settings=settings
+        )
+        self.client.transport.call("lanes", lanes_msg.SUBMIT, body, timeout_s=5)
 
     def wait_done(self, turn_id: str, timeout: float = 10.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         done = threading.Event()
         while time.monotonic() < deadline:
-            rec = self.client.transport.call("lanes", c.TURN, c.TurnQuery(turn_id=turn_id), timeout_s=5)
+            rec = self.client.transport.call(
+                "lanes", lanes_msg.TURN, lanes_msg.TurnQuery(turn_id=turn_id), timeout_s=5
+            )
             if rec.get("state") == "done":
                 return rec
             done.wait(0.05)
@@ -117,7 +121,9 @@ def test_turn_runs_on_worker_and_reports_done(tree: Tree) -> None:
     assert rec["outcome"]["termination_reason"] == "natural"
     assert rec["outcome"]["text"] == "wrote hi"
     assert tree.effects == ["hi"]
-    events = tree.client.transport.call("lanes", c.REPLAY, c.Replay(session_id="s1"), timeout_s=5)
+    events = tree.client.transport.call(
+        "lanes", lanes_msg.REPLAY, lanes_msg.Replay(session_id="s1"), timeout_s=5
+    )
     kinds = [e["kind"] for e in events.get("events", [])]
     assert "tool_start" in kinds and "termination" in kinds
 
@@ -127,7 +133,7 @@ def test_cancel_reaches_the_running_turn(tree: Tree) -> None:
     _worker(tree, provider)
     tree.submit("t2", "s2", "read slowly")
     assert tree.entered.wait(10)
-    reply = tree.client.transport.call("lanes", c.CANCEL, c.Cancel(turn_id="t2"), timeout_s=5)
+    reply = tree.client.transport.call("lanes", lanes_msg.CANCEL, lanes_msg.Cancel(turn_id="t2"), timeout_s=5)
     assert reply["state"] == "cancellation_requested"
     tree.gate.set()
     rec = tree.wait_done("t2")

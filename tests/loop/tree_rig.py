@@ -12,7 +12,7 @@ import pytest
 
 from actors.bus import Bus
 from geode.home import GeodeHome
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, make_home, stop
 
@@ -64,13 +64,19 @@ def launch(tmp_path: Path) -> Iterator[Any]:
 
 
 def _submit(bus: Bus, turn: str, session: str, ws: Path) -> None:
-    body = c.Submit(turn_id=turn, session_id=session, input={"text": "go"}, settings={"workspace": str(ws)})
-    _wait(lambda: _try(lambda: bus.transport.call("lanes", c.SUBMIT, body, timeout_s=5)))
+    body = lanes_msg.Submit(
+        turn_id=turn, session_id=session, input={"text": "go"}, settings={"workspace": str(ws)}
+    )
+    _wait(lambda: _try(lambda: bus.transport.call("lanes", lanes_msg.SUBMIT, body, timeout_s=5)))
 
 
 def _done(bus: Bus, turn: str) -> dict[str, Any]:
     def poll() -> dict[str, Any] | None:
-        rec = _try(lambda: bus.transport.call("lanes", c.TURN, c.TurnQuery(turn_id=turn), timeout_s=5))
+        rec = _try(
+            lambda: bus.transport.call(
+                "lanes", lanes_msg.TURN, lanes_msg.TurnQuery(turn_id=turn), timeout_s=5
+            )
+        )
         return rec if rec and rec.get("state") == "done" else None
 
     return _wait(poll, timeout=30)

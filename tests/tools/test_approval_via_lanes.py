@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.transport import LocalTransport
 from geode.tools.approval_lanes import LanesApprovalChannel
 from tests.lanes.harness import make, req, submit
@@ -20,12 +20,15 @@ def test_prompt_reaches_the_origin_and_its_answer_runs_the_call(make_rig) -> Non
     args = {"file_path": "via-lanes.txt", "content": "ok"}
     t = threading.Thread(target=lambda: out.setdefault("r", rig.call("write_file", args, turn_id="t-lanes")))
     t.start()
-    assert tr.wait_for(lambda: any(e["kind"] == c.APPROVAL_REQUEST for e in tr.to("control")))
+    assert tr.wait_for(lambda: any(e["kind"] == lanes_msg.APPROVAL_REQUEST for e in tr.to("control")))
     assert not (rig.workspace / "via-lanes.txt").exists()  # nothing ran while the prompt is open
-    [prompt] = [e for e in tr.to("control") if e["kind"] == c.APPROVAL_REQUEST]
+    [prompt] = [e for e in tr.to("control") if e["kind"] == lanes_msg.APPROVAL_REQUEST]
     assert prompt["data"]["tool_name"] == "write_file" and "via-lanes.txt" in prompt["data"]["detail"]
     lanes.handle(
-        req(c.APPROVAL_REPLY, c.ApprovalReply(approval_id=prompt["data"]["approval_id"], decision="y"))
+        req(
+            lanes_msg.APPROVAL_REPLY,
+            lanes_msg.ApprovalReply(approval_id=prompt["data"]["approval_id"], decision="y"),
+        )
     )
     t.join(10)
     assert not out["r"].is_error and (rig.workspace / "via-lanes.txt").read_text() == "ok"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 
-from geode.protocol import control
+from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import Unavailable
 from geode.protocol.transport import LocalTransport, Request
 from geode.tools.approval_lanes import LanesApprovalChannel
@@ -52,13 +52,13 @@ def test_failed_acquire_holds_nothing() -> None:
 class _Lanes:
     def __init__(self, decision: str) -> None:
         self.decision = decision
-        self.asks: list[control.ApprovalAsk] = []
+        self.asks: list[lanes_msg.ApprovalAsk] = []
 
     def handle(self, request: Request):  # type: ignore[no-untyped-def]
         if self.decision == "raise":
             raise Unavailable("origin disconnected")
         self.asks.append(request.body)
-        return control.ApprovalDecision(approval_id=request.body.approval_id, decision=self.decision)
+        return lanes_msg.ApprovalDecision(approval_id=request.body.approval_id, decision=self.decision)
 
 
 def _ctx() -> ToolContext:

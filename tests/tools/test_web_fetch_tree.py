@@ -18,7 +18,7 @@ import pytest
 
 from actors.bus import Bus
 from geode.home import GeodeHome
-from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
 from geode.providers.scripted import ScriptedServer
 from geode.sessions.factory import create_session
 from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
@@ -102,14 +102,14 @@ def test_daemon_turn_gets_the_refusal_not_the_key(rig: Rig) -> None:
     settings = spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
     bus = Bus("webfetch-test", 1, rig.home).start()
     try:
-        sub = c.Submit(
+        sub = lanes_msg.Submit(
             turn_id=f"t-{sid}",
             session_id=sid,
             mode="DAEMON",
             input={"text": f"daemon: read {rig.env_url}?daemon"},
             settings=settings,
         )
-        bus.transport.call("lanes", c.SUBMIT, sub, timeout_s=20)
+        bus.transport.call("lanes", lanes_msg.SUBMIT, sub, timeout_s=20)
         wait_for(
             lambda: tool_results(rig.model, "daemon: read"),
             timeout_s=60,

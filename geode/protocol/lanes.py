@@ -1,0 +1,129 @@
+"""Messages of the lanes area: entry paths (control, messengers) and the executor ↔ lanes.
+
+Entry paths submit turns (``lanes.submit``), cancel, replay and query them; lanes relays each turn's stream to
+the turn's origin as ``origin.event`` casts and routes executor approval requests (``lanes.approval``) there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from geode.protocol.catalog import message
+
+Decision = Literal["y", "n", "a"]
+
+# --- stream events (lanes → origin → CLI) -------------------------------------------------------------
+# kind: the turn event kinds of geode.protocol.turns.TurnEventKind, plus these lane-level kinds:
+TURN_QUEUED, TURN_STARTED, TURN_DONE = "turn_queued", "turn_started", "turn_done"
+APPROVAL_REQUEST = "approval"
+
+
+class StreamEvent(BaseModel):
+    """One event of a session's stream. ``seq`` is assigned by lanes: strictly increasing per session,
+    also across lanes restarts (it starts from the lanes start time), so ``attach(after_seq)`` is exact."""
+
+    session_id: str
+    turn_id: str
+    seq: int = Field(ge=1)
+    kind: str = Field(max_length=64)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Ok(BaseModel):
+    ok: bool = True
+
+
+# --- control / messengers → lanes -----------------------------------------------------------------------
+
+
+class Submit(BaseModel):
+    """Queue a turn. Idempotent by ``turn_id`` (a retry after a timeout returns the existing record)."""
+
+    turn_id: str = Field(min_length=1, max_length=128)
+    session_id: str = Field(min_length=1, max_length=128)
+    mode: str = "IPC"
+    origin: str = Field(default="", max_length=128)  # peer name the stream goes to ("control", "messengers")
+    input: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)  # the SessionSpec the worker builds its pair from
+    resume: bool = False
+
+
+class Submitted(BaseModel):
+    turn_id: str
+    session_id: str
+    state: str
+    position: int = 0
+
+
+class Cancel(BaseModel):
+    """Cancel a turn (queued: dropped and answered ``user_cancelled``; running: the worker stops it)."""
+
+    turn_id: str | None = None
+    session_id: str | None = None
+    reason: str = Field(default="user", max_length=256)
+
+
+class Cancelled(BaseModel):
+    turn_id: str | None = None
+    state: str = "none"  # none | queued_cancelled | cancellation_requested | already_done
+
+
+class ApprovalAsk(BaseModel):
+    """Executor → lanes: ask the turn's origin for a decision; the reply is the decision (timeout → ``n``)."""
+
+    approval_id: str = Field(min_length=1, max_length=128)
+    session_id: str
+    turn_id: str = ""
+    tool_name: str = Field(max_length=128)
+    detail: str = Field(default="", max_length=2048)
+    safety_level: str = Field(default="write", max_length=32)
+    timeout_s: float = Field(default=120.0, gt=0, le=3600)
+
+
+class ApprovalDecision(BaseModel):
+    approval_id: str
+    decision: Decision
+    reason: str = ""  # "user" | "timeout" | "disconnect" | "cancelled" | "no_origin"
+    note: str = ""  # the person's words with a denial ("n: because …"), passed on to the model
+
+
+class ApprovalReply(BaseModel):
+    """Origin → lanes: the person's answer. Stale ids (nothing pending) are ignored."""
+
+    approval_id: str = Field(min_length=1, max_length=128)
+    decision: Decision
+    note: str = Field(default="", max_length=1024)  # why (a denial's reason for the model)
+
+
+class Replay(BaseModel):
+    """Events of a session after ``after_seq`` from lanes' bounded buffer, plus recent durable outcomes."""
+
+    session_id: str
+    after_seq: int = Field(default=0, ge=0)
+
+
+class Replayed(BaseModel):
+    events: list[StreamEvent] = Field(default_factory=list)
+    complete: bool = True  # False: the buffer no longer reaches back to after_seq
+    outcomes: list[dict[str, Any]] = Field(default_factory=list)  # {turn_id, state, outcome} of recent turns
+    running: str | None = None
+
+
+class LanesStatus(BaseModel):
+    """Lane wait times, queue lengths, held lanes and the worker pool."""
+
+
+class TurnQuery(BaseModel):
+    turn_id: str
+
+
+SUBMIT = message("lanes.submit", Submit, Submitted)
+CANCEL = message("lanes.cancel", Cancel, Cancelled)
+APPROVAL = message("lanes.approval", ApprovalAsk, ApprovalDecision)
+APPROVAL_REPLY = message("lanes.approval_reply", ApprovalReply, Ok)
+REPLAY = message("lanes.replay", Replay, Replayed)
+LANES_STATUS = message("lanes.status", LanesStatus)
+TURN = message("lanes.turn", TurnQuery)
+ORIGIN_EVENT = message("origin.event", StreamEvent, None)
