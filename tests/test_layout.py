@@ -70,3 +70,14 @@ def test_protocol_doc_is_generated_from_the_catalogue() -> None:
     gen = ROOT / "scripts" / "gen_protocol_doc.py"
     r = subprocess.run([sys.executable, str(gen), "--check"], cwd=ROOT)
     assert r.returncode == 0, "docs/protocol.md is stale: run scripts/gen_protocol_doc.py"
+
+
+def test_actors_top_level_is_the_process_list() -> None:
+    """``ls actors`` shows one module per actor process (what ``geode status`` lists) and three sub-packages."""
+    from actors.tree.registry import BUILDERS
+
+    modules = {p.stem for p in (ROOT / "actors").glob("*.py") if p.name != "__init__.py"}
+    packages = {p.name for p in (ROOT / "actors").iterdir() if (p / "__init__.py").exists()}
+    processes = {ref.partition(":")[0].removeprefix("actors.") for ref in BUILDERS.values()}
+    assert modules == processes == {"store", "lanes", "executor", "loop_worker", "control", "messengers"}
+    assert packages == {"bus", "tree", "cli"}
