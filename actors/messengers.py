@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from actors.bus import Bus
 from actors.tree.registry import ChildContext
 from geode.protocol import runtime
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import Unavailable
 from geode.protocol.transport import Request
 
@@ -27,20 +28,29 @@ class MessengersService:
         self.incarnation = incarnation
         self.started = time.monotonic()
         self.deaths: list[runtime.ChildDied] = []
+        self.dispatch = Dispatch(
+            name,
+            {
+                runtime.PING: lambda b, r: runtime.Pong(name=name, incarnation=incarnation, pid=os.getpid()),
+                runtime.STATUS: self._status,
+                runtime.CHILD_DIED: self._child_died,
+            },
+        )
 
     def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
-        if request.type == runtime.PING:
-            return runtime.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
-        if request.type == runtime.STATUS:
-            detail = {"platforms": [], "uptime_s": round(time.monotonic() - self.started, 3)}
-            return runtime.StatusReply(
-                name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
-            )
-        if request.type == runtime.CHILD_DIED:
-            assert isinstance(request.body, runtime.ChildDied)
-            self.deaths.append(request.body)
-            return runtime.Ack()
-        raise Unavailable(f"{self.name}: no messenger platform is enabled ({request.type})")
+        if request.type not in self.dispatch.types:
+            raise Unavailable(f"{self.name}: no messenger platform is enabled ({request.type})")
+        return self.dispatch.handle(request)
+
+    def _status(self, b: runtime.StatusQuery, r: Request) -> runtime.StatusReply:
+        detail = {"platforms": [], "uptime_s": round(time.monotonic() - self.started, 3)}
+        return runtime.StatusReply(
+            name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
+        )
+
+    def _child_died(self, b: runtime.ChildDied, r: Request) -> runtime.Ack:
+        self.deaths.append(b)
+        return runtime.Ack()
 
 
 def build(bus: Bus, ctx: ChildContext) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
-
-from pydantic import BaseModel
+from typing import Protocol
 
 from geode.protocol import runtime
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
 
 
@@ -27,6 +26,18 @@ class SupervisorService:
         self.name = name
         self.incarnation = incarnation
         self.single_process = single_process
+        self.dispatch = Dispatch(
+            "the supervisor",
+            {
+                runtime.PING: lambda b, r: runtime.Pong(name=name, incarnation=incarnation, pid=os.getpid()),
+                runtime.STATUS: self._runtime_status,
+                runtime.TREE_STATUS: lambda b, r: self.status(),
+                runtime.TREE_RESTART: self._restart,
+                runtime.TREE_STOP: self._stop,
+                runtime.CHILD_DIED: lambda b, r: runtime.Ack(),
+            },
+        )
+        self.handle = self.dispatch.handle
 
     def status(self) -> runtime.TreeStatus:
         return runtime.TreeStatus(
@@ -37,23 +48,16 @@ class SupervisorService:
             children=self.tree.snapshot(),
         )
 
-    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
-        if request.type == runtime.PING:
-            return runtime.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
-        if request.type == runtime.STATUS:
-            detail = {"children": [c.model_dump() for c in self.tree.snapshot()]}
-            return runtime.StatusReply(
-                name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
-            )
-        if request.type == runtime.TREE_STATUS:
-            return self.status()
-        if request.type == runtime.TREE_RESTART:
-            assert isinstance(request.body, runtime.RestartChild)
-            self.tree.request_restart(request.body.name)
-            return runtime.Ack()
-        if request.type == runtime.TREE_STOP:
-            self.tree.request_stop()
-            return runtime.Ack()
-        if request.type == runtime.CHILD_DIED:
-            return runtime.Ack()
-        return {}
+    def _runtime_status(self, b: runtime.StatusQuery, r: Request) -> runtime.StatusReply:
+        detail = {"children": [c.model_dump() for c in self.tree.snapshot()]}
+        return runtime.StatusReply(
+            name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
+        )
+
+    def _restart(self, b: runtime.RestartChild, r: Request) -> runtime.Ack:
+        self.tree.request_restart(b.name)
+        return runtime.Ack()
+
+    def _stop(self, b: runtime.StopTree, r: Request) -> runtime.Ack:
+        self.tree.request_stop()
+        return runtime.Ack()
