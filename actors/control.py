@@ -33,6 +33,7 @@ from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
+from geode.tools.catalogue_plans import CataloguePlans
 
 if TYPE_CHECKING:
     from actors.tree.registry import ChildContext
@@ -47,16 +48,6 @@ def geode_version() -> str:
         return version("geode")
     except PackageNotFoundError:
         return "0+unknown"
-
-
-def builtin_plan() -> Any:
-    """The built-in tools as a BoundToolPlan (None when the tools package is unavailable)."""
-    try:
-        from geode.tools.builtin.catalogue import builtin_specs
-        from geode.tools.plan import BoundToolPlan
-    except ImportError:
-        return None
-    return BoundToolPlan.build(builtin_specs(), lineage="builtin")
 
 
 WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
@@ -296,7 +287,7 @@ def start_control(
         idle_timeout_s=float(cfg.get("idle_timeout_s", IDLE_TIMEOUT_S)),
         handshake_deadline_s=float(cfg.get("handshake_deadline_s", HANDSHAKE_DEADLINE_S)),
         queue_max=int(cfg.get("queue_max", QUEUE_MAX)),
-        plan=builtin_plan(),
+        plans=CataloguePlans(bus.transport, cache=False, who=name),  # asked per session, built-ins if down
     )
 
     def on_lanes_push(r: Request) -> None:

@@ -29,14 +29,15 @@ from geode.providers.live import LiveProviders
 from geode.providers.types import Provider
 from geode.records.store_client import StoreClient
 from geode.sessions.transcript import TranscriptingRecords
+from geode.tools.catalogue_plans import CataloguePlans
 from geode.tools.executor_client import ExecutorClient, ExecutorLost
-from geode.tools.plan import BoundToolPlan, PlanRegistry
+from geode.tools.plan import BoundToolPlan
 
 log = logging.getLogger(__name__)
 LANES = "lanes"
 EXECUTOR = "executor"
 ProviderFactory = Callable[[str | None], Provider]
-PlanFactory = Callable[[], BoundToolPlan | None]
+PlanFactory = Callable[[], BoundToolPlan | None]  # the whole catalogue as a plan (None: no tools)
 
 
 class LanesSink:
@@ -100,7 +101,9 @@ class LoopWorker:
                 ctx.home, on_event=relay_provider_event, sleep=cancellable_sleep, who=self.name
             )
         self.provider_factory = provider_factory or self.live.get  # type: ignore[union-attr]
-        self.plan_factory = plan_factory or _builtin_plan
+        # the executor's catalogue (built-ins + MCP overlay), cached until the executor's incarnation changes
+        self.plans = CataloguePlans(bus.transport, who=ctx.name)
+        self.plan_factory = plan_factory or self.plans.base
         self._providers: dict[str | None, Provider] = {}
         self._running: dict[str, tuple[threading.Event, Any]] = {}  # turn id -> (cancel, actor ref)
         self._sessions: dict[str, str] = {}  # turn id -> session id
@@ -184,6 +187,7 @@ class LoopWorker:
 
         Only requests already sent are failed (never re-sent: the receipt is uncertain, the store marks it);
         calls sent after this go to the next incarnation and run normally."""
+        self.plans.on_lifecycle(topic, body)  # a new executor incarnation: ask for its catalogue again
         if topic != lifecycle.CHILD_EXITED or body.get("name") != EXECUTOR:
             return
         who = f"{EXECUTOR}#{body.get('incarnation')}"
@@ -242,13 +246,14 @@ class LoopWorker:
     # --- one turn -------------------------------------------------------------------------------------
     def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
         try:
-            settings = self.settings_for(run)
+            catalogue = self.plan_factory()
+            settings = self.settings_for(run, catalogue)
             provider = self.provider_for(settings.model or None)
             loop = AgenticLoop(
                 provider,
                 self.tools,
                 self.records,
-                plan=self.plan_factory(),
+                plan=self.plan_for(run, settings, catalogue),
                 events=self.sink,
                 settings=settings,
                 prompt=self.prompt_for(settings),
@@ -297,6 +302,23 @@ class LoopWorker:
                 log.debug("no context window for %s: %s", settings.model, exc)
         return settings
 
+    def plan_for(
+        self, run: turns.TurnRun, settings: LoopSettings, catalogue: BoundToolPlan | None
+    ) -> BoundToolPlan | None:
+        """The turn's plan: the executor's catalogue with the session's allow/deny lists (the one builder).
+        A session composed against another catalogue is noted (log, timeline); it gets the current one."""
+        if catalogue is None:
+            return None
+        return self.plans.for_turn(
+            catalogue,
+            session_id=run.session_id,
+            turn_id=run.turn_id,
+            allowed=settings.allowed_tools,
+            denied=settings.denied_tools,
+            composed=(settings.plan_hash, settings.plan_generation),
+            records=self.records,
+        )
+
     def prompt_for(self, settings: LoopSettings) -> PromptSources:
         from pathlib import Path
 
@@ -337,7 +359,6 @@ class LoopWorker:
                 delay = min(delay * 2, 2.0)
 
 
-_REGISTRY = PlanRegistry()
 RELOAD_STAMP = "reload.stamp"  # under run/: rewritten by `geode reload`; workers re-read config on a change
 
 
@@ -374,14 +395,6 @@ def _mode_denylist(mode: str, config: dict[str, Any], plan: BoundToolPlan | None
         return default_denylist(mode, global_config=config, plan_tools=plan.specs if plan else ())
     except (ImportError, ValueError):
         return frozenset()
-
-
-def _builtin_plan() -> BoundToolPlan | None:
-    try:
-        from geode.tools.builtin.catalogue import builtin_specs
-    except ImportError:
-        return None
-    return _REGISTRY.compile(builtin_specs(), lineage="builtin")
 
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:

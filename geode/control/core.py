@@ -41,6 +41,7 @@ from geode.protocol.errors import (
 from geode.protocol.transport import Transport
 from geode.redaction import redact_text
 from geode.sessions.factory import SessionSpec, create_session
+from geode.tools.catalogue_plans import CataloguePlans
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, Envelope], None]
@@ -71,9 +72,9 @@ class ControlCore:
         max_connections: int = MAX_CONNECTIONS,
         session_factory: Callable[..., SessionSpec] = create_session,
         clock: Callable[[], float] = time.monotonic,
-        plan: Any = None,
+        plans: CataloguePlans | None = None,
     ) -> None:
-        self.plan = plan  # the tool plan sessions are composed from (a BoundToolPlan), projected per session
+        self.plans = plans  # the executor's catalogue, asked each time a session is composed (None: no tools)
         self.transport, self.send, self.runner = transport, send, runner
         self.home = home or GeodeHome.from_env()
         self.server_version, self.origin, self.lanes = server_version, origin, lanes
@@ -187,7 +188,7 @@ class ControlCore:
             model_override=h.model,
             origin=self.origin,
             skip_permissions=h.dangerously_skip_permissions,
-            plan=self.plan,
+            plan=self.plans.base() if self.plans is not None else None,  # built-ins if the executor is down
         )
         with conn.lock:
             conn.spec, conn.is_tty = spec, h.is_tty
@@ -218,10 +219,8 @@ class ControlCore:
         assert conn.spec is not None
         sid = p.session_id or conn.spec.session_id
         turn_id = f"t-{uuid.uuid4().hex[:16]}"
+        # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
         settings = conn.spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
-        if conn.spec.plan is not None:
-            settings["plan_hash"] = getattr(conn.spec.plan, "content_hash", "")
-            settings["plan_generation"] = getattr(conn.spec.plan, "generation", 0)
         conn.attach(sid, conn.attached.get(sid, 0))
         sub = lanes_msg.Submit(
             turn_id=turn_id,

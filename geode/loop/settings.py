@@ -46,6 +46,8 @@ class LoopSettings(BaseModel):
     workspace: str = ""
     origin: str = ""
     skip_permissions: bool = False  # from the turn record: its submitter's --dangerously-skip-permissions
+    plan_hash: str = ""  # the plan the session was composed with (compared with the executor's catalogue)
+    plan_generation: int = 0
     verify: VerifySettings = VerifySettings()
 
     @classmethod

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from geode.home import GeodeHome
 from geode.sessions.modes import MODES, SessionMode, default_denylist
 from geode.sessions.settings import current_model
+from geode.tools.plan import BoundToolPlan, compile_plan
 from geode.tools.spec import ToolSpec
 
 
@@ -33,6 +34,10 @@ class SessionSpec(BaseModel):
     model_origin: str = "default"
     visible_tools: tuple[str, ...] = ()  # the plan's tools after denylist and allowlist, in plan order
     plan: Any = Field(default=None, exclude=True)  # the BoundToolPlan projected onto the provider
+    # the session's plan (catalogue + its allow/deny lists, before provider projection): the loop worker
+    # compiles the same from the executor's catalogue and notes a mismatch (the catalogue changed since)
+    plan_hash: str = ""
+    plan_generation: int = 0
     origin: str = ""
     skip_permissions: bool = False
 
@@ -53,6 +58,13 @@ def new_session_id() -> str:
 def _project_bound(plan: Any, provider: str, names: frozenset[str]) -> Any:
     """A BoundToolPlan (geode.tools.plan) filtered to the visible names, then projected onto the provider."""
     return plan.filtered(allowed=names).projected(provider)
+
+
+def _generation(base: Any, session_plan: BoundToolPlan | None) -> int:
+    """The session plan's generation in the catalogue's lineage (the base plan's, + 1 when filtered)."""
+    if session_plan is None:
+        return 0
+    return base.generation if session_plan.content_hash == base.content_hash else base.generation + 1
 
 
 PlanProjector = Callable[[Any, str, frozenset[str]], Any]  # (plan, provider, visible names) -> plan
@@ -90,6 +102,9 @@ def create_session(
         _project_bound if hasattr(plan, "filtered") and hasattr(plan, "projected") else None
     )
     projected = project(plan, choice.provider, frozenset(visible)) if (project and plan is not None) else plan
+    session_plan = (
+        compile_plan(tools, allowed=allowed, denied=denied) if isinstance(plan, BoundToolPlan) else None
+    )
     names = getattr(projected, "tool_names", None)
     if isinstance(names, tuple) and projected is not plan:
         visible = tuple(n for n in visible if n in names)
@@ -109,6 +124,8 @@ def create_session(
         model_origin=choice.origin,
         visible_tools=visible,
         plan=projected,
+        plan_hash=session_plan.content_hash if session_plan is not None else "",
+        plan_generation=_generation(plan, session_plan),
         origin=origin,
         skip_permissions=bool(skip_permissions) and mode in (SessionMode.IPC, SessionMode.REPL),
     )

@@ -206,3 +206,26 @@ class PlanRegistry:
 
 
 PlanCompiler = PlanRegistry
+CATALOGUE_LINEAGE = "catalogue"
+
+
+def compile_plan(
+    catalogue: Iterable[ToolSpec],
+    *,
+    allowed: Iterable[str] | None = None,
+    denied: Iterable[str] = (),
+    registry: PlanRegistry | None = None,
+    lineage: str = CATALOGUE_LINEAGE,
+) -> BoundToolPlan:
+    """The one plan builder: the executor's catalogue (built-ins + MCP overlay) compiled into a plan, then the
+    session's allowlist (None = all) and denylist applied, declared denials dropped.
+
+    The result's ``content_hash`` depends only on the specs kept, so control (composing the session) and the
+    loop worker (running its turn) get the same hash from the same catalogue and lists. ``registry`` keeps
+    the catalogue's generation lineage (a changed catalogue gets ``generation + 1``)."""
+    specs = list(catalogue)
+    if registry is None:
+        base = BoundToolPlan.build(specs, lineage=lineage)
+    else:
+        base = registry.compile(specs, lineage=lineage)
+    return base.filtered(allowed=allowed, denied=denied)

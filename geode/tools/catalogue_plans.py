@@ -1,0 +1,187 @@
+"""The executor's tool catalogue (built-ins + the MCP overlay) asked over the bus (``tool.catalogue``) and
+compiled into plans by :func:`geode.tools.plan.compile_plan`; the built-ins, logged, when it does not answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from geode.protocol import lifecycle
+from geode.protocol import tools as m
+from geode.protocol.errors import GeodeError
+from geode.protocol.transport import Transport
+from geode.records.models import TimelineEvent
+from geode.tools.plan import CATALOGUE_LINEAGE, BoundToolPlan, PlanError, PlanRegistry, compile_plan
+from geode.tools.spec import ToolSpec
+
+log = logging.getLogger(__name__)
+EXECUTOR = "executor"
+CATALOGUE_TIMEOUT_S = 3.0
+MAX_SESSION_PLANS = 128
+EXECUTOR_CHANGES = (lifecycle.CHILD_STARTED, lifecycle.CHILD_READY, lifecycle.CHILD_EXITED)
+SessionKey = tuple[str, frozenset[str] | None, frozenset[str]]
+
+
+def builtin_catalogue() -> list[ToolSpec]:
+    """The fallback catalogue: the built-in tools only (no MCP server is reachable without the executor)."""
+    from geode.tools.builtin.catalogue import builtin_specs
+
+    return list(builtin_specs())
+
+
+class CataloguePlans:
+    """Thread-safe source of plans compiled from the executor's catalogue.
+
+    ``base()`` is the whole catalogue as a plan. With ``cache`` (the loop worker) the catalogue is asked once
+    and again only after the executor's incarnation changed (:meth:`on_lifecycle`) or the last answer was the
+    fallback; without it (control, once per composed session) it is asked every time. ``for_session`` applies
+    a session's allow/deny lists, cached by (catalogue hash, lists).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        target: str = EXECUTOR,
+        timeout_s: float = CATALOGUE_TIMEOUT_S,
+        cache: bool = True,
+        who: str = "",
+    ) -> None:
+        self.transport, self.target, self.timeout_s = transport, target, timeout_s
+        self.cache, self.who = cache, who or "plans"
+        self.registry = PlanRegistry()
+        self.source = ""  # "executor" | "builtin": where the last catalogue came from
+        self._base: BoundToolPlan | None = None
+        self._stale = True
+        self._sessions: OrderedDict[SessionKey, BoundToolPlan] = OrderedDict()
+        self._noted: OrderedDict[tuple[str, str], None] = OrderedDict()  # (session, composed hash) logged
+        self._lock = threading.Lock()
+
+    def on_lifecycle(self, topic: str, body: Mapping[str, Any]) -> None:
+        """A supervisor event: the executor started, became ready or exited → ask for its catalogue again."""
+        if topic in EXECUTOR_CHANGES and body.get("name") == self.target:
+            with self._lock:
+                self._stale = True
+
+    def base(self) -> BoundToolPlan:
+        with self._lock:
+            if self.cache and not self._stale and self._base is not None:
+                return self._base
+        specs, source = self._fetch()
+        plan = self.registry.compile(specs, lineage=CATALOGUE_LINEAGE)
+        with self._lock:
+            changed = self._base is None or self._base.content_hash != plan.content_hash
+            self._base, self.source = plan, source
+            self._stale = source != "executor"  # after a fallback, the next turn asks again
+        if changed:
+            mcp = sum(1 for s in plan.specs if s.handler.startswith("mcp:"))
+            log.info(
+                "%s: tool catalogue from %s: %d tools (%d MCP), plan %s generation %d",
+                self.who,
+                source,
+                len(plan),
+                mcp,
+                plan.content_hash[:12],
+                plan.generation,
+            )
+        return plan
+
+    def for_session(
+        self, base: BoundToolPlan, allowed: Iterable[str] | None, denied: Iterable[str]
+    ) -> BoundToolPlan:
+        """``base`` with a session's allowlist (None = all) and denylist applied (the one builder)."""
+        allow = None if allowed is None else frozenset(allowed)
+        key: SessionKey = (base.content_hash, allow, frozenset(denied))
+        with self._lock:
+            hit = self._sessions.get(key)
+            if hit is not None:
+                self._sessions.move_to_end(key)
+                return hit
+        plan = compile_plan(base.specs, allowed=allow, denied=key[2], registry=self.registry)
+        with self._lock:
+            self._sessions[key] = plan
+            while len(self._sessions) > MAX_SESSION_PLANS:
+                self._sessions.popitem(last=False)
+        return plan
+
+    def for_turn(
+        self,
+        base: BoundToolPlan,
+        *,
+        session_id: str,
+        turn_id: str,
+        allowed: Iterable[str] | None,
+        denied: Iterable[str],
+        composed: tuple[str, int] = ("", 0),
+        records: Any = None,
+    ) -> BoundToolPlan:
+        """A turn's plan (:meth:`for_session`). When the session was composed with another plan (``composed``
+        = its hash and generation: the catalogue changed since), say so once per session in the log and in a
+        ``plan.changed`` timeline row per turn (``records.append_timeline``); the turn uses this plan."""
+        plan = self.for_session(base, allowed, denied)
+        composed_hash, composed_gen = composed
+        if not composed_hash or composed_hash == plan.content_hash:
+            return plan
+        with self._lock:
+            first = (session_id, composed_hash) not in self._noted
+            self._noted[(session_id, composed_hash)] = None
+            while len(self._noted) > MAX_SESSION_PLANS:
+                self._noted.popitem(last=False)
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "session %s was composed with plan %s (generation %d); the executor's catalogue is now plan %s "
+            "(generation %d): turn %s uses the current one",
+            session_id,
+            composed_hash[:12],
+            composed_gen,
+            plan.content_hash[:12],
+            plan.generation,
+            turn_id,
+        )
+        if records is not None:
+            event = TimelineEvent(
+                session_id=session_id,
+                event_id=f"plan-changed-{turn_id}",
+                kind="plan.changed",
+                ts=time.time(),
+                payload={
+                    "turn_id": turn_id,
+                    "composed_hash": composed_hash,
+                    "composed_generation": composed_gen,
+                    "plan_hash": plan.content_hash,
+                    "plan_generation": plan.generation,
+                    "tools": list(plan.tool_names),
+                },
+            )
+            threading.Thread(target=_append, args=(records, event), daemon=True).start()
+        return plan
+
+    def _fetch(self) -> tuple[list[ToolSpec], str]:
+        try:
+            query = m.CatalogueQuery()
+            reply = self.transport.call(self.target, m.CATALOGUE, query, timeout_s=self.timeout_s)
+            specs = m.Catalogue.model_validate(reply).specs
+            BoundToolPlan.build(specs)  # a catalogue that cannot be a plan (duplicate names...) is refused
+            return specs, "executor"
+        except (GeodeError, PlanError, ValidationError) as exc:
+            log.warning(
+                "%s: the executor's tool catalogue is unavailable (%s); offering the built-in tools only",
+                self.who,
+                str(exc)[:300],
+            )
+            return builtin_catalogue(), "builtin"
+
+
+def _append(records: Any, event: TimelineEvent) -> None:
+    """A timeline row off the turn's thread (an observation: a store hiccup never slows the turn)."""
+    try:
+        records.append_timeline(event)
+    except Exception as exc:
+        log.warning("timeline row %s for session %s failed: %s", event.kind, event.session_id, exc)
