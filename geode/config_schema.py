@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    create_model,
+)
 
 from geode.control.connection import QUEUE_MAX
 from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
 from geode.loop.settings import LoopSettings, VerifySettings
+from geode.protocol.errors import ConfigError
 from geode.providers.catalogue import WireApi
 from geode.providers.pricing import Price
 from geode.providers.retry import RetryPolicy
@@ -164,3 +175,53 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "log": [LogSection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
+
+
+class GeodeConfig(BaseModel):
+    """``config.toml`` as typed sections, one attribute per section with the schema's defaults.
+
+    Build it once per process with :meth:`from_raw` (after the start-up check) and hand the sections to the
+    builders; ``raw`` is the file as read, only for the free-form tables (``[[hooks.<Event>]]``,
+    ``mcpServers``). The shell adds its own sections in ``actors/tree/config_sections.py``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    model: str | None = None  # the top-level ``model = "<id>"``
+    store: StoreConfig = StoreConfig()
+    loop: LoopSection = LoopSection()
+    verify: VerifySettings = VerifySettings()
+    lanes: LanesSection = LanesSection()
+    control: ControlSection = ControlSection()
+    tools: ToolsSection = ToolsSection()
+    providers: ProvidersSection = ProvidersSection()
+    hooks: HooksSection = HooksSection()
+    mcp: McpSection = McpSection()
+    gateway: ComputerUseSection = ComputerUseSection()
+    daemon: ComputerUseSection = ComputerUseSection()
+    log: LogSection = LogSection()
+    raw: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> Self:
+        """Typed sections of a parsed file (unknown keys ignored); a bad value is a ``ConfigError``."""
+        data = {k: v for k, v in raw.items() if k in cls.model_fields and k != "raw"}
+        try:
+            return cls.model_validate({**data, "raw": dict(raw)})
+        except ValidationError as exc:
+            raise ConfigError("; ".join(_error_line(e) for e in exc.errors())) from None
+
+    @classmethod
+    def from_home(cls, home: Any) -> Self:
+        """``$GEODE_HOME/config.toml`` (a :class:`~geode.home.GeodeHome`), typed."""
+        return cls.from_raw(home.load_config())
+
+    def computer_use_in_daemon(self) -> bool:
+        """``[daemon]`` or ``[gateway]`` ``allow_computer_use = true`` (a literal ``true`` only)."""
+        return self.daemon.allow_computer_use or self.gateway.allow_computer_use
+
+
+def _error_line(err: Mapping[str, Any]) -> str:
+    """``[section] key: message (got value)``, the shape ``geode serve``'s check prints."""
+    section, *rest = [str(p) for p in err.get("loc", ())] or ["?"]
+    where = f"[{section}] {'.'.join(rest)}" if rest else f"[{section}]"
+    return f"{where}: {err.get('msg')} (got {err.get('input')!r})"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import zmq
 
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
+
+if TYPE_CHECKING:
+    from actors.tree.config_sections import BusSection
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,47}$")
 
@@ -42,18 +45,21 @@ class Endpoints:
     workers: int = 4  # default handler threads per served endpoint (``[bus] workers``)
 
     @classmethod
-    def from_config(cls, home: GeodeHome, single_process: bool = False) -> Endpoints:
-        """Read ``[bus.tcp]`` (name = "tcp://host:port") and ``[bus.curve]`` (public_key, secret_key; z85)."""
-        bus: dict[str, Any] = home.load_config().get("bus", {}) or {}
-        tcp = {str(k): str(v) for k, v in (bus.get("tcp") or {}).items()}
-        curve_cfg = bus.get("curve") or {}
+    def from_config(
+        cls, home: GeodeHome, single_process: bool = False, bus: BusSection | None = None
+    ) -> Endpoints:
+        """``[bus.tcp]`` (name = "tcp://host:port") and ``[bus.curve]`` (public_key, secret_key; z85), from
+        ``bus`` or else the home's config (typed: a bad value is a ``ConfigError``)."""
+        if bus is None:
+            from actors.tree.config_sections import TreeSettings
+
+            bus = TreeSettings.from_home(home).bus
+        c = bus.curve
         curve = None
-        if curve_cfg.get("public_key") and curve_cfg.get("secret_key"):
-            allowed = tuple(str(k).encode() for k in curve_cfg.get("allowed_clients") or ())
-            curve = CurveKeys(
-                str(curve_cfg["public_key"]).encode(), str(curve_cfg["secret_key"]).encode(), allowed
-            )
-        return cls(home, single_process, tcp, curve, max(1, int(bus.get("workers", 4))))
+        if c.public_key and c.secret_key:
+            allowed = tuple(k.encode() for k in c.allowed_clients)
+            curve = CurveKeys(c.public_key.encode(), c.secret_key.encode(), allowed)
+        return cls(home, single_process, dict(bus.tcp), curve, bus.workers)
 
     def address(self, name: str) -> str:
         if not _NAME.match(name):

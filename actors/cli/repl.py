@@ -1,7 +1,8 @@
 """REPL mode: the whole tree (single-process mode, inproc buses) and the terminal in one process.
 
 The same session composition as the daemon: control composes REPL-mode sessions, lanes, executor and the
-loop workers run as actors of this process. Refuses when a daemon already serves this ``GEODE_HOME``.
+loop workers run as actors of this process. Refuses when a daemon already serves this ``GEODE_HOME``, and
+refuses a bad ``config.toml`` exactly as ``geode serve`` does (the same check, lines and exit code 78).
 """
 
 from __future__ import annotations
@@ -9,17 +10,24 @@ from __future__ import annotations
 import threading
 import time
 
+import typer
+
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 
 START_TIMEOUT_S = 30.0
+PROG = "geode --repl"  # the prefix of its start-up lines (``geode serve`` prints the same after its own)
 
 
 def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT_S):  # type: ignore[no-untyped-def]
-    """Start the single-process tree under the instance lock, run ``fn()``, stop the tree."""
+    """Start the single-process tree under the instance lock, run ``fn()``, stop the tree.
+
+    A config ``geode serve`` would refuse is refused here with the same lines, exiting ``EXIT_CONFIG``.
+    """
     from actors.cli.daemon_start import control_answers
     from actors.tree.child_handle import IncarnationStore
     from actors.tree.children import child_names
+    from actors.tree.config_sections import EXIT_CONFIG, start_settings
     from actors.tree.instance_lock import InstanceLock
     from actors.tree.single_process import SingleProcessTree
 
@@ -30,9 +38,11 @@ def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT
             f"a daemon already serves {home.root} (pid {lock.holder_pid()}); run `geode` without --repl"
         )
     try:
-        config = home.load_config()
+        settings, _report = start_settings(home, prog=PROG)
+        if settings is None:
+            raise typer.Exit(EXIT_CONFIG)
         tree = SingleProcessTree(
-            child_names(config), home, config, IncarnationStore(home.root / "incarnations.json")
+            child_names(settings), home, settings, IncarnationStore(home.root / "incarnations.json")
         )
         th = threading.Thread(
             target=tree.run, kwargs={"install_signals": False}, name="repl-tree", daemon=True

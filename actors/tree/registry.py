@@ -11,6 +11,7 @@ import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from geode.home import GeodeHome
@@ -18,6 +19,7 @@ from geode.protocol.errors import ConfigError
 
 if TYPE_CHECKING:
     from actors.bus import Bus
+    from actors.tree.config_sections import TreeSettings
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +35,40 @@ BUILDERS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ChildContext:
-    """What a builder knows about the child it builds."""
+    """What a builder knows about the child it builds.
+
+    Builders read ``settings`` (the typed, checked sections); ``config`` is the file as read, only for the
+    free-form tables (``[[hooks.<Event>]]``, ``mcpServers``).
+    """
 
     name: str  # "store", "loop-2", ...
     incarnation: int
     home: GeodeHome
     config: dict[str, Any] = field(default_factory=dict)
     single_process: bool = False
+    checked: TreeSettings | None = field(default=None, repr=False, compare=False)  # already built from config
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        incarnation: int,
+        home: GeodeHome,
+        settings: TreeSettings,
+        *,
+        single_process: bool = False,
+    ) -> ChildContext:
+        """A context over settings the caller already checked (single-process: one build for all children)."""
+        return cls(name, incarnation, home, settings.raw, single_process, settings)
+
+    @cached_property
+    def settings(self) -> TreeSettings:
+        """The typed sections (built once per context; a bad value is a ``ConfigError``)."""
+        if self.checked is not None:
+            return self.checked
+        from actors.tree.config_sections import TreeSettings
+
+        return TreeSettings.from_raw(self.config)
 
     @property
     def kind(self) -> str:

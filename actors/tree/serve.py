@@ -11,11 +11,10 @@ from actors.tree import process_logging
 from actors.tree.child_died import DEFAULT_TARGETS, ChildDiedNotifier
 from actors.tree.child_handle import IncarnationStore
 from actors.tree.children import child_names, tree_specs
-from actors.tree.config_sections import check_home_config
+from actors.tree.config_sections import EXIT_CONFIG, start_settings
 from actors.tree.instance_lock import InstanceLock
 from actors.tree.service import SupervisorService
 from actors.tree.single_process import SingleProcessTree
-from actors.tree.spec import TreeConfig
 from actors.tree.supervisor import Supervisor
 from geode.home import GeodeHome
 from geode.private_dir import tighten_file
@@ -24,7 +23,7 @@ from geode.protocol.errors import GeodeError
 log = logging.getLogger(__name__)
 ENDPOINT = "supervisor"
 EXIT_ALREADY_RUNNING = 3
-EXIT_CONFIG = 78  # EX_CONFIG
+__all__ = ["EXIT_ALREADY_RUNNING", "EXIT_CONFIG", "already_running_message", "run_foreground"]
 
 
 def already_running_message(home: GeodeHome, pid: int | None) -> str:
@@ -59,20 +58,14 @@ def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
 
 
 def _run_locked(home: GeodeHome, single_process: bool) -> int:
-    report = check_home_config(home)  # before any child: a bad config refuses the start, one line per problem
-    for line in report.warnings:
-        print(f"geode serve: warning: {line}", file=sys.stderr)
-    if not report.ok:
-        for line in report.errors:
-            print(f"geode serve: {line}", file=sys.stderr)
-        print("geode serve: refusing to start; no child was started", file=sys.stderr)
+    # before any child: a bad config refuses the start, one line per problem (the same check as --repl)
+    settings, report = start_settings(home, prog="geode serve")
+    if settings is None:
         return EXIT_CONFIG
-    config = report.config
-    tree_cfg = TreeConfig.from_config(config)
-    names = child_names(config)
+    names = child_names(settings)
     incarnations = IncarnationStore(home.root / "incarnations.json")
     inc = incarnations.next(ENDPOINT)
-    process_logging.configure(home, ENDPOINT, inc)
+    process_logging.configure(home, ENDPOINT, inc, settings=settings)
     for line in report.warnings:
         log.warning("config: %s", line)
     loose = tighten_file(home.env_file)
@@ -82,12 +75,12 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     bus = Bus(ENDPOINT, inc, home).start()  # always ipc: the CLI reaches it from outside
     tree: Supervisor | SingleProcessTree
     if single_process:
-        tree = SingleProcessTree(names, home, config, incarnations)
+        tree = SingleProcessTree(names, home, settings, incarnations)
     else:
         env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
         tree = Supervisor(
-            tree_specs(config),
-            tree_cfg,
+            tree_specs(settings),
+            settings.supervisor.tree,
             logs_dir=home.logs_dir,
             incarnations=incarnations,
             env=env,

@@ -7,12 +7,13 @@ import os
 import queue
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from actors.bus import Bus
 from actors.tree.child_handle import IncarnationStore
+from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext, build_child
 from geode.home import GeodeHome
 from geode.protocol.errors import NotFound
@@ -39,11 +40,11 @@ class SingleProcessTree:
         self,
         names: list[str],
         home: GeodeHome,
-        config: dict[str, Any],
+        config: TreeSettings | Mapping[str, Any],
         incarnations: IncarnationStore | None = None,
     ) -> None:
         self._home = home
-        self._config = config
+        self._settings = config if isinstance(config, TreeSettings) else TreeSettings.from_raw(config)
         self._order = list(names)
         self._kids = {n: _Hosted(n) for n in names}
         self._incarnations = incarnations or IncarnationStore(None)
@@ -102,7 +103,7 @@ class SingleProcessTree:
         kid.starts += 1
         kid.state = "starting"
         kid.bus = Bus(kid.name, kid.incarnation, self._home, single_process=True).start()
-        ctx = ChildContext(kid.name, kid.incarnation, self._home, self._config, single_process=True)
+        ctx = ChildContext.of(kid.name, kid.incarnation, self._home, self._settings, single_process=True)
         try:
             kid.hosted = build_child(kid.bus, ctx)
         except Exception:
