@@ -1,4 +1,4 @@
-"""Messages of the tools protocol area: bind a plan, execute one call or a batch (see docs/tools.md)."""
+"""Messages of the tools area: bind a plan, execute one call, cancel, the catalogue (docs/tools.md)."""
 
 from __future__ import annotations
 
@@ -34,16 +34,6 @@ class ToolExecute(BaseModel):
     call: ToolCall
 
 
-class ToolExecuteBatch(BaseModel):
-    """Run calls concurrently; results come back in the same order."""
-
-    items: list[ToolExecute] = Field(max_length=64)
-
-
-class ToolResults(BaseModel):
-    results: list[ToolResult]
-
-
 class ToolCancel(BaseModel):
     """Cancel a turn's calls (or a whole session's when ``turn_id`` is empty): prompts deny, handlers see the
     cancel flag, later calls of that turn are refused before they start."""
@@ -66,6 +56,5 @@ class Catalogue(BaseModel):
 
 PLAN_BIND = message("tool.plan.bind", PlanBind, PlanBound)
 EXECUTE = message("tool.execute", ToolExecute, ToolResult)
-EXECUTE_BATCH = message("tool.execute_batch", ToolExecuteBatch, ToolResults)
 CANCEL = message("tool.cancel", ToolCancel, ToolCancelled)
 CATALOGUE = message("tool.catalogue", CatalogueQuery, Catalogue)

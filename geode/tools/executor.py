@@ -10,7 +10,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from geode.tools.receipts import OMITTED, Receipts, needs_receipt, uncertain_res
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 from geode.tools.timeline import ToolTimeline
 
-MAX_BATCH_PARALLEL = 8
 MAX_CANCELLED = 4096
 log = logging.getLogger(__name__)
 
@@ -122,13 +120,6 @@ class ToolExecutor:
         """Deny pending approval prompts, flush the timeline; running handlers finish on their own threads."""
         self.approvals.shutdown()
         self.timeline.close()
-
-    def execute_batch(self, items: Sequence[tuple[ToolContext, ToolCall]]) -> list[ToolResult]:
-        """Run calls concurrently (locks and the approval lock keep them safe); results in input order."""
-        if len(items) <= 1:
-            return [self.execute(c, k) for c, k in items]
-        with ThreadPoolExecutor(max_workers=min(MAX_BATCH_PARALLEL, len(items))) as pool:
-            return list(pool.map(lambda it: self.execute(*it), items))
 
     def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
         req = Request(ctx, call)

@@ -65,33 +65,6 @@ class ExecutorClient:
             call,
         )
 
-    def execute_batch(self, items: Sequence[tuple[ToolContext, ToolCall]]) -> list[ToolResult]:
-        if not items:
-            return []
-        body = m.ToolExecuteBatch(items=[m.ToolExecute(ctx=c, call=k) for c, k in items])
-        ctx = items[0][0]
-        timeout = self._timeout(ctx, [k for _, k in items])
-
-        def run() -> list[ToolResult]:
-            reply = self.transport.call(
-                self.target, m.EXECUTE_BATCH, body, session=ctx.session_id, timeout_s=timeout
-            )
-            return m.ToolResults.model_validate(reply).results
-
-        for attempt in range(2):
-            try:
-                results = run()
-            except ExecutorLost:
-                return [self._lost(c, k) for c, k in items]
-            except GeodeError as exc:
-                if attempt == 1 or exc.code is ErrorCode.TIMEOUT:
-                    return [_unreachable(k, exc) for _, k in items]
-                continue
-            if any(r.error_type == "plan_not_bound" for r in results) and attempt == 0 and self._rebind(ctx):
-                continue
-            return results
-        raise AssertionError("unreachable")
-
     def catalogue(self) -> list[ToolSpec]:
         """The specs the executor can run (built-ins + connected MCP servers), to compile plans from."""
         reply = self.transport.call(self.target, m.CATALOGUE, {}, timeout_s=self.bind_timeout_s)

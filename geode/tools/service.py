@@ -1,16 +1,14 @@
-"""The executor endpoint's Service: ``tool.plan.bind``, ``tool.execute``, ``tool.execute_batch``."""
+"""The executor endpoint's Service: a Dispatch table for ``tool.*`` (bind, execute, cancel, catalogue)."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
-
-from pydantic import BaseModel
 
 from geode.protocol import runtime as rt
 from geode.protocol import tools as m
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import BadRequest
 from geode.protocol.transport import Request
 from geode.tools.executor import ToolExecutor
@@ -39,39 +37,37 @@ class ToolService:
         self.catalogue = list(catalogue)
         self.name = name
         self.incarnation = incarnation
+        self.dispatch = Dispatch(
+            "the executor",
+            {
+                rt.PING: lambda b, r: rt.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid()),
+                rt.STATUS: self._status,
+                m.PLAN_BIND: self._bind,
+                m.EXECUTE: lambda b, r: bounded(self.executor.execute(b.ctx, b.call)),
+                m.CATALOGUE: lambda b, r: m.Catalogue(specs=self.catalogue),
+                m.CANCEL: lambda b, r: m.ToolCancelled(
+                    touched=self.executor.cancel(b.session_id, b.turn_id or None)
+                ),
+            },
+        )
+        self.handle = self.dispatch.handle
 
-    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
-        body = request.body
-        if request.type == rt.PING:
-            return rt.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
-        if request.type == rt.STATUS:
-            detail = {
-                "owner": self.executor.owner,
-                "plans": len(self.executor.plans),
-                "held_locks": self.executor.locks.held_keys(),
-                "in_flight": self.executor.in_flight(),
-            }
-            return rt.StatusReply(
-                name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
-            )
-        if isinstance(body, m.PlanBind):
-            try:
-                plan = BoundToolPlan.from_wire(body.model_dump())
-            except (PlanError, ValueError) as exc:
-                raise BadRequest(f"invalid plan: {exc}"[:500]) from None
-            self.executor.bind_plan(plan)
-            return m.PlanBound(content_hash=plan.content_hash, generation=plan.generation, tools=len(plan))
-        if isinstance(body, m.ToolExecute):
-            return bounded(self.executor.execute(body.ctx, body.call))
-        if isinstance(body, m.CatalogueQuery):
-            return m.Catalogue(specs=self.catalogue)
-        if isinstance(body, m.ToolCancel):
-            return m.ToolCancelled(touched=self.executor.cancel(body.session_id, body.turn_id or None))
-        if isinstance(body, m.ToolExecuteBatch):
-            results = self.executor.execute_batch([(i.ctx, i.call) for i in body.items])
-            per = MAX_RESULT_CHARS // max(1, len(results))
-            return m.ToolResults(results=[bounded(r, per) for r in results])
-        raise BadRequest(f"executor does not handle {request.type}")
+    def _status(self, b: rt.StatusQuery, r: Request) -> rt.StatusReply:
+        detail = {
+            "owner": self.executor.owner,
+            "plans": len(self.executor.plans),
+            "held_locks": self.executor.locks.held_keys(),
+            "in_flight": self.executor.in_flight(),
+        }
+        return rt.StatusReply(name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail)
+
+    def _bind(self, b: m.PlanBind, r: Request) -> m.PlanBound:
+        try:
+            plan = BoundToolPlan.from_wire(b.model_dump())
+        except (PlanError, ValueError) as exc:
+            raise BadRequest(f"invalid plan: {exc}"[:500]) from None
+        self.executor.bind_plan(plan)
+        return m.PlanBound(content_hash=plan.content_hash, generation=plan.generation, tools=len(plan))
 
 
 def bounded(result: ToolResult, limit: int = MAX_RESULT_CHARS) -> ToolResult:
