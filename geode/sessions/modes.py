@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from geode.tools.spec import DataClass, ToolSpec
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 class SessionMode(StrEnum):
@@ -61,11 +64,14 @@ HEADLESS_DENIED_TOOLS = frozenset(
 PERSONAL_DATA_PREFIXES = ("gmail_", "google_", "calendar_", "gcal_", "contacts_", "gdrive_")
 
 
-def computer_allowed_in_daemon(global_config: Mapping[str, Any]) -> bool:
+def computer_allowed_in_daemon(global_config: Mapping[str, Any] | GeodeConfig) -> bool:
     """The one exception: computer use in DAEMON when the operator wrote the literal ``true``.
 
-    Read from ``[daemon]`` or ``[gateway]`` ``allow_computer_use`` of the global config (never the project's).
+    Read from ``[daemon]`` or ``[gateway]`` ``allow_computer_use`` of the global config (never the project's):
+    the typed sections (a ``StrictBool``, checked at start), or the file as read.
     """
+    if not isinstance(global_config, Mapping):
+        return global_config.computer_use_in_daemon()
     for section in ("daemon", "gateway"):
         sect = global_config.get(section)
         if isinstance(sect, Mapping) and sect.get("allow_computer_use") is True:
@@ -73,7 +79,7 @@ def computer_allowed_in_daemon(global_config: Mapping[str, Any]) -> bool:
     return False
 
 
-def computer_use_allowed(mode: SessionMode, global_config: Mapping[str, Any]) -> bool:
+def computer_use_allowed(mode: SessionMode, global_config: Mapping[str, Any] | GeodeConfig) -> bool:
     """Computer use without a person: only DAEMON, only a literal ``true`` in the global config."""
     if mode is not SessionMode.DAEMON:
         return mode in (SessionMode.IPC, SessionMode.REPL)
@@ -89,13 +95,13 @@ def is_personal(name: str, spec: ToolSpec | None = None) -> bool:
 def default_denylist(
     mode: SessionMode | str,
     *,
-    global_config: Mapping[str, Any] | None = None,
+    global_config: Mapping[str, Any] | GeodeConfig | None = None,
     plan_tools: Iterable[ToolSpec] = (),
     extra: Iterable[str] = (),
 ) -> frozenset[str]:
     """Tools a session of ``mode`` may never see. IPC and REPL gate by approval instead (empty list)."""
     mode = SessionMode(mode)
-    cfg = global_config or {}
+    cfg = {} if global_config is None else global_config
     denied: set[str] = set(extra)
     if not MODES[mode].headless:
         return frozenset(denied)

@@ -8,11 +8,14 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from socket import getaddrinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from geode.tools.handlers import ToolFailure
+
+if TYPE_CHECKING:
+    from geode.config_schema import WebFetchSection
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -127,6 +130,11 @@ class WebAllow:
             hosts=frozenset(p for p in parsed if isinstance(p, str)),
             nets=tuple(p for p in parsed if not isinstance(p, str)),
         )
+
+    @classmethod
+    def from_section(cls, section: WebFetchSection) -> WebAllow:
+        """From the typed ``[tools.web_fetch]`` (its entries already checked at start)."""
+        return cls.parse(section.allow_hosts)
 
     @classmethod
     def from_config(cls, tools_cfg: Mapping[str, Any] | None) -> WebAllow:
