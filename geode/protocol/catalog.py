@@ -6,6 +6,7 @@ a body with :func:`parse_body`; an unknown type or an invalid body is a ``BadReq
 
 from __future__ import annotations
 
+import builtins
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +21,8 @@ AREAS = ("runtime", "store", "tools", "turns", "lanes", "control")
 @dataclass(frozen=True)
 class MessageSpec:
     type: str
-    body: type[BaseModel]
-    reply: type[BaseModel] | None
+    body: builtins.type[BaseModel]  # builtins.: the field ``type`` above shadows the builtin here
+    reply: builtins.type[BaseModel] | None
     doc: str
     area: str
 

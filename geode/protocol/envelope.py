@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 MAX_TYPE_LEN = 64
 
 # Seeded once from the OS (and again in every forked child): os.urandom per id is a GIL-releasing

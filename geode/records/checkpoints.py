@@ -9,10 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import lmdb
-
 from geode.protocol.errors import Conflict
-from geode.records.lmdb_env import RecordEnv, key, pack, prefix, scan_prefix, unpack
+from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import (
     CheckpointSave,
     CheckpointState,
@@ -43,7 +41,7 @@ class CheckpointStore:
     def save(self, save: CheckpointSave) -> SaveResult:
         return self.writer.run(lambda txn: self._save(txn, save))
 
-    def _save(self, txn: lmdb.Transaction, save: CheckpointSave) -> SaveResult:
+    def _save(self, txn: Txn, save: CheckpointSave) -> SaveResult:
         sid = save.session_id
         fp = fingerprint(save.model_dump(mode="json"))
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))
@@ -94,7 +92,7 @@ class CheckpointStore:
             session_id=sid, seq=new_state.seq, message_count=new_state.message_count, status=new_state.status
         )
 
-    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
+    def delete_session(self, txn: Txn, session_id: str) -> None:
         """Remove a session's checkpoint chain (called inside a pruning write)."""
         txn.delete(key(session_id), db=self.renv.db("ck_state"))
         for name in ("ck_msgs", "ck_seqfp"):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import time
 
-import lmdb
-
-from geode.records.lmdb_env import RecordEnv, key, pack, unpack
+from geode.records.lmdb_env import RecordEnv, Txn, key, pack, unpack
 from geode.records.writer import GroupWriter
 
 
@@ -30,7 +28,7 @@ class CursorStore:
         """True the first time ``dkey`` is seen within its TTL (or again for the same ``token``: a retry)."""
         return self.writer.run(lambda txn: self._dedupe(txn, dkey, ttl_s, token))
 
-    def _dedupe(self, txn: lmdb.Transaction, dkey: str, ttl_s: float, token: str) -> bool:
+    def _dedupe(self, txn: Txn, dkey: str, ttl_s: float, token: str) -> bool:
         db, exp_db = self.renv.db("dedupe"), self.renv.db("dd_exp")
         k = key(dkey)
         now = time.time()
@@ -46,10 +44,10 @@ class CursorStore:
         self._expire(txn, now, limit=64)
         return True
 
-    def _expire(self, txn: lmdb.Transaction, now: float, *, limit: int) -> int:
+    def _expire(self, txn: Txn, now: float, *, limit: int) -> int:
         """Drop up to ``limit`` expired keys (amortised on every dedupe write)."""
         db, exp_db = self.renv.db("dedupe"), self.renv.db("dd_exp")
-        doomed = []
+        doomed: list[bytes] = []
         for k, _ in txn.cursor(db=exp_db):
             if int.from_bytes(k[:8], "big") > now * 1e9 or len(doomed) >= limit:
                 break

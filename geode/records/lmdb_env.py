@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import lmdb
 import msgpack
@@ -19,6 +19,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from geode.private_dir import tighten_file
 from geode.protocol.errors import BadRequest, ConfigError, Unavailable
+
+# A transaction opened without ``buffers=True``: keys and values come back as ``bytes``.
+Txn: TypeAlias = "lmdb.Transaction[bytes]"
 
 MAX_KEY = 511  # LMDB's default maximum key size
 SEP = b"\x00"
@@ -93,14 +96,15 @@ def u64(b: bytes) -> int:
 
 
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    return data
 
 
 def unpack(b: bytes) -> Any:
     return msgpack.unpackb(b, raw=False, strict_map_key=False)
 
 
-def scan_prefix(txn: lmdb.Transaction, db: Any, pfx: bytes) -> Iterator[tuple[bytes, bytes]]:
+def scan_prefix(txn: Txn, db: Any, pfx: bytes) -> Iterator[tuple[bytes, bytes]]:
     """Every (key, value) whose key starts with ``pfx``, in key order."""
     cur = txn.cursor(db=db)
     if not cur.set_range(pfx):
@@ -212,7 +216,7 @@ class RecordEnv:
         return self.env
 
     @contextmanager
-    def read(self) -> Iterator[lmdb.Transaction]:
+    def read(self) -> Iterator[Txn]:
         """A read transaction (snapshot) usable on the calling thread."""
         with self._lock.shared():
             env = self._live()

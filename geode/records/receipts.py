@@ -10,10 +10,8 @@ import json
 import time
 from typing import Any
 
-import lmdb
-
 from geode.protocol.errors import Conflict, NotFound, Unavailable
-from geode.records.lmdb_env import RecordEnv, StoreConfig, key, pack, prefix, scan_prefix, unpack
+from geode.records.lmdb_env import RecordEnv, StoreConfig, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import AdmitKind, AdmitResult, Receipt, ReceiptIdentity, ReceiptState
 from geode.records.writer import GroupWriter
 from geode.redaction import bound, fingerprint
@@ -49,11 +47,11 @@ class ReceiptStore:
         self.config = config
 
     # helpers run inside a write transaction ---------------------------------------------------------
-    def _get(self, txn: lmdb.Transaction, op_id: str) -> Receipt | None:
+    def _get(self, txn: Txn, op_id: str) -> Receipt | None:
         raw = txn.get(key(op_id), db=self.renv.db("receipts"))
         return Receipt.model_validate(unpack(raw)) if raw else None
 
-    def _put(self, txn: lmdb.Transaction, r: Receipt, old: Receipt | None) -> None:
+    def _put(self, txn: Txn, r: Receipt, old: Receipt | None) -> None:
         db_open, db_owner, db_done = (self.renv.db(n) for n in ("rc_open", "rc_owner", "rc_done"))
         sid, op = r.identity.session_id, r.operation_id
         if old is not None:
@@ -75,7 +73,7 @@ class ReceiptStore:
         return self.writer.run(lambda txn: self._admit(txn, op_id, identity, owner, effect, attempt))
 
     def _admit(
-        self, txn: lmdb.Transaction, op_id: str, ident: ReceiptIdentity, owner: str, effect: str, attempt: str
+        self, txn: Txn, op_id: str, ident: ReceiptIdentity, owner: str, effect: str, attempt: str
     ) -> AdmitResult:
         r = self._get(txn, op_id)
         if r is not None:
@@ -120,7 +118,7 @@ class ReceiptStore:
     def commit(self, op_id: str, result: dict[str, Any]) -> Receipt:
         return self.writer.run(lambda txn: self._commit(txn, op_id, result))
 
-    def _commit(self, txn: lmdb.Transaction, op_id: str, result: dict[str, Any]) -> Receipt:
+    def _commit(self, txn: Txn, op_id: str, result: dict[str, Any]) -> Receipt:
         r = self._require(txn, op_id)
         stored = bound_result(result)
         if r.state == ReceiptState.COMMITTED:
@@ -138,7 +136,7 @@ class ReceiptStore:
     def mark_uncertain(self, op_id: str, reason: str) -> Receipt:
         return self.writer.run(lambda txn: self._uncertain(txn, op_id, reason))
 
-    def _uncertain(self, txn: lmdb.Transaction, op_id: str, reason: str) -> Receipt:
+    def _uncertain(self, txn: Txn, op_id: str, reason: str) -> Receipt:
         r = self._require(txn, op_id)
         if r.state != ReceiptState.ADMITTED:
             return r
@@ -155,7 +153,7 @@ class ReceiptStore:
     def reconcile(self, op_id: str, *, outcome: str, by: str, note: str = "") -> Receipt:
         return self.writer.run(lambda txn: self._reconcile(txn, op_id, outcome, by, note))
 
-    def _reconcile(self, txn: lmdb.Transaction, op_id: str, outcome: str, by: str, note: str) -> Receipt:
+    def _reconcile(self, txn: Txn, op_id: str, outcome: str, by: str, note: str) -> Receipt:
         outcome = outcome.replace("-", "_")
         if outcome not in OUTCOMES:
             raise Conflict(f"outcome must be applied or not_applied, not {outcome!r}")
@@ -192,19 +190,19 @@ class ReceiptStore:
         """Every admitted receipt of ``name`` at incarnation ≤ ``incarnation`` becomes uncertain."""
         return self.writer.run(lambda txn: self._owner_died(txn, name, incarnation))
 
-    def _owner_died(self, txn: lmdb.Transaction, name: str, incarnation: int) -> int:
+    def _owner_died(self, txn: Txn, name: str, incarnation: int) -> int:
         db_owner = self.renv.db("rc_owner")
-        victims = []
+        victims: list[str] = []
         for k, _ in scan_prefix(txn, db_owner, f"{name}#".encode()):
             owner, _, op = k.partition(b"\x00")
             oname, inc = _owner_incarnation(owner.decode())
             if oname == name and 0 <= inc <= incarnation:
                 victims.append(op.decode())
-        for op in victims:
-            self._uncertain(txn, op, f"owner {name}#{incarnation} died with the effect admitted")
+        for op_id in victims:
+            self._uncertain(txn, op_id, f"owner {name}#{incarnation} died with the effect admitted")
         return len(victims)
 
-    def _require(self, txn: lmdb.Transaction, op_id: str) -> Receipt:
+    def _require(self, txn: Txn, op_id: str) -> Receipt:
         r = self._get(txn, op_id)
         if r is None:
             raise NotFound(f"no receipt {op_id}")
@@ -214,12 +212,12 @@ class ReceiptStore:
     def prune(self, now: float | None = None) -> int:
         return self.writer.run(lambda txn: self._prune(txn, now or time.time()))
 
-    def _prune(self, txn: lmdb.Transaction, now: float) -> int:
+    def _prune(self, txn: Txn, now: float) -> int:
         db_done = self.renv.db("rc_done")
         total = txn.stat(db_done)["entries"]
         cutoff = int((now - self.config.receipt_retention_days * 86400) * 1e9)
         excess = max(0, total - self.config.receipt_keep)
-        doomed = []
+        doomed: list[bytes] = []
         for k, _ in txn.cursor(db=db_done):  # oldest first
             ts = int.from_bytes(k[:8], "big")
             if len(doomed) >= excess and ts >= cutoff:
@@ -267,7 +265,7 @@ class ReceiptStore:
                 counts[sid] = counts.get(sid, 0) + 1
         return counts
 
-    def delete_sessions(self, txn: lmdb.Transaction, session_ids: set[str]) -> None:
+    def delete_sessions(self, txn: Txn, session_ids: set[str]) -> None:
         """Drop pruned sessions' resolved receipts in one scan (unresolved ones are kept for the operator)."""
         done = (ReceiptState.COMMITTED, ReceiptState.RECONCILED)
         for r in [Receipt.model_validate(unpack(v)) for _, v in txn.cursor(db=self.renv.db("receipts"))]:

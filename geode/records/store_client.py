@@ -128,7 +128,7 @@ class StoreClient:
         return m.ReceiptList.model_validate(self._call(m.RECEIPT_LIST, body)).receipts
 
     def reconcile(self, operation_id: str, *, outcome: str, by: str, note: str = "") -> Receipt:
-        body = m.ReconcileReceipt(operation_id=operation_id, outcome=outcome, by=by, note=note)  # type: ignore[arg-type]
+        body = m.ReconcileReceipt(operation_id=operation_id, outcome=outcome, by=by, note=note)
         receipt = m.ReceiptReply.model_validate(self._call(m.RECEIPT_RECONCILE, body)).receipt
         assert receipt is not None
         return receipt
@@ -189,7 +189,7 @@ class StoreClient:
         out: list[TurnRecord] = []
         offset: int | None = 0
         while offset is not None:
-            body = m.ListTurns(state=state, session_id=session_id, offset=offset)  # type: ignore[arg-type]
+            body = m.ListTurns(state=state, session_id=session_id, offset=offset)
             page = m.TurnList.model_validate(self._call(m.TURN_LIST, body))
             out.extend(page.turns)
             offset = page.next_offset

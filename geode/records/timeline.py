@@ -10,10 +10,8 @@ import hashlib
 import json
 from typing import Any
 
-import lmdb
-
 from geode.protocol.errors import Conflict
-from geode.records.lmdb_env import RecordEnv, key, pack, prefix, scan_prefix, u64, unpack
+from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, u64, unpack
 from geode.records.models import TimelineEvent, TimelineRow
 from geode.records.writer import GroupWriter
 from geode.redaction import canonical_json, redact
@@ -44,7 +42,7 @@ class TimelineStore:
         text = bounded_payload(event.payload, self.max_payload)
         return self.writer.run(lambda txn: self._append(txn, event, text))
 
-    def _append(self, txn: lmdb.Transaction, ev: TimelineEvent, text: str) -> int:
+    def _append(self, txn: Txn, ev: TimelineEvent, text: str) -> int:
         sid = ev.session_id
         h = _hash(text)
         ids = self.renv.db("tl_ids")
@@ -71,7 +69,7 @@ class TimelineStore:
         txn.put(key(sid, ev.event_id), seq.to_bytes(8, "big"), db=ids)
         return seq
 
-    def _last_seq(self, txn: lmdb.Transaction, sid: str) -> int:
+    def _last_seq(self, txn: Txn, sid: str) -> int:
         cur = txn.cursor(db=self.renv.db("timeline"))
         pfx = prefix(sid)
         positioned = cur.set_range(key(sid) + b"\x01")
@@ -116,7 +114,7 @@ class TimelineStore:
         lines = [json.dumps(r.model_dump(mode="json"), ensure_ascii=False) for r in self.read(session_id)]
         return "".join(line + "\n" for line in lines)
 
-    def delete_session(self, txn: lmdb.Transaction, session_id: str) -> None:
+    def delete_session(self, txn: Txn, session_id: str) -> None:
         for name in ("timeline", "tl_ids"):
             db = self.renv.db(name)
             for k, _ in list(scan_prefix(txn, db, prefix(session_id))):

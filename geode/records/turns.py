@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import time
 
-import lmdb
-
-from geode.records.lmdb_env import RecordEnv, key, pack, prefix, scan_prefix, unpack
+from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import TurnRecord, TurnState
 from geode.records.writer import GroupWriter
 
@@ -23,7 +21,7 @@ class TurnStore:
     def put(self, turn: TurnRecord) -> TurnRecord:
         return self.writer.run(lambda txn: self._put(txn, turn))
 
-    def _put(self, txn: lmdb.Transaction, turn: TurnRecord) -> TurnRecord:
+    def _put(self, txn: Txn, turn: TurnRecord) -> TurnRecord:
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")
         raw = txn.get(key(turn.turn_id), db=db)
         old = TurnRecord.model_validate(unpack(raw)) if raw else None
@@ -62,7 +60,7 @@ class TurnStore:
         out.sort(key=lambda t: (t.created_at, t.turn_id))
         return out
 
-    def delete_sessions(self, txn: lmdb.Transaction, session_ids: set[str]) -> None:
+    def delete_sessions(self, txn: Txn, session_ids: set[str]) -> None:
         """Drop pruned sessions' done turns in one scan."""
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")
         for k, v in list(txn.cursor(db=db)):

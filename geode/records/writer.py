@@ -12,16 +12,17 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
-from geode.records.lmdb_env import RecordEnv
+from geode.records.lmdb_env import RecordEnv, Txn
 
 log = logging.getLogger(__name__)
 
-WriteFn = Callable[[lmdb.Transaction], Any]
+WriteFn = Callable[[Txn], Any]
+T = TypeVar("T")
 
 
 class _MapFull(Exception):
@@ -88,9 +89,9 @@ class GroupWriter:
             raise Overloaded("record store write queue is full") from None
         return op.future
 
-    def run(self, fn: WriteFn, timeout_s: float = 30.0) -> Any:
+    def run(self, fn: Callable[[Txn], T], timeout_s: float = 30.0) -> T:
         """Submit and wait for the durable result (or the operation's own error)."""
-        fut = self.submit(fn)
+        fut: Future[T] = self.submit(fn)
         try:
             return fut.result(timeout=timeout_s)
         except TimeoutError:
@@ -172,7 +173,7 @@ class GroupWriter:
         return results
 
     @staticmethod
-    def _one(env: lmdb.Environment, parent: lmdb.Transaction, op: _Op) -> tuple[bool, Any]:
+    def _one(env: lmdb.Environment, parent: Txn, op: _Op) -> tuple[bool, Any]:
         child = env.begin(write=True, parent=parent)
         try:
             value = op.fn(child)
@@ -200,7 +201,7 @@ class GroupWriter:
                 op.future.set_exception(exc)
 
 
-def _abort(txn: lmdb.Transaction) -> None:
+def _abort(txn: Txn) -> None:
     try:
         txn.abort()
     except lmdb.Error:  # already released by a failed commit
