@@ -26,7 +26,6 @@ from geode.protocol.turns import (
     TerminationReason,
     TurnEventKind,
     TurnResult,
-    TurnRun,
 )
 from geode.providers.types import Provider, StopReason
 from geode.records.client import RecordClient
@@ -73,20 +72,6 @@ class AgenticLoop:
         self.judge_provider = judge_provider
 
     # --- entry points ---------------------------------------------------------------------------------
-    def run(self, turn: TurnRun, cancel: threading.Event | None = None) -> TurnResult:
-        """Run a ``turn.run`` body (its ``settings`` override this loop's settings)."""
-        settings = LoopSettings.from_mapping(
-            turn.settings, **{**self.settings.model_dump(), "mode": turn.mode, "origin": turn.origin}
-        )
-        return self.run_turn(
-            turn.session_id,
-            turn.turn_id,
-            turn.input.text,
-            resume=turn.resume,
-            cancel=cancel,
-            settings=settings,
-        )
-
     def run_turn(
         self,
         session_id: str,
