@@ -90,7 +90,9 @@ def create_session(
     mode = SessionMode(mode)
     home = home or GeodeHome.from_env()
     defaults = MODES[mode]
-    cfg = home.load_config()
+    from geode.config_schema import GeodeConfig  # lazy: the schema imports the control core, which imports us
+
+    cfg = GeodeConfig.from_home(home)  # re-read per session, typed ([daemon]/[gateway] allow_computer_use)
     choice = current_model(home, override=model_override, env=env)
     tools = tuple(plan_tools if plan_tools is not None else getattr(plan, "tools", ()) or ())
     if isinstance(tools and tools[0], str):  # a plan listing names only
