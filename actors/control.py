@@ -30,6 +30,7 @@ from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S, ControlCore
 from geode.home import GeodeHome
 from geode.protocol import codec
 from geode.protocol import lanes as lanes_msg
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
@@ -290,12 +291,11 @@ def start_control(
         plans=CataloguePlans(bus.transport, cache=False, who=name),  # asked per session, built-ins if down
     )
 
-    def on_lanes_push(r: Request) -> None:
-        if r.type == lanes_msg.ORIGIN_EVENT:
-            core.on_origin_event(r.body)  # type: ignore[arg-type]
-        return None
+    def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
+        core.on_origin_event(b)
 
-    bus.connect_peer("lanes", on_lanes_push, concurrency=1)  # one handler: the stream stays in order
+    lanes_push = Dispatch("control (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
+    bus.connect_peer("lanes", lanes_push, concurrency=1)  # one handler: the stream stays in order
     sock.start(core)
     stop = threading.Event()
 

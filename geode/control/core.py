@@ -16,6 +16,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,6 +28,7 @@ from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import (
     BadRequest,
@@ -38,7 +40,7 @@ from geode.protocol.errors import (
     RequestTimeout,
     Unavailable,
 )
-from geode.protocol.transport import Transport
+from geode.protocol.transport import Request, Transport
 from geode.redaction import redact_text
 from geode.sessions.factory import SessionSpec, create_session
 from geode.tools.catalogue_plans import CataloguePlans
@@ -53,6 +55,13 @@ BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
 
 def _inline(job: Callable[[], None]) -> None:
     job()
+
+
+@dataclass(frozen=True)
+class CliRequest(Request):
+    """A control request as its handler sees it: the validated body, the envelope, and its connection."""
+
+    conn: Connection
 
 
 class ControlCore:
@@ -84,6 +93,20 @@ class ControlCore:
         self.operator = OperatorDesk(transport, lanes=lanes)
         self.slots = SlotTable()
         self.bad_frames = 0
+        self.dispatch = Dispatch(
+            "control",
+            {
+                c.PING: self._ping,
+                c.EXIT: lambda b, r: lanes_msg.Ok(),
+                c.HANDSHAKE: lambda b, r: self._handshake(r.conn, b),
+                c.PROMPT: lambda b, r: self._prompt(r.conn, b),
+                c.CLI_CANCEL: self._cancel,
+                c.APPROVAL_RESPONSE: self._approval_response,
+                c.ATTACH: lambda b, r: self._attach(r.conn, b.session_id, b.after_seq),
+                c.RESUME: lambda b, r: self._resume(r.conn, b),
+                **self.operator.routes(),
+            },
+        )
 
     # --- frames in ---------------------------------------------------------------------------------------
     def on_frame(self, conn_id: str, frame: bytes) -> None:
@@ -128,7 +151,7 @@ class ControlCore:
 
     def _run(self, conn: Connection, env: Envelope, body: BaseModel) -> None:
         try:
-            out = self._dispatch(conn, env, body)
+            out = self.dispatch.handle(CliRequest(env, body, conn))
             self.send(conn.conn_id, env.reply_ok(catalog.dump(out), sender=self.origin))
         except GeodeError as exc:
             self._reply_error(conn.conn_id, env, exc)
@@ -142,37 +165,21 @@ class ControlCore:
         if env.type == c.EXIT:
             self.disconnect(conn.conn_id, reason="exit")
 
-    def _dispatch(self, conn: Connection, env: Envelope, b: Any) -> BaseModel | dict[str, Any] | None:
-        t = env.type
-        if t == c.PING:
-            return lanes_msg.Ok(
-                ok=conn.state is ConnState.READY
-            )  # False: this daemon does not know us (re-handshake)
-        if t == c.EXIT:
-            return lanes_msg.Ok()
-        if t == c.HANDSHAKE:
-            return self._handshake(conn, b)
-        if t == c.PROMPT:
-            return self._prompt(conn, b)
-        if t == c.CLI_CANCEL:
-            sid = conn.session_id
-            return self.transport.call(
-                self.lanes, lanes_msg.CANCEL, lanes_msg.Cancel(turn_id=b.turn_id, session_id=sid)
-            )
-        if t == c.APPROVAL_RESPONSE:
-            with conn.lock:  # only a connection the request was delivered to may answer it
-                if conn.pending_approvals.pop(b.approval_id, None) is None:
-                    raise NotFound(f"approval {b.approval_id!r} is not pending on this connection")
-            self._forget_approval(b.approval_id)
-            self.transport.cast(
-                self.lanes, lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(**b.model_dump())
-            )
-            return lanes_msg.Ok()
-        if t == c.ATTACH:
-            return self._attach(conn, b.session_id, b.after_seq)
-        if t == c.RESUME:
-            return self._resume(conn, b)
-        return self.operator.handle(t, b)
+    def _ping(self, b: c.Empty, r: CliRequest) -> lanes_msg.Ok:
+        return lanes_msg.Ok(ok=r.conn.state is ConnState.READY)  # False: this daemon does not know us
+
+    def _cancel(self, b: c.CliCancel, r: CliRequest) -> dict[str, Any]:
+        cancel = lanes_msg.Cancel(turn_id=b.turn_id, session_id=r.conn.session_id)
+        return self.transport.call(self.lanes, lanes_msg.CANCEL, cancel)
+
+    def _approval_response(self, b: c.ApprovalResponse, r: CliRequest) -> lanes_msg.Ok:
+        conn = r.conn
+        with conn.lock:  # only a connection the request was delivered to may answer it
+            if conn.pending_approvals.pop(b.approval_id, None) is None:
+                raise NotFound(f"approval {b.approval_id!r} is not pending on this connection")
+        self._forget_approval(b.approval_id)
+        self.transport.cast(self.lanes, lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(**b.model_dump()))
+        return lanes_msg.Ok()
 
     # --- handlers -----------------------------------------------------------------------------------------
     def _handshake(self, conn: Connection, h: c.Handshake) -> c.Welcome:

@@ -7,8 +7,9 @@ from typing import Any
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime
+from geode.protocol.dispatch import Handler
 from geode.protocol.errors import BadRequest, GeodeError, NotFound
-from geode.protocol.transport import Transport
+from geode.protocol.transport import Request, Transport
 from geode.records.store_client import StoreClient
 
 
@@ -20,24 +21,30 @@ class OperatorDesk:
         self.lanes, self.supervisor = lanes, supervisor
         self.store = StoreClient(transport, attempts=2)
 
-    def handle(self, type_: str, body: Any) -> dict[str, Any]:
-        if type_ == c.STATUS:
-            return self.status()
-        if type_ == c.SESSIONS:
-            return {"sessions": [s.model_dump(mode="json") for s in self.store.list_sessions()]}
-        if type_ == c.RECEIPTS:
-            rows = self.store.list_receipts(session_id=body.session_id, uncertain_only=body.uncertain_only)
-            return {"receipts": [r.model_dump(mode="json") for r in rows]}
-        if type_ == c.RECONCILE:
-            r = self.store.reconcile(body.operation_id, outcome=body.outcome, by="operator", note=body.note)
-            return {"receipt": r.model_dump(mode="json")}
-        if type_ == c.RESTART:
-            return self.transport.call(
-                self.supervisor, runtime.TREE_RESTART, runtime.RestartChild(name=body.child), timeout_s=30.0
-            )
-        if type_ == c.STOP:
-            return self.transport.call(self.supervisor, runtime.TREE_STOP, runtime.StopTree(), timeout_s=5.0)
-        raise BadRequest(f"control does not handle {type_}")
+    def routes(self) -> dict[str, Handler]:
+        """The operator's rows of the control socket's Dispatch table (``cli.status`` ... ``cli.stop``)."""
+        return {
+            c.STATUS: lambda b, r: self.status(),
+            c.SESSIONS: lambda b, r: {
+                "sessions": [s.model_dump(mode="json") for s in self.store.list_sessions()]
+            },
+            c.RECEIPTS: self._receipts,
+            c.RECONCILE: self._reconcile,
+            c.RESTART: lambda b, r: self.transport.call(
+                self.supervisor, runtime.TREE_RESTART, runtime.RestartChild(name=b.child), timeout_s=30.0
+            ),
+            c.STOP: lambda b, r: self.transport.call(
+                self.supervisor, runtime.TREE_STOP, runtime.StopTree(), timeout_s=5.0
+            ),
+        }
+
+    def _receipts(self, b: c.Receipts, r: Request) -> dict[str, Any]:
+        rows = self.store.list_receipts(session_id=b.session_id, uncertain_only=b.uncertain_only)
+        return {"receipts": [row.model_dump(mode="json") for row in rows]}
+
+    def _reconcile(self, b: c.Reconcile, r: Request) -> dict[str, Any]:
+        rec = self.store.reconcile(b.operation_id, outcome=b.outcome, by="operator", note=b.note)
+        return {"receipt": rec.model_dump(mode="json")}
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -171,18 +171,18 @@ def test_errors_are_typed_and_redacted(tree: Tree) -> None:
 
     cl = tree.client("c1")
 
-    def boom(type_, body):  # type: ignore[no-untyped-def]
+    def boom(body, request):  # type: ignore[no-untyped-def]
         raise Unavailable("store said: Authorization: Bearer sk-live-abcdefghijklmnop token=hunter2hunter2")
 
-    tree.core.operator.handle = boom  # type: ignore[method-assign]
+    tree.core.dispatch.routes[c.SESSIONS] = boom
     r = cl.request(c.SESSIONS)
     assert r.kind == "error" and r.body["code"] == "unavailable"
     assert "abcdefghijklmnop" not in r.body["message"] and "hunter2" not in r.body["message"]
 
-    def bug(type_, body):  # type: ignore[no-untyped-def]
+    def bug(body, request):  # type: ignore[no-untyped-def]
         raise RuntimeError("password=swordfish123")
 
-    tree.core.operator.handle = bug  # type: ignore[method-assign]
+    tree.core.dispatch.routes[c.STATUS] = bug
     r = cl.request(c.STATUS)
     assert r.body["code"] == "internal" and "swordfish" not in r.body["message"]
     assert cl.request(c.PING).kind == "ok"
