@@ -25,6 +25,7 @@ def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT
     A config ``geode serve`` would refuse is refused here with the same lines, exiting ``EXIT_CONFIG``.
     """
     from actors.cli.daemon_start import control_answers
+    from actors.tree import process_logging
     from actors.tree.child_handle import IncarnationStore
     from actors.tree.children import child_names
     from actors.tree.config_sections import EXIT_CONFIG, start_settings
@@ -41,6 +42,7 @@ def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT
         settings, _report = start_settings(home, prog=PROG)
         if settings is None:
             raise typer.Exit(EXIT_CONFIG)
+        process_logging.configure(home, "repl", settings=settings)  # [log] level, as serve: logs/repl.log
         tree = SingleProcessTree(
             child_names(settings), home, settings, IncarnationStore(home.root / "incarnations.json")
         )

@@ -68,6 +68,7 @@ def test_tools_bash_fsize_bytes_means_the_same_in_serve_and_repl(tmp_path: Path)
             input=f"fill {ws / 'repl.bin'}\nexit\n",
         )
         assert r.returncode == 0, r.stdout + r.stderr
+        assert "hosts actors.executor:build" in (home.logs_dir / "repl.log").read_text()  # [log], as serve
     finally:
         server.stop()
     # RLIMIT_FSIZE from [tools.bash] cut both files at the configured size, not the 50 MiB default
