@@ -379,21 +379,21 @@ def _loop_hooks(config: dict[str, Any], base_dir: Any = None) -> Any:
 
 
 def _mode_budget(mode: str) -> float | None:
-    try:
-        from geode.sessions.modes import MODES, SessionMode
+    from geode.sessions.modes import MODES, SessionMode
 
+    try:
         return MODES[SessionMode(mode)].time_budget_s
-    except (ImportError, ValueError, KeyError):
+    except (ValueError, KeyError):  # not a session mode: no mode budget
         return None
 
 
 def _mode_denylist(mode: str, config: dict[str, Any], plan: BoundToolPlan | None) -> frozenset[str]:
     """The mode's default denylist when the turn did not carry one (deny by default without a person)."""
-    try:
-        from geode.sessions.modes import default_denylist
+    from geode.sessions.modes import default_denylist
 
+    try:
         return default_denylist(mode, global_config=config, plan_tools=plan.specs if plan else ())
-    except (ImportError, ValueError):
+    except ValueError:  # not a session mode: no default denylist
         return frozenset()
 
 
