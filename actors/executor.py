@@ -18,13 +18,17 @@ from actors.bus import Bus
 from actors.tree.registry import ChildContext
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
+from geode.protocol import lanes as lanes_msg
+from geode.protocol.transport import Request
 from geode.records.models import TimelineEvent
 from geode.records.store_client import StoreClient
 from geode.tools.approval_lanes import LanesApprovalChannel
 from geode.tools.builtin.bash import BashLimits
 from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
+from geode.tools.builtin.messaging import BusMessenger
 from geode.tools.builtin.web_guard import WebAllow
+from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
 from geode.tools.handlers import HandlerEntry
 from geode.tools.service import ToolService
@@ -92,7 +96,11 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         hooks=hooks,
         approvals=LanesApprovalChannel(bus.transport),
         global_config=cfg,
-        services={"bash_limits": limits, "messengers": {}, "web_fetch": WebAllow.from_config(tools_cfg)},
+        services={
+            "bash_limits": limits,
+            "messengers": BusMessenger(bus.transport),
+            "web_fetch": WebAllow.from_config(tools_cfg),
+        },
         roots=tuple(tools_cfg.get("roots") or ()),
         default_workspace=default_ws,
     )
@@ -105,6 +113,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     hub, mcp_specs, mcp_handlers = connect_mcp(ctx.config)
     executor = executor_from_config(bus, ctx, handlers={**builtin_handlers(), **mcp_handlers})
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
+    start_delegate(bus, executor, ctx, [*builtin_specs(), *mcp_specs])
     concurrency = int((ctx.config.get("tools") or {}).get("handlers", 32))
     service = ToolService(
         executor, name=ctx.name, incarnation=ctx.incarnation, catalogue=[*builtin_specs(), *mcp_specs]
@@ -113,6 +122,25 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
     return ExecutorChild(executor, executor.hooks, hub, reaper)
+
+
+def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: list[ToolSpec]) -> None:
+    """delegate_task's service: child turns through lanes, whose origin is this process (a lanes peer named
+    ``ctx.name``): their stream comes back here and their approvals are relayed to the parent's turn."""
+    delegate = LanesDelegate(
+        bus.transport,
+        origin=ctx.name,
+        specs=specs,
+        global_config=ctx.config,
+        limits=DelegateLimits.from_config((ctx.config.get("tools") or {}).get("delegate")),
+    )
+    executor.services["delegate"] = delegate
+
+    def on_lanes_push(r: Request) -> None:
+        if r.type == lanes_msg.ORIGIN_EVENT:
+            delegate.on_event(r.body)  # type: ignore[arg-type]
+
+    bus.connect_peer("lanes", on_lanes_push, concurrency=1)
 
 
 def start_group_reaper(executor: ToolExecutor, ctx: ChildContext, records: Any = None) -> GroupReaper:

@@ -1,7 +1,8 @@
 """The ``messengers`` child: hosts one poller per enabled messenger platform (none are built yet).
 
-Until a platform translator exists it serves its endpoint with lifecycle answers only: ``runtime.ping``,
-``runtime.status`` (``platforms: []``) and ``runtime.child_died``; anything else is :class:`Unavailable`.
+Until a platform translator exists it serves its endpoint with lifecycle answers: ``runtime.ping``,
+``runtime.status`` (``platforms: []``), ``runtime.child_died``; ``messenger.send`` and anything else is
+:class:`Unavailable` ("no messenger platform is enabled").
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from actors.bus import Bus
 from actors.tree.registry import ChildContext
+from geode.protocol import messengers as messengers_msg
 from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import Unavailable
@@ -34,6 +36,7 @@ class MessengersService:
                 runtime.PING: lambda b, r: runtime.Pong(name=name, incarnation=incarnation, pid=os.getpid()),
                 runtime.STATUS: self._status,
                 runtime.CHILD_DIED: self._child_died,
+                messengers_msg.SEND: self._send,
             },
         )
 
@@ -51,6 +54,14 @@ class MessengersService:
     def _child_died(self, b: runtime.ChildDied, r: Request) -> runtime.Ack:
         self.deaths.append(b)
         return runtime.Ack()
+
+    def _send(self, b: messengers_msg.SendMessage, r: Request) -> messengers_msg.MessageSent:
+        """No platform translator exists yet (issue 13): every send is refused, nothing is posted."""
+        platform = b.channel.split(":", 1)[0]
+        raise Unavailable(
+            f"no messenger platform is enabled in this GEODE (asked for {platform!r}; "
+            "messenger platforms are not available yet)"
+        )
 
 
 def build(bus: Bus, ctx: ChildContext) -> None:

@@ -154,7 +154,7 @@ def test_send_message_without_adapters_is_unavailable(rig) -> None:
 def test_delegate_task(make_rig) -> None:
     seen = []
 
-    def delegate(task, *, parent, timeout_s):  # type: ignore[no-untyped-def]
+    def delegate(task, *, parent, timeout_s, **kw):  # type: ignore[no-untyped-def]
         seen.append((task, parent.session_id))
         return {"result": "done"}
 

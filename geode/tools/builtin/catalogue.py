@@ -132,8 +132,14 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         name="delegate_task",
-        description="Hand a self-contained task to a headless sub-agent and wait for its result.",
-        input_schema=_obj({"task": {"type": "string", "minLength": 1}}, ["task"]),
+        description=(
+            "Hand a self-contained task to a sub-agent (its own session, fewer tools) and wait for its "
+            "answer; timeout_s bounds its time (default 300)."
+        ),
+        input_schema=_obj(
+            {"task": {"type": "string", "minLength": 1}, "timeout_s": {"type": "integer", "minimum": 10}},
+            ["task"],
+        ),
         handler="builtin:delegate_task",
         policy=SafetyPolicy(
             effect=E.EXECUTE, allow_headless=False, allow_subagents=False, resource_strategy="session"
