@@ -138,3 +138,45 @@ def test_a_changed_catalogue_is_noted_and_the_turn_gets_the_current_one(
     row = rows.rows[0]
     assert row.kind == "plan.changed" and row.payload["composed_hash"] == composed.content_hash
     assert row.payload["plan_hash"] == plan.content_hash and "mcp__t__add" in row.payload["tools"]
+
+
+class ControlBus(FakeExecutor):
+    """What control reaches: the executor (``tool.catalogue``) and lanes (``lanes.submit``, recorded)."""
+
+    def __init__(self, specs: list[ToolSpec]) -> None:
+        super().__init__(specs)
+        self.submitted: list[Any] = []
+
+    def call(self, target: str, msg: Any, body: Any, **kw: Any) -> Any:
+        if target == "lanes":
+            self.submitted.append(body)
+            return {"turn_id": body.turn_id, "session_id": body.session_id, "state": "queued"}
+        return super().call(target, msg, body, **kw)
+
+
+def test_control_composes_from_the_executor_catalogue_and_submits_plan_hash(tmp_path: Path) -> None:
+    from geode.control.core import ControlCore
+    from geode.protocol import control as c
+    from geode.protocol.envelope import Envelope
+
+    bus = ControlBus(CATALOGUE)
+    sent: list[Envelope] = []
+    core = ControlCore(
+        bus,  # type: ignore[arg-type]
+        lambda _conn, env: sent.append(env),
+        home=GeodeHome(tmp_path).ensure(),
+        plans=CataloguePlans(bus, cache=False, who="control"),  # type: ignore[arg-type]
+    )
+    core.on_envelope("c1", Envelope(type=c.HANDSHAKE, body={"cwd": str(tmp_path)}))
+    core.on_envelope("c1", Envelope(type=c.PROMPT, body={"text": "hi"}))
+    assert [e.kind for e in sent] == ["ok", "ok"], sent
+    (sub,) = bus.submitted
+    worker = CataloguePlans(FakeExecutor(CATALOGUE))  # type: ignore[arg-type]
+    expected = worker.for_session(worker.base(), None, ())
+    assert sub.settings["plan_hash"] == expected.content_hash
+    assert "mcp__t__add" in sub.settings["visible_tools"]
+    bus.down = True  # the executor is down when the next session is composed: built-ins
+    core.on_envelope("c2", Envelope(type=c.HANDSHAKE, body={"cwd": str(tmp_path)}))
+    core.on_envelope("c2", Envelope(type=c.PROMPT, body={"text": "hi"}))
+    assert "mcp__t__add" not in bus.submitted[1].settings["visible_tools"]
+    assert bus.submitted[1].settings["plan_hash"] == compile_plan(builtin_specs()).content_hash
