@@ -67,3 +67,10 @@ def test_configured_mcp_tool_is_offered_called_and_answers(tree: tuple[Any, Scri
     assert "mcp__t__undeclared" not in offered  # no declared policy: listed by the executor, never offered
     results = tool_results(model, "mcp: add")
     assert len(results) == 1 and str(A + B) in results[0] and '"is_error": true' not in results[0], results
+
+    # control composed the session from the executor's catalogue; the worker compiled the same plan (no
+    # "composed with plan ... now plan ..." note: the session's plan_hash reached it and matched)
+    logs = {p.name: p.read_text(errors="replace") for p in home.logs_dir.glob("*.log")}
+    assert "tool catalogue from executor" in logs.get("control.log", ""), sorted(logs)
+    loops = "".join(text for name, text in logs.items() if name.startswith("loop"))
+    assert "tool catalogue from executor" in loops and "was composed with plan" not in loops
