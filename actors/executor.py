@@ -19,6 +19,7 @@ from actors.tree.registry import ChildContext
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
+from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
 from geode.records.models import TimelineEvent
 from geode.records.store_client import StoreClient
@@ -136,11 +137,11 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
     )
     executor.services["delegate"] = delegate
 
-    def on_lanes_push(r: Request) -> None:
-        if r.type == lanes_msg.ORIGIN_EVENT:
-            delegate.on_event(r.body)  # type: ignore[arg-type]
+    def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
+        delegate.on_event(b)
 
-    bus.connect_peer("lanes", on_lanes_push, concurrency=1)
+    lanes_push = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
+    bus.connect_peer("lanes", lanes_push, concurrency=1)
 
 
 def start_group_reaper(executor: ToolExecutor, ctx: ChildContext, records: Any = None) -> GroupReaper:
