@@ -78,6 +78,12 @@ class WebFetchSection(BaseModel):
     allow_hosts: Annotated[list[str], AfterValidator(_allow_entries)] = Field(default_factory=list)
 
 
+class DelegateSection(BaseModel):
+    """``[tools.delegate]``: the cap on a delegate_task child turn's time budget (``DelegateLimits``)."""
+
+    max_timeout_s: float = Field(default=600.0, gt=0, le=3600)
+
+
 class ToolsSection(BaseModel):
     """``[tools]`` (read by ``actors/executor.py``)."""
 
@@ -86,6 +92,7 @@ class ToolsSection(BaseModel):
     roots: list[str] = Field(default_factory=list)
     bash: BashSection = BashSection()
     web_fetch: WebFetchSection = WebFetchSection()
+    delegate: DelegateSection = DelegateSection()
 
 
 class VendorSection(BaseModel):
