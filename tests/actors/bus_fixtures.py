@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
@@ -22,17 +23,24 @@ class Boom(BaseModel):
     """Makes the handler raise."""
 
 
+class Busy(BaseModel):
+    """How many delayed echoes the service is handling right now."""
+
+
 ECHO = message("test.echo", Echo, None)
 BOOM = message("test.boom", Boom, None)
+BUSY = message("test.busy", Busy, None)
 
 
 class FixtureService:
-    """Answers ping/status/echo; ``test.boom`` raises a plain exception (→ ``internal``)."""
+    """Answers ping/status/echo/busy; ``test.boom`` raises a plain exception (→ ``internal``)."""
 
     def __init__(self, name: str, incarnation: int) -> None:
         self.name = name
         self.incarnation = incarnation
         self.casts: list[Request] = []
+        self._lock = threading.Lock()
+        self.busy = 0
 
     def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
         if request.type == runtime.PING:
@@ -41,9 +49,16 @@ class FixtureService:
             body = request.body
             assert isinstance(body, Echo)
             if body.delay_s:
-                time.sleep(body.delay_s)
+                with self._lock:
+                    self.busy += 1
+                time.sleep(body.delay_s)  # the slow handler itself (not a wait in a test)
+                with self._lock:
+                    self.busy -= 1
             self.casts.append(request)
             return {"text": body.text, "from": request.sender}
+        if request.type == BUSY:
+            with self._lock:
+                return {"busy": self.busy}
         if request.type == BOOM:
             raise ZeroDivisionError("boom")
         return {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 from actors.tree.spec import ChildSpec, Restart, TreeConfig
 from actors.tree.supervisor import Supervisor
 from geode.protocol.runtime import ChildInfo
+from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = TreeConfig(backoff_base_s=0.02, backoff_max_s=0.1, backoff_jitter=0.0, stable_s=30, ready_timeout_s=5)
@@ -30,15 +31,7 @@ def tiny(
     )
 
 
-def wait_for(pred: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout_s
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+wait_for = poll_for  # the suite's one polling wait (tests/waiting.py), under the name these tests use
 
 
 class Running:
@@ -62,7 +55,7 @@ class Running:
             good = c.state == state and (incarnation is None or c.incarnation == incarnation)
             return c if good else None
 
-        return wait_for(ok, timeout_s, f"{name} {state} #{incarnation}")
+        return wait_for(ok, timeout_s, interval_s=0.01, what=f"{name} {state} #{incarnation}")
 
 
 @contextmanager

@@ -21,7 +21,8 @@ from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest, ConfigError, RemoteError, RequestTimeout
-from tests.actors.bus_fixtures import BOOM, ECHO, FixtureService
+from tests.actors.bus_fixtures import BOOM, BUSY, ECHO, FixtureService
+from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,20 +55,30 @@ def spawn_peer(home: GeodeHome, name: str, inc: int) -> subprocess.Popen[str]:
 def peer(home: GeodeHome) -> Iterator[subprocess.Popen[str]]:
     p = spawn_peer(home, "peer", 1)
     yield p
+    reap(p)
+
+
+def reap(p: subprocess.Popen[str]) -> None:
+    """Kill a peer and close its pipes (an unclosed pipe is a ResourceWarning, an error here)."""
     p.kill()
     p.wait()
+    for pipe in (p.stdin, p.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 def ping_until(bus: Bus, target: str, want_inc: int, within_s: float = 10.0) -> dict[str, object]:
-    end = time.monotonic() + within_s
-    while True:
-        try:
-            reply = bus.transport.call(target, runtime.PING, timeout_s=0.5)
-            if reply["incarnation"] == want_inc:
-                return reply
-        except RequestTimeout:
-            pass
-        assert time.monotonic() < end, f"{target} never answered as incarnation {want_inc}"
+    def answered() -> dict[str, object] | None:
+        reply: dict[str, object] = bus.transport.call(target, runtime.PING, timeout_s=0.5)
+        return reply if reply["incarnation"] == want_inc else None
+
+    return poll_for(
+        answered,
+        within_s,
+        interval_s=0.01,
+        what=f"{target} answering as #{want_inc}",
+        swallow=(RequestTimeout,),
+    )
 
 
 def test_request_reply_across_processes(client: Bus, peer: subprocess.Popen[str]) -> None:
@@ -95,8 +106,7 @@ def test_reconnect_after_peer_restarts(home: GeodeHome, client: Bus, peer: subpr
     try:
         assert ping_until(client, "peer", 2)["pid"] == again.pid
     finally:
-        again.kill()
-        again.wait()
+        reap(again)
 
 
 def test_garbage_frames_get_bad_request_and_receiver_survives(
@@ -142,7 +152,8 @@ def test_slow_handler_does_not_block_others(client: Bus, peer: subprocess.Popen[
         target=client.transport.call, args=("peer", ECHO, {"delay_s": 1.5}), kwargs={"timeout_s": 5}
     )
     slow.start()
-    time.sleep(0.05)
+    busy = lambda: client.transport.call("peer", BUSY, timeout_s=5)["busy"]  # noqa: E731
+    poll_for(busy, 5, what="the slow echo running in the peer")
     t0 = time.monotonic()
     client.transport.call("peer", runtime.PING, timeout_s=5)
     assert time.monotonic() - t0 < 0.5
@@ -169,10 +180,8 @@ def test_backlog_past_the_bound_is_overloaded(home: GeodeHome) -> None:
         assert entered.wait(5)  # the only handler is now busy
         held += [client.transport.call_nowait("srv", ECHO, {}, timeout_s=10) for _ in range(2)]
         pool = server._served["srv"].pool
-        deadline = time.monotonic() + 10
-        while not pool.full():  # 1 held in the handler, 2 queued: the bound is reached
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
+        # 1 held in the handler, 2 queued: the bound is reached
+        poll_for(pool.full, 10, interval_s=0.005, what="the handler pool's backlog to be full")
         with pytest.raises(Overloaded):
             client.transport.call("srv", runtime.PING, timeout_s=5)
         gate.set()
@@ -197,10 +206,7 @@ def test_server_pushes_to_connected_peer_by_name(home: GeodeHome) -> None:
     try:
         lanes.serve("lanes", FixtureService("lanes", 1))
         worker.connect_peer("lanes", lambda req: got.append(req.type) or {"ok": True})
-        deadline = time.monotonic() + 5
-        while "loop-1" not in lanes.peers("lanes"):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        poll_for(lambda: "loop-1" in lanes.peers("lanes"), 5, what="loop-1 connected to lanes")
         assert lanes.transport.call("loop-1", ECHO, {"text": "run"}, timeout_s=5) == {"ok": True}
         assert lanes.transport.call("loop-1#7", ECHO, {"text": "run"}, timeout_s=5) == {"ok": True}
         # the worker can still call the endpoint it is connected to
@@ -221,15 +227,14 @@ def test_casts_and_pubsub(home: GeodeHome) -> None:
         server.serve("supervisor", svc)
         sub.subscribe("supervisor", lambda t, b: (events.append((t, b)), seen.set()))
         sub.transport.cast("supervisor", ECHO, {"text": "c"})
-        deadline = time.monotonic() + 5
-        while not seen.is_set():  # slow joiner: republish until the subscription is live
+
+        def delivered() -> bool:  # slow joiner: republish until the subscription is live
             server.publish("runtime.child_started", {"name": "store"})
-            seen.wait(0.05)
-            assert time.monotonic() < deadline
+            return seen.wait(0.05)
+
+        poll_for(delivered, 5, interval_s=0, what="a published event delivered to the subscriber")
         assert events[0] == ("runtime.child_started", {"name": "store"})
-        while not svc.casts:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        poll_for(lambda: svc.casts, 5, what="the cast handled")
         assert svc.casts[0].envelope.kind == "cast"
     finally:
         sub.stop()
@@ -320,7 +325,7 @@ def test_close_never_hangs_with_requests_in_flight(home: GeodeHome) -> None:
 
     t = threading.Thread(target=call)
     t.start()
-    time.sleep(0.1)
+    poll_for(lambda: bus._pending, 5, what="the call in flight")
     t0 = time.monotonic()
     bus.stop()
     t.join(3)

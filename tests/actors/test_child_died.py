@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import time
+import logging
 from pathlib import Path
+
+import pytest
 
 from actors.bus import Bus
 from actors.messengers import MessengersService
@@ -12,7 +14,8 @@ from geode.home import GeodeHome
 from tests.actors.supervision_kit import wait_for
 
 
-def test_retried_until_acknowledged(tmp_path: Path) -> None:
+def test_retried_until_acknowledged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="actors.tree.child_died")
     home = GeodeHome(tmp_path / "h").ensure()
     sup = Bus("supervisor", 1, home).start()
     store = Bus("store", 1, home).start()
@@ -22,11 +25,16 @@ def test_retried_until_acknowledged(tmp_path: Path) -> None:
     try:
         store.serve("store", store_svc)
         notifier.notify("loop-1", 3, "killed by SIGKILL")
-        wait_for(lambda: store_svc.deaths, 5, "store ack")
-        time.sleep(0.5)  # lanes is not serving yet: the notice must wait for it, not be lost
+        wait_for(lambda: store_svc.deaths, 5, what="store ack")
+        # lanes is not serving yet: the notice is retried (twice at least), not lost
+        def retried_twice() -> bool:
+            lines = [r.getMessage() for r in caplog.records]
+            return sum("→ lanes" in m and "retrying" in m for m in lines) >= 2
+
+        wait_for(retried_twice, 10, what="two failed attempts to tell lanes")
         assert not lanes_svc.deaths
         lanes.serve("lanes", lanes_svc)
-        wait_for(lambda: lanes_svc.deaths, 5, "lanes ack after it came up")
+        wait_for(lambda: lanes_svc.deaths, 5, what="lanes ack after it came up")
         assert lanes_svc.deaths[0].model_dump() == {
             "name": "loop-1",
             "incarnation": 3,

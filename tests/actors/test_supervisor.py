@@ -62,7 +62,7 @@ def test_rest_for_one_leaves_earlier_children_alone(tmp_path: Path) -> None:
 def test_escalation_stops_tree_nonzero(tmp_path: Path) -> None:
     specs = [tiny("ok"), tiny("crasher", mode="crash")]
     with supervised(tmp_path, specs, replace(FAST, intensity=3, period_s=30)) as run:
-        wait_for(lambda: run.result, 10, "supervisor exit")
+        wait_for(lambda: run.result, 10, what="supervisor exit")
         assert run.result == [1]
         assert run.child("crasher").state == "fatal"
         assert run.child("ok").state == "stopped" and run.child("ok").pid is None

@@ -39,15 +39,16 @@ def test_supervisord_restarts_the_root(tmp_path: Path) -> None:
         return kids if all(c.state == "running" for c in kids.values()) else None
 
     try:
-        first = wait_for(tree_up, 30, "tree under supervisord")
+        first = wait_for(tree_up, 30, what="tree under supervisord")
         root = lock.holder_pid()
         assert root is not None
         os.kill(root, signal.SIGKILL)
-        wait_for(lambda: not any(alive(c.pid) for c in first.values()), 10, "children gone with the root")
+        gone = lambda: not any(alive(c.pid) for c in first.values())  # noqa: E731
+        wait_for(gone, 10, what="children gone with the root")
         again = wait_for(
             lambda: (k := tree_up()) and lock.holder_pid() not in (None, root) and k,
             30,
-            "tree back under a new root",
+            what="tree back under a new root",
         )
         assert {c.pid for c in again.values()}.isdisjoint({c.pid for c in first.values()})
         assert all(c.incarnation >= 2 for c in again.values())  # incarnations keep growing across roots

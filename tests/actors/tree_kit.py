@@ -7,18 +7,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from actors.tree.client import stop_tree, tree_status
 from geode.home import GeodeHome
 from geode.protocol.runtime import ChildInfo
 from geode.providers.scripted import ScriptedServer
-
-T = TypeVar("T")
+from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST_CONFIG = """
@@ -112,20 +110,7 @@ def scripted_tree(
         server.stop()
 
 
-def wait_for(
-    pred: Callable[[], T],
-    timeout_s: float = 15.0,
-    interval_s: float = 0.05,
-    what: str = "condition not reached",
-) -> T:
-    """Poll ``pred`` until it returns something truthy (returned) or fail after ``timeout_s``."""
-    end = time.monotonic() + timeout_s
-    while True:
-        got = pred()
-        if got:
-            return got
-        assert time.monotonic() < end, what
-        time.sleep(interval_s)
+wait_for = poll_for  # the suite's one polling wait (tests/waiting.py), under the name the tree tests use
 
 
 def children(home: GeodeHome) -> dict[str, ChildInfo]:
@@ -135,17 +120,17 @@ def children(home: GeodeHome) -> dict[str, ChildInfo]:
 
 
 def wait_children(home: GeodeHome, pred, timeout_s: float = 15.0) -> dict[str, ChildInfo]:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout_s
-    while True:
-        try:
-            kids = children(home)
-            if pred(kids):
-                return kids
-        except Exception:
-            pass
-        if time.monotonic() > end:
-            raise AssertionError("tree did not reach the expected state")
-        time.sleep(0.05)
+    def reached() -> dict[str, ChildInfo] | None:
+        kids = children(home)
+        return kids if pred(kids) else None
+
+    return poll_for(
+        reached,
+        timeout_s,
+        interval_s=0.05,
+        what="the tree's children to reach the expected state",
+        swallow=(Exception,),  # the tree is (re)starting: status not answering yet
+    )
 
 
 def alive(pid: int) -> bool:

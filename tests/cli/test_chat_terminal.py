@@ -62,7 +62,7 @@ class Term:
         return wait_for(
             seen,
             timeout_s,
-            0.1,
+            interval_s=0.1,
             what=f"{text!r} never appeared:\n{self.screen(name)}",
         )
 
