@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from geode.home import GeodeHome
 from geode.providers.selection import resolve_settings
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 @dataclass(frozen=True)
@@ -32,8 +36,14 @@ def current_model(
         origin = "override"
     elif env.get("GEODE_MODEL"):
         origin = "env"
-    elif isinstance(cfg.get("providers"), Mapping) and cfg["providers"].get("model"):
+    elif _typed(cfg).providers.model:
         origin = "config"
     else:
         origin = "default"
     return ModelChoice(settings.model, settings.provider, origin)
+
+
+def _typed(cfg: Mapping[str, Any]) -> GeodeConfig:
+    from geode.config_schema import GeodeConfig  # lazy: the schema imports the control core, which imports us
+
+    return GeodeConfig.from_raw(cfg)
