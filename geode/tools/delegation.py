@@ -33,10 +33,13 @@ MAX_DEPTH = 1
 
 @dataclass(frozen=True)
 class DelegateLimits:
-    """``[tools.delegate]``: the cap on a child's time budget and how often its turn record is polled."""
+    """``[tools.delegate]``: the cap on a child's time budget; how often its turn record is polled, how long
+    before its deadline the call answers, the least budget worth starting a child with."""
 
     max_timeout_s: float = MAX_TIMEOUT_S
     poll_s: float = 1.0
+    margin_s: float = RETURN_MARGIN_S
+    min_budget_s: float = MIN_CHILD_BUDGET_S
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> DelegateLimits:
@@ -109,9 +112,10 @@ class LanesDelegate:
         """``timeout_s``: what the handler has left (the parent's remaining budget already applied);
         ``requested_s``: the tool's own argument. Returns {session_id, turn_id, text, termination_reason}."""
         cancel = cancel or threading.Event()
-        wait_s = timeout_s - RETURN_MARGIN_S
-        budget = min(requested_s or DEFAULT_TIMEOUT_S, self.limits.max_timeout_s, wait_s - RETURN_MARGIN_S)
-        if budget < MIN_CHILD_BUDGET_S:
+        lim = self.limits
+        wait_s = timeout_s - lim.margin_s
+        budget = min(requested_s or DEFAULT_TIMEOUT_S, lim.max_timeout_s, wait_s - lim.margin_s)
+        if budget < lim.min_budget_s:
             raise ToolFailure(
                 f"Not enough time left in this turn to delegate ({max(0.0, timeout_s):.0f}s).",
                 "tool_timeout",
