@@ -64,6 +64,12 @@ class CliRequest(Request):
     conn: Connection
 
 
+def conn_of(request: Request) -> Connection:
+    """The connection a control request came on (every request the core dispatches is a CliRequest)."""
+    assert isinstance(request, CliRequest), request
+    return request.conn
+
+
 class ControlCore:
     def __init__(
         self,
@@ -98,12 +104,12 @@ class ControlCore:
             {
                 c.PING: self._ping,
                 c.EXIT: lambda b, r: lanes_msg.Ok(),
-                c.HANDSHAKE: lambda b, r: self._handshake(r.conn, b),
-                c.PROMPT: lambda b, r: self._prompt(r.conn, b),
+                c.HANDSHAKE: lambda b, r: self._handshake(conn_of(r), b),
+                c.PROMPT: lambda b, r: self._prompt(conn_of(r), b),
                 c.CLI_CANCEL: self._cancel,
                 c.APPROVAL_RESPONSE: self._approval_response,
-                c.ATTACH: lambda b, r: self._attach(r.conn, b.session_id, b.after_seq),
-                c.RESUME: lambda b, r: self._resume(r.conn, b),
+                c.ATTACH: lambda b, r: self._attach(conn_of(r), b.session_id, b.after_seq),
+                c.RESUME: lambda b, r: self._resume(conn_of(r), b),
                 **self.operator.routes(),
             },
         )
@@ -165,15 +171,15 @@ class ControlCore:
         if env.type == c.EXIT:
             self.disconnect(conn.conn_id, reason="exit")
 
-    def _ping(self, b: c.Empty, r: CliRequest) -> lanes_msg.Ok:
-        return lanes_msg.Ok(ok=r.conn.state is ConnState.READY)  # False: this daemon does not know us
+    def _ping(self, b: c.Empty, r: Request) -> lanes_msg.Ok:
+        return lanes_msg.Ok(ok=conn_of(r).state is ConnState.READY)  # False: this daemon does not know us
 
-    def _cancel(self, b: c.CliCancel, r: CliRequest) -> dict[str, Any]:
-        cancel = lanes_msg.Cancel(turn_id=b.turn_id, session_id=r.conn.session_id)
+    def _cancel(self, b: c.CliCancel, r: Request) -> dict[str, Any]:
+        cancel = lanes_msg.Cancel(turn_id=b.turn_id, session_id=conn_of(r).session_id)
         return self.transport.call(self.lanes, lanes_msg.CANCEL, cancel)
 
-    def _approval_response(self, b: c.ApprovalResponse, r: CliRequest) -> lanes_msg.Ok:
-        conn = r.conn
+    def _approval_response(self, b: c.ApprovalResponse, r: Request) -> lanes_msg.Ok:
+        conn = conn_of(r)
         with conn.lock:  # only a connection the request was delivered to may answer it
             if conn.pending_approvals.pop(b.approval_id, None) is None:
                 raise NotFound(f"approval {b.approval_id!r} is not pending on this connection")
