@@ -32,10 +32,13 @@ from geode.tools.builtin.web_guard import parse_allow_entry
 Schema = Any  # a pydantic model class or a stdlib dataclass
 
 # [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
-# origin, verify, skip_permissions) are always overridden by the turn's own settings, so they are not
-# configuration (skip_permissions in particular is only ever the submitting connection's flag).
+# origin, verify, skip_permissions, the session's plan hash/generation) are always overridden by the turn's
+# own settings, so they are not configuration (skip_permissions is only the submitting connection's flag).
 PER_TURN_LOOP_KEYS = frozenset(
-    {"model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify", "skip_permissions"}
+    {
+        *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
+        *("skip_permissions", "plan_hash", "plan_generation"),
+    }
 )
 LoopSection = create_model(  # type: ignore[call-overload]
     "LoopSection",
