@@ -1,8 +1,10 @@
-"""The ``lanes`` child: serves LanesService at bus endpoint ``lanes`` over the store's durable turn records.
+"""The ``lanes`` child: one pykka actor owns the lanes state machine; bus handlers only post to it.
 
-Hosted by ``python -m actors.tree.child_main lanes`` (registry builder :func:`build`). Loop workers connect to
-``lanes`` as peers (READY, heartbeats); the supervisor tells it ``runtime.child_died``; a tick thread
-reaps silent workers and expires orphaned turns.
+Hosted by ``python -m actors.tree.child_main lanes`` (registry builder :func:`build`). Every lanes message
+becomes a message to :class:`LanesActor`; the store round trips it starts run on a few ``lanes-store``
+threads (in order per turn) and come back to it as continuations, so the actor never waits for the store
+and one session's slow write never holds up another's. A bus handler thread waits on a future only for
+its own request (a submit until its record is stored, an approval until a person answers).
 """
 
 from __future__ import annotations
@@ -10,14 +12,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pykka
 
 from actors.bus import Bus
 from geode.home import GeodeHome
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE, LaneQueue
-from geode.lanes.service import LanesService
-from geode.protocol.errors import GeodeError
+from geode.lanes.records import Outcome, Then, TurnStore
+from geode.lanes.service import Asked, LanesService, Reply
+from geode.protocol.envelope import now_ms
+from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
+from geode.protocol.transport import Request
+from geode.records.models import TurnState
 from geode.records.store_client import StoreClient
 
 if TYPE_CHECKING:
@@ -26,17 +37,263 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 ENDPOINT = "lanes"
 TICK_S = 0.25
+STORE_THREADS = 4
+T = TypeVar("T")
+
+
+class KeyedRunner:
+    """Runs store calls on a small pool; calls with the same key run one after another, in issue order.
+
+    ``deliver(then, outcome)`` posts each continuation to the actor before the key's next call starts.
+    """
+
+    def __init__(self, threads: int = STORE_THREADS) -> None:
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="lanes-store")
+        self._mu = threading.Lock()  # guards the queues only, never held across a call
+        self._queues: dict[str, deque[tuple[Callable[[], Any], Then]]] = {}
+        self.deliver: Callable[[Then, Outcome], None] = lambda then, out: then(out)
+
+    def __call__(self, key: str, call: Callable[[], Any], then: Then) -> None:
+        with self._mu:
+            waiting = self._queues.get(key)
+            if waiting is not None:
+                waiting.append((call, then))
+                return
+            self._queues[key] = deque()
+        self._submit(key, call, then)
+
+    def _submit(self, key: str, call: Callable[[], Any], then: Then) -> None:
+        try:
+            self._pool.submit(self._run, key, call, then)
+        except RuntimeError:  # shut down: the actor is stopping
+            log.debug("lanes store runner stopped; dropping a %s call", key)
+
+    def _run(self, key: str, call: Callable[[], Any], then: Then) -> None:
+        try:
+            out: Outcome = call()
+        except Exception as exc:
+            out = exc
+        self.deliver(then, out)
+        with self._mu:
+            waiting = self._queues[key]
+            if not waiting:
+                del self._queues[key]
+                return
+            call, then = waiting.popleft()
+        self._submit(key, call, then)
+
+    def stop(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class _Op:
+    request: Request
+    future: pykka.Future[Reply] | None  # None for a cast
+
+
+@dataclass(frozen=True)
+class _Then:
+    then: Then
+    out: Outcome
+
+
+@dataclass(frozen=True)
+class _Query:
+    fn: Callable[[LanesService], Any]
+    future: pykka.Future[Any]
+
+
+@dataclass(frozen=True)
+class _Settle:
+    future: pykka.Future[None]
+
+
+TICK, SCHEDULE = "tick", "schedule"
+
+
+def _answerer(op: _Op) -> Callable[[Reply | BaseException], None]:
+    answered = [False]
+
+    def answer(out: Reply | BaseException) -> None:
+        if answered[0]:
+            return
+        answered[0] = True
+        if op.future is None:
+            if isinstance(out, BaseException):
+                log.warning("lanes cast %s failed: %s", op.request.type, out)
+        elif isinstance(out, BaseException):
+            op.future.set_exception((type(out), out, out.__traceback__))
+        else:
+            op.future.set(out)
+
+    return answer
+
+
+class LanesActor(pykka.ThreadingActor):
+    """Owns the :class:`LanesService`: its only thread. Requests, continuations and ticks are messages."""
+
+    use_daemon_thread = True
+
+    def __init__(self, core: LanesService) -> None:
+        super().__init__()
+        self.core = core
+        self._settling: list[pykka.Future[None]] = []
+
+    def on_receive(self, message: Any) -> Any:
+        try:
+            self._receive(message)
+        except Exception:  # a bug must not stop the actor (pykka stops an actor on an unhandled error)
+            log.exception("lanes actor failed on %s", type(message).__name__)
+        if self._settling and self.core.inflight == 0:
+            for f in self._settling:
+                f.set(None)
+            self._settling.clear()
+        return None
+
+    def _receive(self, message: Any) -> None:
+        if isinstance(message, _Then):
+            message.then(message.out)
+        elif isinstance(message, _Op):
+            answer = _answerer(message)
+            try:
+                self.core.handle(Asked(message.request.envelope, message.request.body, answer=answer))
+            except Exception as exc:
+                answer(exc)
+                raise
+        elif isinstance(message, _Query):
+            try:
+                message.future.set(message.fn(self.core))
+            except Exception as exc:
+                message.future.set_exception((type(exc), exc, exc.__traceback__))
+        elif isinstance(message, _Settle):
+            self._settling.append(message.future)
+        elif message == TICK:
+            self.core.tick()
+        elif message == SCHEDULE:
+            self.core.schedule()
+
+
+class _DeskView:
+    """Read the actor's approval desk from another thread (tests, status)."""
+
+    def __init__(self, lanes: LanesHandle) -> None:
+        self._lanes = lanes
+
+    def pending(self) -> list[dict[str, str]]:
+        return self._lanes.query(lambda core: core.desk.pending())
+
+
+@dataclass
+class LanesHandle:
+    """The lanes actor from outside: ``handle`` is the bus Service (posts, then waits for its own answer)."""
+
+    ref: pykka.ActorRef[LanesActor]
+    records: TurnStore
+    runner: KeyedRunner
+    ask_timeout_s: float = 30.0
+    desk: _DeskView = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.desk = _DeskView(self)
+
+    def handle(self, request: Request) -> Reply:
+        if request.envelope.kind == "cast":
+            self._tell(_Op(request, None))
+            return None
+        future: pykka.Future[Reply] = pykka.ThreadingFuture()
+        self._tell(_Op(request, future))
+        deadline = request.envelope.deadline
+        wait = self.ask_timeout_s if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+        try:
+            return future.get(timeout=wait)
+        except pykka.Timeout as exc:
+            raise RequestTimeout(f"lanes did not answer {request.type} in time") from exc
+
+    def query(self, fn: Callable[[LanesService], T], timeout_s: float = 10.0) -> T:
+        """Run ``fn`` on the actor's thread (between two messages) and return its result."""
+        future: pykka.Future[T] = pykka.ThreadingFuture()
+        self._tell(_Query(fn, future))
+        return future.get(timeout=timeout_s)
+
+    def settle(self, timeout_s: float = 10.0) -> None:
+        """Wait until no store round trip is in flight (every continuation has run)."""
+        future: pykka.Future[None] = pykka.ThreadingFuture()
+        self._tell(_Settle(future))
+        future.get(timeout=timeout_s)
+
+    def tell(self, message: str) -> None:
+        """``TICK`` or ``SCHEDULE``."""
+        self._tell(message)
+
+    def _tell(self, message: Any) -> None:
+        try:
+            self.ref.tell(message)
+        except pykka.ActorDeadError as exc:
+            raise Unavailable("lanes is stopping") from exc
+
+    def stop(self) -> None:
+        self.runner.stop()
+        try:
+            self.ref.stop(block=True, timeout=5.0)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            pass
+
+
+def start_lanes_actor(
+    records: TurnStore,
+    transport: Any,
+    *,
+    store_threads: int = STORE_THREADS,
+    load_timeout_s: float = 15.0,
+    **core_options: Any,
+) -> LanesHandle:
+    """Reload the durable turn records, then start the actor that owns the lanes state machine."""
+    running, queued = _load_records(records, load_timeout_s)
+    runner = KeyedRunner(store_threads)
+    core = LanesService(records, transport, runner=runner, **core_options)
+    ref = LanesActor.start(core)
+
+    def deliver(then: Then, out: Outcome) -> None:
+        try:
+            ref.tell(_Then(then, out))
+        except pykka.ActorDeadError:
+            log.debug("lanes stopped before a store reply arrived")
+
+    runner.deliver = deliver
+    lanes = LanesHandle(ref, records, runner)
+    lanes.query(lambda c: c.load(running, queued))
+    return lanes
+
+
+def _load_records(records: TurnStore, timeout_s: float) -> tuple[list[Any], list[Any]]:
+    """Read running and queued turn records; the store may still be starting, so retry within a bound."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            return (
+                records.list_turns(state=TurnState.RUNNING.value),
+                records.list_turns(state=TurnState.QUEUED.value),
+            )
+        except GeodeError as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.info("lanes waiting for the store: %s", exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
 
 @dataclass
 class LanesChild:
-    service: LanesService
+    lanes: LanesHandle
     bus: Bus
     owns_bus: bool
     stop_event: threading.Event = field(default_factory=threading.Event)
 
     def stop(self) -> None:
         self.stop_event.set()
+        self.lanes.stop()
         if self.owns_bus:
             self.bus.stop()
 
@@ -50,22 +307,6 @@ def lanes_config(home: GeodeHome) -> dict[str, int]:
     }
 
 
-def _start_service(svc: LanesService, timeout_s: float) -> None:
-    """Reload turn records; the store may still be starting, so retry within a bound."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.05
-    while True:
-        try:
-            svc.start()
-            return
-        except GeodeError as exc:
-            if time.monotonic() > deadline:
-                raise
-            log.info("lanes waiting for the store: %s", exc)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
-
-
 def start_lanes(
     home: GeodeHome,
     *,
@@ -77,21 +318,24 @@ def start_lanes(
     cfg = lanes_config(home)
     owns = bus is None
     bus = bus or Bus(name, incarnation, home).start()
-    records = StoreClient(bus.transport, attempts=3)
-    queue = LaneQueue(global_cap=cfg["global_cap"], session_queue_max=cfg["session_queue_max"])
-    svc = LanesService(
-        records,
-        bus.transport,
-        queue=queue,
-        routable=lambda w: w in bus.peers(ENDPOINT),
-        name=name,
-        incarnation=incarnation,
-        max_pending_approvals=max(1, cfg["handlers"] // 2),  # never starve the handlers of worker traffic
-    )
-    child = LanesChild(svc, bus, owns)
     try:
-        _start_service(svc, store_timeout_s)
-        bus.serve(ENDPOINT, svc, concurrency=cfg["handlers"], on_peer=lambda _name, _inc: svc.schedule())
+        lanes = start_lanes_actor(
+            StoreClient(bus.transport, attempts=3),
+            bus.transport,
+            load_timeout_s=store_timeout_s,
+            queue=LaneQueue(global_cap=cfg["global_cap"], session_queue_max=cfg["session_queue_max"]),
+            routable=lambda w: w in bus.peers(ENDPOINT),
+            name=name,
+            incarnation=incarnation,
+            max_pending_approvals=max(1, cfg["handlers"] // 2),  # never starve the handlers of worker traffic
+        )
+    except BaseException:
+        if owns:
+            bus.stop()
+        raise
+    child = LanesChild(lanes, bus, owns)
+    try:
+        bus.serve(ENDPOINT, lanes, concurrency=cfg["handlers"], on_peer=lambda _n, _i: lanes.tell(SCHEDULE))
     except BaseException:
         child.stop()
         raise
@@ -99,9 +343,9 @@ def start_lanes(
     def tick() -> None:
         while not child.stop_event.wait(TICK_S):
             try:
-                svc.tick()
-            except Exception:  # the tick must survive a store hiccup
-                log.exception("lanes tick failed")
+                lanes.tell(TICK)
+            except Unavailable:
+                return
 
     threading.Thread(target=tick, name="lanes-tick", daemon=True).start()
     return child

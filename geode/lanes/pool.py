@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ class DeadWorker:
 
 
 class WorkerPool:
-    """Which workers are alive, how many free slots each has, and which turns each runs."""
+    """Which workers are alive, how many free slots each has, and which turns each runs (single-threaded)."""
 
     def __init__(
         self,
@@ -48,104 +47,91 @@ class WorkerPool:
     ) -> None:
         self.expiry_s = heartbeat_interval_s * liveness
         self._clock = clock
-        self._lock = threading.RLock()
         self._workers: dict[str, Worker] = {}
         self._rr = 0
 
     def ready(self, name: str, incarnation: int, capacity: int = 1) -> DeadWorker | None:
         """A worker announced itself. A new incarnation of a known name means the old one died."""
-        with self._lock:
-            old = self._workers.get(name)
-            if old is not None and old.incarnation == incarnation:
-                old.last_seen, old.capacity = self._clock(), capacity
-                return None
-            if old is not None and old.incarnation > incarnation:
-                return None  # a late READY from an older incarnation
-            self._workers[name] = Worker(name, incarnation, capacity, self._clock())
-            if old is None:
-                return None
-            return DeadWorker(old.name, old.incarnation, tuple(sorted(old.turns)))
+        old = self._workers.get(name)
+        if old is not None and old.incarnation == incarnation:
+            old.last_seen, old.capacity = self._clock(), capacity
+            return None
+        if old is not None and old.incarnation > incarnation:
+            return None  # a late READY from an older incarnation
+        self._workers[name] = Worker(name, incarnation, capacity, self._clock())
+        if old is None:
+            return None
+        return DeadWorker(old.name, old.incarnation, tuple(sorted(old.turns)))
 
     def heartbeat(self, name: str, incarnation: int) -> bool:
         """Refresh liveness; False when the worker is unknown (it must send READY again)."""
-        with self._lock:
-            w = self._workers.get(name)
-            if w is None or w.incarnation != incarnation:
-                return False
-            w.last_seen = self._clock()
-            return True
+        w = self._workers.get(name)
+        if w is None or w.incarnation != incarnation:
+            return False
+        w.last_seen = self._clock()
+        return True
 
     def pick(self, usable: Callable[[str], bool] | None = None) -> Worker | None:
         """A live worker with a free slot (round robin) that ``usable`` accepts, or None."""
-        with self._lock:
-            candidates = sorted(
-                (w for w in self._workers.values() if w.free > 0 and (usable is None or usable(w.name))),
-                key=lambda w: w.name,
-            )
-            if not candidates:
-                return None
-            self._rr = (self._rr + 1) % len(candidates)
-            return candidates[self._rr]
+        candidates = sorted(
+            (w for w in self._workers.values() if w.free > 0 and (usable is None or usable(w.name))),
+            key=lambda w: w.name,
+        )
+        if not candidates:
+            return None
+        self._rr = (self._rr + 1) % len(candidates)
+        return candidates[self._rr]
 
     def free_slots(self, usable: Callable[[str], bool] | None = None) -> int:
-        with self._lock:
-            return sum(w.free for w in self._workers.values() if usable is None or usable(w.name))
+        return sum(w.free for w in self._workers.values() if usable is None or usable(w.name))
 
     def assign(self, name: str, turn_id: str) -> None:
-        with self._lock:
-            self._workers[name].turns.add(turn_id)
-            self._workers[name].assigned_at[turn_id] = self._clock()
+        self._workers[name].turns.add(turn_id)
+        self._workers[name].assigned_at[turn_id] = self._clock()
 
     def unconfirmed(self, name: str, reported: Iterable[str], grace_s: float) -> list[str]:
         """Turns assigned to ``name`` over ``grace_s`` ago that its heartbeat omits: their run was lost."""
-        with self._lock:
-            w = self._workers.get(name)
-            if w is None:
-                return []
-            now, seen = self._clock(), set(reported)
-            return sorted(t for t in w.turns if t not in seen and now - w.assigned_at.get(t, now) > grace_s)
+        w = self._workers.get(name)
+        if w is None:
+            return []
+        now, seen = self._clock(), set(reported)
+        return sorted(t for t in w.turns if t not in seen and now - w.assigned_at.get(t, now) > grace_s)
 
     def finish(self, turn_id: str) -> None:
-        with self._lock:
-            for w in self._workers.values():
-                w.turns.discard(turn_id)
-                w.assigned_at.pop(turn_id, None)
+        for w in self._workers.values():
+            w.turns.discard(turn_id)
+            w.assigned_at.pop(turn_id, None)
 
     def owner_of(self, turn_id: str) -> Worker | None:
-        with self._lock:
-            return next((w for w in self._workers.values() if turn_id in w.turns), None)
+        return next((w for w in self._workers.values() if turn_id in w.turns), None)
 
     def is_alive(self, name: str, incarnation: int | None) -> bool:
-        with self._lock:
-            w = self._workers.get(name)
-            return w is not None and (incarnation is None or w.incarnation == incarnation)
+        w = self._workers.get(name)
+        return w is not None and (incarnation is None or w.incarnation == incarnation)
 
     def died(self, name: str, incarnation: int | None = None) -> DeadWorker | None:
         """The supervisor (or silence) says this worker is gone: forget it and hand back its turns."""
-        with self._lock:
-            w = self._workers.get(name)
-            if w is None or (incarnation is not None and w.incarnation != incarnation):
-                return None
-            del self._workers[name]
-            return DeadWorker(w.name, w.incarnation, tuple(sorted(w.turns)))
+        w = self._workers.get(name)
+        if w is None or (incarnation is not None and w.incarnation != incarnation):
+            return None
+        del self._workers[name]
+        return DeadWorker(w.name, w.incarnation, tuple(sorted(w.turns)))
 
     def reap(self) -> list[DeadWorker]:
         """Workers silent for longer than the expiry are dead."""
-        with self._lock:
-            now = self._clock()
-            stale = [w for w in self._workers.values() if now - w.last_seen > self.expiry_s]
-            return [d for d in (self.died(w.name, w.incarnation) for w in stale) if d is not None]
+        now = self._clock()
+        stale = [w for w in self._workers.values() if now - w.last_seen > self.expiry_s]
+        return [d for d in (self.died(w.name, w.incarnation) for w in stale) if d is not None]
 
     def snapshot(self) -> list[dict[str, object]]:
-        with self._lock:
-            now = self._clock()
-            return [
-                {
-                    "worker": w.name,
-                    "incarnation": w.incarnation,
-                    "capacity": w.capacity,
-                    "running": sorted(w.turns),
-                    "last_seen_s": round(now - w.last_seen, 3),
-                }
-                for w in sorted(self._workers.values(), key=lambda w: w.name)
-            ]
+        now = self._clock()
+        return [
+            {
+                "worker": w.name,
+                "incarnation": w.incarnation,
+                "capacity": w.capacity,
+                "running": sorted(w.turns),
+                "last_seen_s": round(now - w.last_seen, 3),
+            }
+            for w in sorted(self._workers.values(), key=lambda w: w.name)
+        ]

@@ -1,12 +1,12 @@
 """LaneQueue: one running turn per session (bounded FIFO behind it) and a global cap on running turns.
 
-Pure and thread-safe. One instance serves every entry path (CLI, messengers, MCP), so the global cap is
-system-wide. The queue only decides *which* turn may start; who runs it is the worker pool's business.
+Pure and single-threaded by contract (only the lanes actor's thread touches it). One instance serves
+every entry path (CLI, messengers, MCP), so the global cap is system-wide. The queue only decides *which*
+turn may start; who runs it is the worker pool's business.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -25,6 +25,7 @@ class _Entry:
     session_id: str
     enqueued_at: float
     started_at: float | None = None
+    held: bool = False  # admitted but its durable record is not stored yet: it blocks its lane, never starts
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Grant:
 
 
 class LaneQueue:
-    """Session lanes plus a global lane. Every method is atomic under one lock."""
+    """Session lanes plus a global lane. Not thread-safe: its owner (the lanes actor) is its one thread."""
 
     def __init__(
         self,
@@ -59,7 +60,6 @@ class LaneQueue:
         self.session_queue_max = session_queue_max
         self.max_queued = max_queued
         self._clock = clock
-        self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._lanes: dict[str, _Lane] = {}
         self._order: OrderedDict[str, None] = OrderedDict()  # queued turn ids in arrival order
@@ -67,32 +67,32 @@ class LaneQueue:
         self._global_waits: deque[float] = deque(maxlen=256)
 
     # --- admission -------------------------------------------------------------------------------
-    def enqueue(self, turn_id: str, session_id: str, *, front: bool = False) -> int:
+    def enqueue(self, turn_id: str, session_id: str, *, front: bool = False, held: bool = False) -> int:
         """Queue a turn behind its session lane; returns its position (0 = next). Idempotent by turn id.
 
         ``front`` puts it at the head of its session lane and of the global order (resumes go first).
-        Raises ``Overloaded`` when the session's FIFO (or the whole queue) is full.
+        Raises ``Overloaded`` when the session's FIFO (or the whole queue) is full. A ``held`` turn is not
+        granted until :meth:`unhold` (its record is being stored).
         """
-        with self._lock:
-            existing = self._entries.get(turn_id)
-            if existing is not None:
-                if existing.session_id != session_id:
-                    raise Conflict(f"turn {turn_id} already queued for another session")
-                lane = self._lanes[session_id]
-                return 0 if lane.running == turn_id else lane.queue.index(turn_id)
-            lane = self._lanes.setdefault(session_id, _Lane())
-            full = len(lane.queue) >= self.session_queue_max or len(self._order) >= self.max_queued
-            if not front and full:
-                raise Overloaded(f"session {session_id} already has {len(lane.queue)} queued turns")
-            self._entries[turn_id] = _Entry(turn_id, session_id, self._clock())
-            if front:
-                lane.queue.appendleft(turn_id)
-                self._order[turn_id] = None
-                self._order.move_to_end(turn_id, last=False)
-                return 0
-            lane.queue.append(turn_id)
+        existing = self._entries.get(turn_id)
+        if existing is not None:
+            if existing.session_id != session_id:
+                raise Conflict(f"turn {turn_id} already queued for another session")
+            lane = self._lanes[session_id]
+            return 0 if lane.running == turn_id else lane.queue.index(turn_id)
+        lane = self._lanes.setdefault(session_id, _Lane())
+        full = len(lane.queue) >= self.session_queue_max or len(self._order) >= self.max_queued
+        if not front and full:
+            raise Overloaded(f"session {session_id} already has {len(lane.queue)} queued turns")
+        self._entries[turn_id] = _Entry(turn_id, session_id, self._clock(), held=held)
+        if front:
+            lane.queue.appendleft(turn_id)
             self._order[turn_id] = None
-            return len(lane.queue) - 1 + (1 if lane.running else 0)
+            self._order.move_to_end(turn_id, last=False)
+            return 0
+        lane.queue.append(turn_id)
+        self._order[turn_id] = None
+        return len(lane.queue) - 1 + (1 if lane.running else 0)
 
     def grant(self, limit: int | None = None) -> list[Grant]:
         """Start as many queued turns as lanes allow (at most ``limit``): FIFO across sessions.
@@ -100,79 +100,82 @@ class LaneQueue:
         A granted turn holds its session lane and a global slot until :meth:`release`.
         """
         out: list[Grant] = []
-        with self._lock:
-            now = self._clock()
-            for turn_id in list(self._order):
-                if len(self._running) >= self.global_cap or (limit is not None and len(out) >= limit):
-                    break
-                entry = self._entries[turn_id]
-                lane = self._lanes[entry.session_id]
-                if lane.running is not None or lane.queue[0] != turn_id:
-                    continue
-                lane.queue.popleft()
-                del self._order[turn_id]
-                lane.running = turn_id
-                lane.held_since = now
-                entry.started_at = now
-                self._running.add(turn_id)
-                waited = now - entry.enqueued_at
-                lane.waits.append(waited)
-                self._global_waits.append(waited)
-                out.append(Grant(turn_id, entry.session_id, waited))
+        now = self._clock()
+        for turn_id in list(self._order):
+            if len(self._running) >= self.global_cap or (limit is not None and len(out) >= limit):
+                break
+            entry = self._entries[turn_id]
+            lane = self._lanes[entry.session_id]
+            if lane.running is not None or lane.queue[0] != turn_id or entry.held:
+                continue
+            lane.queue.popleft()
+            del self._order[turn_id]
+            lane.running = turn_id
+            lane.held_since = now
+            entry.started_at = now
+            self._running.add(turn_id)
+            waited = now - entry.enqueued_at
+            lane.waits.append(waited)
+            self._global_waits.append(waited)
+            out.append(Grant(turn_id, entry.session_id, waited))
         return out
+
+    def unhold(self, turn_id: str) -> bool:
+        """The held turn's record is stored: it may be granted now. False if it is no longer queued."""
+        entry = self._entries.get(turn_id)
+        if entry is None or turn_id in self._running:
+            return False
+        entry.held = False
+        return True
 
     def adopt_running(self, turn_id: str, session_id: str) -> None:
         """Mark a turn as already running (reloaded at start-up on a live worker); bypasses the cap check."""
-        with self._lock:
-            if turn_id in self._running:
-                return
-            self.remove(turn_id, missing_ok=True)
-            lane = self._lanes.setdefault(session_id, _Lane())
-            if lane.running is not None and lane.running != turn_id:
-                raise Conflict(f"session {session_id} already runs {lane.running}")
-            now = self._clock()
-            self._entries[turn_id] = _Entry(turn_id, session_id, now, now)
-            lane.running, lane.held_since = turn_id, now
-            self._running.add(turn_id)
+        if turn_id in self._running:
+            return
+        self.remove(turn_id, missing_ok=True)
+        lane = self._lanes.setdefault(session_id, _Lane())
+        if lane.running is not None and lane.running != turn_id:
+            raise Conflict(f"session {session_id} already runs {lane.running}")
+        now = self._clock()
+        self._entries[turn_id] = _Entry(turn_id, session_id, now, now)
+        lane.running, lane.held_since = turn_id, now
+        self._running.add(turn_id)
 
     # --- release -----------------------------------------------------------------------------------
     def release(self, turn_id: str) -> bool:
         """Free the session lane and global slot of a running turn. False if it was not running."""
-        with self._lock:
-            if turn_id not in self._running:
-                return False
-            entry = self._entries.pop(turn_id)
-            self._running.discard(turn_id)
-            lane = self._lanes[entry.session_id]
-            if lane.running == turn_id:
-                lane.running, lane.held_since = None, None
-            self._gc(entry.session_id)
-            return True
+        if turn_id not in self._running:
+            return False
+        entry = self._entries.pop(turn_id)
+        self._running.discard(turn_id)
+        lane = self._lanes[entry.session_id]
+        if lane.running == turn_id:
+            lane.running, lane.held_since = None, None
+        self._gc(entry.session_id)
+        return True
 
     def requeue(self, turn_id: str) -> bool:
         """A running turn's worker died: free its slot and put it back at the head of its lane."""
-        with self._lock:
-            if turn_id not in self._running:
-                return False
-            session_id = self._entries[turn_id].session_id
-            self.release(turn_id)
-            self.enqueue(turn_id, session_id, front=True)
-            return True
+        if turn_id not in self._running:
+            return False
+        session_id = self._entries[turn_id].session_id
+        self.release(turn_id)
+        self.enqueue(turn_id, session_id, front=True)
+        return True
 
     def remove(self, turn_id: str, *, missing_ok: bool = False) -> str:
         """Drop a queued (not running) turn, e.g. cancelled before it started. Returns its session id."""
-        with self._lock:
-            entry = self._entries.get(turn_id)
-            if entry is None or turn_id in self._running:
-                if missing_ok:
-                    return entry.session_id if entry else ""
-                raise NotFound(f"turn {turn_id} is not queued")
-            del self._entries[turn_id]
-            self._order.pop(turn_id, None)
-            lane = self._lanes[entry.session_id]
-            lane.queue.remove(turn_id)
-            self._gc(entry.session_id)
-            return entry.session_id
+        entry = self._entries.get(turn_id)
+        if entry is None or turn_id in self._running:
+            if missing_ok:
+                return entry.session_id if entry else ""
+            raise NotFound(f"turn {turn_id} is not queued")
+        del self._entries[turn_id]
+        self._order.pop(turn_id, None)
+        lane = self._lanes[entry.session_id]
+        lane.queue.remove(turn_id)
+        self._gc(entry.session_id)
+        return entry.session_id
 
     def _gc(self, session_id: str) -> None:
         lane = self._lanes.get(session_id)
@@ -181,47 +184,42 @@ class LaneQueue:
 
     # --- observation ---------------------------------------------------------------------------------
     def state_of(self, turn_id: str) -> str | None:
-        with self._lock:
-            if turn_id in self._running:
-                return "running"
-            return "queued" if turn_id in self._entries else None
+        if turn_id in self._running:
+            return "running"
+        return "queued" if turn_id in self._entries else None
 
     def running(self) -> list[str]:
-        with self._lock:
-            return sorted(self._running)
+        return sorted(self._running)
 
     def queued(self) -> list[str]:
-        with self._lock:
-            return list(self._order)
+        return list(self._order)
 
     def running_for(self, session_id: str) -> str | None:
-        with self._lock:
-            lane = self._lanes.get(session_id)
-            return lane.running if lane else None
+        lane = self._lanes.get(session_id)
+        return lane.running if lane else None
 
     def stats(self) -> dict[str, object]:
         """Lane wait times, queue lengths and held lanes, for ``geode status``."""
-        with self._lock:
-            now = self._clock()
-            waits = sorted(self._global_waits)
-            held = {
-                s: {
-                    "turn_id": ln.running,
-                    "held_s": round(now - (ln.held_since or now), 3),
-                    "queued": len(ln.queue),
-                }
-                for s, ln in self._lanes.items()
-                if ln.running is not None
+        now = self._clock()
+        waits = sorted(self._global_waits)
+        held = {
+            s: {
+                "turn_id": ln.running,
+                "held_s": round(now - (ln.held_since or now), 3),
+                "queued": len(ln.queue),
             }
-            return {
-                "global_cap": self.global_cap,
-                "running": len(self._running),
-                "queued": len(self._order),
-                "queue_lengths": {s: len(ln.queue) for s, ln in self._lanes.items() if ln.queue},
-                "held_lanes": held,
-                "wait_p50_s": round(waits[len(waits) // 2], 4) if waits else 0.0,
-                "wait_max_s": round(waits[-1], 4) if waits else 0.0,
-                "oldest_queued_s": round(
-                    max((now - self._entries[t].enqueued_at for t in self._order), default=0.0), 3
-                ),
-            }
+            for s, ln in self._lanes.items()
+            if ln.running is not None
+        }
+        return {
+            "global_cap": self.global_cap,
+            "running": len(self._running),
+            "queued": len(self._order),
+            "queue_lengths": {s: len(ln.queue) for s, ln in self._lanes.items() if ln.queue},
+            "held_lanes": held,
+            "wait_p50_s": round(waits[len(waits) // 2], 4) if waits else 0.0,
+            "wait_max_s": round(waits[-1], 4) if waits else 0.0,
+            "oldest_queued_s": round(
+                max((now - self._entries[t].enqueued_at for t in self._order), default=0.0), 3
+            ),
+        }

@@ -1,9 +1,11 @@
-"""The slice of the record store lanes needs (durable turn records), and an in-memory one for tests."""
+"""The slice of the record store lanes needs (durable turn records), how lanes runs its round trips
+(a :class:`StoreRunner`: off its thread, answering later), and in-memory / inline versions for tests."""
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from geode.records.models import TurnRecord, TurnState
 
@@ -12,6 +14,26 @@ class TurnStore(Protocol):
     def put_turn(self, turn: TurnRecord) -> TurnRecord: ...
     def get_turn(self, turn_id: str) -> TurnRecord | None: ...
     def list_turns(self, *, state: str | None = None) -> list[TurnRecord]: ...
+
+
+Outcome = Any  # a store call's result, or the exception it raised
+Then = Callable[[Outcome], None]
+
+
+class StoreRunner(Protocol):
+    """Runs ``call`` (a blocking round trip to the store) and hands its outcome to ``then`` on the owner's
+    thread. Calls with the same ``key`` (a turn id) complete in the order they were run; others need not."""
+
+    def __call__(self, key: str, call: Callable[[], Any], then: Then) -> None: ...
+
+
+def inline_runner(key: str, call: Callable[[], Any], then: Then) -> None:
+    """Run the round trip now, on the caller's thread (single-process tools and synchronous tests)."""
+    try:
+        out: Outcome = call()
+    except Exception as exc:
+        out = exc
+    then(out)
 
 
 class MemoryTurnStore:
@@ -44,4 +66,4 @@ class MemoryTurnStore:
         return sorted(out, key=lambda t: (t.created_at, t.turn_id))
 
 
-__all__ = ["MemoryTurnStore", "TurnRecord", "TurnState", "TurnStore"]
+__all__ = ["MemoryTurnStore", "StoreRunner", "TurnRecord", "TurnState", "TurnStore", "inline_runner"]

@@ -1,4 +1,4 @@
-"""An in-process tree for control tests: real store (LMDB), LanesService, ControlCore, scripted worker."""
+"""An in-process tree for control tests: real store (LMDB), the lanes actor, ControlCore, scripted worker."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actors.lanes import start_lanes_actor
 from geode.control.core import ControlCore
 from geode.home import GeodeHome
 from geode.lanes.queue import LaneQueue
-from geode.lanes.service import LanesService
 from geode.protocol import catalog
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
@@ -20,6 +20,7 @@ from geode.records.engine import RecordEngine
 from geode.records.service import StoreService
 from geode.records.store_client import StoreClient
 from tests.control.scripted_worker import ScriptedWorker as _Worker
+from tests.lanes.harness import Driver
 
 
 class Registry:
@@ -118,9 +119,8 @@ class Tree:
 
     def start_lanes(self) -> None:
         t = self.reg.transport("lanes#1")
-        self.lanes = LanesService(StoreClient(t), t, queue=LaneQueue(global_cap=self.global_cap))
+        self.lanes = Driver(start_lanes_actor(StoreClient(t), t, queue=LaneQueue(global_cap=self.global_cap)))
         self.reg.register("lanes", self.lanes)
-        self.lanes.start()
 
     def start_control(self) -> None:
         t = self.reg.transport("control#1")

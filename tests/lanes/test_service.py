@@ -56,7 +56,7 @@ def test_store_failure_refuses_the_turn() -> None:
     store.fail = True
     with pytest.raises(Unavailable):
         submit(svc, "t1", "S")
-    assert svc.queue.queued() == [] and svc.queue.running() == []
+    assert svc.queued() == [] and svc.running() == []
 
 
 def test_dead_worker_turn_is_requeued_with_resume_and_runs_once() -> None:
@@ -109,7 +109,7 @@ def test_lanes_restart_loses_and_duplicates_nothing() -> None:
     # lanes dies; a new incarnation reloads the records
     clock = [0.0]
     svc2, tr2, _ = make(store, queue=LaneQueue(global_cap=1), orphan_grace_s=3.0, clock=lambda: clock[0])
-    assert svc2.queue.running() == ["a"] and svc2.queue.queued() == ["b", "c"]
+    assert svc2.running() == ["a"] and svc2.queued() == ["b", "c"]
     svc2.handle(
         req(turns.WORKER_HEARTBEAT, turns.WorkerHeartbeat(worker=running_on, incarnation=1, running=["a"]))
     )
@@ -161,21 +161,33 @@ def _ask(svc, approval_id: str, timeout_s: float = 5.0):  # type: ignore[no-unty
     return th, box
 
 
+def _prompted(tr, approval_id: str) -> bool:  # type: ignore[no-untyped-def]
+    asks = [
+        e for e in tr.casts if e[1] == lanes_msg.ORIGIN_EVENT and e[2]["kind"] == lanes_msg.APPROVAL_REQUEST
+    ]
+    return any(e[2]["data"]["approval_id"] == approval_id for e in asks)
+
+
 def test_approval_round_trip_timeout_and_origin_death() -> None:
-    svc, tr, _ = make()
+    clock = [0.0]
+    svc, tr, _ = make(clock=lambda: clock[0])
     svc.worker_ready("loop-1", 1)
     submit(svc, "t1", "S")
     th, box = _ask(svc, "ap1")
     assert tr.wait_for(lambda: any(e["kind"] == lanes_msg.APPROVAL_REQUEST for e in tr.to("control")))
-    assert not svc.desk.answer("stale", "y")
+    stale = lanes_msg.ApprovalReply(approval_id="stale", decision="y")
+    assert svc.handle(req(lanes_msg.APPROVAL_REPLY, stale)).ok is False
     svc.handle(req(lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(approval_id="ap1", decision="y")))
     th.join(5)
     assert box["d"].decision == "y"
     th, box = _ask(svc, "ap2", timeout_s=0.05)
+    assert tr.wait_for(lambda: _prompted(tr, "ap2"))
+    clock[0] = 1.0
+    svc.tick()  # the actor's tick times it out; nobody waited inside lanes
     th.join(5)
     assert (box["d"].decision, box["d"].reason) == ("n", "timeout")
     th, box = _ask(svc, "ap3")
-    tr.wait_for(lambda: len(svc.desk.pending()) == 1)
+    assert tr.wait_for(lambda: _prompted(tr, "ap3"))
     svc.child_died("control", 1)
     th.join(5)
     assert (box["d"].decision, box["d"].reason) == ("n", "disconnect")
@@ -223,12 +235,12 @@ def test_pending_approvals_are_bounded_so_handlers_never_starve() -> None:
     svc.worker_ready("loop-1", 1)
     submit(svc, "t1", "S")
     th, box = _ask(svc, "first")
-    assert _tr.wait_for(lambda: len(svc.desk.pending()) == 1)
+    assert _tr.wait_for(lambda: _prompted(_tr, "first"))
     d = svc.ask_approval(
         lanes_msg.ApprovalAsk(approval_id="second", session_id="S", turn_id="t1", tool_name="x")
     )
     assert (d.decision, d.reason) == ("n", "duplicate_or_full")
-    svc.desk.answer("first", "y")
+    svc.handle(req(lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(approval_id="first", decision="y")))
     th.join(5)
     assert box["d"].decision == "y"
 
