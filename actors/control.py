@@ -278,6 +278,8 @@ def start_control(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="control")
     sock = ControlSocket(home)
     cfg = dict(home.load_config().get("control") or {})
+    plans = CataloguePlans(bus.transport, cache=False, who=name)  # asked per session, built-ins if down
+    bus.subscribe("supervisor", plans.on_lifecycle)  # an executor that (re)started is asked again at once
     core = ControlCore(
         bus.transport,
         sock.send,
@@ -288,7 +290,7 @@ def start_control(
         idle_timeout_s=float(cfg.get("idle_timeout_s", IDLE_TIMEOUT_S)),
         handshake_deadline_s=float(cfg.get("handshake_deadline_s", HANDSHAKE_DEADLINE_S)),
         queue_max=int(cfg.get("queue_max", QUEUE_MAX)),
-        plans=CataloguePlans(bus.transport, cache=False, who=name),  # asked per session, built-ins if down
+        plans=plans,
     )
 
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,7 +23,8 @@ from geode.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
 EXECUTOR = "executor"
-CATALOGUE_TIMEOUT_S = 3.0
+CATALOGUE_TIMEOUT_S = 1.0  # the executor answers in about a millisecond; a dead one costs this once
+RETRY_AFTER_S = 10.0  # after no answer, the built-ins without asking for this long (or until it restarts)
 MAX_SESSION_PLANS = 128
 EXECUTOR_CHANGES = (lifecycle.CHILD_STARTED, lifecycle.CHILD_READY, lifecycle.CHILD_EXITED)
 SessionKey = tuple[str, frozenset[str] | None, frozenset[str]]
@@ -41,8 +42,10 @@ class CataloguePlans:
 
     ``base()`` is the whole catalogue as a plan. With ``cache`` (the loop worker) the catalogue is asked once
     and again only after the executor's incarnation changed (:meth:`on_lifecycle`) or the last answer was the
-    fallback; without it (control, once per composed session) it is asked every time. ``for_session`` applies
-    a session's allow/deny lists, cached by (catalogue hash, lists).
+    fallback; without it (control, once per composed session) it is asked every time. When the executor does
+    not answer within ``timeout_s``, the built-ins are used (logged) and it is not asked again for
+    ``retry_after_s`` unless a lifecycle event says it started: a dead executor delays one session or turn,
+    not each. ``for_session`` applies a session's allow/deny lists, cached by (catalogue hash, lists).
     """
 
     def __init__(
@@ -53,8 +56,12 @@ class CataloguePlans:
         timeout_s: float = CATALOGUE_TIMEOUT_S,
         cache: bool = True,
         who: str = "",
+        retry_after_s: float = RETRY_AFTER_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.transport, self.target, self.timeout_s = transport, target, timeout_s
+        self.retry_after_s, self.clock = retry_after_s, clock
+        self._down_until = 0.0  # no answer recently: built-ins without asking until then
         self.cache, self.who = cache, who or "plans"
         self.registry = PlanRegistry()
         self.source = ""  # "executor" | "builtin": where the last catalogue came from
@@ -68,13 +75,14 @@ class CataloguePlans:
         """A supervisor event: the executor started, became ready or exited → ask for its catalogue again."""
         if topic in EXECUTOR_CHANGES and body.get("name") == self.target:
             with self._lock:
-                self._stale = True
+                self._stale, self._down_until = True, 0.0
 
     def base(self) -> BoundToolPlan:
         with self._lock:
             if self.cache and not self._stale and self._base is not None:
                 return self._base
-        specs, source = self._fetch()
+            quiet = self.clock() < self._down_until
+        specs, source = (builtin_catalogue(), "builtin") if quiet else self._fetch()
         plan = self.registry.compile(specs, lineage=CATALOGUE_LINEAGE)
         with self._lock:
             changed = self._base is None or self._base.content_hash != plan.content_hash
@@ -171,6 +179,8 @@ class CataloguePlans:
             BoundToolPlan.build(specs)  # a catalogue that cannot be a plan (duplicate names...) is refused
             return specs, "executor"
         except (GeodeError, PlanError, ValidationError) as exc:
+            with self._lock:
+                self._down_until = self.clock() + self.retry_after_s
             log.warning(
                 "%s: the executor's tool catalogue is unavailable (%s); offering the built-in tools only",
                 self.who,

@@ -77,13 +77,21 @@ def test_catalogue_is_cached_until_the_executor_changes() -> None:
 def test_executor_down_falls_back_to_builtins_logged_and_asks_again(caplog: pytest.LogCaptureFixture) -> None:
     ex = FakeExecutor(CATALOGUE)
     ex.down = True
-    plans = CataloguePlans(ex, who="control")  # type: ignore[arg-type]
+    now = [100.0]
+    plans = CataloguePlans(ex, who="control", cache=False, clock=lambda: now[0])  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="geode.tools.catalogue_plans"):
         fallback = plans.base()
     assert set(fallback.tool_names) == {s.name for s in builtin_specs()} and plans.source == "builtin"
     assert "catalogue is unavailable" in caplog.text and "built-in tools only" in caplog.text
     ex.down = False
-    assert "mcp__t__add" in plans.base() and ex.asked == 2  # a fallback is never cached
+    assert plans.base() is fallback and ex.asked == 1  # a dead executor delays one session, not each
+    now[0] += plans.retry_after_s
+    assert "mcp__t__add" in plans.base() and ex.asked == 2  # a fallback is never kept
+    ex.down = True
+    plans.base()
+    plans.on_lifecycle(lifecycle.CHILD_READY, {"name": "executor", "incarnation": 3})
+    ex.down = False
+    assert "mcp__t__add" in plans.base() and ex.asked == 4  # a restarted executor is asked at once
 
 
 def test_control_and_worker_agree_on_the_session_plan_hash(tmp_path: Path) -> None:
