@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from geode.tools.builtin.bash import BashLimits, blocked
+from tests.waiting import poll_for
 
 
 class _Yes:
@@ -28,7 +30,7 @@ def _live_members(pgid: int) -> list[int]:
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            stat = open(f"/proc/{pid}/stat").read()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
@@ -38,12 +40,8 @@ def _live_members(pgid: int) -> list[int]:
 
 
 def _gone(pgid: int, timeout: float = 3.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if not _live_members(pgid):
-            return True
-        time.sleep(0.02)
-    return False
+    poll_for(lambda: not _live_members(pgid), timeout, what=f"every process of group {pgid} gone")
+    return True
 
 
 def test_runs_in_workspace(rig) -> None:

@@ -95,11 +95,12 @@ class _Capped:
         self._t.start()
 
     def _drain(self, stream: IO[bytes]) -> None:
-        for chunk in iter(lambda: stream.read(8192), b""):
-            self.total += len(chunk)
-            room = self.cap * 4 - len(self.kept)
-            if room > 0:
-                self.kept += chunk[:room]
+        with stream:  # closed at EOF: the pipe is ours to close, not the garbage collector's
+            for chunk in iter(lambda: stream.read(8192), b""):
+                self.total += len(chunk)
+                room = self.cap * 4 - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
 
     def text(self, join_s: float) -> tuple[str, bool]:
         self._t.join(join_s)
@@ -199,8 +200,8 @@ def _start(
     shell = _read_pid(report_r, 10.0)
     if shell is None:
         gate.close()
-        proc.kill()
-        proc.wait()
+        with proc:  # kills, then closes its pipes and reaps it on the way out
+            proc.kill()
         box.close()
         raise ToolFailure("The shell could not be started.", "bash_start_failed")
     return proc, shell, gate
