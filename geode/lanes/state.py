@@ -1,0 +1,172 @@
+"""The lanes state machine's state and primitives: active turn records, queue, pool, desk, streams, and how
+a store round trip is issued (``_io``: run by the owner's ``StoreRunner``, continued on the owner's thread).
+
+Single-threaded by contract, like all of ``geode/lanes``: only the lanes actor's thread touches it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from geode.lanes.approvals import ApprovalDesk
+from geode.lanes.pool import WorkerPool
+from geode.lanes.queue import LaneQueue
+from geode.lanes.records import Outcome, StoreRunner, TurnStore, inline_runner
+from geode.lanes.stream import Reorder, StreamBuffer
+from geode.protocol import lanes as lanes_msg
+from geode.protocol import turns
+from geode.protocol.errors import GeodeError
+from geode.protocol.transport import Request
+from geode.records.models import TurnRecord
+
+log = logging.getLogger(__name__)
+ORPHAN_GRACE_S = 3.0
+LOST_RUN_GRACE_S = 3.0  # a turn.run its worker never reported in a heartbeat after this long was lost
+RECENT_OUTCOMES = 8
+
+Reply = BaseModel | dict[str, Any] | None
+Answer = Callable[[Reply | BaseException], None]
+
+
+def _drop(_: object) -> None:
+    """The answer of a cast: nobody waits for it."""
+
+
+@dataclass(frozen=True)
+class Asked(Request):
+    """A request plus the callback that answers it, now or from a continuation (exactly once)."""
+
+    answer: Answer = _drop
+
+
+def copy_record(rec: TurnRecord) -> TurnRecord:
+    return rec.model_copy(deep=True)
+
+
+class LanesState:
+    """Queue, pool, approvals, streams and every active turn's record, plus the primitives on them."""
+
+    def __init__(
+        self,
+        records: TurnStore,
+        transport: Any,
+        *,
+        runner: StoreRunner = inline_runner,
+        queue: LaneQueue | None = None,
+        pool: WorkerPool | None = None,
+        stream: StreamBuffer | None = None,
+        orphan_grace_s: float = ORPHAN_GRACE_S,
+        clock: Any = time.monotonic,
+        wall: Any = time.time,
+        routable: Callable[[str], bool] | None = None,
+        lost_run_grace_s: float = LOST_RUN_GRACE_S,
+        name: str = "lanes",
+        incarnation: int = 0,
+        max_pending_approvals: int = 1024,
+    ) -> None:
+        self.name, self.incarnation = name, incarnation
+        self.records = records  # blocking calls: only ever made through ``runner``
+        self.runner = runner
+        self.transport = transport  # casts only (they never wait for another process)
+        self.queue = queue or LaneQueue()
+        self.pool = pool or WorkerPool(clock=clock)
+        self.stream = stream or StreamBuffer()
+        self.desk = ApprovalDesk(max_pending_approvals)  # each pending approval holds one bus handler thread
+        self.reorder = Reorder()
+        self.orphan_grace_s = orphan_grace_s
+        self.routable = routable  # is a worker reachable yet (its peer hello arrived)? None: always
+        self.lost_run_grace_s = lost_run_grace_s
+        self._clock, self._wall = clock, wall
+        self._recs: dict[str, TurnRecord] = {}  # every queued or running turn's record, as last stored
+        self._admitting: dict[str, list[tuple[str, Answer]]] = {}  # turn → (session, answer) awaiting store
+        self._finishing: dict[str, list[Answer]] = {}  # turn → turn.done answers awaiting its done record
+        self._starting: dict[str, bool] = {}  # turn → cancel once pushed (its running record is in flight)
+        self._orphans: dict[str, tuple[str | None, int | None, float]] = {}
+        self._recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._start_failed = False
+        self.inflight = 0  # store round trips issued and not yet continued
+
+    def _io(self, key: str, call: Callable[[], Any], then: Callable[[Outcome], None]) -> None:
+        """One store round trip, continued by ``then`` on this state machine's thread."""
+        self.inflight += 1
+
+        def done(out: Outcome) -> None:
+            self.inflight -= 1
+            then(out)
+
+        self.runner(key, call, done)
+
+    def _put(self, rec: TurnRecord, then: Callable[[Outcome], None]) -> None:
+        snapshot = copy_record(rec)  # the store call runs elsewhere; our copy may change meanwhile
+        self._io(rec.turn_id, lambda: self.records.put_turn(snapshot), then)
+
+    def _relay(self, ev: turns.TurnEvent) -> None:
+        self._emit(ev.session_id, ev.turn_id, ev.kind.value, ev.data)
+
+    def _emit(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> lanes_msg.StreamEvent:
+        out = self.stream.append(session_id, turn_id, kind, data)
+        rec = self._recs.get(turn_id)
+        if rec is not None and rec.origin:
+            try:
+                self.transport.cast(rec.origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
+            except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
+                log.debug("origin %s unreachable: %s", rec.origin, exc)
+        return out
+
+    def _finish(self, rec: TurnRecord) -> None:
+        for item in self.reorder.forget(rec.turn_id):
+            self._relay(item)
+        self.queue.release(rec.turn_id)
+        self.pool.finish(rec.turn_id)
+        self._orphans.pop(rec.turn_id, None)
+        self.desk.deny_where(turn_id=rec.turn_id, reason="turn_ended")
+        self._emit(rec.session_id, rec.turn_id, lanes_msg.TURN_DONE, {"result": rec.outcome or {}})
+        recent = self._recent.setdefault(rec.session_id, [])
+        recent.append({"turn_id": rec.turn_id, "state": rec.state.value, "outcome": rec.outcome})
+        del recent[:-RECENT_OUTCOMES]
+        self._recent.move_to_end(rec.session_id)
+        while len(self._recent) > 256:
+            self._recent.popitem(last=False)
+        self._recs.pop(rec.turn_id, None)
+
+    def _send_run(self, worker: str, rec: TurnRecord, resume: bool) -> None:
+        inp = {k: v for k, v in rec.input.items() if not k.startswith("_")}
+        run = turns.TurnRun(
+            turn_id=rec.turn_id,
+            session_id=rec.session_id,
+            mode=rec.mode,
+            origin=rec.origin,
+            input=turns.TurnInput.model_validate(inp),
+            resume=resume,
+            attempt=rec.attempts,
+            settings=dict(rec.input.get("_settings") or {}),
+        )
+        self.transport.cast(worker, turns.TURN_RUN, run, session=rec.session_id)
+
+    def _send_cancel(self, worker: str, rec: TurnRecord | None, reason: str) -> None:
+        if rec is None:
+            return
+        cancel = turns.TurnCancel(turn_id=rec.turn_id, session_id=rec.session_id, reason=reason)
+        self.transport.cast(worker, turns.TURN_CANCEL, cancel)
+
+    @staticmethod
+    def _log_failed(what: str, out: Outcome) -> None:
+        if isinstance(out, BaseException):
+            log.warning("cannot record %s: %s", what, out)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "lanes": self.queue.stats(),
+            "workers": self.pool.snapshot(),
+            "pending_approvals": len(self.desk.pending()),
+            "orphans": sorted(self._orphans),
+            "streams": self.stream.sessions(),
+            "store_inflight": self.inflight,
+        }
