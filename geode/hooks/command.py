@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -52,6 +53,10 @@ def run_command(
     finally:
         if proc.poll() is None:
             _kill_group(proc)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):  # communicate() left them open on a timeout
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
     stdout = out[:MAX_OUTPUT].decode("utf-8", "replace").strip()
     stderr = err[:MAX_OUTPUT].decode("utf-8", "replace").strip()
     if proc.returncode == 2:
