@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
@@ -23,7 +23,8 @@ from geode.loop import AgenticLoop, LoopSettings, VerifySettings
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.prompt import PromptSources
 from geode.protocol import lifecycle, turns
-from geode.protocol.errors import BadRequest, GeodeError
+from geode.protocol.dispatch import Dispatch
+from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request, Transport
 from geode.providers.live import LiveProviders
 from geode.providers.types import Provider
@@ -50,26 +51,69 @@ class LanesSink:
         self.transport.cast(LANES, turns.TURN_EVENT, event, session=event.session_id)
 
 
+RUN, STATUS, FINISHED = "run", "status", "finished"
+
+
 class TurnActor(pykka.ThreadingActor):
-    """Runs exactly one turn on its own thread, reports ``turn.done``, then stops."""
+    """Owns one running turn: its phase and cancel event. Messages: ``run`` (start the loop on the turn's
+    thread), a :class:`turns.TurnCancel` (set the cancel event, ask the executor to stop what runs now),
+    ``status`` (ask: a snapshot). The turn's thread reports ``turn.done`` and tells ``finished``: it stops.
+
+    The loop runs on its own thread so the actor stays free for ``cancel`` and ``status`` mid-turn."""
 
     use_daemon_thread = True
 
-    def __init__(self, worker: LoopWorker, run: turns.TurnRun, cancel: threading.Event) -> None:
+    def __init__(self, worker: LoopWorker, run: turns.TurnRun) -> None:
         super().__init__()
         self.worker = worker
         self.run = run
-        self.cancel = cancel
+        self.cancel = threading.Event()
+        self.phase = "accepted"  # accepted → running → reporting → done
+        self.cancel_reason: str | None = None
+        self.started_at: float | None = None
 
-    def on_receive(self, message: Any) -> None:
-        if message != "run":
-            return
+    def on_receive(self, message: Any) -> Any:
+        if message == RUN and self.phase == "accepted":
+            self.phase, self.started_at = "running", time.monotonic()
+            name = f"turn-{self.run.turn_id[:12]}"
+            threading.Thread(target=self._body, name=name, daemon=True).start()
+        elif isinstance(message, turns.TurnCancel):
+            return self._cancel(message)
+        elif message == STATUS:
+            return {
+                "turn_id": self.run.turn_id,
+                "session_id": self.run.session_id,
+                "phase": self.phase,
+                "cancelled": self.cancel.is_set(),
+                "cancel_reason": self.cancel_reason,
+                "running_s": round(time.monotonic() - self.started_at, 3) if self.started_at else 0.0,
+            }
+        elif message == FINISHED:
+            self.phase = "done"
+            self.stop()
+        return None
+
+    def _cancel(self, body: turns.TurnCancel) -> bool:
+        if self.phase not in ("accepted", "running") or self.cancel.is_set():
+            return False
+        self.cancel.set()
+        self.cancel_reason = body.reason
+        # the executor kills what runs now (the loop also asks, between its polls)
+        self.worker._cancel_in_executor(body.session_id or self.run.session_id, self.run.turn_id)
+        return True
+
+    def _body(self) -> None:
+        """The turn's thread: the loop, then ``turn.done`` until lanes acknowledges it."""
         try:
             result = self.worker.run_turn(self.run, self.cancel)
+            self.phase = "reporting"
             self.worker.report_done(self.run, result)
         finally:
             self.worker.turn_finished(self.run.turn_id)
-            self.stop()
+            try:
+                self.actor_ref.tell(FINISHED)
+            except pykka.ActorDeadError:
+                pass
 
 
 class LoopWorker:
@@ -105,8 +149,8 @@ class LoopWorker:
         self.plans = CataloguePlans(bus.transport, who=ctx.name)
         self.plan_factory = plan_factory or self.plans.base
         self._providers: dict[str | None, Provider] = {}
-        self._running: dict[str, tuple[threading.Event, Any]] = {}  # turn id -> (cancel, actor ref)
-        self._sessions: dict[str, str] = {}  # turn id -> session id
+        self._running: dict[str, pykka.ActorRef[TurnActor]] = {}  # turn id -> the turn's actor
+        self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
@@ -201,42 +245,49 @@ class LoopWorker:
 
     # --- peer service ---------------------------------------------------------------------------------
     def handle(self, request: Request) -> Any:
-        if request.type == turns.TURN_RUN:
-            run = request.body
-            assert isinstance(run, turns.TurnRun)
-            return self.accept(run)
-        if request.type == turns.TURN_CANCEL:
-            body = request.body
-            assert isinstance(body, turns.TurnCancel)
-            with self._lock:
-                entry = self._running.get(body.turn_id)
-                session_id = body.session_id or self._sessions.get(body.turn_id)
-            if entry is not None:
-                entry[0].set()
-                if session_id:  # the executor kills what runs now (the loop also asks, between its polls)
-                    threading.Thread(
-                        target=self._cancel_in_executor, args=(session_id, body.turn_id), daemon=True
-                    ).start()
-            return turns.Ack(ok=entry is not None)
-        raise BadRequest(f"{self.name} does not handle {request.type}")
+        """The peer service lanes pushes to: ``turn.run`` and ``turn.cancel`` (one Dispatch table)."""
+        return self.peer.handle(request)
 
-    def accept(self, run: turns.TurnRun) -> turns.TurnRunAccepted:
-        with self._lock:
+    def accept(self, run: turns.TurnRun, request: Request | None = None) -> turns.TurnRunAccepted:
+        """Start the turn's actor (idempotent by turn id: a repeated run is acknowledged, not re-run)."""
+        with self._lock:  # guards the map only: nothing waits on another process under it
             if run.turn_id in self._running:
                 return turns.TurnRunAccepted(accepted=True, worker=self.name, reason="already running")
-            cancel = threading.Event()
-            ref = TurnActor.start(self, run, cancel)
-            self._running[run.turn_id] = (cancel, ref)
-            self._sessions[run.turn_id] = run.session_id
-        ref.tell("run")
+            ref = TurnActor.start(self, run)
+            self._running[run.turn_id] = ref
+        ref.tell(RUN)
         return turns.TurnRunAccepted(accepted=True, worker=self.name)
+
+    def cancel(self, body: turns.TurnCancel, request: Request | None = None) -> turns.Ack:
+        """Pass the cancel to the turn's actor; ``ok`` is False when no such turn runs here."""
+        with self._lock:
+            ref = self._running.get(body.turn_id)
+        if ref is None:
+            return turns.Ack(ok=False)
+        try:
+            ref.tell(body)
+        except pykka.ActorDeadError:  # it just finished
+            return turns.Ack(ok=False)
+        return turns.Ack(ok=True)
+
+    def turn_status(self, timeout_s: float = 2.0) -> list[dict[str, Any]]:
+        """Each running turn's actor, asked for its status (a finished one is skipped)."""
+        with self._lock:
+            refs = list(self._running.values())
+        out: list[dict[str, Any]] = []
+        for ref in refs:
+            try:
+                out.append(cast(dict[str, Any], ref.ask(STATUS, timeout=timeout_s)))
+            except (pykka.ActorDeadError, pykka.Timeout):
+                continue
+        return out
 
     def turn_finished(self, turn_id: str) -> None:
         with self._lock:
             self._running.pop(turn_id, None)
-            self._sessions.pop(turn_id, None)
 
     def _cancel_in_executor(self, session_id: str, turn_id: str) -> None:
+        """Ask the executor to stop the turn's calls and prompts (called on the turn actor's thread)."""
         try:
             touched = self.tools.cancel(session_id, turn_id)
             log.info("turn %s cancelled: %d call(s)/prompt(s) in the executor touched", turn_id, touched)

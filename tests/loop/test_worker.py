@@ -130,11 +130,17 @@ def test_turn_runs_on_worker_and_reports_done(tree: Tree) -> None:
 
 def test_cancel_reaches_the_running_turn(tree: Tree) -> None:
     provider = FunctionModel.script([{"tool_calls": [{"name": "read", "input": {"block": True}}]}, "never"])
-    _worker(tree, provider)
+    w = _worker(tree, provider)
     tree.submit("t2", "s2", "read slowly")
     assert tree.entered.wait(10)
+    [before] = w.turn_status()  # the turn's actor answers while its loop is blocked in a tool
+    assert (before["turn_id"], before["phase"], before["cancelled"]) == ("t2", "running", False)
     reply = tree.client.transport.call("lanes", lanes_msg.CANCEL, lanes_msg.Cancel(turn_id="t2"), timeout_s=5)
     assert reply["state"] == "cancellation_requested"
+    pause, deadline = threading.Event(), time.monotonic() + 5
+    while not w.turn_status()[0]["cancelled"]:  # it reaches the turn's actor while the tool still blocks
+        assert time.monotonic() < deadline, "the cancel never reached the turn's actor"
+        pause.wait(0.02)
     tree.gate.set()
     rec = tree.wait_done("t2")
     assert rec["outcome"]["termination_reason"] == "user_cancelled"
