@@ -1,7 +1,8 @@
 """A pool of handler threads fed by one shared queue, so one slow handler never holds up the others.
 
-(Measured against a pool of pykka actors with least-busy routing: same isolation for slow handlers when
-a worker is free, but a shared queue also never parks a message behind a busy worker, and costs less.)
+Plain threads, not actors: a handler that needs one-message-at-a-time state posts to its service's pykka
+actor (``actors/lanes.py``). (A pool of pykka actors with least-busy routing, measured earlier, gave the
+same isolation for slow handlers, but a shared queue never parks a message behind a busy worker.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The per-process message bus: one thread owns every ZeroMQ socket; other threads hand it work via a queue.
 
 Requests are ROUTER/DEALER with correlation ids and deadlines; served requests are validated by
-``geode.protocol.transport.dispatch`` and run on a :class:`HandlerPool` of pykka actors. See docs/runtime.md.
+``geode.protocol.transport.dispatch`` and run on a :class:`HandlerPool` of plain threads (a service that
+owns state posts to its own pykka actor from there, e.g. ``actors/lanes.py``). See docs/runtime.md.
 """
 
 from __future__ import annotations
