@@ -9,10 +9,11 @@ import time
 
 from tests.actors.supervision_kit import ROOT
 from tests.actors.tree_kit import alive
+from tests.processes import Child
 
 
-def start(grace_ms: int) -> tuple[subprocess.Popen[str], list[int]]:
-    p = subprocess.Popen(
+def start(grace_ms: int) -> tuple[Child, list[int]]:
+    p = Child(
         [sys.executable, "-m", "tests.actors.signal_runner", str(grace_ms)],
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -13,6 +13,7 @@ import pytest
 from geode.providers.scenario import RecordedRequest, Scenario, ScriptedReply, load_scenario
 from geode.providers.scripted import ScriptedServer
 from geode.providers.types import ProviderError
+from tests.processes import Child
 from tests.providers.conftest import build, request
 
 
@@ -83,7 +84,7 @@ def test_concurrent_requests_are_all_recorded(server, fake_time):
 def test_cli_prints_base_url_and_serves(tmp_path):
     scenario = tmp_path / "scenario.json"
     scenario.write_text(json.dumps(["hello from the CLI"]))
-    proc = subprocess.Popen(
+    proc = Child(
         [sys.executable, "-m", "actors.cli.main", "scripted-provider", "--scenario", str(scenario)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -118,7 +119,7 @@ def test_cli_with_a_reply_function(tmp_path):
     import os
 
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen(
+    proc = Child(
         [sys.executable, "-m", "actors.cli.main", "scripted-provider", "--function", "my_replies:reply"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from geode.records.engine import RecordEngine
 from geode.records.lmdb_env import StoreConfig
 from geode.records.service import StoreService
 from geode.records.store_client import StoreClient
+from tests.processes import Child
+from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +27,7 @@ def write_config(home: GeodeHome, store: dict[str, object]) -> None:
     home.config_file.write_text("\n".join(lines) + "\n")
 
 
-def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> subprocess.Popen[str]:
+def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> Child:
     """``python -m actors.tree.child_main store`` for ``home``; returns once it printed ready."""
     env = {
         **os.environ,
@@ -35,7 +36,7 @@ def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> 
         "GEODE_INCARNATION": str(incarnation),
     }
     env.pop("GEODE_READY_FD", None)
-    p = subprocess.Popen(
+    p = Child(
         [sys.executable, "-m", "actors.tree.child_main", "store"],
         cwd=ROOT,
         env=env,
@@ -49,20 +50,18 @@ def spawn_store(home: GeodeHome, incarnation: int = 1, *, wait: bool = True) -> 
         line = p.stdout.readline().strip()
         if line != "ready":
             p.kill()
-            raise AssertionError(f"store did not start: {line!r} {p.stderr.read() if p.stderr else ''}")
+            _out, err = p.communicate()
+            raise AssertionError(f"store did not start: {line!r} {err}")
     return p
 
 
 def wait_answering(client: StoreClient, incarnation: int, within_s: float = 10.0) -> None:
-    end = time.monotonic() + within_s
-    while True:
-        try:
-            reply = client.transport.call(client.target, runtime.PING, timeout_s=0.5)
-            if reply["incarnation"] == incarnation:
-                return
-        except GeodeError:
-            pass
-        assert time.monotonic() < end, "store never answered"
+    def answered() -> bool:
+        reply = client.transport.call(client.target, runtime.PING, timeout_s=0.5)
+        return bool(reply["incarnation"] == incarnation)
+
+    what = f"the store answering as #{incarnation}"
+    poll_for(answered, within_s, interval_s=0.01, what=what, swallow=(GeodeError,))
 
 
 @dataclass

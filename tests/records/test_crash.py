@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from geode.home import GeodeHome
 from geode.records.engine import RecordEngine
+from tests.processes import Child
 from tests.records.harness import ROOT, spawn_store
+from tests.waiting import poll_for
 
 CLIENTS, WRITES = 4, 40
 
@@ -20,7 +21,7 @@ def test_sigkill_mid_burst_loses_no_acknowledged_write(tmp_path: Path) -> None:
     store = spawn_store(home, 1)
     acks = tmp_path / "acks"
     writers = [
-        subprocess.Popen(
+        Child(
             [
                 sys.executable,
                 "-m",
@@ -38,10 +39,8 @@ def test_sigkill_mid_burst_loses_no_acknowledged_write(tmp_path: Path) -> None:
         for i in range(CLIENTS)
     ]
     try:
-        deadline = time.monotonic() + 60
-        while sum(_count(Path(f"{acks}{i}")) for i in range(CLIENTS)) < CLIENTS * 15:
-            assert time.monotonic() < deadline, "writers made no progress"
-            time.sleep(0.01)
+        acked = lambda: sum(_count(Path(f"{acks}{i}")) for i in range(CLIENTS)) >= CLIENTS * 15  # noqa: E731
+        poll_for(acked, 60, interval_s=0.01, what="the writers' first acknowledged writes")
         store.kill()  # SIGKILL mid-burst
         store.wait()
         store = spawn_store(home, 2)
@@ -55,6 +54,7 @@ def test_sigkill_mid_burst_loses_no_acknowledged_write(tmp_path: Path) -> None:
     finally:
         for w in writers:
             w.kill()
+            w.wait()
         store.terminate()
         store.wait(10)
 
