@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -37,32 +36,32 @@ def inline_runner(key: str, call: Callable[[], Any], then: Then) -> None:
 
 
 class MemoryTurnStore:
-    """A dict-backed TurnStore (single-process mode and tests); ``fail`` makes every write fail."""
+    """A dict-backed TurnStore (single-process mode and tests); ``fail`` makes every write fail.
+
+    Safe from the runner's threads without a lock: stored records are never mutated (a put replaces the
+    entry with a copy), and each dict access below is a single atomic operation."""
 
     def __init__(self) -> None:
         self._turns: dict[str, TurnRecord] = {}
-        self._lock = threading.Lock()
         self.fail = False
         self.writes = 0
 
     def put_turn(self, turn: TurnRecord) -> TurnRecord:
         from geode.protocol.errors import Unavailable
 
-        with self._lock:
-            if self.fail:
-                raise Unavailable("turn store unavailable")
-            self.writes += 1
-            self._turns[turn.turn_id] = turn.model_copy(deep=True)
-            return turn
+        if self.fail:
+            raise Unavailable("turn store unavailable")
+        self.writes += 1
+        self._turns[turn.turn_id] = turn.model_copy(deep=True)
+        return turn
 
     def get_turn(self, turn_id: str) -> TurnRecord | None:
-        with self._lock:
-            t = self._turns.get(turn_id)
-            return t.model_copy(deep=True) if t else None
+        t = self._turns.get(turn_id)
+        return t.model_copy(deep=True) if t else None
 
     def list_turns(self, *, state: str | None = None) -> list[TurnRecord]:
-        with self._lock:
-            out = [t.model_copy(deep=True) for t in self._turns.values() if state is None or t.state == state]
+        stored = list(self._turns.values())
+        out = [t.model_copy(deep=True) for t in stored if state is None or t.state == state]
         return sorted(out, key=lambda t: (t.created_at, t.turn_id))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict, deque
 from typing import Any
@@ -31,30 +30,27 @@ class StreamBuffer:
         self._base = (start_ms if start_ms is not None else int(time.time() * 1000)) * 10**6
         self._max_sessions = max_sessions
         self._max_events = max_events
-        self._lock = threading.Lock()
         self._seq: OrderedDict[str, int] = OrderedDict()
         self._events: OrderedDict[str, deque[StreamEvent]] = OrderedDict()
 
     def append(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> StreamEvent:
-        with self._lock:
-            seq = self._seq.get(session_id, self._base) + 1
-            self._seq[session_id] = seq
-            self._seq.move_to_end(session_id)
-            ev = StreamEvent(session_id=session_id, turn_id=turn_id, seq=seq, kind=kind, data=data)
-            buf = self._events.get(session_id)
-            if buf is None:
-                buf = self._events[session_id] = deque(maxlen=self._max_events)
-            self._events.move_to_end(session_id)
-            buf.append(ev)
-            while len(self._events) > self._max_sessions:
-                old, _ = self._events.popitem(last=False)
-                self._seq.pop(old, None)
-            return ev
+        seq = self._seq.get(session_id, self._base) + 1
+        self._seq[session_id] = seq
+        self._seq.move_to_end(session_id)
+        ev = StreamEvent(session_id=session_id, turn_id=turn_id, seq=seq, kind=kind, data=data)
+        buf = self._events.get(session_id)
+        if buf is None:
+            buf = self._events[session_id] = deque(maxlen=self._max_events)
+        self._events.move_to_end(session_id)
+        buf.append(ev)
+        while len(self._events) > self._max_sessions:
+            old, _ = self._events.popitem(last=False)
+            self._seq.pop(old, None)
+        return ev
 
     def since(self, session_id: str, after_seq: int) -> tuple[list[StreamEvent], bool]:
         """Buffered events with ``seq > after_seq`` and whether the buffer reaches back that far."""
-        with self._lock:
-            buf = list(self._events.get(session_id, ()))
+        buf = list(self._events.get(session_id, ()))
         out = [e for e in buf if e.seq > after_seq]
         if not buf:
             return out, after_seq >= self._base or after_seq == 0
@@ -62,8 +58,7 @@ class StreamBuffer:
         return out, complete
 
     def sessions(self) -> int:
-        with self._lock:
-            return len(self._events)
+        return len(self._events)
 
 
 class Reorder:
@@ -79,27 +74,25 @@ class Reorder:
         self._next: dict[str, int] = {}
         self._held: dict[str, dict[int, tuple[float, Any]]] = {}
         self._seen: dict[str, deque[int]] = {}
-        self._lock = threading.Lock()
 
     def push(self, turn_id: str, seq: int, item: Any, now: float | None = None) -> list[Any]:
         now = time.monotonic() if now is None else now
-        with self._lock:
-            if turn_id not in self._seen and len(self._seen) >= MAX_TRACKED_TURNS:  # late events of old turns
-                oldest = next(iter(self._seen))
-                self._seen.pop(oldest)
-                self._next.pop(oldest, None)
-                self._held.pop(oldest, None)
-            seen = self._seen.setdefault(turn_id, deque(maxlen=256))
-            if seq in seen:
-                return []
-            seen.append(seq)
-            nxt = self._next.get(turn_id)
-            if nxt is None or seq <= nxt:  # the first event of a turn, or a late one: release now
-                self._next[turn_id] = max(nxt or 0, seq + 1)
-                return [item, *self._drain(turn_id)]
-            held = self._held.setdefault(turn_id, {})
-            held[seq] = (now, item)
-            return self._drain(turn_id, now)
+        if turn_id not in self._seen and len(self._seen) >= MAX_TRACKED_TURNS:  # late events of old turns
+            oldest = next(iter(self._seen))
+            self._seen.pop(oldest)
+            self._next.pop(oldest, None)
+            self._held.pop(oldest, None)
+        seen = self._seen.setdefault(turn_id, deque(maxlen=256))
+        if seq in seen:
+            return []
+        seen.append(seq)
+        nxt = self._next.get(turn_id)
+        if nxt is None or seq <= nxt:  # the first event of a turn, or a late one: release now
+            self._next[turn_id] = max(nxt or 0, seq + 1)
+            return [item, *self._drain(turn_id)]
+        held = self._held.setdefault(turn_id, {})
+        held[seq] = (now, item)
+        return self._drain(turn_id, now)
 
     def _drain(self, turn_id: str, now: float | None = None) -> list[Any]:
         out: list[Any] = []
@@ -120,12 +113,10 @@ class Reorder:
     def flush(self, now: float | None = None) -> list[Any]:
         """Release gaps older than ``hold_s`` (called from the periodic tick)."""
         now = time.monotonic() if now is None else now
-        with self._lock:
-            return [x for t in list(self._held) for x in self._drain(t, now)]
+        return [x for t in list(self._held) for x in self._drain(t, now)]
 
     def forget(self, turn_id: str) -> list[Any]:
-        with self._lock:
-            held = self._held.pop(turn_id, {})
-            self._next.pop(turn_id, None)
-            self._seen.pop(turn_id, None)
-            return [held[s][1] for s in sorted(held)]
+        held = self._held.pop(turn_id, {})
+        self._next.pop(turn_id, None)
+        self._seen.pop(turn_id, None)
+        return [held[s][1] for s in sorted(held)]
