@@ -35,6 +35,8 @@ from geode.tools.builtin.bash_groups import (
 )
 from geode.tools.handlers import ToolEnv
 from geode.tools.spec import ToolContext
+from tests.processes import Child
+from tests.waiting import poll_for
 
 
 def members(pgid: int) -> list[int]:
@@ -48,9 +50,7 @@ def members(pgid: int) -> list[int]:
 
 def wait_gone(pgid: int, timeout_s: float = 5.0) -> float:
     t0 = time.monotonic()
-    while members(pgid):
-        assert time.monotonic() - t0 < timeout_s, f"group {pgid} still alive: {members(pgid)}"
-        time.sleep(0.02)
+    poll_for(lambda: not members(pgid), timeout_s, what=f"every process of group {pgid} gone")
     return time.monotonic() - t0
 
 
@@ -67,16 +67,14 @@ def spawned() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def spawn(procs: list[subprocess.Popen[bytes]], script: str, token: str) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen(
+    p = Child(
         ["/bin/bash", "-c", script],
         start_new_session=True,
         env={**os.environ, TOKEN_ENV: token},
         stdout=subprocess.PIPE,
     )
     procs.append(p)
-    deadline = time.monotonic() + 5
-    while len(members(p.pid)) < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll_for(lambda: members(p.pid), 5, interval_s=0.01, what=f"group {p.pid} running")
     return p
 
 
@@ -110,9 +108,7 @@ def write_note(d: Path, pgid: int, token: str, *, in_s: float, grace_s: float = 
 
 def test_overdue_group_is_killed_with_its_background_children(tmp_path: Path, spawned: list) -> None:
     p = spawn(spawned, "sleep 60 & sleep 60", "tok-a")
-    wait_until = time.monotonic() + 5
-    while len(members(p.pid)) < 3 and time.monotonic() < wait_until:  # bash + two sleeps
-        time.sleep(0.01)
+    poll_for(lambda: len(members(p.pid)) >= 3, 5, interval_s=0.01, what="bash and its two sleeps")
     note = write_note(tmp_path, p.pid, "tok-a", in_s=-10)
     seen: list[str] = []
     reaper = GroupReaper(tmp_path, report=lambda n, a: seen.append(a))
@@ -227,9 +223,7 @@ def _holders(token: str) -> list[int]:
 def test_a_dead_executors_setsid_members_are_killed_by_token(tmp_path: Path, spawned: list) -> None:
     """Issue 10 finding 3 for the next incarnation: a `setsid -f` member has its own group and session."""
     p = spawn(spawned, "setsid -f sleep 60; nohup setsid sleep 60 >/dev/null 2>&1 & sleep 60", "tok-h")
-    wait_until = time.monotonic() + 5
-    while len(_holders("tok-h")) < 4 and time.monotonic() < wait_until:  # bash, two setsid'd sleeps, sleep
-        time.sleep(0.01)
+    poll_for(lambda: len(_holders("tok-h")) >= 4, 5, interval_s=0.01, what="bash, two setsid'd sleeps, sleep")
     escaped = [pid for pid in _holders("tok-h") if (st := proc_stat(pid)) is not None and st[0] != p.pid]
     assert escaped, "the setsid'd sleeps are in groups of their own"
     note = write_note(tmp_path, p.pid, "tok-h", in_s=-10)
@@ -244,7 +238,7 @@ def test_a_dead_executors_cgroup_is_killed_and_removed(tmp_path: Path, spawned: 
     cg = make_cgroup(tok, own_cgroup())
     assert cg is not None
     try:
-        p = subprocess.Popen(
+        p = Child(
             ["/bin/bash", "-c", "read -r _; env -i setsid -f sleep 60; sleep 60"],
             start_new_session=True,
             stdin=subprocess.PIPE,
@@ -255,12 +249,12 @@ def test_a_dead_executors_cgroup_is_killed_and_removed(tmp_path: Path, spawned: 
         assert p.stdin is not None
         p.stdin.write(b"go\n")
         p.stdin.flush()
-        wait_until = time.monotonic() + 5
-        tokenless: set[int] = set()
-        while not tokenless and time.monotonic() < wait_until:  # the env -i'd sleep, once it has exec'd
-            time.sleep(0.01)
-            tokenless = {pid for pid in cgroup_pids(cg) if pid != p.pid} - set(_holders(tok))
-        assert tokenless
+        tokenless: set[int] = poll_for(  # the env -i'd sleep, once it has exec'd
+            lambda: {pid for pid in cgroup_pids(cg) if pid != p.pid} - set(_holders(tok)),
+            5,
+            interval_s=0.01,
+            what="a member without the token in the cgroup",
+        )
         note = write_note(tmp_path, p.pid, tok, in_s=-10)
         body = GroupNote.model_validate_json(note.read_text()).model_copy(update={"cgroup": str(cg)})
         note.write_text(body.model_dump_json())
