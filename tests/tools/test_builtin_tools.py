@@ -87,6 +87,7 @@ def test_web_fetch_extracts_text(rig) -> None:
         res = rig.call("web_fetch", {"url": f"http://127.0.0.1:{server.server_port}/"})
     finally:
         server.shutdown()
+        server.server_close()
     assert res.content["title"] == "T" and res.content["text"] == "Hello web" and res.content["status"] == 200
     assert rig.call("web_fetch", {"url": "file:///etc/passwd"}).error_type == "invalid_url"
 
@@ -118,6 +119,7 @@ def test_web_fetch_size_and_time_caps(rig) -> None:
         slow = rig.call("web_fetch", {"url": f"{base}/slow"}, deadline_ms=int((time.time() + 1.0) * 1000))
     finally:
         server.shutdown()
+        server.server_close()
     assert big.content["truncated"] is True and len(big.content["text"]) == 50_000
     assert slow.error_type == "fetch_failed" and "Timeout" in slow.content["error"]
 
