@@ -9,7 +9,7 @@ import pytest
 from geode.lanes.queue import LaneQueue
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
-from geode.protocol.errors import Overloaded, Unavailable
+from geode.protocol.errors import BadRequest, Overloaded, Unavailable
 from geode.records.models import TurnState
 from tests.lanes.harness import done, make, req, submit
 
@@ -257,3 +257,27 @@ def test_an_approval_is_answered_only_by_the_turns_origin_peer() -> None:
     assert svc.handle(req(lanes_msg.APPROVAL_REPLY, reply, sender="control#2")).ok is True  # type: ignore[union-attr]
     th.join(5)
     assert box["d"].decision == "y"
+
+
+def test_every_lanes_message_goes_through_one_dispatch_table() -> None:
+    svc, _tr, _ = make()
+    types = svc.lanes.query(lambda core: core.dispatch.types)
+    assert types == {
+        lanes_msg.SUBMIT,
+        lanes_msg.CANCEL,
+        lanes_msg.APPROVAL,
+        lanes_msg.APPROVAL_REPLY,
+        lanes_msg.REPLAY,
+        lanes_msg.LANES_STATUS,
+        lanes_msg.TURN,
+        runtime.STATUS,
+        runtime.PING,
+        runtime.CHILD_DIED,
+        turns.WORKER_READY,
+        turns.WORKER_HEARTBEAT,
+        turns.TURN_EVENT,
+        turns.TURN_DONE,
+    }
+    with pytest.raises(BadRequest, match="lanes does not handle"):
+        svc.handle(req(turns.TURN_RUN, turns.TurnRun(turn_id="x", session_id="S", input={"text": "x"})))
+    svc.stop()

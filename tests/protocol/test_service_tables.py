@@ -20,8 +20,7 @@ from geode.tools.executor import ToolExecutor
 from geode.tools.service import ToolService
 
 ROOT = Path(__file__).resolve().parents[2]
-# converted by the lanes-as-actors work, not here
-NOT_YET = ("geode/lanes/", "actors/lanes.py", "actors/loop_worker.py")
+NOT_YET: tuple[str, ...] = ()  # lanes and the loop worker use Dispatch tables too now
 LADDER = re.compile(r"\b(request|req|r)\.type\s*==|match\s+(request|req|r)\.type\b|isinstance\(body, m\.")
 
 
