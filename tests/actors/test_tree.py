@@ -14,6 +14,7 @@ import pytest
 from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from tests.actors.tree_kit import alive, children, geode, make_home, stop, wait_children
+from tests.waiting import poll_for
 
 NAMES = ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers"]
 
@@ -73,11 +74,9 @@ def test_sigkill_supervisor_leaves_no_child(tmp_path: Path) -> None:
     sup_pid = InstanceLock(h.lock_file).holder_pid()
     assert sup_pid
     os.kill(sup_pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while any(alive(c.pid) for c in kids.values() if c.pid):
-        assert time.monotonic() < deadline, "orphans survived the supervisor"
-        time.sleep(0.05)
-    assert not InstanceLock(h.lock_file).is_held()
+    orphans = lambda: [c.pid for c in kids.values() if c.pid and alive(c.pid)]  # noqa: E731
+    poll_for(lambda: not orphans(), 5, interval_s=0.05, what="no child surviving the supervisor")
+    poll_for(lambda: not InstanceLock(h.lock_file).is_held(), 5, what="the instance lock released")
     # the stale sockets of a killed tree do not stop a new one
     assert geode(h, "serve").returncode == 0
     stop(h)

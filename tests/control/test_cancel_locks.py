@@ -4,9 +4,9 @@ cancelled (not applied) once the locks come free, and its handler is never calle
 from __future__ import annotations
 
 import threading
-import time
 
 from tests.tools.conftest import make_rig, store, workspace  # noqa: F401  (fixtures)
+from tests.waiting import poll_for
 
 
 class _Yes:
@@ -28,13 +28,12 @@ def test_a_call_waiting_for_locks_when_its_turn_is_cancelled_never_starts(make_r
         target=lambda: out.setdefault("b", rig.call("probe_write", {"x": 2}, session_id="s2", turn_id="TB"))
     )
     second.start()
-    end = time.monotonic() + 5
-    while (
-        rig.executor.locks._entries.get("global:probe") is None
-        or rig.executor.locks._entries["global:probe"].users < 2
-    ):
-        assert time.monotonic() < end, (out, dict(rig.executor.locks._entries))
-        time.sleep(0.01)
+
+    def both_on_the_lock() -> bool:
+        entry = rig.executor.locks._entries.get("global:probe")
+        return entry is not None and entry.users >= 2
+
+    poll_for(both_on_the_lock, 5, interval_s=0.01, what="both calls on the global:probe lock")
     rig.executor.cancel("s2", "TB")
     probe.release.set()
     first.join(10)

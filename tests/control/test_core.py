@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,15 @@ from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
 from tests.control.harness import Client, ScriptedWorker, Tree
+from tests.waiting import poll_for
+
+
+def _wait_done(tree: Tree, turn: str, timeout_s: float) -> None:
+    def done() -> bool:
+        rec = tree.lanes.records.get_turn(turn)
+        return rec is not None and rec.state == "done"
+
+    poll_for(done, timeout_s, what=f"turn {turn} done")
 
 
 def tools(w: ScriptedWorker) -> list[str]:
@@ -80,13 +88,8 @@ def test_disconnect_while_pending_denies(tree: Tree) -> None:
     turn = cl.request(c.PROMPT, {"text": "approve:run_bash"}).body["turn_id"]
     cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     assert tree.core.disconnect("c1") == 1
-    rec = None
-    for _ in range(100):
-        rec = tree.lanes.records.get_turn(turn)
-        if rec and rec.state == "done":
-            break
-        threading.Event().wait(0.02)
-    assert rec is not None and rec.state == "done" and tools(w) == []
+    _wait_done(tree, turn, 2)
+    assert tools(w) == []
 
 
 def test_skip_permissions_is_per_connection(tree: Tree) -> None:
@@ -195,12 +198,8 @@ def test_explicit_exit_while_pending_denies(tree: Tree) -> None:
     turn = cl.request(c.PROMPT, {"text": "approve:write_file"}).body["turn_id"]
     cl.wait(lambda f: f.type == c.CLI_EVENT and f.body["kind"] == lanes_msg.APPROVAL_REQUEST)
     assert cl.request(c.EXIT).kind == "ok"
-    for _ in range(250):
-        rec = tree.lanes.records.get_turn(turn)
-        if rec and rec.state == "done":
-            break
-        threading.Event().wait(0.02)
-    assert rec is not None and rec.state == "done" and tools(w) == []
+    _wait_done(tree, turn, 5)
+    assert tools(w) == []
     assert "c1" not in tree.core._conns
 
 

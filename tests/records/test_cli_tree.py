@@ -15,6 +15,7 @@ from geode.home import GeodeHome
 from geode.records.models import CheckpointSave, ReceiptIdentity
 from geode.records.store_client import StoreClient
 from tests.actors.tree_kit import geode, geode_popen, status_children
+from tests.waiting import poll_for
 
 
 def child_pid(home: GeodeHome, name: str) -> tuple[int, int]:
@@ -61,10 +62,8 @@ def test_cli_json_against_a_running_tree_survives_a_store_restart(tree: GeodeHom
     assert [r["session_id"] for r in rows] == ["t1"] and rows[0]["unresolved_receipts"] == 1
     pid, inc = child_pid(tree, "store")
     os.kill(pid, 9)  # the supervisor restarts the store; acknowledged records are still there
-    deadline = time.monotonic() + 30
-    while child_pid(tree, "store")[1] == inc:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    restarted = lambda: child_pid(tree, "store")[1] != inc  # noqa: E731
+    poll_for(restarted, 30, interval_s=0.05, what="the store restarted")
     out = geode(tree, "receipts", "--uncertain", "--json")
     assert out.returncode == 0, out.stderr
     assert [r["operation_id"] for r in json.loads(out.stdout)] == ["tree-op"]

@@ -11,6 +11,7 @@ from geode.protocol.errors import Conflict
 from geode.records.lmdb_env import key, pack, unpack
 from geode.records.models import TimelineEvent
 from tests.records.conftest import StoreUnderTest
+from tests.waiting import poll_for
 
 
 def ev(
@@ -100,10 +101,8 @@ def test_evidence_ledger_is_redacted_hashed_jsonl(store: StoreUnderTest, uid: st
     )
     assert c.append_evidence(sid, "verification_policy", {"n": 1})  # a cast: never blocks the caller
     path = store.home.evidence_dir / f"s_{uid}.jsonl"
-    deadline = time.monotonic() + 10
-    while path.read_text().count("\n") < 2:
-        assert time.monotonic() < deadline, "cast evidence row never written"
-        time.sleep(0.01)
+    written = lambda: path.read_text().count("\n") >= 2  # noqa: E731
+    poll_for(written, 10, interval_s=0.01, what="the cast evidence row written")
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     assert [r["seq"] for r in rows] == [1, 2] and rows[0]["payload"] == {"password": "[REDACTED]", "ok": True}
     assert "abcdefghijkl" not in path.read_text()
