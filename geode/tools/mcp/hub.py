@@ -139,3 +139,5 @@ class McpHub:
             self._stop(name)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()  # and with it the loop's self-pipe sockets
