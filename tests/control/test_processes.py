@@ -12,6 +12,7 @@ import pytest
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from tests.control.procs import Procs
+from tests.waiting import poll_for
 
 
 @pytest.fixture
@@ -130,18 +131,16 @@ def test_disconnect_while_pending_denies(procs: Procs) -> None:
     procs.up("loop-1")
     cl = procs.client()
     cl.send_request(c.PROMPT, {"text": "approve:write_file:30"})
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not procs.lanes_status()["pending_approvals"]:
-        time.sleep(0.02)
+    poll_for(lambda: procs.lanes_status()["pending_approvals"], 5, what="the approval pending")
     assert procs.lanes_status()["pending_approvals"] == 1
     cl._hb_stop.set()  # the client vanishes: no exit, no heartbeat
     cl._sock.close(0)  # type: ignore[union-attr]
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 8 and procs.lanes_status()["pending_approvals"]:
-        time.sleep(0.05)
-    assert procs.lanes_status()["pending_approvals"] == 0
+    gone = lambda: not procs.lanes_status()["pending_approvals"]  # noqa: E731
+    poll_for(gone, 8, interval_s=0.05, what="the approval withdrawn")
     assert time.monotonic() - t0 < 5  # heartbeat loss (2 s) denied it, not the 30 s approval timeout
-    time.sleep(0.3)
+    idle = lambda: (st := procs.lanes_status()["lanes"]) and not st["running"] and not st["queued"]  # noqa: E731
+    poll_for(idle, 10, what="the denied turn finished")
     assert not [ln for ln in procs.effect_lines() if ln.startswith("tool ")]
 
 

@@ -19,6 +19,7 @@ from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import scripted_tree, serve, status_children
+from tests.waiting import poll_for
 
 CAP_ONE = "[lanes]\nglobal_cap = 1\n"
 
@@ -61,13 +62,8 @@ def _run_in_thread(cl: ControlClient, text: str, events: list[dict]) -> tuple[th
 
 
 def _wait_kind(events: list[dict], kind: str, timeout: float = 15.0) -> dict:
-    ev = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        hit = [e for e in events if e["kind"] == kind]
-        if hit:
-            return hit[0]
-        ev.wait(0.02)
-    raise AssertionError(f"no {kind} in {[e['kind'] for e in events]}")
+    hit = poll_for(lambda: [e for e in events if e["kind"] == kind], timeout, what=f"a {kind} event")
+    return hit[0]
 
 
 def _submit_three(home: GeodeHome) -> tuple[list[ControlClient], list[str]]:
@@ -99,13 +95,13 @@ def _follow_all(clients: list[ControlClient], turns: list[str]) -> dict:
 def test_sigkill_loop_worker_mid_turn_resumes_and_completes_once(
     tree: tuple[GeodeHome, ScriptedServer],
 ) -> None:
-    home, _server = tree
+    home, server = tree
     cl = ControlClient(home)
     cl.connect()
     events: list[dict] = []
     th, res = _run_in_thread(cl, "answer slowly", events)
     started = _wait_kind(events, lanes_msg.TURN_STARTED)
-    threading.Event().wait(0.5)  # the model call is in flight on that worker
+    poll_for(lambda: server.requests, 15, what="the model call in flight on that worker")  # 2 s reply
     os.kill(_pid(home, started["data"]["worker"]), signal.SIGKILL)
     th.join(60)
     cl.close()
@@ -162,10 +158,10 @@ def test_cancel_a_real_turn_keeps_completed_effects_and_the_session(tmp_path: Pa
         cl.connect(cwd=str(ws), dangerously_skip_permissions=True)
         events: list[dict] = []
         th, res = _run_in_thread(cl, "do the work", events)
-        for _ in range(750):
-            if any(e["kind"] == "tool_start" and e["data"].get("name") == "run_bash" for e in events):
-                break
-            threading.Event().wait(0.02)
+        bash_started = lambda: any(  # noqa: E731
+            e["kind"] == "tool_start" and e["data"].get("name") == "run_bash" for e in events
+        )
+        poll_for(bash_started, 15, what="run_bash started")
         turn_id = events[0]["turn_id"]
         other = ControlClient(home)
         other.connect(session_id=cl.session_id)
@@ -182,7 +178,7 @@ def test_cancel_a_real_turn_keeps_completed_effects_and_the_session(tmp_path: Pa
 def test_sigkill_lanes_in_the_tree_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     with scripted_tree(tmp_path, _echo_reply, extra=CAP_ONE) as (home, server):
         clients, turns = _submit_three(home)
-        threading.Event().wait(0.3)  # job0 runs (cap 1), job1 and job2 are queued
+        poll_for(lambda: _asked(server), 15, what="the first job's model call")  # cap 1: the others queue
         os.kill(_pid(home, "lanes"), signal.SIGKILL)  # the supervisor restarts lanes
         results = _follow_all(clients, turns)
         assert sorted(results) == sorted(turns)
@@ -198,14 +194,11 @@ def test_whole_tree_sigkilled_and_restarted_loses_nothing(tmp_path: Path) -> Non
 
     with scripted_tree(tmp_path, _echo_reply, extra=CAP_ONE) as (home, server):
         clients, turns = _submit_three(home)
-        threading.Event().wait(0.3)
+        poll_for(lambda: _asked(server), 15, what="the first job's model call")  # cap 1: the others queue
         st = tree_status(home)
         assert st is not None
         os.kill(st.pid, signal.SIGKILL)  # the supervisor: every child dies with it
-        for _ in range(200):
-            if not InstanceLock(home.lock_file).is_held():
-                break
-            threading.Event().wait(0.05)
+        poll_for(lambda: not InstanceLock(home.lock_file).is_held(), 10, what="the instance lock released")
         serve(home)  # a fresh tree: new incarnations everywhere
         results = _follow_all(clients, turns)
         assert [results.get(t, {}).get("text") for t in turns] == ["done job0", "done job1", "done job2"]
