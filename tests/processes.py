@@ -25,19 +25,3 @@ class Child(subprocess.Popen[Any]):
             if pipe is not None:
                 with contextlib.suppress(OSError):  # a stdin with unflushed data and a dead reader
                     pipe.close()
-
-
-def reap(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> int:
-    """SIGTERM, then SIGKILL after ``timeout_s``; wait, close the pipes; return the exit status."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    code = proc.wait()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
-    return code

@@ -22,6 +22,7 @@ from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest, ConfigError, RemoteError, RequestTimeout
 from tests.actors.bus_fixtures import BOOM, BUSY, ECHO, FixtureService
+from tests.processes import Child
 from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +40,8 @@ def client(home: GeodeHome) -> Iterator[Bus]:
     bus.stop()
 
 
-def spawn_peer(home: GeodeHome, name: str, inc: int) -> subprocess.Popen[str]:
-    p = subprocess.Popen(
+def spawn_peer(home: GeodeHome, name: str, inc: int) -> Child:
+    p = Child(
         [sys.executable, "-m", "tests.actors.bus_peer", str(home.root), name, str(inc)],
         cwd=ROOT,
         stdin=subprocess.PIPE,
@@ -52,19 +53,11 @@ def spawn_peer(home: GeodeHome, name: str, inc: int) -> subprocess.Popen[str]:
 
 
 @pytest.fixture
-def peer(home: GeodeHome) -> Iterator[subprocess.Popen[str]]:
+def peer(home: GeodeHome) -> Iterator[Child]:
     p = spawn_peer(home, "peer", 1)
     yield p
-    reap(p)
-
-
-def reap(p: subprocess.Popen[str]) -> None:
-    """Kill a peer and close its pipes (an unclosed pipe is a ResourceWarning, an error here)."""
     p.kill()
     p.wait()
-    for pipe in (p.stdin, p.stdout):
-        if pipe is not None:
-            pipe.close()
 
 
 def ping_until(bus: Bus, target: str, want_inc: int, within_s: float = 10.0) -> dict[str, object]:
@@ -81,14 +74,14 @@ def ping_until(bus: Bus, target: str, want_inc: int, within_s: float = 10.0) -> 
     )
 
 
-def test_request_reply_across_processes(client: Bus, peer: subprocess.Popen[str]) -> None:
+def test_request_reply_across_processes(client: Bus, peer: Child) -> None:
     reply = client.transport.call("peer", runtime.PING, timeout_s=5)
     assert reply["pid"] == peer.pid and reply["name"] == "peer"
     echoed = client.transport.call("peer", ECHO, {"text": "hi"}, timeout_s=5)
     assert echoed == {"text": "hi", "from": "client#1"}
 
 
-def test_timeout_when_peer_is_gone(client: Bus, peer: subprocess.Popen[str]) -> None:
+def test_timeout_when_peer_is_gone(client: Bus, peer: Child) -> None:
     ping_until(client, "peer", 1)
     peer.send_signal(signal.SIGKILL)
     peer.wait()
@@ -98,7 +91,7 @@ def test_timeout_when_peer_is_gone(client: Bus, peer: subprocess.Popen[str]) -> 
     assert time.monotonic() - t0 < 1.0
 
 
-def test_reconnect_after_peer_restarts(home: GeodeHome, client: Bus, peer: subprocess.Popen[str]) -> None:
+def test_reconnect_after_peer_restarts(home: GeodeHome, client: Bus, peer: Child) -> None:
     ping_until(client, "peer", 1)
     peer.kill()
     peer.wait()
@@ -106,11 +99,12 @@ def test_reconnect_after_peer_restarts(home: GeodeHome, client: Bus, peer: subpr
     try:
         assert ping_until(client, "peer", 2)["pid"] == again.pid
     finally:
-        reap(again)
+        again.kill()
+        again.wait()
 
 
 def test_garbage_frames_get_bad_request_and_receiver_survives(
-    home: GeodeHome, client: Bus, peer: subprocess.Popen[str]
+    home: GeodeHome, client: Bus, peer: Child
 ) -> None:
     ping_until(client, "peer", 1)
     ctx = zmq.Context()
@@ -139,14 +133,14 @@ def test_garbage_frames_get_bad_request_and_receiver_survives(
     assert client.transport.call("peer", runtime.PING, timeout_s=5)["pid"] == peer.pid
 
 
-def test_handler_exception_is_internal_and_actor_lives(client: Bus, peer: subprocess.Popen[str]) -> None:
+def test_handler_exception_is_internal_and_actor_lives(client: Bus, peer: Child) -> None:
     with pytest.raises(RemoteError) as info:
         client.transport.call("peer", BOOM, timeout_s=5)
     assert info.value.code == "internal" and "ZeroDivisionError" in info.value.message
     assert client.transport.call("peer", runtime.PING, timeout_s=5)["pid"] == peer.pid
 
 
-def test_slow_handler_does_not_block_others(client: Bus, peer: subprocess.Popen[str]) -> None:
+def test_slow_handler_does_not_block_others(client: Bus, peer: Child) -> None:
     ping_until(client, "peer", 1)
     slow = threading.Thread(
         target=client.transport.call, args=("peer", ECHO, {"delay_s": 1.5}), kwargs={"timeout_s": 5}
