@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, make_home, stop
+from tests.waiting import poll_for
 
 ALLOW = 'echo \'{\\"hookSpecificOutput\\": {\\"permissionDecision\\": \\"allow\\"}}\''
 
@@ -91,13 +90,7 @@ def _answered_once(server: ScriptedServer) -> tuple[list[str], list[str]]:
 
 
 def _wait(pred, timeout: float = 20.0) -> Any:  # type: ignore[no-untyped-def]
-    end, tick = time.monotonic() + timeout, threading.Event()
-    while time.monotonic() < end:
-        out = pred()
-        if out:
-            return out
-        tick.wait(0.05)
-    raise AssertionError("condition not reached in time")
+    return poll_for(pred, timeout, interval_s=0.05)
 
 
 def _try(fn):  # type: ignore[no-untyped-def]
