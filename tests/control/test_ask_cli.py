@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.control.procs import Procs
+from tests.waiting import poll_for
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,6 @@ def test_ctrl_c_cancels_the_running_turn(procs: Procs) -> None:
     import signal
     import subprocess
     import sys
-    import time
 
     from tests.control.procs import ROOT
 
@@ -78,11 +78,8 @@ def test_ctrl_c_cancels_the_running_turn(procs: Procs) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not any(
-        ln.startswith("first-effect") for ln in procs.effect_lines()[-3:]
-    ):
-        time.sleep(0.05)
+    first = lambda: any(ln.startswith("first-effect") for ln in procs.effect_lines()[-3:])  # noqa: E731
+    poll_for(first, 20, interval_s=0.05, what="the first effect")
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err

@@ -25,6 +25,7 @@ from geode.tools.handlers import HandlerEntry
 from geode.tools.plan import PlanRegistry
 from geode.tools.service import ToolService
 from tests.loop.fakes import read_spec, write_spec
+from tests.waiting import poll_for
 
 
 @dataclass
@@ -46,16 +47,12 @@ class Tree:
         self.client.transport.call("lanes", lanes_msg.SUBMIT, body, timeout_s=5)
 
     def wait_done(self, turn_id: str, timeout: float = 10.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        done = threading.Event()
-        while time.monotonic() < deadline:
-            rec = self.client.transport.call(
-                "lanes", lanes_msg.TURN, lanes_msg.TurnQuery(turn_id=turn_id), timeout_s=5
-            )
-            if rec.get("state") == "done":
-                return rec
-            done.wait(0.05)
-        raise AssertionError(f"turn {turn_id} not done: {rec}")
+        def done() -> dict[str, Any] | None:
+            query = lanes_msg.TurnQuery(turn_id=turn_id)
+            rec: dict[str, Any] = self.client.transport.call("lanes", lanes_msg.TURN, query, timeout_s=5)
+            return rec if rec.get("state") == "done" else None
+
+        return poll_for(done, timeout, interval_s=0.05, what=f"turn {turn_id} done")
 
 
 @pytest.fixture

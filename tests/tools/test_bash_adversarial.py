@@ -17,6 +17,7 @@ from geode.tools.builtin.bash import BashLimits, blocked, run_bash
 from geode.tools.builtin.bash_containment import CGROUP_PREFIX, own_cgroup
 from geode.tools.handlers import ToolEnv
 from geode.tools.spec import ToolContext
+from tests.waiting import poll_for
 
 _n = itertools.count(1)
 SECRETS = {
@@ -204,10 +205,7 @@ def test_with_cgroup_v2_each_call_has_its_own_cgroup_removed_afterwards(make_rig
     line = next(x for x in res.content["stdout"].splitlines() if x.startswith("0::"))
     name = line.rsplit("/", 1)[1]
     assert name.startswith(CGROUP_PREFIX)
-    deadline = time.monotonic() + 3
-    while (parent / name).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not (parent / name).exists()
+    poll_for(lambda: not (parent / name).exists(), 3, interval_s=0.01, what=f"cgroup {name} removed")
 
 
 @pytest.mark.parametrize("containment", CONTAINMENT)

@@ -8,6 +8,7 @@ import time
 from geode.protocol.transport import LocalTransport
 from geode.tools.executor_client import ExecutorClient
 from geode.tools.service import ToolService
+from tests.waiting import poll_for
 
 
 class _Hold:
@@ -48,9 +49,7 @@ def test_cancel_stops_a_running_command_and_refuses_later_calls(make_rig) -> Non
     )
     t0 = time.monotonic()
     t.start()
-    deadline = time.monotonic() + 5
-    while not rig.executor.locks.held_keys() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll_for(rig.executor.locks.held_keys, 5, interval_s=0.01, what="the call holding its lock")
     assert rig.executor.cancel("s1", "T2") == 1
     t.join(10)
     assert time.monotonic() - t0 < 8
