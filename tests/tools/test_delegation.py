@@ -14,6 +14,7 @@ from geode.tools.builtin.catalogue import builtin_specs
 from geode.tools.delegation import DelegateLimits, LanesDelegate, child_ids
 from geode.tools.handlers import ToolFailure
 from geode.tools.spec import ToolContext
+from tests.waiting import poll_for
 
 PARENT_SETTINGS = {
     "session_id": "s-parent",
@@ -142,8 +143,7 @@ def test_the_turn_done_event_ends_the_wait_and_an_approval_goes_to_the_parent_tu
     ask = lanes_msg.ApprovalAsk(
         approval_id="a-1", session_id="s-child", turn_id=tid, tool_name="write_file", detail="x.txt"
     )
-    while tid not in lanes.submitted:
-        threading.Event().wait(0.01)
+    poll_for(lambda: tid in lanes.submitted, 5, interval_s=0.01, what="the child turn submitted")
     d._relay_approval(
         lanes_msg.StreamEvent(
             session_id="s-child", turn_id=tid, seq=1, kind="approval", data=ask.model_dump()
