@@ -278,8 +278,11 @@ def start_control(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="control")
     sock = ControlSocket(home)
     cfg = dict(home.load_config().get("control") or {})
-    plans = CataloguePlans(bus.transport, cache=False, who=name)  # asked per session, built-ins if down
-    bus.subscribe("supervisor", plans.on_lifecycle)  # an executor that (re)started is asked again at once
+    # the executor's catalogue, asked at start and again in the background when the executor (re)starts: a
+    # handshake never waits for it (the built-ins until the first answer; the worker notes a changed plan)
+    plans = CataloguePlans(bus.transport, wait=False, who=name)
+    bus.subscribe("supervisor", plans.on_lifecycle)
+    plans.prefetch()
     core = ControlCore(
         bus.transport,
         sock.send,

@@ -203,6 +203,8 @@ class ControlCore:
             skip_permissions=h.dangerously_skip_permissions,
             plan=self.plans.base() if self.plans is not None else None,  # built-ins if the executor is down
         )
+        if self.plans is not None and not self.plans.from_executor:  # composed without the executor's answer:
+            spec = spec.model_copy(update={"plan_hash": "", "plan_generation": 0})  # claim no plan hash
         with conn.lock:
             conn.spec, conn.is_tty = spec, h.is_tty
             conn.skip_permissions = spec.skip_permissions  # per connection, never process-wide

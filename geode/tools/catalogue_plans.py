@@ -58,6 +58,7 @@ class CataloguePlans:
         who: str = "",
         retry_after_s: float = RETRY_AFTER_S,
         clock: Callable[[], float] = time.monotonic,
+        wait: bool = True,
     ) -> None:
         self.transport, self.target, self.timeout_s = transport, target, timeout_s
         self.retry_after_s, self.clock = retry_after_s, clock
@@ -70,6 +71,8 @@ class CataloguePlans:
         self._sessions: OrderedDict[SessionKey, BoundToolPlan] = OrderedDict()
         self._noted: OrderedDict[tuple[str, str], None] = OrderedDict()  # (session, composed hash) logged
         self._lock = threading.Lock()
+        self.wait = wait  # False (control): never block a caller; a stale catalogue is asked in background
+        self._asking = False  # one ask at a time: concurrent callers use the last plan (or the built-ins)
 
     def on_lifecycle(self, topic: str, body: Mapping[str, Any]) -> None:
         """A supervisor event: the executor started, became ready or exited → ask for its catalogue again."""
@@ -78,16 +81,50 @@ class CataloguePlans:
                 self._stale, self._down_until = True, 0.0
 
     def base(self) -> BoundToolPlan:
+        """The whole catalogue as a plan. Only one caller asks the executor at a time; the others (and every
+        caller when ``wait`` is False) get the last plan, or the built-ins before the first answer."""
         with self._lock:
             if self.cache and not self._stale and self._base is not None:
                 return self._base
-            quiet = self.clock() < self._down_until
-        specs, source = (builtin_catalogue(), "builtin") if quiet else self._fetch()
+            quiet = self.wait and self.clock() < self._down_until  # a background ask blocks no one
+            ask = not quiet and not self._asking
+            if ask:
+                self._asking = True
+            last = self._base
+        if ask and not self.wait:
+            threading.Thread(target=self._ask, name=f"{self.who}-catalogue", daemon=True).start()
+        elif ask:
+            return self._ask()
+        return last if last is not None else self._install(builtin_catalogue(), "builtin")
+
+    def prefetch(self) -> None:
+        """Ask now, in the background (start-up), so the first caller already has the executor's plan."""
+        with self._lock:
+            if self._asking:
+                return
+            self._asking = True
+        threading.Thread(target=self._ask, name=f"{self.who}-catalogue", daemon=True).start()
+
+    @property
+    def from_executor(self) -> bool:
+        """Whether the current plan is the executor's answer (not the built-in fallback)."""
+        with self._lock:
+            return self.source == "executor" and self._base is not None
+
+    def _ask(self) -> BoundToolPlan:
+        try:
+            specs, source = self._fetch()
+            return self._install(specs, source)
+        finally:
+            with self._lock:
+                self._asking = False
+
+    def _install(self, specs: list[ToolSpec], source: str) -> BoundToolPlan:
         plan = self.registry.compile(specs, lineage=CATALOGUE_LINEAGE)
         with self._lock:
             changed = self._base is None or self._base.content_hash != plan.content_hash
             self._base, self.source = plan, source
-            self._stale = source != "executor"  # after a fallback, the next turn asks again
+            self._stale = source != "executor"  # after a fallback, the next caller asks again
         if changed:
             mcp = sum(1 for s in plan.specs if s.handler.startswith("mcp:"))
             log.info(

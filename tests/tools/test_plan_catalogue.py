@@ -187,4 +187,4 @@ def test_control_composes_from_the_executor_catalogue_and_submits_plan_hash(tmp_
     core.on_envelope("c2", Envelope(type=c.HANDSHAKE, body={"cwd": str(tmp_path)}))
     core.on_envelope("c2", Envelope(type=c.PROMPT, body={"text": "hi"}))
     assert "mcp__t__add" not in bus.submitted[1].settings["visible_tools"]
-    assert bus.submitted[1].settings["plan_hash"] == compile_plan(builtin_specs()).content_hash
+    assert bus.submitted[1].settings["plan_hash"] == ""  # composed without the executor: no hash claimed
