@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 TO_CLAUDE = {
@@ -45,8 +46,10 @@ def tool_input_out(name: str, args: dict[str, Any]) -> dict[str, Any]:
 def tool_input_in(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """A Claude Code ``updatedInput`` mapped back to GEODE's argument names and units."""
     out = dict(args)
-    if name == "run_bash" and isinstance(out.get("timeout"), int | float):
-        out["timeout"] = max(1, round(out["timeout"] / 1000))
+    timeout = out.get("timeout")
+    # only a finite number converts (round(inf) raises); anything else is left for the tool to refuse
+    if name == "run_bash" and isinstance(timeout, int | float) and math.isfinite(timeout):
+        out["timeout"] = max(1, round(timeout / 1000))
     known = _KNOWN_ARGS.get(name)
     if known is not None:
         out = {k: v for k, v in out.items() if k in known}

@@ -100,6 +100,7 @@ class HookRunner:
         for h in hooks:
             try:
                 out = self._invoke(h, ev, current, correlation)
+                new = self._apply(h, current, out.updates) if out.updates else {}
             except Exception as exc:  # HookFailed, or anything unexpected: one line, never a traceback
                 why = _failure_line(h, exc)
                 failures.append(f"{h.name}: {why}")
@@ -114,8 +115,7 @@ class HookRunner:
                         updates=updates,
                     )
                 continue
-            if out.updates:
-                new = self._apply(h, current, out.updates)
+            if new:  # a rewrite that cannot be applied failed above, like any other bad answer
                 updates.update(new)
                 current.update(new)
             if out.additional_context:
