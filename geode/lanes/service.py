@@ -20,6 +20,7 @@ import os
 from functools import partial
 from typing import Any
 
+from geode.faults import fault
 from geode.lanes.pool import DeadWorker
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
@@ -197,6 +198,7 @@ class LanesService(OriginRequests):
             rec.attempts -= 1
             self._start_failed = True  # the tick tries again
             return
+        fault("lanes.after_turn_stored")  # the running record is stored; the turn is not pushed yet
         resume = bool(rec.input.get("_resume")) or rec.attempts > 1
         self._emit(
             rec.session_id,

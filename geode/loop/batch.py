@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.faults import fault
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
@@ -220,6 +221,7 @@ def process_batch(
             observe(results)
         except Terminal as t:
             tripped = t
+    fault("loop.before_completed_checkpoint")
     try:
         seq = checkpoint.save(state, pending=None, meta=save_meta)
     except CheckpointUnavailable as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from geode.faults import fault
 from geode.protocol import runtime as rt
 from geode.protocol import store as m
 from geode.protocol.dispatch import Dispatch
@@ -32,9 +33,7 @@ class StoreService:
                 m.CHECKPOINT_LOAD: self._load,
                 m.SESSIONS_LIST: lambda b, r: m.SessionList(sessions=engine.list_sessions(limit=b.limit)),
                 m.RECEIPT_ADMIT: self._admit,
-                m.RECEIPT_COMMIT: lambda b, r: m.ReceiptReply(
-                    receipt=engine.receipts.commit(b.operation_id, b.result)
-                ),
+                m.RECEIPT_COMMIT: self._commit,
                 m.RECEIPT_UNCERTAIN: lambda b, r: m.ReceiptReply(
                     receipt=engine.receipts.mark_uncertain(b.operation_id, b.reason or "marked uncertain")
                 ),
@@ -90,7 +89,14 @@ class StoreService:
 
     def _admit(self, b: m.AdmitReceipt, r: Request) -> BaseModel:
         owner = b.owner or r.sender
-        return self.engine.admit(b.operation_id, b.identity, owner=owner, effect=b.effect, attempt=b.attempt)
+        out = self.engine.admit(b.operation_id, b.identity, owner=owner, effect=b.effect, attempt=b.attempt)
+        fault("store.after_admit")
+        return out
+
+    def _commit(self, b: m.CommitReceipt, r: Request) -> BaseModel:
+        reply = m.ReceiptReply(receipt=self.engine.receipts.commit(b.operation_id, b.result))
+        fault("store.after_commit")
+        return reply
 
     def _child_died(self, b: rt.ChildDied, r: Request) -> BaseModel:
         n = self.engine.owner_died(b.name, b.incarnation)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from geode.faults import fault
 from geode.tools.handlers import HandlerEntry, ToolEnv, ToolFailure
 
 
@@ -34,6 +35,7 @@ def run_with_deadline(
         except BaseException as exc:
             box["out"] = Outcome("crashed", error=exc)
         finally:
+            fault("executor.in_handler")  # the handler's work is done; it has not returned yet
             try:
                 on_exit()
             finally:

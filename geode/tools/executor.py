@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from geode.faults import fault
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.records.client import RecordClient
@@ -181,11 +182,13 @@ class ToolExecutor:
             )
         receipted = needs_receipt(spec)
         if receipted:
+            fault("executor.before_admit")
             early = self.receipts.admit(ctx, call, spec)
             if early is not None:
                 kind = "tool.replayed" if not early.is_error else "tool.denied"
                 self.timeline.write(kind, ctx, call, spec, early, stage="receipt")
                 return early
+            fault("executor.after_admit")
         deadline = self._deadline(ctx, spec, entry, call)
         started = time.monotonic()
         held = None if self._is_cancelled(ctx) else self.locks.acquire(keys, timeout_s=deadline)
@@ -233,6 +236,7 @@ class ToolExecutor:
         finally:
             with self._mu:
                 self._inflight.pop(id(env), None)
+        fault("executor.after_handler")
         result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
         if env.cancel.is_set() and outcome.status == "failed":
             result, unknown = cancelled_result(call, result, receipted)
@@ -242,6 +246,7 @@ class ToolExecutor:
         result = self._post_tool_use(ctx, spec, call, result)
         if receipted and not unknown:
             result = self.receipts.commit(ctx, spec, result)
+            fault("executor.after_commit")
         body = result.content if isinstance(result.content, dict) else {}
         stopped = {"cancelled": True, "applied": False} if body.get("applied") is False else {}
         self.timeline.write("tool.completed", ctx, call, spec, result, **stopped)
