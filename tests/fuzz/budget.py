@@ -1,4 +1,4 @@
-"""Fuzz budgets: small and derandomized in CI; ``GEODE_FUZZ_EXAMPLES=N`` raises every budget for a long run."""
+"""Fuzz budgets: small and derandomized in CI; ``GEODE_FUZZ_EXAMPLES=N`` raises every budget (a long run)."""
 
 from __future__ import annotations
 

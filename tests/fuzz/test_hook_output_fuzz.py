@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from geode.hooks.config import entry
 from geode.hooks.events import HookOutcome
 from geode.hooks.output import HookFailed, parse_output
 from geode.hooks.runner import HookRunner
@@ -55,7 +56,11 @@ shaped = st.fixed_dictionaries(
 
 odd_numbers = st.sampled_from([math.inf, -math.inf, math.nan, 1e400, -1e400, 10**30, True, 0, -1, 2.5])
 rewrites = st.fixed_dictionaries(  # PreToolUse rewrites of run_bash (Bash): its timeout maps ms <-> s
-    {"hookSpecificOutput": st.fixed_dictionaries({"updatedInput": st.fixed_dictionaries({"timeout": odd_numbers})})}
+    {
+        "hookSpecificOutput": st.fixed_dictionaries(
+            {"updatedInput": st.fixed_dictionaries({"timeout": odd_numbers})}
+        )
+    }
 )
 
 
@@ -100,8 +105,6 @@ def test_command_hook_answers_always_decide(tmp_path: Path, stdout: bytes, statu
     out_file.write_bytes(stdout)
     r = HookRunner(cwd=str(tmp_path))
     try:
-        from geode.hooks.config import entry
-
         r.add(
             entry(
                 "PreToolUse",
@@ -143,10 +146,12 @@ py_returns = st.one_of(
 
 
 @fuzz(80)
-@given(value=py_returns, fail=st.sampled_from(["closed", "open"]), dialect=st.sampled_from(["geode", "claude-code"]))
+@given(
+    value=py_returns,
+    fail=st.sampled_from(["closed", "open"]),
+    dialect=st.sampled_from(["geode", "claude-code"]),
+)
 def test_python_hook_returns_always_decide(value: Any, fail: str, dialect: str) -> None:
-    from geode.hooks.config import entry
-
     r = HookRunner()
     try:
         r.add(entry("PreToolUse", name="py", fn=lambda e, p, c: value, fail=fail, dialect=dialect))
