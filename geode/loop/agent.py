@@ -292,4 +292,5 @@ class AgenticLoop:
                 settings=s,
                 save_meta={},
                 observe=observe,
+                records=self.records,
             )

@@ -18,7 +18,9 @@ from geode.loop.settings import LoopSettings
 from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
-from geode.records.models import PendingBatch, PendingOperation
+from geode.records.client import RecordClient
+from geode.records.models import PendingBatch, PendingOperation, ReceiptState
+from geode.tools.receipts import replayed
 from geode.tools.result_summary import result_summary
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
@@ -83,14 +85,62 @@ def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> Pendi
     )
 
 
+def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolResult) -> ToolResult:
+    """A call whose outcome the loop does not know (the executor died with it in flight) is settled by its
+    receipt: none → it never began (reported as not run; the model may call it again); committed → the
+    stored result; reconciled → the operator's outcome; admitted or uncertain → uncertain (an admitted one
+    is marked uncertain so ``geode receipts --uncertain`` lists it and ``geode reconcile`` accepts it).
+
+    A result blocked by another operation's receipt, or a store that does not answer, stays uncertain."""
+    if records is None or result.error_type != "effect_outcome_uncertain" or not ctx.operation_id:
+        return result
+    content = result.content if isinstance(result.content, dict) else {}
+    if content.get("blocking_operation") not in (None, ctx.operation_id):
+        return result  # quarantined by an earlier unresolved receipt: that one is listed for the operator
+    call = ToolCall(id=result.tool_use_id, name=result.name)
+    try:
+        receipt = records.get_receipt(ctx.operation_id)
+        if receipt is not None and receipt.state == ReceiptState.ADMITTED:
+            records.mark_uncertain(ctx.operation_id, "the tool executor stopped while the call ran")
+            receipt = records.get_receipt(ctx.operation_id)
+    except Exception as exc:  # the store is down: the outcome stays unknown (conservative)
+        log.warning("receipt of %s not readable: %s", ctx.operation_id, exc)
+        return result
+    if receipt is None:
+        log.info("%s (%s) was never admitted: reported as not run", call.name, ctx.operation_id)
+        return ToolResult.error(
+            call,
+            f"The tool executor stopped before '{call.name}' began; it did not run (no receipt), so you "
+            "may call it again.",
+            "executor_restarted",
+            executed=False,
+            recoverable=True,
+        )
+    if receipt.state == ReceiptState.COMMITTED:
+        log.info("%s (%s) was committed before its reply was lost", call.name, ctx.operation_id)
+        return replayed(call, receipt.result or {})
+    if receipt.state == ReceiptState.RECONCILED:
+        return ToolResult.error(
+            call,
+            f"effect reconciled by an operator as {receipt.outcome}",
+            "effect_reconciled",
+            executed=receipt.outcome == "applied",
+            outcome=receipt.outcome,
+        )
+    return result.model_copy(update={"content": {**content, "operation_id": ctx.operation_id}})
+
+
 def run_calls(
     executor: ToolRunner,
     jobs: list[tuple[ToolContext, ToolCall]],
     state: TurnState,
     events: EventStream,
     parallelism: int,
+    records: RecordClient | None = None,
 ) -> list[ToolResult]:
-    """Execute calls (concurrently up to ``parallelism``); results come back in the calls' order."""
+    """Execute calls (concurrently up to ``parallelism``); results come back in the calls' order.
+
+    With ``records``, a call whose outcome is unknown is settled by its receipt (:func:`settle_unknown`)."""
 
     def one(ctx: ToolContext, call: ToolCall) -> ToolResult:
         if state.cancel.is_set():
@@ -104,6 +154,7 @@ def run_calls(
             result = ToolResult.error(call, f"executor failed: {exc}"[:500], "executor_error", executed=None)
         if result.tool_use_id != call.id:
             result = result.model_copy(update={"tool_use_id": call.id})
+        result = settle_unknown(records, ctx, result)
         events.emit(
             TurnEventKind.TOOL_END,
             id=call.id,
@@ -184,6 +235,7 @@ def process_batch(
     settings: LoopSettings,
     save_meta: dict[str, Any],
     observe: Callable[[list[ToolResult]], None] | None = None,
+    records: RecordClient | None = None,
 ) -> list[ToolResult]:
     """Save the pending batch (strict) → execute → observe (guards) → save the completed batch (strict).
 
@@ -208,7 +260,7 @@ def process_batch(
     if settings.time_budget_s:  # tools never outlive the turn's time budget
         deadline_ms = int((time.time() + max(1.0, settings.time_budget_s - state.elapsed())) * 1000)
     jobs = [(snapshot.tool_context(c, deadline_ms=deadline_ms), c) for c in tool_calls]
-    results = run_calls(executor, jobs, state, events, settings.tool_parallelism)
+    results = run_calls(executor, jobs, state, events, settings.tool_parallelism, records)
     state.guards.tool_calls += len(results)
     for (ctx, _), r in zip(jobs, results, strict=True):  # Verify escalates even before the store marks it
         if r.error_type == "effect_outcome_uncertain" and ctx.operation_id not in state.unresolved:

@@ -114,9 +114,8 @@ def repair(
                 operation_id=op["operation_id"],
             )
     if to_run:
-        for (_, call), res in zip(
-            to_run, run_calls(executor, to_run, state, events, settings.tool_parallelism), strict=True
-        ):
+        ran = run_calls(executor, to_run, state, events, settings.tool_parallelism, records)
+        for (_, call), res in zip(to_run, ran, strict=True):
             results[call.id] = res
     ordered = [results[tu.id] for tu in msg.tool_uses]
     state.history.append(results_message(ordered, settings))
