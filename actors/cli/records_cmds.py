@@ -12,15 +12,25 @@ from contextlib import contextmanager
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
+from geode.protocol.store import ListReceipts, ListSessions
 from geode.records.store_client import StoreClient
 
 HOME_OPT = typer.Option(
     None, "--home", help="GEODE_HOME of the running tree (default: $GEODE_HOME or ~/.geode)"
 )
 JSON_OPT = typer.Option(False, "--json", help="print JSON")
+
+
+def _most(model: type[ListSessions] | type[ListReceipts]) -> int:
+    """The largest ``limit`` one store request accepts (the protocol model's bound)."""
+    return next(int(m.le) for m in model.model_fields["limit"].metadata if getattr(m, "le", None))
+
+
+MAX_SESSIONS, MAX_RECEIPTS = _most(ListSessions), _most(ListReceipts)
 
 
 @contextmanager
@@ -39,6 +49,11 @@ def _run(home: str | None, fn: Callable[[StoreClient], Any]) -> Any:
     try:
         with _client(home) as client:
             return fn(client)
+    except ValidationError as exc:  # a bad argument: one line, exit 2 (never a pydantic traceback)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        typer.echo(f"error: invalid {where or 'argument'}: {first.get('msg', exc)}", err=True)
+        raise typer.Exit(2) from None
     except GeodeError as exc:
         hint = (
             " (is `geode serve` running for this GEODE_HOME?)"
@@ -57,15 +72,35 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-def sessions(home: str | None = HOME_OPT, as_json: bool = JSON_OPT, limit: int = typer.Option(200)) -> None:
+def _check_limit(limit: int, most: int) -> None:
+    if not 1 <= limit <= most:
+        typer.echo(f"error: --limit must be between 1 and {most}, not {limit}", err=True)
+        raise typer.Exit(2)
+
+
+def _more(shown: int, more: bool, as_json: bool) -> None:
+    """The marker line of a cut listing (asked with one more than --limit); on stderr with --json."""
+    if more:
+        typer.echo(f"showing {shown} of more than {shown}; --limit to see more", err=as_json)
+
+
+def sessions(
+    home: str | None = HOME_OPT,
+    as_json: bool = JSON_OPT,
+    limit: int = typer.Option(200, "--limit", help=f"at most this many (1..{MAX_SESSIONS})"),
+) -> None:
     """Sessions in the record store, most recently updated first."""
     from geode.sessions.transcript import first_prompt
 
-    rows = _run(home, lambda c: c.list_sessions(limit=limit))
+    _check_limit(limit, MAX_SESSIONS)
+    rows = _run(home, lambda c: c.list_sessions(limit=min(limit + 1, MAX_SESSIONS)))
+    more = len(rows) > limit
+    rows = rows[:limit]
     root = GeodeHome.from_env(home).root
     prompts = {r.session_id: first_prompt(root, r.session_id) for r in rows}
     if as_json:
         _print_json([r.model_dump(mode="json") | {"first_prompt": prompts[r.session_id]} for r in rows])
+        _more(len(rows), more, as_json)
         return
     head = f"{'SESSION':36} {'STATUS':10} {'SEQ':>5} {'MSGS':>5} {'UNRESOLVED':>10}  {'UPDATED':19}"
     typer.echo(f"{head}  PROMPT")
@@ -75,6 +110,7 @@ def sessions(home: str | None = HOME_OPT, as_json: bool = JSON_OPT, limit: int =
             f"{r.session_id:36} {r.status.value:10} {r.seq:>5} {r.message_count:>5} "
             f"{r.unresolved_receipts:>10}  {_ts(r.updated_at):19}  {prompt[:60] or '-'}"
         )
+    _more(len(rows), more, as_json)
 
 
 def timeline(
@@ -103,11 +139,17 @@ def receipts(
     session: str | None = typer.Option(None, "--session", help="only this session"),
     home: str | None = HOME_OPT,
     as_json: bool = JSON_OPT,
+    limit: int = typer.Option(200, "--limit", help=f"at most this many, newest first (1..{MAX_RECEIPTS})"),
 ) -> None:
-    """Effect receipts, newest first."""
-    rows = _run(home, lambda c: c.list_receipts(session_id=session, uncertain_only=uncertain))
+    """Effect receipts, newest first (a line says so when there are more than --limit)."""
+    _check_limit(limit, MAX_RECEIPTS)
+    asked = min(limit + 1, MAX_RECEIPTS)
+    rows = _run(home, lambda c: c.list_receipts(session_id=session, uncertain_only=uncertain, limit=asked))
+    more = len(rows) > limit
+    rows = rows[:limit]
     if as_json:
         _print_json([r.model_dump(mode="json") for r in rows])
+        _more(len(rows), more, as_json)
         return
     typer.echo(f"{'OPERATION':40} {'STATE':11} {'TOOL':16} {'OWNER':14} SESSION / NOTE")
     for r in rows:
@@ -116,6 +158,7 @@ def receipts(
             f"{r.operation_id:40} {r.state.value:11} {r.identity.tool_name:16} {r.owner:14} "
             f"{r.identity.session_id} {note}"
         )
+    _more(len(rows), more, as_json)
 
 
 def reconcile(
