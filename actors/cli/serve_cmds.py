@@ -58,11 +58,13 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         return
     mode = " single-process" if st.single_process else ""
     typer.echo(f"supervisor pid {st.pid} incarnation {st.incarnation} {st.state}{mode}")
-    typer.echo(f"{'NAME':<12} {'PID':>7} {'INC':>4} {'STATE':<9} {'UPTIME':>9} {'RESTARTS':>8}")
+    from actors.tree.child_handle import shown_state
+
+    typer.echo(f"{'NAME':<12} {'PID':>7} {'INC':>4} {'UPTIME':>9} {'RESTARTS':>8} STATE")
     for c in st.children:
         pid = c.pid or "-"
         typer.echo(
-            f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.state:<9} {c.uptime_s:>8.1f}s {c.restarts:>8}"
+            f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.uptime_s:>8.1f}s {c.restarts:>8} {shown_state(c)}"
         )
     for line in lanes_lines(lanes):
         typer.echo(line)

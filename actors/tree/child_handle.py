@@ -7,7 +7,8 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -28,7 +29,9 @@ class ChildRun:
     started_at: float = 0.0
     ready_at: float | None = None
     starts: int = 0
-    failures: int = 0  # consecutive failures without a stable run in between
+    failures: int = 0  # consecutive start failures (died before ready, or within stable_s of it)
+    restarts_at: deque[float] = field(default_factory=deque)  # this child's restarts within the period
+    why: str = ""  # why it is fatal (shown by `geode status`)
     restart_at: float | None = None
     after: str | None = None  # rest_for_one: start only once this sibling is up again
     kill_at: float | None = None  # SIGKILL when the shutdown grace is over
@@ -97,8 +100,24 @@ class ChildRun:
         if self.proc is not None:
             _signal(self.proc, signal.SIGKILL)
 
+    def restarted_within(self, now: float, period_s: float) -> int:
+        """Record one restart at ``now``; how many this child had within the last ``period_s``."""
+        self.restarts_at.append(now)
+        while self.restarts_at and self.restarts_at[0] < now - period_s:
+            self.restarts_at.popleft()
+        return len(self.restarts_at)
+
+    def clear_fatal(self) -> None:
+        """An operator's restart: forget the failures and the restart history."""
+        self.failures = 0
+        self.restarts_at.clear()
+        self.why = ""
+
     def info(self, now: float) -> ChildInfo:
         up = now - self.ready_at if self.state == "running" and self.ready_at is not None else 0.0
+        wait = None
+        if self.state == "backoff" and self.restart_at is not None and self.proc is None:
+            wait = round(max(0.0, self.restart_at - now), 3)
         return ChildInfo(
             name=self.name,
             pid=self.pid,
@@ -106,7 +125,18 @@ class ChildRun:
             state=self.state,
             uptime_s=round(up, 3),
             restarts=max(0, self.starts - 1),
+            next_try_s=wait,
+            reason=self.why if self.state == "fatal" else "",
         )
+
+
+def shown_state(info: ChildInfo) -> str:
+    """``geode status``'s STATE: ``backoff (next try in 1.6 s)``, ``fatal (11 restarts within 10 s)``."""
+    if info.state == "backoff" and info.next_try_s is not None:
+        return f"backoff (next try in {info.next_try_s:.1f} s)"
+    if info.state == "fatal" and info.reason:
+        return f"fatal ({info.reason}; geode restart {info.name})"
+    return info.state
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:

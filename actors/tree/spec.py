@@ -32,26 +32,42 @@ class ChildSpec:
             return True
         return self.restart == "transient" and exit_code != 0
 
+    @property
+    def pool(self) -> str | None:
+        """Numbered children of one kind (``loop-1``, ``loop-2``) form a worker pool, else None."""
+        base, _, num = self.name.rpartition("-")
+        return base if base and num.isdigit() else None
+
 
 @dataclass(frozen=True)
 class TreeConfig:
     """Tree-wide settings. Defaults (and why):
 
-    * ``intensity=10`` restarts within ``period_s=60``: every child of a 7-child tree may crash once or
-      twice without taking the tree down, while a crash loop (backoff 0.2 s doubling to 5 s) escalates
-      in about half a minute, so supervisord/systemd sees a failing daemon quickly.
-    * first restart after a stable run is immediate (restart latency); later consecutive failures back
-      off ``backoff_base_s * 2**(n-2)`` capped at ``backoff_max_s``, with ±``backoff_jitter`` randomisation.
-    * a child counts as stable again after ``stable_s`` of running.
+    * a child that reported ready and then dies is restarted at once (availability). The guard is
+      ``intensity`` restarts of ONE child within ``period_s``: past it that child is ``fatal`` (logged, shown
+      by ``geode status``, restarted only by ``geode restart NAME``) and the rest of the tree keeps serving.
+      10 in 10 s is a child dying about every second; a chaos run killing one of 7 children every 0.5 s
+      gives each about 3 per 10 s.
+    * ``tree_intensity`` restarts of all children within ``tree_period_s`` is a storm: the tree stops
+      (exit 1) so supervisord/systemd sees a failing daemon. 40 in 10 s: several children flapping at once.
+    * backoff applies only to start failures (the child died before it reported ready, or within
+      ``stable_s`` after, like supervisord's ``startsecs``): the first retries at once, later consecutive
+      ones wait ``backoff_base_s * 2**(n-2)`` capped at ``backoff_max_s``, ±``backoff_jitter``;
+      ``start_retries`` consecutive start failures make the child ``fatal`` (0: never).
+    * a worker pool (``loop-1..N``) never waits in backoff as a whole: when no member is running or
+      starting, the member due first starts at once.
     """
 
     strategy: Strategy = "one_for_one"
     intensity: int = 10
-    period_s: float = 60.0
+    period_s: float = 10.0
+    tree_intensity: int = 40
+    tree_period_s: float = 10.0
     backoff_base_s: float = 0.2
     backoff_max_s: float = 5.0
     backoff_jitter: float = 0.2
-    stable_s: float = 10.0
+    start_retries: int = 10
+    stable_s: float = 0.0
     ready_timeout_s: float = 20.0
 
     def backoff(self, consecutive_failures: int, rng: random.Random | None = None) -> float:
@@ -72,6 +88,8 @@ class TreeConfig:
         cfg = cls(**sup)
         if cfg.strategy not in ("one_for_one", "rest_for_one"):
             raise ConfigError(f"[supervisor] strategy must be one_for_one|rest_for_one, not {cfg.strategy!r}")
-        if cfg.intensity < 0 or cfg.period_s <= 0:
-            raise ConfigError("[supervisor] intensity must be >= 0 and period_s > 0")
+        if cfg.intensity < 0 or cfg.period_s <= 0 or cfg.tree_intensity < 0 or cfg.tree_period_s <= 0:
+            raise ConfigError("[supervisor] intensities must be >= 0 and periods > 0")
+        if cfg.start_retries < 0 or cfg.stable_s < 0:
+            raise ConfigError("[supervisor] start_retries and stable_s must be >= 0")
         return cfg

@@ -1,8 +1,10 @@
-"""The root supervisor: starts children, restarts them by OTP rules, escalates past intensity, stops the tree.
+"""The root supervisor: starts children, restarts them by OTP rules, marks flappers fatal, stops the tree.
 
-All child state is owned by the thread that calls :meth:`Supervisor.run`; other threads (bus handlers,
-signal handlers) only enqueue commands. Exit code of :meth:`run`: 0 after a requested stop, 1 when the
-restart intensity was exceeded.
+A child that reported ready and dies is restarted at once; past its own ``intensity`` it turns ``fatal`` while
+the rest keeps serving; only a tree-wide storm (``tree_intensity``) stops the tree. Backoff is for failed
+starts only. All child state is owned by the thread that calls :meth:`Supervisor.run`; other threads (bus
+handlers, signal handlers) only enqueue commands. Exit code of :meth:`run`: 0 after a requested stop, 1 after
+a restart storm (or when every child is fatal).
 """
 
 from __future__ import annotations
@@ -169,7 +171,9 @@ class Supervisor:
                 self.exit_code = 0
             elif cmd == "restart":
                 c = self.children[arg]
-                c.failures = 0
+                if c.state == "fatal":
+                    log.warning("%s: fatal state cleared by an operator restart", c.name)
+                c.clear_fatal()
                 if c.proc is not None:
                     c.then = "restart"
                     c.terminate(time.monotonic())
@@ -199,6 +203,7 @@ class Supervisor:
                 self._on_exit(c, rc, now)
 
     def _timers(self, now: float) -> None:
+        self._keep_pools_alive(now)
         for name in self._order:
             c = self.children[name]
             if c.proc is None and c.state == "backoff" and c.restart_at is not None and now >= c.restart_at:
@@ -217,6 +222,23 @@ class Supervisor:
                     c.kill()
                     c.kill_at = now
             c.kill_if_due(now)
+
+    def _keep_pools_alive(self, now: float) -> None:
+        """A worker pool never waits in backoff as a whole: when no member is up or starting, the member
+        due first starts now (the others keep their backoff, so the pool is staggered)."""
+        pools: dict[str, list[ChildRun]] = {}
+        for c in self.children.values():
+            if c.spec.pool is not None:
+                pools.setdefault(c.spec.pool, []).append(c)
+        for members in pools.values():
+            if any(m.proc is not None for m in members):
+                continue
+            waiting = [m for m in members if m.state == "backoff" and m.restart_at and not m.after]
+            if waiting:
+                first = min(waiting, key=lambda m: m.restart_at or 0.0)
+                if first.restart_at is not None and first.restart_at > now:
+                    log.info("%s: no %s worker is up: starting it now", first.name, first.spec.pool)
+                    first.restart_at = now
 
     # ---- transitions -----------------------------------------------------------------------------
     def _start(self, c: ChildRun, now: float) -> None:
@@ -264,25 +286,43 @@ class Supervisor:
         if not c.spec.restarts_after(rc):
             c.state = "stopped"
             return
+        started = was_ready is not None and now - was_ready >= self.config.stable_s
+        n = c.restarted_within(now, self.config.period_s)
+        if n > self.config.intensity:
+            self._fatal(c, f"{n} restarts within {self.config.period_s:g} s")
+            return
+        c.failures = 0 if started else c.failures + 1
+        if self.config.start_retries and c.failures > self.config.start_retries:
+            self._fatal(c, f"{c.failures} failed starts in a row ({reason})")
+            return
         self._restarts.append(now)
-        while self._restarts and self._restarts[0] < now - self.config.period_s:
+        while self._restarts and self._restarts[0] < now - self.config.tree_period_s:
             self._restarts.popleft()
-        if len(self._restarts) > self.config.intensity:
+        if len(self._restarts) > self.config.tree_intensity:
             log.error(
-                "restart intensity exceeded (%d in %.0fs): stopping the tree",
+                "restart storm: %d restarts of the tree's children within %gs: stopping the tree",
                 len(self._restarts),
-                self.config.period_s,
+                self.config.tree_period_s,
             )
-            c.state = "fatal"
+            c.state, c.why = "fatal", "restart storm"
             self.state = "stopping"
             self.exit_code = EXIT_ESCALATED
             return
-        if was_ready is not None and now - was_ready >= self.config.stable_s:
-            c.failures = 0
-        c.failures += 1
-        self._schedule(c, self.config.backoff(c.failures))
+        self._schedule(c, 0.0 if started else self.config.backoff(c.failures))
+        if c.failures and c.restart_at is not None:
+            log.warning("%s: failed start #%d: next try in %.2fs", c.name, c.failures, c.restart_at - now)
         if self.config.strategy == "rest_for_one":
             self._restart_rest(c, now)
+
+    def _fatal(self, c: ChildRun, why: str) -> None:
+        c.state, c.why, c.restart_at = "fatal", why, None
+        log.error(
+            "%s is fatal: %s; the rest of the tree keeps serving (`geode restart %s`)", c.name, why, c.name
+        )
+        if all(o.state in ("fatal", "stopped") for o in self.children.values()):
+            log.error("every child is fatal or stopped: stopping the tree")
+            self.state = "stopping"
+            self.exit_code = EXIT_ESCALATED
 
     def _restart_rest(self, failed: ChildRun, now: float) -> None:
         prev = failed.name

@@ -76,6 +76,8 @@ class ChildInfo(BaseModel):
     state: str  # starting | running | backoff | fatal | stopped
     uptime_s: float = 0.0
     restarts: int = 0
+    next_try_s: float | None = None  # backoff: seconds until the next start
+    reason: str = ""  # fatal: why (e.g. "11 restarts within 10 s"); cleared by `geode restart NAME`
 
 
 class TreeStatusQuery(BaseModel):

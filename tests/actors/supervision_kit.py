@@ -16,7 +16,7 @@ from geode.protocol.runtime import ChildInfo
 from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = TreeConfig(backoff_base_s=0.02, backoff_max_s=0.1, backoff_jitter=0.0, stable_s=30, ready_timeout_s=5)
+FAST = TreeConfig(backoff_base_s=0.02, backoff_max_s=0.1, backoff_jitter=0.0, ready_timeout_s=5)
 
 
 def tiny(

@@ -17,7 +17,8 @@ def test_defaults_and_loop_workers() -> None:
     assert child_names({}) == ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers"]
     assert child_names({"loop": {"workers": 3}})[3:6] == ["loop-1", "loop-2", "loop-3"]
     cfg = TreeConfig.from_config({})
-    assert (cfg.strategy, cfg.intensity, cfg.period_s) == ("one_for_one", 10, 60.0)
+    assert (cfg.strategy, cfg.intensity, cfg.period_s) == ("one_for_one", 10, 10.0)
+    assert (cfg.tree_intensity, cfg.tree_period_s, cfg.start_retries) == (40, 10.0, 10)
 
 
 def test_per_child_overrides() -> None:

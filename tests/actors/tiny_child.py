@@ -1,4 +1,5 @@
-"""A tiny supervised child for the supervisor tests. Mode argv[1]: serve | crash | hang | never_ready | exit0.
+"""A tiny supervised child for the supervisor tests.
+Mode argv[1]: serve | crash | hang | never_ready | exit0 | fail_start (exits 1 before it reports ready).
 
 ``serve``: ready, then SIGTERM → exit 0, SIGUSR1 → exit 0 (normal), SIGUSR2 → exit 1 (error).
 """
@@ -26,6 +27,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: exit_with(0))
     signal.signal(signal.SIGUSR1, lambda *_: exit_with(0))
     signal.signal(signal.SIGUSR2, lambda *_: exit_with(1))
+    if mode == "fail_start":
+        os._exit(1)
     if mode == "crash":
         report_ready()
         os._exit(1)
