@@ -25,6 +25,7 @@ from geode.home import GeodeHome
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
+from geode.lanes.state import MAX_REQUEUES
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request
@@ -304,6 +305,7 @@ def lanes_config(home: GeodeHome) -> dict[str, int]:
         "global_cap": int(raw.get("global_cap", DEFAULT_GLOBAL_CAP)),
         "session_queue_max": int(raw.get("session_queue_max", DEFAULT_SESSION_QUEUE)),
         "handlers": int(raw.get("handlers", 32)),
+        "max_requeues": max(0, int(raw.get("max_requeues", MAX_REQUEUES))),
     }
 
 
@@ -328,6 +330,7 @@ def start_lanes(
             name=name,
             incarnation=incarnation,
             max_pending_approvals=max(1, cfg["handlers"] // 2),  # never starve the handlers of worker traffic
+            max_requeues=cfg["max_requeues"],
         )
     except BaseException:
         if owns:

@@ -19,6 +19,7 @@ from pydantic import (
 from geode.control.connection import QUEUE_MAX
 from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
+from geode.lanes.state import MAX_REQUEUES
 from geode.loop.settings import LoopSettings, VerifySettings
 from geode.protocol.errors import ConfigError
 from geode.providers.catalogue import WireApi
@@ -52,6 +53,7 @@ class LanesSection(BaseModel):
     global_cap: int = Field(default=DEFAULT_GLOBAL_CAP, ge=1)
     session_queue_max: int = Field(default=DEFAULT_SESSION_QUEUE, ge=1)
     handlers: int = Field(default=32, ge=1)
+    max_requeues: int = Field(default=MAX_REQUEUES, ge=0)  # worker losses a turn survives (then worker_lost)
 
 
 class ControlSection(BaseModel):

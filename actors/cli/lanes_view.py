@@ -1,4 +1,5 @@
-"""The lanes part of ``geode status``: lane wait times, queue lengths, held lanes and the worker pool."""
+"""The lanes part of ``geode status``: lane wait times, queue lengths, held lanes, the worker pool and each
+active turn's age (since its first submission) and re-queue count."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
+
+TURN_LINES = 10
 
 
 def lanes_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
@@ -34,6 +37,15 @@ def lanes_lines(detail: dict[str, Any] | None) -> list[str]:
         out.append(
             f"  held {session}: {held['turn_id']} for {held['held_s']:.1f}s, {held['queued']} queued behind"
         )
+    turns = detail.get("turns") or []
+    for t in turns[:TURN_LINES]:
+        where = f" on {t['worker']}" if t.get("worker") and t.get("state") == "running" else ""
+        out.append(
+            f"  turn {t['turn_id']} ({t['session_id']}) {t['state']}{where} · age {t['age_s']:.1f}s · "
+            f"re-queued {t['requeues']} times · attempts {t['attempts']}"
+        )
+    if len(turns) > TURN_LINES:
+        out.append(f"  … {len(turns) - TURN_LINES} more active turns (geode status --json lists them)")
     for w in detail.get("workers", []):
         out.append(
             f"  worker {w['worker']}#{w['incarnation']}: {len(w['running'])}/{w['capacity']} busy, "

@@ -48,10 +48,14 @@ class WorkerPool:
         self.expiry_s = heartbeat_interval_s * liveness
         self._clock = clock
         self._workers: dict[str, Worker] = {}
+        self._gone: dict[str, int] = {}  # name → highest incarnation known dead (never registered again)
         self._rr = 0
 
     def ready(self, name: str, incarnation: int, capacity: int = 1) -> DeadWorker | None:
-        """A worker announced itself. A new incarnation of a known name means the old one died."""
+        """A worker announced itself. A new incarnation of a known name means the old one died. A READY or
+        heartbeat of an incarnation known to be dead (it arrived after its death was reported) is ignored."""
+        if incarnation <= self._gone.get(name, -1):
+            return None
         old = self._workers.get(name)
         if old is not None and old.incarnation == incarnation:
             old.last_seen, old.capacity = self._clock(), capacity
@@ -61,7 +65,12 @@ class WorkerPool:
         self._workers[name] = Worker(name, incarnation, capacity, self._clock())
         if old is None:
             return None
+        self._gone[name] = max(self._gone.get(name, -1), old.incarnation)
         return DeadWorker(old.name, old.incarnation, tuple(sorted(old.turns)))
+
+    def is_dead(self, name: str, incarnation: int) -> bool:
+        """Is this incarnation known to be dead (a late message from it must not re-register it)?"""
+        return incarnation <= self._gone.get(name, -1)
 
     def heartbeat(self, name: str, incarnation: int) -> bool:
         """Refresh liveness; False when the worker is unknown (it must send READY again)."""
@@ -109,11 +118,18 @@ class WorkerPool:
         w = self._workers.get(name)
         return w is not None and (incarnation is None or w.incarnation == incarnation)
 
-    def died(self, name: str, incarnation: int | None = None) -> DeadWorker | None:
-        """The supervisor (or silence) says this worker is gone: forget it and hand back its turns."""
+    def died(self, name: str, incarnation: int | None = None, *, known: bool = True) -> DeadWorker | None:
+        """The supervisor (or silence) says this worker is gone: forget it and hand back its turns.
+
+        ``known``: its death is certain (reported by the supervisor), so that incarnation is never
+        registered again by a late READY or heartbeat; a worker presumed dead by silence may come back."""
+        if known and incarnation is not None:
+            self._gone[name] = max(self._gone.get(name, -1), incarnation)
         w = self._workers.get(name)
         if w is None or (incarnation is not None and w.incarnation != incarnation):
             return None
+        if known:
+            self._gone[name] = max(self._gone.get(name, -1), w.incarnation)
         del self._workers[name]
         return DeadWorker(w.name, w.incarnation, tuple(sorted(w.turns)))
 
@@ -121,7 +137,7 @@ class WorkerPool:
         """Workers silent for longer than the expiry are dead."""
         now = self._clock()
         stale = [w for w in self._workers.values() if now - w.last_seen > self.expiry_s]
-        return [d for d in (self.died(w.name, w.incarnation) for w in stale) if d is not None]
+        return [d for d in (self.died(w.name, w.incarnation, known=False) for w in stale) if d is not None]
 
     def snapshot(self) -> list[dict[str, object]]:
         now = self._clock()

@@ -23,9 +23,11 @@ DEFAULT_MAX_QUEUED = 1024
 class _Entry:
     turn_id: str
     session_id: str
-    enqueued_at: float
+    enqueued_at: float  # when it (last) joined the queue: lane wait statistics
     started_at: float | None = None
     held: bool = False  # admitted but its durable record is not stored yet: it blocks its lane, never starts
+    first_at: float = 0.0  # its first submission: its place in the global order and its age
+    requeues: int = 0  # times it went back to the queue because its worker was lost
 
 
 @dataclass
@@ -41,6 +43,8 @@ class Grant:
     turn_id: str
     session_id: str
     waited_s: float
+    age_s: float = 0.0  # since its first submission (across re-queues)
+    requeues: int = 0
 
 
 class LaneQueue:
@@ -67,10 +71,21 @@ class LaneQueue:
         self._global_waits: deque[float] = deque(maxlen=256)
 
     # --- admission -------------------------------------------------------------------------------
-    def enqueue(self, turn_id: str, session_id: str, *, front: bool = False, held: bool = False) -> int:
+    def enqueue(
+        self,
+        turn_id: str,
+        session_id: str,
+        *,
+        front: bool = False,
+        held: bool = False,
+        first_at: float | None = None,
+        requeues: int = 0,
+    ) -> int:
         """Queue a turn behind its session lane; returns its position (0 = next). Idempotent by turn id.
 
-        ``front`` puts it at the head of its session lane and of the global order (resumes go first).
+        ``front`` puts it at the head of its session lane and of the global order (resumes go first);
+        with ``first_at`` (its first submission, this queue's clock: a reloaded turn) it goes at the head of
+        its lane and takes its place in the global order by first submission instead.
         Raises ``Overloaded`` when the session's FIFO (or the whole queue) is full. A ``held`` turn is not
         granted until :meth:`unhold` (its record is being stored).
         """
@@ -84,15 +99,28 @@ class LaneQueue:
         full = len(lane.queue) >= self.session_queue_max or len(self._order) >= self.max_queued
         if not front and full:
             raise Overloaded(f"session {session_id} already has {len(lane.queue)} queued turns")
-        self._entries[turn_id] = _Entry(turn_id, session_id, self._clock(), held=held)
+        now = self._clock()
+        first = now if first_at is None else min(first_at, now)
+        entry = _Entry(turn_id, session_id, now, held=held, first_at=first, requeues=requeues)
+        self._entries[turn_id] = entry
         if front:
             lane.queue.appendleft(turn_id)
-            self._order[turn_id] = None
-            self._order.move_to_end(turn_id, last=False)
+            if first_at is None:
+                self._order[turn_id] = None
+                self._order.move_to_end(turn_id, last=False)
+            else:
+                self._place_by_age(entry)
             return 0
         lane.queue.append(turn_id)
         self._order[turn_id] = None
         return len(lane.queue) - 1 + (1 if lane.running else 0)
+
+    def _place_by_age(self, entry: _Entry) -> None:
+        """Insert into the global order before the first queued turn first submitted after it."""
+        ids = [t for t in self._order if t != entry.turn_id]
+        at = next((i for i, t in enumerate(ids) if self._entries[t].first_at > entry.first_at), len(ids))
+        ids.insert(at, entry.turn_id)
+        self._order = OrderedDict.fromkeys(ids)
 
     def grant(self, limit: int | None = None) -> list[Grant]:
         """Start as many queued turns as lanes allow (at most ``limit``): FIFO across sessions.
@@ -117,7 +145,7 @@ class LaneQueue:
             waited = now - entry.enqueued_at
             lane.waits.append(waited)
             self._global_waits.append(waited)
-            out.append(Grant(turn_id, entry.session_id, waited))
+            out.append(Grant(turn_id, entry.session_id, waited, now - entry.first_at, entry.requeues))
         return out
 
     def unhold(self, turn_id: str) -> bool:
@@ -128,7 +156,9 @@ class LaneQueue:
         entry.held = False
         return True
 
-    def adopt_running(self, turn_id: str, session_id: str) -> None:
+    def adopt_running(
+        self, turn_id: str, session_id: str, *, first_at: float | None = None, requeues: int = 0
+    ) -> None:
         """Mark a turn as already running (reloaded at start-up on a live worker); bypasses the cap check."""
         if turn_id in self._running:
             return
@@ -137,7 +167,8 @@ class LaneQueue:
         if lane.running is not None and lane.running != turn_id:
             raise Conflict(f"session {session_id} already runs {lane.running}")
         now = self._clock()
-        self._entries[turn_id] = _Entry(turn_id, session_id, now, now)
+        first = now if first_at is None else min(first_at, now)
+        self._entries[turn_id] = _Entry(turn_id, session_id, now, now, first_at=first, requeues=requeues)
         lane.running, lane.held_since = turn_id, now
         self._running.add(turn_id)
 
@@ -154,13 +185,16 @@ class LaneQueue:
         self._gc(entry.session_id)
         return True
 
-    def requeue(self, turn_id: str) -> bool:
-        """A running turn's worker died: free its slot and put it back at the head of its lane."""
+    def requeue(self, turn_id: str, *, lost: bool = True) -> bool:
+        """A running turn goes back to the head of its lane, keeping its place in the global order (its
+        first submission); ``lost``: its worker was lost (counted in its ``requeues``)."""
         if turn_id not in self._running:
             return False
-        session_id = self._entries[turn_id].session_id
+        old = self._entries[turn_id]
         self.release(turn_id)
-        self.enqueue(turn_id, session_id, front=True)
+        self.enqueue(
+            turn_id, old.session_id, front=True, first_at=old.first_at, requeues=old.requeues + int(lost)
+        )
         return True
 
     def remove(self, turn_id: str, *, missing_ok: bool = False) -> str:
@@ -194,6 +228,11 @@ class LaneQueue:
     def queued(self) -> list[str]:
         return list(self._order)
 
+    def age_of(self, turn_id: str) -> tuple[float, int] | None:
+        """(seconds since its first submission, re-queues) of a queued or running turn."""
+        entry = self._entries.get(turn_id)
+        return None if entry is None else (self._clock() - entry.first_at, entry.requeues)
+
     def running_for(self, session_id: str) -> str | None:
         lane = self._lanes.get(session_id)
         return lane.running if lane else None
@@ -220,6 +259,6 @@ class LaneQueue:
             "wait_p50_s": round(waits[len(waits) // 2], 4) if waits else 0.0,
             "wait_max_s": round(waits[-1], 4) if waits else 0.0,
             "oldest_queued_s": round(
-                max((now - self._entries[t].enqueued_at for t in self._order), default=0.0), 3
+                max((now - self._entries[t].first_at for t in self._order), default=0.0), 3
             ),
         }

@@ -25,7 +25,7 @@ from geode.lanes.pool import DeadWorker
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.requests import OriginRequests, cancelled_result
-from geode.lanes.state import Asked, Reply, copy_record
+from geode.lanes.state import REQUEUES, Asked, Reply, copy_record, requeues_of
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.dispatch import Dispatch
@@ -33,7 +33,14 @@ from geode.protocol.errors import BadRequest, GeodeError
 from geode.records.models import TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
-__all__ = ["Asked", "LanesService", "Reply", "cancelled_result"]
+__all__ = ["Asked", "LanesService", "Reply", "cancelled_result", "worker_lost_result"]
+
+
+def worker_lost_result(losses: int) -> dict[str, Any]:
+    return turns.TurnResult(
+        termination_reason=turns.TerminationReason.WORKER_LOST,
+        error=f"its loop worker was lost {losses} times; not started again (completed side effects remain)",
+    ).model_dump(mode="json")
 
 
 class LanesService(OriginRequests):
@@ -81,11 +88,20 @@ class LanesService(OriginRequests):
         deadline = self._clock() + self.orphan_grace_s
         for rec in running:
             self._recs[rec.turn_id] = rec
-            self.queue.adopt_running(rec.turn_id, rec.session_id)
+            self.queue.adopt_running(
+                rec.turn_id, rec.session_id, first_at=self._first_at(rec), requeues=requeues_of(rec)
+            )
             self._orphans[rec.turn_id] = (rec.worker, rec.incarnation, deadline)
-        for rec in queued:
+        for rec in sorted(queued, key=lambda t: (t.created_at, t.turn_id)):
             self._recs[rec.turn_id] = rec
-            self.queue.enqueue(rec.turn_id, rec.session_id, front=bool(rec.input.get("_resume")))
+            resume = bool(rec.input.get("_resume"))
+            self.queue.enqueue(
+                rec.turn_id,
+                rec.session_id,
+                front=resume,
+                first_at=self._first_at(rec),
+                requeues=requeues_of(rec),
+            )
         self.schedule()
         return {"running": len(running), "queued": len(queued)}
 
@@ -170,8 +186,8 @@ class LanesService(OriginRequests):
             worker = self.pool.pick(self.routable)
             rec = self._recs.get(g.turn_id)
             if worker is None or rec is None:
-                if rec is not None:
-                    self.queue.requeue(g.turn_id)  # no worker after all: back to the head of its lane
+                if rec is not None:  # no worker after all: back to the head of its lane, not a loss
+                    self.queue.requeue(g.turn_id, lost=False)
                 else:
                     self.queue.release(g.turn_id)  # no record (it was dropped): drop the turn
                 break
@@ -193,7 +209,7 @@ class LanesService(OriginRequests):
         if isinstance(out, BaseException):
             log.warning("cannot record turn %s as running: %s", g.turn_id, out)
             self.pool.finish(g.turn_id)
-            self.queue.requeue(g.turn_id)
+            self.queue.requeue(g.turn_id, lost=False)
             rec.state, rec.worker, rec.incarnation = TurnState.QUEUED, None, None
             rec.attempts -= 1
             self._start_failed = True  # the tick tries again
@@ -204,7 +220,13 @@ class LanesService(OriginRequests):
             rec.session_id,
             rec.turn_id,
             lanes_msg.TURN_STARTED,
-            {"worker": owner.name, "waited_s": round(g.waited_s, 4), "resume": resume},
+            {
+                "worker": owner.name,
+                "waited_s": round(g.waited_s, 4),
+                "age_s": round(g.age_s, 3),
+                "requeues": g.requeues,
+                "resume": resume,
+            },
         )
         self._send_run(owner.name, rec, resume)
         if cancel:
@@ -212,6 +234,10 @@ class LanesService(OriginRequests):
 
     # --- worker pool ---------------------------------------------------------------------------------
     def worker_ready(self, b: turns.WorkerReady, r: Asked) -> None:
+        if self.pool.is_dead(b.worker, b.incarnation):  # a late READY of a dead incarnation: never pushed to
+            log.info("ignoring READY of %s#%s: that incarnation is dead", b.worker, b.incarnation)
+            r.answer(turns.Ack())
+            return
         dead = self.pool.ready(b.worker, b.incarnation, b.capacity)
         if dead is not None:
             self._requeue_dead(dead)
@@ -222,6 +248,9 @@ class LanesService(OriginRequests):
         self.schedule()
 
     def heartbeat(self, hb: turns.WorkerHeartbeat, r: Asked) -> None:
+        if self.pool.is_dead(hb.worker, hb.incarnation):  # a late heartbeat of a dead incarnation
+            r.answer(turns.Ack(ok=False))
+            return
         if not self.pool.heartbeat(hb.worker, hb.incarnation):  # unknown (lanes restarted): register
             dead = self.pool.ready(hb.worker, hb.incarnation, max(1, len(hb.running) + hb.free))
             if dead is not None:
@@ -260,6 +289,8 @@ class LanesService(OriginRequests):
         self._requeue(turn_id)
 
     def _requeue(self, turn_id: str) -> None:
+        """Its worker was lost: back to the head of its lane in its first-submission place, or, after
+        ``max_requeues`` such losses, ended ``worker_lost`` (it would only bounce between workers)."""
         self.desk.deny_where(turn_id=turn_id, reason="worker_died")
         self.reorder.forget(turn_id)
         self.pool.finish(turn_id)
@@ -270,13 +301,48 @@ class LanesService(OriginRequests):
         if rec is None or rec.state == TurnState.DONE:
             self.queue.release(turn_id)
             return
+        requeues = requeues_of(rec) + 1
+        if requeues > self.max_requeues:
+            self._give_up(rec, requeues - 1)
+            return
         self.queue.requeue(turn_id)
         rec.state, rec.worker, rec.incarnation = TurnState.QUEUED, None, None
-        rec.input = {**rec.input, "_resume": True}
+        rec.input = {**rec.input, "_resume": True, REQUEUES: requeues}
         rec.updated_at = self._wall()
         # the in-memory queue holds it either way; if this write fails the next start re-derives it
         self._put(rec, lambda out: self._log_failed(f"re-queue of {turn_id}", out))
-        self._emit(rec.session_id, turn_id, lanes_msg.TURN_QUEUED, {"position": 0, "resume": True})
+        self._emit(
+            rec.session_id,
+            turn_id,
+            lanes_msg.TURN_QUEUED,
+            {"position": 0, "resume": True, "requeues": requeues, "age_s": round(self._age(rec), 3)},
+        )
+
+    def _give_up(self, rec: TurnRecord, requeues: int) -> None:
+        """End a turn whose workers kept dying under it: its done record first, then its lane is freed."""
+        log.warning("turn %s lost its worker %d times; ending it worker_lost", rec.turn_id, requeues + 1)
+        final = copy_record(rec)
+        final.state, final.worker, final.incarnation = TurnState.DONE, None, None
+        final.outcome = worker_lost_result(requeues + 1)
+        final.input = {**final.input, REQUEUES: requeues}
+        final.updated_at = self._wall()
+        rec.state = TurnState.DONE  # no other path may start or re-queue it meanwhile
+        self._finishing[rec.turn_id] = []
+
+        def stored(out: Outcome) -> None:
+            answers = self._finishing.pop(rec.turn_id, [])
+            if isinstance(out, BaseException):  # not recorded: it stays queued; the next loss tries again
+                log.warning("cannot record turn %s as worker_lost: %s", rec.turn_id, out)
+                rec.state, rec.worker, rec.incarnation = TurnState.QUEUED, None, None
+                self.queue.requeue(rec.turn_id, lost=False)
+            elif rec.turn_id in self._recs:
+                self._recs[rec.turn_id] = final
+                self._finish(final)
+            for answer in answers:
+                answer(turns.Ack())
+            self.schedule()
+
+        self._put(final, stored)
 
     def tick(self) -> None:
         """Periodic: reap silent workers, expire orphans and approvals, release held-back events, start."""

@@ -24,12 +24,15 @@ from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
-from geode.records.models import TurnRecord
+from geode.records.models import TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
 ORPHAN_GRACE_S = 3.0
 LOST_RUN_GRACE_S = 3.0  # a turn.run its worker never reported in a heartbeat after this long was lost
 RECENT_OUTCOMES = 8
+MAX_REQUEUES = 5  # worker losses a turn survives; the next one ends it worker_lost
+REQUEUES = "_requeues"  # the turn record's input key counting its worker losses (durable)
+STATUS_TURNS = 50  # the oldest active turns listed in lanes.status
 
 Reply = BaseModel | dict[str, Any] | None
 Answer = Callable[[Reply | BaseException], None]
@@ -48,6 +51,14 @@ class Asked(Request):
 
 def copy_record(rec: TurnRecord) -> TurnRecord:
     return rec.model_copy(deep=True)
+
+
+def requeues_of(rec: TurnRecord) -> int:
+    """How many times the turn went back to the queue because its worker was lost."""
+    try:
+        return max(0, int(rec.input.get(REQUEUES) or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 class LanesState:
@@ -70,8 +81,10 @@ class LanesState:
         name: str = "lanes",
         incarnation: int = 0,
         max_pending_approvals: int = 1024,
+        max_requeues: int = MAX_REQUEUES,
     ) -> None:
         self.name, self.incarnation = name, incarnation
+        self.max_requeues = max_requeues
         self.records = records  # blocking calls: only ever made through ``runner``
         self.runner = runner
         self.transport = transport  # casts only (they never wait for another process)
@@ -106,6 +119,14 @@ class LanesState:
     def _put(self, rec: TurnRecord, then: Callable[[Outcome], None]) -> None:
         snapshot = copy_record(rec)  # the store call runs elsewhere; our copy may change meanwhile
         self._io(rec.turn_id, lambda: self.records.put_turn(snapshot), then)
+
+    def _age(self, rec: TurnRecord) -> float:
+        """Seconds since the turn's first submission (its durable ``created_at``)."""
+        return max(0.0, self._wall() - rec.created_at) if rec.created_at else 0.0
+
+    def _first_at(self, rec: TurnRecord) -> float:
+        """The turn's first submission on the queue's (monotonic) clock."""
+        return float(self._clock()) - self._age(rec)
 
     def _relay(self, ev: turns.TurnEvent) -> None:
         self._emit(ev.session_id, ev.turn_id, ev.kind.value, ev.data)
@@ -161,9 +182,27 @@ class LanesState:
         if isinstance(out, BaseException):
             log.warning("cannot record %s: %s", what, out)
 
+    def turn_ages(self) -> list[dict[str, Any]]:
+        """The oldest active turns: state, worker, age since first submission, re-queues, attempts."""
+        recs = sorted(self._recs.values(), key=lambda t: (t.created_at, t.turn_id))[:STATUS_TURNS]
+        return [
+            {
+                "turn_id": t.turn_id,
+                "session_id": t.session_id,
+                "state": self.queue.state_of(t.turn_id) or t.state.value,
+                "worker": t.worker,
+                "age_s": round(self._age(t), 3),
+                "requeues": requeues_of(t),
+                "attempts": t.attempts,
+            }
+            for t in recs
+            if t.state != TurnState.DONE
+        ]
+
     def status(self) -> dict[str, Any]:
         return {
             "lanes": self.queue.stats(),
+            "turns": self.turn_ages(),
             "workers": self.pool.snapshot(),
             "pending_approvals": len(self.desk.pending()),
             "orphans": sorted(self._orphans),

@@ -34,6 +34,7 @@ class TerminationReason(StrEnum):
     CHECKPOINT_UNAVAILABLE = "checkpoint_unavailable"
     EXTERNAL_VERIFICATION_REQUIRED = "external_verification_required"
     INTERNAL_ERROR = "internal_error"
+    WORKER_LOST = "worker_lost"  # lanes: its loop worker died under it more than [lanes] max_requeues times
 
 
 SUCCESS_REASONS = frozenset({TerminationReason.NATURAL, TerminationReason.FORCED_TEXT})
@@ -47,6 +48,7 @@ FAILURE_REASONS = frozenset(
         TerminationReason.EXTERNAL_VERIFICATION_REQUIRED,
         TerminationReason.CHECKPOINT_UNAVAILABLE,
         TerminationReason.INTERNAL_ERROR,
+        TerminationReason.WORKER_LOST,
     }
 )
 
