@@ -1,0 +1,199 @@
+"""The chaos harness's actors: clients running turns in a loop (recording invoke / ok / fail / info), a status
+poller (the tree's children every 0.1 s) and a killer (SIGKILL a random child every S seconds)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from actors.bus import Bus
+from actors.cli.client import ControlClient
+from actors.tree.client import ENDPOINT
+from geode.home import GeodeHome
+from geode.protocol import control as c
+from geode.protocol import runtime
+from geode.protocol.errors import GeodeError
+
+SUCCESS = {"natural", "forced_text"}
+
+
+@dataclass
+class Op:
+    """One turn as a client saw it. ``kind``: ok (a result arrived), fail (definitely never submitted: the
+    handshake failed), info (submitted or maybe submitted, outcome unknown to the client)."""
+
+    tag: str
+    client: int
+    t_invoke: float
+    t_end: float = 0.0
+    kind: str = "invoke"
+    session_id: str | None = None
+    turn_id: str | None = None
+    reason: str | None = None  # termination reason
+    text: str = ""
+    error: str = ""
+    approvals_asked: int = 0
+
+    @property
+    def applied(self) -> bool:
+        """The answer the client got says the effect happened."""
+        return self.kind == "ok" and self.reason in SUCCESS and self.text.startswith(f"applied {self.tag}")
+
+
+@dataclass
+class Kill:
+    t: float
+    wall: float
+    name: str
+    pid: int
+    incarnation: int
+
+
+@dataclass
+class Sample:
+    t: float
+    children: (
+        dict[str, tuple[str, int | None, int]] | None
+    )  # name -> (state, pid, incarnation); None: no answer
+
+
+@dataclass
+class Record:
+    """Everything the run observed, for the checker."""
+
+    ops: list[Op] = field(default_factory=list)
+    kills: list[Kill] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    t_start: float = 0.0
+    t_chaos: float = 0.0  # kills begin
+    t_calm_end: float = 0.0  # kills end
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_op(self, op: Op) -> None:
+        with self.lock:
+            self.ops.append(op)
+
+
+def run_turn(home: GeodeHome, ws: Path, op: Op, timeout_s: float) -> Op:
+    """One `geode ask --dangerously-skip-permissions` equivalent through the control client library."""
+    tag = op.tag
+    cl = ControlClient(home, client_version="chaos")
+
+    def deny(_data: dict[str, Any]) -> str:  # skip-permissions should mean nobody is asked; no tty: deny
+        op.approvals_asked += 1
+        return "n"
+
+    try:
+        try:
+            cl.connect(
+                timeout_s=5.0, cwd=str(ws), is_tty=False, dangerously_skip_permissions=True, mode="IPC"
+            )
+        except GeodeError as exc:
+            op.kind, op.error = "fail", f"handshake: {exc}"
+            return op
+        op.session_id = cl.session_id
+        backlog: list[dict[str, Any]] = []
+        try:
+            accepted = cl.request(
+                c.PROMPT,
+                {"text": f"please do chaos-turn-{tag}", "session_id": cl.session_id},
+                on_event=backlog.append,
+            )
+            op.turn_id = accepted["turn_id"]
+            result = cl.follow(op.turn_id, backlog=backlog, on_approval=deny, timeout_s=timeout_s)
+        except GeodeError as exc:
+            op.kind, op.error = "info", f"{type(exc).__name__}: {exc}"
+            return op
+        op.kind = "ok"
+        op.reason = result.get("termination_reason")
+        op.text = str(result.get("text") or "")
+        op.error = str(result.get("error") or "")
+        return op
+    except Exception as exc:
+        op.kind, op.error = "info", f"{type(exc).__name__}: {exc}"
+        return op
+    finally:
+        op.t_end = time.monotonic()
+        cl.close()
+
+
+def client_loop(
+    home: GeodeHome,
+    ws: Path,
+    client: int,
+    rec: Record,
+    stop: threading.Event,
+    timeout_s: float,
+    max_turns: int,
+) -> None:
+    n = 0
+    while not stop.is_set() and (max_turns <= 0 or len(rec.ops) < max_turns):
+        n += 1
+        op = Op(tag=f"c{client}-{n}", client=client, t_invoke=time.monotonic())
+        rec.add_op(op)  # recorded as "invoke" until it returns
+        run_turn(home, ws, op, timeout_s)
+        if op.kind == "fail":
+            stop.wait(0.1)  # control is down: do not spin
+
+
+def child_map(status: dict[str, Any]) -> dict[str, tuple[str, int | None, int]]:
+    st = runtime.TreeStatus.model_validate(status)
+    return {ch.name: (ch.state, ch.pid, ch.incarnation) for ch in st.children}
+
+
+def poll_loop(home: GeodeHome, rec: Record, stop: threading.Event, every_s: float = 0.1) -> None:
+    bus = Bus(f"chaos-poll-{os.getpid()}", 1, home).start()
+    try:
+        while not stop.is_set():
+            t = time.monotonic()
+            try:
+                kids: dict[str, tuple[str, int | None, int]] | None = child_map(
+                    bus.transport.call(ENDPOINT, runtime.TREE_STATUS, timeout_s=1.0)
+                )
+            except GeodeError:
+                kids = None
+            with rec.lock:
+                rec.samples.append(Sample(t, kids))
+            stop.wait(max(0.0, every_s - (time.monotonic() - t)))
+    finally:
+        bus.stop()
+
+
+def latest_children(rec: Record) -> dict[str, tuple[str, int | None, int]]:
+    with rec.lock:
+        for s in reversed(rec.samples):
+            if s.children is not None:
+                return s.children
+    return {}
+
+
+def kill_loop(
+    rec: Record, stop: threading.Event, every_s: float, names: list[str] | None, rng: random.Random
+) -> None:
+    """SIGKILL a random running child of ``names`` (None: every child) every ``every_s`` seconds."""
+    next_t = time.monotonic() + every_s
+    while not stop.wait(max(0.0, next_t - time.monotonic())):
+        next_t += every_s
+        kids = latest_children(rec)
+        running = sorted(
+            (n, pid, inc)
+            for n, (state, pid, inc) in kids.items()
+            if state == "running"
+            and pid
+            and (names is None or n in names or n.rstrip("0123456789-") in names)
+        )
+        if not running:
+            continue
+        name, pid, inc = rng.choice(running)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        with rec.lock:
+            rec.kills.append(Kill(time.monotonic(), time.time(), name, pid, inc))

@@ -1,0 +1,111 @@
+"""The chaos harness's world: a scripted model whose every turn appends one unique marker line to a file
+outside the records (via run_bash), and a served `geode serve` tree in a fresh GEODE_HOME."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shlex
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geode.home import GeodeHome
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import serve, stop
+
+TAG = re.compile(r"chaos-turn-(\S+)")
+# The default intensity (10 restarts / 60 s for the whole tree) stops the tree after ~10 kills: the harness
+# measures the restart policy's latency, not that guard, so it raises the guard unless told otherwise.
+DEFAULT_SUPERVISOR = "intensity = 100000\nperiod_s = 60.0\n"
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
+def _tool_results(content: Any) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+class MarkerModel:
+    """The model: turn prompt ``chaos-turn-<tag>`` → one run_bash call appending ``<tag> <call id>`` to the
+    marker file (an O_APPEND write of one short line: atomic, so every execution is exactly one line;
+    write_file would overwrite and edit_file read-modify-write would race between concurrent turns) → after
+    the tool result, the answer ``applied <tag>`` or ``not-applied <tag>: <why>``."""
+
+    def __init__(self, markers: Path) -> None:
+        self.markers = markers
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def __call__(self, req: Any) -> Any:
+        msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+        if not msgs:
+            return {"text": "no messages"}
+        m = TAG.search(_text_of(msgs[0].get("content")))
+        tag = m.group(1) if m else "untagged"
+        results = _tool_results(msgs[-1].get("content"))
+        if results:
+            r = results[-1]
+            body = json.dumps(r.get("content"))[:200]
+            if r.get("is_error"):
+                return {"text": f"not-applied {tag}: {body}"}
+            return {"text": f"applied {tag}"}
+        with self._lock:
+            call_id = f"toolu_chaos_{tag}_{next(self._ids)}"
+        line = shlex.quote(f"{tag} {call_id}")
+        command = f"printf '%s\\n' {line} >> {shlex.quote(str(self.markers))}"
+        return {"tool_calls": [{"id": call_id, "name": "run_bash", "input": {"command": command}}]}
+
+
+@dataclass
+class World:
+    home: GeodeHome
+    server: ScriptedServer
+    ws: Path
+    markers: Path
+
+
+def read_markers(markers: Path) -> list[tuple[str, str]]:
+    """Every marker line as (tag, call id)."""
+    if not markers.exists():
+        return []
+    out = []
+    for line in markers.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out.append((parts[0], parts[1]))
+    return out
+
+
+@contextmanager
+def world(base: Path, *, workers: int = 2, supervisor: str = DEFAULT_SUPERVISOR) -> Iterator[World]:
+    """A served tree (cwd and tool root ``base/ws``) over a MarkerModel; stopped on exit."""
+    ws = base / "ws"
+    ws.mkdir(parents=True, exist_ok=True)
+    markers = base / "markers.log"  # outside the records (GEODE_HOME), inside the tools' root
+    server = ScriptedServer(MarkerModel(markers)).start()
+    try:
+        home = GeodeHome(base / "gh").ensure()
+        home.config_file.write_text(
+            f'[providers]\nmodel = "claude-sonnet-5"\n[providers.anthropic]\nbase_url = "{server.base_url}"\n'
+            f'[tools]\nroots = ["{base}"]\n[loop]\nworkers = {workers}\n'
+            + (f"[supervisor]\n{supervisor}" if supervisor else "")
+        )
+        home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+        try:
+            serve(home, cwd=ws)
+            yield World(home, server, ws, markers)
+        finally:
+            stop(home)
+    finally:
+        server.stop()

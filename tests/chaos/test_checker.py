@@ -1,0 +1,92 @@
+"""The chaos checker on made-up histories: each violation of DESIGN.md §5 it exists to catch is caught (a
+duplicated effect, an acknowledged effect missing, an effect without a receipt, an uncertain receipt with no
+kill of its owner, an unfinished turn), and a clean history passes."""
+
+from __future__ import annotations
+
+from geode.records.models import Receipt, ReceiptIdentity, ReceiptState, TurnRecord, TurnState
+from tests.chaos.checker import check, pct
+from tests.chaos.driver import Kill, Op, Record, Sample
+from tests.chaos.evidence import Evidence
+
+
+def _op(tag: str, *, applied: bool = True, t0: float = 10.0) -> Op:
+    text = f"applied {tag}" if applied else f"not-applied {tag}: denied"
+    return Op(
+        tag=tag,
+        client=1,
+        t_invoke=t0,
+        t_end=t0 + 1,
+        kind="ok",
+        session_id=f"s-{tag}",
+        turn_id=f"t-{tag}",
+        reason="natural",
+        text=text,
+    )
+
+
+def _receipt(tag: str, state: ReceiptState = ReceiptState.COMMITTED, owner: str = "executor#1") -> Receipt:
+    ident = ReceiptIdentity(
+        session_id=f"s-{tag}", turn_id=f"t-{tag}", step_id="1", tool_name="run_bash", fingerprint="f"
+    )
+    return Receipt(
+        operation_id=f"op-{tag}", identity=ident, state=state, owner=owner, created_at=100.0, updated_at=101.0
+    )
+
+
+def _record(*ops: Op, kills: list[Kill] | None = None) -> Record:
+    rec = Record(ops=list(ops), kills=kills or [], t_start=0.0, t_chaos=5.0, t_calm_end=30.0)
+    kids = {"executor": ("running", 1, 2)}
+    rec.samples = [Sample(5.0, kids), Sample(20.0, kids)]
+    return rec
+
+
+def _evidence(*tags: str) -> Evidence:
+    return Evidence(receipts={f"s-{t}": [_receipt(t)] for t in tags}, settled=True)
+
+
+def test_a_clean_history_passes() -> None:
+    rep = check(_record(_op("a"), _op("b")), [("a", "x1"), ("b", "x2")], _evidence("a", "b"), 25)
+    assert rep.violations == {}, rep.lines()
+    assert "0 dup, 0 lost, 0 unexplained, 0 stuck" in rep.summary()
+
+
+def test_a_marker_twice_is_a_duplicate() -> None:
+    rep = check(_record(_op("a")), [("a", "x1"), ("a", "x1")], _evidence("a"), 25)
+    assert rep.n("duplicate") == 1 and "1 dup" in rep.summary()
+
+
+def test_an_acknowledged_effect_that_never_ran_is_lost() -> None:
+    rep = check(_record(_op("a")), [], _evidence("a"), 25)
+    assert rep.n("lost") == 1 and "acknowledged, no effect" in rep.violations["lost"][0]
+
+
+def test_an_effect_without_a_receipt_is_lost() -> None:
+    rep = check(_record(_op("a")), [("a", "x1")], _evidence(), 25)
+    assert rep.n("lost") == 1 and "without receipt" in rep.violations["lost"][0]
+
+
+def test_an_uncertain_receipt_needs_a_kill_of_its_owner() -> None:
+    ev = _evidence("a")
+    ev.uncertain = [_receipt("a", ReceiptState.UNCERTAIN, owner="executor#1")]
+    assert check(_record(_op("a")), [("a", "x1")], ev, 25).n("unexplained_uncertain") == 1
+    killed = [Kill(t=12.0, wall=500.0, name="executor", pid=1, incarnation=1)]
+    assert check(_record(_op("a"), kills=killed), [("a", "x1")], ev, 25).violations == {}
+
+
+def test_unfinished_turns_and_an_unsettled_tree_are_stuck() -> None:
+    ev = _evidence("a")
+    ev.turns = [TurnRecord(turn_id="t-z", session_id="s-z", state=TurnState.RUNNING)]
+    ev.settled, ev.unsettled_why = False, "lanes busy"
+    rep = check(_record(_op("a")), [("a", "x1")], ev, 25)
+    assert rep.n("unfinished") == 1 and rep.n("stuck") == 1 and "2 stuck" in rep.summary()
+
+
+def test_kill_to_serving_is_measured_from_the_samples() -> None:
+    rec = _record(_op("a"), kills=[Kill(t=6.0, wall=0.0, name="executor", pid=1, incarnation=1)])
+    rec.samples = [
+        Sample(6.1, {"executor": ("backoff", None, 1)}),
+        Sample(6.5, {"executor": ("running", 2, 2)}),
+    ]
+    rep = check(rec, [("a", "x1")], _evidence("a"), 25)
+    assert abs(pct(rep.kill_to_serving, 50) - 0.5) < 1e-9 and rep.availability == 0.5
