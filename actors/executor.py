@@ -80,16 +80,13 @@ def connect_mcp(cfg: dict[str, Any]) -> tuple[Any, list[ToolSpec], dict[str, Han
 
 
 def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolExecutor:
-    """Compose the executor from the global config (``[tools]``, ``[hooks]``, ``[daemon]``)."""
-    cfg = ctx.config
-    tools_cfg = dict(cfg.get("tools") or {})
-    bash_cfg = dict(tools_cfg.get("bash") or {})
-    limits = BashLimits(
-        cpu_s=bash_cfg.get("cpu_s"), fsize_bytes=int(bash_cfg.get("fsize_bytes", 50 * 1024 * 1024))
-    )
+    """Compose the executor from the typed ``[tools]`` section and the config's ``[hooks]`` tables."""
+    cfg = ctx.config  # the file as read: the free-form [hooks] tables and [daemon]/[gateway] for approvals
+    tools = ctx.settings.tools
+    limits = BashLimits(cpu_s=tools.bash.cpu_s, fsize_bytes=tools.bash.fsize_bytes)
     hooks = HookRunner(load_hooks(cfg, base_dir=ctx.home.root))
     # a call without a session workspace never falls back to the daemon's cwd
-    default_ws = Path(str(tools_cfg.get("default_workspace") or ctx.home.root / "workspace")).expanduser()
+    default_ws = Path(tools.default_workspace or ctx.home.root / "workspace").expanduser()
     default_ws.mkdir(parents=True, exist_ok=True)
     kw: dict[str, Any] = dict(
         owner=f"{ctx.name}#{ctx.incarnation}",
@@ -100,9 +97,9 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         services={
             "bash_limits": limits,
             "messengers": BusMessenger(bus.transport),
-            "web_fetch": WebAllow.from_config(tools_cfg),
+            "web_fetch": WebAllow.from_section(tools.web_fetch),
         },
-        roots=tuple(tools_cfg.get("roots") or ()),
+        roots=tuple(tools.roots),
         default_workspace=default_ws,
     )
     kw.update(overrides)
@@ -115,7 +112,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     executor = executor_from_config(bus, ctx, handlers={**builtin_handlers(), **mcp_handlers})
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     start_delegate(bus, executor, ctx, [*builtin_specs(), *mcp_specs])
-    concurrency = int((ctx.config.get("tools") or {}).get("handlers", 32))
+    concurrency = ctx.settings.tools.handlers
     service = ToolService(
         executor, name=ctx.name, incarnation=ctx.incarnation, catalogue=[*builtin_specs(), *mcp_specs]
     )
@@ -133,7 +130,7 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
         origin=ctx.name,
         specs=specs,
         global_config=ctx.config,
-        limits=DelegateLimits.from_config((ctx.config.get("tools") or {}).get("delegate")),
+        limits=DelegateLimits(max_timeout_s=ctx.settings.tools.delegate.max_timeout_s),
     )
     executor.services["delegate"] = delegate
 
