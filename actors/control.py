@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from actors.bus import Bus
-from geode.control.connection import QUEUE_MAX
-from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S, ControlCore
+from geode.config_schema import ControlSection, GeodeConfig
+from geode.control.core import ControlCore
 from geode.home import GeodeHome
 from geode.protocol import codec
 from geode.protocol import lanes as lanes_msg
@@ -271,13 +271,19 @@ class ControlChild:
 
 
 def start_control(
-    home: GeodeHome, *, name: str = "control", incarnation: int = 1, bus: Bus | None = None, workers: int = 8
+    home: GeodeHome,
+    *,
+    name: str = "control",
+    incarnation: int = 1,
+    bus: Bus | None = None,
+    workers: int = 8,
+    settings: ControlSection | None = None,
 ) -> ControlChild:
     owns = bus is None
     bus = bus or Bus(name, incarnation, home).start()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="control")
     sock = ControlSocket(home)
-    cfg = dict(home.load_config().get("control") or {})
+    cfg = settings or GeodeConfig.from_home(home).control  # typed [control]; defaults in the schema
     # the executor's catalogue, asked at start and again in the background when the executor (re)starts: a
     # handshake never waits for it (the built-ins until the first answer; the worker notes a changed plan)
     plans = CataloguePlans(bus.transport, wait=False, who=name)
@@ -290,9 +296,9 @@ def start_control(
         runner=pool.submit,
         server_version=geode_version(),
         origin=name,
-        idle_timeout_s=float(cfg.get("idle_timeout_s", IDLE_TIMEOUT_S)),
-        handshake_deadline_s=float(cfg.get("handshake_deadline_s", HANDSHAKE_DEADLINE_S)),
-        queue_max=int(cfg.get("queue_max", QUEUE_MAX)),
+        idle_timeout_s=cfg.idle_timeout_s,
+        handshake_deadline_s=cfg.handshake_deadline_s,
+        queue_max=cfg.queue_max,
         plans=plans,
     )
 
@@ -314,4 +320,6 @@ def start_control(
 
 def build(bus: Bus, ctx: ChildContext) -> ControlChild:
     """Registry builder (``actors.tree.registry``): host control on the child's bus."""
-    return start_control(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)
+    return start_control(
+        ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus, settings=ctx.settings.control
+    )
