@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pykka
 
 from actors.bus import Bus
+from geode.config_schema import GeodeConfig, LanesSection
 from geode.home import GeodeHome
-from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE, LaneQueue
+from geode.lanes.queue import LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
-from geode.lanes.state import MAX_REQUEUES
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request
@@ -299,14 +299,9 @@ class LanesChild:
             self.bus.stop()
 
 
-def lanes_config(home: GeodeHome) -> dict[str, int]:
-    raw = dict(home.load_config().get("lanes") or {})
-    return {
-        "global_cap": int(raw.get("global_cap", DEFAULT_GLOBAL_CAP)),
-        "session_queue_max": int(raw.get("session_queue_max", DEFAULT_SESSION_QUEUE)),
-        "handlers": int(raw.get("handlers", 32)),
-        "max_requeues": max(0, int(raw.get("max_requeues", MAX_REQUEUES))),
-    }
+def lanes_config(home: GeodeHome) -> LanesSection:
+    """The home's typed ``[lanes]`` (defaults in the schema; a bad value is a ``ConfigError``)."""
+    return GeodeConfig.from_home(home).lanes
 
 
 def start_lanes(
@@ -316,8 +311,9 @@ def start_lanes(
     incarnation: int = 1,
     bus: Bus | None = None,
     store_timeout_s: float = 15.0,
+    settings: LanesSection | None = None,
 ) -> LanesChild:
-    cfg = lanes_config(home)
+    cfg = settings or lanes_config(home)
     owns = bus is None
     bus = bus or Bus(name, incarnation, home).start()
     try:
@@ -325,12 +321,12 @@ def start_lanes(
             StoreClient(bus.transport, attempts=3),
             bus.transport,
             load_timeout_s=store_timeout_s,
-            queue=LaneQueue(global_cap=cfg["global_cap"], session_queue_max=cfg["session_queue_max"]),
+            queue=LaneQueue(global_cap=cfg.global_cap, session_queue_max=cfg.session_queue_max),
             routable=lambda w: w in bus.peers(ENDPOINT),
             name=name,
             incarnation=incarnation,
-            max_pending_approvals=max(1, cfg["handlers"] // 2),  # never starve the handlers of worker traffic
-            max_requeues=cfg["max_requeues"],
+            max_pending_approvals=max(1, cfg.handlers // 2),  # never starve the handlers of worker traffic
+            max_requeues=cfg.max_requeues,
         )
     except BaseException:
         if owns:
@@ -338,7 +334,7 @@ def start_lanes(
         raise
     child = LanesChild(lanes, bus, owns)
     try:
-        bus.serve(ENDPOINT, lanes, concurrency=cfg["handlers"], on_peer=lambda _n, _i: lanes.tell(SCHEDULE))
+        bus.serve(ENDPOINT, lanes, concurrency=cfg.handlers, on_peer=lambda _n, _i: lanes.tell(SCHEDULE))
     except BaseException:
         child.stop()
         raise
@@ -356,4 +352,6 @@ def start_lanes(
 
 def build(bus: Bus, ctx: ChildContext) -> LanesChild:
     """Registry builder (``actors.tree.registry``): host lanes on the child's bus."""
-    return start_lanes(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)
+    return start_lanes(
+        ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus, settings=ctx.settings.lanes
+    )
