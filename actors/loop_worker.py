@@ -18,8 +18,9 @@ from typing import Any, cast
 import pykka
 
 from actors.bus import Bus
+from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
-from geode.loop import AgenticLoop, LoopSettings, VerifySettings
+from geode.loop import AgenticLoop, LoopSettings
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.prompt import PromptSources
 from geode.protocol import lifecycle, turns
@@ -154,7 +155,8 @@ class LoopWorker:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
-        self.config = ctx.config or {}
+        self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
+        self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
         self.hooks = _loop_hooks(self.config, ctx.home.root)
         self._reload_seen = _stamp(ctx.home.run_dir / RELOAD_STAMP)
 
@@ -208,11 +210,12 @@ class LoopWorker:
         self._reload_seen = seen
         try:
             config = self.ctx.home.load_config()
+            settings = TreeSettings.from_raw(config)
             hooks = _loop_hooks(config, self.ctx.home.root)
         except Exception as exc:  # keep running on the config we have
             log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
             return False
-        self.config, self.hooks = config, hooks
+        self.config, self.settings, self.hooks = config, settings, hooks
         self.describe_provider()
         log.info("%s: config re-read for new turns", self.name)
         return True
@@ -334,16 +337,13 @@ class LoopWorker:
             if budget:
                 raw["time_budget_s"] = budget
         if raw.get("denied_tools") is None:
-            raw["denied_tools"] = sorted(_mode_denylist(run.mode, self.config, plan))
-        loop_cfg = dict(self.config.get("loop") or {})
-        verify_cfg = dict(self.config.get("verify") or {})
-        base = {**{k: v for k, v in loop_cfg.items() if k in LoopSettings.model_fields}}
-        base["verify"] = VerifySettings(
-            **{k: v for k, v in verify_cfg.items() if k in VerifySettings.model_fields}
-        )
-        base.update(mode=run.mode, origin=run.origin)
+            raw["denied_tools"] = sorted(_mode_denylist(run.mode, self.settings, plan))
+        loop = self.settings.loop
+        base: dict[str, Any] = {k: v for k, v in loop if k in LoopSettings.model_fields}
+        base.update(verify=self.settings.verify, mode=run.mode, origin=run.origin)
         settings = LoopSettings.from_mapping(raw, **base)
-        if "context_window_tokens" not in raw and "context_window_tokens" not in loop_cfg and settings.model:
+        window_set = "context_window_tokens" in raw or "context_window_tokens" in loop.model_fields_set
+        if not window_set and settings.model:
             try:
                 from geode.providers.catalogue import model_info
 
@@ -438,7 +438,7 @@ def _mode_budget(mode: str) -> float | None:
         return None
 
 
-def _mode_denylist(mode: str, config: dict[str, Any], plan: BoundToolPlan | None) -> frozenset[str]:
+def _mode_denylist(mode: str, config: TreeSettings, plan: BoundToolPlan | None) -> frozenset[str]:
     """The mode's default denylist when the turn did not carry one (deny by default without a person)."""
     from geode.sessions.modes import default_denylist
 
@@ -450,5 +450,4 @@ def _mode_denylist(mode: str, config: dict[str, Any], plan: BoundToolPlan | None
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:
     """Registry builder (``actors.tree.registry``): the loop worker of child ``loop-N``."""
-    cfg = dict((ctx.config or {}).get("loop") or {})
-    return LoopWorker(bus, ctx, capacity=int(cfg.get("capacity", 2))).start()
+    return LoopWorker(bus, ctx, capacity=ctx.settings.loop.capacity).start()

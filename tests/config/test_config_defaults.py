@@ -13,8 +13,10 @@ from actors.executor import executor_from_config
 from actors.lanes import lanes_config
 from actors.loop_worker import LoopWorker
 from actors.tree.children import child_names, tree_specs
+from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
 from actors.tree.spec import TreeConfig
+from geode.config_schema import GeodeConfig
 from geode.control.connection import QUEUE_MAX
 from geode.control.core import IDLE_TIMEOUT_S
 from geode.home import GeodeHome
@@ -55,9 +57,12 @@ def test_bus_lanes_and_control(tmp_path: Path) -> None:
     a, b = Endpoints.from_config(empty), Endpoints.from_config(full)
     assert (a.workers, a.tcp, a.curve) == (b.workers, b.tcp, b.curve)
     assert lanes_config(empty) == lanes_config(full)
-    control = full.load_config()["control"]  # read exactly as actors/control.py does
-    assert float(control.get("idle_timeout_s", IDLE_TIMEOUT_S)) == IDLE_TIMEOUT_S
-    assert int(control.get("queue_max", QUEUE_MAX)) == QUEUE_MAX
+    control = GeodeConfig.from_home(full).control  # read exactly as actors/control.py does
+    assert (control.idle_timeout_s, control.queue_max) == (IDLE_TIMEOUT_S, QUEUE_MAX)
+    typed = TreeSettings.from_home(full)  # the documented defaults are the schema's, section by section
+    same = set(TreeSettings.model_fields) - {"raw", "model", "providers", "supervisor"}  # checked elsewhere
+    assert {f: getattr(typed, f) for f in same} == {f: getattr(TreeSettings(), f) for f in same}
+    assert typed.supervisor.tree == TreeSettings().supervisor.tree
 
 
 def test_executor(tmp_path: Path) -> None:
@@ -77,11 +82,11 @@ def test_executor(tmp_path: Path) -> None:
 def test_loop_worker_turn_settings(mode: str) -> None:
     run = turns.TurnRun(turn_id="t", session_id="s", mode=mode, settings={"model": "claude-opus-5-5"})
     got = [
-        LoopWorker.settings_for(SimpleNamespace(config=cfg), run)  # type: ignore[arg-type]
+        LoopWorker.settings_for(SimpleNamespace(settings=TreeSettings.from_raw(cfg)), run)  # type: ignore[arg-type]
         for cfg in ({}, uncommented())
     ]
     assert got[0] == got[1]
-    assert uncommented()["loop"]["capacity"] == 2  # actors/loop_worker.build's default
+    assert TreeSettings.from_raw(uncommented()).loop == TreeSettings().loop  # capacity, workers and bounds
     assert VerifySettings(**uncommented()["verify"]) == VerifySettings()
 
 
