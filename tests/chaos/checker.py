@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from geode.records.models import TurnRecord
 from tests.chaos.driver import Kill, Op, Record, Sample
 from tests.chaos.evidence import Evidence
 
@@ -58,13 +59,14 @@ class Report:
 
     def summary(self) -> str:
         k2s = self.kill_to_serving
+        calm = f"{pct(self.turn_calm, 99):.2f}s" if self.turn_calm else "n/a"
         return (
             f"chaos: {self.seconds:.0f}s, {self.kills} kills, {self.turns} turns "
             f"({self.counts['applied']} applied), {self.n('duplicate')} dup, {self.n('lost')} lost, "
             f"{self.n('unexplained_uncertain')} unexplained, {self.n('stuck') + self.n('unfinished')} stuck, "
             f"kill→serving p50 {pct(k2s, 50):.2f}s p99 {pct(k2s, 99):.2f}s, "
             f"availability {self.availability:.0%}, "
-            f"turn p99 {pct(self.turn_chaos, 99):.2f}s (calm {pct(self.turn_calm, 99):.2f}s)"
+            f"turn p99 {pct(self.turn_chaos, 99):.2f}s (calm {calm})"
         )
 
     def lines(self) -> list[str]:
@@ -88,6 +90,19 @@ def _op_line(op: Op, kills: list[Kill]) -> str:
     return (
         f"{op.tag} turn {op.turn_id} session {op.session_id} {op.kind}/{op.reason} "
         f"{(op.text or op.error)[:100]!r} kills: {kills_during(kills, op.t_invoke, op.t_end or op.t_invoke)}"
+    )
+
+
+def _store_verdict(op: Op, turns: list[TurnRecord]) -> str:
+    mine = [
+        t for t in turns if t.turn_id == op.turn_id or (op.turn_id is None and t.session_id == op.session_id)
+    ]
+    if not mine:
+        return "no turn record (never admitted)"
+    return "; ".join(
+        f"{t.turn_id} {t.state.value} attempts {t.attempts} "
+        f"{(t.outcome or {}).get('termination_reason')} {str((t.outcome or {}).get('text', ''))[:60]!r}"
+        for t in mine
     )
 
 
@@ -119,6 +134,7 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
     ops, kills = rec.ops, rec.kills
     rep = Report(seconds=seconds, kills=len(kills), turns=len(ops))
     by_tag = {op.tag: op for op in ops}
+    turns = ev.turns
     lines_by_tag: dict[str, list[str]] = defaultdict(list)
     for tag, call in markers:
         lines_by_tag[tag].append(call)
@@ -127,8 +143,8 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
     # duplicated effects: one turn's effect line more than once (the same call twice, or the model re-asked)
     for tag, calls in lines_by_tag.items():
         if len(calls) > 1:
-            op = by_tag.get(tag)
-            where = _op_line(op, kills) if op else "no client op"
+            owner = by_tag.get(tag)
+            where = _op_line(owner, kills) if owner else "no client op"
             rep.violation("duplicate", f"{tag}: {len(calls)} effects {Counter(calls)}; {where}")
         if tag not in by_tag:
             rep.violation("lost", f"effect {tag} {calls} belongs to no client turn")
@@ -148,6 +164,11 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
             rep.warn("turn_ended_otherwise", _op_line(op, kills))
         if op.kind == "invoke":
             rep.violation("unfinished", f"client never returned: {_op_line(op, kills)}")
+        if op.kind == "info":
+            rep.warn("client_gave_up", f"{_op_line(op, kills)}; store: {_store_verdict(op, turns)}")
+        receipts = ev.receipts.get(op.session_id or "", [])
+        if op.tag not in lines_by_tag and any(r.state.value == "committed" for r in receipts):
+            rep.violation("lost", f"receipt committed, no effect: {_op_line(op, kills)}")
     # uncertain receipts: each must be explained by a kill of its owner incarnation (or a kill in flight)
     killed = {f"{k.name}#{k.incarnation}" for k in kills}
     for r in ev.uncertain:

@@ -35,27 +35,30 @@ def tree_pids(root: int) -> list[int]:
     return out
 
 
-def _name(pid: int) -> str:
+def _name(pid: int) -> str | None:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return "?"
+        return None
     words = [w.decode(errors="replace") for w in cmd if w]
     if "actors.tree.child_main" in words and words.index("actors.tree.child_main") + 1 < len(words):
         return words[words.index("actors.tree.child_main") + 1]
-    return " ".join(words[-2:])[-40:]
+    return None
 
 
 def sample(root: int) -> dict[str, tuple[int, int]]:
-    """name -> (RSS bytes, open fds) of every live process under ``root`` (the supervisor)."""
+    """name -> (RSS bytes, open fds) of the supervisor ``root`` and every child of the tree under it (the
+    short-lived processes the tools spawn are left out)."""
     out: dict[str, tuple[int, int]] = {}
     for pid in tree_pids(root):
+        name = "supervisor" if pid == root else _name(pid)
+        if name is None:
+            continue
         try:
             rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
             fds = len(os.listdir(f"/proc/{pid}/fd"))
         except OSError:
             continue
-        name = "supervisor" if pid == root else _name(pid)
         out[name if name not in out else f"{name}:{pid}"] = (rss, fds)
     return out
 
