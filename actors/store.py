@@ -88,6 +88,8 @@ def start_store(
 
 def build(bus: Bus, ctx: ChildContext) -> StoreChild:
     """Registry builder: serve the store on the child's bus; stop closes the bus first."""
-    child = start_store(ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus)
+    child = start_store(
+        ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus, config=ctx.settings.store
+    )
     child.owns_bus = True
     return child
