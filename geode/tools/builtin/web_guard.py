@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from socket import getaddrinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -135,11 +135,6 @@ class WebAllow:
     def from_section(cls, section: WebFetchSection) -> WebAllow:
         """From the typed ``[tools.web_fetch]`` (its entries already checked at start)."""
         return cls.parse(section.allow_hosts)
-
-    @classmethod
-    def from_config(cls, tools_cfg: Mapping[str, Any] | None) -> WebAllow:
-        section = dict((tools_cfg or {}).get("web_fetch") or {})
-        return cls.parse(section.get("allow_hosts") or ())
 
     def names(self, host: str) -> bool:
         return host in self.hosts
