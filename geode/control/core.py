@@ -301,8 +301,8 @@ class ControlCore:
         if ev.kind == lanes_msg.APPROVAL_REQUEST:
             aid = str(ev.data.get("approval_id", ""))
             asker = [k for k in targets if k.state is ConnState.READY]
-            if not asker:
-                self._answer(aid, "n")
+            if not asker:  # nobody attached to ask: said as such, never as a person's "n"
+                self._answer(aid, "n", reason="no_origin")
                 return
             for k in asker:  # no auto-answer here: skipping permissions is the turn's, decided upstream
                 with k.lock:
@@ -329,12 +329,12 @@ class ControlCore:
                 ),
             )
 
-    def _answer(self, approval_id: str, decision: str) -> None:
+    def _answer(self, approval_id: str, decision: str, reason: str = "user") -> None:
         try:
             self.transport.cast(
                 self.lanes,
                 lanes_msg.APPROVAL_REPLY,
-                lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision),
+                lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision, reason=reason),
             )  # type: ignore[arg-type]
         except GeodeError as exc:
             log.warning("cannot answer approval %s: %s", approval_id, exc)

@@ -97,7 +97,8 @@ class OriginRequests(LanesState):
 
     def approval_reply(self, b: lanes_msg.ApprovalReply, r: Asked) -> None:
         peer = r.sender.split("#", 1)[0]  # only the turn's origin peer may answer (its name, sans "#inc")
-        r.answer(lanes_msg.Ok(ok=self.desk.answer(b.approval_id, b.decision, origin=peer, note=b.note)))
+        ok = self.desk.answer(b.approval_id, b.decision, b.reason, origin=peer, note=b.note)
+        r.answer(lanes_msg.Ok(ok=ok))
 
     def replay(self, q: lanes_msg.Replay, r: Asked) -> None:
         events, complete = self.stream.since(q.session_id, q.after_seq)

@@ -85,7 +85,9 @@ class ApprovalAsk(BaseModel):
 class ApprovalDecision(BaseModel):
     approval_id: str
     decision: Decision
-    reason: str = ""  # "user" | "timeout" | "disconnect" | "cancelled" | "no_origin"
+    # who decided: "user" (a person) | "timeout" | "disconnect" / "worker_died" (the origin or the turn's
+    # worker is gone) | "cancelled" / "turn_ended" | "no_origin" (nobody to ask) | "duplicate_or_full"
+    reason: str = ""
     note: str = ""  # the person's words with a denial ("n: because …"), passed on to the model
 
 
@@ -95,6 +97,7 @@ class ApprovalReply(BaseModel):
     approval_id: str = Field(min_length=1, max_length=128)
     decision: Decision
     note: str = Field(default="", max_length=1024)  # why (a denial's reason for the model)
+    reason: Literal["user", "no_origin"] = "user"  # no_origin: the origin had nobody attached to ask
 
 
 class Replay(BaseModel):

@@ -11,6 +11,17 @@ from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.spec import SafetyPolicy, ToolContext
 
 _seq = itertools.count(1)
+# a denial nobody made, by lanes' reason → the gate's answer (never reported as "User denied")
+NOT_A_PERSON = {
+    "timeout": "timeout",
+    "disconnect": "disconnected",
+    "worker_died": "disconnected",
+    "cancelled": "cancelled",
+    "turn_ended": "cancelled",
+    "no_origin": "no_origin",
+    "duplicate_or_full": "no_origin",
+    "unknown": "no_origin",
+}
 
 
 class LanesApprovalChannel:
@@ -35,4 +46,6 @@ class LanesApprovalChannel:
             self.target, lanes_msg.APPROVAL, ask, session=ctx.session_id, timeout_s=self.timeout_s + 5
         )
         out = lanes_msg.ApprovalDecision.model_validate(reply)
+        if out.decision == "n" and out.reason in NOT_A_PERSON:
+            return NOT_A_PERSON[out.reason]
         return f"{out.decision}: {out.note}" if out.note else str(out.decision)  # "n: why" (see approvals)

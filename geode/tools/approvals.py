@@ -16,10 +16,13 @@ from geode.tools.spec import ApprovalMode, DataClass, SafetyPolicy, ToolContext,
 
 APPROVAL_TIMEOUT_S = 120.0
 MAX_SESSIONS = 1024
+# a channel answer besides y / n / a: a denial nobody made (reported as itself, never "User denied")
+CHANNEL_DENIALS = ("timeout", "disconnected", "cancelled", "no_origin")
 
 
 class ApprovalChannel(Protocol):
-    """Asks the person behind ``ctx.origin``. Returns "y" (once), "n" or "a" (always for this session)."""
+    """Asks the person behind ``ctx.origin``. Returns "y" (once), "n" or "a" (always for this session), or a
+    denial nobody made (``CHANNEL_DENIALS``: nobody to ask, the asker went away, timed out, cancelled)."""
 
     def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str: ...
 
@@ -171,7 +174,7 @@ class ApprovalGate:
         answer = answer.strip().lower()
         if answer == "n" and note.strip():
             return "n:" + " ".join(note.split())[:500]
-        return answer if answer in ("y", "n", "a") else "invalid"
+        return answer if answer in ("y", "n", "a", *CHANNEL_DENIALS) else "invalid"
 
     def _apply(self, ctx: ToolContext, spec: ToolSpec, answer: str) -> Verdict:
         answer, _, note = answer.partition(":")  # "n:<the person's reason>"
@@ -198,5 +201,6 @@ class ApprovalGate:
             "disconnected": f"The approver disconnected; '{spec.name}' denied.",
             "shutdown": f"Shutting down; '{spec.name}' denied.",
             "cancelled": f"The turn was cancelled; '{spec.name}' denied.",
+            "no_origin": f"Nobody was there to approve '{spec.name}' (no origin to ask); denied.",
         }
         return Verdict(False, answer, messages.get(answer, f"Invalid approval answer; '{spec.name}' denied."))
