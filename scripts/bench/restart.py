@@ -1,8 +1,11 @@
-"""Restart latency (SIGKILL a child → ready again, p50/p90 over 20 kills) and idle RSS of the whole tree.
+"""Restart latency (SIGKILL a child → its next incarnation ready, p50/p99) at one kill per second, and the
+idle RSS of the whole tree.
 
-Run: .venv/bin/python scripts/bench/restart.py [--kills 20]
-Baseline in the same run: a bare ``python -c pass`` start, and one that imports what every child imports.
-The bench config sets ``stable_s = 0`` so every kill restarts at once (no crash-loop backoff).
+Run: .venv/bin/python scripts/bench/restart.py [--kills 60] [--every 1.0] [--children control,loop-1]
+Kills go round robin over the children (all by default) every ``--every`` seconds, on the default
+``[supervisor]`` settings (a ready child is restarted at once; nothing is tuned for the bench); a child that
+is not running when its turn comes is skipped and counted. Baseline in the same run: a bare ``python -c pass``
+start, and one that imports what every child imports.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from geode.protocol import lifecycle
 
-CONFIG = "[supervisor]\nstable_s = 0.0\nintensity = 1000\n"
+CONFIG = ""  # the defaults: this measures the restart policy a user gets
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -58,10 +61,19 @@ def rss_kib(pid: int) -> tuple[int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--kills", type=int, default=60)
+    ap.add_argument("--every", type=float, default=1.0, help="seconds between kills")
+    ap.add_argument("--children", default="", help="comma-separated names to kill (default: all)")
     args = ap.parse_args()
     home = GeodeHome(Path(tempfile.mkdtemp(prefix="geode-restart-"))).ensure()
     home.config_file.write_text(CONFIG)
+    try:
+        bench(home, args)
+    finally:
+        stop_tree(home)  # also when the tree never came up or a kill was not answered
+
+
+def bench(home: GeodeHome, args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     rc, msg = start_daemon(home)
     cold = time.perf_counter() - t0
@@ -84,31 +96,47 @@ def main() -> None:
     pids = [sup_pid] + [c.pid for c in st.children if c.pid]
     mem = [rss_kib(p) for p in pids]
     names = [c.name for c in st.children]
+    targets = [n for n in args.children.split(",") if n] or names
     lat: dict[str, list[float]] = {}
+    pending: dict[tuple[str, int], float] = {}
+    skipped = 0
+    start = time.perf_counter()
     for i in range(args.kills):
+        due = start + i * args.every
+        time.sleep(max(0.0, due - time.perf_counter()))  # the bench's kill clock, not a test wait
         st = tree_status(home)
-        assert st is not None
-        c = next(c for c in st.children if c.name == names[i % len(names)])
-        assert c.pid and c.state == "running"
-        t = time.perf_counter()
+        assert st is not None and st.state == "running", "the tree stopped"
+        c = next(c for c in st.children if c.name == targets[i % len(targets)])
+        if not c.pid or c.state != "running":
+            skipped += 1
+            continue
+        pending[(c.name, c.incarnation + 1)] = time.perf_counter()
         os.kill(c.pid, signal.SIGKILL)
-        key = (c.name, c.incarnation + 1)
-        with got:
-            assert got.wait_for(lambda k=key: k in ready, timeout=15), f"{key} not ready again"
-        lat.setdefault(c.name, []).append(ready[key] - t)
-        time.sleep(0.2)
+    with got:
+        got.wait_for(lambda: all(k in ready for k in pending), timeout=20)
+    missing = [k for k in pending if k not in ready]
+    assert not missing, f"never ready again: {missing}"
+    for (name, inc), t in pending.items():
+        lat.setdefault(name, []).append(ready[(name, inc)] - t)
+    final = tree_status(home)
+    assert final is not None
+    not_running = [f"{c.name}={c.state}" for c in final.children if c.state != "running"]
     watcher.stop()
     stop_tree(home)
     bare = start_cost("pass")
     imports = start_cost("import zmq, pydantic, msgpack, geode.protocol.runtime, actors.bus")
     allv = [x for v in lat.values() for x in v]
     print(f"tree cold start (geode serve → all {len(names)} children ready): {cold:.2f} s")
-    print(f"restart after SIGKILL over {len(allv)} kills (round robin over {', '.join(names)}):")
-    p50, p90 = pct(allv, 0.5), pct(allv, 0.9)
     print(
-        f"  p50 {p50 * 1000:.0f} ms  p90 {p90 * 1000:.0f} ms  max {max(allv) * 1000:.0f} ms"
-        "  (target p50 <= 1000 ms)"
+        f"kill -> next incarnation ready, {len(allv)} SIGKILLs one per {args.every:g} s "
+        f"(round robin over {', '.join(targets)}; {skipped} skipped: not running at their turn):"
     )
+    p50, p90, p99 = pct(allv, 0.5), pct(allv, 0.9), pct(allv, 0.99)
+    print(
+        f"  p50 {p50 * 1000:.0f} ms  p90 {p90 * 1000:.0f} ms  p99 {p99 * 1000:.0f} ms"
+        f"  max {max(allv) * 1000:.0f} ms  (target p50 <= 500 ms, p99 <= 2000 ms)"
+    )
+    print(f"  after the kills: tree {final.state}; not running: {', '.join(not_running) or 'none'}")
     for name, v in lat.items():
         print(f"    {name:<11} median {statistics.median(v) * 1000:.0f} ms over {len(v)}")
     print(
