@@ -148,8 +148,7 @@ def run_ask(
             "session_id": cl.session_id,
             "turn_id": result.get("turn_id"),
             "termination_reason": result.get("termination_reason"),
-            "tool_calls": renderer.tool_calls,
-            "tool_call_count": result.get("tool_calls", len(renderer.tool_calls)),
+            **_recorded_tool_calls(home, cl.session_id, result.get("turn_id")),
             "rounds": result.get("rounds", 0),
             "usage": result.get("usage", {}),
             "error": result.get("error"),
@@ -165,6 +164,18 @@ def run_ask(
             err=True,
         )
     raise typer.Exit(code)
+
+
+def _recorded_tool_calls(home: GeodeHome, session_id: str | None, turn_id: str | None) -> dict[str, Any]:
+    """``tool_calls`` and ``tool_call_count`` of the answer, from the turn's durable record (the session's
+    checkpoint); when the store does not answer both are null and ``tool_calls_error`` says why."""
+    from actors.cli.turn_tools import fetch_turn_tool_calls
+
+    try:
+        calls = fetch_turn_tool_calls(home, session_id or "", turn_id or "")
+    except GeodeError as exc:
+        return {"tool_calls": None, "tool_call_count": None, "tool_calls_error": str(exc)}
+    return {"tool_calls": calls, "tool_call_count": len(calls)}
 
 
 def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:

@@ -55,7 +55,10 @@ def start_daemon_reporting(
     box: dict[str, tuple[int, str]] = {}
 
     def run() -> None:
-        box["out"] = start_daemon(home, single_process=single_process, timeout_s=timeout_s)
+        try:
+            box["out"] = start_daemon(home, single_process=single_process, timeout_s=timeout_s)
+        except Exception as exc:  # e.g. a config the client itself cannot read: the start failed, say why
+            box["out"] = (1, str(getattr(exc, "message", "") or exc))
 
     starter = threading.Thread(target=run, name="daemon-start", daemon=True)
     starter.start()

@@ -7,7 +7,7 @@ import logging
 import threading
 
 from geode.conversation import Message, TextBlock
-from geode.loop.batch import process_batch
+from geode.loop.batch import drop_settled, process_batch
 from geode.loop.call import ContextOverflow, call_model
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.compaction import ContextExhausted
@@ -140,6 +140,7 @@ class AgenticLoop:
         judge = make_judge(self.judge_provider or self.provider, s.verify.judge_model or model)
         while True:
             candidate = self._until_stop(state, ckpt, events, s, plan, model)
+            drop_settled(state, self.records)
             decision = verify(
                 state,
                 candidate.text,

@@ -26,6 +26,7 @@ from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 2.5  # after a cancel, how long the real outcomes of the calls in flight are awaited
+SETTLE_WAIT_S = 30.0  # how long an earlier send of the same call (receipt admitted) is awaited to settle
 
 
 def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBlock:
@@ -95,12 +96,18 @@ def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolR
     if records is None or result.error_type != "effect_outcome_uncertain" or not ctx.operation_id:
         return result
     content = result.content if isinstance(result.content, dict) else {}
-    if content.get("blocking_operation") not in (None, ctx.operation_id):
+    blocking = content.get("blocking_operation")
+    if blocking not in (None, ctx.operation_id):
         return result  # quarantined by an earlier unresolved receipt: that one is listed for the operator
     call = ToolCall(id=result.tool_use_id, name=result.name)
     try:
         receipt = records.get_receipt(ctx.operation_id)
-        if receipt is not None and receipt.state == ReceiptState.ADMITTED:
+        if blocking is not None:  # the executor is alive; an earlier send of this very call may still run
+            until = time.monotonic() + SETTLE_WAIT_S
+            while receipt is not None and receipt.state == ReceiptState.ADMITTED and time.monotonic() < until:
+                time.sleep(0.1)
+                receipt = records.get_receipt(ctx.operation_id)
+        elif receipt is not None and receipt.state == ReceiptState.ADMITTED:  # its executor is gone
             records.mark_uncertain(ctx.operation_id, "the tool executor stopped while the call ran")
             receipt = records.get_receipt(ctx.operation_id)
     except Exception as exc:  # the store is down: the outcome stays unknown (conservative)
@@ -128,6 +135,21 @@ def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolR
             outcome=receipt.outcome,
         )
     return result.model_copy(update={"content": {**content, "operation_id": ctx.operation_id}})
+
+
+def drop_settled(state: TurnState, records: RecordClient) -> None:
+    """Forget the turn's unresolved operations whose receipts were committed or reconciled meanwhile (an
+    earlier send of the call finished after all), so Verify does not escalate over nothing to reconcile."""
+    keep = []
+    for op in state.unresolved:
+        try:
+            receipt = records.get_receipt(op)
+        except Exception:  # the store is down: keep it unresolved (conservative)
+            keep.append(op)
+            continue
+        if receipt is None or receipt.state in (ReceiptState.ADMITTED, ReceiptState.UNCERTAIN):
+            keep.append(op)
+    state.unresolved[:] = keep
 
 
 def run_calls(
@@ -255,6 +277,7 @@ def process_batch(
             TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"pending batch not saved: {exc}"
         ) from exc
     events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="pending_batch")
+    fault("loop.after_pending_checkpoint")  # written ahead; no call sent yet
     tool_calls = [ToolCall(id=c.id, name=c.name, input=c.input) for c in calls]
     deadline_ms = None
     if settings.time_budget_s:  # tools never outlive the turn's time budget

@@ -115,8 +115,10 @@ def repair(
             )
     if to_run:
         ran = run_calls(executor, to_run, state, events, settings.tool_parallelism, records)
-        for (_, call), res in zip(to_run, ran, strict=True):
+        for (ctx, call), res in zip(to_run, ran, strict=True):
             results[call.id] = res
+            if res.error_type == "effect_outcome_uncertain" and ctx.operation_id not in state.unresolved:
+                state.unresolved.append(ctx.operation_id)
     ordered = [results[tu.id] for tu in msg.tool_uses]
     state.history.append(results_message(ordered, settings))
     try:
