@@ -24,6 +24,7 @@ POINTS = frozenset(
         "executor.after_commit",  # the receipt is committed, the reply not sent
         "store.after_admit",  # the store committed an admission, the reply not sent
         "store.after_commit",  # the store committed a receipt's result, the reply not sent
+        "loop.after_pending_checkpoint",  # the pending batch is written ahead, no call sent yet
         "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
         "messengers.after_turn_record",  # reserved: turn record stored, cursor/ack not advanced (unused)
