@@ -216,6 +216,7 @@ class LanesService(OriginRequests):
             return
         fault("lanes.after_turn_stored")  # the running record is stored; the turn is not pushed yet
         resume = bool(rec.input.get("_resume")) or rec.attempts > 1
+        self.pool.assign(owner.name, g.turn_id)  # its lost-run grace counts from the push, not the slow write
         self._emit(
             rec.session_id,
             rec.turn_id,

@@ -4,12 +4,14 @@ age and re-queue count in ``lanes.status``, and ends ``worker_lost`` after ``max
 
 from __future__ import annotations
 
+import threading
 import time
 
 from geode.lanes.queue import LaneQueue
+from geode.lanes.records import MemoryTurnStore
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
-from geode.records.models import TurnState
+from geode.records.models import TurnRecord, TurnState
 from tests.lanes.harness import done, make, req, submit
 
 
@@ -94,5 +96,39 @@ def test_a_turn_whose_workers_keep_dying_ends_worker_lost() -> None:
         submit(svc, "t2", "S")  # the lane is free again
         done(svc, "t2", "S", "loop-1")
         assert store.get_turn("t2").state == TurnState.DONE  # type: ignore[union-attr]
+    finally:
+        svc.stop()
+
+
+class _SlowRunningWrite(MemoryTurnStore):
+    """The running record's write waits until ``release`` (a store slow while it restarts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def put_turn(self, turn: TurnRecord) -> TurnRecord:
+        if turn.state == TurnState.RUNNING and not self.release.is_set():
+            self.holding.set()
+            self.release.wait(10)
+        return super().put_turn(turn)
+
+
+def test_a_slow_running_write_does_not_make_a_pushed_turn_look_lost() -> None:
+    clock = [0.0]
+    store = _SlowRunningWrite()
+    svc, tr, _ = make(store, clock=lambda: clock[0])
+    try:
+        svc.worker_ready("loop-1", 1)
+        body = lanes_msg.Submit(turn_id="t1", session_id="S", origin="control", input={"text": "t1"})
+        svc.lanes.handle(req(lanes_msg.SUBMIT, body))
+        assert store.holding.wait(5), "the running record's write never started"
+        clock[0] = 5.0  # the write took 5 s; the run is pushed only now
+        store.release.set()
+        assert tr.wait_for(lambda: len(tr.runs()) == 1, 5)
+        svc.lanes.settle()
+        svc.handle(_heartbeat("loop-1", 1, free=0))  # sent before the run arrived: it does not list t1
+        assert [r["attempt"] for r in tr.runs()] == [1]  # today: re-queued and pushed again (a bounce)
+        assert svc.running() == ["t1"]
     finally:
         svc.stop()

@@ -86,7 +86,10 @@ def test_a_turn_whose_worker_keeps_dying_keeps_its_place_and_shows_its_age(
             )
             os.kill(int(status_children(home)[row["worker"]]["pid"]), signal.SIGKILL)
         row = poll_for(
-            lambda: (r := _turn_row(home, first)) and r["state"] == "running" and r["attempts"] == KILLS + 1 and r,
+            lambda: (r := _turn_row(home, first))
+            and r["state"] == "running"
+            and r["attempts"] == KILLS + 1
+            and r,
             30,
             what="the first turn running again",
             swallow=(GeodeError,),
