@@ -12,6 +12,7 @@ import pytest
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from tests.control.procs import Procs
+from tests.waiting import poll_for
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_sigkill_loop_worker_mid_turn_resumes_and_completes_once(procs: Procs) -
     )
     th.start()
     assert ev_started.wait(10)
-    time.sleep(0.3)
+    poll_for(lambda: _runs(procs, started["turn"]), 10, what="the worker running the turn")  # a 2 s turn
     procs.kill(started["worker"])  # the supervisor then reports runtime.child_died to lanes
     th.join(30)
     assert res.get("termination_reason") == "natural", procs.logs()
@@ -92,9 +93,10 @@ def test_sigkill_lanes_queued_turns_neither_lost_nor_run_twice(procs: Procs) -> 
     clients = [procs.client() for _ in range(3)]
     accepted = [cl.request(c.PROMPT, {"text": "sleep:1.0", "session_id": cl.session_id}) for cl in clients]
     turn_ids = [a["turn_id"] for a in accepted]
-    time.sleep(0.3)  # the first is running on loop-1, two are queued behind the single worker
-    st = procs.lanes_status()["lanes"]
-    assert st["running"] == 1 and st["queued"] == 2
+    # the first is running on loop-1, two are queued behind the single worker
+    one_running = lambda: (st := procs.lanes_status()["lanes"])["running"] == 1 and st["queued"] == 2  # noqa: E731
+    started = lambda: one_running() and any(_runs(procs, t) for t in turn_ids)  # noqa: E731
+    poll_for(started, 10, what="one turn running on loop-1, two queued")
     procs.kill("lanes", notify=False)
     procs.start("lanes")
     results: dict = {}
@@ -122,7 +124,7 @@ def test_prompt_sent_while_lanes_restarts_is_admitted_once(procs: Procs) -> None
     res: dict = {}
     th = threading.Thread(target=lambda: res.update(cl.run_prompt("hello", timeout_s=30)))
     th.start()
-    time.sleep(0.5)
+    time.sleep(0.5)  # a window in which lanes is down while the prompt is sent (nothing to wait on)
     procs.start("lanes")
     th.join(30)
     assert res.get("termination_reason") == "natural", procs.logs()
