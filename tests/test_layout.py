@@ -73,7 +73,8 @@ def test_protocol_doc_is_generated_from_the_catalogue() -> None:
 
 
 def test_actors_top_level_is_the_process_list() -> None:
-    """``ls actors`` shows one module per actor process (what ``geode status`` lists) and three sub-packages."""
+    """``ls actors`` shows one module per actor process (what ``geode status`` lists) and three
+    sub-packages."""
     from actors.tree.registry import BUILDERS
 
     modules = {p.stem for p in (ROOT / "actors").glob("*.py") if p.name != "__init__.py"}
