@@ -2,7 +2,8 @@
 
 The CLI composes nothing itself: it talks to the daemon's control socket (starting the daemon when it is
 not running) and renders the turn's stream. Exit codes of ``ask``: 0 success, 1 the turn ended with any
-other termination reason (printed), 2 nothing to resume, 3 the daemon is unreachable, 130 cancelled.
+other termination reason (printed), 2 nothing to resume, 3 the daemon is unreachable, 4 the client stopped
+waiting but the turn continues (or may) in the daemon (its id is printed), 130 cancelled.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from geode.protocol import control as c
 from geode.protocol.errors import GeodeError, NotFound
 
 SUCCESS = {"natural", "forced_text"}
-EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CANCELLED = 1, 2, 3, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONTINUES, EXIT_CANCELLED = 1, 2, 3, 4, 130
 
 _RESUME = typer.Option(None, "--resume", help="resume session ID (alone: pick from recent sessions)")
 _CONTINUE = typer.Option(False, "--continue", help="continue the most recent session")
@@ -102,7 +103,9 @@ def ask(
     skip: bool = _SKIP,
     timeout: float = typer.Option(3600.0, "--timeout", help="seconds to wait for the turn"),
 ) -> None:
-    """Run one prompt and exit: 0 on success, non-zero with the termination reason otherwise."""
+    """Run one prompt and exit: 0 success; 1 the turn ended otherwise (reason printed); 2 nothing to
+    resume; 3 daemon unavailable; 4 the client stopped waiting but the turn continues in the daemon (its
+    id and session are printed: `geode --resume SESSION` follows it); 130 cancelled."""
     run_ask(prompt, as_json=as_json, resume=resume, cont=cont, model=model, skip=skip, timeout=timeout)
 
 
@@ -117,6 +120,7 @@ def run_ask(
     timeout: float = 3600.0,
 ) -> None:
     """``geode ask`` and ``geode -p``: one prompt, streamed, then exit with the turn's code."""
+    from actors.cli.reattach import TurnContinues
     from actors.cli.render import Renderer, ask_terminal
 
     home = GeodeHome.from_env()
@@ -128,6 +132,23 @@ def run_ask(
         result = cl.run_prompt(
             prompt, on_event=renderer, on_approval=approve, timeout_s=timeout, on_interrupt=lambda: True
         )
+    except TurnContinues as exc:  # the client gave up, the turn did not: say which turn, exit 4
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "turn_id": exc.turn_id,
+                        "session_id": exc.session_id,
+                        "termination_reason": None,
+                        "continues": True,
+                        "accepted": exc.accepted,
+                        "error": exc.message,
+                        "exit_code": EXIT_CONTINUES,
+                    }
+                )
+            )
+        typer.echo(f"geode: {exc.explain()}", err=True)
+        raise typer.Exit(EXIT_CONTINUES) from exc
     except GeodeError as exc:
         typer.echo(f"geode: {exc}", err=True)
         raise typer.Exit(EXIT_UNAVAILABLE) from exc
@@ -211,7 +232,8 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
                 )
             except GeodeError as exc:
                 renderer.end()
-                typer.echo(f"geode: {exc}", err=True)
+                explain = getattr(exc, "explain", None)  # reattach.TurnContinues: which turn goes on
+                typer.echo(f"geode: {explain() if explain else exc}", err=True)
                 continue
             except KeyboardInterrupt:  # outside the stream read: still cancel, then back to the prompt
                 renderer.end()

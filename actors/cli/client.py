@@ -165,20 +165,29 @@ class ControlClient:
         timeout_s: float = 3600.0,
         on_interrupt: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
-        """Send a prompt and stream its events until ``turn_done``; returns the result (+ ``turn_id``)."""
+        """Send a prompt and stream its events until ``turn_done``; returns the result (+ ``turn_id``).
+
+        The client chooses the turn id, so a prompt whose reply was lost is re-sent as the same turn
+        (``reattach.submit_prompt``). Giving up (no acknowledgement, or ``timeout_s`` passed while the turn
+        runs) raises ``reattach.TurnContinues`` with the turn's id."""
+        from actors.cli.reattach import TurnContinues, new_turn_id, submit_prompt
+
         backlog: list[dict[str, Any]] = []
-        accepted = self.request(
-            c.PROMPT, {"text": text, "session_id": self.session_id}, on_event=backlog.append
-        )
+        body = {"text": text, "session_id": self.session_id, "turn_id": new_turn_id()}
+        accepted = submit_prompt(self, body, backlog)
         turn_id = accepted["turn_id"]
-        return self.follow(
-            turn_id,
-            backlog=backlog,
-            on_event=on_event,
-            on_approval=on_approval,
-            timeout_s=timeout_s,
-            on_interrupt=on_interrupt,
-        )
+        try:
+            return self.follow(
+                turn_id,
+                backlog=backlog,
+                on_event=on_event,
+                on_approval=on_approval,
+                timeout_s=timeout_s,
+                on_interrupt=on_interrupt,
+            )
+        except RequestTimeout as exc:
+            sid = str(accepted.get("session_id") or self.session_id or "")
+            raise TurnContinues(turn_id, sid, exc.message, accepted=True) from exc
 
     def follow(
         self,

@@ -1,22 +1,82 @@
 """Re-attaching to a session: its last exchanges, the answer of a turn that ended while away, the rest of a
-turn still running, and the picker behind a bare ``--resume``."""
+turn still running, a prompt whose reply was lost (re-sent with its own turn id), and the picker behind a
+bare ``--resume``."""
 
 from __future__ import annotations
 
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
-from geode.protocol.errors import GeodeError
+from geode.protocol.errors import ErrorCode, GeodeError, RequestTimeout
 from geode.sessions.transcript import Exchange, first_prompt, last_exchanges
 
 LAST_EXCHANGES = 3
 ANSWER_LINES = 12
 PICK_MAX = 10
+PROMPT_REPLY_S = 5.0  # one send of cli.prompt waits this long for its reply, then it is sent again
+PROMPT_GIVE_UP_S = 30.0  # re-sent (same turn id) after a re-handshake until this long has passed
+RETRYABLE = (ErrorCode.TIMEOUT, ErrorCode.UNAVAILABLE, ErrorCode.NOT_READY)
+
+
+class TurnContinues(RequestTimeout):
+    """The client stopped waiting, but its turn (whose id it chose) was or may have been accepted and goes on
+    in the daemon. ``accepted``: the daemon acknowledged the prompt."""
+
+    def __init__(self, turn_id: str, session_id: str, why: str, *, accepted: bool) -> None:
+        super().__init__(why)
+        self.turn_id, self.session_id, self.accepted = turn_id, session_id, accepted
+
+    def explain(self) -> str:
+        resume = f"`geode --resume {self.session_id}`"
+        if self.accepted:
+            return (
+                f"turn {self.turn_id} of session {self.session_id} continues in the daemon "
+                f"({self.message}); {resume} follows it"
+            )
+        return (
+            f"no reply to the prompt ({self.message}); turn {self.turn_id} of session {self.session_id} may "
+            f"be running in the daemon: {resume} shows it"
+        )
+
+
+def new_turn_id() -> str:
+    """A turn id chosen by the client (the pattern ``cli.prompt`` accepts)."""
+    return f"t-{uuid.uuid4().hex[:16]}"
+
+
+def submit_prompt(
+    cl: Any, body: dict[str, Any], backlog: list[dict[str, Any]], *, give_up_s: float = PROMPT_GIVE_UP_S
+) -> dict[str, Any]:
+    """Send ``cli.prompt`` (``body`` carries the client's ``turn_id``) until it is acknowledged. A lost reply
+    (control restarted, lanes slow) → handshake again and re-send: lanes' submit is idempotent by turn id,
+    so the retry finds the same turn. Past ``give_up_s``: :class:`TurnContinues` (not acknowledged)."""
+    deadline = time.monotonic() + give_up_s
+    why = ""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            sid = str(body.get("session_id") or cl.session_id or "")
+            raise TurnContinues(body["turn_id"], sid, f"gave up after {give_up_s:g}s: {why}", accepted=False)
+        try:
+            wait = min(PROMPT_REPLY_S, left)
+            return dict(cl.request(c.PROMPT, body, timeout_s=wait, on_event=backlog.append))
+        except GeodeError as exc:
+            if exc.code not in RETRYABLE:
+                raise
+            why = str(exc)
+        try:  # a restarted control does not know this connection: handshake again on the same session
+            hs = {**cl.handshake_body, "session_id": cl.session_id}
+            cl.request(c.HANDSHAKE, hs, timeout_s=max(0.1, min(2.0, deadline - time.monotonic())))
+            cl.reattached += 1
+        except GeodeError:
+            pass  # still down: the next send waits for its reply again
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))  # never a busy loop on quick refusals
 
 
 def _clip(text: str, lines: int, width: int = 200) -> list[str]:

@@ -233,7 +233,8 @@ class ControlCore:
     def _prompt(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted:
         assert conn.spec is not None
         sid = p.session_id or conn.spec.session_id
-        turn_id = f"t-{uuid.uuid4().hex[:16]}"
+        turn_id = p.turn_id or f"t-{uuid.uuid4().hex[:16]}"  # the client's id: a re-sent prompt is one turn
+        log.info("prompt: turn %s of session %s", turn_id, sid)
         # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
         settings = conn.spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
         conn.attach(sid, conn.attached.get(sid, 0))

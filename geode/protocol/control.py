@@ -50,6 +50,9 @@ class Welcome(BaseModel):
 class Prompt(BaseModel):
     text: str = Field(min_length=1, max_length=500_000)
     session_id: str | None = None
+    # chosen by the client up front, so a prompt re-sent after a lost reply finds the same turn (lanes'
+    # submit is idempotent by turn id); None: control picks one
+    turn_id: str | None = Field(default=None, pattern=r"^t-[0-9a-f]{16,32}$")
 
 
 class PromptAccepted(BaseModel):
