@@ -30,6 +30,7 @@ class Report:
     violations: dict[str, list[str]] = field(default_factory=dict)
     warnings: dict[str, list[str]] = field(default_factory=dict)
     kill_to_serving: list[float] = field(default_factory=list)
+    back_by_child: dict[str, list[float]] = field(default_factory=dict)
     never_back: int = 0
     availability: float = 1.0
     turn_chaos: list[float] = field(default_factory=list)
@@ -77,13 +78,24 @@ class Report:
         for kind, items in sorted(self.warnings.items()):
             out.append(f"finding {kind}: {len(items)}")
             out += [f"  {d}" for d in items[:10]]
+        per_child = ", ".join(
+            f"{n} {len(xs)}x p50 {pct(xs, 50):.2f}s max {max(xs):.2f}s"
+            for n, xs in sorted(self.back_by_child.items())
+        )
+        out.append(f"kill→serving by child: {per_child or '-'}")
+        out.append(
+            f"turn latency: calm p50 {pct(self.turn_calm, 50):.2f}s p99 {pct(self.turn_calm, 99):.2f}s "
+            f"({len(self.turn_calm)}), chaos p50 {pct(self.turn_chaos, 50):.2f}s "
+            f"p99 {pct(self.turn_chaos, 99):.2f}s ({len(self.turn_chaos)})"
+        )
         out.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
         return out
 
 
 def kills_during(kills: list[Kill], t0: float, t1: float) -> str:
     ks = [f"{k.name}#{k.incarnation}@{k.t - t0:+.2f}s" for k in kills if t0 - 0.5 <= k.t <= t1 + 0.5]
-    return ", ".join(ks) or "no kill"
+    more = f" and {len(ks) - 8} more" if len(ks) > 8 else ""
+    return ", ".join(ks[:8]) + more if ks else "no kill"
 
 
 def _op_line(op: Op, kills: list[Kill]) -> str:
@@ -128,6 +140,7 @@ def _availability(rep: Report, samples: list[Sample], kills: list[Kill], t0: flo
             rep.never_back += 1
         else:
             rep.kill_to_serving.append(back - k.t)
+            rep.back_by_child.setdefault(k.name, []).append(back - k.t)
 
 
 def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: float) -> Report:

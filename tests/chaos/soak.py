@@ -46,10 +46,18 @@ def _name(pid: int) -> str | None:
     return None
 
 
-def sample(root: int) -> dict[str, tuple[int, int]]:
-    """name -> (RSS bytes, open fds) of the supervisor ``root`` and every child of the tree under it (the
-    short-lived processes the tools spawn are left out)."""
-    out: dict[str, tuple[int, int]] = {}
+def _rss_anon(pid: int) -> int:
+    """Anonymous resident bytes (the heap; the store's LMDB map is file-backed and grows with the data)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def sample(root: int) -> dict[str, tuple[int, int, int]]:
+    """name -> (RSS bytes, anonymous RSS bytes, open fds) of the supervisor ``root`` and every child of the
+    tree under it (the short-lived processes the tools spawn are left out)."""
+    out: dict[str, tuple[int, int, int]] = {}
     for pid in tree_pids(root):
         name = "supervisor" if pid == root else _name(pid)
         if name is None:
@@ -57,9 +65,10 @@ def sample(root: int) -> dict[str, tuple[int, int]]:
         try:
             rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
             fds = len(os.listdir(f"/proc/{pid}/fd"))
+            anon = _rss_anon(pid)
         except OSError:
             continue
-        out[name if name not in out else f"{name}:{pid}"] = (rss, fds)
+        out[name if name not in out else f"{name}:{pid}"] = (rss, anon, fds)
     return out
 
 
@@ -68,7 +77,7 @@ class SoakSampler:
     root: int
     turns: Callable[[], int]
     every_s: float = 3.0
-    rows: list[tuple[float, int, dict[str, tuple[int, int]]]] = field(default_factory=list)
+    rows: list[tuple[float, int, dict[str, tuple[int, int, int]]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -88,14 +97,15 @@ class SoakSampler:
         (_, n0, s0), (_, n1, s1) = rows[0], rows[-1]
         per = 1000 / max(1, n1 - n0)
         out = [
-            f"{'process':<16} {'RSS MB start':>12} {'end':>8} {'/1k turns':>10} "
-            f"{'fds start':>9} {'end':>5} {'/1k':>6}"
+            f"{'process':<12} {'RSS MB start':>12} {'end':>7} {'/1k turns':>9} "
+            f"{'anon MB start':>13} {'end':>7} {'/1k turns':>9} {'fds start':>9} {'end':>4} {'/1k':>5}"
         ]
         for name in sorted(set(s0) & set(s1)):
-            (r0, f0), (r1, f1) = s0[name], s1[name]
+            (r0, a0, f0), (r1, a1, f1) = s0[name], s1[name]
             out.append(
-                f"{name:<16} {r0 / 2**20:>12.1f} {r1 / 2**20:>8.1f} {(r1 - r0) / 2**20 * per:>+10.2f} "
-                f"{f0:>9} {f1:>5} {(f1 - f0) * per:>+6.1f}"
+                f"{name:<12} {r0 / 2**20:>12.1f} {r1 / 2**20:>7.1f} {(r1 - r0) / 2**20 * per:>+9.2f} "
+                f"{a0 / 2**20:>13.1f} {a1 / 2**20:>7.1f} {(a1 - a0) / 2**20 * per:>+9.2f} "
+                f"{f0:>9} {f1:>4} {(f1 - f0) * per:>+5.1f}"
             )
         gone = sorted(set(s0) ^ set(s1))
         if gone:
