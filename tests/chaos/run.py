@@ -59,7 +59,7 @@ def _finish(
     rec: Record, w: World, threads: list[threading.Thread], stop: threading.Event, args: argparse.Namespace
 ) -> Report:
     stop.set()
-    deadline = time.monotonic() + args.turn_timeout + 15
+    deadline = time.monotonic() + args.turn_timeout + 30  # handshake 5 s + prompt 10 s + the turn
     for t in threads:
         t.join(timeout=max(0.1, deadline - time.monotonic()))
     sessions = sorted({op.session_id for op in rec.ops if op.session_id})
