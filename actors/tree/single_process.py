@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.bus import Bus
+from actors.bus.endpoints import Endpoints
 from actors.tree.child_handle import IncarnationStore
 from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext, build_child
@@ -45,6 +46,7 @@ class SingleProcessTree:
     ) -> None:
         self._home = home
         self._settings = config if isinstance(config, TreeSettings) else TreeSettings.from_raw(config)
+        self._endpoints = Endpoints.from_config(home, single_process=True, bus=self._settings.bus)
         self._order = list(names)
         self._kids = {n: _Hosted(n) for n in names}
         self._incarnations = incarnations or IncarnationStore(None)
@@ -102,7 +104,9 @@ class SingleProcessTree:
         kid.incarnation = self._incarnations.next(kid.name)
         kid.starts += 1
         kid.state = "starting"
-        kid.bus = Bus(kid.name, kid.incarnation, self._home, single_process=True).start()
+        kid.bus = Bus(
+            kid.name, kid.incarnation, self._home, single_process=True, endpoints=self._endpoints
+        ).start()
         ctx = ChildContext.of(kid.name, kid.incarnation, self._home, self._settings, single_process=True)
         try:
             kid.hosted = build_child(kid.bus, ctx)
