@@ -12,6 +12,7 @@ import pytest
 
 from geode import faults
 from tests.actors.tree_kit import ROOT
+from tests.waiting import poll_for
 
 
 def test_grammar_scopes_by_child_and_defaults_to_kill_on_the_first_hit() -> None:
@@ -64,3 +65,17 @@ def test_unset_costs_one_none_check() -> None:
     bare = min(timeit.repeat(lambda: None, number=n, repeat=3)) / n
     print(f"\nfault() unset: {hook * 1e9:.0f} ns per call; an empty lambda call: {bare * 1e9:.0f} ns")
     assert hook < bare * 4 + 200e-9
+
+
+def test_hang_never_returns_from_the_point(tmp_path: Path) -> None:
+    code = "from geode.faults import fault\nfault('store.after_commit')\nprint('returned')"
+    env = {**os.environ, "GEODE_HOME": str(tmp_path), "GEODE_FAULTS": "store.after_commit:hang"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        poll_for(lambda: (tmp_path / "faults" / "store.after_commit.fired").exists(), 30, what="the fault")
+        assert proc.poll() is None  # fired, and the point has not returned
+    finally:
+        proc.kill()
+        out, _ = proc.communicate(timeout=10)
+    assert "returned" not in out

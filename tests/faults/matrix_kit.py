@@ -1,0 +1,127 @@
+"""One fault-matrix cell on a real tree: serve with GEODE_FAULTS armed for one point in one child, run a turn
+whose only tool call appends a marker to a file, watch the child come back, and observe what DESIGN.md §5
+promises (effect count, receipt state, `geode receipts --uncertain`, `geode reconcile`, a next turn)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geode.faults import marker
+from geode.home import GeodeHome
+from tests.actors.tree_kit import geode, scripted_tree, status_children, wait_for
+
+ALLOW_ALL = """
+[[hooks.PermissionRequest]]
+command = '''echo '{"hookSpecificOutput": {"permissionDecision": "allow"}}' '''
+"""
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
+
+
+def effect_reply(effects: Path):  # type: ignore[no-untyped-def]
+    """The model: "effect NAME" → run_bash appending NAME to ``effects``; after the result: a text."""
+
+    def reply(req: Any) -> Any:
+        msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+        content = msgs[-1].get("content") if msgs else ""
+        if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+            return {"text": "effect done"}
+        name = _text(content).split()[-1]
+        return {"tool_calls": [{"name": "run_bash", "input": {"command": f"echo {name} >> {effects}"}}]}
+
+    return reply
+
+
+@dataclass
+class Seen:
+    """What one cell observed (asserted by the matrix test)."""
+
+    first: dict[str, Any] = field(default_factory=dict)  # `geode ask --json` of the faulted turn
+    first_rc: int = -1
+    effects_first: int = 0
+    receipts: list[dict[str, Any]] = field(default_factory=list)  # of the session, after the restart
+    uncertain_listed: list[str] = field(default_factory=list)  # `geode receipts --uncertain` op ids
+    status_before: str = ""  # the session's status after the faulted turn
+    reconcile_rc: int | None = None
+    reconcile_out: str = ""
+    listed_after: list[str] = field(default_factory=list)  # `geode receipts --uncertain` after reconcile
+    second: dict[str, Any] = field(default_factory=dict)
+    second_rc: int = -1
+    effects_second: int = 0
+
+
+def ask(home: GeodeHome, ws: Path, text: str, *extra: str) -> tuple[int, dict[str, Any], str]:
+    r = geode(home, "ask", text, "--json", *extra, cwd=ws, timeout=120)
+    try:
+        out = json.loads(r.stdout) if r.stdout.strip() else {}
+    except json.JSONDecodeError:
+        out = {"raw": r.stdout}
+    return r.returncode, out, r.stderr
+
+
+def _json(r: subprocess.CompletedProcess[str]) -> Any:
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def run_cell(
+    base: Path, monkeypatch: pytest.MonkeyPatch, child: str, point: str, outcome: str = "applied"
+) -> Seen:
+    """Serve with ``child@point:kill`` armed, run the faulted turn, wait for ``child`` to come back, reconcile
+    the uncertain receipt (as ``outcome``) if there is one, and run a next turn in the same session."""
+    ws = base / "ws"
+    ws.mkdir()
+    effects = base / "effects.log"
+    monkeypatch.setenv("GEODE_FAULTS", f"{child}@{point}:kill")
+    seen = Seen()
+    with scripted_tree(base, effect_reply(effects), ws, extra=ALLOW_ALL, cwd=ws) as (home, _server):
+        monkeypatch.setenv("GEODE_HOME", str(home.root))  # marker() resolves under this home
+        seen.first_rc, seen.first, err = ask(home, ws, "effect one")
+        assert marker(point).exists(), f"the fault {point} never fired: {seen.first} {err}"
+        wait_for(
+            lambda: any(
+                n.startswith(child.rstrip("*")) and ch["state"] == "running" and ch["incarnation"] >= 2
+                for n, ch in status_children(home).items()
+            ),
+            30,
+            what=f"{child} restarted",
+        )
+        seen.effects_first = _lines(effects).count("one")
+        sid = seen.first.get("session_id") or _only_session(home)
+        seen.receipts = _json(geode(home, "receipts", "--session", sid, "--json"))
+        seen.uncertain_listed = _uncertain(home)
+        seen.status_before = _status(home, sid)
+        if seen.receipts:  # an uncertain one is reconciled; a committed one is refused
+            r = geode(home, "reconcile", seen.receipts[0]["operation_id"], "--outcome", outcome)
+            seen.reconcile_rc, seen.reconcile_out = r.returncode, r.stdout + r.stderr
+        seen.listed_after = _uncertain(home)
+        seen.second_rc, seen.second, _ = ask(home, ws, "effect two", "--resume", sid)
+        seen.effects_second = _lines(effects).count("two")
+    return seen
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _uncertain(home: GeodeHome) -> list[str]:
+    return [r["operation_id"] for r in _json(geode(home, "receipts", "--uncertain", "--json"))]
+
+
+def _status(home: GeodeHome, sid: str) -> str:
+    rows = _json(geode(home, "sessions", "--json"))
+    return next((str(r["status"]) for r in rows if r["session_id"] == sid), "missing")
+
+
+def _only_session(home: GeodeHome) -> str:
+    rows = _json(geode(home, "sessions", "--json"))
+    assert len(rows) == 1, rows
+    return str(rows[0]["session_id"])
