@@ -26,6 +26,13 @@ def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
 
 def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:
     """Unpack one frame into a map with bounded lengths; never trusts a length header."""
+    obj = _unpack(frame, max_frame)
+    if any(m in frame for m in _BIN_MARKERS):  # only then can a bin value be in there: most frames skip this
+        _refuse_non_text_bytes(obj)
+    return obj
+
+
+def _unpack(frame: bytes, max_frame: int) -> dict[str, Any]:
     if not isinstance(frame, bytes | bytearray | memoryview):
         raise BadRequest("frame is not bytes")
     n = len(frame)
@@ -49,6 +56,27 @@ def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, A
     return obj
 
 
+_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack bin 8/16/32
+
+
+def _refuse_non_text_bytes(obj: Any) -> None:
+    """Bodies are JSON-shaped: records dump them as JSON, so a bin value must at least be UTF-8 text
+    (a non-UTF-8 one used to pass validation and fail later, inside a store write, as ``internal``)."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+        elif isinstance(o, bytes):
+            try:
+                o.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRequest("a binary value is not UTF-8 text (bodies are JSON-shaped)") from None
+
+
 def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:
     """Decode and validate an envelope (the body is validated later, by its type's model)."""
     obj = decode_raw(frame, max_frame=max_frame)
@@ -61,7 +89,7 @@ def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:
 def peek_reply_address(frame: bytes) -> tuple[str | None, str | None]:
     """Best-effort (id, type) of a frame that failed validation, so a ``bad_request`` can correlate."""
     try:
-        obj = decode_raw(frame)
+        obj = _unpack(frame, MAX_FRAME_BYTES)  # a map whose values are refused still has an id to answer
     except BadRequest:
         return None, None
     mid = obj.get("id") if isinstance(obj.get("id"), str) else None

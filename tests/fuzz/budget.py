@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 ENV = "GEODE_FUZZ_EXAMPLES"
@@ -24,9 +24,16 @@ def long_run() -> bool:
     return examples(0) > 0
 
 
-def fuzz(default: int) -> Any:
-    """``@settings`` for one fuzz target: bounded, no deadline per example, reproducible in CI."""
+def fuzz(default: int, *, shrink: bool = True) -> Any:
+    """``@settings`` for one fuzz target: bounded, no deadline per example, reproducible in CI.
+
+    ``shrink=False`` for targets against a live process whose state carries over between examples: a
+    failure there depends on history, so shrinking cannot reproduce it and only burns time; the first
+    failing example is reported as found.
+    """
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
     return settings(
+        phases=phases,
         max_examples=examples(default),
         deadline=None,
         derandomize=not long_run(),  # CI: the same examples every run; a long run explores

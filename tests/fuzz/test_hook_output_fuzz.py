@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from geode.hooks.config import entry
@@ -100,6 +100,9 @@ def _expected_ok(stdout: bytes) -> HookOutcome | None:
 
 @fuzz(60)
 @given(stdout=stdouts, status=statuses, dialect=st.sampled_from(["geode", "claude-code"]))
+@example(  # found by this fuzzer: Bash's timeout rewritten to Infinity raised OverflowError out of run()
+    stdout=b'{"hookSpecificOutput": {"updatedInput": {"timeout": Infinity}}}', status=0, dialect="claude-code"
+)
 def test_command_hook_answers_always_decide(tmp_path: Path, stdout: bytes, status: int, dialect: str) -> None:
     out_file = tmp_path / "stdout.bin"
     out_file.write_bytes(stdout)
