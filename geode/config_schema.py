@@ -28,7 +28,6 @@ from geode.providers.retry import RetryPolicy
 from geode.providers.vendors import VENDOR_ALIASES, VENDORS
 from geode.records.lmdb_env import StoreConfig
 from geode.tools.builtin.bash import BashLimits
-from geode.tools.builtin.web_guard import parse_allow_entry
 
 Schema = Any  # a pydantic model class or a stdlib dataclass
 
@@ -72,6 +71,8 @@ class BashSection(BaseModel):
 
 
 def _allow_entries(value: list[str]) -> list[str]:
+    from geode.tools.builtin.web_guard import parse_allow_entry  # lazy: httpx, only when hosts are listed
+
     for entry in value:
         parse_allow_entry(entry)  # ValueError names the entry
     return value
