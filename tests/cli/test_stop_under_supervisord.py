@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.actors.tree_kit import ROOT, children, geode, make_home, wait_for
+from actors.tree.instance_lock import InstanceLock
+from tests.actors.tree_kit import ROOT, alive, children, geode, make_home, wait_for
 
 SUPERVISORD = Path(sys.executable).with_name("supervisord")
 
@@ -47,3 +48,8 @@ def test_stop_names_supervisord_and_how_to_stop_it_there(tmp_path: Path) -> None
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # the tree can outlive supervisord here (seen: one `geode serve` left behind per run): end it too
+        root = InstanceLock(home.lock_file).holder_pid()
+        if root is not None and alive(root):
+            os.kill(root, signal.SIGKILL)  # its children die with it
+            wait_for(lambda: not InstanceLock(home.lock_file).is_held(), 10, what="the leftover tree gone")
