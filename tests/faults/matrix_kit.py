@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ import pytest
 
 from geode.faults import marker
 from geode.home import GeodeHome
-from tests.actors.tree_kit import geode, scripted_tree, status_children, wait_for
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import geode, scripted_home, serve, status_children, stop, wait_for
 
 ALLOW_ALL = """
 [[hooks.PermissionRequest]]
@@ -58,6 +61,25 @@ class Seen:
     effects_second: int = 0
 
 
+@contextmanager
+def one_worker_tree(base: Path, reply: Any, ws: Path) -> Iterator[GeodeHome]:
+    """A served scripted tree (tools allowed, started from ``ws``) with one loop worker: fewer processes."""
+    server = ScriptedServer(reply).start()
+    try:
+        home = scripted_home(base, server, ws, ALLOW_ALL)
+        cfg = home.config_file.read_text()
+        one = cfg.replace("[loop]\nworkers = 2\n", "[loop]\nworkers = 1\n", 1)
+        assert one != cfg, "tree_kit's FAST_CONFIG changed: set [loop] workers = 1 another way"
+        home.config_file.write_text(one)
+        try:
+            serve(home, cwd=ws)
+            yield home
+        finally:
+            stop(home)
+    finally:
+        server.stop()
+
+
 def ask(home: GeodeHome, ws: Path, text: str, *extra: str) -> tuple[int, dict[str, Any], str]:
     r = geode(home, "ask", text, "--json", *extra, cwd=ws, timeout=120)
     try:
@@ -82,7 +104,7 @@ def run_cell(
     effects = base / "effects.log"
     monkeypatch.setenv("GEODE_FAULTS", f"{child}@{point}:kill")
     seen = Seen()
-    with scripted_tree(base, effect_reply(effects), ws, extra=ALLOW_ALL, cwd=ws) as (home, _server):
+    with one_worker_tree(base, effect_reply(effects), ws) as home:
         monkeypatch.setenv("GEODE_HOME", str(home.root))  # marker() resolves under this home
         seen.first_rc, seen.first, err = ask(home, ws, "effect one")
         assert marker(point).exists(), f"the fault {point} never fired: {seen.first} {err}"
