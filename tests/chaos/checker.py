@@ -165,7 +165,10 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
     for op in ops:
         if op.applied and op.tag not in lines_by_tag:
             rep.violation("lost", f"acknowledged, no effect: {_op_line(op, kills)}")
-        if op.tag in lines_by_tag and op.session_id and not ev.receipts.get(op.session_id):
+        checked = op.session_id in ev.receipts_checked
+        if not checked:
+            rep.counts["receipts_unchecked"] += 1
+        if checked and op.tag in lines_by_tag and op.session_id and not ev.receipts.get(op.session_id):
             rep.violation("lost", f"effect without receipt: {_op_line(op, kills)}")
         if op.kind == "ok" and op.reason in {"natural", "forced_text"} and not op.applied:
             has_effect = op.tag in lines_by_tag

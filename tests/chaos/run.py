@@ -173,6 +173,10 @@ def soak_main(argv: list[str] | None = None) -> int:
         print(f"soak: {len(rec.ops)} turns in {elapsed:.0f}s ({len(rec.ops) / elapsed:.1f} turns/s)")
         for line in sampler.growth(args.warmup):
             print(line)
+        done = sorted((op for op in rec.ops if op.kind == "ok"), key=lambda op: op.t_invoke)
+        for label, part in (("first", done[:1000]), ("last", done[-1000:])):
+            d = [op.t_end - op.t_invoke for op in part]
+            print(f"turn latency, {label} {len(d)} turns: p50 {_p(d, 50):.2f}s p99 {_p(d, 99):.2f}s")
         code = _print(rep, base, False)
         print(
             f"soak: {len(rec.ops)} turns, {len(rep.violations)} violation kinds, turn p50 "

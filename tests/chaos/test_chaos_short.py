@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SECONDS = float(os.environ.get("GEODE_CHAOS_SECONDS", "30"))
 SUMMARY = re.compile(
     r"^chaos: \d+s, (\d+) kills, (\d+) turns \((\d+) applied\), 0 dup, 0 lost, 0 unexplained, 0 stuck, "
-    r"kill→serving p50 [\d.]+s p99 [\d.]+s, availability \d+%, turn p99 [\d.]+s \(calm [\d.]+s\)$"
+    r"kill→serving p50 [\d.]+s p99 [\d.]+s, availability \d+%, turn p99 [\d.]+s \(calm (?:[\d.]+s|n/a)\)$"
 )
 
 

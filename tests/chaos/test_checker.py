@@ -42,7 +42,8 @@ def _record(*ops: Op, kills: list[Kill] | None = None) -> Record:
 
 
 def _evidence(*tags: str) -> Evidence:
-    return Evidence(receipts={f"s-{t}": [_receipt(t)] for t in tags}, settled=True)
+    every = {f"s-{t}" for t in "abcdefgh"}
+    return Evidence(receipts={f"s-{t}": [_receipt(t)] for t in tags}, receipts_checked=every, settled=True)
 
 
 def test_a_clean_history_passes() -> None:
