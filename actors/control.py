@@ -121,6 +121,7 @@ class ControlSocket:
         self.core: ControlCore | None = None
         self._bound = threading.Event()
         self._error: BaseException | None = None
+        self.dropped_multipart = 0
 
     def start(self, core: ControlCore) -> None:
         self.core = core
@@ -233,8 +234,15 @@ class ControlSocket:
                 parts = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if len(parts) != 2:
-                continue  # a routing id plus exactly one frame; anything else is dropped
+            if len(parts) != 2:  # a routing id plus exactly one frame; anything else is dropped
+                self.dropped_multipart += 1
+                if self.dropped_multipart == 1 or self.dropped_multipart % 100 == 0:  # a flood is not a log
+                    log.warning(
+                        "control socket: dropped a %d-part message (one frame per message); %d so far",
+                        len(parts) - 1,
+                        self.dropped_multipart,
+                    )
+                continue
             try:
                 self.core.on_frame(parts[0].hex(), parts[1])
             except Exception:  # on_frame never raises by contract; belt and braces: the reader lives

@@ -21,6 +21,7 @@ from geode.protocol import control as c
 from geode.protocol.errors import BadRequest, GeodeError
 from tests.control.procs import Procs
 from tests.fuzz.budget import fuzz, values
+from tests.waiting import poll_for
 
 CLI_TYPES = sorted(t for t in catalog.load_all() if t.startswith("cli."))
 # a valid one of these would stop the tree or run a turn (there is no worker): sent only when invalid
@@ -175,3 +176,22 @@ def test_status_after_the_fuzz_answers_from_the_first_incarnation(procs: Procs) 
     finally:
         cl.close()
     assert procs.alive("control") and procs.procs["control"].pid == pid and procs.inc["control"] == 1
+
+
+@fuzz(15, shrink=False)
+@given(parts=st.lists(st.binary(max_size=40) | envelopes.map(_pack), min_size=2, max_size=4))
+def test_a_multipart_message_is_dropped_with_a_log_line(procs: Procs, parts: list[bytes]) -> None:
+    """The control socket takes one frame per message: a multipart one is dropped (no reply, no effect),
+    logged (first and every 100th), and the same connection still gets its ping answered."""
+    sock = _dealer(procs)
+    try:
+        sock.send_multipart(parts)
+        sock.send(_pack({"v": 1, "id": "p1", "kind": "request", "type": c.PING, "body": {}}))
+        assert sock.poll(10_000), "the ping after a multipart message was not answered"
+        reply = codec.decode_raw(sock.recv())
+        assert reply["corr"] == "p1" and reply["kind"] in ("ok", "error")
+        assert not sock.poll(100)  # nothing for the multipart message itself
+    finally:
+        sock.close(0)
+    log_file = procs.home.logs_dir / "control.log"
+    poll_for(lambda: "control socket: dropped a" in log_file.read_text(), 5, what="the drop's log line")
