@@ -208,6 +208,8 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
             )
     if not ev.settled:
         rep.violation("stuck", f"tree not settled after {ev.settle_s:.0f}s: {ev.unsettled_why}")
+    for note in ev.notes:
+        rep.warn("store_at_scale", note)
     for sid in ev.paused_sessions:
         rep.warn("paused_session", sid)
     _availability(rep, rec.samples, kills, rec.t_chaos, rec.t_calm_end)

@@ -31,6 +31,7 @@ class Evidence:
     settled: bool = False
     settle_s: float = 0.0
     unsettled_why: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def _tree_idle(bus: Bus, store: StoreClient) -> tuple[str, dict[str, Any] | None]:
@@ -82,9 +83,12 @@ def collect(home: GeodeHome, session_ids: list[str], settle_timeout_s: float = 6
         for sid in random.Random(0).sample(older, min(len(older), OLDER_SAMPLE)):
             ev.receipts[sid] = store.list_receipts(session_id=sid, limit=50)
             ev.receipts_checked.add(sid)
-        ev.paused_sessions = [
-            s.session_id for s in store.list_sessions(limit=5000) if s.status.value == "paused"
-        ]
+        try:
+            listed = store.list_sessions(limit=5000)
+        except GeodeError as exc:  # e.g. the reply exceeds the bus frame cap (~2.2 MB at 5,000 sessions)
+            ev.notes.append(f"sessions --limit 5000 failed ({exc}); read 1000")
+            listed = store.list_sessions(limit=1000)
+        ev.paused_sessions = [s.session_id for s in listed if s.status.value == "paused"]
         if ev.lanes is None:
             try:
                 ev.lanes = bus.transport.call("lanes", lanes_msg.LANES_STATUS, {}, timeout_s=2.0)

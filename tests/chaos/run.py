@@ -165,10 +165,6 @@ def soak_main(argv: list[str] | None = None) -> int:
         rec.t_calm_end = time.monotonic()
         sampler.stop()
         sampling.join(timeout=10)
-        try:
-            rep = _finish(rec, w, threads, stop, args)
-        finally:
-            poll_stop.set()
         elapsed = rec.t_calm_end - rec.t_start
         print(f"soak: {len(rec.ops)} turns in {elapsed:.0f}s ({len(rec.ops) / elapsed:.1f} turns/s)")
         for line in sampler.growth(args.warmup):
@@ -176,7 +172,13 @@ def soak_main(argv: list[str] | None = None) -> int:
         done = sorted((op for op in rec.ops if op.kind == "ok"), key=lambda op: op.t_invoke)
         for label, part in (("first", done[:1000]), ("last", done[-1000:])):
             d = [op.t_end - op.t_invoke for op in part]
-            print(f"turn latency, {label} {len(d)} turns: p50 {_p(d, 50):.2f}s p99 {_p(d, 99):.2f}s")
+            print(
+                f"turn latency, {label} {len(d)} turns: p50 {_p(d, 50):.2f}s p99 {_p(d, 99):.2f}s", flush=True
+            )
+        try:
+            rep = _finish(rec, w, threads, stop, args)
+        finally:
+            poll_stop.set()
         code = _print(rep, base, False)
         print(
             f"soak: {len(rec.ops)} turns, {len(rep.violations)} violation kinds, turn p50 "
