@@ -4,8 +4,10 @@ promises (effect count, receipt state, `geode receipts --uncertain`, `geode reco
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ import pytest
 from geode.faults import marker
 from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import geode, scripted_home, serve, status_children, stop, wait_for
+from tests.actors.tree_kit import geode, scripted_home, serve, stop, wait_children
 
 ALLOW_ALL = """
 [[hooks.PermissionRequest]]
@@ -59,6 +61,7 @@ class Seen:
     second: dict[str, Any] = field(default_factory=dict)
     second_rc: int = -1
     effects_second: int = 0
+    took: dict[str, float] = field(default_factory=dict)  # seconds: the faulted turn, the restart wait
 
 
 @contextmanager
@@ -106,16 +109,19 @@ def run_cell(
     seen = Seen()
     with one_worker_tree(base, effect_reply(effects), ws) as home:
         monkeypatch.setenv("GEODE_HOME", str(home.root))  # marker() resolves under this home
+        t0 = time.monotonic()
         seen.first_rc, seen.first, err = ask(home, ws, "effect one")
+        seen.took["first_turn"] = round(time.monotonic() - t0, 2)
         assert marker(point).exists(), f"the fault {point} never fired: {seen.first} {err}"
-        wait_for(
-            lambda: any(
-                n.startswith(child.rstrip("*")) and ch["state"] == "running" and ch["incarnation"] >= 2
-                for n, ch in status_children(home).items()
+        wait_children(  # the killed child's next incarnation runs
+            home,
+            lambda kids: any(
+                fnmatch.fnmatchcase(n, child) and ch.state == "running" and ch.incarnation >= 2
+                for n, ch in kids.items()
             ),
-            30,
-            what=f"{child} restarted",
+            timeout_s=60,
         )
+        seen.took["until_restarted"] = round(time.monotonic() - t0, 2)
         seen.effects_first = _lines(effects).count("one")
         sid = seen.first.get("session_id") or _only_session(home)
         seen.receipts = _json(geode(home, "receipts", "--session", sid, "--json"))

@@ -42,6 +42,7 @@ CELLS = [
 def test_fault_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cell: Cell) -> None:
     seen = run_cell(tmp_path, monkeypatch, cell.child, cell.point, cell.outcome)
     why = f"{cell.point}: {seen}"
+    print(f"\n{cell.point}: {seen.took}")
     assert seen.effects_first == cell.effects, why  # at most once, and exactly as often as it began
     assert [r["state"] for r in seen.receipts] == ([cell.receipt] if cell.receipt else []), why
     assert [t.get("error") for t in seen.first.get("tool_calls", [])] == [cell.tool_error], why
