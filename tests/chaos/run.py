@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.chaos.checker import Report, check
+from tests.chaos.checker import Report, check, pct
 from tests.chaos.driver import Record, client_loop, kill_loop, poll_loop
 from tests.chaos.evidence import collect
 from tests.chaos.rig import DEFAULT_SUPERVISOR, World, read_markers, world
@@ -173,7 +173,8 @@ def soak_main(argv: list[str] | None = None) -> int:
         for label, part in (("first", done[:1000]), ("last", done[-1000:])):
             d = [op.t_end - op.t_invoke for op in part]
             print(
-                f"turn latency, {label} {len(d)} turns: p50 {_p(d, 50):.2f}s p99 {_p(d, 99):.2f}s", flush=True
+                f"turn latency, {label} {len(d)} turns: p50 {pct(d, 50):.2f}s p99 {pct(d, 99):.2f}s",
+                flush=True,
             )
         try:
             rep = _finish(rec, w, threads, stop, args)
@@ -182,12 +183,6 @@ def soak_main(argv: list[str] | None = None) -> int:
         code = _print(rep, base, False)
         print(
             f"soak: {len(rec.ops)} turns, {len(rep.violations)} violation kinds, turn p50 "
-            f"{_p(rep.turn_chaos, 50):.2f}s p99 {_p(rep.turn_chaos, 99):.2f}s"
+            f"{pct(rep.turn_chaos, 50):.2f}s p99 {pct(rep.turn_chaos, 99):.2f}s"
         )
         return code
-
-
-def _p(xs: list[float], q: float) -> float:
-    from tests.chaos.checker import pct
-
-    return pct(xs, q)
