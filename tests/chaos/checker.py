@@ -166,7 +166,7 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
         if op.applied and op.tag not in lines_by_tag:
             rep.violation("lost", f"acknowledged, no effect: {_op_line(op, kills)}")
         checked = op.session_id in ev.receipts_checked
-        if not checked:
+        if op.session_id and not checked:
             rep.counts["receipts_unchecked"] += 1
         if checked and op.tag in lines_by_tag and op.session_id and not ev.receipts.get(op.session_id):
             rep.violation("lost", f"effect without receipt: {_op_line(op, kills)}")
