@@ -93,8 +93,9 @@ def sessions(
     from geode.sessions.transcript import first_prompt
 
     _check_limit(limit, MAX_SESSIONS)
-    rows = _run(home, lambda c: c.list_sessions(limit=min(limit + 1, MAX_SESSIONS)))
-    more = len(rows) > limit
+    page = _run(home, lambda c: c.sessions_page(limit=min(limit + 1, MAX_SESSIONS)))
+    rows = page.sessions
+    more = len(rows) > limit or page.truncated  # truncated: the store cut the list to fit one reply
     rows = rows[:limit]
     root = GeodeHome.from_env(home).root
     prompts = {r.session_id: first_prompt(root, r.session_id) for r in rows}

@@ -51,6 +51,7 @@ class ListSessions(BaseModel):
 
 class SessionList(BaseModel):
     sessions: list[SessionSummary]
+    truncated: bool = False  # True: cut to fit one reply frame (fewer than asked, more exist)
 
 
 # receipts ---------------------------------------------------------------------------------------------

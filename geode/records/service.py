@@ -31,7 +31,7 @@ class StoreService:
             {
                 m.CHECKPOINT_SAVE: self._save,
                 m.CHECKPOINT_LOAD: self._load,
-                m.SESSIONS_LIST: lambda b, r: m.SessionList(sessions=engine.list_sessions(limit=b.limit)),
+                m.SESSIONS_LIST: self._list_sessions,
                 m.RECEIPT_ADMIT: self._admit,
                 m.RECEIPT_COMMIT: self._commit,
                 m.RECEIPT_UNCERTAIN: lambda b, r: m.ReceiptReply(
@@ -119,6 +119,15 @@ class StoreService:
             if size > PAGE_BYTES and i > 0:
                 return m.TimelinePage(rows=rows[:i], next_after=rows[i - 1].seq)
         return m.TimelinePage(rows=rows, next_after=rows[-1].seq if more and rows else None)
+
+    def _list_sessions(self, b: m.ListSessions, r: Request) -> BaseModel:
+        rows = self.engine.list_sessions(limit=b.limit)
+        size = 0
+        for i, row in enumerate(rows):
+            size += len(canonical_json(row.model_dump(mode="json"))) + 64
+            if size > PAGE_BYTES and i > 0:
+                return m.SessionList(sessions=rows[:i], truncated=True)
+        return m.SessionList(sessions=rows)
 
     def _list_turns(self, b: m.ListTurns, r: Request) -> BaseModel:
         rows = self.engine.turns.list(state=b.state, session_id=b.session_id)

@@ -96,7 +96,11 @@ class StoreClient:
             index = reply.page.next_index
 
     def list_sessions(self, *, limit: int = 200) -> list[SessionSummary]:
-        return m.SessionList.model_validate(self._call(m.SESSIONS_LIST, m.ListSessions(limit=limit))).sessions
+        return self.sessions_page(limit=limit).sessions
+
+    def sessions_page(self, *, limit: int = 200) -> m.SessionList:
+        """Like :meth:`list_sessions`, with ``truncated`` set when the store cut the list to fit one reply."""
+        return m.SessionList.model_validate(self._call(m.SESSIONS_LIST, m.ListSessions(limit=limit)))
 
     # receipts ---------------------------------------------------------------------------------------
     def admit(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from geode.home import GeodeHome
 from geode.protocol.errors import Conflict
 from geode.records.models import CheckpointSave, PendingBatch, PendingOperation, SessionStatus
 from tests.records.conftest import StoreUnderTest
@@ -143,5 +144,24 @@ def test_pruning_drops_old_terminal_sessions_only(home, uid: str) -> None:  # ty
         assert c.load_checkpoint("done") is None and c.read_timeline("done") == []
         assert c.load_checkpoint("live") is not None
         assert ls.engine.stats()["entries"]["ck_msgs"] == 1
+    finally:
+        ls.close()
+
+
+def test_a_long_session_list_is_cut_to_one_reply_and_says_so(
+    home: GeodeHome, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5,000 sessions overflowed the 1 MiB reply frame (seen in the soak): the store cuts and says so."""
+    import geode.records.service as service
+    from tests.records.conftest import local_store
+
+    monkeypatch.setattr(service, "PAGE_BYTES", 4096)  # a small page stands in for 1 MiB of summaries
+    ls = local_store(home)
+    try:
+        for i in range(60):
+            ls.client.save_checkpoint(CheckpointSave(session_id=f"s{i}-{uid}", seq=1, base_count=0))
+        page = ls.client.sessions_page(limit=60)
+        assert page.truncated and 0 < len(page.sessions) < 60
+        assert not ls.client.sessions_page(limit=5).truncated
     finally:
         ls.close()
