@@ -32,7 +32,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--supervisor",
         default=DEFAULT_SUPERVISOR.replace("\n", ";").strip(";"),
-        help="[supervisor] settings, ';'-separated (default: a high tree-wide intensity; '': defaults)",
+        help="[supervisor] settings, ';'-separated (default: none, the shipped defaults)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (home, logs, markers)")
     return p
