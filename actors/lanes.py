@@ -110,6 +110,11 @@ class _Settle:
     future: pykka.Future[None]
 
 
+@dataclass(frozen=True)
+class _PeerSeen:
+    name: str
+
+
 TICK, SCHEDULE = "tick", "schedule"
 
 
@@ -169,6 +174,10 @@ class LanesActor(pykka.ThreadingActor):
                 message.future.set_exception((type(exc), exc, exc.__traceback__))
         elif isinstance(message, _Settle):
             self._settling.append(message.future)
+        elif isinstance(message, _PeerSeen):
+            if self.core.peer_seen(message.name):
+                log.info("asked %s again for its pending approvals (it (re)appeared)", message.name)
+            self.core.schedule()
         elif message == TICK:
             self.core.tick()
         elif message == SCHEDULE:
@@ -226,6 +235,10 @@ class LanesHandle:
     def tell(self, message: str) -> None:
         """``TICK`` or ``SCHEDULE``."""
         self._tell(message)
+
+    def peer_seen(self, name: str, incarnation: int = 0) -> None:
+        """A peer's first hello: schedule (a worker may be free) and re-ask its pending approvals."""
+        self._tell(_PeerSeen(name))
 
     def _tell(self, message: Any) -> None:
         try:
@@ -334,7 +347,7 @@ def start_lanes(
         raise
     child = LanesChild(lanes, bus, owns)
     try:
-        bus.serve(ENDPOINT, lanes, concurrency=cfg.handlers, on_peer=lambda _n, _i: lanes.tell(SCHEDULE))
+        bus.serve(ENDPOINT, lanes, concurrency=cfg.handlers, on_peer=lanes.peer_seen)
     except BaseException:
         child.stop()
         raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from geode.protocol.lanes import ApprovalDecision
 
@@ -29,6 +30,7 @@ class _Pending:
     decision: str = "n"
     reason: str = "timeout"
     note: str = ""  # the person's reason with a denial, passed on to the model
+    ask: dict[str, Any] = field(default_factory=dict)  # the request as sent to the origin (sent again)
 
     def decided(self) -> ApprovalDecision:
         return ApprovalDecision(
@@ -55,12 +57,19 @@ class ApprovalDesk:
         origin: str,
         deadline: float | None = None,
         then: Then | None = None,
+        ask: dict[str, Any] | None = None,
     ) -> bool:
         """Register a pending approval. False when the id is already pending or the desk is full."""
         if approval_id in self._pending or len(self._pending) >= self._max:
             return False
-        self._pending[approval_id] = _Pending(approval_id, session_id, turn_id, origin, deadline, then)
+        self._pending[approval_id] = _Pending(
+            approval_id, session_id, turn_id, origin, deadline, then, ask=dict(ask or {})
+        )
         return True
+
+    def pending_for(self, origin: str) -> list[_Pending]:
+        """The approvals still waiting on ``origin`` (to ask again when that peer (re)appears)."""
+        return [p for p in self._pending.values() if p.origin == origin and not p.done.is_set()]
 
     def wait(self, approval_id: str, timeout_s: float) -> ApprovalDecision:
         """Block the calling thread for an entry opened without ``then`` (not for the lanes actor)."""

@@ -85,6 +85,7 @@ class OriginRequests(LanesState):
             origin=rec.origin,
             deadline=self._clock() + ask.timeout_s,
             then=r.answer,
+            ask=ask.model_dump(mode="json"),
         )
         if not opened:
             r.answer(
@@ -94,6 +95,15 @@ class OriginRequests(LanesState):
             )
             return
         self._emit(ask.session_id, ask.turn_id, lanes_msg.APPROVAL_REQUEST, ask.model_dump(mode="json"))
+
+    def peer_seen(self, name: str) -> int:
+        """A peer (re)appeared (its first hello): ask it again what still waits on it. A request cast while
+        its route was unknown (lanes or the origin had just restarted) was dropped; the origin answers each
+        id once (a person, or ``no_origin`` when nobody is attached to the session)."""
+        waiting = self.desk.pending_for(name)
+        for p in waiting:
+            self._emit(p.session_id, p.turn_id, lanes_msg.APPROVAL_REQUEST, p.ask)
+        return len(waiting)
 
     def approval_reply(self, b: lanes_msg.ApprovalReply, r: Asked) -> None:
         peer = r.sender.split("#", 1)[0]  # only the turn's origin peer may answer (its name, sans "#inc")
