@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from geode.faults import fault
@@ -47,8 +47,9 @@ class LanesService(OriginRequests):
     """The lanes state machine: admission, scheduling, the worker pool and turn streams; ``dispatch`` routes
     every lanes message (the actor calls :meth:`handle` once per message)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    @cached_property
+    def dispatch(self) -> Dispatch:
+        """The routing table (built once; the constructor is :class:`LanesState`'s, typed)."""
         routes: dict[str, Any] = {  # each handler takes (body, Asked) and answers through Asked.answer
             lanes_msg.SUBMIT: self.submit,
             lanes_msg.CANCEL: self.cancel,
@@ -71,7 +72,7 @@ class LanesService(OriginRequests):
                 runtime.Pong(name=self.name, incarnation=self.incarnation, pid=os.getpid())
             ),
         }
-        self.dispatch = Dispatch("lanes", routes)
+        return Dispatch("lanes", routes)
 
     # --- plumbing -------------------------------------------------------------------------------------
     def handle(self, request: Asked) -> None:
