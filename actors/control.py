@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from actors.bus import Bus
+from actors.bus.zap import ZapResponder
 from geode.config_schema import ControlSection, GeodeConfig
 from geode.control.core import ControlCore
 from geode.home import GeodeHome
@@ -54,7 +55,6 @@ def geode_version() -> str:
 WIRE_CAP = 2 * codec.MAX_FRAME_BYTES
 HWM = 1000
 TICK_S = 1.0
-ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"geode-control"
 
 
@@ -66,32 +66,24 @@ def peer_uid(address: bytes) -> int | None:
     return int(parts[1])
 
 
-class PeerGate:
+class PeerGate(ZapResponder):
     """ZAP (RFC 27) for the control socket: a connecting peer must run as the daemon's uid."""
+
+    refusal = b"wrong user"
 
     def __init__(self, ctx: zmq.Context, uid: int | None = None) -> None:  # type: ignore[type-arg]
         self.uid = os.getuid() if uid is None else uid
         self.rejected = 0
-        self.sock = ctx.socket(zmq.REP)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.bind(ZAP_ENDPOINT)
+        super().__init__(ctx)
 
-    def handle(self) -> None:
-        while self.sock.get(zmq.EVENTS) & zmq.POLLIN:
-            frames = self.sock.recv_multipart(zmq.NOBLOCK)
-            version, request_id = frames[0], frames[1] if len(frames) > 1 else b""
-            address = frames[3] if len(frames) > 3 else b""
-            uid = peer_uid(address)
-            ok = uid is not None and uid == self.uid
-            if not ok:
-                self.rejected += 1
-                if self.rejected == 1 or self.rejected % 100 == 0:  # a retrying peer does not flood the log
-                    log.warning("control socket: refused uid %s (only uid %d connects)", uid, self.uid)
-            status = (b"200", b"OK") if ok else (b"400", b"wrong user")
-            self.sock.send_multipart([version, request_id, *status, str(uid).encode() if ok else b"", b""])
-
-    def close(self) -> None:
-        self.sock.close(0)
+    def decide(self, frames: list[bytes]) -> bytes | None:
+        uid = peer_uid(frames[3] if len(frames) > 3 else b"")
+        if uid is not None and uid == self.uid:
+            return str(uid).encode()
+        self.rejected += 1
+        if self.rejected == 1 or self.rejected % 100 == 0:  # a retrying peer does not flood the log
+            log.warning("control socket: refused uid %s (only uid %d connects)", uid, self.uid)
+        return None
 
 
 def check_private(path: Path, mode: int, *, directory: bool) -> None:

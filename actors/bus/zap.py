@@ -13,29 +13,48 @@ log = logging.getLogger(__name__)
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
 
-class ZapHandler:
-    """Answers libzmq's authentication requests for every CURVE server socket of one context."""
+class ZapResponder:
+    """The REP socket at :data:`ZAP_ENDPOINT` of one context and the RFC 27 reply; :meth:`decide` says who."""
 
-    def __init__(self, ctx: zmq.Context, keys: CurveKeys) -> None:  # type: ignore[type-arg]
-        self.keys = keys
+    refusal = b"refused"
+
+    def __init__(self, ctx: zmq.Context) -> None:  # type: ignore[type-arg]
         self.sock = ctx.socket(zmq.REP)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.bind(ZAP_ENDPOINT)
+
+    def decide(self, frames: list[bytes]) -> bytes | None:
+        """The user id to grant the peer of this ZAP request, or None to refuse it."""
+        raise NotImplementedError
 
     def handle(self) -> None:
         while self.sock.get(zmq.EVENTS) & zmq.POLLIN:
             frames = self.sock.recv_multipart(zmq.NOBLOCK)
             version, request_id = frames[0], frames[1] if len(frames) > 1 else b""
-            mechanism = frames[5] if len(frames) > 5 else b""
-            ok = mechanism == b"CURVE" and len(frames) > 6 and self.keys.accepts(z85.encode(frames[6]))
-            if not ok:
-                log.warning(
-                    "rejected a %s client from %s",
-                    mechanism.decode(errors="replace"),
-                    frames[3].decode(errors="replace") if len(frames) > 3 else "?",
-                )
-            status = (b"200", b"OK") if ok else (b"400", b"unknown client key")
-            self.sock.send_multipart([version, request_id, *status, b"" if not ok else b"geode", b""])
+            user = self.decide(frames)
+            status = (b"200", b"OK") if user is not None else (b"400", self.refusal)
+            self.sock.send_multipart([version, request_id, *status, user or b"", b""])
 
     def close(self) -> None:
         self.sock.close(0)
+
+
+class ZapHandler(ZapResponder):
+    """Answers libzmq's authentication requests for every CURVE server socket of one context."""
+
+    refusal = b"unknown client key"
+
+    def __init__(self, ctx: zmq.Context, keys: CurveKeys) -> None:  # type: ignore[type-arg]
+        self.keys = keys
+        super().__init__(ctx)
+
+    def decide(self, frames: list[bytes]) -> bytes | None:
+        mechanism = frames[5] if len(frames) > 5 else b""
+        if mechanism == b"CURVE" and len(frames) > 6 and self.keys.accepts(z85.encode(frames[6])):
+            return b"geode"
+        log.warning(
+            "rejected a %s client from %s",
+            mechanism.decode(errors="replace"),
+            frames[3].decode(errors="replace") if len(frames) > 3 else "?",
+        )
+        return None
