@@ -1,0 +1,1 @@
+"""Messenger bots: platform-neutral messages, bindings, session ids and replies, and translators."""
