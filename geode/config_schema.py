@@ -21,6 +21,7 @@ from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
 from geode.lanes.state import MAX_REQUEUES
 from geode.loop.settings import LoopSettings, VerifySettings
+from geode.messengers.config import MessengersSection
 from geode.protocol.errors import ConfigError
 from geode.providers.catalogue import WireApi
 from geode.providers.pricing import Price
@@ -186,6 +187,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "gateway": [ComputerUseSection],
     "daemon": [ComputerUseSection],
     "log": [LogSection],
+    "messengers": [MessengersSection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
 
@@ -212,6 +214,7 @@ class GeodeConfig(BaseModel):
     gateway: ComputerUseSection = ComputerUseSection()
     daemon: ComputerUseSection = ComputerUseSection()
     log: LogSection = LogSection()
+    messengers: MessengersSection = MessengersSection()
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
 
     @classmethod

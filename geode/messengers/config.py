@@ -1,0 +1,182 @@
+"""``[messengers]`` of ``config.toml``: platform settings and chat bindings; where bot tokens come from."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+
+Platform = Literal["telegram", "slack", "discord"]
+PLATFORMS: tuple[Platform, ...] = ("telegram", "slack", "discord")
+MAX_TIME_BUDGET_S = 3600.0  # a messenger turn's wall-clock cap (the same bound as delegate_task's)
+MAX_POLL_TIMEOUT_S = 50.0  # Telegram's long-poll limit (the Bot API caps `timeout` at 50)
+MAX_APPROVAL_TIMEOUT_S = 3600.0
+
+# The environment variables of each platform's credentials; the first one is its bot token.
+TOKEN_VARS: dict[str, tuple[str, ...]] = {
+    "telegram": ("TELEGRAM_BOT_TOKEN",),
+    "slack": ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"),
+    "discord": ("DISCORD_BOT_TOKEN",),
+}
+
+_TELEGRAM_CHAT = re.compile(r"-?[0-9]{1,20}")  # a user id, or a group/channel id ("-100..."): an integer
+_TELEGRAM_THREAD = re.compile(r"[0-9]{1,20}")  # message_thread_id of a forum topic
+_SLACK_CHANNEL = re.compile(r"[A-Z0-9]{2,32}")  # C…, G…, D… ids (never the #name)
+_SLACK_THREAD = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")  # the root message's ts
+_DISCORD_ID = re.compile(r"[0-9]{1,20}")  # a snowflake
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+
+
+def _id_text(value: object) -> object:
+    """TOML integers are accepted for ids (``channel_id = -1001234``) and read as their decimal text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value.strip() if isinstance(value, str) else value
+
+
+def _id_list(value: object) -> object:
+    return [_id_text(v) for v in value] if isinstance(value, list) else value
+
+
+def _no_blank(values: list[str]) -> list[str]:
+    if any(not v for v in values):
+        raise ValueError("an empty id is not allowed")
+    return values
+
+
+def _tool_names(values: list[str] | None) -> list[str] | None:
+    for name in values or ():
+        if not _TOOL_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a tool name")
+    return values
+
+
+def _canonical_int(text: str) -> str:
+    return str(int(text))  # "-0100" and "-100" are the same chat
+
+
+def canonical_channel_id(platform: str, channel_id: str) -> str:
+    """The binding's ``channel_id`` checked for ``platform`` and in its one spelling; ``ValueError`` says why.
+
+    Telegram: an integer chat id (negative for groups and channels), or ``chat_id:thread_id`` for a forum
+    topic. Slack: a channel id (``C0123ABCD``), or ``channel_id:thread_ts``. Discord: a snowflake, or
+    ``channel_id:thread_id``.
+    """
+    chat, sep, thread = channel_id.partition(":")
+    if sep and not thread:
+        raise ValueError(f"{channel_id!r}: a topic is written chat_id:thread_id (the thread id is missing)")
+    if platform == "telegram":
+        if not _TELEGRAM_CHAT.fullmatch(chat):
+            raise ValueError(f"{channel_id!r}: a Telegram chat id is an integer, e.g. -1001234567890")
+        if thread and not _TELEGRAM_THREAD.fullmatch(thread):
+            raise ValueError(f"{channel_id!r}: a Telegram topic is chat_id:thread_id, both integers")
+        chat, thread = _canonical_int(chat), _canonical_int(thread) if thread else ""
+        if thread == "0":
+            raise ValueError(f"{channel_id!r}: thread id 0 is not a topic; bind the chat id alone")
+    elif platform == "slack":
+        if not _SLACK_CHANNEL.fullmatch(chat):
+            raise ValueError(f"{channel_id!r}: a Slack channel id looks like C0123ABCD (not a #name)")
+        if thread and not _SLACK_THREAD.fullmatch(thread):
+            raise ValueError(f"{channel_id!r}: a Slack thread is channel_id:thread_ts, e.g. C0123:1712.34")
+    else:
+        if not _DISCORD_ID.fullmatch(chat) or (thread and not _DISCORD_ID.fullmatch(thread)):
+            raise ValueError(f"{channel_id!r}: a Discord channel id is a number (a snowflake)")
+    return f"{chat}:{thread}" if thread else chat
+
+
+IdText = Annotated[str, BeforeValidator(_id_text)]
+IdList = Annotated[list[IdText], BeforeValidator(_id_list), AfterValidator(_no_blank)]
+
+
+class TelegramSettings(BaseModel):
+    """``[messengers.telegram]``: where the Bot API is and how long one getUpdates long poll waits."""
+
+    base_url: str = Field(default="https://api.telegram.org/bot", pattern=r"^https?://\S+$")
+    poll_timeout_s: float = Field(default=25.0, ge=0, le=MAX_POLL_TIMEOUT_S)
+    enabled: bool = True
+
+
+class MessengerBinding(BaseModel):
+    """``[[messengers.bindings]]``: one chat (or topic) the bot answers in, and who and what it allows there.
+
+    Unknown keys are refused (a misspelt ``allowed_senders`` must never open a chat to everyone)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    platform: Platform
+    channel_id: IdText = Field(min_length=1, max_length=128)
+    require_mention: bool = False
+    allowed_senders: IdList = Field(default_factory=list)  # empty: anyone in the chat
+    approvers: IdList = Field(default_factory=list)  # empty: allowed_senders (empty: anyone in the chat)
+    allowed_tools: Annotated[list[str] | None, AfterValidator(_tool_names)] = None  # None: what DAEMON allows
+    time_budget_s: float = Field(default=120.0, gt=0, le=MAX_TIME_BUDGET_S)
+
+    @field_validator("channel_id")
+    @classmethod
+    def _channel_for_platform(cls, value: str, info: ValidationInfo) -> str:
+        platform = info.data.get("platform")  # absent when the platform itself was refused
+        return canonical_channel_id(platform, value) if platform in PLATFORMS else value
+
+    @property
+    def chat_id(self) -> str:
+        return self.channel_id.partition(":")[0]
+
+    @property
+    def thread_id(self) -> str:
+        return self.channel_id.partition(":")[2]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.platform, self.channel_id)
+
+
+def _unique(bindings: list[MessengerBinding]) -> list[MessengerBinding]:
+    seen: dict[tuple[str, str], int] = {}
+    for i, b in enumerate(bindings):
+        if b.key in seen:
+            raise ValueError(
+                f"bindings[{seen[b.key]}] and bindings[{i}] both bind {b.platform} {b.channel_id!r}"
+            )
+        seen[b.key] = i
+    return bindings
+
+
+class MessengersSection(BaseModel):
+    """``[messengers]`` (read by the messengers child): platforms, bindings, the approval timeout."""
+
+    telegram: TelegramSettings = TelegramSettings()
+    bindings: Annotated[list[MessengerBinding], AfterValidator(_unique)] = Field(default_factory=list)
+    approval_timeout_s: float = Field(default=120.0, gt=0, le=MAX_APPROVAL_TIMEOUT_S)
+
+    def for_platform(self, platform: str) -> list[MessengerBinding]:
+        return [b for b in self.bindings if b.platform == platform]
+
+
+def platform_token(
+    platform: str,
+    *,
+    environ: Mapping[str, str],
+    dotenv: Mapping[str, str],
+    name: str | None = None,
+) -> str | None:
+    """The bot token of ``platform`` (``TELEGRAM_BOT_TOKEN``...; ``name`` picks another of ``TOKEN_VARS``,
+    e.g. ``SLACK_APP_TOKEN``): the environment wins over ``$GEODE_HOME/.env``; blank counts as unset.
+    None when neither has it. Never log the result."""
+    names = TOKEN_VARS.get(platform, ())
+    var = name or (names[0] if names else "")
+    if not var or var not in names:
+        raise KeyError(f"no token variable {name or ''!r} for platform {platform!r}")
+    for source in (environ, dotenv):
+        value = (source.get(var) or "").strip()
+        if value:
+            return value
+    return None
