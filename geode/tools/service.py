@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Sequence
 
+from geode.protocol import messengers as mm
 from geode.protocol import runtime as rt
 from geode.protocol import tools as m
 from geode.protocol.dispatch import Dispatch
@@ -13,6 +14,7 @@ from geode.protocol.errors import BadRequest
 from geode.protocol.transport import Request
 from geode.tools.executor import ToolExecutor
 from geode.tools.plan import BoundToolPlan, PlanError
+from geode.tools.reply_delivery import ReplyDelivery
 from geode.tools.spec import ToolResult, ToolSpec
 
 MAX_RESULT_CHARS = 600_000  # keeps a reply well under the 1 MiB frame cap
@@ -28,6 +30,7 @@ class ToolService:
         name: str = "executor",
         incarnation: int = 0,
         catalogue: Sequence[ToolSpec] | None = None,
+        delivery: ReplyDelivery | None = None,
     ) -> None:
         self.executor = executor
         if catalogue is None:
@@ -50,6 +53,10 @@ class ToolService:
                 ),
             },
         )
+        if delivery is not None:  # messenger.deliver: a turn's reply as a receipted effect
+            self.dispatch = Dispatch(
+                "the executor", {**self.dispatch.routes, mm.DELIVER: lambda b, r: delivery.deliver(b)}
+            )
         self.handle = self.dispatch.handle
 
     def _status(self, b: rt.StatusQuery, r: Request) -> rt.StatusReply:

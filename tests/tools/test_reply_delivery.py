@@ -1,0 +1,112 @@
+"""messenger.deliver in one process: a real LMDB record store, a fake messengers service; at most one post."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geode.home import GeodeHome
+from geode.protocol import messengers as mm
+from geode.protocol.dispatch import Dispatch
+from geode.protocol.errors import BadRequest, RequestTimeout
+from geode.protocol.transport import LocalTransport, Request
+from geode.records.models import ReceiptState
+from geode.tools.reply_delivery import MessengersLost, ReplyDelivery, reply_scope
+from tests.records.harness import LocalStore, local_store
+
+
+class FakeMessengers:
+    """Records each send; ``fail`` (an exception) is raised by the handler instead of posting, once."""
+
+    def __init__(self) -> None:
+        self.posts: list[mm.SendMessage] = []
+        self.fail: Exception | None = None
+        self.dispatch = Dispatch("fake messengers", {mm.SEND: self._send})
+
+    def handle(self, request: Request) -> Any:
+        return self.dispatch.handle(request)
+
+    def _send(self, b: mm.SendMessage, r: Request) -> mm.MessageSent:
+        if self.fail is not None:
+            exc, self.fail = self.fail, None
+            raise exc
+        self.posts.append(b)
+        return mm.MessageSent(
+            platform="telegram", message_id=str(len(self.posts)), message_ids=[str(len(self.posts))]
+        )
+
+
+class LosingTransport(LocalTransport):
+    """``lose`` (an exception) is raised in the caller once, as the bus does for a peer that died mid-call."""
+
+    lose: Exception | None = None
+
+    def call(self, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+        if self.lose is not None:
+            exc, self.lose = self.lose, None
+            raise exc
+        return super().call(*a, **kw)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[tuple[ReplyDelivery, FakeMessengers, LocalStore]]:
+    store = local_store(GeodeHome(tmp_path / "h").ensure())
+    fake = FakeMessengers()
+    transport = LosingTransport({"messengers": fake}, sender="executor#1")
+    try:
+        yield ReplyDelivery(store.client, transport, owner="executor#1"), transport, fake, store
+    finally:
+        store.close()
+
+
+def ask(turn: str = "t1", text: str = "hello") -> mm.DeliverReply:
+    return mm.DeliverReply(
+        operation_id=f"reply:{turn}", session_id="tg-42", turn_id=turn, channel="telegram:42", text=text
+    )
+
+
+def test_a_reply_is_posted_once_and_a_retry_replays_it(rig: Any) -> None:
+    delivery, _, fake, store = rig
+    first = delivery.deliver(ask())
+    again = delivery.deliver(ask())
+    assert (first.state, first.message_ids) == ("posted", ["1"])
+    assert (again.state, again.message_ids) == ("replayed", ["1"])
+    assert len(fake.posts) == 1 and fake.posts[0].idempotency_key == "reply:t1"
+    receipt = store.client.get_receipt("reply:t1")
+    assert receipt is not None and receipt.state is ReceiptState.COMMITTED
+    assert receipt.identity.session_id == reply_scope("tg-42")
+
+
+@pytest.mark.parametrize("lost", [MessengersLost("messengers#1 exited"), RequestTimeout("no reply")])
+def test_a_post_whose_outcome_is_unknown_is_uncertain_and_never_sent_again(rig: Any, lost: Exception) -> None:
+    delivery, transport, fake, store = rig
+    transport.lose = lost
+    assert delivery.deliver(ask()).state == "uncertain"
+    retry = delivery.deliver(ask())
+    assert retry.state == "uncertain" and fake.posts == []
+    uncertain = [r.operation_id for r in store.client.list_receipts(uncertain_only=True)]
+    assert uncertain == ["reply:t1"]
+
+
+def test_a_refused_post_is_settled_not_sent(rig: Any) -> None:
+    delivery, _, fake, _ = rig
+    fake.fail = BadRequest("telegram:42 is not a bound chat")
+    out = delivery.deliver(ask())
+    assert out.state == "not_sent" and "not a bound chat" in out.reason
+    assert delivery.deliver(ask()).state == "not_sent" and fake.posts == []
+
+
+def test_an_uncertain_reply_blocks_neither_later_replies_nor_the_sessions_tools(rig: Any) -> None:
+    delivery, transport, _fake, store = rig
+    transport.lose = MessengersLost("gone")
+    assert delivery.deliver(ask("t1")).state == "uncertain"
+    assert delivery.deliver(ask("t2", "second")).state == "posted"
+    from geode.records.models import AdmitKind, ReceiptIdentity
+
+    tool = ReceiptIdentity(
+        session_id="tg-42", turn_id="t3", step_id="s1", tool_name="write_file", fingerprint="f"
+    )
+    assert store.client.admit("op-tool", tool, owner="executor#1").kind is AdmitKind.NEW
