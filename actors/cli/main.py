@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "actors.cli.records_cmds",  # sessions, timeline, receipts, reconcile
     "actors.cli.provider_cmds",  # scripted-provider
     "actors.cli.chat_cmds",  # interactive chat, ask, doctor
+    "actors.cli.messengers_view",  # messengers
 )
 
 

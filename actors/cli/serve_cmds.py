@@ -51,10 +51,14 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
             typer.echo(f"geode is not running (GEODE_HOME={home.root})")
         raise typer.Exit(1)
     from actors.cli.lanes_view import lanes_detail, lanes_lines
+    from actors.cli.messengers_view import messengers_detail, poller_lines
 
     lanes = lanes_detail(home)
+    talk = messengers_detail(home)
     if as_json:
-        typer.echo(json.dumps({"running": True, **st.model_dump(), "lanes": lanes}))
+        out = {"running": True, **st.model_dump(), "lanes": lanes}
+        out["messengers"] = talk.get("platforms", []) if talk is not None else None
+        typer.echo(json.dumps(out))
         return
     mode = " single-process" if st.single_process else ""
     typer.echo(f"supervisor pid {st.pid} incarnation {st.incarnation} {st.state}{mode}")
@@ -66,7 +70,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         typer.echo(
             f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.uptime_s:>8.1f}s {c.restarts:>8} {shown_state(c)}"
         )
-    for line in lanes_lines(lanes):
+    for line in [*lanes_lines(lanes), *poller_lines(talk)]:
         typer.echo(line)
 
 

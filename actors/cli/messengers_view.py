@@ -1,0 +1,98 @@
+"""`geode messengers` and the messenger part of `geode status`: each platform's poller (state, last good poll,
+cursor, messages in / ignored / replies out, last error) and each binding with its current session."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import typer
+
+from geode.home import GeodeHome
+from geode.protocol import messengers as messengers_msg
+from geode.protocol.errors import GeodeError
+
+
+def messengers_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """``messenger.bindings`` of the running tree (bindings and pollers), or None when it does not answer."""
+    from actors.tree.client import client_bus
+
+    try:
+        with client_bus(home) as bus:
+            reply = bus.transport.call(
+                "messengers", messengers_msg.BINDINGS, messengers_msg.BindingsQuery(), timeout_s=timeout_s
+            )
+    except GeodeError:
+        return None
+    return messengers_msg.BindingsReply.model_validate(reply).model_dump(mode="json")
+
+
+def _ago(ts: Any) -> str:
+    if not isinstance(ts, (int, float)) or ts <= 0:
+        return "never"
+    return f"{max(0.0, time.time() - ts):.1f}s ago"
+
+
+def poller_lines(detail: dict[str, Any] | None) -> list[str]:
+    """One line per platform poller (two when it has an error to show)."""
+    if detail is None:
+        return ["messengers: not answering"]
+    platforms = detail.get("platforms") or []
+    if not platforms:
+        return ["messengers: no platform configured"]
+    out: list[str] = []
+    for p in platforms:
+        state = p.get("state", "?")
+        if state == "disabled":
+            out.append(f"messenger {p.get('platform')}: disabled ({p.get('reason') or 'no reason given'})")
+            continue
+        ignored = p.get("ignored") or {}
+        why = ", ".join(f"{k} {v}" for k, v in sorted(ignored.items())) or "none"
+        out.append(
+            f"messenger {p.get('platform')}: {state} · last poll {_ago(p.get('last_poll_ok_at'))} · "
+            f"cursor {p.get('cursor') or '-'} · in {p.get('in', 0)} · ignored {sum(ignored.values())} "
+            f"({why}) · replies out {p.get('replies_out', 0)}"
+        )
+        if p.get("last_error"):
+            out.append(f"  last error: {p['last_error']}")
+    return out
+
+
+def binding_lines(detail: dict[str, Any]) -> list[str]:
+    rows = detail.get("bindings") or []
+    if not rows:
+        return ["no bindings: add [[messengers.bindings]] to config.toml (see config/geode.toml)"]
+    out = [f"{'PLATFORM':<9} {'CHANNEL':<24} {'SESSION':<34} LAST TURN"]
+    for b in rows:
+        last = b.get("last_turn") or {}
+        turn = f"{last.get('turn_id', '')} {last.get('state', '')} {last.get('termination_reason', '')}"
+        flags = " (mention)" if b.get("require_mention") else ""
+        out.append(
+            f"{b['platform']:<9} {b['channel_id'] + flags:<24} {b.get('session_id') or '-':<34} "
+            f"{turn.strip() or '-'}"
+        )
+    return out
+
+
+def messengers(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
+    """List the messenger bindings with their sessions and each platform's poller (exit 1: not running)."""
+    from actors.tree.client import is_running
+
+    home = GeodeHome.from_env()
+    if not is_running(home):
+        typer.echo(f"geode is not running (GEODE_HOME={home.root})", err=True)
+        raise typer.Exit(1)
+    detail = messengers_detail(home)
+    if detail is None:
+        typer.echo("geode: the messengers child does not answer", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        typer.echo(json.dumps(detail))
+        return
+    for line in [*binding_lines(detail), *poller_lines(detail)]:
+        typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("messengers")(messengers)
