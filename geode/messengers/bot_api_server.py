@@ -68,6 +68,11 @@ class LocalBotApi:
     def base_url(self) -> str:
         return f"{self.url}/bot"
 
+    @property
+    def polling(self) -> bool:
+        """A getUpdates long poll is waiting right now."""
+        return self._poll is not None
+
     def start(self) -> LocalBotApi:
         self._thread = threading.Thread(target=self._run, name="local-bot-api", daemon=True)
         self._thread.start()
