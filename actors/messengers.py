@@ -1,52 +1,157 @@
-"""The ``messengers`` child: hosts one poller per enabled messenger platform (none are built yet).
+"""The ``messengers`` child: one pykka actor per enabled messenger platform, each owning a thread that runs
+the platform's poller (``geode.messengers.poller``) on its own asyncio loop, restarted in-process with
+jittered backoff when it fails.
 
-Until a platform translator exists it serves its endpoint with lifecycle answers: ``runtime.ping``,
-``runtime.status`` (``platforms: []``), ``runtime.child_died``; ``messenger.send`` and anything else is
-:class:`Unavailable` ("no messenger platform is enabled").
+Serves ``messenger.send`` (posts only to bound chats; one idempotency key is posted at most once in this
+process's lifetime), ``messenger.bindings``, ``origin.event`` (turn streams from lanes, also as a lanes peer
+so the stream stays in order and lanes re-asks pending approvals when we reappear) and ``runtime.*``. A
+platform without a token is ``disabled`` with the reason; the child serves anyway.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+import pykka
 
 from actors.bus import Bus
-from actors.tree.registry import ChildContext
+from geode.home import GeodeHome
+from geode.messengers.bindings import Bindings
+from geode.messengers.config import MessengerBinding, MessengersSection, platform_token
+from geode.messengers.poller import Poller, PollerSettings
+from geode.messengers.runner import PollerRunner
+from geode.messengers.session_spec import daemon_session_settings
+from geode.messengers.sessions import session_id_for
+from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.errors import Unavailable
-from geode.protocol.transport import Request
+from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
+from geode.protocol.transport import Request, Transport
+from geode.records.store_client import StoreClient
+from geode.tools.catalogue_plans import CataloguePlans
+
+if TYPE_CHECKING:
+    from actors.tree.registry import ChildContext
+
+log = logging.getLogger(__name__)
+SEND_TIMEOUT_S = 55.0  # below the executor's 60 s wait, so a slow post answers "timeout" to it first
+MAX_KEYS = 200_000
 
 
-class MessengersService:
-    """Lifecycle answers for the ``messengers`` endpoint; remembers the deaths it was told about."""
+class BusPorts:
+    """The poller's lanes and executor ports over the bus (the store port is a :class:`StoreClient`)."""
 
-    def __init__(self, name: str, incarnation: int) -> None:
-        self.name = name
-        self.incarnation = incarnation
-        self.started = time.monotonic()
-        self.deaths: list[runtime.ChildDied] = []
-        self.dispatch = Dispatch(
-            name,
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def submit(self, sub: lanes_msg.Submit) -> lanes_msg.Submitted:
+        delay = 0.2
+        for attempt in range(4):  # idempotent by turn id: a timeout (lanes restarting) is retried
+            try:
+                out = self.transport.call(
+                    "lanes", lanes_msg.SUBMIT, sub, session=sub.session_id, timeout_s=5.0
+                )
+                return lanes_msg.Submitted.model_validate(out)
+            except (RequestTimeout, Unavailable):
+                if attempt == 3:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def approval_reply(self, reply: lanes_msg.ApprovalReply) -> bool:
+        out = self.transport.call("lanes", lanes_msg.APPROVAL_REPLY, reply, timeout_s=5.0)
+        return bool(lanes_msg.Ok.model_validate(out).ok)
+
+    def deliver(self, req: messengers_msg.DeliverReply) -> messengers_msg.Delivered:
+        out = self.transport.call(
+            "executor", messengers_msg.DELIVER, req, session=req.session_id, timeout_s=90.0
+        )
+        return messengers_msg.Delivered.model_validate(out)
+
+
+class PlatformActor(pykka.ThreadingActor):
+    """One platform: owns its poller runner (thread + loop) and the ledger of idempotency keys posted."""
+
+    use_daemon_thread = True
+
+    def __init__(self, runner: PollerRunner) -> None:
+        super().__init__()
+        self.runner = runner
+        self.keys: dict[str, messengers_msg.MessageSent | str] = {}  # key → sent, or "inflight"/"unknown"
+
+    def on_start(self) -> None:
+        self.runner.start()
+
+    def on_stop(self) -> None:
+        self.runner.stop()
+
+    def reserve(self, key: str) -> messengers_msg.MessageSent | str | None:
+        """None: post it now (the key is marked in flight); else what an earlier post of it left."""
+        seen = self.keys.get(key)
+        if seen is None:
+            if len(self.keys) >= MAX_KEYS:
+                self.keys.pop(next(iter(self.keys)))
+            self.keys[key] = "inflight"
+        return seen
+
+    def record(self, key: str, outcome: messengers_msg.MessageSent | str | None) -> None:
+        """The post's outcome: sent, "unknown" (may have posted), or None (nothing posted: may try again)."""
+        if outcome is None:
+            self.keys.pop(key, None)
+        else:
+            self.keys[key] = outcome
+
+    def view(self) -> dict[str, Any]:
+        return self.runner.poller.status.view()
+
+
+@dataclass
+class MessengersChild:
+    """The child's state: the enabled platforms' actors and why the others are disabled."""
+
+    name: str
+    incarnation: int
+    section: MessengersSection
+    bindings: Bindings
+    actors: dict[str, pykka.ActorRef[PlatformActor]] = field(default_factory=dict)
+    runners: dict[str, PollerRunner] = field(default_factory=dict)
+    pollers: dict[str, Poller] = field(default_factory=dict)
+    disabled: dict[str, str] = field(default_factory=dict)
+    bus: Bus | None = None
+    started: float = field(default_factory=time.monotonic)
+    deaths: list[runtime.ChildDied] = field(default_factory=list)
+
+    def dispatch(self) -> Dispatch:
+        return Dispatch(
+            self.name,
             {
-                runtime.PING: lambda b, r: runtime.Pong(name=name, incarnation=incarnation, pid=os.getpid()),
+                runtime.PING: lambda b, r: runtime.Pong(
+                    name=self.name, incarnation=self.incarnation, pid=os.getpid()
+                ),
                 runtime.STATUS: self._status,
                 runtime.CHILD_DIED: self._child_died,
                 messengers_msg.SEND: self._send,
+                messengers_msg.BINDINGS: self._bindings,
+                lanes_msg.ORIGIN_EVENT: self._origin_event,
             },
         )
 
-    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None:
-        if request.type not in self.dispatch.types:
-            raise Unavailable(f"{self.name}: no messenger platform is enabled ({request.type})")
-        return self.dispatch.handle(request)
+    # --- status -------------------------------------------------------------------------------------
+    def platforms(self) -> list[dict[str, Any]]:
+        views = [p.status.view() for p in self.pollers.values()]
+        for platform, reason in self.disabled.items():
+            views.append({"platform": platform, "state": "disabled", "reason": reason})
+        return views
 
     def _status(self, b: runtime.StatusQuery, r: Request) -> runtime.StatusReply:
-        detail = {"platforms": [], "uptime_s": round(time.monotonic() - self.started, 3)}
+        detail = {"platforms": self.platforms(), "uptime_s": round(time.monotonic() - self.started, 3)}
         return runtime.StatusReply(
             name=self.name, incarnation=self.incarnation, pid=os.getpid(), detail=detail
         )
@@ -55,14 +160,149 @@ class MessengersService:
         self.deaths.append(b)
         return runtime.Ack()
 
-    def _send(self, b: messengers_msg.SendMessage, r: Request) -> messengers_msg.MessageSent:
-        """No platform translator exists yet (issue 13): every send is refused, nothing is posted."""
-        platform = b.channel.split(":", 1)[0]
-        raise Unavailable(
-            f"no messenger platform is enabled in this GEODE (asked for {platform!r}; "
-            "messenger platforms are not available yet)"
+    def _origin_event(self, b: lanes_msg.StreamEvent, r: Request) -> None:
+        for poller in self.pollers.values():
+            poller.on_event(b)
+
+    def _bindings(self, b: messengers_msg.BindingsQuery, r: Request) -> messengers_msg.BindingsReply:
+        views = [self._binding_view(x) for x in self.bindings]
+        return messengers_msg.BindingsReply(bindings=views, platforms=self.platforms())
+
+    def _binding_view(self, x: MessengerBinding) -> messengers_msg.BindingView:
+        view = messengers_msg.BindingView(
+            platform=x.platform,
+            channel_id=x.channel_id,
+            require_mention=x.require_mention,
+            allowed_senders=list(x.allowed_senders),
         )
+        poller = self.pollers.get(x.platform)
+        state = poller.out.state if poller is not None else None
+        if state is None:
+            return view
+        try:
+            view.session_id = session_id_for(x.platform, x.channel_id, state.generation(x.channel_id))
+            last = state.last_turn(x.channel_id)
+            rec = state.store.get_turn(last) if last else None
+        except GeodeError as exc:
+            log.info("bindings view: %s", exc)
+            return view
+        if rec is not None:
+            view.last_turn = {
+                "turn_id": rec.turn_id,
+                "state": rec.state.value,
+                "termination_reason": (rec.outcome or {}).get("termination_reason", ""),
+                "updated_at": rec.updated_at,
+            }
+        return view
+
+    # --- messenger.send -----------------------------------------------------------------------------
+    def _send(self, b: messengers_msg.SendMessage, r: Request) -> messengers_msg.MessageSent:
+        platform, _, key = b.channel.partition(":")
+        ref = self.actors.get(platform)
+        if ref is None:
+            why = self.disabled.get(platform, "not a messenger platform GEODE knows")
+            raise Unavailable(f"{platform or b.channel!r} is not enabled: {why}; nothing was posted")
+        if not key or self.bindings.find_channel(platform, key) is None:
+            raise BadRequest(
+                f"{b.channel!r} is not a bound chat: posts go only to chats in [[messengers.bindings]] "
+                f'(channel "{platform}:<chat_id>[:<thread_id>]"); nothing was posted'
+            )
+        actor = ref.proxy()
+        seen = actor.reserve(b.idempotency_key).get(timeout=5.0)
+        if isinstance(seen, messengers_msg.MessageSent):
+            return seen.model_copy(update={"duplicate": True})
+        if seen is not None:
+            raise GeodeError(
+                f"{b.idempotency_key!r} was posted before by this process and its outcome is {seen}; "
+                "not posting it again",
+                code=ErrorCode.CONFLICT,
+            )
+        poller = self.pollers[platform]
+        outcome: messengers_msg.MessageSent | str | None = "unknown"
+        try:
+            ids = self.runners[platform].submit(poller.post(key, b.text, b.reply_to), SEND_TIMEOUT_S)
+            outcome = messengers_msg.MessageSent(
+                platform=platform, message_id=ids[0] if ids else "", message_ids=ids
+            )
+            return outcome
+        except (BadRequest, Unavailable):
+            outcome = None  # refused before anything was posted
+            raise
+        finally:
+            actor.record(b.idempotency_key, outcome)
 
 
-def build(bus: Bus, ctx: ChildContext) -> None:
-    bus.serve(ctx.name, MessengersService(ctx.name, ctx.incarnation))
+@dataclass
+class MessengersProcess:
+    child: MessengersChild
+    bus: Bus
+
+    def start(self) -> None:
+        """Start each platform's actor (its poller thread); call once the endpoint is served."""
+        for platform, runner in self.child.runners.items():
+            self.child.actors[platform] = PlatformActor.start(runner)
+
+    def stop(self) -> None:
+        for ref in self.child.actors.values():
+            try:
+                ref.stop(block=True, timeout=5.0)
+            except (pykka.ActorDeadError, pykka.Timeout):
+                pass
+
+
+def workspace(home: GeodeHome, configured: str) -> str:
+    ws = Path(configured).expanduser() if configured else home.root / "workspace"
+    ws.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return str(ws)
+
+
+def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
+    settings = ctx.settings
+    section = settings.messengers
+    child = MessengersChild(ctx.name, ctx.incarnation, section, Bindings(section.bindings), bus=bus)
+    dotenv = ctx.home.load_dotenv()
+    tg = section.telegram
+    token = platform_token("telegram", environ=os.environ, dotenv=dotenv)
+    if not tg.enabled:
+        child.disabled["telegram"] = "enabled = false in [messengers.telegram]"
+    elif token is None:
+        child.disabled["telegram"] = "TELEGRAM_BOT_TOKEN is not set (environment or $GEODE_HOME/.env)"
+    else:
+        from geode.messengers.telegram import TelegramTranslator  # the SDK only when a bot runs
+
+        plans = CataloguePlans(bus.transport, wait=False, who=ctx.name, cache=False)
+        bus.subscribe("supervisor", plans.on_lifecycle)
+        plans.prefetch()
+        ws = workspace(ctx.home, settings.tools.default_workspace)
+
+        def session_settings(binding: MessengerBinding, session_id: str) -> dict[str, Any]:
+            return daemon_session_settings(
+                binding, home=ctx.home, session_id=session_id, workspace=ws, plans=plans
+            )
+
+        ports = BusPorts(bus.transport)
+        poller = Poller(
+            PollerSettings("telegram"),
+            TelegramTranslator(token, base_url=tg.base_url, poll_timeout_s=tg.poll_timeout_s),
+            child.bindings,
+            StoreClient(bus.transport, attempts=3),
+            ports,
+            ports,
+            session_settings,
+        )
+        child.pollers["telegram"] = poller
+        child.runners["telegram"] = PollerRunner(poller)
+    for platform, why in child.disabled.items():
+        log.info("%s: disabled (%s)", platform, why)
+    return MessengersProcess(child, bus)
+
+
+def build(bus: Bus, ctx: ChildContext) -> MessengersProcess:
+    """Registry builder (``actors.tree.registry``): serve ``messengers``, then start the pollers."""
+    proc = start_messengers(bus, ctx)
+    dispatch = proc.child.dispatch()
+    bus.serve(ctx.name, dispatch)
+    stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc.child._origin_event})
+    bus.connect_peer("lanes", stream, concurrency=1)  # one handler: each turn's stream stays in order
+    proc.start()
+    return proc

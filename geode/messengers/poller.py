@@ -1,0 +1,299 @@
+"""The platform-neutral messenger poller: polls the platform through its translator, submits each bound
+chat's messages as DAEMON turns in order, stores the cursor only after the batch's turns are recorded, and
+answers ``/new`` and ``/status``. Failures back off with jitter; a 429's ``retry_after`` holds the next
+platform call; a 409 conflict is reported once and retried. The outbound half is :mod:`outbox`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from geode import faults
+from geode.messengers.bindings import Bindings, Command, Ignore
+from geode.messengers.config import MessengerBinding
+from geode.messengers.errors import Conflict, PlatformError, RateLimited
+from geode.messengers.journal import PollerState
+from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.outbox import Outbox, TurnInfo
+from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
+from geode.messengers.schedule import Backoff, PollerStatus, RateGate
+from geode.messengers.sessions import dedupe_key, reply_operation_id, session_id_for, turn_id_for
+from geode.protocol import lanes as lanes_msg
+from geode.protocol import messengers as messengers_msg
+from geode.protocol.errors import GeodeError, Unavailable
+
+log = logging.getLogger(__name__)
+ORIGIN = "messengers"
+# (binding, session id) → the SessionSpec dict a DAEMON turn of that chat runs with
+SessionSettings = Callable[[MessengerBinding, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PollerSettings:
+    platform: str
+    recover_every_s: float = 5.0
+    typing_every_s: float = 4.0
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    dedupe_ttl_s: float = 7 * 86400.0
+    deliver_attempts: int = 5
+
+
+class Poller:
+    """One platform's poller. ``run()`` runs until cancelled or a non-retryable failure (the caller restarts
+    it); the object keeps its counters and its stream queue across runs."""
+
+    def __init__(
+        self,
+        settings: PollerSettings,
+        translator: Translator,
+        bindings: Bindings,
+        store: StorePort,
+        lanes: LanesPort,
+        executor: DeliverPort,
+        session_settings: SessionSettings,
+        *,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.settings = settings
+        self.platform = settings.platform
+        self.translator = translator
+        self.bindings = bindings
+        self.store, self.lanes = store, lanes
+        self.session_settings = session_settings
+        self.status = PollerStatus(settings.platform)
+        self.gate = RateGate()
+        self.backoff = backoff or Backoff(settings.backoff_base_s, settings.backoff_max_s)
+        self.out = Outbox(
+            self.platform,
+            translator,
+            bindings,
+            store,
+            lanes,
+            executor,
+            self.status,
+            self.gate,
+            deliver_attempts=settings.deliver_attempts,
+        )
+        self.username = ""
+        self.offset: int | None = None
+        self.ready = False  # started: posts may go out
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._events: asyncio.Queue[lanes_msg.StreamEvent] | None = None
+        self._handled: set[int] = set()  # update ids handled since the cursor last moved
+        self._conflict_reported = False
+
+    # --- from other threads ---------------------------------------------------------------------------
+    def on_event(self, ev: lanes_msg.StreamEvent) -> None:
+        """A turn stream event (any thread). Dropped while the loop is not running: recovery covers it."""
+        loop, events = self.loop, self._events
+        if loop is None or events is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(events.put_nowait, ev)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    # --- the run ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        if self._events is None:
+            self._events = asyncio.Queue()
+        self.status.state = "starting"
+        bg: list[asyncio.Task[None]] = []
+        try:
+            await self._retrying(self._start)
+            self.ready = True
+            bg = [
+                asyncio.create_task(self._drain_events()),
+                asyncio.create_task(self._every(self.settings.recover_every_s, self.out.recover)),
+                asyncio.create_task(self._every(self.settings.typing_every_s, self.out.typing_tick)),
+            ]
+            while True:
+                await self._retrying(self._poll_once)
+        finally:
+            self.ready = False
+            for t in bg:
+                t.cancel()
+            await asyncio.gather(*bg, return_exceptions=True)
+            await self.out.cancel_all()
+            try:
+                await self.translator.close()
+            except Exception as exc:  # closing is best effort
+                log.debug("%s translator close: %s", self.platform, exc)
+
+    async def _start(self) -> None:
+        self.username = await self.out.call(self.translator.start)
+        state = PollerState(self.store, self.platform, str(self.translator.bot_id))
+        pending = await asyncio.to_thread(state.load)
+        self.offset = await asyncio.to_thread(state.offset)
+        self.out.state = state
+        self.status.cursor = self.offset
+        self.status.pending_replies = len(pending)
+        log.info(
+            "%s poller started as @%s at offset %s (%d replies pending)",
+            self.platform,
+            self.username,
+            self.offset,
+            len(pending),
+        )
+
+    async def _retrying(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step`` until it succeeds; retryable failures wait (jittered backoff, or the 429's gate)."""
+        while True:
+            try:
+                await step()
+            except RateLimited as exc:
+                self.status.error("backoff", f"rate limited; next call in {exc.retry_after_s:g} s")
+                continue  # out.call held the gate: the next call waits for it
+            except Conflict as exc:
+                self.status.conflicts += 1
+                self.status.error("conflict", str(exc))
+                if not self._conflict_reported:
+                    self._conflict_reported = True
+                    log.warning(
+                        "%s: conflict (another poller or a webhook): %s; retrying", self.platform, exc
+                    )
+            except PlatformError as exc:
+                if not exc.retryable:
+                    raise
+                self.status.error("backoff", str(exc))
+                log.info("%s poll failed (retrying): %s", self.platform, exc)
+            except GeodeError as exc:  # the store or lanes is (re)starting: the batch is retried whole
+                self.status.error("backoff", f"{exc}")
+                log.info("%s: %s; retrying the batch", self.platform, exc)
+            else:
+                self.backoff.reset()
+                self._conflict_reported = False
+                return
+            await asyncio.sleep(self.backoff.next())
+
+    async def _every(self, period_s: float, fn: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await fn()
+            except Exception:
+                log.exception("%s periodic task failed", self.platform)
+            await asyncio.sleep(period_s)
+
+    async def _drain_events(self) -> None:
+        assert self._events is not None
+        while True:
+            ev = await self._events.get()
+            try:
+                await self.out.on_event(ev)
+            except Exception:
+                log.exception("%s stream event %s failed", self.platform, ev.kind)
+
+    # --- inbound ------------------------------------------------------------------------------------
+    async def _poll_once(self) -> None:
+        offset = self.offset
+        updates = await self.out.call(lambda: self.translator.poll(offset))
+        self.status.state = "polling"
+        self.status.last_poll_ok_at = time.time()
+        fresh = [(uid, item) for uid, item in updates if offset is None or uid >= offset]
+        if not fresh:
+            return
+        for uid, item in fresh:
+            if uid not in self._handled:
+                await self._handle(item)
+                self._handled.add(uid)
+        faults.fault("messengers.after_turn_record")  # the batch's turns are recorded, the cursor not moved
+        assert self.out.state is not None
+        nxt = max(uid for uid, _ in fresh) + 1
+        await asyncio.to_thread(self.out.state.set_offset, nxt)
+        self.offset = self.status.cursor = nxt
+        self._handled.clear()
+
+    async def _handle(self, item: InboundMessage | CallbackPress | None) -> None:
+        if item is None:
+            self.status.ignored["kind"] += 1
+        elif isinstance(item, CallbackPress):
+            await self.out.press(item)
+        else:
+            verdict = self.bindings.classify(item, bot_username=self.username)
+            if isinstance(verdict, Ignore):
+                self.status.ignored[verdict.reason] += 1
+            elif isinstance(verdict, Command):
+                await self._command(item, verdict.name)
+            else:
+                await self._turn(item, verdict.text, verdict.binding)
+
+    async def _turn(self, msg: InboundMessage, text: str, binding: MessengerBinding) -> None:
+        state = self.out.state
+        assert state is not None
+        key = msg.channel_key
+        turn_id = turn_id_for(self.platform, key, msg.message_id)
+        dkey = dedupe_key(self.platform, key, msg.message_id)
+        first = await asyncio.to_thread(self.store.dedupe, dkey, ttl_s=self.settings.dedupe_ttl_s)
+        if not first and await asyncio.to_thread(self.store.get_turn, turn_id) is not None:
+            await asyncio.to_thread(state.add, turn_id)  # journaled again in case the first try died first
+            self.status.ignored["duplicate"] += 1
+            return
+        gen = await asyncio.to_thread(state.generation, key)
+        sid = session_id_for(self.platform, key, gen)
+        sub = lanes_msg.Submit(
+            turn_id=turn_id,
+            session_id=sid,
+            mode="DAEMON",
+            origin=ORIGIN,
+            input={
+                "text": text,
+                "messenger": {
+                    "platform": self.platform,
+                    "channel_key": key,
+                    "message_id": msg.message_id,
+                    "sender_id": msg.sender_id,
+                },
+            },
+            settings=await asyncio.to_thread(self.session_settings, binding, sid),
+        )
+        self.out.turns[turn_id] = TurnInfo(sid, key, msg.message_id)
+        await asyncio.to_thread(state.add, turn_id)  # journaled before lanes has it: no reply is ever lost
+        await asyncio.to_thread(self.lanes.submit, sub)
+        await asyncio.to_thread(state.set_last_turn, key, turn_id)
+        self.status.messages_in += 1
+        self.status.pending_replies = len(state.pending)
+
+    async def _command(self, msg: InboundMessage, name: str) -> None:
+        state = self.out.state
+        assert state is not None
+        key = msg.channel_key
+        if name == "new":
+            gen = await asyncio.to_thread(state.new_generation, key, msg.message_id)
+            sid = session_id_for(self.platform, key, gen)
+            text = f"Started a new session: {sid}"
+        else:
+            gen = await asyncio.to_thread(state.generation, key)
+            sid = session_id_for(self.platform, key, gen)
+            text = f"Session: {sid}\n{await self._last_turn_line(state, key)}"
+        self.status.messages_in += 1
+        turn_id = turn_id_for(self.platform, key, msg.message_id)
+        req = messengers_msg.DeliverReply(
+            operation_id=reply_operation_id(turn_id),
+            session_id=sid,
+            turn_id=turn_id,
+            channel=f"{self.platform}:{key}",
+            text=text,
+            reply_to=msg.message_id,
+        )
+        self.out.spawn(self.out.command_reply(req))
+
+    async def _last_turn_line(self, state: PollerState, key: str) -> str:
+        last = await asyncio.to_thread(state.last_turn, key)
+        rec = await asyncio.to_thread(self.store.get_turn, last) if last else None
+        if rec is None:
+            return "Last turn: none yet."
+        reason = (rec.outcome or {}).get("termination_reason", "")
+        return f"Last turn: {rec.state.value}" + (f" ({reason})" if reason else "") + f" [{rec.session_id}]"
+
+    # --- posts (any thread → the loop) ----------------------------------------------------------------
+    async def post(self, channel_key: str, text: str, reply_to: str = "") -> list[str]:
+        if not self.ready:
+            raise Unavailable(f"the {self.platform} poller is not running (starting or backing off)")
+        return await self.out.post(channel_key, text, reply_to)
