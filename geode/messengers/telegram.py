@@ -65,8 +65,7 @@ class TelegramTranslator:
             ),
         )
         self._redact = _RedactToken(token)
-        for name in ("httpx", "telegram"):
-            logging.getLogger(name).addFilter(self._redact)
+        logging.getLogger("httpx").addFilter(self._redact)
         self.bot_id = 0
         self.username = ""
 
@@ -163,8 +162,7 @@ class TelegramTranslator:
         try:
             await self._bot.shutdown()
         finally:
-            for name in ("httpx", "telegram"):
-                logging.getLogger(name).removeFilter(self._redact)
+            logging.getLogger("httpx").removeFilter(self._redact)
 
     # -- internals ---------------------------------------------------------------------------------------
     async def _send(

@@ -18,6 +18,7 @@ import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram import error as tg
 
+from geode.messengers.bot_api_client import LocalBotApiClient
 from geode.messengers.bot_api_server import LocalBotApi
 from tests.waiting import poll_for
 
@@ -158,29 +159,22 @@ async def test_keyboard_press_answer_and_edit(api: LocalBotApi, bot: Bot) -> Non
     assert [(a["action"], a["thread_id"]) for a in api.actions(CHAT)] == [("typing", 3)]
 
 
-def _local(api: LocalBotApi, name: str, body: dict[str, object] | None = None, query: str = "") -> object:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"{api.url}/_local/{name}{query}", data=data, method="POST" if data else "GET"
-    )
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        envelope = json.loads(resp.read())
-    assert envelope["ok"] is True
-    return envelope["result"]
-
-
 async def test_local_http_test_api(api: LocalBotApi, bot: Bot) -> None:
-    update = await asyncio.to_thread(_local, api, "push_message", {"chat_id": CHAT, "text": "over http"})
-    assert isinstance(update, dict) and update["message"]["text"] == "over http"
+    client = LocalBotApiClient(api.url)
+    update = await asyncio.to_thread(client.push_message, CHAT, "over http", sender_id=9)
+    assert update["message"]["text"] == "over http" and update["message"]["from"]["id"] == 9
     (got,) = await bot.get_updates(timeout=0)
     assert got.update_id == update["update_id"]
     await bot.send_message(CHAT, "answer")
-    posts = await asyncio.to_thread(_local, api, "posts", None, f"?chat_id={CHAT}")
-    assert isinstance(posts, list) and [p["text"] for p in posts] == ["answer"]
-    await asyncio.to_thread(_local, api, "fail_next", {"method": "getMe", "status": 502})
+    posts = await asyncio.to_thread(client.posts, CHAT)
+    assert [p["text"] for p in posts] == ["answer"] and await asyncio.to_thread(client.posts, 1) == []
+    assert [c["status"] for c in await asyncio.to_thread(client.calls, "sendMessage")] == [200]
+    await asyncio.to_thread(client.fail_next, "getMe", status=502)
     with pytest.raises(tg.NetworkError, match="Bad Gateway"):
         await bot.get_me()
+    with pytest.raises(RuntimeError, match="Bad Request"):
+        await asyncio.to_thread(client.push_message, CHAT, "x", no_such_field=1)
+    assert (await asyncio.to_thread(client.info))["base_url"] == api.base_url
 
 
 def test_runs_by_hand_and_stops_on_sigterm() -> None:
