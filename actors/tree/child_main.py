@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from actors.bus import Bus
     from actors.tree import process_logging
+    from actors.tree.peer_exits import fail_calls_on_exit
     from actors.tree.registry import ChildContext, build_child
     from geode.home import GeodeHome
     from geode.protocol.errors import GeodeError
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return EX_TEMPFAIL
     process_logging.configure(home, name, incarnation)
     bus = Bus(name, incarnation, home).start()
+    fail_calls_on_exit(bus, name)  # a store call in flight when the store dies is retried at once
     ctx = ChildContext(name, incarnation, home, home.load_config())
     try:
         hosted = build_child(bus, ctx)

@@ -1,0 +1,49 @@
+"""A peer died: fail this process's requests in flight to it at once instead of letting each wait out its call
+timeout. The supervisor publishes ``child_exited`` the moment it reaps a child; no reply can come after it.
+
+Only for targets whose callers retry safely: every store call goes through ``StoreClient``, which retries an
+``unavailable`` like a timeout and whose writes carry their idempotency key, so a failed call is re-sent to
+the next incarnation exactly as after its timeout, only seconds sooner (DESIGN.md §5 is unchanged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from geode.protocol import lifecycle
+from geode.protocol.errors import GeodeError, Unavailable
+
+log = logging.getLogger(__name__)
+RETRY_SAFE = ("store",)  # every child: its callers retry (StoreClient)
+
+
+class PeerExited(Unavailable):
+    """The target exited with this request in flight: no reply will come (retryable like a timeout)."""
+
+
+def on_exit_failer(bus: Any, targets: Iterable[str], who: str) -> Callable[[str, dict[str, Any]], None]:
+    """A ``supervisor`` event handler: on ``child_exited`` of one of ``targets``, fail what is in flight."""
+    names = frozenset(targets)
+
+    def on_event(topic: str, body: dict[str, Any]) -> None:
+        name = body.get("name")
+        if topic != lifecycle.CHILD_EXITED or name not in names or name == who:
+            return
+        dead = f"{name}#{body.get('incarnation')}"
+        err = PeerExited(f"{dead} exited ({body.get('reason', 'unknown')}) with this request in flight")
+        try:
+            n = bus.fail_pending(str(name), err)
+        except GeodeError as exc:  # our bus is stopping
+            log.info("could not fail the calls in flight to %s: %s", dead, exc)
+            return
+        if n:
+            log.info("%s exited: %d call(s) in flight to it failed at once (retried)", dead, n)
+
+    return on_event
+
+
+def fail_calls_on_exit(bus: Any, who: str, targets: Iterable[str] = RETRY_SAFE) -> None:
+    """Subscribe ``bus`` to the supervisor's lifecycle events for ``targets`` (``who``: this child)."""
+    bus.subscribe("supervisor", on_exit_failer(bus, targets, who))
