@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from geode.records.models import TurnRecord
 from tests.chaos.driver import Kill, Op, Record, Sample
 from tests.chaos.evidence import Evidence
+from tests.chaos.slow import breakdown, slow_turns
 
 AVAIL_P50_S, AVAIL_P99_S, TURN_P99_FACTOR = 0.5, 2.0, 3.0
 
@@ -36,6 +37,7 @@ class Report:
     turn_chaos: list[float] = field(default_factory=list)
     turn_calm: list[float] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
+    slow: list[str] = field(default_factory=list)  # where the slow turns spent their time
 
     def violation(self, kind: str, detail: str) -> None:
         self.violations.setdefault(kind, []).append(detail)
@@ -89,7 +91,7 @@ class Report:
             f"p99 {pct(self.turn_chaos, 99):.2f}s ({len(self.turn_chaos)})"
         )
         out.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
-        return out
+        return out + self.slow
 
 
 def kills_during(kills: list[Kill], t0: float, t1: float) -> str:
@@ -221,4 +223,8 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
             rep.turn_calm.append(d)
         elif op.t_invoke >= rec.t_chaos:
             rep.turn_chaos.append(d)
+    if rep.turn_calm:
+        threshold = TURN_P99_FACTOR * pct(rep.turn_calm, 99)
+        slow = slow_turns(ops, kills, threshold, rec.t_chaos)
+        rep.slow = breakdown(slow, kills, threshold, len(rep.turn_chaos))
     return rep

@@ -39,6 +39,9 @@ class Op:
     text: str = ""
     error: str = ""
     approvals_asked: int = 0
+    t_accepted: float = 0.0  # the prompt's reply arrived (the turn was admitted)
+    events: list[tuple[float, str, str]] = field(default_factory=list)  # (arrival, kind, detail)
+    reattached: int = 0  # the client's re-handshakes (control restarted under it)
 
     @property
     def applied(self) -> bool:
@@ -105,8 +108,15 @@ def run_turn(home: GeodeHome, ws: Path, op: Op, timeout_s: float) -> Op:
                 {"text": f"please do chaos-turn-{tag}", "session_id": cl.session_id},
                 on_event=backlog.append,
             )
+            op.t_accepted = time.monotonic()
             op.turn_id = accepted["turn_id"]
-            result = cl.follow(op.turn_id, backlog=backlog, on_approval=deny, timeout_s=timeout_s)
+            result = cl.follow(
+                op.turn_id,
+                backlog=backlog,
+                on_event=lambda ev: note_event(op, ev),
+                on_approval=deny,
+                timeout_s=timeout_s,
+            )
         except GeodeError as exc:
             op.kind, op.error = "info", f"{type(exc).__name__}: {exc}"
             return op
@@ -120,7 +130,28 @@ def run_turn(home: GeodeHome, ws: Path, op: Op, timeout_s: float) -> Op:
         return op
     finally:
         op.t_end = time.monotonic()
+        op.reattached = cl.reattached
         cl.close()
+
+
+TIMELINE_KINDS = {"turn_queued", "turn_started", "tool_start", "tool_end", "turn_done", "approval"}
+
+
+def note_event(op: Op, ev: dict[str, Any]) -> None:
+    """Keep the arrival time of the turn's milestones (the slow-turn breakdown reads them)."""
+    kind = str(ev.get("kind") or "")
+    if kind not in TIMELINE_KINDS or ev.get("turn_id") not in (None, op.turn_id):
+        return
+    data = ev.get("data") or {}
+    if kind == "turn_started":
+        detail = f"{data.get('worker')} rq{data.get('requeues', 0)}{' resume' if data.get('resume') else ''}"
+    elif kind == "turn_queued":
+        detail = "requeue" if data.get("resume") else ""
+    elif kind == "tool_end":
+        detail = str(data.get("error") or "")[:40]
+    else:
+        detail = ""
+    op.events.append((time.monotonic(), kind, detail))
 
 
 def client_loop(
