@@ -31,11 +31,14 @@ _SECRET_VALUES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE), "Bearer " + MASK),
     (re.compile(r"\bBasic\s+[A-Za-z0-9+/=]{8,}"), "Basic " + MASK),
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), MASK),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{6,}"), MASK),
+    (re.compile(r"\bxox[abposre]-[A-Za-z0-9\-]{6,}"), MASK),  # slack bot/user/refresh tokens
     (re.compile(r"\bxapp-[A-Za-z0-9\-]{6,}"), MASK),
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), MASK),
-    (re.compile(r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"), MASK),  # telegram bot token
+    # telegram bot token, also inside a Bot API URL (".../bot<token>/getUpdates", as httpx logs it)
+    (re.compile(r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}"), MASK),
+    # discord bot token (base64 user id . timestamp . hmac)
+    (re.compile(r"\b[A-Za-z0-9_\-]{24,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"), MASK),
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"), MASK),
     (re.compile(r"(?i)\b(api[_-]?key|token|password|secret)=([^\s&;,]+)"), r"\1=" + MASK),
 )

@@ -12,6 +12,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationInfo,
     field_validator,
 )
@@ -103,7 +104,7 @@ class TelegramSettings(BaseModel):
 
     base_url: str = Field(default="https://api.telegram.org/bot", pattern=r"^https?://\S+$")
     poll_timeout_s: float = Field(default=25.0, ge=0, le=MAX_POLL_TIMEOUT_S)
-    enabled: bool = True
+    enabled: StrictBool = True
 
 
 class MessengerBinding(BaseModel):
@@ -114,7 +115,7 @@ class MessengerBinding(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     platform: Platform
     channel_id: IdText = Field(min_length=1, max_length=128)
-    require_mention: bool = False
+    require_mention: StrictBool = False
     allowed_senders: IdList = Field(default_factory=list)  # empty: anyone in the chat
     approvers: IdList = Field(default_factory=list)  # empty: allowed_senders (empty: anyone in the chat)
     allowed_tools: Annotated[list[str] | None, AfterValidator(_tool_names)] = None  # None: what DAEMON allows

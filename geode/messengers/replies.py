@@ -31,8 +31,8 @@ def _cut(line: str, limit: int) -> list[str]:
 
 def split_reply(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """``text`` in parts of at most ``limit`` UTF-16 units, split on line boundaries (the newline at a split
-    is dropped); a single line longer than the limit is cut hard. Parts that would be empty or only
-    whitespace are left out, so ``[]`` for blank text."""
+    is dropped, and blank lines at either end of a part); a single line longer than the limit is cut hard.
+    Parts that would be empty or only whitespace are left out, so ``[]`` for blank text."""
     if limit < 2:
         raise ValueError(f"limit must be >= 2, not {limit}")
     parts: list[str] = []
@@ -53,7 +53,7 @@ def split_reply(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
             cur = line
     if cur is not None:
         parts.append(cur)
-    return [p for p in parts if p.strip()]
+    return [p.strip("\n") for p in parts if p.strip()]  # blank lines at a split go with the split
 
 
 def reply_text(outcome: Mapping[str, Any]) -> str:
