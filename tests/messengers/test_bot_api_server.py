@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram import error as tg
+from telegram.ext import ApplicationBuilder, CallbackQueryHandler, CommandHandler
 
 from geode.messengers.bot_api_client import LocalBotApiClient
 from geode.messengers.bot_api_server import LocalBotApi
@@ -175,6 +176,38 @@ async def test_local_http_test_api(api: LocalBotApi, bot: Bot) -> None:
     with pytest.raises(RuntimeError, match="Bad Request"):
         await asyncio.to_thread(client.push_message, CHAT, "x", no_such_field=1)
     assert (await asyncio.to_thread(client.info))["base_url"] == api.base_url
+
+
+async def test_a_stock_ptb_application_runs_unchanged(api: LocalBotApi) -> None:
+    app = ApplicationBuilder().token(api.token).base_url(api.base_url).build()
+    pressed = asyncio.Event()
+
+    async def on_start(update: Update, _: object) -> None:
+        assert update.message is not None
+        await update.message.reply_text("started")
+
+    async def on_press(update: Update, _: object) -> None:
+        assert update.callback_query is not None
+        await update.callback_query.answer()
+        await update.callback_query.edit_message_text("pressed")
+        pressed.set()
+
+    app.add_handler(CommandHandler("start", on_start))
+    app.add_handler(CallbackQueryHandler(on_press))
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(poll_interval=0.0, timeout=5)
+        api.push_message(CHAT, "/start@geode_test_bot", thread_id=4)
+        keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("x", callback_data="d")]])
+        sent = await app.bot.send_message(CHAT, "pick", reply_markup=keyboard)
+        api.push_callback(CHAT, sent.message_id, "d")
+        await asyncio.wait_for(pressed.wait(), 10)
+        await asyncio.to_thread(poll_for, lambda: len(api.posts(CHAT)) == 2, 10.0, what="the /start reply")
+        await app.updater.stop()
+        await app.stop()
+    assert sorted((p["text"], p["thread_id"]) for p in api.posts(CHAT)) == [("pressed", None), ("started", 4)]
+    assert api.calls("deleteWebhook")  # the Updater's first call, as with Telegram
 
 
 def test_runs_by_hand_and_stops_on_sigterm() -> None:
