@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from geode.config_schema import DOMAIN_SCHEMAS, OPEN_SECTIONS, Schema
+from geode.config_schema import DOMAIN_SCHEMAS, OPEN_SECTIONS, Schema, loc_path
 from geode.protocol.errors import GeodeError
 
 TOP_LEVEL_SCALARS = {"model": str}  # the only key allowed outside a table
@@ -145,7 +145,7 @@ def _warn_nested(report: ConfigReport, name: str, value: dict[str, Any], schema:
 
 
 def _type_line(path: Path, section: str, err: Mapping[str, Any], schema: Schema) -> str:
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc = loc_path(err.get("loc", ()))
     got = err.get("input")
     default = _default_of(schema, str(err.get("loc", ("",))[0]))
     fix = f"; fix: give a valid value or remove the key (default {default})" if default is not None else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -236,8 +236,16 @@ class GeodeConfig(BaseModel):
         return self.daemon.allow_computer_use or self.gateway.allow_computer_use
 
 
+def loc_path(loc: Sequence[Any]) -> str:
+    """A pydantic error location as a key path: ``("bindings", 0, "platform")`` → ``bindings[0].platform``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
 def _error_line(err: Mapping[str, Any]) -> str:
     """``[section] key: message (got value)``, the shape ``geode serve``'s check prints."""
-    section, *rest = [str(p) for p in err.get("loc", ())] or ["?"]
-    where = f"[{section}] {'.'.join(rest)}" if rest else f"[{section}]"
+    section, *rest = list(err.get("loc", ())) or ["?"]
+    where = f"[{section}] {loc_path(rest)}" if rest else f"[{section}]"
     return f"{where}: {err.get('msg')} (got {err.get('input')!r})"
