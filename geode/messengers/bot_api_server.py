@@ -74,6 +74,9 @@ class LocalBotApi:
         return self._poll is not None
 
     def start(self) -> LocalBotApi:
+        """Serve (again, after ``stop()``: same port, same state, so a test can take "Telegram" down)."""
+        self._closing, self._failed = False, None
+        self._ready.clear()
         self._thread = threading.Thread(target=self._run, name="local-bot-api", daemon=True)
         self._thread.start()
         if not self._ready.wait(15) or self._failed is not None:
@@ -109,8 +112,7 @@ class LocalBotApi:
             if self._failed is None:
                 loop.run_forever()
             loop.run_until_complete(runner.cleanup())
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
+            loop.run_until_complete(_cancel_the_rest())
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
@@ -126,8 +128,11 @@ class LocalBotApi:
 
     def _notify(self) -> None:
         loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake)
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:  # stopped: nobody is polling
+                pass
 
     # -- the test API (any thread) ---------------------------------------------------------------------
     def push_message(
@@ -331,6 +336,13 @@ class LocalBotApi:
             return _reply({"ok": True, "result": handlers[name]()}, 200)
         except (TypeError, ValueError, KeyError) as exc:
             return _reply({"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"}, 400)
+
+
+async def _cancel_the_rest() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _params(request: web.Request) -> JSON:

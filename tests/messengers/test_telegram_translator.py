@@ -196,7 +196,7 @@ async def test_approval_keyboard_round_trip(api: LocalBotApi, tr: TelegramTransl
         await tr.ask_approval(str(CHAT), "?", [("x", "d" * 65)])
 
 
-async def test_network_failure_is_retryable_and_token_stays_out_of_logs(
+async def test_server_down_is_retryable_and_token_stays_out_of_logs(
     api: LocalBotApi, tr: TelegramTranslator, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -207,3 +207,8 @@ async def test_network_failure_is_retryable_and_token_stays_out_of_logs(
     assert caught.value.retryable
     assert api.token not in caplog.text and api.token not in str(caught.value)
     assert "<token>" in caplog.text  # httpx logged the request URL, redacted
+    api.push_message(CHAT, "sent while the server was down")
+    api.start()  # same port, same pending updates
+    assert [m.text for m in await _poll(tr) if isinstance(m, InboundMessage)] == [
+        "sent while the server was down"
+    ]
