@@ -127,6 +127,9 @@ class MessengerBinding(BaseModel):
         platform = info.data.get("platform")  # absent when the platform itself was refused
         return canonical_channel_id(platform, value) if platform in PLATFORMS else value
 
+    def __hash__(self) -> int:  # one binding per (platform, channel_id): usable in sets and as a key
+        return hash(self.key)
+
     @property
     def chat_id(self) -> str:
         return self.channel_id.partition(":")[0]

@@ -139,3 +139,9 @@ def test_who_may_answer_an_approval() -> None:
     senders = _b("-100301", allowed_senders=["501"])
     assert Bindings.may_approve(senders, "501") and not Bindings.may_approve(senders, "999")
     assert Bindings.may_approve(OPEN, "anyone")  # neither list: anyone in the bound chat
+
+
+def test_bindings_and_verdicts_are_hashable_by_their_chat() -> None:
+    same_chat = _b(GROUP, allowed_senders=["1"])
+    assert hash(same_chat) == hash(OPEN) and len({OPEN, FORUM_CHAT, FORUM_TOPIC}) == 3
+    assert len({Turn("a", OPEN), Turn("a", OPEN), Command("new", STRICT)}) == 2
