@@ -70,7 +70,9 @@ class TelegramTranslator:
         self.username = ""
 
     async def start(self) -> str:
-        """getMe (checks the token) and deleteWebhook (getUpdates answers 409 while one is set)."""
+        """getMe (checks the token) and deleteWebhook (getUpdates answers 409 while one is set). Again after
+        ``close()`` is fine."""
+        logging.getLogger("httpx").addFilter(self._redact)  # no-op when already there
         await self._call(self._bot.initialize())
         self.bot_id, self.username = self._bot.id, self._bot.username
         await self._call(self._bot.delete_webhook())

@@ -212,3 +212,10 @@ async def test_server_down_is_retryable_and_token_stays_out_of_logs(
     assert [m.text for m in await _poll(tr) if isinstance(m, InboundMessage)] == [
         "sent while the server was down"
     ]
+
+
+async def test_restart_after_close_keeps_working(api: LocalBotApi, tr: TelegramTranslator) -> None:
+    await tr.close()  # an in-process poller restart reuses the translator
+    assert await tr.start() == "geode_test_bot"
+    api.push_message(CHAT, "after restart")
+    assert [m.text for m in await _poll(tr) if isinstance(m, InboundMessage)] == ["after restart"]
