@@ -224,7 +224,8 @@ class LocalBotApi:
             return [dict(a) for a in self._actions if chat_id is None or a["chat_id"] == int(chat_id)]
 
     def calls(self, method: str) -> list[JSON]:
-        """Each call of ``method`` with this bot's token: ``{"params", "at" (monotonic), "status"}``."""
+        """Each call of ``method`` with this bot's token, in arrival order: ``{"params", "at" (monotonic, on
+        arrival), "status"}``; ``status`` is None while the call is in flight (a waiting long poll)."""
         with self._lock:
             return copy.deepcopy(self._calls.get(method.lower(), []))
 
@@ -295,8 +296,10 @@ class LocalBotApi:
             return _reply(ApiError(404, "Not Found").envelope(), 404)
         if token != self.token:
             return _reply(ApiError(401, "Unauthorized").envelope(), 401)
-        at = time.monotonic()
         params = await _params(request)
+        record: JSON = {"params": params, "at": time.monotonic(), "status": None}
+        with self._lock:
+            self._calls.setdefault(method, []).append(record)
         try:
             with self._lock:
                 failures = self._failures.get(method)
@@ -313,7 +316,7 @@ class LocalBotApi:
         except ApiError as exc:
             body, status = exc.envelope(), exc.status
         with self._lock:
-            self._calls.setdefault(method, []).append({"params": params, "at": at, "status": status})
+            record["status"] = status
         return _reply(body, status)
 
     async def _handle_local(self, request: web.Request) -> web.Response:

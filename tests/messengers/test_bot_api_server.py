@@ -81,11 +81,13 @@ async def test_long_poll_waits_then_wakes_on_push(api: LocalBotApi, bot: Bot) ->
     assert time.monotonic() - started >= 0.9  # it held the request open
     task = asyncio.create_task(bot.get_updates(timeout=30))
     await wait_polling(api)
+    assert api.calls("getUpdates")[-1]["status"] is None  # in flight
     pushed = time.monotonic()
     await asyncio.to_thread(api.push_message, CHAT, "wake up")
     updates = await asyncio.wait_for(task, 10)
     assert [u.message.text for u in updates if u.message] == ["wake up"]
     assert time.monotonic() - pushed < 5
+    assert [c["status"] for c in api.calls("getUpdates")] == [200, 200]
 
 
 async def test_webhook_and_second_poller_conflict(api: LocalBotApi, bot: Bot) -> None:
