@@ -143,12 +143,16 @@ class Bindings:
     @staticmethod
     def may_approve(binding: MessengerBinding, sender_id: str) -> bool:
         """Whether ``sender_id`` may answer an approval in ``binding``'s chat: the binding's approvers if it
-        names any, else its allowed senders if it names any, else anyone in the bound chat."""
+        names any, else its allowed senders. A binding that names neither has no approver (DESIGN §6: none →
+        deny): its tools that need approval are denied without asking the chat."""
         if binding.approvers:
             return sender_id in binding.approvers
-        if binding.allowed_senders:
-            return sender_id in binding.allowed_senders
-        return True
+        return sender_id in binding.allowed_senders
+
+    @staticmethod
+    def has_approvers(binding: MessengerBinding) -> bool:
+        """Whether anyone can answer an approval in ``binding``'s chat (``may_approve`` for some sender)."""
+        return bool(binding.approvers or binding.allowed_senders)
 
 
 def _turn(text: str, binding: MessengerBinding, bot_username: str) -> Verdict:

@@ -17,7 +17,15 @@ from geode.tools.spec import ApprovalMode, DataClass, SafetyPolicy, ToolContext,
 APPROVAL_TIMEOUT_S = 120.0
 MAX_SESSIONS = 1024
 # a channel answer besides y / n / a: a denial nobody made (reported as itself, never "User denied")
+# A DAEMON turn from a chat binding asks in its chat (the messengers child, the turn's origin): the binding's
+# approvers answer there, and a binding without approvers denies at once (DESIGN §6).
+CHAT_ORIGIN = "messengers"
 CHANNEL_DENIALS = ("timeout", "disconnected", "cancelled", "no_origin")
+
+
+def asks_in_channel(ctx: ToolContext) -> bool:
+    """A DAEMON-mode call whose turn came from a bound chat: approvals are asked in that chat."""
+    return ctx.mode == "DAEMON" and ctx.origin == CHAT_ORIGIN
 
 
 class ApprovalChannel(Protocol):
@@ -93,7 +101,7 @@ class ApprovalGate:
         hook = self._permission_hook(ctx, spec, detail)
         if hook is not None:
             return hook
-        if is_headless(ctx.mode):
+        if is_headless(ctx.mode) and not asks_in_channel(ctx):
             return Verdict(False, "no_person", f"Nobody can approve '{spec.name}' in {ctx.mode} mode.")
         if ctx.skip_permissions and ctx.mode in ("IPC", "REPL"):  # the turn's own flag, never a connection's
             return Verdict(True, "skip_permissions")

@@ -138,7 +138,9 @@ def test_who_may_answer_an_approval() -> None:
     assert Bindings.may_approve(STRICT, "502") and not Bindings.may_approve(STRICT, "501")  # approvers only
     senders = _b("-100301", allowed_senders=["501"])
     assert Bindings.may_approve(senders, "501") and not Bindings.may_approve(senders, "999")
-    assert Bindings.may_approve(OPEN, "anyone")  # neither list: anyone in the bound chat
+    # neither list: nobody can approve (DESIGN §6, none → deny), so the chat is never asked
+    assert not Bindings.may_approve(OPEN, "anyone") and not Bindings.has_approvers(OPEN)
+    assert Bindings.has_approvers(senders) and Bindings.has_approvers(STRICT)
 
 
 def test_bindings_and_verdicts_are_hashable_by_their_chat() -> None:

@@ -106,6 +106,15 @@ def test_modes_without_a_person_deny(make_rig) -> None:
     rig = make_rig(approvals=ch)
     res = rig.call("probe_cached", mode="DAEMON")
     assert res.content["approval"] == "no_person" and ch.asked == []
+    res = rig.call("probe_cached", mode="HEADLESS", origin="messengers")
+    assert res.content["approval"] == "no_person" and ch.asked == []
+
+
+def test_a_daemon_turn_from_a_bound_chat_asks_in_that_chat(make_rig) -> None:
+    ch = Channel("n")
+    rig = make_rig(approvals=ch)
+    res = rig.call("probe_cached", mode="DAEMON", origin="messengers")
+    assert len(ch.asked) == 1 and res.is_error and not rig.probes["probe_cached"].calls
 
 
 def test_handler_cannot_start_before_the_decision(make_rig) -> None:
