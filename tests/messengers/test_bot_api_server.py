@@ -21,6 +21,7 @@ from telegram.ext import ApplicationBuilder, CallbackQueryHandler, CommandHandle
 
 from geode.messengers.bot_api_client import LocalBotApiClient
 from geode.messengers.bot_api_server import LocalBotApi
+from geode.messengers.bot_api_wire import entities, parse_error
 from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,6 +211,36 @@ async def test_a_stock_ptb_application_runs_unchanged(api: LocalBotApi) -> None:
         await app.stop()
     assert sorted((p["text"], p["thread_id"]) for p in api.posts(CHAT)) == [("pressed", None), ("started", 4)]
     assert api.calls("deleteWebhook")  # the Updater's first call, as with Telegram
+
+
+@pytest.mark.parametrize(
+    ("mode", "text", "error"),
+    [
+        ("Markdown", "*a* _b_ `c` [d](http://e.f/g_h)", None),
+        ("Markdown", "```\nx * y_z\n```", None),
+        ("Markdown", r"2 \* 3", None),
+        ("Markdown", "snake_case", "Can't find end of the entity starting at byte offset 5"),
+        ("Markdown", "é *open", "Can't find end of the entity starting at byte offset 3"),
+        ("Markdown", "[oops", "Can't find end of the entity"),
+        ("MarkdownV2", r"*bold* _it_ __u__ ~s~ ||sp|| `a.b` [t](http://x.y) Done\.", None),
+        ("MarkdownV2", "> a quote", None),
+        ("MarkdownV2", "a-b", "Character '-' is reserved"),
+        ("MarkdownV2", "*open", "Can't find end of Bold entity at byte offset 0"),
+        ("HTML", "<b>not checked</b>", None),
+        ("Bogus", "x", "unsupported parse_mode"),
+    ],
+)
+def test_parse_errors_follow_telegram(mode: str, text: str, error: str | None) -> None:
+    got = parse_error(text, mode)
+    assert (got is None) if error is None else (got is not None and error in got), got
+
+
+def test_entity_offsets_count_utf16_units() -> None:
+    text = "\U0001f600 /new@geode_test_bot hi @geode_test_bot, not a@b_c_d_e"
+    assert entities(text) == [
+        {"type": "bot_command", "offset": 3, "length": 19},
+        {"type": "mention", "offset": 26, "length": 15},
+    ]
 
 
 def test_runs_by_hand_and_stops_on_sigterm() -> None:
