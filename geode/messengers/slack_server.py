@@ -1,0 +1,456 @@
+"""A local Slack server (aiohttp, own thread and loop) that the real slack_sdk runs against unchanged: the Web
+API under ``/api/`` and a Socket Mode websocket that delivers, tracks acks of and redelivers envelopes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from geode.messengers import slack_events as ev
+from geode.messengers import slack_web
+from geode.messengers.slack_events import JSON, SlackError
+
+BOT_TOKEN = "xoxb-0000000001-geode-local-bot-token"
+APP_TOKEN = "xapp-1-A0GEODE01-geode-local-app-token"
+DEFAULT_USER = "U0ALICE01"
+
+
+class LocalSlack:
+    """``with LocalSlack() as slack: AsyncWebClient(slack.bot_token, base_url=slack.api_url)``.
+
+    State is guarded by one lock; HTTP and websocket handlers run on the server's own loop. An
+    ``events_api`` envelope that is not acked within ``redeliver_after_s`` is sent again (a new
+    ``envelope_id``, the same ``event_id``, ``retry_attempt`` + 1) up to ``max_retries`` times; an ack of any
+    envelope of an event stops its redelivery. ``subscriptions`` are the bot events the app subscribed to:
+    a message that mentions the bot comes as both a ``message`` and an ``app_mention`` event, like on Slack.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        bot_user: str = "U0GEODEBOT",
+        bot_name: str = "geode",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        redeliver_after_s: float = 3.0,
+        max_retries: int = 3,
+        subscriptions: tuple[str, ...] = ("message", "app_mention"),
+        echo_bot_posts: bool = False,
+    ) -> None:
+        self.bot_token, self.app_token = bot_token, app_token
+        self.bot_user, self.bot_name, self.bot_id = bot_user, bot_name, "B0GEODEBOT"
+        self.host, self.port = host, port
+        self.redeliver_after_s, self.max_retries = redeliver_after_s, max_retries
+        self.subscriptions, self.echo_bot_posts = subscriptions, echo_bot_posts
+        self._lock = threading.Lock()
+        self._clock = ev.Clock()
+        self._messages: dict[tuple[str, str], JSON] = {}  # (channel, ts) -> the message, edits applied
+        self._posts: list[tuple[str, str]] = []  # chat.postMessage, in order
+        self._ephemeral: list[JSON] = []
+        self._reactions: list[JSON] = []
+        self._calls: dict[str, list[JSON]] = {}
+        self._failures: dict[str, list[SlackError]] = {}
+        self._tickets: set[str] = set()
+        self._conns: list[web.WebSocketResponse] = []
+        self._outbox: deque[JSON] = deque()  # envelopes waiting for a connection
+        self._sent: list[JSON] = []  # every envelope written to a socket, in order
+        self._key_of: dict[str, str] = {}  # envelope id -> event_id (events_api) or envelope id
+        self._settled: set[str] = set()  # keys of acked envelopes
+        self._acks: list[str] = []
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/slack-ws"
+
+    def start(self) -> LocalSlack:
+        self._thread = threading.Thread(target=self._run, name="local-slack", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(15) or self._failed is not None:
+            raise RuntimeError(f"local Slack server did not start: {self._failed!r}")
+        return self
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(15)
+        self._thread = None
+
+    def __enter__(self) -> LocalSlack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=2.0)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            self.port = int(runner.addresses[0][1])
+        except BaseException as exc:  # reported by start()
+            self._failed = exc
+        self._ready.set()
+        try:
+            if self._failed is None:
+                loop.run_forever()
+            loop.run_until_complete(self._close_sockets())
+            loop.run_until_complete(runner.cleanup())
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+    async def _close_sockets(self) -> None:
+        with self._lock:
+            conns, self._conns = list(self._conns), []
+        for ws in conns:
+            await ws.close(code=1001, message=b"server stopping")
+
+    # -- the test API (any thread) ---------------------------------------------------------------------
+    def push_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = DEFAULT_USER,
+        thread_ts: str | None = None,
+        mention: bool = False,
+    ) -> JSON:
+        """A user posts ``text`` (``mention``: addressed to the bot as ``<@BOT> text``). Returns the event
+        delivered first, with its ``event_id``, ``envelope_id`` and ``event_ids`` (all events it caused)."""
+        tag = f"<@{self.bot_user}>"
+        if mention and tag not in text:
+            text = f"{tag} {text}"
+        with self._lock:
+            ts = self._clock.ts()
+            im = channel.startswith("D")
+            msg = ev.user_message(
+                channel=channel, user=user, text=text, ts=ts, thread_ts=thread_ts,
+                channel_type="im" if im else "channel",
+            )  # fmt: skip
+            self._messages[(channel, ts)] = msg
+            events = []
+            if "message" in self.subscriptions:
+                events.append(msg)
+            if "app_mention" in self.subscriptions and tag in text and not im:
+                mention_event = {k: v for k, v in msg.items() if k != "channel_type"}
+                events.append({**mention_event, "type": "app_mention"})
+            queued = [self._queue_event(dict(e)) for e in events]
+        self._notify()
+        if not queued:
+            return {**msg, "event_id": "", "envelope_id": "", "event_ids": []}
+        first = queued[0]
+        return {
+            **copy.deepcopy(first["payload"]["event"]),
+            "event_id": first["payload"]["event_id"],
+            "envelope_id": first["envelope_id"],
+            "event_ids": [e["payload"]["event_id"] for e in queued],
+        }
+
+    def push_action(
+        self, channel: str, message_ts: str, action_id: str, value: str, *, user: str = DEFAULT_USER
+    ) -> JSON:
+        """A user presses button ``action_id`` (``value``) on message ``message_ts``; returns the envelope."""
+        with self._lock:
+            message = self._messages.get((channel, message_ts)) or {"type": "message", "ts": message_ts}
+            payload = ev.block_actions(
+                channel=channel, message=message, user=user, action_id=action_id, value=value,
+                trigger=self._clock.envelope_id(), action_ts=self._clock.ts(),
+            )  # fmt: skip
+            envelope = ev.interactive_envelope(payload, envelope_id=self._clock.envelope_id())
+            self._outbox.append(envelope)
+        self._notify()
+        return copy.deepcopy(envelope)
+
+    def push_envelope(self, envelope: JSON) -> JSON:
+        """Send ``envelope`` verbatim (e.g. an earlier one again, with ``retry_attempt`` set)."""
+        envelope = copy.deepcopy(envelope)
+        with self._lock:
+            self._outbox.append(envelope)
+        self._notify()
+        return copy.deepcopy(envelope)
+
+    def disconnect(self, reason: str = "refresh_requested") -> None:
+        """Ask every connected client to reconnect (slack_sdk opens a new connection, closes this one)."""
+        self._call_soon(lambda: self._broadcast(ev.disconnect(reason)))
+
+    def posts(self, channel: str | None = None) -> list[JSON]:
+        """Every chat.postMessage accepted, in order, in its current state (edits applied)."""
+        with self._lock:
+            out = []
+            for ch, ts in self._posts:
+                if channel is not None and ch != channel:
+                    continue
+                msg = self._messages[(ch, ts)]
+                out.append({
+                    "channel": ch, "ts": ts, "thread_ts": msg.get("thread_ts"), "text": msg.get("text", ""),
+                    "blocks": msg.get("blocks"), "edited": "edited" in msg,
+                })  # fmt: skip
+            return copy.deepcopy(out)
+
+    def ephemerals(self, channel: str | None = None) -> list[JSON]:
+        with self._lock:
+            return [dict(e) for e in self._ephemeral if channel is None or e["channel"] == channel]
+
+    def acks(self) -> list[str]:
+        """The envelope ids the clients acked, in order."""
+        with self._lock:
+            return list(self._acks)
+
+    def envelopes(self) -> list[JSON]:
+        """Every envelope written to a socket, in order (redeliveries included)."""
+        with self._lock:
+            return copy.deepcopy(self._sent)
+
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._conns)
+
+    def calls(self, method: str) -> list[JSON]:
+        """Each call of ``method``: ``{"params", "at" (monotonic), "status", "error"}``."""
+        with self._lock:
+            return copy.deepcopy(self._calls.get(method, []))
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        status: int = 429,
+        retry_after: int = 1,
+        error: str | None = None,
+        count: int = 1,
+    ) -> None:
+        """The next ``count`` calls of ``method`` fail: a 429 is ``ratelimited`` with ``Retry-After``."""
+        default = "ratelimited" if status == 429 else "internal_error" if status >= 500 else "fatal_error"
+        code = error or default
+        with self._lock:
+            self._failures.setdefault(method, []).extend(
+                SlackError(code, status=status, retry_after=retry_after if status == 429 else None)
+                for _ in range(count)
+            )
+
+    def info(self) -> JSON:
+        return {
+            "api_url": self.api_url, "bot_token": self.bot_token, "app_token": self.app_token,
+            "bot_user": self.bot_user, "bot_name": self.bot_name,
+        }  # fmt: skip
+
+    # -- envelopes (the lock is held by the callers of _queue_event) ---------------------------------
+    def _queue_event(self, event: JSON) -> JSON:
+        payload = ev.event_callback(event, event_id=self._clock.event_id(), bot_user=self.bot_user)
+        envelope = ev.events_api_envelope(payload, envelope_id=self._clock.envelope_id())
+        self._outbox.append(envelope)
+        return envelope
+
+    def _notify(self) -> None:
+        self._call_soon(self._dispatch)
+
+    def _call_soon(self, fn: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(fn)
+            except RuntimeError:  # closed meanwhile
+                pass
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:  # on the loop; keeps the task referenced
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _dispatch(self) -> None:  # on the loop
+        with self._lock:
+            if not self._conns or not self._outbox:
+                return
+            ws, batch = self._conns[-1], list(self._outbox)
+            self._outbox.clear()
+        self._spawn(self._send(ws, batch))
+
+    async def _send(self, ws: web.WebSocketResponse, batch: list[JSON]) -> None:
+        for i, envelope in enumerate(batch):
+            try:
+                await ws.send_str(json.dumps(envelope))
+            except (ConnectionError, RuntimeError):
+                with self._lock:
+                    self._outbox.extendleft(reversed(batch[i:]))
+                return
+            with self._lock:
+                self._sent.append(copy.deepcopy(envelope))
+                eid = envelope.get("envelope_id", "")
+                payload = envelope.get("payload") or {}
+                self._key_of[eid] = payload.get("event_id") or eid
+            if envelope.get("type") == "events_api" and self._loop is not None:
+                self._loop.call_later(self.redeliver_after_s, self._redeliver, envelope)
+
+    def _redeliver(self, envelope: JSON) -> None:  # on the loop
+        with self._lock:
+            key = self._key_of.get(envelope["envelope_id"], envelope["envelope_id"])
+            attempt = int(envelope.get("retry_attempt") or 0)
+            if key in self._settled or attempt >= self.max_retries:
+                return
+            again = {
+                **copy.deepcopy(envelope),
+                "envelope_id": self._clock.envelope_id(),
+                "retry_attempt": attempt + 1,
+                "retry_reason": "timeout",
+            }
+            self._outbox.append(again)
+        self._dispatch()
+
+    def _broadcast(self, frame: JSON) -> None:  # on the loop
+        with self._lock:
+            conns = list(self._conns)
+        for ws in conns:
+            self._spawn(ws.send_str(json.dumps(frame)))
+
+    def _on_frame(self, data: str) -> None:
+        try:
+            frame = json.loads(data)
+        except ValueError:
+            return
+        eid = frame.get("envelope_id") if isinstance(frame, dict) else None
+        if isinstance(eid, str) and eid:
+            with self._lock:
+                self._acks.append(eid)
+                self._settled.add(self._key_of.get(eid, eid))
+
+    # -- HTTP and websocket ----------------------------------------------------------------------------
+    def _app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_get("/slack-ws", self._handle_ws)
+        app.router.add_route("*", "/_local/{name}", self._handle_local)
+        return app
+
+    async def _handle_api(self, request: web.Request) -> web.Response:
+        method, at = request.match_info["method"], time.monotonic()
+        is_json = request.content_type == "application/json"
+        form = None if is_json else await request.post()
+        body = await request.json() if is_json and request.can_read_body else None
+        params = slack_web.params_of(request.query, form, body)
+        auth = request.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else str(params.pop("token", "") or "")
+        params.pop("token", None)
+        headers: dict[str, str] = {}
+        try:
+            kind = slack_web.token_kind(token, bot_token=self.bot_token, app_token=self.app_token)
+            slack_web.check_token(method, kind)
+            with self._lock:
+                failures = self._failures.get(method)
+                if failures:
+                    raise failures.pop(0)
+                if method not in slack_web.METHODS:
+                    raise SlackError("unknown_method")
+                result = slack_web.METHODS[method][1](self, params)
+            reply, status = {"ok": True, **result}, 200
+        except SlackError as exc:
+            reply, status = exc.body(), exc.status
+            if exc.retry_after is not None:
+                headers["Retry-After"] = str(exc.retry_after)
+        with self._lock:
+            self._calls.setdefault(method, []).append(
+                {"params": params, "at": at, "status": status, "error": reply.get("error")}
+            )
+        self._dispatch()  # an echoed bot post
+        return web.Response(
+            text=json.dumps(reply), status=status, content_type="application/json", headers=headers
+        )
+
+    async def _handle_ws(self, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            known = request.query.get("ticket", "") in self._tickets
+        if not known:
+            return web.Response(status=401, text="invalid ticket")
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        with self._lock:
+            self._conns.append(ws)
+            count = len(self._conns)
+        try:
+            await ws.send_str(json.dumps(ev.hello(count)))
+            self._dispatch()
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self._on_frame(msg.data)
+        finally:
+            with self._lock:
+                if ws in self._conns:
+                    self._conns.remove(ws)
+        return ws
+
+    async def _handle_local(self, request: web.Request) -> web.Response:
+        name, query = request.match_info["name"], dict(request.query)
+        body = await request.json() if request.can_read_body else {}
+        handlers: dict[str, Callable[[], Any]] = {
+            "push_message": lambda: self.push_message(**body),
+            "push_action": lambda: self.push_action(**body),
+            "push_envelope": lambda: self.push_envelope(body),
+            "fail_next": lambda: self.fail_next(**body),
+            "disconnect": lambda: self.disconnect(**body),
+            "posts": lambda: self.posts(query.get("channel")),
+            "ephemerals": lambda: self.ephemerals(query.get("channel")),
+            "acks": self.acks,
+            "envelopes": self.envelopes,
+            "calls": lambda: self.calls(query.get("method", "")),
+            "info": self.info,
+        }
+        if name not in handlers:
+            return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
+        try:
+            return web.json_response({"ok": True, "result": handlers[name]()})
+        except (TypeError, ValueError, KeyError) as exc:
+            return web.json_response({"ok": False, "error": f"invalid_arguments: {exc}"}, status=400)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A local Slack Web API + Socket Mode server (tests, demos).")
+    parser.add_argument("--port", type=int, default=8082)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--redeliver-after", type=float, default=3.0, help="seconds before an unacked resend")
+    args = parser.parse_args(argv)
+    stop_on = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_on)  # the server thread inherits the mask
+    slack = LocalSlack(host=args.host, port=args.port, redeliver_after_s=args.redeliver_after).start()
+    print(f"local Slack for @{slack.bot_name} ({slack.bot_user}): Web API at {slack.api_url}")
+    print(f"SLACK_BOT_TOKEN={slack.bot_token} SLACK_APP_TOKEN={slack.app_token} (local test tokens)")
+    print(f"test API at {slack.url}/_local/ (push_message, push_action, posts, acks, ...)")
+    print("set [messengers.slack] base_url to the Web API URL", flush=True)
+    try:
+        signal.sigwait(stop_on)
+    finally:
+        slack.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""The Web API methods of the local Slack server (auth.test, apps.connections.open, chat.*, reactions.add):
+each one checks its parameters like Slack does and returns the fields of the ``{"ok": true, ...}`` reply."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from geode.messengers import slack_events as ev
+from geode.messengers.slack_events import JSON, SlackError
+
+if TYPE_CHECKING:
+    from geode.messengers.slack_server import LocalSlack
+
+BOT = "bot"  # the kinds of token a method needs
+APP = "app"
+
+
+def _channel(params: JSON) -> str:
+    channel = params.get("channel")
+    if not channel:
+        raise SlackError("channel_not_found")
+    if not isinstance(channel, str) or not ev.CHANNEL_ID.match(channel):
+        raise SlackError("channel_not_found")
+    return channel
+
+
+def _blocks(params: JSON) -> list[JSON] | None:
+    """``blocks`` as JSON (slack_sdk sends a JSON body) or as a JSON string in a form."""
+    blocks = params.get("blocks")
+    if isinstance(blocks, str):
+        try:
+            blocks = json.loads(blocks) if blocks else None
+        except ValueError as exc:
+            raise SlackError("invalid_blocks_format") from exc
+    return blocks
+
+
+def _text(params: JSON) -> str:
+    text = params.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def auth_test(slack: LocalSlack, params: JSON) -> JSON:
+    return {
+        "url": "https://geode-local.slack.com/",
+        "team": "GEODE Local",
+        "user": slack.bot_name,
+        "team_id": ev.TEAM_ID,
+        "user_id": slack.bot_user,
+        "bot_id": slack.bot_id,
+        "is_enterprise_install": False,
+    }
+
+
+def connections_open(slack: LocalSlack, params: JSON) -> JSON:
+    ticket = ev.Clock.ticket()
+    slack._tickets.add(ticket)
+    return {"url": f"{slack.ws_url}?ticket={ticket}&app_id={ev.APP_ID}"}
+
+
+def post_message(slack: LocalSlack, params: JSON) -> JSON:
+    channel, blocks, text = _channel(params), _blocks(params), _text(params)
+    ev.check_message(text, blocks)
+    thread_ts = str(params["thread_ts"]) if params.get("thread_ts") else None
+    ts = slack._clock.ts()
+    msg = ev.bot_message(
+        channel=channel,
+        bot_user=slack.bot_user,
+        bot_id=slack.bot_id,
+        text=text,
+        ts=ts,
+        thread_ts=thread_ts,
+        blocks=ev.with_block_ids(blocks),
+    )
+    slack._messages[(channel, ts)] = msg
+    slack._posts.append((channel, ts))
+    if slack.echo_bot_posts:
+        slack._queue_event(dict(msg))
+    reply = {k: v for k, v in msg.items() if k != "channel"}
+    return {"channel": channel, "ts": ts, "message": reply}
+
+
+def update(slack: LocalSlack, params: JSON) -> JSON:
+    channel, ts = _channel(params), str(params.get("ts") or "")
+    msg = slack._messages.get((channel, ts))
+    if msg is None:
+        raise SlackError("message_not_found")
+    if msg.get("user") != slack.bot_user:
+        raise SlackError("cant_update_message")
+    blocks, text = _blocks(params), params.get("text")
+    ev.check_message(text if text is not None else msg.get("text"), blocks)
+    if text is not None:
+        msg["text"] = text
+    if blocks is not None:
+        msg["blocks"] = ev.with_block_ids(blocks) or []
+    msg["edited"] = {"user": slack.bot_user, "ts": slack._clock.ts()}
+    return {"channel": channel, "ts": ts, "text": msg["text"], "message": dict(msg)}
+
+
+def post_ephemeral(slack: LocalSlack, params: JSON) -> JSON:
+    channel, text, blocks = _channel(params), _text(params), _blocks(params)
+    user = params.get("user")
+    if not user:
+        raise SlackError("user_not_in_channel")
+    ev.check_message(text, blocks)
+    ts = slack._clock.ts()
+    slack._ephemeral.append(
+        {"channel": channel, "user": user, "text": text, "thread_ts": params.get("thread_ts"), "ts": ts}
+    )
+    return {"message_ts": ts}
+
+
+def reactions_add(slack: LocalSlack, params: JSON) -> JSON:
+    channel, ts, name = _channel(params), str(params.get("timestamp") or ""), params.get("name")
+    if (channel, ts) not in slack._messages:
+        raise SlackError("message_not_found")
+    if not name:
+        raise SlackError("invalid_name")
+    reaction = {"channel": channel, "ts": ts, "name": name}
+    if reaction in slack._reactions:
+        raise SlackError("already_reacted")
+    slack._reactions.append(reaction)
+    return {}
+
+
+Method = Callable[["LocalSlack", JSON], JSON]
+METHODS: dict[str, tuple[str, Method]] = {
+    "auth.test": (BOT, auth_test),
+    "apps.connections.open": (APP, connections_open),
+    "chat.postMessage": (BOT, post_message),
+    "chat.update": (BOT, update),
+    "chat.postEphemeral": (BOT, post_ephemeral),
+    "reactions.add": (BOT, reactions_add),
+}
+
+
+def token_kind(token: str, *, bot_token: str, app_token: str) -> str:
+    """Which of the app's tokens ``token`` is; raises ``not_authed`` / ``invalid_auth``."""
+    if not token:
+        raise SlackError("not_authed")
+    if token == bot_token:
+        return BOT
+    if token == app_token:
+        return APP
+    raise SlackError("invalid_auth")
+
+
+def check_token(method: str, kind: str) -> None:
+    needed = METHODS[method][0] if method in METHODS else BOT
+    if kind != needed:
+        raise SlackError("not_allowed_token_type")
+
+
+def params_of(query: Any, form: Any, body: Any) -> JSON:
+    """Query, form and JSON body parameters merged (the body wins)."""
+    params: JSON = dict(query)
+    params.update({k: v for k, v in (form or {}).items() if isinstance(v, str)})
+    if isinstance(body, dict):
+        params.update(body)
+    return params
