@@ -116,11 +116,8 @@ class TelegramTranslator:
         chat_id, thread_id = _channel(channel_key)
         ids: list[str] = []
         for part in split_reply(text):
-            reply = (
-                ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-                if reply_to and not ids
-                else None
-            )
+            first = not ids and reply_to.isdigit()  # only the first part replies to the message
+            reply = ReplyParameters(int(reply_to), allow_sending_without_reply=True) if first else None
             try:
                 sent = await self._send(chat_id, thread_id, part, reply, ParseMode.MARKDOWN)
             except Rejected as exc:

@@ -150,9 +150,11 @@ async def test_rate_limit_and_rejection_map_to_platform_errors(
 
 async def test_long_reply_is_split_on_line_boundaries(api: LocalBotApi, tr: TelegramTranslator) -> None:
     lines = [f"line {i:04d} " + "x" * 90 for i in range(120)]  # about 12,000 characters
-    ids = await tr.send_text(str(CHAT), "\n".join(lines))
+    asked = api.push_message(CHAT, "tell me everything")["message"]["message_id"]
+    ids = await tr.send_text(str(CHAT), "\n".join(lines), reply_to=str(asked))
     posts = api.posts(CHAT)
     assert len(posts) == len(ids) >= 3
+    assert [p["reply_to"] for p in posts] == [asked] + [None] * (len(posts) - 1)
     assert all(len(p["text"]) <= 4096 for p in posts)
     assert [line for p in posts for line in p["text"].split("\n")] == lines
 
