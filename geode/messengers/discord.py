@@ -1,0 +1,363 @@
+"""The Discord translator: discord.py's gateway client receives messages and button presses (MESSAGE_CONTENT
+intent), its REST client posts replies (message_reference, threads), approvals as message components."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+from collections import OrderedDict
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+import yarl
+
+from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.replies import split_reply
+
+# discord.py's voice player imports audioop (deprecated since 3.11); GEODE uses no voice
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
+    import discord
+    from discord.http import MultipartParameters
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Item = InboundMessage | CallbackPress | None
+
+DEFAULT_BASE_URL = "https://discord.com/api/v10"
+DEFAULT_GATEWAY_URL = "wss://gateway.discord.gg/"
+MAX_CONTENT = 2000
+MAX_CUSTOM_ID = 100
+MAX_RATELIMIT_WAIT_S = 30.0  # discord.py waits out a shorter 429 itself; a longer one raises (its minimum)
+_USER_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
+_NO_PINGS = {"parse": [], "replied_user": False}  # a reply never pings @everyone, roles, users
+_PRESSES_KEPT = 256  # interactions must be answered within 3 s; older ones are forgotten
+
+
+def point_at(base_url: str, gateway_url: str) -> None:
+    """Where discord.py connects: it has no constructor option, so its class-level REST base and gateway
+    URL are set here (the one place in GEODE that does this; process-wide, one Discord per process).
+    A RESUME goes to the READY's ``resume_gateway_url``, which the server names itself."""
+    discord.http.Route.BASE = base_url.rstrip("/")
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
+
+
+@dataclass
+class DiscordBatch:
+    """One poll's gateway events: ``(sequence number, normalised item or None)`` in arrival order. Discord
+    has no cursor to store (``next_cursor`` None) and nothing to confirm."""
+
+    items: list[tuple[str, Item]] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class _Client(discord.Client):
+    """discord.py's client, handing each event to the translator."""
+
+    def __init__(self, translator: DiscordTranslator, **options: Any) -> None:
+        super().__init__(**options)
+        self._translator = translator
+
+    async def on_connect(self) -> None:
+        self._translator._connected.set()
+
+    async def on_resumed(self) -> None:
+        log.info("discord gateway session resumed")
+
+    async def on_message(self, message: discord.Message) -> None:
+        self._translator._on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        self._translator._on_interaction(interaction)
+
+
+class DiscordTranslator:
+    """One Discord bot. Every method runs on the poller's own event loop (the gateway task runs there)."""
+
+    platform = "discord"
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        gateway_url: str = DEFAULT_GATEWAY_URL,
+        poll_timeout_s: float = 25.0,
+        connect_timeout_s: float = 30.0,
+        guild_ready_timeout_s: float = 2.0,
+        max_batch: int = 100,
+    ) -> None:
+        self._token, self._base_url, self._gateway_url = token, base_url, gateway_url
+        self._poll_timeout_s, self._connect_timeout_s = poll_timeout_s, connect_timeout_s
+        self._guild_ready_timeout_s, self._max_batch = guild_ready_timeout_s, max_batch
+        self.bot_id = ""
+        self.bot_name = ""
+        self._client: _Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._inbox: asyncio.Queue[tuple[str, Item]] = asyncio.Queue()
+        self._last_seen: dict[int, int] = {}  # channel (or thread) id -> the newest message id delivered
+        self._presses: OrderedDict[str, discord.Interaction] = OrderedDict()
+        self.dropped_replays = 0  # messages the gateway delivered again (after a resume) and were dropped
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Log in (``/users/@me``, ``/oauth2/applications/@me``), connect the gateway in a background task
+        on this loop and wait for READY. Returns the bot's user name."""
+        point_at(self._base_url, self._gateway_url)
+        intents = discord.Intents.default()
+        intents.message_content = True
+        client = _Client(
+            self, intents=intents, max_messages=None, guild_ready_timeout=self._guild_ready_timeout_s,
+            max_ratelimit_timeout=MAX_RATELIMIT_WAIT_S, allowed_mentions=discord.AllowedMentions.none(),
+        )  # fmt: skip
+        self._client, self._connected = client, asyncio.Event()
+        try:
+            await self._call("login", client.login(self._token))
+            self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
+            ready = asyncio.create_task(self._connected.wait())
+            done, _ = await asyncio.wait({ready, self._task}, timeout=self._connect_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            ready.cancel()
+            if self._task in done:
+                await self._call("gateway", self._task)
+                raise PlatformError("the Discord gateway connection ended before READY")
+            if ready not in done:
+                raise PlatformError("no READY from the Discord gateway in time", retryable=True)
+        except BaseException:
+            await self.close()
+            raise
+        user = client.user
+        assert user is not None  # set by login
+        self.bot_id, self.bot_name = str(user.id), user.name
+        return self.bot_name
+
+    async def close(self) -> None:
+        client, task, self._client, self._task = self._client, self._task, None, None
+        if client is not None:
+            ready_task = getattr(client._connection, "_ready_task", None)  # the on_ready delay, if pending
+            if ready_task is not None:
+                ready_task.cancel()
+            await client.close()
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    # -- inbound ---------------------------------------------------------------------------------------
+    def _sequence(self) -> str:
+        ws = self._client.ws if self._client is not None else None
+        return str(getattr(ws, "sequence", None) or "")
+
+    def _on_message(self, message: discord.Message) -> None:
+        channel_id = message.channel.id
+        if message.id <= self._last_seen.get(channel_id, 0):
+            self.dropped_replays += 1  # already delivered (a resumed gateway sent it again)
+            return
+        self._last_seen[channel_id] = message.id
+        self._inbox.put_nowait((self._sequence(), self._normalise(message)))
+
+    def _normalise(self, message: discord.Message) -> InboundMessage | None:
+        author = message.author
+        me = int(self.bot_id) if self.bot_id else -1
+        if author.id == me or message.type not in _USER_MESSAGES:
+            return None  # the gateway echoes the bot's own posts; joins, pins, thread starts are no messages
+        chat_id, thread_id = _chat_of(message.channel)
+        resolved = message.reference.resolved if message.reference is not None else None
+        replies_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me
+        return InboundMessage(
+            platform=self.platform,
+            chat_id=chat_id,
+            thread_id=thread_id,
+            message_id=str(message.id),
+            sender_id=str(author.id),
+            sender_name=author.name,
+            text=self._mentions_as_name(message.content),
+            mentioned=any(u.id == me for u in message.mentions) or replies_to_me,
+            from_bot=author.bot or message.webhook_id is not None,  # bindings ignores it ("bot")
+        )
+
+    def _mentions_as_name(self, text: str) -> str:
+        """``<@id>`` / ``<@!id>`` of this bot as ``@<bot name>`` (bindings strips the ``@name`` form)."""
+        if not self.bot_id:
+            return text
+        name = f"@{self.bot_name}"
+        return text.replace(f"<@{self.bot_id}>", name).replace(f"<@!{self.bot_id}>", name)
+
+    def _on_interaction(self, interaction: discord.Interaction) -> None:
+        if interaction.type is not discord.InteractionType.component or interaction.channel is None:
+            return
+        callback_id = str(interaction.id)
+        if callback_id in self._presses:
+            return  # delivered again after a resume
+        data: dict[str, Any] = dict(interaction.data or {})
+        custom_id = str(data.get("custom_id", ""))
+        chat_id, thread_id = _chat_of(interaction.channel)
+        self._presses[callback_id] = interaction
+        while len(self._presses) > _PRESSES_KEPT:
+            self._presses.popitem(last=False)
+        press = CallbackPress(
+            platform=self.platform,
+            chat_id=chat_id,
+            thread_id=thread_id,
+            message_id=str(interaction.message.id) if interaction.message is not None else "",
+            sender_id=str(interaction.user.id),
+            callback_id=callback_id,
+            data=custom_id,
+        )
+        self._inbox.put_nowait((self._sequence(), press))
+
+    async def poll(self, cursor: str | None = None) -> DiscordBatch:
+        """The messages and presses received since the last poll (waits up to ``poll_timeout_s`` for the
+        first), normalised: the bot's own posts and non-user messages (joins, pins) are None, other bots'
+        messages ``from_bot``. Raises PlatformError if the gateway task ended (a refused token, say)."""
+        task = self._task
+        if task is None:
+            raise PlatformError("the Discord translator is not started")
+        batch = DiscordBatch()
+        if self._inbox.empty():
+            getter = asyncio.create_task(self._inbox.get())
+            done, _ = await asyncio.wait({getter, task}, timeout=self._poll_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if getter not in done:
+                getter.cancel()
+                if task.done():
+                    await self._call("gateway", task)
+                    raise PlatformError("the Discord gateway connection ended")
+                return batch
+            batch.items.append(getter.result())
+        while len(batch.items) < self._max_batch and not self._inbox.empty():
+            batch.items.append(self._inbox.get_nowait())
+        return batch
+
+    async def confirm(self, batch: DiscordBatch) -> None:
+        """Nothing to confirm: the gateway needs no ack (the durable dedupe is the message id)."""
+
+    # -- outbound --------------------------------------------------------------------------------------
+    async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
+        """Post ``text`` in the channel (or its thread), the first part replying to ``reply_to``, split at
+        2000 characters on line boundaries. Returns the posted message ids."""
+        channel = _target(channel_key)
+        http = self._http()
+        posted: list[str] = []
+        for part in split_reply(text, MAX_CONTENT):
+            payload: dict[str, Any] = {"content": part, "allowed_mentions": _NO_PINGS}
+            if reply_to and not posted:
+                payload["message_reference"] = {
+                    "message_id": int(reply_to), "channel_id": channel, "fail_if_not_exists": False,
+                }  # fmt: skip
+            sent = await self._call("send_message", http.send_message(channel, params=_params(payload)))
+            posted.append(str(sent["id"]))
+        return posted
+
+    async def ask_approval(self, channel_key: str, text: str, buttons: list[tuple[str, str]]) -> str:
+        """A message with one button per ``(label, custom_id)`` (at most 25; ids ≤ 100 characters)."""
+        if not buttons or len(buttons) > 25:
+            raise Rejected("an approval needs 1 to 25 buttons")
+        if any(not 1 <= len(custom_id) <= MAX_CUSTOM_ID for _label, custom_id in buttons):
+            raise Rejected(f"a button's custom_id must be 1 to {MAX_CUSTOM_ID} characters")
+        styles = (discord.ButtonStyle.success, discord.ButtonStyle.danger)
+        row: list[dict[str, Any]] = [
+            {"type": 2, "style": (styles[i] if i < 2 else discord.ButtonStyle.secondary).value,
+             "label": label[:80], "custom_id": custom_id}
+            for i, (label, custom_id) in enumerate(buttons)
+        ]  # fmt: skip
+        components = [{"type": 1, "components": row[i : i + 5]} for i in range(0, len(row), 5)]
+        payload = {"content": text[:MAX_CONTENT], "components": components, "allowed_mentions": _NO_PINGS}
+        channel = _target(channel_key)
+        sent = await self._call("send_message", self._http().send_message(channel, params=_params(payload)))
+        return str(sent["id"])
+
+    async def answer_press(self, callback_id: str, text: str = "") -> None:
+        """Answer the interaction (within Discord's 3 s): ``text`` to the presser alone (ephemeral), else a
+        silent acknowledgement. An unknown or already answered press is Rejected."""
+        interaction = self._presses.pop(callback_id, None)
+        if interaction is None:
+            raise Rejected(f"interaction {callback_id} is unknown or was answered already")
+        if text:
+            call: Awaitable[Any] = interaction.response.send_message(text[:MAX_CONTENT], ephemeral=True)
+        else:
+            call = interaction.response.defer()
+        try:
+            await self._call("interaction_callback", call)
+        except discord.InteractionResponded as exc:
+            raise Rejected(f"interaction {callback_id} was answered already") from exc
+
+    async def edit_text(self, channel_key: str, message_id: str, text: str) -> None:
+        """Replace the message's text and drop its buttons."""
+        payload = {"content": text[:MAX_CONTENT], "components": [], "allowed_mentions": _NO_PINGS}
+        channel = _target(channel_key)
+        await self._call(
+            "edit_message", self._http().edit_message(channel, int(message_id), params=_params(payload))
+        )
+
+    async def typing(self, channel_key: str) -> None:
+        """Show "<bot> is typing…" in the channel (or thread) for about 10 s."""
+        await self._call("typing", self._http().send_typing(_target(channel_key)))
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _http(self) -> discord.http.HTTPClient:
+        if self._client is None:
+            raise PlatformError("the Discord translator is not started")
+        return self._client.http
+
+    async def _call(self, what: str, request: Awaitable[T]) -> T:
+        try:
+            return await request
+        except discord.RateLimited as exc:  # a 429 longer than MAX_RATELIMIT_WAIT_S
+            raise RateLimited(f"{what}: rate limited", retry_after_s=exc.retry_after) from exc
+        except discord.LoginFailure as exc:
+            raise PlatformError(f"{what}: the bot token was refused", retryable=False) from exc
+        except discord.HTTPException as exc:
+            raise _mapped(what, exc) from exc
+        except discord.PrivilegedIntentsRequired as exc:
+            raise PlatformError(f"{what}: enable the MESSAGE_CONTENT intent", retryable=False) from exc
+        except discord.ConnectionClosed as exc:
+            raise PlatformError(f"{what}: gateway closed ({exc.code})", retryable=exc.code != 4004) from exc
+        except (TimeoutError, OSError, aiohttp.ClientError, discord.GatewayNotFound) as exc:
+            raise PlatformError(f"{what}: {type(exc).__name__}", retryable=True) from exc
+
+
+def _params(payload: dict[str, Any]) -> MultipartParameters:
+    return MultipartParameters(payload=payload, multipart=None, files=None)
+
+
+def _target(channel_key: str) -> int:
+    """Where a post goes: the thread of ``"<channel>:<thread>"``, else the channel."""
+    chat, _, thread = channel_key.partition(":")
+    try:
+        return int(thread or chat)
+    except ValueError:
+        raise Rejected(f"{channel_key!r} is not a Discord channel key") from None
+
+
+def _chat_of(channel: Any) -> tuple[str, str]:
+    """``(chat_id, thread_id)``: a thread's parent channel and the thread, or the channel alone."""
+    if isinstance(channel, discord.Thread):
+        return str(channel.parent_id), str(channel.id)
+    return str(channel.id), ""
+
+
+def _mapped(what: str, exc: discord.HTTPException) -> PlatformError:
+    """An HTTP error as a platform-neutral one: 429 → RateLimited (``Retry-After``), 5xx → retryable,
+    401 → not retryable (the token), other 4xx → Rejected."""
+    status = exc.status
+    if status == 429:
+        headers = getattr(exc.response, "headers", None) or {}
+        try:
+            retry_after = float(headers.get("Retry-After") or 1)
+        except ValueError:
+            retry_after = 1.0
+        return RateLimited(f"{what}: rate limited", retry_after_s=retry_after)
+    if status >= 500:
+        return PlatformError(f"{what}: HTTP {status}", retryable=True)
+    if status == 401:
+        return PlatformError(f"{what}: unauthorised (the bot token)", retryable=False)
+    return Rejected(f"{what}: HTTP {status} {exc.code}: {exc.text[:200]}")

@@ -1,0 +1,323 @@
+"""A local Discord server (REST under ``/api/v10``, the gateway websocket at ``/gw``; aiohttp, own thread and
+loop) that discord.py runs against unchanged, with a thread-safe test API in Python. One bot, one guild."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import secrets
+import signal
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from geode.messengers import discord_events as ev
+from geode.messengers.discord_events import JSON
+from geode.messengers.discord_gateway import GatewaySessions
+from geode.messengers.discord_rest import ApiError, RestRoutes, json_response
+
+DEFAULT_TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GEODE.local-discord-test-token"
+BOT_ID = 1100000000000000001
+GUILD_ID = 1200000000000000001
+CHANNELS = (1300000000000000001, 1300000000000000002)
+THREADS = {1400000000000000001: CHANNELS[0]}  # thread id -> parent channel id
+USER_ID = 1500000000000000001
+_T = TypeVar("_T")
+
+
+class LocalDiscord(RestRoutes, GatewaySessions):
+    """``with LocalDiscord() as dc:`` then point discord.py at ``dc.api_base`` and ``dc.gateway_url``.
+    REST state is guarded by one lock; gateway state lives on the server's loop only."""
+
+    def __init__(
+        self,
+        token: str = DEFAULT_TOKEN,
+        *,
+        bot_name: str = "geode_test_bot",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        channels: Sequence[int] = CHANNELS,
+        threads: Mapping[int, int] | None = None,
+        heartbeat_interval_ms: int = 41_250,
+    ) -> None:
+        RestRoutes.__init__(self)
+        GatewaySessions.__init__(self)
+        self.token, self.bot_name, self.host, self.port = token, bot_name, host, port
+        self.bot_id, self.guild_id = BOT_ID, GUILD_ID
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.bot_user = ev.self_user_json(BOT_ID, bot_name)
+        self.channels = [int(c) for c in channels]
+        self.threads = {int(t): int(p) for t, p in (THREADS if threads is None else threads).items()}
+        self.users: dict[int, JSON] = {BOT_ID: ev.user_json(BOT_ID, bot_name, bot=True)}
+        self.ids = ev.Snowflakes()
+        self._joined_at = ev.timestamp()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.url}/api/v{ev.API_VERSION}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/gw"
+
+    def start(self) -> LocalDiscord:
+        self._thread = threading.Thread(target=self._run, name="local-discord", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(15) or self._failed is not None:
+            raise RuntimeError(f"local Discord server did not start: {self._failed!r}")
+        return self
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._close_all(1001), loop).result(15)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(15)
+        self._thread = None
+
+    def __enter__(self) -> LocalDiscord:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=5.0)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            self.port = int(runner.addresses[0][1])
+        except BaseException as exc:  # reported by start()
+            self._failed = exc
+        self._ready.set()
+        try:
+            if self._failed is None:
+                loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+    def _app(self) -> web.Application:
+        app = web.Application()
+        self.add_rest_routes(app, f"/api/v{ev.API_VERSION}")
+        app.router.add_get("/gw", self._gateway)
+        app.router.add_route("*", "/_local/{name}", self._handle_local)
+        return app
+
+    def _on_loop(self, fn: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        loop = self._loop
+        if loop is None or self._thread is None:
+            raise RuntimeError("the local Discord server is not running")
+        return asyncio.run_coroutine_threadsafe(fn(), loop).result(15)
+
+    # -- the test API (any thread but the server's) ----------------------------------------------------
+    def push_message(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author_id: int = USER_ID,
+        author_name: str = "alice",
+        bot: bool = False,
+        mention_bot: bool = False,
+        thread_id: int | None = None,
+        reply_to: int | str | None = None,
+    ) -> JSON:
+        """A user's (or another bot's) message in a channel, or in ``thread_id`` (a thread of that channel),
+        dispatched as MESSAGE_CREATE; returns the message. ``mention_bot`` prefixes ``<@bot id>``;
+        ``reply_to`` makes it a reply to that message of the same channel (pinging its author)."""
+        msg = self._user_message(int(channel_id), content, author_id=int(author_id), author_name=author_name,
+                                 bot=bot, mention_bot=mention_bot, thread_id=thread_id,
+                                 reply_to=None if reply_to is None else int(reply_to))  # fmt: skip
+        self._on_loop(lambda: self._dispatch_async("MESSAGE_CREATE", msg))
+        return copy.deepcopy(msg)
+
+    def push_button(
+        self, channel_id: int, message_id: int | str, custom_id: str, *, user_id: int = USER_ID,
+        user_name: str = "alice",
+    ) -> JSON:  # fmt: skip
+        """A press on button ``custom_id`` of the bot's message ``message_id`` (in ``channel_id``, a
+        channel or a thread), dispatched as INTERACTION_CREATE; returns the interaction."""
+        interaction = self._interaction(int(channel_id), int(message_id), custom_id, int(user_id), user_name)
+        self._on_loop(lambda: self._dispatch_async("INTERACTION_CREATE", interaction))
+        return copy.deepcopy(interaction)
+
+    def drop_gateway(self, code: int = 4000, *, replay_seen: bool = False) -> None:
+        """Close the gateway connection(s) with ``code`` (4000: the client RESUMEs; the session and its
+        events are kept). ``replay_seen``: that RESUME wrongly replays every message and interaction of the
+        session, also those the client had already received (for testing a client's own dedupe)."""
+
+        async def drop() -> None:
+            if self._session is not None:
+                self._session.replay_seen = replay_seen
+            await self._close_all(code)
+
+        self._on_loop(drop)
+
+    def identify_count(self) -> int:
+        return self._identifies
+
+    def resume_count(self) -> int:
+        return self._resumes
+
+    def connected(self) -> bool:
+        """A client has identified or resumed and its connection is open."""
+        session = self._session
+        return session is not None and session.conn is not None
+
+    # -- messages --------------------------------------------------------------------------------------
+    def _user_message(
+        self, channel_id: int, content: str, *, author_id: int, author_name: str, bot: bool,
+        mention_bot: bool, thread_id: int | None, reply_to: int | None = None,
+    ) -> JSON:  # fmt: skip
+        if channel_id not in self.channels:
+            raise ValueError(f"unknown channel {channel_id}")
+        if thread_id is not None and self.threads.get(int(thread_id)) != channel_id:
+            raise ValueError(f"{thread_id} is not a thread of channel {channel_id}")
+        author = ev.user_json(author_id, author_name, bot=bot)
+        mentions = []
+        if mention_bot:
+            mentions.append(self.users[BOT_ID])
+            if f"<@{BOT_ID}>" not in content:
+                content = f"<@{BOT_ID}> {content}"
+        where = int(thread_id or channel_id)
+        with self._lock:
+            self.users.setdefault(author_id, author)
+            reference, referenced = None, None
+            if reply_to is not None:
+                referenced = self.messages.get((where, reply_to))
+                if referenced is None:
+                    raise ValueError(f"no message {reply_to} in channel {where}")
+                reference = {"type": 0, "message_id": str(reply_to), "channel_id": str(where),
+                             "guild_id": str(GUILD_ID)}  # fmt: skip
+                mentions.append(copy.deepcopy(referenced["author"]))
+            msg = ev.message_json(
+                message_id=self.ids.next(), channel_id=where, guild_id=GUILD_ID, author=author,
+                content=content, mentions=mentions, reference=reference, joined_at=self._joined_at,
+            )  # fmt: skip
+            self.messages[(where, int(msg["id"]))] = msg
+            if referenced is not None:
+                msg = {**msg, "referenced_message": copy.deepcopy(referenced)}
+        return msg
+
+    def _interaction(self, channel_id: int, message_id: int, custom_id: str, user_id: int,
+                     user_name: str) -> JSON:  # fmt: skip
+        with self._lock:
+            message = self.messages.get((channel_id, message_id))
+            if message is None:
+                raise ValueError(f"no message {message_id} in channel {channel_id}")
+            user = self.users.setdefault(user_id, ev.user_json(user_id, user_name))
+            interaction = ev.interaction_json(
+                interaction_id=self.ids.next(), application_id=BOT_ID, token=secrets.token_urlsafe(24),
+                guild_id=GUILD_ID, channel=self._channel_json(channel_id),
+                member=ev.member_json(user, joined_at=self._joined_at), message=copy.deepcopy(message),
+                custom_id=custom_id,
+            )  # fmt: skip
+            self.interactions[int(interaction["id"])] = {"token": interaction["token"], "message": message}
+        return interaction
+
+    def _channel_json(self, channel_id: int) -> JSON:
+        if channel_id in self.threads:
+            return ev.thread_json(
+                channel_id, self.threads[channel_id], GUILD_ID, USER_ID, f"thread-{channel_id}"
+            )
+        position = self.channels.index(channel_id) if channel_id in self.channels else 0
+        return ev.text_channel_json(channel_id, GUILD_ID, f"channel-{channel_id}", position)
+
+    def known_channel(self, channel_id: int) -> bool:
+        return channel_id in self.channels or channel_id in self.threads
+
+    def posted(self, message: JSON) -> None:
+        self._dispatch("MESSAGE_CREATE", message)  # like Discord, the bot's own posts come back to it
+
+    def ready_payload(self, session_id: str) -> JSON:
+        return ev.ready(user=self.bot_user, guild_ids=[GUILD_ID], session_id=session_id,
+                        resume_url=self.gateway_url, app_id=BOT_ID)  # fmt: skip
+
+    def guild_payload(self) -> JSON:
+        channels = [self._channel_json(c) for c in self.channels]
+        threads = [self._channel_json(t) for t in self.threads]
+        members = [ev.member_json(self.users[BOT_ID], joined_at=self._joined_at)]
+        return ev.guild_json(GUILD_ID, "GEODE local guild", owner_id=USER_ID, channels=channels,
+                             threads=threads, members=members)  # fmt: skip
+
+    # -- the test API over HTTP, for a demo driven from another process --------------------------------
+    async def _handle_local(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        body = await request.json() if request.can_read_body else {}
+        query = dict(request.query)
+        try:
+            if name == "push_message":
+                result: Any = self._user_message(
+                    int(body["channel_id"]), str(body["content"]), bot=bool(body.get("bot", False)),
+                    author_id=int(body.get("author_id", USER_ID)),
+                    author_name=str(body.get("author_name", "alice")),
+                    mention_bot=bool(body.get("mention_bot", False)), thread_id=body.get("thread_id"),
+                )  # fmt: skip
+                self._dispatch("MESSAGE_CREATE", result)
+            elif name == "push_button":
+                result = self._interaction(
+                    int(body["channel_id"]), int(body["message_id"]), str(body["custom_id"]),
+                    int(body.get("user_id", USER_ID)), str(body.get("user_name", "alice")),
+                )  # fmt: skip
+                self._dispatch("INTERACTION_CREATE", result)
+            elif name == "drop_gateway":
+                await self._close_all(int(body.get("code", 4000)))
+                result = None
+            elif name == "posts":
+                result = self.posts(int(query["channel_id"]) if query.get("channel_id") else None)
+            elif name == "info":
+                result = {"api_base": self.api_base, "gateway_url": self.gateway_url, "bot_id": str(BOT_ID),
+                          "guild_id": str(GUILD_ID), "channels": [str(c) for c in self.channels],
+                          "threads": {str(t): str(p) for t, p in self.threads.items()}}  # fmt: skip
+            else:
+                raise ApiError(404, "404: Not Found", 0)
+        except (KeyError, TypeError, ValueError) as exc:
+            return json_response({"message": f"bad request: {exc}", "code": 0}, 400)
+        except ApiError as exc:
+            return exc.response()
+        return json_response({"result": result}, 200)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A local Discord REST + gateway server for tests and demos.")
+    parser.add_argument("--port", type=int, default=8082)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--token", default=DEFAULT_TOKEN)
+    parser.add_argument("--bot-name", default="geode_test_bot")
+    args = parser.parse_args(argv)
+    stop_on = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_on)  # the server thread inherits the mask
+    server = LocalDiscord(args.token, bot_name=args.bot_name, host=args.host, port=args.port).start()
+    shown = server.token if args.token == DEFAULT_TOKEN else "<as given>"
+    print(f"local Discord for {server.bot_name} (bot id {BOT_ID}): REST {server.api_base}")
+    print(f"gateway {server.gateway_url}")
+    print(f"token {shown}; guild {GUILD_ID}, channels {server.channels}, threads {server.threads}")
+    print(f"test API at {server.url}/_local/ (push_message, push_button, drop_gateway, posts, info)")
+    print("set [messengers.discord] base_url / gateway_url to those URLs and DISCORD_BOT_TOKEN", flush=True)
+    try:
+        signal.sigwait(stop_on)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""DiscordTranslator with the real discord.py against the local Discord server: gateway events become
+InboundMessage / CallbackPress, replies reference the message (in its thread), a dropped gateway resumes
+without delivering an old message again, and a 429 arrives as RateLimited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from geode.messengers.bindings import Bindings, Ignore, Turn
+from geode.messengers.config import MessengerBinding
+from geode.messengers.discord import DiscordTranslator
+from geode.messengers.discord_server import BOT_ID, CHANNELS, THREADS, USER_ID, LocalDiscord
+from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.model import CallbackPress, InboundMessage
+
+CHANNEL = CHANNELS[0]
+THREAD = next(iter(THREADS))
+Item = InboundMessage | CallbackPress | None
+
+
+@pytest.fixture
+def dc() -> Iterator[LocalDiscord]:
+    with LocalDiscord() as server:
+        yield server
+
+
+def _translator(dc: LocalDiscord, token: str | None = None) -> DiscordTranslator:
+    return DiscordTranslator(
+        token or dc.token, base_url=dc.api_base, gateway_url=dc.gateway_url, poll_timeout_s=5,
+        connect_timeout_s=10, guild_ready_timeout_s=0.05,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def tr(dc: LocalDiscord) -> AsyncIterator[DiscordTranslator]:
+    translator = _translator(dc)
+    try:
+        assert await translator.start() == "geode_test_bot"
+        yield translator
+    finally:
+        await translator.close()
+
+
+async def _items(tr: DiscordTranslator, count: int, *, keep_none: bool = False) -> list[Item]:
+    """The next ``count`` items (None items skipped unless ``keep_none``), over as many polls as needed."""
+    got: list[Item] = []
+    async with asyncio.timeout(10):
+        while len(got) < count:
+            batch = await tr.poll(None)
+            assert batch.next_cursor is None
+            got.extend(item for _, item in batch.items if keep_none or item is not None)
+    return got
+
+
+async def _nothing_more(tr: DiscordTranslator, dc: LocalDiscord) -> list[Item]:
+    """Everything delivered up to a marker message pushed now (the marker itself left out)."""
+    marker = dc.push_message(CHANNEL, "marker")
+    got: list[Item] = []
+    async with asyncio.timeout(10):
+        while not any(isinstance(i, InboundMessage) and i.message_id == marker["id"] for i in got):
+            got.extend(item for _, item in (await tr.poll(None)).items if item is not None)
+    return got[:-1]
+
+
+async def test_start_logs_in_and_waits_for_ready(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    assert tr.bot_id == str(BOT_ID) and tr.platform == "discord"
+    assert dc.identify_count() == 1 and dc.connected()
+    assert [c["status"] for c in dc.calls("get_user")] == [200]
+    assert [c["status"] for c in dc.calls("application_info")] == [200]
+
+
+async def test_a_refused_token_is_a_platform_error_that_names_no_token(dc: LocalDiscord) -> None:
+    bad = _translator(dc, token="not-the-token")
+    try:
+        with pytest.raises(PlatformError) as caught:
+            await bad.start()
+    finally:
+        await bad.close()
+    assert not caught.value.retryable and "not-the-token" not in str(caught.value)
+
+
+async def test_a_message_arrives_normalised(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    plain = dc.push_message(CHANNEL, "plain words", author_id=USER_ID, author_name="alice")
+    dc.push_message(CHANNEL, "what now?", mention_bot=True)
+    in_thread = dc.push_message(CHANNEL, "in the thread", thread_id=THREAD)
+    first, mention, threaded = await _items(tr, 3)
+    assert isinstance(first, InboundMessage) and isinstance(mention, InboundMessage)
+    assert (first.platform, first.chat_id, first.thread_id, first.message_id, first.sender_id) == (
+        "discord", str(CHANNEL), "", plain["id"], str(USER_ID),
+    )  # fmt: skip
+    assert (first.text, first.mentioned, first.from_bot, first.sender_name) == (
+        "plain words",
+        False,
+        False,
+        "alice",
+    )
+    # <@id> reads as @name, which bindings strips like any @mention
+    assert (mention.text, mention.mentioned) == ("@geode_test_bot what now?", True)
+    binding = MessengerBinding(platform="discord", channel_id=str(CHANNEL), require_mention=True)
+    verdict = Bindings([binding]).classify(mention, bot_username=tr.bot_name)
+    assert isinstance(verdict, Turn) and verdict.text == "what now?"
+    assert isinstance(threaded, InboundMessage)
+    assert (threaded.chat_id, threaded.thread_id, threaded.message_id) == (
+        str(CHANNEL),
+        str(THREAD),
+        in_thread["id"],
+    )
+    assert threaded.channel_key == f"{CHANNEL}:{THREAD}"
+
+
+async def test_a_reply_references_the_message_and_its_echo_is_not_a_message(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    asked = dc.push_message(CHANNEL, "hello?")
+    (msg,) = await _items(tr, 1)
+    assert isinstance(msg, InboundMessage)
+    ids = await tr.send_text(msg.channel_key, "hi back", reply_to=msg.message_id)
+    (post,) = dc.posts(CHANNEL)
+    assert (post["content"], post["reply_to"], [str(post["message_id"])]) == ("hi back", asked["id"], ids)
+    sent = dc.calls("send_message")[0]["json"]
+    assert sent["allowed_mentions"] == {"parse": [], "replied_user": False}
+    # the gateway echoes the bot's own post: it comes as None, never as a message to answer
+    assert await _items(tr, 1, keep_none=True) == [None]
+
+
+async def test_a_reply_to_the_bot_counts_as_a_mention_and_other_bots_are_ignored(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    (posted_id,) = await tr.send_text(str(CHANNEL), "I am the bot")
+    dc.push_message(CHANNEL, "about that", reply_to=int(posted_id))
+    dc.push_message(CHANNEL, "beep", author_id=77, author_name="other_bot", bot=True)
+    reply, other = await _items(tr, 2)
+    assert isinstance(reply, InboundMessage) and reply.mentioned and not reply.from_bot
+    assert isinstance(other, InboundMessage) and other.from_bot
+    binding = MessengerBinding(platform="discord", channel_id=str(CHANNEL))
+    assert Bindings([binding]).classify(other, bot_username=tr.bot_name) == Ignore("bot")
+
+
+async def test_a_thread_message_is_answered_in_the_thread(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    asked = dc.push_message(CHANNEL, "in the thread", thread_id=THREAD)
+    (msg,) = await _items(tr, 1)
+    assert isinstance(msg, InboundMessage)
+    await tr.send_text(msg.channel_key, "answer", reply_to=msg.message_id)
+    assert dc.posts(CHANNEL) == []
+    (post,) = dc.posts(THREAD)
+    assert (post["content"], post["reply_to"]) == ("answer", asked["id"])
+
+
+async def test_a_long_reply_is_split_at_2000_characters_on_lines(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    text = "\n".join(f"line {i:04d} " + "x" * 90 for i in range(60))  # ~6,000 characters
+    ids = await tr.send_text(str(CHANNEL), text, reply_to="")
+    posts = dc.posts(CHANNEL)
+    assert [str(p["message_id"]) for p in posts] == ids and len(ids) == 4
+    assert all(len(p["content"]) <= 2000 for p in posts)
+    assert "\n".join(p["content"] for p in posts) == text
+
+
+async def test_a_gateway_drop_resumes_without_delivering_old_messages(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    old = dc.push_message(CHANNEL, "before the drop")
+    (first,) = await _items(tr, 1)
+    assert isinstance(first, InboundMessage) and first.message_id == old["id"]
+    await asyncio.to_thread(dc.drop_gateway, 4000)
+    new = dc.push_message(CHANNEL, "while away")  # buffered by the gateway, replayed on RESUME
+    (second,) = await _items(tr, 1)
+    assert isinstance(second, InboundMessage) and second.message_id == new["id"]
+    assert (dc.resume_count(), dc.identify_count()) == (1, 1)
+    assert await _nothing_more(tr, dc) == []
+
+
+async def test_a_resume_that_replays_seen_messages_delivers_them_once(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    old = [dc.push_message(CHANNEL, "one"), dc.push_message(CHANNEL, "two", thread_id=THREAD)]
+    assert [i.message_id for i in await _items(tr, 2) if i is not None] == [m["id"] for m in old]
+    await asyncio.to_thread(dc.drop_gateway, 4000, replay_seen=True)  # the gateway re-sends both
+    assert await _nothing_more(tr, dc) == []
+    assert dc.resume_count() == 1 and tr.dropped_replays == 2
+
+
+async def test_buttons_round_trip_into_a_press_and_an_interaction_response(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    buttons = [("Approve", "ap:1:y"), ("Deny", "ap:1:n"), ("Always for this session", "ap:1:a")]
+    message_id = await tr.ask_approval(f"{CHANNEL}:{THREAD}", "Run `ls`?", buttons)
+    (post,) = dc.posts(THREAD)
+    (row,) = post["components"]
+    assert [(b["label"], b["custom_id"]) for b in row["components"]] == buttons
+    dc.push_button(THREAD, message_id, "ap:1:n", user_id=USER_ID)
+    (press,) = await _items(tr, 1)
+    assert isinstance(press, CallbackPress)
+    where = (press.platform, press.chat_id, press.thread_id, press.message_id)
+    assert where == ("discord", str(CHANNEL), str(THREAD), message_id)
+    assert (press.sender_id, press.data) == (str(USER_ID), "ap:1:n")
+    await tr.answer_press(press.callback_id, "Denied.")
+    (response,) = dc.interaction_responses()
+    assert (
+        response["type"] == 4 and response["data"]["content"] == "Denied." and response["data"]["flags"] == 64
+    )
+    with pytest.raises(Rejected):
+        await tr.answer_press(press.callback_id)  # answered already
+    await tr.edit_text(f"{CHANNEL}:{THREAD}", message_id, "Denied by alice.")
+    (edited,) = dc.posts(THREAD)
+    assert (edited["content"], edited["components"], edited["edited"]) == ("Denied by alice.", [], True)
+
+
+async def test_a_press_answered_silently_is_deferred(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    message_id = await tr.ask_approval(str(CHANNEL), "Run it?", [("Approve", "ap:2:y")])
+    dc.push_button(CHANNEL, message_id, "ap:2:y")
+    (press,) = await _items(tr, 1)
+    assert isinstance(press, CallbackPress) and press.thread_id == ""
+    await tr.answer_press(press.callback_id)
+    assert [r["type"] for r in dc.interaction_responses()] == [6]
+
+
+async def test_a_custom_id_over_100_characters_is_rejected_before_posting(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    with pytest.raises(Rejected):
+        await tr.ask_approval(str(CHANNEL), "Run it?", [("Approve", "x" * 101)])
+    assert dc.calls("send_message") == []
+
+
+async def test_a_long_429_is_rate_limited_and_a_short_one_is_waited_out(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    dc.fail_next("send_message", retry_after=60)
+    with pytest.raises(RateLimited) as caught:
+        await tr.send_text(str(CHANNEL), "hello")
+    assert caught.value.retry_after_s == 60 and dc.posts() == []
+    dc.fail_next("typing", retry_after=0.2)  # discord.py honours a short Retry-After itself and retries
+    await tr.typing(f"{CHANNEL}:{THREAD}")
+    assert [c["status"] for c in dc.calls("typing")] == [429, 204]
+    assert dc.calls("typing")[-1]["path"].endswith(f"/channels/{THREAD}/typing")
+
+
+async def test_an_unknown_channel_is_rejected(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    with pytest.raises(Rejected):
+        await tr.send_text("999", "hello")
+    with pytest.raises(Rejected):
+        await tr.send_text("not-a-channel", "hello")
