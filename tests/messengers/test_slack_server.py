@@ -103,7 +103,7 @@ async def test_post_in_a_thread_with_blocks_then_update(slack: LocalSlack) -> No
     root = slack.push_message(CHANNEL, "question")
     button = {"type": "button", "text": {"type": "plain_text", "text": "Yes"}, "action_id": "a", "value": "v"}
     section = {"type": "section", "text": {"type": "mrkdwn", "text": "ok?"}}
-    blocks = [section, {"type": "actions", "elements": [button]}]
+    blocks: list[dict[str, Any]] = [section, {"type": "actions", "elements": [button]}]
     sent = await web.chat_postMessage(channel=CHANNEL, text="ok?", thread_ts=root["ts"], blocks=blocks)
     assert sent["channel"] == CHANNEL and sent["message"]["thread_ts"] == root["ts"]
     [post] = slack.posts(CHANNEL)

@@ -1,0 +1,247 @@
+"""The Slack translator: slack_sdk's Socket Mode client receives envelopes (acked only in ``confirm``, after
+the poller stored their turns) and its AsyncWebClient posts replies in the message's thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.replies import split_reply
+from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Item = Any  # InboundMessage | CallbackPress | None (see slack_text.normalise)
+
+_RETRYABLE = {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
+_AUTH = {
+    "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+    "not_allowed_token_type", "missing_scope", "no_permission",
+}  # fmt: skip
+
+
+@dataclass
+class SlackBatch:
+    """One poll's envelopes: ``items`` are ``(envelope_id, normalised item or None)`` in arrival order.
+    Push platforms have no cursor to store (``next_cursor`` None); ``confirm`` acks every envelope."""
+
+    items: list[tuple[str, Item]] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class SlackTranslator:
+    """One Slack app (bot token + app-level token). Every method runs on the poller's own event loop."""
+
+    platform = "slack"
+
+    def __init__(
+        self,
+        bot_token: str,
+        app_token: str,
+        *,
+        base_url: str = "https://slack.com/api/",
+        poll_timeout_s: float = 25.0,
+        connect_timeout_s: float = 30.0,
+        max_batch: int = 100,
+        part_limit: int = 4_000,
+    ) -> None:
+        self._bot_token, self._app_token = bot_token, app_token
+        self._base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self._poll_timeout_s, self._connect_timeout_s = poll_timeout_s, connect_timeout_s
+        self._max_batch, self._part_limit = max_batch, part_limit
+        self.bot_id = ""  # the bot's user id (U...): mentions are <@bot_id>
+        self.bot_name = ""
+        self._bot_bid = ""  # the bot's B... id, on the messages it posts
+        self._web: AsyncWebClient | None = None
+        self._socket: SocketModeClient | None = None
+        self._inbox: asyncio.Queue[SocketModeRequest] | None = None
+        self._hello = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> str:
+        """auth.test (the bot's user id and name), then a Socket Mode connection. Returns the bot's name."""
+        # No retry handlers: a post retried after a dropped connection could be posted twice.
+        self._web = AsyncWebClient(token=self._bot_token, base_url=self._base_url, retry_handlers=[])
+        auth = await self._call("auth.test", self._web.auth_test())
+        self.bot_id, self.bot_name = str(auth["user_id"]), str(auth["user"])
+        self._bot_bid = str(auth.get("bot_id") or "")
+        opener = AsyncWebClient(base_url=self._base_url, retry_handlers=[])
+        opening = opener.apps_connections_open(app_token=self._app_token)
+        opened = await self._call("apps.connections.open", opening)
+        self._inbox = asyncio.Queue()
+        self._socket = SocketModeClient(
+            self._app_token, web_client=opener, logger=logging.getLogger(f"{__name__}.socket")
+        )
+        self._socket.wss_uri = str(opened["url"])
+        self._socket.socket_mode_request_listeners.append(self._on_request)
+        self._socket.message_listeners.append(self._on_message)
+        try:
+            await asyncio.wait_for(self._connect(self._socket), self._connect_timeout_s)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            await self.close()
+            raise PlatformError(f"Socket Mode connection failed: {type(exc).__name__}") from exc
+        return self.bot_name
+
+    async def close(self) -> None:
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            await socket.close()
+
+    async def _connect(self, socket: SocketModeClient) -> None:
+        await socket.connect()
+        await self._hello.wait()  # Slack says hello once the link is live
+
+    async def _on_message(self, client: Any, message: dict[str, Any], raw: str | None) -> None:
+        if message.get("type") == "hello":
+            self._hello.set()
+
+    async def _on_request(self, client: Any, request: SocketModeRequest) -> None:
+        """Queued for the next poll; never acked here (``confirm`` acks once the turn record is stored)."""
+        if self._inbox is not None:
+            self._inbox.put_nowait(request)
+
+    # -- inbound ---------------------------------------------------------------------------------------
+    async def poll(self, cursor: str | None = None) -> SlackBatch:
+        """The envelopes received since the last poll (waits up to ``poll_timeout_s`` for the first),
+        normalised. A redelivered envelope comes again: the poller's durable dedupe drops it."""
+        inbox, socket = self._inbox, self._socket
+        if inbox is None or socket is None:
+            raise PlatformError("the Slack translator is not started", retryable=True)
+        batch = SlackBatch()
+        try:
+            first = await asyncio.wait_for(inbox.get(), self._poll_timeout_s)
+        except TimeoutError:
+            if not await socket.is_connected():
+                raise PlatformError("Socket Mode is not connected (slack_sdk reconnects)") from None
+            return batch
+        requests = [first]
+        while len(requests) < self._max_batch and not inbox.empty():
+            requests.append(inbox.get_nowait())
+        for request in requests:
+            item = normalise(
+                request.type, request.payload,
+                bot_id=self.bot_id, bot_bid=self._bot_bid, bot_name=self.bot_name,
+            )  # fmt: skip
+            batch.items.append((request.envelope_id, item))
+        return batch
+
+    async def confirm(self, batch: SlackBatch) -> None:
+        """Ack every envelope of ``batch`` (Slack stops redelivering it). All are tried; one that could not
+        be sent raises PlatformError afterwards (Slack redelivers it: the poller's dedupe drops it)."""
+        socket = self._socket
+        if socket is None:
+            raise PlatformError("the Slack translator is not started")
+        failed = 0
+        for envelope_id, _item in batch.items:
+            try:
+                await socket.send_socket_mode_response(SocketModeResponse(envelope_id=envelope_id))
+            except (ConnectionError, RuntimeError, aiohttp.ClientError, AttributeError):
+                failed += 1
+        if failed:
+            raise PlatformError(f"{failed} of {len(batch.items)} acks not sent (they will be redelivered)")
+
+    # -- outbound --------------------------------------------------------------------------------------
+    async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
+        """Post ``text`` in the channel key's thread (or threaded under ``reply_to``; flat in a DM), split
+        into parts of at most ``part_limit`` characters on line boundaries (Slack refuses over 40,000 and
+        advises under 4,000). Returns the parts' ts (none for a blank text)."""
+        channel, thread_ts = self._target(channel_key, reply_to)
+        web = self._client()
+        posted = []
+        for part in split_reply(text, self._part_limit):
+            reply = await self._call(
+                "chat.postMessage", web.chat_postMessage(channel=channel, text=part, thread_ts=thread_ts)
+            )
+            posted.append(str(reply["ts"]))
+        return posted
+
+    async def ask_approval(self, channel_key: str, text: str, buttons: list[tuple[str, str]]) -> str:
+        """A Block Kit message with one button per ``(label, value)`` in the channel key's thread."""
+        if any(len(value) > MAX_BUTTON_VALUE for _label, value in buttons):
+            raise Rejected(f"a button value is longer than Slack's {MAX_BUTTON_VALUE} characters")
+        channel, thread_ts = self._target(channel_key, "")
+        web = self._client()
+        reply = await self._call(
+            "chat.postMessage",
+            web.chat_postMessage(
+                channel=channel, text=text[:3_000], blocks=approval_blocks(text, buttons), thread_ts=thread_ts
+            ),
+        )
+        return str(reply["ts"])
+
+    async def answer_press(self, callback_id: str, text: str = "") -> None:
+        """Slack needs no answer to a press (the ack is it); ``text`` goes to the presser alone."""
+        channel, _, rest = callback_id.partition("|")
+        user, _, thread_ts = rest.partition("|")
+        if not text or not channel or not user:
+            return
+        web = self._client()
+        await self._call(
+            "chat.postEphemeral",
+            web.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts or None),
+        )
+
+    async def edit_text(self, channel_key: str, message_id: str, text: str) -> None:
+        """Replace the message's text and drop its buttons (``blocks: []``)."""
+        channel = channel_key.partition(":")[0]
+        web = self._client()
+        await self._call("chat.update", web.chat_update(channel=channel, ts=message_id, text=text, blocks=[]))
+
+    async def typing(self, channel_key: str) -> None:
+        """Slack bots have no typing indicator: nothing to do."""
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _client(self) -> AsyncWebClient:
+        if self._web is None:
+            raise PlatformError("the Slack translator is not started")
+        return self._web
+
+    @staticmethod
+    def _target(channel_key: str, reply_to: str) -> tuple[str, str | None]:
+        channel, _, thread = channel_key.partition(":")
+        if thread:
+            return channel, thread
+        if reply_to and not channel.startswith("D"):  # a reply in a channel threads; in a DM it stays flat
+            return channel, reply_to
+        return channel, None
+
+    async def _call(self, method: str, request: Awaitable[T]) -> T:
+        try:
+            return await request
+        except SlackApiError as exc:
+            raise _mapped(method, exc) from exc
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            raise PlatformError(f"{method}: {type(exc).__name__}", retryable=True) from exc
+        except SlackClientError as exc:
+            raise PlatformError(f"{method}: {type(exc).__name__}", retryable=False) from exc
+
+
+def _mapped(method: str, exc: SlackApiError) -> PlatformError:
+    """A Slack API error as a platform-neutral one: 429 / ``ratelimited`` → RateLimited (``Retry-After``)."""
+    response = exc.response
+    status = int(getattr(response, "status_code", 0) or 0)
+    data = getattr(response, "data", None)
+    error = str(data.get("error", "")) if isinstance(data, dict) else ""
+    if status == 429 or error == "ratelimited":
+        headers = getattr(response, "headers", None) or {}
+        try:
+            retry_after = float(headers.get("Retry-After") or headers.get("retry-after") or 1)
+        except ValueError:
+            retry_after = 1.0
+        return RateLimited(f"{method}: rate limited", retry_after_s=retry_after)
+    if status >= 500 or error in _RETRYABLE:
+        return PlatformError(f"{method}: {error or status}", retryable=True)
+    if error in _AUTH:
+        return PlatformError(f"{method}: {error}", retryable=False)
+    return Rejected(f"{method}: {error or status}")
