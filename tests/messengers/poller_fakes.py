@@ -142,7 +142,11 @@ class FakeLanes:
         self.submits.append(sub)
         if sub.turn_id not in self.store.turns:
             self.store.turns[sub.turn_id] = TurnRecord(
-                turn_id=sub.turn_id, session_id=sub.session_id, mode=sub.mode, origin=sub.origin, input=sub.input
+                turn_id=sub.turn_id,
+                session_id=sub.session_id,
+                mode=sub.mode,
+                origin=sub.origin,
+                input=sub.input,
             )
         return lanes_msg.Submitted(turn_id=sub.turn_id, session_id=sub.session_id, state="queued")
 
@@ -219,7 +223,9 @@ class Rig:
 
     def event(self, turn_id: str, kind: str, data: dict[str, Any] | None = None) -> None:
         rec = self.store.turns[turn_id]
-        ev = lanes_msg.StreamEvent(session_id=rec.session_id, turn_id=turn_id, seq=1, kind=kind, data=data or {})
+        ev = lanes_msg.StreamEvent(
+            session_id=rec.session_id, turn_id=turn_id, seq=1, kind=kind, data=data or {}
+        )
         self.poller.on_event(ev)
 
     def cursor(self) -> str | None:

@@ -93,7 +93,9 @@ def test_rate_limit_delays_the_next_call_and_conflict_is_reported_once(
         after = [t for t in rig.translator.poll_times if t > limited_at]
         assert after[0] - limited_at >= 0.45
         with caplog.at_level(logging.WARNING, logger="geode.messengers.poller"):
-            rig.translator.fail("poll", *(Conflict("terminated by other getUpdates request") for _ in range(4)))
+            rig.translator.fail(
+                "poll", *(Conflict("terminated by other getUpdates request") for _ in range(4))
+            )
             poll_for(lambda: rig.poller.status.conflicts == 4, 5, what="the conflicts")
             assert rig.poller.status.view()["last_error"].startswith("terminated")
             poll_for(lambda: rig.poller.status.state == "polling", 5, what="polling again")
@@ -106,7 +108,9 @@ def test_approval_keyboard_answered_only_by_an_approver() -> None:
         poll_for(lambda: rig.lanes.submits, 5, what="the turn")
         turn_id = turn_id_for("telegram", "200", "5")
         assert rig.lanes.submits[0].turn_id == turn_id
-        ask = lanes_msg.ApprovalAsk(approval_id="ap-1", session_id="s", turn_id=turn_id, tool_name="write_file")
+        ask = lanes_msg.ApprovalAsk(
+            approval_id="ap-1", session_id="s", turn_id=turn_id, tool_name="write_file"
+        )
         rig.event(turn_id, lanes_msg.APPROVAL_REQUEST, ask.model_dump(mode="json"))
         poll_for(lambda: rig.translator.keyboards, 5, what="the keyboard")
         key, text, buttons = rig.translator.keyboards[0]

@@ -1,0 +1,198 @@
+"""Telegram end to end on a real `geode serve` tree (scripted provider) against the local Bot API server, with
+the real python-telegram-bot inside the messengers child: one reply per message in a bound chat, nothing for
+unbound chats or other senders (counted in `geode status --json`), a redelivered update answered once, 429
+and 409 honoured, and (last: it restarts the tree) polling resumes at the stored offset after a restart and a
+SIGKILL between the turn record and the cursor still gets exactly one reply.
+
+The tests share one tree and run in file order."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.cli.messengers_view import messengers_detail
+from geode.home import GeodeHome
+from geode.messengers.bot_api_server import LocalBotApi
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import children, geode, scripted_home, serve, stop
+from tests.waiting import poll_for
+
+CHAT, OTHER = -100123, -100999
+ALLOWED, APPROVER, STRANGER = 1001, 1002, 5555
+
+
+def _prompt(req: Any) -> str:
+    """The text of the turn's user message (a chat's session keeps the earlier turns before it)."""
+    for m in reversed(req.body.get("messages", []) if isinstance(req.body, dict) else []):
+        content = m.get("content")
+        if m.get("role") != "user":
+            continue
+        if isinstance(content, str):
+            return content
+        if not any(b.get("type") == "tool_result" for b in content or []):
+            return " ".join(b.get("text", "") for b in content or [])
+    return ""
+
+
+def _reply(ws: Path):  # type: ignore[no-untyped-def]
+    """Echo the prompt; "write X" asks for write_file (needs approval) and then reports what happened."""
+
+    def reply(req: Any) -> Any:
+        prompt = _prompt(req)
+        last = req.body["messages"][-1].get("content")
+        if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+            return {"text": "tool result: " + json.dumps(last)[:300]}
+        if prompt.startswith("write "):
+            name = prompt.split()[-1]
+            return {
+                "tool_calls": [{"name": "write_file", "input": {"file_path": str(ws / name), "content": "x"}}]
+            }
+        return {"text": f"echo: {prompt}"}
+
+    return reply
+
+
+def _config(api: LocalBotApi) -> str:
+    return f"""
+[messengers]
+approval_timeout_s = 3
+[messengers.telegram]
+base_url = "{api.base_url}"
+poll_timeout_s = 1
+[[messengers.bindings]]
+platform = "telegram"
+channel_id = "{CHAT}"
+allowed_senders = ["{ALLOWED}", "{APPROVER}"]
+approvers = ["{APPROVER}"]
+"""
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeHome, LocalBotApi, Path]]:
+    base = tmp_path_factory.mktemp("tg")
+    ws = base / "ws"
+    ws.mkdir()
+    with LocalBotApi() as api, ScriptedServer(_reply(ws)) as model:
+        home = scripted_home(base, model, ws, extra=_config(api))
+        with home.env_file.open("a") as f:
+            f.write(f"TELEGRAM_BOT_TOKEN={api.token}\n")
+        try:
+            serve(home, cwd=ws)
+            yield home, api, ws
+        finally:
+            stop(home)
+
+
+def _poller(home: GeodeHome) -> dict[str, Any]:
+    detail = messengers_detail(home)
+    assert detail is not None, "the messengers child does not answer"
+    return next(p for p in detail["platforms"] if p["platform"] == "telegram")
+
+
+def _texts(api: LocalBotApi, chat: int = CHAT) -> list[str]:
+    return [p["text"] for p in api.posts(chat)]
+
+
+def _answered(api: LocalBotApi, text: str) -> int:
+    return sum(text in t for t in _texts(api))
+
+
+def _settled(home: GeodeHome, cursor_past: int) -> dict[str, Any] | None:
+    """The poller once its cursor is past ``cursor_past`` and it owes no reply."""
+    p = _poller(home)
+    return p if (p["cursor"] or 0) > cursor_past and p["pending_replies"] == 0 else None
+
+
+def test_bound_chat_gets_one_reply_unbound_and_stranger_none_and_counted(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    home, api, _ = tree
+    first = api.push_message(CHAT, "hello one", sender_id=ALLOWED)
+    api.push_message(OTHER, "hello other", sender_id=ALLOWED)
+    last = api.push_message(CHAT, "hello stranger", sender_id=STRANGER)
+    poll_for(lambda: _answered(api, "echo: hello one"), 60, what="the reply", swallow=(AssertionError,))
+    poll_for(
+        lambda: _settled(home, last["update_id"]), 30, what="the batch settled", swallow=(AssertionError,)
+    )
+    posts = api.posts(CHAT)
+    assert [p["text"] for p in posts] == ["echo: hello one"]
+    assert posts[0]["reply_to"] == first["message"]["message_id"]
+    assert api.posts(OTHER) == []
+    assert any(a["action"] == "typing" for a in api.actions(CHAT))
+    r = geode(home, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    (tg,) = json.loads(r.stdout)["messengers"]
+    assert tg["state"] == "polling" and tg["in"] == 1 and tg["replies_out"] == 1
+    assert tg["ignored"] == {"unbound": 1, "sender": 1}
+    assert tg["cursor"] == last["update_id"] + 1
+
+
+def test_same_update_delivered_twice_is_one_turn_and_one_reply(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    home, api, _ = tree
+    upd = api.push_message(CHAT, "twice please", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "echo: twice please"), 60, what="the reply", swallow=(AssertionError,))
+    again = api.push_update(upd)  # the same message under a fresh update id
+    poll_for(
+        lambda: _settled(home, again["update_id"]), 30, what="the redelivery seen", swallow=(AssertionError,)
+    )
+    assert _poller(home)["ignored"].get("duplicate") == 1
+    assert _answered(api, "echo: twice please") == 1
+
+
+def test_429_retry_after_delays_the_next_poll_and_409_shows_as_conflict(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    home, api, _ = tree
+    api.fail_next("getUpdates", status=429, retry_after=2)
+    poll_for(lambda: [c for c in api.calls("getUpdates") if c["status"] == 429], 15, what="the 429")
+    poll_for(lambda: api.calls("getUpdates")[-1]["status"] != 429, 15, what="the poll after the 429")
+    calls = api.calls("getUpdates")
+    i = next(i for i, c in enumerate(calls) if c["status"] == 429)
+    assert calls[i + 1]["at"] - calls[i]["at"] >= 1.9, "the next getUpdates came before retry_after"
+    assert _poller(home)["rate_limited"] >= 1
+
+    api.fail_next("getUpdates", status=409, count=4)
+    poll_for(lambda: _poller(home)["state"] == "conflict", 15, what="conflict", swallow=(AssertionError,))
+    r = geode(home, "status", "--json")
+    (tg,) = json.loads(r.stdout)["messengers"]
+    assert tg["state"] == "conflict" and tg["conflicts"] >= 1 and tg["last_error"], tg
+    poll_for(lambda: _poller(home)["state"] == "polling", 30, what="polling again", swallow=(AssertionError,))
+    api.push_message(CHAT, "after conflict", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "echo: after conflict"), 60, what="a reply after the conflict")
+
+
+def test_restart_resumes_at_the_stored_offset_and_a_kill_before_the_cursor_is_answered_once(
+    tree: tuple[GeodeHome, LocalBotApi, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, api, ws = tree
+    before = _texts(api)
+    cursor = _poller(home)["cursor"]
+    stop(home)
+    monkeypatch.setenv("GEODE_FAULTS", "messengers@messengers.after_turn_record:kill")
+    started = time.monotonic()
+    serve(home, cwd=ws)
+    poll_for(
+        lambda: [c for c in api.calls("getUpdates") if c["at"] > started and c["status"] == 200],
+        30,
+        what="polling after the restart",
+    )
+    resumed = next(c for c in api.calls("getUpdates") if c["at"] > started)
+    assert int(resumed["params"]["offset"]) == cursor
+
+    upd = api.push_message(CHAT, "kill me softly", sender_id=ALLOWED)
+    poll_for(
+        lambda: (home.root / "faults" / "messengers.after_turn_record.fired").exists(), 30, what="the kill"
+    )
+    poll_for(lambda: _answered(api, "echo: kill me softly"), 60, what="the reply after the kill")
+    poll_for(lambda: _settled(home, upd["update_id"]), 30, what="settled", swallow=(AssertionError,))
+    assert _answered(api, "echo: kill me softly") == 1
+    assert children(home)["messengers"].incarnation >= 2
+    assert _texts(api)[: len(before)] == before and len(_texts(api)) == len(before) + 1  # nothing old again
