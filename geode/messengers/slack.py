@@ -17,12 +17,13 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
 from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Item = Any  # InboundMessage | CallbackPress | None (see slack_text.normalise)
+Item = InboundMessage | CallbackPress | None
 
 _RETRYABLE = {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
 _AUTH = {

@@ -10,15 +10,15 @@ import json
 import signal
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from geode.messengers import slack_events as ev
 from geode.messengers import slack_web
 from geode.messengers.slack_events import JSON, SlackError
+from geode.messengers.slack_socket import SocketHub
 
 BOT_TOKEN = "xoxb-0000000001-geode-local-bot-token"
 APP_TOKEN = "xapp-1-A0GEODE01-geode-local-app-token"
@@ -28,11 +28,11 @@ DEFAULT_USER = "U0ALICE01"
 class LocalSlack:
     """``with LocalSlack() as slack: AsyncWebClient(slack.bot_token, base_url=slack.api_url)``.
 
-    State is guarded by one lock; HTTP and websocket handlers run on the server's own loop. An
-    ``events_api`` envelope that is not acked within ``redeliver_after_s`` is sent again (a new
-    ``envelope_id``, the same ``event_id``, ``retry_attempt`` + 1) up to ``max_retries`` times; an ack of any
-    envelope of an event stops its redelivery. ``subscriptions`` are the bot events the app subscribed to:
-    a message that mentions the bot comes as both a ``message`` and an ``app_mention`` event, like on Slack.
+    State is guarded by one lock; HTTP and websocket handlers run on the server's own loop. Socket Mode
+    (links, acks, redelivery after ``redeliver_after_s``, at most ``max_retries`` times) is ``self.hub``.
+    ``subscriptions`` are the bot events the app subscribed to: a message that mentions the bot comes as
+    both a ``message`` and an ``app_mention`` event, like on Slack. ``echo_bot_posts``: the bot's own posts
+    come back as message events too (as Slack sends them to an app subscribed to channel messages).
     """
 
     def __init__(
@@ -62,14 +62,7 @@ class LocalSlack:
         self._reactions: list[JSON] = []
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[SlackError]] = {}
-        self._tickets: set[str] = set()
-        self._conns: list[web.WebSocketResponse] = []
-        self._outbox: deque[JSON] = deque()  # envelopes waiting for a connection
-        self._sent: list[JSON] = []  # every envelope written to a socket, in order
-        self._key_of: dict[str, str] = {}  # envelope id -> event_id (events_api) or envelope id
-        self._settled: set[str] = set()  # keys of acked envelopes
-        self._acks: list[str] = []
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self.hub = SocketHub(redeliver_after_s=redeliver_after_s, max_retries=max_retries)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -110,7 +103,7 @@ class LocalSlack:
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
-        self._loop = loop
+        self._loop = self.hub.loop = loop
         runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=2.0)
         try:
             loop.run_until_complete(runner.setup())
@@ -123,19 +116,13 @@ class LocalSlack:
         try:
             if self._failed is None:
                 loop.run_forever()
-            loop.run_until_complete(self._close_sockets())
+            loop.run_until_complete(self.hub.close_all())
             loop.run_until_complete(runner.cleanup())
             for task in asyncio.all_tasks(loop):
                 task.cancel()
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
-
-    async def _close_sockets(self) -> None:
-        with self._lock:
-            conns, self._conns = list(self._conns), []
-        for ws in conns:
-            await ws.close(code=1001, message=b"server stopping")
 
     # -- the test API (any thread) ---------------------------------------------------------------------
     def push_message(
@@ -167,7 +154,6 @@ class LocalSlack:
                 mention_event = {k: v for k, v in msg.items() if k != "channel_type"}
                 events.append({**mention_event, "type": "app_mention"})
             queued = [self._queue_event(dict(e)) for e in events]
-        self._notify()
         if not queued:
             return {**msg, "event_id": "", "envelope_id": "", "event_ids": []}
         first = queued[0]
@@ -189,21 +175,17 @@ class LocalSlack:
                 trigger=self._clock.envelope_id(), action_ts=self._clock.ts(),
             )  # fmt: skip
             envelope = ev.interactive_envelope(payload, envelope_id=self._clock.envelope_id())
-            self._outbox.append(envelope)
-        self._notify()
+        self.hub.queue(envelope)
         return copy.deepcopy(envelope)
 
     def push_envelope(self, envelope: JSON) -> JSON:
         """Send ``envelope`` verbatim (e.g. an earlier one again, with ``retry_attempt`` set)."""
-        envelope = copy.deepcopy(envelope)
-        with self._lock:
-            self._outbox.append(envelope)
-        self._notify()
+        self.hub.queue(envelope)
         return copy.deepcopy(envelope)
 
     def disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask every connected client to reconnect (slack_sdk opens a new connection, closes this one)."""
-        self._call_soon(lambda: self._broadcast(ev.disconnect(reason)))
+        self.hub.disconnect(reason)
 
     def posts(self, channel: str | None = None) -> list[JSON]:
         """Every chat.postMessage accepted, in order, in its current state (edits applied)."""
@@ -225,17 +207,14 @@ class LocalSlack:
 
     def acks(self) -> list[str]:
         """The envelope ids the clients acked, in order."""
-        with self._lock:
-            return list(self._acks)
+        return self.hub.acks()
 
     def envelopes(self) -> list[JSON]:
         """Every envelope written to a socket, in order (redeliveries included)."""
-        with self._lock:
-            return copy.deepcopy(self._sent)
+        return self.hub.envelopes()
 
     def connections(self) -> int:
-        with self._lock:
-            return len(self._conns)
+        return self.hub.connections()
 
     def calls(self, method: str) -> list[JSON]:
         """Each call of ``method``: ``{"params", "at" (monotonic), "status", "error"}``."""
@@ -266,90 +245,17 @@ class LocalSlack:
             "bot_user": self.bot_user, "bot_name": self.bot_name,
         }  # fmt: skip
 
-    # -- envelopes (the lock is held by the callers of _queue_event) ---------------------------------
-    def _queue_event(self, event: JSON) -> JSON:
+    def _queue_event(self, event: JSON) -> JSON:  # the lock is held
         payload = ev.event_callback(event, event_id=self._clock.event_id(), bot_user=self.bot_user)
         envelope = ev.events_api_envelope(payload, envelope_id=self._clock.envelope_id())
-        self._outbox.append(envelope)
+        self.hub.queue(envelope)
         return envelope
-
-    def _notify(self) -> None:
-        self._call_soon(self._dispatch)
-
-    def _call_soon(self, fn: Callable[[], None]) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(fn)
-            except RuntimeError:  # closed meanwhile
-                pass
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:  # on the loop; keeps the task referenced
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _dispatch(self) -> None:  # on the loop
-        with self._lock:
-            if not self._conns or not self._outbox:
-                return
-            ws, batch = self._conns[-1], list(self._outbox)
-            self._outbox.clear()
-        self._spawn(self._send(ws, batch))
-
-    async def _send(self, ws: web.WebSocketResponse, batch: list[JSON]) -> None:
-        for i, envelope in enumerate(batch):
-            try:
-                await ws.send_str(json.dumps(envelope))
-            except (ConnectionError, RuntimeError):
-                with self._lock:
-                    self._outbox.extendleft(reversed(batch[i:]))
-                return
-            with self._lock:
-                self._sent.append(copy.deepcopy(envelope))
-                eid = envelope.get("envelope_id", "")
-                payload = envelope.get("payload") or {}
-                self._key_of[eid] = payload.get("event_id") or eid
-            if envelope.get("type") == "events_api" and self._loop is not None:
-                self._loop.call_later(self.redeliver_after_s, self._redeliver, envelope)
-
-    def _redeliver(self, envelope: JSON) -> None:  # on the loop
-        with self._lock:
-            key = self._key_of.get(envelope["envelope_id"], envelope["envelope_id"])
-            attempt = int(envelope.get("retry_attempt") or 0)
-            if key in self._settled or attempt >= self.max_retries:
-                return
-            again = {
-                **copy.deepcopy(envelope),
-                "envelope_id": self._clock.envelope_id(),
-                "retry_attempt": attempt + 1,
-                "retry_reason": "timeout",
-            }
-            self._outbox.append(again)
-        self._dispatch()
-
-    def _broadcast(self, frame: JSON) -> None:  # on the loop
-        with self._lock:
-            conns = list(self._conns)
-        for ws in conns:
-            self._spawn(ws.send_str(json.dumps(frame)))
-
-    def _on_frame(self, data: str) -> None:
-        try:
-            frame = json.loads(data)
-        except ValueError:
-            return
-        eid = frame.get("envelope_id") if isinstance(frame, dict) else None
-        if isinstance(eid, str) and eid:
-            with self._lock:
-                self._acks.append(eid)
-                self._settled.add(self._key_of.get(eid, eid))
 
     # -- HTTP and websocket ----------------------------------------------------------------------------
     def _app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
-        app.router.add_get("/slack-ws", self._handle_ws)
+        app.router.add_get("/slack-ws", self.hub.handle)
         app.router.add_route("*", "/_local/{name}", self._handle_local)
         return app
 
@@ -382,32 +288,9 @@ class LocalSlack:
             self._calls.setdefault(method, []).append(
                 {"params": params, "at": at, "status": status, "error": reply.get("error")}
             )
-        self._dispatch()  # an echoed bot post
         return web.Response(
             text=json.dumps(reply), status=status, content_type="application/json", headers=headers
         )
-
-    async def _handle_ws(self, request: web.Request) -> web.StreamResponse:
-        with self._lock:
-            known = request.query.get("ticket", "") in self._tickets
-        if not known:
-            return web.Response(status=401, text="invalid ticket")
-        ws = web.WebSocketResponse(autoping=True)
-        await ws.prepare(request)
-        with self._lock:
-            self._conns.append(ws)
-            count = len(self._conns)
-        try:
-            await ws.send_str(json.dumps(ev.hello(count)))
-            self._dispatch()
-            async for msg in ws:
-                if msg.type == WSMsgType.TEXT:
-                    self._on_frame(msg.data)
-        finally:
-            with self._lock:
-                if ws in self._conns:
-                    self._conns.remove(ws)
-        return ws
 
     async def _handle_local(self, request: web.Request) -> web.Response:
         name, query = request.match_info["name"], dict(request.query)

@@ -56,7 +56,7 @@ def auth_test(slack: LocalSlack, params: JSON) -> JSON:
 
 def connections_open(slack: LocalSlack, params: JSON) -> JSON:
     ticket = ev.Clock.ticket()
-    slack._tickets.add(ticket)
+    slack.hub.tickets.add(ticket)
     return {"url": f"{slack.ws_url}?ticket={ticket}&app_id={ev.APP_ID}"}
 
 
