@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import aiohttp
 import yarl
 
+from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Item = InboundMessage | CallbackPress | None
 
-DEFAULT_BASE_URL = "https://discord.com/api/v10"
-DEFAULT_GATEWAY_URL = "wss://gateway.discord.gg/"
 MAX_CONTENT = 2000
 MAX_CUSTOM_ID = 100
 MAX_RATELIMIT_WAIT_S = 30.0  # discord.py waits out a shorter 429 itself; a longer one raises (its minimum)
@@ -104,6 +103,14 @@ class DiscordTranslator:
         self._presses: OrderedDict[str, discord.Interaction] = OrderedDict()
         self.dropped_replays = 0  # messages the gateway delivered again (after a resume) and were dropped
 
+    @classmethod
+    def from_settings(cls, token: str, settings: DiscordSettings) -> DiscordTranslator:
+        """The translator of ``[messengers.discord]``."""
+        return cls(
+            token, base_url=settings.base_url, gateway_url=settings.gateway_url,
+            poll_timeout_s=settings.poll_timeout_s, connect_timeout_s=settings.connect_timeout_s,
+        )  # fmt: skip
+
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> str:
         """Log in (``/users/@me``, ``/oauth2/applications/@me``), connect the gateway in a background task
@@ -162,14 +169,16 @@ class DiscordTranslator:
             self.dropped_replays += 1  # already delivered (a resumed gateway sent it again)
             return
         self._last_seen[channel_id] = message.id
+        if self.bot_id and message.author.id == int(self.bot_id):
+            return  # the gateway echoes the bot's own posts (Telegram never shows them): not even an item
         self._inbox.put_nowait((self._sequence(), self._normalise(message)))
 
     def _normalise(self, message: discord.Message) -> InboundMessage | None:
         author = message.author
-        me = int(self.bot_id) if self.bot_id else -1
-        if author.id == me or message.type not in _USER_MESSAGES:
-            return None  # the gateway echoes the bot's own posts; joins, pins, thread starts are no messages
+        if message.type not in _USER_MESSAGES:
+            return None  # joins, pins, thread starts: not messages to answer
         chat_id, thread_id = _chat_of(message.channel)
+        me = int(self.bot_id) if self.bot_id else -1
         resolved = message.reference.resolved if message.reference is not None else None
         replies_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me
         return InboundMessage(
@@ -216,8 +225,8 @@ class DiscordTranslator:
 
     async def poll(self, cursor: str | None = None) -> DiscordBatch:
         """The messages and presses received since the last poll (waits up to ``poll_timeout_s`` for the
-        first), normalised: the bot's own posts and non-user messages (joins, pins) are None, other bots'
-        messages ``from_bot``. Raises PlatformError if the gateway task ended (a refused token, say)."""
+        first), normalised: non-user messages (joins, pins) are None, other bots' messages ``from_bot``; the
+        bot's own posts are left out. Raises PlatformError if the gateway task ended (a refused token)."""
         task = self._task
         if task is None:
             raise PlatformError("the Discord translator is not started")

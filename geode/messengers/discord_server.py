@@ -160,6 +160,10 @@ class LocalDiscord(RestRoutes, GatewaySessions):
         self._on_loop(lambda: self._dispatch_async("INTERACTION_CREATE", interaction))
         return copy.deepcopy(interaction)
 
+    def push_raw(self, event: str, data: JSON) -> None:
+        """Dispatch any gateway event as it is (a system message, an event the server does not model)."""
+        self._on_loop(lambda: self._dispatch_async(event, copy.deepcopy(data)))
+
     def drop_gateway(self, code: int = 4000, *, replay_seen: bool = False) -> None:
         """Close the gateway connection(s) with ``code`` (4000: the client RESUMEs; the session and its
         events are kept). ``replay_seen``: that RESUME wrongly replays every message and interaction of the

@@ -12,6 +12,7 @@ import pytest
 from geode.messengers.bindings import Bindings, Ignore, Turn
 from geode.messengers.config import MessengerBinding
 from geode.messengers.discord import DiscordTranslator
+from geode.messengers.discord_config import DiscordSettings
 from geode.messengers.discord_server import BOT_ID, CHANNELS, THREADS, USER_ID, LocalDiscord
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
@@ -61,7 +62,7 @@ async def _nothing_more(tr: DiscordTranslator, dc: LocalDiscord) -> list[Item]:
     got: list[Item] = []
     async with asyncio.timeout(10):
         while not any(isinstance(i, InboundMessage) and i.message_id == marker["id"] for i in got):
-            got.extend(item for _, item in (await tr.poll(None)).items if item is not None)
+            got.extend(item for _, item in (await tr.poll(None)).items)
     return got[:-1]
 
 
@@ -70,6 +71,17 @@ async def test_start_logs_in_and_waits_for_ready(dc: LocalDiscord, tr: DiscordTr
     assert dc.identify_count() == 1 and dc.connected()
     assert [c["status"] for c in dc.calls("get_user")] == [200]
     assert [c["status"] for c in dc.calls("application_info")] == [200]
+
+
+async def test_the_settings_point_the_translator_at_the_server(dc: LocalDiscord) -> None:
+    settings = DiscordSettings(base_url=dc.api_base + "/", gateway_url=dc.gateway_url, poll_timeout_s=0.2)
+    translator = DiscordTranslator.from_settings(dc.token, settings)
+    try:
+        assert await translator.start() == dc.bot_name
+        assert (await translator.poll(None)).items == []  # nothing pushed: empty after the poll timeout
+    finally:
+        await translator.close()
+    assert dc.calls("get_user")[0]["path"] == "/api/v10/users/@me"
 
 
 async def test_a_refused_token_is_a_platform_error_that_names_no_token(dc: LocalDiscord) -> None:
@@ -122,8 +134,8 @@ async def test_a_reply_references_the_message_and_its_echo_is_not_a_message(
     assert (post["content"], post["reply_to"], [str(post["message_id"])]) == ("hi back", asked["id"], ids)
     sent = dc.calls("send_message")[0]["json"]
     assert sent["allowed_mentions"] == {"parse": [], "replied_user": False}
-    # the gateway echoes the bot's own post: it comes as None, never as a message to answer
-    assert await _items(tr, 1, keep_none=True) == [None]
+    # the gateway echoes the bot's own post: it is left out, never a message to answer
+    assert await _nothing_more(tr, dc) == []
 
 
 async def test_a_reply_to_the_bot_counts_as_a_mention_and_other_bots_are_ignored(
@@ -137,6 +149,13 @@ async def test_a_reply_to_the_bot_counts_as_a_mention_and_other_bots_are_ignored
     assert isinstance(other, InboundMessage) and other.from_bot
     binding = MessengerBinding(platform="discord", channel_id=str(CHANNEL))
     assert Bindings([binding]).classify(other, bot_username=tr.bot_name) == Ignore("bot")
+
+
+async def test_a_system_message_is_a_none_item(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    said = dc.push_message(CHANNEL, "hi")
+    dc.push_raw("MESSAGE_CREATE", {**said, "id": str(int(said["id"]) + 1), "type": 7})  # "alice joined"
+    message, joined = await _items(tr, 2, keep_none=True)
+    assert isinstance(message, InboundMessage) and joined is None
 
 
 async def test_a_thread_message_is_answered_in_the_thread(dc: LocalDiscord, tr: DiscordTranslator) -> None:
