@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
+from geode.messengers.slack_format import to_mrkdwn
 from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise
 
 log = logging.getLogger(__name__)
@@ -130,10 +131,14 @@ class SlackTranslator:
         while len(requests) < self._max_batch and not inbox.empty():
             requests.append(inbox.get_nowait())
         for request in requests:
-            item = normalise(
-                request.type, request.payload,
-                bot_id=self.bot_id, bot_bid=self._bot_bid, bot_name=self.bot_name,
-            )  # fmt: skip
+            try:
+                item = normalise(
+                    request.type, request.payload,
+                    bot_id=self.bot_id, bot_bid=self._bot_bid, bot_name=self.bot_name,
+                )  # fmt: skip
+            except ValueError as exc:  # pydantic: ids or text out of bounds; acked like an ignored kind
+                log.warning("slack envelope %s not understood (%s)", request.envelope_id, type(exc).__name__)
+                item = None
             batch.items.append((request.envelope_id, item))
         return batch
 
@@ -156,13 +161,15 @@ class SlackTranslator:
     async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
         """Post ``text`` in the channel key's thread (or threaded under ``reply_to``; flat in a DM), split
         into parts of at most ``part_limit`` characters on line boundaries (Slack refuses over 40,000 and
-        advises under 4,000). Returns the parts' ts (none for a blank text)."""
+        advises under 4,000), each as mrkdwn (Markdown converted; ``<>&`` escaped, so no reply can ping
+        ``<!channel>``). Returns the parts' ts (none for a blank text)."""
         channel, thread_ts = self._target(channel_key, reply_to)
         web = self._client()
         posted = []
         for part in split_reply(text, self._part_limit):
             reply = await self._call(
-                "chat.postMessage", web.chat_postMessage(channel=channel, text=part, thread_ts=thread_ts)
+                "chat.postMessage",
+                web.chat_postMessage(channel=channel, text=to_mrkdwn(part), thread_ts=thread_ts),
             )
             posted.append(str(reply["ts"]))
         return posted
@@ -173,10 +180,11 @@ class SlackTranslator:
             raise Rejected(f"a button value is longer than Slack's {MAX_BUTTON_VALUE} characters")
         channel, thread_ts = self._target(channel_key, "")
         web = self._client()
+        body = to_mrkdwn(text)
         reply = await self._call(
             "chat.postMessage",
             web.chat_postMessage(
-                channel=channel, text=text[:3_000], blocks=approval_blocks(text, buttons), thread_ts=thread_ts
+                channel=channel, text=body[:3_000], blocks=approval_blocks(body, buttons), thread_ts=thread_ts
             ),
         )
         return str(reply["ts"])
@@ -190,14 +198,17 @@ class SlackTranslator:
         web = self._client()
         await self._call(
             "chat.postEphemeral",
-            web.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts or None),
+            web.chat_postEphemeral(
+                channel=channel, user=user, text=to_mrkdwn(text), thread_ts=thread_ts or None
+            ),
         )
 
     async def edit_text(self, channel_key: str, message_id: str, text: str) -> None:
         """Replace the message's text and drop its buttons (``blocks: []``)."""
         channel = channel_key.partition(":")[0]
         web = self._client()
-        await self._call("chat.update", web.chat_update(channel=channel, ts=message_id, text=text, blocks=[]))
+        update = web.chat_update(channel=channel, ts=message_id, text=to_mrkdwn(text), blocks=[])
+        await self._call("chat.update", update)
 
     async def typing(self, channel_key: str) -> None:
         """Slack bots have no typing indicator: nothing to do."""

@@ -3,7 +3,6 @@ and the Block Kit approval buttons."""
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
@@ -26,7 +25,7 @@ def slack_to_plain(text: str, *, bot_id: str, bot_name: str) -> str:
         text = re.sub(rf"<@{re.escape(bot_id)}(?:\|[^>]*)?>", f"@{bot_name}", text)
     text = _CHANNEL.sub(lambda m: f"#{m.group(1)}", text)
     text = _LINK.sub(lambda m: m.group(1) if not m.group(2) else f"{m.group(2)} ({m.group(1)})", text)
-    return html.unescape(text) if "&" in text else text
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")  # Slack escapes these three
 
 
 def normalise(

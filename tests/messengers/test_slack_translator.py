@@ -171,6 +171,12 @@ async def test_429_is_rate_limited_with_retry_after_and_errors_are_mapped(
     assert await tr.send_text(CHANNEL, "   ") == []  # blank: nothing to post
 
 
+async def test_a_reply_is_escaped_mrkdwn(slack: LocalSlack, tr: SlackTranslator) -> None:
+    await tr.send_text(CHANNEL, "**Done**: <!channel> see [log](https://x.example/l?a=1&b=2)")
+    [post] = slack.posts()
+    assert post["text"] == "*Done*: &lt;!channel&gt; see <https://x.example/l?a=1&amp;b=2|log>"
+
+
 async def test_approval_buttons_round_trip_into_a_callback_press(
     slack: LocalSlack, tr: SlackTranslator
 ) -> None:
@@ -194,9 +200,9 @@ async def test_approval_buttons_round_trip_into_a_callback_press(
     [note] = slack.ephemerals()
     assert (note["user"], note["text"]) == ("U0BOB0001", "You may not approve this.")
     assert note["thread_ts"] == "1700000000.000100"
-    await tr.edit_text(key, ts, "Denied by <@U0BOB0001>.")
+    await tr.edit_text(key, ts, "Denied by U0BOB0001.")
     [post] = slack.posts()
-    assert (post["text"], post["blocks"], post["edited"]) == ("Denied by <@U0BOB0001>.", [], True)
+    assert (post["text"], post["blocks"], post["edited"]) == ("Denied by U0BOB0001.", [], True)
     with pytest.raises(Rejected):
         await tr.ask_approval(key, "too big", [("Approve", "x" * 2001)])
     assert len(slack.posts()) == 1
