@@ -406,8 +406,8 @@ class LoopWorker:
                 if time.monotonic() > deadline:
                     log.error("turn.done for %s not acknowledged: %s", run.turn_id, exc)
                     return
-                self._stop.wait(delay)
-                delay = min(delay * 2, 2.0)
+                self._stop.wait(delay)  # small steps: a lanes restart takes well under a second
+                delay = min(delay * 2, 0.25)
 
 
 RELOAD_STAMP = "reload.stamp"  # under run/: rewritten by `geode reload`; workers re-read config on a change

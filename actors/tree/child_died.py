@@ -25,7 +25,7 @@ class ChildDiedNotifier:
         targets: Sequence[str] = DEFAULT_TARGETS,
         *,
         timeout_s: float = 1.0,
-        max_backoff_s: float = 2.0,
+        max_backoff_s: float = 0.25,  # small steps: a restarted target serves within a second
     ) -> None:
         self._transport = transport
         self._timeout = timeout_s
@@ -58,7 +58,7 @@ class ChildDiedNotifier:
     def _send_loop(self, target: str, q: queue.SimpleQueue[runtime.ChildDied]) -> None:
         while not self._stop.is_set():
             msg = q.get()
-            backoff = 0.1
+            backoff = 0.05
             while not self._stop.is_set() and msg.name:
                 try:
                     self._transport.call(target, runtime.CHILD_DIED, msg, timeout_s=self._timeout)

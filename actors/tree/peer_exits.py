@@ -3,11 +3,15 @@ timeout. The supervisor publishes ``child_exited`` the moment it reaps a child; 
 
 Only for targets whose callers retry safely: every store call goes through ``StoreClient``, which retries an
 ``unavailable`` like a timeout and whose writes carry their idempotency key, so a failed call is re-sent to
-the next incarnation exactly as after its timeout, only seconds sooner (DESIGN.md §5 is unchanged).
+the next incarnation exactly as after its timeout, only seconds sooner (DESIGN.md §5 is unchanged). Calls to
+lanes fail fast only in loop workers (``worker.ready``, ``turn.done``: idempotent, retried until acknowledged)
+and control (``lanes.submit`` is idempotent by turn id and retried; a replay or cancel is asked again by the
+client); the executor's ``lanes.approval`` keeps its own deadline.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -17,6 +21,13 @@ from geode.protocol.errors import GeodeError, Unavailable
 
 log = logging.getLogger(__name__)
 RETRY_SAFE = ("store",)  # every child: its callers retry (StoreClient)
+LANES_RETRY_SAFE = ("control", "loop-*")  # children whose every call to lanes is retried
+
+
+def targets_for(who: str) -> tuple[str, ...]:
+    """The peers whose exit fails this child's calls in flight to them at once."""
+    lanes = any(fnmatch.fnmatchcase(who, pattern) for pattern in LANES_RETRY_SAFE)
+    return (*RETRY_SAFE, "lanes") if lanes else RETRY_SAFE
 
 
 class PeerExited(Unavailable):
@@ -44,6 +55,6 @@ def on_exit_failer(bus: Any, targets: Iterable[str], who: str) -> Callable[[str,
     return on_event
 
 
-def fail_calls_on_exit(bus: Any, who: str, targets: Iterable[str] = RETRY_SAFE) -> None:
+def fail_calls_on_exit(bus: Any, who: str, targets: Iterable[str] | None = None) -> None:
     """Subscribe ``bus`` to the supervisor's lifecycle events for ``targets`` (``who``: this child)."""
-    bus.subscribe("supervisor", on_exit_failer(bus, targets, who))
+    bus.subscribe("supervisor", on_exit_failer(bus, targets_for(who) if targets is None else targets, who))

@@ -242,10 +242,10 @@ class LanesService(OriginRequests):
             return
         dead = self.pool.ready(b.worker, b.incarnation, b.capacity)
         if dead is not None:
-            self._requeue_dead(dead)
+            self._requeue_dead(dead, "a new incarnation is ready")
         for turn_id, (w, inc, _) in list(self._orphans.items()):
             if w == b.worker and inc != b.incarnation:  # its worker restarted: the turn will not come back
-                self._requeue_orphan(turn_id)
+                self._requeue_orphan(turn_id, "its worker restarted")
         r.answer(turns.Ack())
         self.schedule()
 
@@ -256,7 +256,7 @@ class LanesService(OriginRequests):
         if not self.pool.heartbeat(hb.worker, hb.incarnation):  # unknown (lanes restarted): register
             dead = self.pool.ready(hb.worker, hb.incarnation, max(1, len(hb.running) + hb.free))
             if dead is not None:
-                self._requeue_dead(dead)
+                self._requeue_dead(dead, "a new incarnation heartbeats")
         for turn_id in hb.running:
             orphan = self._orphans.get(turn_id)
             if orphan and orphan[0] == hb.worker and orphan[1] == hb.incarnation:
@@ -264,7 +264,12 @@ class LanesService(OriginRequests):
                 self.pool.assign(hb.worker, turn_id)  # still running there: adopt it
         for turn_id in self.pool.unconfirmed(hb.worker, hb.running, self.lost_run_grace_s):
             if turn_id not in self._starting:
-                log.warning("turn %s never reached %s; re-queueing it", turn_id, hb.worker)
+                log.warning(
+                    "turn %s never reached %s (lost run after %gs); re-queueing it",
+                    turn_id,
+                    hb.worker,
+                    self.lost_run_grace_s,
+                )
                 self._requeue(turn_id)
         r.answer(turns.Ack(ok=True))
         self.schedule()
@@ -273,20 +278,23 @@ class LanesService(OriginRequests):
         """Supervision path: release a dead worker's lanes and re-queue its turns; deny its origin's asks."""
         dead = self.pool.died(b.name, b.incarnation)
         if dead is not None:
-            self._requeue_dead(dead)
+            self._requeue_dead(dead, "the supervisor reported its death")
         for turn_id, (w, inc, _) in list(self._orphans.items()):
             if w == b.name and inc == b.incarnation:
-                self._requeue_orphan(turn_id)
+                self._requeue_orphan(turn_id, "the supervisor reported its worker's death")
         self.desk.deny_where(origin=b.name, reason="disconnect")
         r.answer(runtime.Ack())
         self.schedule()
 
-    def _requeue_dead(self, dead: DeadWorker) -> None:
-        log.warning("worker %s#%s is gone; re-queueing %s", dead.name, dead.incarnation, list(dead.turns))
+    def _requeue_dead(self, dead: DeadWorker, why: str) -> None:
+        log.warning(
+            "worker %s#%s is gone (%s); re-queueing %s", dead.name, dead.incarnation, why, list(dead.turns)
+        )
         for turn_id in dead.turns:
             self._requeue(turn_id)
 
-    def _requeue_orphan(self, turn_id: str) -> None:
+    def _requeue_orphan(self, turn_id: str, why: str) -> None:
+        log.warning("orphaned turn %s: %s; re-queueing it", turn_id, why)
         self._orphans.pop(turn_id, None)
         self._requeue(turn_id)
 
@@ -349,11 +357,11 @@ class LanesService(OriginRequests):
     def tick(self) -> None:
         """Periodic: reap silent workers, expire orphans and approvals, release held-back events, start."""
         for dead in self.pool.reap():
-            self._requeue_dead(dead)
+            self._requeue_dead(dead, f"silent for {self.pool.expiry_s:g}s")
         now = self._clock()
         for turn_id, (_, _, deadline) in list(self._orphans.items()):
             if now >= deadline:
-                self._requeue_orphan(turn_id)
+                self._requeue_orphan(turn_id, f"unconfirmed for {self.orphan_grace_s:g}s")
         self.desk.expire(now)
         for ev in self.reorder.flush():
             self._relay(ev)
