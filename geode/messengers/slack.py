@@ -72,7 +72,10 @@ class SlackTranslator:
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> str:
-        """auth.test (the bot's user id and name), then a Socket Mode connection. Returns the bot's name."""
+        """auth.test (the bot's user id and name), then a Socket Mode connection. Returns the bot's name.
+        Starting again drops the previous connection (its unconfirmed envelopes are redelivered)."""
+        await self.close()
+        self._hello = asyncio.Event()
         # No retry handlers: a post retried after a dropped connection could be posted twice.
         self._web = AsyncWebClient(token=self._bot_token, base_url=self._base_url, retry_handlers=[])
         auth = await self._call("auth.test", self._web.auth_test())

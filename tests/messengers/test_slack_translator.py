@@ -291,3 +291,17 @@ async def _translator_quiet(tr: SlackTranslator) -> SlackBatch:
         return await tr.poll(None)
     finally:
         tr._poll_timeout_s = saved
+
+
+async def test_starting_again_replaces_the_link(slack: LocalSlack, tr: SlackTranslator) -> None:
+    slack.push_message(CHANNEL, "before")
+    _batch, [msg] = await _items(tr)
+    await tr.start()  # e.g. the poller restarting its translator: the old link goes, nothing leaks
+    assert len(slack.calls("apps.connections.open")) == 2
+    again, [msg2] = await _items(tr)  # the unconfirmed envelope comes back on the new link
+    assert msg2 == msg
+    deadline = asyncio.get_running_loop().time() + 5
+    while slack.connections() != 1:  # the old link is gone (the server notices its close)
+        assert asyncio.get_running_loop().time() < deadline, slack.connections()
+        await asyncio.sleep(0.02)
+    await tr.confirm(again)
