@@ -34,7 +34,7 @@ MAX_CUSTOM_ID = 100
 MAX_RATELIMIT_WAIT_S = 30.0  # discord.py waits out a shorter 429 itself; a longer one raises (its minimum)
 _USER_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
 _NO_PINGS = {"parse": [], "replied_user": False}  # a reply never pings @everyone, roles, users
-_PRESSES_KEPT = 256  # interactions must be answered within 3 s; older ones are forgotten
+_PRESSES_KEPT = 256  # presses kept for answer_press (an interaction token lives 15 min); older ones go
 
 
 def point_at(base_url: str, gateway_url: str) -> None:
@@ -47,31 +47,31 @@ def point_at(base_url: str, gateway_url: str) -> None:
 
 @dataclass
 class DiscordBatch:
-    """One poll's gateway events: ``(sequence number, normalised item or None)`` in arrival order. Discord
-    has no cursor to store (``next_cursor`` None) and nothing to confirm."""
+    """One poll's gateway events: ``(delivery id, normalised item or None)`` in arrival order; the delivery
+    id is ``<session id>:<sequence number>``. No cursor to store (``next_cursor`` None), nothing to ack."""
 
     items: list[tuple[str, Item]] = field(default_factory=list)
     next_cursor: str | None = None
 
 
 class _Client(discord.Client):
-    """discord.py's client, handing each event to the translator."""
+    """discord.py's client, handing events to the translator as the gateway parses them (in order, while
+    the websocket's sequence number is the event's own), before discord.py's ``on_*`` tasks."""
 
     def __init__(self, translator: DiscordTranslator, **options: Any) -> None:
         super().__init__(**options)
         self._translator = translator
 
-    async def on_connect(self) -> None:
-        self._translator._connected.set()
-
-    async def on_resumed(self) -> None:
-        log.info("discord gateway session resumed")
-
-    async def on_message(self, message: discord.Message) -> None:
-        self._translator._on_message(message)
-
-    async def on_interaction(self, interaction: discord.Interaction) -> None:
-        self._translator._on_interaction(interaction)
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event == "message":
+            self._translator._on_message(args[0])
+        elif event == "interaction":
+            self._translator._on_interaction(args[0])
+        elif event == "connect":  # READY parsed
+            self._translator._ready_seen.set()
+        elif event == "resumed":
+            log.info("discord gateway session resumed")
+        super().dispatch(event, *args, **kwargs)
 
 
 class DiscordTranslator:
@@ -97,10 +97,10 @@ class DiscordTranslator:
         self.bot_name = ""
         self._client: _Client | None = None
         self._task: asyncio.Task[None] | None = None
-        self._connected = asyncio.Event()
+        self._ready_seen = asyncio.Event()
         self._inbox: asyncio.Queue[tuple[str, Item]] = asyncio.Queue()
         self._last_seen: dict[int, int] = {}  # channel (or thread) id -> the newest message id delivered
-        self._presses: OrderedDict[str, discord.Interaction] = OrderedDict()
+        self._presses: OrderedDict[str, tuple[discord.Interaction, asyncio.Task[None]]] = OrderedDict()
         self.dropped_replays = 0  # messages the gateway delivered again (after a resume) and were dropped
 
     @classmethod
@@ -122,11 +122,11 @@ class DiscordTranslator:
             self, intents=intents, max_messages=None, guild_ready_timeout=self._guild_ready_timeout_s,
             max_ratelimit_timeout=MAX_RATELIMIT_WAIT_S, allowed_mentions=discord.AllowedMentions.none(),
         )  # fmt: skip
-        self._client, self._connected = client, asyncio.Event()
+        self._client, self._ready_seen = client, asyncio.Event()
         try:
             await self._call("login", client.login(self._token))
             self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
-            ready = asyncio.create_task(self._connected.wait())
+            ready = asyncio.create_task(self._ready_seen.wait())
             done, _ = await asyncio.wait({ready, self._task}, timeout=self._connect_timeout_s,
                                          return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
             ready.cancel()
@@ -145,6 +145,11 @@ class DiscordTranslator:
 
     async def close(self) -> None:
         client, task, self._client, self._task = self._client, self._task, None, None
+        acks = [ack for _, ack in self._presses.values()]
+        self._presses.clear()
+        for ack in acks:
+            ack.cancel()
+        await asyncio.gather(*acks, return_exceptions=True)
         if client is not None:
             ready_task = getattr(client._connection, "_ready_task", None)  # the on_ready delay, if pending
             if ready_task is not None:
@@ -158,10 +163,17 @@ class DiscordTranslator:
             except (asyncio.CancelledError, Exception):
                 pass
 
-    # -- inbound ---------------------------------------------------------------------------------------
-    def _sequence(self) -> str:
+    @property
+    def connected(self) -> bool:
+        """The gateway websocket is open (discord.py reconnects and resumes by itself when it is not)."""
         ws = self._client.ws if self._client is not None else None
-        return str(getattr(ws, "sequence", None) or "")
+        return ws is not None and ws.open
+
+    # -- inbound ---------------------------------------------------------------------------------------
+    def _delivery_id(self) -> str:
+        """``<session id>:<sequence number>`` of the event being parsed (sequences restart per session)."""
+        ws = self._client.ws if self._client is not None else None
+        return f"{getattr(ws, 'session_id', None) or ''}:{getattr(ws, 'sequence', None) or 0}"
 
     def _on_message(self, message: discord.Message) -> None:
         channel_id = message.channel.id
@@ -171,7 +183,7 @@ class DiscordTranslator:
         self._last_seen[channel_id] = message.id
         if self.bot_id and message.author.id == int(self.bot_id):
             return  # the gateway echoes the bot's own posts (Telegram never shows them): not even an item
-        self._inbox.put_nowait((self._sequence(), self._normalise(message)))
+        self._inbox.put_nowait((self._delivery_id(), self._normalise(message)))
 
     def _normalise(self, message: discord.Message) -> InboundMessage | None:
         author = message.author
@@ -209,9 +221,12 @@ class DiscordTranslator:
         data: dict[str, Any] = dict(interaction.data or {})
         custom_id = str(data.get("custom_id", ""))
         chat_id, thread_id = _chat_of(interaction.channel)
-        self._presses[callback_id] = interaction
+        # acknowledged at once (a deferred update): Discord drops a press unanswered within 3 s
+        ack = asyncio.create_task(self._ack(interaction), name=f"discord-ack-{callback_id}")
+        self._presses[callback_id] = (interaction, ack)
         while len(self._presses) > _PRESSES_KEPT:
-            self._presses.popitem(last=False)
+            _, (_, old) = self._presses.popitem(last=False)
+            old.cancel()
         press = CallbackPress(
             platform=self.platform,
             chat_id=chat_id,
@@ -221,12 +236,19 @@ class DiscordTranslator:
             callback_id=callback_id,
             data=custom_id,
         )
-        self._inbox.put_nowait((self._sequence(), press))
+        self._inbox.put_nowait((self._delivery_id(), press))
+
+    async def _ack(self, interaction: discord.Interaction) -> None:
+        try:
+            await interaction.response.defer()
+        except (discord.HTTPException, discord.InteractionResponded, aiohttp.ClientError, OSError) as exc:
+            log.info("discord: press %s not acknowledged: %s", interaction.id, exc)
 
     async def poll(self, cursor: str | None = None) -> DiscordBatch:
         """The messages and presses received since the last poll (waits up to ``poll_timeout_s`` for the
         first), normalised: non-user messages (joins, pins) are None, other bots' messages ``from_bot``; the
-        bot's own posts are left out. Raises PlatformError if the gateway task ended (a refused token)."""
+        bot's own posts are left out. Raises PlatformError if the gateway task ended (a refused token), or
+        if nothing came and the gateway is down (so the poller's status shows it)."""
         task = self._task
         if task is None:
             raise PlatformError("the Discord translator is not started")
@@ -240,6 +262,8 @@ class DiscordTranslator:
                 if task.done():
                     await self._call("gateway", task)
                     raise PlatformError("the Discord gateway connection ended")
+                if not self.connected:
+                    raise PlatformError("the Discord gateway is not connected (discord.py reconnects)")
                 return batch
             batch.items.append(getter.result())
         while len(batch.items) < self._max_batch and not self._inbox.empty():
@@ -285,19 +309,23 @@ class DiscordTranslator:
         return str(sent["id"])
 
     async def answer_press(self, callback_id: str, text: str = "") -> None:
-        """Answer the interaction (within Discord's 3 s): ``text`` to the presser alone (ephemeral), else a
-        silent acknowledgement. An unknown or already answered press is Rejected."""
-        interaction = self._presses.pop(callback_id, None)
-        if interaction is None:
+        """Answer a press: ``text`` goes to the presser alone (an ephemeral follow-up to the acknowledgement
+        sent on arrival; a response if that failed). An unknown or already answered press is Rejected."""
+        entry = self._presses.pop(callback_id, None)
+        if entry is None:
             raise Rejected(f"interaction {callback_id} is unknown or was answered already")
-        if text:
-            call: Awaitable[Any] = interaction.response.send_message(text[:MAX_CONTENT], ephemeral=True)
+        interaction, ack = entry
+        await asyncio.wait({ack})
+        content = text[:MAX_CONTENT]
+        if interaction.response.is_done():
+            if content:
+                await self._call("followup", interaction.followup.send(content, ephemeral=True))
+        elif content:
+            await self._call(
+                "interaction_callback", interaction.response.send_message(content, ephemeral=True)
+            )
         else:
-            call = interaction.response.defer()
-        try:
-            await self._call("interaction_callback", call)
-        except discord.InteractionResponded as exc:
-            raise Rejected(f"interaction {callback_id} was answered already") from exc
+            await self._call("interaction_callback", interaction.response.defer())
 
     async def edit_text(self, channel_key: str, message_id: str, text: str) -> None:
         """Replace the message's text and drop its buttons."""

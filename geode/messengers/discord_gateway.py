@@ -86,7 +86,7 @@ class GatewaySessions:
         return {**frame, "d": {**data, "content": "", "embeds": [], "attachments": [], "components": []}}
 
     async def _gateway(self, request: web.Request) -> web.StreamResponse:
-        ws = web.WebSocketResponse(max_msg_size=0)
+        ws = web.WebSocketResponse(max_msg_size=0, timeout=2.0)  # a close unanswered in 2 s is dropped
         await ws.prepare(request)
         conn = _Conn(ws)
         self._conns.add(conn)

@@ -31,8 +31,9 @@ ROUTES: dict[str, tuple[str, str]] = {
     "edit_message": ("PATCH", "/channels/{channel_id}/messages/{message_id}"),
     "typing": ("POST", "/channels/{channel_id}/typing"),
     "interaction_callback": ("POST", "/interactions/{interaction_id}/{token}/callback"),
+    "followup": ("POST", "/webhooks/{application_id}/{token}"),
 }
-_NO_AUTH = {"interaction_callback"}  # authorised by the interaction token in the path
+_NO_AUTH = {"interaction_callback", "followup"}  # authorised by the interaction token in the path
 
 
 def json_response(body: Any, status: int, headers: dict[str, str] | None = None) -> web.Response:
@@ -140,7 +141,8 @@ class RestRoutes:
             return copy.deepcopy(out)
 
     def interaction_responses(self) -> list[JSON]:
-        """Each interaction callback accepted: ``{"interaction_id", "type", "data"}``, in order."""
+        """Each interaction callback and follow-up accepted, in order: ``{"interaction_id", "type", "data"}``
+        (``type`` the callback type: 4 message, 6 deferred update, 7 update; ``"followup"`` a follow-up)."""
         with self._lock:
             return copy.deepcopy(self._responses)
 
@@ -166,6 +168,7 @@ class RestRoutes:
             "get_gateway": self._get_gateway, "get_bot_gateway": self._get_gateway,
             "send_message": self._send_message, "edit_message": self._edit_message,
             "typing": self._typing, "interaction_callback": self._interaction_callback,
+            "followup": self._followup,
         }  # fmt: skip
         for name, (method, path) in ROUTES.items():
             app.router.add_route(method, prefix + path, self._wrap(name, handlers[name]))
@@ -327,3 +330,20 @@ class RestRoutes:
             result["interaction"]["response_message_id"] = resource["id"]
             result["resource"] = {"type": kind, "message": copy.deepcopy(resource)}
         return 200, result
+
+    async def _followup(self, request: web.Request, body: JSON) -> tuple[int, Any]:
+        """A follow-up message of an interaction already responded to (``interaction.followup.send``)."""
+        token = request.match_info["token"]
+        content = body.get("content") or ""
+        if not isinstance(content, str) or not content or len(content) > MAX_CONTENT:
+            raise _invalid("content", "BASE_TYPE_BAD_LENGTH", "Must be 1 to 2000 in length.")
+        with self._lock:
+            found = [(i, k) for i, k in self.interactions.items() if k["token"] == token]
+            if not found or not found[0][1].get("responded"):
+                raise ApiError(404, "Unknown Webhook", 10015)
+            interaction_id, known = found[0]
+            channel_id = int(known["message"]["channel_id"])
+            flags = int(body.get("flags") or 0) & EPHEMERAL
+            msg = self._bot_message(channel_id, content, body.get("components") or [], None, flags)
+            self._responses.append({"interaction_id": interaction_id, "type": "followup", "data": body})
+        return (200, msg) if request.query.get("wait") in ("1", "true") else (204, None)

@@ -167,7 +167,8 @@ class LocalDiscord(RestRoutes, GatewaySessions):
     def drop_gateway(self, code: int = 4000, *, replay_seen: bool = False) -> None:
         """Close the gateway connection(s) with ``code`` (4000: the client RESUMEs; the session and its
         events are kept). ``replay_seen``: that RESUME wrongly replays every message and interaction of the
-        session, also those the client had already received (for testing a client's own dedupe)."""
+        session, also those the client had already received (for testing a client's own dedupe). Returns
+        once closed: from a coroutine on the client's own loop, call it through ``asyncio.to_thread``."""
 
         async def drop() -> None:
             if self._session is not None:

@@ -123,6 +123,20 @@ async def test_a_message_arrives_normalised(dc: LocalDiscord, tr: DiscordTransla
     assert threaded.channel_key == f"{CHANNEL}:{THREAD}"
 
 
+async def test_delivery_ids_are_the_session_and_the_event_sequence(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    dc.push_message(CHANNEL, "one")
+    dc.push_message(CHANNEL, "two")
+    ids: list[str] = []
+    async with asyncio.timeout(10):
+        while len(ids) < 2:
+            ids.extend(delivery for delivery, _ in (await tr.poll(None)).items)
+    (session, first), (same, second) = (i.split(":") for i in ids)
+    assert session == same and len(session) == 32
+    assert (int(first), int(second)) == (3, 4)  # after READY (1) and GUILD_CREATE (2)
+
+
 async def test_a_reply_references_the_message_and_its_echo_is_not_a_message(
     dc: LocalDiscord, tr: DiscordTranslator
 ) -> None:
@@ -218,10 +232,10 @@ async def test_buttons_round_trip_into_a_press_and_an_interaction_response(
     assert where == ("discord", str(CHANNEL), str(THREAD), message_id)
     assert (press.sender_id, press.data) == (str(USER_ID), "ap:1:n")
     await tr.answer_press(press.callback_id, "Denied.")
-    (response,) = dc.interaction_responses()
-    assert (
-        response["type"] == 4 and response["data"]["content"] == "Denied." and response["data"]["flags"] == 64
-    )
+    ack, followup = dc.interaction_responses()
+    assert ack["type"] == 6  # acknowledged on arrival, within Discord's 3 s
+    assert (followup["type"], followup["data"]["content"]) == ("followup", "Denied.")
+    assert followup["data"]["flags"] == 64  # ephemeral: the presser alone sees it
     with pytest.raises(Rejected):
         await tr.answer_press(press.callback_id)  # answered already
     await tr.edit_text(f"{CHANNEL}:{THREAD}", message_id, "Denied by alice.")
@@ -229,12 +243,18 @@ async def test_buttons_round_trip_into_a_press_and_an_interaction_response(
     assert (edited["content"], edited["components"], edited["edited"]) == ("Denied by alice.", [], True)
 
 
-async def test_a_press_answered_silently_is_deferred(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+async def test_a_press_is_acknowledged_on_arrival_whatever_the_poller_does(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
     message_id = await tr.ask_approval(str(CHANNEL), "Run it?", [("Approve", "ap:2:y")])
     dc.push_button(CHANNEL, message_id, "ap:2:y")
     (press,) = await _items(tr, 1)
     assert isinstance(press, CallbackPress) and press.thread_id == ""
-    await tr.answer_press(press.callback_id)
+    async with asyncio.timeout(5):
+        while not dc.interaction_responses():
+            await asyncio.sleep(0.02)
+    assert [r["type"] for r in dc.interaction_responses()] == [6]
+    await tr.answer_press(press.callback_id)  # nothing to say: the acknowledgement was the answer
     assert [r["type"] for r in dc.interaction_responses()] == [6]
 
 
@@ -264,3 +284,21 @@ async def test_an_unknown_channel_is_rejected(dc: LocalDiscord, tr: DiscordTrans
         await tr.send_text("999", "hello")
     with pytest.raises(Rejected):
         await tr.send_text("not-a-channel", "hello")
+
+
+async def test_a_poll_while_the_gateway_is_down_is_a_retryable_error(dc: LocalDiscord) -> None:
+    translator = DiscordTranslator(
+        dc.token, base_url=dc.api_base, gateway_url=dc.gateway_url, poll_timeout_s=0.3,
+        guild_ready_timeout_s=0.05,
+    )  # fmt: skip
+    try:
+        await translator.start()
+        assert translator.connected
+        await asyncio.to_thread(dc.stop)
+        with pytest.raises(PlatformError) as caught:
+            async with asyncio.timeout(10):
+                while True:
+                    await translator.poll(None)
+        assert caught.value.retryable and not translator.connected
+    finally:
+        await translator.close()
