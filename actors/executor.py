@@ -95,7 +95,9 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         owner=f"{ctx.name}#{ctx.incarnation}",
         records=StoreClient(bus.transport, attempts=3),
         hooks=hooks,
-        approvals=LanesApprovalChannel(bus.transport),
+        approvals=LanesApprovalChannel(
+            bus.transport, origin_timeouts={"messengers": ctx.settings.messengers.approval_timeout_s}
+        ),
         global_config=cfg,
         services={
             "bash_limits": limits,

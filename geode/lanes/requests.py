@@ -13,6 +13,7 @@ from geode.protocol import turns
 from geode.records.models import TurnRecord, TurnState
 
 INTERACTIVE = ("IPC", "REPL")
+CHAT_ORIGINS = ("messengers",)  # DAEMON turns of a bound chat: the messengers child asks its approvers
 
 
 def cancelled_result(reason: str = "user") -> dict[str, Any]:
@@ -73,7 +74,8 @@ class OriginRequests(LanesState):
     def ask_approval(self, ask: lanes_msg.ApprovalAsk, r: Asked) -> None:
         """Answered when the origin decides (timeout / disconnect / cancel: ``n``); nothing waits here."""
         rec = self._recs.get(ask.turn_id) if ask.turn_id else None
-        if rec is None or not rec.origin or rec.mode not in INTERACTIVE:
+        chat = rec is not None and rec.mode == "DAEMON" and rec.origin in CHAT_ORIGINS
+        if rec is None or not rec.origin or (rec.mode not in INTERACTIVE and not chat):
             r.answer(
                 lanes_msg.ApprovalDecision(approval_id=ask.approval_id, decision="n", reason="no_origin")
             )

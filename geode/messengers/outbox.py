@@ -225,8 +225,9 @@ class Outbox:
         if self.approvals.has(ask.approval_id):
             return  # asked again (lanes re-asks when we reappear): the keyboard is already there
         info = await self.info(ask.turn_id)
-        if info is None:
-            await self._reply(ask.approval_id, "n", reason="no_origin")
+        binding = self.bindings.find_channel(self.platform, info.channel_key) if info is not None else None
+        if info is None or binding is None or not Bindings.has_approvers(binding):
+            await self._reply(ask.approval_id, "n", reason="no_origin")  # nobody here may answer: denied
             return
         token, buttons = self.approvals.open(ask, info.channel_key)
         entry = self.approvals.get(token)

@@ -27,10 +27,19 @@ NOT_A_PERSON = {
 class LanesApprovalChannel:
     """Lanes relays to the CLI and answers ``n`` on timeout or disconnect; any error here denies too."""
 
-    def __init__(self, transport: Transport, target: str = "lanes", *, timeout_s: float = APPROVAL_TIMEOUT_S):
+    def __init__(
+        self,
+        transport: Transport,
+        target: str = "lanes",
+        *,
+        timeout_s: float = APPROVAL_TIMEOUT_S,
+        origin_timeouts: dict[str, float] | None = None,
+    ):
         self.transport = transport
         self.target = target
         self.timeout_s = timeout_s
+        # per origin (e.g. {"messengers": [messengers] approval_timeout_s}), at most the gate's own wait
+        self.origin_timeouts = {k: min(v, timeout_s) for k, v in (origin_timeouts or {}).items()}
 
     def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str:
         ask = lanes_msg.ApprovalAsk(
@@ -40,10 +49,10 @@ class LanesApprovalChannel:
             tool_name=tool_name[:128],
             detail=detail[:2048],
             safety_level=f"{safety.effect.value}/{safety.data_class.value}"[:32],
-            timeout_s=self.timeout_s,
+            timeout_s=self.origin_timeouts.get(ctx.origin, self.timeout_s),
         )
         reply = self.transport.call(
-            self.target, lanes_msg.APPROVAL, ask, session=ctx.session_id, timeout_s=self.timeout_s + 5
+            self.target, lanes_msg.APPROVAL, ask, session=ctx.session_id, timeout_s=ask.timeout_s + 5
         )
         out = lanes_msg.ApprovalDecision.model_validate(reply)
         if out.decision == "n" and out.reason in NOT_A_PERSON:

@@ -193,13 +193,25 @@ def test_approval_round_trip_timeout_and_origin_death() -> None:
     assert (box["d"].decision, box["d"].reason) == ("n", "disconnect")
 
 
-def test_daemon_turns_get_no_approval_prompt() -> None:
-    svc, _tr, _ = make()
-    svc.submit(lanes_msg.Submit(turn_id="t1", session_id="S", mode="DAEMON", origin="messengers"))
+def test_daemon_turns_get_no_approval_prompt_unless_from_a_messenger_chat() -> None:
+    svc, tr, _ = make()
+    svc.submit(lanes_msg.Submit(turn_id="t1", session_id="S", mode="DAEMON", origin="webhook"))
     d = svc.ask_approval(
         lanes_msg.ApprovalAsk(approval_id="x", session_id="S", turn_id="t1", tool_name="run_bash")
     )
     assert (d.decision, d.reason) == ("n", "no_origin")
+    # a bound chat's DAEMON turn: the messengers child asks the binding's approvers in the chat
+    svc.submit(lanes_msg.Submit(turn_id="t2", session_id="S2", mode="DAEMON", origin="messengers"))
+    box: dict[str, lanes_msg.ApprovalDecision] = {}
+    ask = lanes_msg.ApprovalAsk(approval_id="ap-chat", session_id="S2", turn_id="t2", tool_name="write_file")
+    th = threading.Thread(target=lambda: box.setdefault("d", svc.ask_approval(ask)))
+    th.start()
+    assert tr.wait_for(lambda: _prompted(tr, "ap-chat"))
+    assert any(e["kind"] == lanes_msg.APPROVAL_REQUEST for e in tr.to("messengers"))
+    reply = lanes_msg.ApprovalReply(approval_id="ap-chat", decision="n")
+    assert svc.handle(req(lanes_msg.APPROVAL_REPLY, reply, sender="messengers#1")).ok is True  # type: ignore[union-attr]
+    th.join(5)
+    assert (box["d"].decision, box["d"].reason) == ("n", "user")
 
 
 def test_events_relayed_in_order_with_replay() -> None:

@@ -126,6 +126,17 @@ def test_approval_keyboard_answered_only_by_an_approver() -> None:
         assert (rig.lanes.replies[0].approval_id, rig.lanes.replies[0].decision) == ("ap-1", "n")
         poll_for(lambda: rig.translator.edits, 5, what="the keyboard edited")
         assert "Denied by 8" in rig.translator.edits[0][2]
+        # a chat whose binding names no approver and no sender is never asked: denied at once
+        rig.translator.push(msg("100", 6, "write another"))
+        poll_for(lambda: len(rig.lanes.submits) == 2, 5, what="the second turn")
+        open_id = rig.lanes.submits[1].turn_id
+        ask = lanes_msg.ApprovalAsk(
+            approval_id="ap-2", session_id="s", turn_id=open_id, tool_name="write_file"
+        )
+        rig.event(open_id, lanes_msg.APPROVAL_REQUEST, ask.model_dump(mode="json"))
+        poll_for(lambda: len(rig.lanes.replies) == 2, 5, what="the denial")
+        assert (rig.lanes.replies[1].decision, rig.lanes.replies[1].reason) == ("n", "no_origin")
+        assert len(rig.translator.keyboards) == 1
 
 
 def test_commands_new_and_status_answer_in_the_chat() -> None:

@@ -169,6 +169,46 @@ def test_429_retry_after_delays_the_next_poll_and_409_shows_as_conflict(
     poll_for(lambda: _answered(api, "echo: after conflict"), 60, what="a reply after the conflict")
 
 
+def _keyboards(api: LocalBotApi, after: int) -> list[dict[str, Any]]:
+    return [p for p in api.posts(CHAT)[after:] if p["reply_markup"] or "Approve the tool" in p["text"]]
+
+
+def _buttons(kb: dict[str, Any]) -> dict[str, str]:
+    return {b["text"]: b["callback_data"] for row in kb["reply_markup"]["inline_keyboard"] for b in row}
+
+
+def _pressed_answers(api: LocalBotApi) -> list[str]:
+    return [str(c["params"].get("text", "")) for c in api.calls("answerCallbackQuery")]
+
+
+def test_approval_in_the_chat_deny_and_no_answer_both_keep_the_tool_from_running(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    _home, api, ws = tree
+    n0 = len(api.posts(CHAT))
+    api.push_message(CHAT, "write alpha.txt", sender_id=APPROVER)
+    kb = poll_for(lambda: _keyboards(api, n0), 60, what="the approval keyboard")[0]
+    buttons = _buttons(kb)
+    assert set(buttons) == {"Approve", "Deny", "Always for this session"} and "write_file" in kb["text"]
+    api.push_callback(CHAT, kb["message_id"], buttons["Approve"], sender_id=ALLOWED)  # not an approver
+    poll_for(lambda: "You are not allowed to answer." in _pressed_answers(api), 30, what="the refusal")
+    api.push_callback(CHAT, kb["message_id"], buttons["Deny"], sender_id=APPROVER)
+    poll_for(lambda: _answered(api, "tool result:"), 60, what="the turn's reply after Deny")
+    assert not (ws / "alpha.txt").exists()
+    assert "User denied" in next(t for t in _texts(api) if t.startswith("tool result:"))
+    assert any("Denied by" in t for t in _texts(api)), "the keyboard shows the decision"
+
+    n1 = len(api.posts(CHAT))
+    asked = time.monotonic()
+    api.push_message(CHAT, "write beta.txt", sender_id=APPROVER)
+    poll_for(lambda: _keyboards(api, n1), 60, what="the second keyboard")
+    poll_for(lambda: _answered(api, "tool result:") == 2, 60, what="the reply after no answer")
+    assert time.monotonic() - asked >= 3.0  # [messengers] approval_timeout_s
+    assert not (ws / "beta.txt").exists()
+    assert "timed out" in [t for t in _texts(api) if t.startswith("tool result:")][-1]
+    poll_for(lambda: any("No answer in time" in t for t in _texts(api)), 15, what="the keyboard expired")
+
+
 def test_restart_resumes_at_the_stored_offset_and_a_kill_before_the_cursor_is_answered_once(
     tree: tuple[GeodeHome, LocalBotApi, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,7 +36,7 @@ def test_prompt_reaches_the_origin_and_its_answer_runs_the_call(make_rig) -> Non
 
 def test_daemon_turn_gets_no_prompt_from_lanes(make_rig) -> None:
     lanes, _tr, _ = make()
-    submit(lanes, "t-d", "s1", origin="messengers", mode="DAEMON")
+    submit(lanes, "t-d", "s1", origin="webhook", mode="DAEMON")  # (a messenger chat's turn asks its chat)
     rig = make_rig(approvals=LanesApprovalChannel(LocalTransport({"lanes": lanes})))
     # IPC-mode context but the turn is DAEMON in lanes: lanes refuses to prompt → denied
     res = rig.call("write_file", {"file_path": "x", "content": "x"}, turn_id="t-d")
