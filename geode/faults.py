@@ -27,7 +27,7 @@ POINTS = frozenset(
         "loop.after_pending_checkpoint",  # the pending batch is written ahead, no call sent yet
         "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
-        "messengers.after_turn_record",  # reserved: turn record stored, cursor/ack not advanced (unused)
+        "messengers.after_turn_record",  # a polled batch's turn records stored, the cursor not advanced
     }
 )
 
