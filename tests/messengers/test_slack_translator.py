@@ -19,12 +19,13 @@ from geode.messengers.slack_server import LocalSlack
 
 CHANNEL = "C0GENERAL1"
 ALICE = "U0ALICE01"
-REDELIVER_S = 0.4
+REDELIVER_S = 0.4  # for the tests of redelivery; the others never see one (30 s)
+FAST = pytest.mark.parametrize("slack", [REDELIVER_S], indirect=True)
 
 
 @pytest.fixture
-def slack() -> Iterator[LocalSlack]:
-    with LocalSlack(redeliver_after_s=REDELIVER_S, max_retries=3) as server:
+def slack(request: pytest.FixtureRequest) -> Iterator[LocalSlack]:
+    with LocalSlack(redeliver_after_s=getattr(request, "param", 30.0), max_retries=3) as server:
         yield server
 
 
@@ -92,6 +93,7 @@ async def test_a_mention_is_one_message_and_the_bindings_strip_it(
     assert Bindings([binding]).classify(items[0], bot_username="geode") == Turn("summarise the log", binding)
 
 
+@FAST
 async def test_nothing_is_acked_before_confirm_and_unacked_envelopes_come_again(
     slack: LocalSlack, tr: SlackTranslator
 ) -> None:
@@ -101,13 +103,15 @@ async def test_nothing_is_acked_before_confirm_and_unacked_envelopes_come_again(
     again, [msg2] = await _items(tr)  # redelivered after REDELIVER_S: never acked on receipt
     assert msg2 == msg and again.items[0][0] != first.items[0][0]
     sent = slack.envelopes()
-    assert [(e["retry_attempt"], e["payload"]["event_id"]) for e in sent] == [
+    assert [(e["retry_attempt"], e["payload"]["event_id"]) for e in sent[:2]] == [
         (0, pushed["event_id"]), (1, pushed["event_id"]),
     ]  # fmt: skip
     await tr.confirm(again)
     assert await _acked(slack, [again.items[0][0]])
+    sent_by_the_ack = len(slack.envelopes())  # 2, unless a slow machine let a third go out first
     quiet = await _translator_quiet(tr)
-    assert quiet.items == [] and len(slack.envelopes()) == 2  # acked: no more redelivery
+    assert len(slack.envelopes()) == sent_by_the_ack  # acked: no more redelivery
+    assert len(quiet.items) == sent_by_the_ack - 2
 
 
 async def test_a_retry_delivered_verbatim_normalises_to_the_same_message(
@@ -210,7 +214,7 @@ async def test_approval_buttons_round_trip_into_a_callback_press(
 
 
 async def test_own_posts_edits_joins_and_other_bots_are_not_messages() -> None:
-    with LocalSlack(echo_bot_posts=True, redeliver_after_s=REDELIVER_S) as echo:
+    with LocalSlack(echo_bot_posts=True, redeliver_after_s=30.0) as echo:
         tr = _translator(echo)
         try:
             await tr.start()
@@ -252,6 +256,7 @@ async def test_a_dm_is_addressed_to_the_bot_and_stays_flat(slack: LocalSlack, tr
     await tr.confirm(batch)
 
 
+@FAST
 async def test_an_envelope_never_confirmed_comes_to_the_next_translator(slack: LocalSlack) -> None:
     """A poller that died between storing the turn and the ack: Slack redelivers to the next connection."""
     tr = _translator(slack)
@@ -293,6 +298,7 @@ async def _translator_quiet(tr: SlackTranslator) -> SlackBatch:
         tr._poll_timeout_s = saved
 
 
+@FAST
 async def test_starting_again_replaces_the_link(slack: LocalSlack, tr: SlackTranslator) -> None:
     slack.push_message(CHANNEL, "before")
     _batch, [msg] = await _items(tr)
