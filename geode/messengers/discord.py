@@ -114,8 +114,10 @@ class DiscordTranslator:
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> str:
         """Log in (``/users/@me``, ``/oauth2/applications/@me``), connect the gateway in a background task
-        on this loop and wait for READY. Returns the bot's user name."""
+        on this loop and wait for READY. Returns the bot's user name. Again after ``close`` (a restart): a
+        new client and session; messages already delivered stay delivered."""
         point_at(self._base_url, self._gateway_url)
+        self._inbox = _requeued(self._inbox)  # a restart may run on another loop; undelivered items stay
         intents = discord.Intents.default()
         intents.message_content = True
         client = _Client(
@@ -360,6 +362,13 @@ class DiscordTranslator:
             raise PlatformError(f"{what}: gateway closed ({exc.code})", retryable=exc.code != 4004) from exc
         except (TimeoutError, OSError, aiohttp.ClientError, discord.GatewayNotFound) as exc:
             raise PlatformError(f"{what}: {type(exc).__name__}", retryable=True) from exc
+
+
+def _requeued(queue: asyncio.Queue[T]) -> asyncio.Queue[T]:
+    fresh: asyncio.Queue[T] = asyncio.Queue()
+    while not queue.empty():
+        fresh.put_nowait(queue.get_nowait())
+    return fresh
 
 
 def _params(payload: dict[str, Any]) -> MultipartParameters:

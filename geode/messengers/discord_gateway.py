@@ -52,6 +52,7 @@ class GatewaySessions:
         self._pending: list[tuple[str, JSON]] = []
         self._conns: set[_Conn] = set()
         self._identifies = self._resumes = 0
+        self._closing = False
 
     @property
     def gateway_url(self) -> str:
@@ -86,6 +87,8 @@ class GatewaySessions:
         return {**frame, "d": {**data, "content": "", "embeds": [], "attachments": [], "components": []}}
 
     async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self._closing:
+            return web.Response(status=503)  # shutting down: no new connection may hold up the shutdown
         ws = web.WebSocketResponse(max_msg_size=0, timeout=2.0)  # a close unanswered in 2 s is dropped
         await ws.prepare(request)
         conn = _Conn(ws)
@@ -159,6 +162,10 @@ class GatewaySessions:
         for frame in replay:
             conn.outbox.put_nowait(self._visible(frame, session))
         self._dispatch("RESUMED", {"_trace": ["geode-local-discord"]})
+
+    async def _shut_gateway(self) -> None:
+        self._closing = True
+        await self._close_all(1001)
 
     async def _close_all(self, code: int) -> None:
         for conn in list(self._conns):

@@ -82,7 +82,7 @@ class LocalDiscord(RestRoutes, GatewaySessions):
     def stop(self) -> None:
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None and thread.is_alive():
-            asyncio.run_coroutine_threadsafe(self._close_all(1001), loop).result(15)
+            asyncio.run_coroutine_threadsafe(self._shut_gateway(), loop).result(15)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(15)
         self._thread = None
@@ -96,7 +96,7 @@ class LocalDiscord(RestRoutes, GatewaySessions):
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=5.0)
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=2.0)
         try:
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, self.host, self.port)

@@ -302,3 +302,19 @@ async def test_a_poll_while_the_gateway_is_down_is_a_retryable_error(dc: LocalDi
         assert caught.value.retryable and not translator.connected
     finally:
         await translator.close()
+
+
+async def test_a_restarted_translator_identifies_anew_and_delivers_only_new_messages(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    old = dc.push_message(CHANNEL, "before the restart")
+    (first,) = await _items(tr, 1)
+    assert isinstance(first, InboundMessage) and first.message_id == old["id"]
+    await tr.close()
+    assert await tr.start() == "geode_test_bot"
+    assert dc.identify_count() == 2
+    dc.push_raw("MESSAGE_CREATE", old)  # even if the gateway sent the old message again
+    new = dc.push_message(CHANNEL, "after the restart")
+    (second,) = await _items(tr, 1)
+    assert isinstance(second, InboundMessage) and second.message_id == new["id"]
+    assert tr.dropped_replays == 1
