@@ -299,6 +299,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
 
 def build(bus: Bus, ctx: ChildContext) -> MessengersProcess:
     """Registry builder (``actors.tree.registry``): serve ``messengers``, then start the pollers."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per long poll is noise
     proc = start_messengers(bus, ctx)
     dispatch = proc.child.dispatch()
     bus.serve(ctx.name, dispatch)

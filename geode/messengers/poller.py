@@ -29,6 +29,7 @@ from geode.protocol.errors import GeodeError, Unavailable
 
 log = logging.getLogger(__name__)
 ORIGIN = "messengers"
+READY_WAIT_S = 20.0
 # (binding, session id) → the SessionSpec dict a DAEMON turn of that chat runs with
 SessionSettings = Callable[[MessengerBinding, str], dict[str, Any]]
 
@@ -82,7 +83,7 @@ class Poller:
         )
         self.username = ""
         self.offset: int | None = None
-        self.ready = False  # started: posts may go out
+        self.ready = asyncio.Event()  # started: posts may go out (a post waits a little for a restart)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[lanes_msg.StreamEvent] | None = None
         self._handled: set[int] = set()  # update ids handled since the cursor last moved
@@ -108,7 +109,7 @@ class Poller:
         bg: list[asyncio.Task[None]] = []
         try:
             await self._retrying(self._start)
-            self.ready = True
+            self.ready.set()
             bg = [
                 asyncio.create_task(self._drain_events()),
                 asyncio.create_task(self._every(self.settings.recover_every_s, self.out.recover)),
@@ -117,7 +118,7 @@ class Poller:
             while True:
                 await self._retrying(self._poll_once)
         finally:
-            self.ready = False
+            self.ready.clear()
             for t in bg:
                 t.cancel()
             await asyncio.gather(*bg, return_exceptions=True)
@@ -294,6 +295,11 @@ class Poller:
 
     # --- posts (any thread → the loop) ----------------------------------------------------------------
     async def post(self, channel_key: str, text: str, reply_to: str = "") -> list[str]:
-        if not self.ready:
-            raise Unavailable(f"the {self.platform} poller is not running (starting or backing off)")
+        """Post in the chat once the poller runs (waits up to ``READY_WAIT_S`` for a (re)start: a refusal
+        settles the receipt as not sent, so waiting a little beats refusing)."""
+        try:
+            await asyncio.wait_for(self.ready.wait(), READY_WAIT_S)
+        except TimeoutError:
+            why = f"the {self.platform} poller is not running (starting or backing off)"
+            raise Unavailable(why) from None
         return await self.out.post(channel_key, text, reply_to)

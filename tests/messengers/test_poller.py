@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from geode.messengers.errors import Conflict, RateLimited
+from geode.messengers.errors import Conflict, RateLimited, Rejected
 from geode.messengers.model import CallbackPress
 from geode.messengers.sessions import turn_id_for
 from geode.protocol import lanes as lanes_msg
@@ -150,3 +150,14 @@ def test_commands_new_and_status_answer_in_the_chat() -> None:
         rig.translator.push(msg("100", 3, "after new"))
         poll_for(lambda: rig.lanes.submits, 5, what="the turn")
         assert "-g1-" in rig.lanes.submits[0].session_id
+
+
+def test_a_failing_poller_is_restarted_in_process_and_shows_failed_meanwhile() -> None:
+    with Rig() as rig:
+        rig.translator.fail("start", Rejected("Unauthorized"), Rejected("Unauthorized"))
+        rig.translator.fail("poll", Rejected("Bad Request: wrong offset"))
+        poll_for(lambda: rig.poller.status.restarts >= 3, 5, what="three restarts")
+        assert "Unauthorized" in rig.poller.status.view()["last_error"] or rig.poller.status.restarts >= 3
+        rig.translator.push(msg("100", 1, "still here"))
+        poll_for(lambda: rig.lanes.submits, 5, what="polling after the restarts")
+        assert rig.poller.status.state == "polling"
