@@ -7,7 +7,6 @@ import asyncio
 import logging
 import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -15,7 +14,8 @@ import aiohttp
 import yarl
 
 from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
-from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.discord_errors import discord_call
+from geode.messengers.errors import PlatformError, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
 
@@ -126,14 +126,14 @@ class DiscordTranslator:
         )  # fmt: skip
         self._client, self._ready_seen = client, asyncio.Event()
         try:
-            await self._call("login", client.login(self._token))
+            await discord_call("login", client.login(self._token))
             self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
             ready = asyncio.create_task(self._ready_seen.wait())
             done, _ = await asyncio.wait({ready, self._task}, timeout=self._connect_timeout_s,
                                          return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
             ready.cancel()
             if self._task in done:
-                await self._call("gateway", self._task)
+                await discord_call("gateway", self._task)
                 raise PlatformError("the Discord gateway connection ended before READY")
             if ready not in done:
                 raise PlatformError("no READY from the Discord gateway in time", retryable=True)
@@ -262,7 +262,7 @@ class DiscordTranslator:
             if getter not in done:
                 getter.cancel()
                 if task.done():
-                    await self._call("gateway", task)
+                    await discord_call("gateway", task)
                     raise PlatformError("the Discord gateway connection ended")
                 if not self.connected:
                     raise PlatformError("the Discord gateway is not connected (discord.py reconnects)")
@@ -288,7 +288,7 @@ class DiscordTranslator:
                 payload["message_reference"] = {
                     "message_id": int(reply_to), "channel_id": channel, "fail_if_not_exists": False,
                 }  # fmt: skip
-            sent = await self._call("send_message", http.send_message(channel, params=_params(payload)))
+            sent = await discord_call("send_message", http.send_message(channel, params=_params(payload)))
             posted.append(str(sent["id"]))
         return posted
 
@@ -307,7 +307,7 @@ class DiscordTranslator:
         components = [{"type": 1, "components": row[i : i + 5]} for i in range(0, len(row), 5)]
         payload = {"content": text[:MAX_CONTENT], "components": components, "allowed_mentions": _NO_PINGS}
         channel = _target(channel_key)
-        sent = await self._call("send_message", self._http().send_message(channel, params=_params(payload)))
+        sent = await discord_call("send_message", self._http().send_message(channel, params=_params(payload)))
         return str(sent["id"])
 
     async def answer_press(self, callback_id: str, text: str = "") -> None:
@@ -321,47 +321,31 @@ class DiscordTranslator:
         content = text[:MAX_CONTENT]
         if interaction.response.is_done():
             if content:
-                await self._call("followup", interaction.followup.send(content, ephemeral=True))
+                await discord_call("followup", interaction.followup.send(content, ephemeral=True))
         elif content:
-            await self._call(
+            await discord_call(
                 "interaction_callback", interaction.response.send_message(content, ephemeral=True)
             )
         else:
-            await self._call("interaction_callback", interaction.response.defer())
+            await discord_call("interaction_callback", interaction.response.defer())
 
     async def edit_text(self, channel_key: str, message_id: str, text: str) -> None:
         """Replace the message's text and drop its buttons."""
         payload = {"content": text[:MAX_CONTENT], "components": [], "allowed_mentions": _NO_PINGS}
         channel = _target(channel_key)
-        await self._call(
+        await discord_call(
             "edit_message", self._http().edit_message(channel, int(message_id), params=_params(payload))
         )
 
     async def typing(self, channel_key: str) -> None:
         """Show "<bot> is typing…" in the channel (or thread) for about 10 s."""
-        await self._call("typing", self._http().send_typing(_target(channel_key)))
+        await discord_call("typing", self._http().send_typing(_target(channel_key)))
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _http(self) -> discord.http.HTTPClient:
         if self._client is None:
             raise PlatformError("the Discord translator is not started")
         return self._client.http
-
-    async def _call(self, what: str, request: Awaitable[T]) -> T:
-        try:
-            return await request
-        except discord.RateLimited as exc:  # a 429 longer than MAX_RATELIMIT_WAIT_S
-            raise RateLimited(f"{what}: rate limited", retry_after_s=exc.retry_after) from exc
-        except discord.LoginFailure as exc:
-            raise PlatformError(f"{what}: the bot token was refused", retryable=False) from exc
-        except discord.HTTPException as exc:
-            raise _mapped(what, exc) from exc
-        except discord.PrivilegedIntentsRequired as exc:
-            raise PlatformError(f"{what}: enable the MESSAGE_CONTENT intent", retryable=False) from exc
-        except discord.ConnectionClosed as exc:
-            raise PlatformError(f"{what}: gateway closed ({exc.code})", retryable=exc.code != 4004) from exc
-        except (TimeoutError, OSError, aiohttp.ClientError, discord.GatewayNotFound) as exc:
-            raise PlatformError(f"{what}: {type(exc).__name__}", retryable=True) from exc
 
 
 def _requeued(queue: asyncio.Queue[T]) -> asyncio.Queue[T]:
@@ -389,21 +373,3 @@ def _chat_of(channel: Any) -> tuple[str, str]:
     if isinstance(channel, discord.Thread):
         return str(channel.parent_id), str(channel.id)
     return str(channel.id), ""
-
-
-def _mapped(what: str, exc: discord.HTTPException) -> PlatformError:
-    """An HTTP error as a platform-neutral one: 429 → RateLimited (``Retry-After``), 5xx → retryable,
-    401 → not retryable (the token), other 4xx → Rejected."""
-    status = exc.status
-    if status == 429:
-        headers = getattr(exc.response, "headers", None) or {}
-        try:
-            retry_after = float(headers.get("Retry-After") or 1)
-        except ValueError:
-            retry_after = 1.0
-        return RateLimited(f"{what}: rate limited", retry_after_s=retry_after)
-    if status >= 500:
-        return PlatformError(f"{what}: HTTP {status}", retryable=True)
-    if status == 401:
-        return PlatformError(f"{what}: unauthorised (the bot token)", retryable=False)
-    return Rejected(f"{what}: HTTP {status} {exc.code}: {exc.text[:200]}")

@@ -4,6 +4,7 @@ RESUME replaying the dispatches after the client's last sequence number, and dro
 from __future__ import annotations
 
 import asyncio
+import copy
 import secrets
 from dataclasses import dataclass, field
 
@@ -72,7 +73,7 @@ class GatewaySessions:
         if session is None:
             self._pending.append((event, data))
             return
-        frame = ev.dispatch(event, session.seq + 1, data)
+        frame = ev.dispatch(event, session.seq + 1, copy.deepcopy(data))  # later edits change no log entry
         session.log.append(frame)
         if session.conn is not None:
             session.conn.outbox.put_nowait(self._visible(frame, session))

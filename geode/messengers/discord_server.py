@@ -275,7 +275,9 @@ class LocalDiscord(RestRoutes, GatewaySessions):
                     int(body["channel_id"]), str(body["content"]), bot=bool(body.get("bot", False)),
                     author_id=int(body.get("author_id", USER_ID)),
                     author_name=str(body.get("author_name", "alice")),
-                    mention_bot=bool(body.get("mention_bot", False)), thread_id=body.get("thread_id"),
+                    mention_bot=bool(body.get("mention_bot", False)),
+                    thread_id=None if body.get("thread_id") is None else int(body["thread_id"]),
+                    reply_to=None if body.get("reply_to") is None else int(body["reply_to"]),
                 )  # fmt: skip
                 self._dispatch("MESSAGE_CREATE", result)
             elif name == "push_button":
@@ -287,6 +289,14 @@ class LocalDiscord(RestRoutes, GatewaySessions):
             elif name == "drop_gateway":
                 await self._close_all(int(body.get("code", 4000)))
                 result = None
+            elif name == "fail_next":
+                self.fail_next(
+                    str(body["route"]), status=int(body.get("status", 429)),
+                    retry_after=float(body.get("retry_after", 1)), count=int(body.get("count", 1)),
+                )  # fmt: skip
+                result = None
+            elif name == "interaction_responses":
+                result = self.interaction_responses()
             elif name == "posts":
                 result = self.posts(int(query["channel_id"]) if query.get("channel_id") else None)
             elif name == "info":
@@ -316,7 +326,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"local Discord for {server.bot_name} (bot id {BOT_ID}): REST {server.api_base}")
     print(f"gateway {server.gateway_url}")
     print(f"token {shown}; guild {GUILD_ID}, channels {server.channels}, threads {server.threads}")
-    print(f"test API at {server.url}/_local/ (push_message, push_button, drop_gateway, posts, info)")
+    print(
+        f"test API at {server.url}/_local/ (push_message, push_button, drop_gateway, fail_next, posts, ...)"
+    )
     print("set [messengers.discord] base_url / gateway_url to those URLs and DISCORD_BOT_TOKEN", flush=True)
     try:
         signal.sigwait(stop_on)
