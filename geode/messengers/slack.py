@@ -1,9 +1,10 @@
-"""The Slack translator: slack_sdk's Socket Mode client receives envelopes (acked only in ``confirm``, after
-the poller stored their turns) and its AsyncWebClient posts replies in the message's thread."""
+"""The Slack translator: slack_sdk's Socket Mode client receives envelopes (events acked only in ``confirm``,
+after the poller stored their turns) and its AsyncWebClient posts replies in the message's thread."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ _AUTH = {
 @dataclass
 class SlackBatch:
     """One poll's envelopes: ``items`` are ``(envelope_id, normalised item or None)`` in arrival order.
-    Push platforms have no cursor to store (``next_cursor`` None); ``confirm`` acks every envelope."""
+    Push platforms have no cursor to store (``next_cursor`` None); ``confirm`` acks every envelope not
+    acked on arrival (button presses are)."""
 
     items: list[tuple[str, Item]] = field(default_factory=list)
     next_cursor: str | None = None
@@ -69,6 +71,7 @@ class SlackTranslator:
         self._socket: SocketModeClient | None = None
         self._inbox: asyncio.Queue[SocketModeRequest] | None = None
         self._hello = asyncio.Event()
+        self._early_acks: set[str] = set()  # presses, acked on arrival
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> str:
@@ -112,7 +115,13 @@ class SlackTranslator:
             self._hello.set()
 
     async def _on_request(self, client: Any, request: SocketModeRequest) -> None:
-        """Queued for the next poll; never acked here (``confirm`` acks once the turn record is stored)."""
+        """Queued for the next poll. An event is never acked here (``confirm`` acks it once its turn record
+        is stored: until then Slack redelivers it). A button press is acked at once: Slack never redelivers
+        one, and shows the presser an error if the ack misses its 3 s window."""
+        if request.type == "interactive":
+            self._early_acks.add(request.envelope_id)
+            with contextlib.suppress(ConnectionError, RuntimeError, aiohttp.ClientError, AttributeError):
+                await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
         if self._inbox is not None:
             self._inbox.put_nowait(request)
 
@@ -146,13 +155,17 @@ class SlackTranslator:
         return batch
 
     async def confirm(self, batch: SlackBatch) -> None:
-        """Ack every envelope of ``batch`` (Slack stops redelivering it). All are tried; one that could not
-        be sent raises PlatformError afterwards (Slack redelivers it: the poller's dedupe drops it)."""
+        """Ack every envelope of ``batch`` not acked on arrival (Slack stops redelivering it). All are
+        tried; one that could not be sent raises PlatformError afterwards (Slack redelivers it: the poller's
+        dedupe drops it)."""
         socket = self._socket
         if socket is None:
             raise PlatformError("the Slack translator is not started")
         failed = 0
         for envelope_id, _item in batch.items:
+            if envelope_id in self._early_acks:
+                self._early_acks.discard(envelope_id)
+                continue
             try:
                 await socket.send_socket_mode_response(SocketModeResponse(envelope_id=envelope_id))
             except (ConnectionError, RuntimeError, aiohttp.ClientError, AttributeError):

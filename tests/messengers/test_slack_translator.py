@@ -197,9 +197,10 @@ async def test_approval_buttons_round_trip_into_a_callback_press(
         CHANNEL, "1700000000.000100", ts, "U0BOB0001", "ap1:n",
     )  # fmt: skip
     assert press.channel_key == key
+    assert await _acked(slack, [batch.items[0][0]])  # a press is acked on arrival (Slack's 3 s window)
     await tr.confirm(batch)
-    assert await _acked(slack, [batch.items[0][0]])
     await tr.answer_press(press.callback_id)  # nothing to say: no call
+    assert slack.acks() == [batch.items[0][0]]  # not twice
     await tr.answer_press(press.callback_id, "You may not approve this.")
     [note] = slack.ephemerals()
     assert (note["user"], note["text"]) == ("U0BOB0001", "You may not approve this.")
