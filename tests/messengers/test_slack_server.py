@@ -113,6 +113,15 @@ async def test_post_in_a_thread_with_blocks_then_update(slack: LocalSlack) -> No
     await web.chat_update(channel=CHANNEL, ts=sent["ts"], text="Approved", blocks=[])
     [post] = slack.posts()
     assert (post["text"], post["blocks"], post["edited"]) == ("Approved", [], True)
+    await web.reactions_add(channel=CHANNEL, timestamp=root["ts"], name="eyes")
+    for call, error in [
+        (lambda: web.chat_update(channel=CHANNEL, ts=root["ts"], text="not mine"), "cant_update_message"),
+        (lambda: web.reactions_add(channel=CHANNEL, timestamp=root["ts"], name="eyes"), "already_reacted"),
+        (lambda: web.api_call("chat.scheduleMessage", json={"channel": CHANNEL}), "unknown_method"),
+    ]:
+        with pytest.raises(SlackApiError) as caught:
+            await call()
+        assert caught.value.response["error"] == error
 
 
 @pytest.mark.parametrize(
