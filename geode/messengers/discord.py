@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -283,7 +284,9 @@ class DiscordTranslator:
         http = self._http()
         posted: list[str] = []
         for part in split_reply(text, MAX_CONTENT):
-            payload: dict[str, Any] = {"content": part, "allowed_mentions": _NO_PINGS}
+            # a nonce Discord enforces: discord.py's own retry of this POST (after a 5xx or a reset
+            # connection) returns the message already created instead of posting it twice
+            payload: dict[str, Any] = {"content": part, "allowed_mentions": _NO_PINGS, **_once()}
             if reply_to and not posted:
                 payload["message_reference"] = {
                     "message_id": int(reply_to), "channel_id": channel, "fail_if_not_exists": False,
@@ -305,7 +308,9 @@ class DiscordTranslator:
             for i, (label, custom_id) in enumerate(buttons)
         ]  # fmt: skip
         components = [{"type": 1, "components": row[i : i + 5]} for i in range(0, len(row), 5)]
-        payload = {"content": text[:MAX_CONTENT], "components": components, "allowed_mentions": _NO_PINGS}
+        payload = {
+            "content": text[:MAX_CONTENT], "components": components, "allowed_mentions": _NO_PINGS, **_once(),
+        }  # fmt: skip
         channel = _target(channel_key)
         sent = await discord_call("send_message", self._http().send_message(channel, params=_params(payload)))
         return str(sent["id"])
@@ -346,6 +351,11 @@ class DiscordTranslator:
         if self._client is None:
             raise PlatformError("the Discord translator is not started")
         return self._client.http
+
+
+def _once() -> dict[str, Any]:
+    """A fresh ``nonce`` (at most 25 characters) that Discord checks for uniqueness (``enforce_nonce``)."""
+    return {"nonce": secrets.token_hex(12), "enforce_nonce": True}
 
 
 def _requeued(queue: asyncio.Queue[T]) -> asyncio.Queue[T]:

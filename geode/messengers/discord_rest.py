@@ -90,6 +90,11 @@ def _check_components(components: Any) -> None:
 class _Failure:
     status: int
     retry_after: float | None
+    applied: bool  # the call takes effect, then its response is this error (a lost response)
+
+    def error(self) -> ApiError:
+        message = "You are being rate limited." if self.status == 429 else "Injected failure"
+        return ApiError(self.status, message, 0, retry_after=self.retry_after)
 
 
 class RestRoutes:
@@ -111,6 +116,7 @@ class RestRoutes:
         self._responses: list[JSON] = []
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        self._nonces: dict[tuple[int, str], int] = {}  # (channel, nonce) -> message id (enforce_nonce)
 
     @property
     def gateway_url(self) -> str:
@@ -151,14 +157,18 @@ class RestRoutes:
         with self._lock:
             return copy.deepcopy(self._calls.get(route, []))
 
-    def fail_next(self, route: str, *, status: int = 429, retry_after: float = 1, count: int = 1) -> None:
+    def fail_next(
+        self, route: str, *, status: int = 429, retry_after: float = 1, count: int = 1, applied: bool = False
+    ) -> None:
         """The next ``count`` calls of ``route`` answer ``status`` (a 429 carries ``retry_after`` in the body
-        and ``Retry-After``; discord.py sleeps and retries up to ``max_ratelimit_timeout``, else raises)."""
+        and ``Retry-After``; discord.py sleeps and retries up to ``max_ratelimit_timeout``, else raises).
+        ``applied``: the call takes effect first (a message is posted) and only its response is the error;
+        discord.py retries a 500/502/504 by itself."""
         if route not in ROUTES:
             raise ValueError(f"unknown route {route!r}; one of {sorted(ROUTES)}")
         with self._lock:
             self._failures.setdefault(route, []).extend(
-                _Failure(status, retry_after if status == 429 else None) for _ in range(count)
+                _Failure(status, retry_after if status == 429 else None, applied) for _ in range(count)
             )
 
     # -- HTTP ------------------------------------------------------------------------------------------
@@ -194,10 +204,11 @@ class RestRoutes:
                 with self._lock:
                     failures = self._failures.get(name)
                     failure = failures.pop(0) if failures else None
-                if failure is not None:
-                    message = "You are being rate limited." if failure.status == 429 else "Injected failure"
-                    raise ApiError(failure.status, message, 0, retry_after=failure.retry_after)
+                if failure is not None and not failure.applied:
+                    raise failure.error()
                 status, result = await handler(request, body)
+                if failure is not None:
+                    raise failure.error()
                 response = json_response(result, status) if status != 204 else web.Response(status=204)
             except ApiError as exc:
                 status, response = exc.status, exc.response()
@@ -241,7 +252,10 @@ class RestRoutes:
         _check_components(components)
         if not content and not components:
             raise ApiError(400, "Cannot send an empty message", 50006)
+        nonce = str(body["nonce"]) if body.get("nonce") is not None else ""
         with self._lock:
+            if nonce and body.get("enforce_nonce") and (channel_id, nonce) in self._nonces:
+                return 200, copy.deepcopy(self.messages[(channel_id, self._nonces[(channel_id, nonce)])])
             reference, referenced = None, None
             ref = body.get("message_reference")
             if isinstance(ref, dict) and ref.get("message_id") is not None:
@@ -256,11 +270,14 @@ class RestRoutes:
                     reference = {"type": 0, "message_id": referenced["id"], "channel_id": str(channel_id),
                                  "guild_id": referenced.get("guild_id")}  # fmt: skip
             msg = self._bot_message(channel_id, content, components, reference)
+            if nonce:
+                msg["nonce"] = body["nonce"]  # echoed, as Discord does
+                self._nonces[(channel_id, nonce)] = int(msg["id"])
             if referenced is not None:
                 msg = {**msg, "referenced_message": copy.deepcopy(referenced)}
             self._posts.append((channel_id, int(msg["id"])))
         self.posted(msg)
-        return 200, msg
+        return 200, copy.deepcopy(msg)
 
     def _bot_message(self, channel_id: int, content: str, components: list[JSON], reference: JSON | None,
                      flags: int = 0) -> JSON:  # with the lock held  # fmt: skip

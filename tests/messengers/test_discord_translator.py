@@ -279,6 +279,17 @@ async def test_a_long_429_is_rate_limited_and_a_short_one_is_waited_out(
     assert dc.calls("typing")[-1]["path"].endswith(f"/channels/{THREAD}/typing")
 
 
+async def test_a_post_whose_response_was_lost_is_not_posted_twice_by_discord_py_retrying(
+    dc: LocalDiscord, tr: DiscordTranslator
+) -> None:
+    dc.fail_next("send_message", status=500, applied=True)  # posted, then a 500: discord.py retries in 1 s
+    ids = await tr.send_text(str(CHANNEL), "only once")
+    assert [c["status"] for c in dc.calls("send_message")] == [500, 200]
+    assert [(str(p["message_id"]), p["content"]) for p in dc.posts()] == [(ids[0], "only once")]
+    first, retry = (c["json"] for c in dc.calls("send_message"))
+    assert first["nonce"] == retry["nonce"] and first["enforce_nonce"] is True and len(first["nonce"]) <= 25
+
+
 async def test_an_unknown_channel_is_rejected(dc: LocalDiscord, tr: DiscordTranslator) -> None:
     with pytest.raises(Rejected):
         await tr.send_text("999", "hello")
