@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from geode.protocol.errors import GeodeError, Unavailable
 log = logging.getLogger(__name__)
 ORIGIN = "messengers"
 READY_WAIT_S = 20.0
+MAX_EARLY_EVENTS = 1000
 # (binding, session id) → the SessionSpec dict a DAEMON turn of that chat runs with
 SessionSettings = Callable[[MessengerBinding, str], dict[str, Any]]
 
@@ -87,13 +89,22 @@ class Poller:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[lanes_msg.StreamEvent] | None = None
         self._handled: set[int] = set()  # update ids handled since the cursor last moved
+        self._early: list[lanes_msg.StreamEvent] = []  # events that came before the loop ran (kept in order)
+        self._early_lock = threading.Lock()
         self._conflict_reported = False
 
     # --- from other threads ---------------------------------------------------------------------------
     def on_event(self, ev: lanes_msg.StreamEvent) -> None:
-        """A turn stream event (any thread). Dropped while the loop is not running: recovery covers it."""
-        loop, events = self.loop, self._events
-        if loop is None or events is None or loop.is_closed():
+        """A turn stream event (any thread). Before the first run it is kept (lanes re-asks a pending approval
+        as soon as we connect, possibly before the loop runs); once the loop is gone it is dropped (the
+        recovery of pending replies covers a lost ``turn_done``)."""
+        with self._early_lock:
+            loop, events = self.loop, self._events
+            if loop is None or events is None:
+                if len(self._early) < MAX_EARLY_EVENTS:
+                    self._early.append(ev)
+                return
+        if loop.is_closed():
             return
         try:
             loop.call_soon_threadsafe(events.put_nowait, ev)
@@ -102,9 +113,13 @@ class Poller:
 
     # --- the run ------------------------------------------------------------------------------------
     async def run(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        if self._events is None:
-            self._events = asyncio.Queue()
+        with self._early_lock:
+            self.loop = asyncio.get_running_loop()
+            if self._events is None:
+                self._events = asyncio.Queue()
+            for ev in self._early:
+                self._events.put_nowait(ev)
+            self._early.clear()
         self.status.state = "starting"
         bg: list[asyncio.Task[None]] = []
         try:
