@@ -47,6 +47,7 @@ class GatewaySessions:
     token: str
     bot_id: int
     heartbeat_interval_ms: int
+    message_content_enabled: bool  # the privileged intent is enabled for the app (else IDENTIFY → 4014)
 
     def __init__(self) -> None:
         self._session: _Session | None = None
@@ -128,8 +129,12 @@ class GatewaySessions:
             if data.get("token") != self.token:
                 await conn.ws.close(code=4004, message=b"Authentication failed.")
                 return
+            intents = int(data.get("intents") or 0)
+            if intents & MESSAGE_CONTENT_INTENT and not self.message_content_enabled:
+                await conn.ws.close(code=4014, message=b"Disallowed intent(s).")  # not enabled in the portal
+                return
             self._identifies += 1
-            self._identify(conn, int(data.get("intents") or 0))
+            self._identify(conn, intents)
         elif op == ev.OP_RESUME and isinstance(data, dict):
             session = self._session
             if (

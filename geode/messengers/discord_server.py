@@ -42,12 +42,14 @@ class LocalDiscord(RestRoutes, GatewaySessions):
         channels: Sequence[int] = CHANNELS,
         threads: Mapping[int, int] | None = None,
         heartbeat_interval_ms: int = 41_250,
+        message_content_enabled: bool = True,
     ) -> None:
         RestRoutes.__init__(self)
         GatewaySessions.__init__(self)
         self.token, self.bot_name, self.host, self.port = token, bot_name, host, port
         self.bot_id, self.guild_id = BOT_ID, GUILD_ID
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.message_content_enabled = message_content_enabled  # False: an IDENTIFY asking for it gets 4014
         self.bot_user = ev.self_user_json(BOT_ID, bot_name)
         self.channels = [int(c) for c in channels]
         self.threads = {int(t): int(p) for t, p in (THREADS if threads is None else threads).items()}

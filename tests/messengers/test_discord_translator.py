@@ -94,6 +94,17 @@ async def test_a_refused_token_is_a_platform_error_that_names_no_token(dc: Local
     assert not caught.value.retryable and "not-the-token" not in str(caught.value)
 
 
+async def test_a_bot_without_the_message_content_intent_enabled_is_told_so() -> None:
+    with LocalDiscord(message_content_enabled=False) as dc:
+        translator = _translator(dc)
+        try:
+            with pytest.raises(PlatformError) as caught:
+                await translator.start()
+        finally:
+            await translator.close()
+    assert not caught.value.retryable and "MESSAGE_CONTENT" in str(caught.value)
+
+
 async def test_a_message_arrives_normalised(dc: LocalDiscord, tr: DiscordTranslator) -> None:
     plain = dc.push_message(CHANNEL, "plain words", author_id=USER_ID, author_name="alice")
     dc.push_message(CHANNEL, "what now?", mention_bot=True)
