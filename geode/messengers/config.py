@@ -117,7 +117,7 @@ class MessengerBinding(BaseModel):
     channel_id: IdText = Field(min_length=1, max_length=128)
     require_mention: StrictBool = False
     allowed_senders: IdList = Field(default_factory=list)  # empty: anyone in the chat
-    approvers: IdList = Field(default_factory=list)  # empty: allowed_senders (empty: anyone in the chat)
+    approvers: IdList = Field(default_factory=list)  # empty: allowed_senders (empty: nobody; deny)
     allowed_tools: Annotated[list[str] | None, AfterValidator(_tool_names)] = None  # None: what DAEMON allows
     time_budget_s: float = Field(default=120.0, gt=0, le=MAX_TIME_BUDGET_S)
 
