@@ -165,6 +165,7 @@ class Outbox:
             if rec.state != TurnState.DONE:
                 return
             outcome = rec.outcome or {}
+        self.running.pop(turn_id, None)  # its turn_done may have been lost: stop typing there
         info = await self.info(turn_id)
         if info is None:
             await self._settle(state, turn_id)
@@ -207,8 +208,7 @@ class Outbox:
         if state is None:
             return
         for turn_id in list(state.pending):
-            if turn_id not in self.running:
-                await self.deliver(turn_id)
+            await self.deliver(turn_id)
         self.status.pending_replies = len(state.pending)
 
     async def command_reply(self, req: messengers_msg.DeliverReply) -> None:

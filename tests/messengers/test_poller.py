@@ -62,11 +62,14 @@ def test_restart_resumes_at_the_stored_offset_and_recovers_a_reply_lost_while_do
         rig2.translator.next_id = 2
         poll_for(lambda: rig2.translator.offsets, 5, what="a poll")
         assert rig2.translator.offsets[0] == 2
+        rig2.event(turn_id, lanes_msg.TURN_STARTED)  # it was running; then its turn_done is lost
+        poll_for(lambda: rig2.poller.out.running, 5, what="the turn seen running")
         rig2.lanes.finish(turn_id, "late answer")
         poll_for(lambda: rig2.translator.posts, 5, what="the recovered reply")
         assert rig2.translator.posts == [("100", "late answer", "10")]
         poll_for(lambda: store.get_cursor("telegram", "99", "pending.tail") == "1", 5, what="settled")
         assert rig2.lanes.submits == []  # nothing old was submitted again
+        assert rig2.poller.out.running == {}  # no typing goes on in that chat
 
 
 def test_cursor_does_not_move_past_a_turn_lanes_did_not_take() -> None:

@@ -131,6 +131,11 @@ def test_bound_chat_gets_one_reply_unbound_and_stranger_none_and_counted(
     assert tg["state"] == "polling" and tg["in"] == 1 and tg["replies_out"] == 1
     assert tg["ignored"] == {"unbound": 1, "sender": 1}
     assert tg["cursor"] == last["update_id"] + 1
+    detail = messengers_detail(home)  # messenger.bindings: `geode messengers`
+    assert detail is not None
+    (binding,) = detail["bindings"]
+    assert binding["session_id"].startswith(f"s-telegram-{CHAT}-g0-")
+    assert binding["last_turn"]["state"] == "done"
 
 
 def test_same_update_delivered_twice_is_one_turn_and_one_reply(
