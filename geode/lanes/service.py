@@ -262,6 +262,9 @@ class LanesService(OriginRequests):
             if orphan and orphan[0] == hb.worker and orphan[1] == hb.incarnation:
                 del self._orphans[turn_id]
                 self.pool.assign(hb.worker, turn_id)  # still running there: adopt it
+        for turn_id, (w, inc, _) in list(self._orphans.items()):
+            if w == hb.worker and inc == hb.incarnation and turn_id not in hb.running:
+                self._push_orphan_again(turn_id, hb.worker)
         for turn_id in self.pool.unconfirmed(hb.worker, hb.running, self.lost_run_grace_s):
             if turn_id not in self._starting:
                 log.warning(
@@ -292,6 +295,25 @@ class LanesService(OriginRequests):
         )
         for turn_id in dead.turns:
             self._requeue(turn_id)
+
+    def _push_orphan_again(self, turn_id: str, worker: str) -> None:
+        """The orphan's worker is alive and does not run it: the push died with the previous lanes. Push it to
+        that same worker again at once, resuming from its checkpoint, instead of waiting out the orphan grace.
+        ``turn.run`` is idempotent by turn id there, so a push of the previous lanes still on its way starts
+        nothing twice; a push lost again is re-queued by the lost-run check like any other."""
+        rec = self._recs.get(turn_id)
+        if rec is None or rec.state != TurnState.RUNNING:
+            return
+        if self.routable is not None and not self.routable(worker):
+            return  # its peer hello has not reached us yet: the next heartbeat tries again
+        log.warning("orphaned turn %s: %s does not run it; pushing it there again", turn_id, worker)
+        try:
+            self._send_run(worker, rec, resume=True)
+        except GeodeError as exc:
+            log.info("orphaned turn %s: %s unreachable (%s); retried at its next beat", turn_id, worker, exc)
+            return
+        del self._orphans[turn_id]
+        self.pool.assign(worker, turn_id)  # the lost-run check counts from this push
 
     def _requeue_orphan(self, turn_id: str, why: str) -> None:
         log.warning("orphaned turn %s: %s; re-queueing it", turn_id, why)
