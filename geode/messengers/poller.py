@@ -26,7 +26,7 @@ from geode.messengers.schedule import Backoff, PollerStatus, RateGate
 from geode.messengers.sessions import dedupe_key, reply_operation_id, session_id_for, turn_id_for
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
-from geode.protocol.errors import GeodeError, Unavailable
+from geode.protocol.errors import ErrorCode, GeodeError, Unavailable
 
 log = logging.getLogger(__name__)
 ORIGIN = "messengers"
@@ -217,7 +217,7 @@ class Poller:
             return
         for uid, item in fresh:
             if uid not in self._handled:
-                await self._handle(item)
+                await self._handle_or_skip(uid, item)
                 self._handled.add(uid)
         faults.fault("messengers.after_turn_record")  # the batch's turns are recorded, the cursor not moved
         assert self.out.state is not None
@@ -225,6 +225,23 @@ class Poller:
         await asyncio.to_thread(self.out.state.set_offset, nxt)
         self.offset = self.status.cursor = nxt
         self._handled.clear()
+
+    async def _handle_or_skip(self, uid: int, item: InboundMessage | CallbackPress | None) -> None:
+        """Handle one update; one that can never be handled (refused, or a bug) is logged, counted as
+        ``error`` and skipped, so it cannot hold the chat's cursor forever. Transient failures propagate:
+        the batch is retried."""
+        try:
+            await self._handle(item)
+        except GeodeError as exc:
+            if exc.code != ErrorCode.BAD_REQUEST:
+                raise
+            self.status.ignored["error"] += 1
+            log.warning("%s update %d refused, skipped: %s", self.platform, uid, exc)
+        except PlatformError:
+            raise
+        except Exception:
+            self.status.ignored["error"] += 1
+            log.exception("%s update %d failed, skipped", self.platform, uid)
 
     async def _handle(self, item: InboundMessage | CallbackPress | None) -> None:
         if item is None:

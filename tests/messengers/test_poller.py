@@ -5,6 +5,7 @@ replies go out once (also after a restart), 429 and 409 are honoured, approvals 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -183,3 +184,20 @@ def test_an_approval_asked_before_the_loop_runs_is_kept_and_asked() -> None:
     with rig:
         poll_for(lambda: rig.translator.keyboards, 5, what="the keyboard after the start")
         assert rig.translator.keyboards[0][0] == "200"
+
+
+def test_an_update_that_can_never_be_handled_is_skipped_and_counted() -> None:
+    calls: list[str] = []
+
+    def settings(binding: Any, sid: str) -> dict[str, Any]:
+        calls.append(sid)
+        if len(calls) == 1:
+            raise ValueError("a bug composing the first session")
+        return {"session_id": sid}
+
+    with Rig(settings=settings) as rig:
+        rig.translator.push(msg("100", 1, "first"))
+        rig.translator.push(msg("100", 2, "second"))
+        poll_for(lambda: rig.cursor() == "3", 5, what="the cursor past both")
+        assert rig.poller.status.ignored["error"] == 1
+        assert [s.input["text"] for s in rig.lanes.submits] == ["second"]
