@@ -7,7 +7,7 @@ import asyncio
 import logging
 import secrets
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -99,7 +99,8 @@ class DiscordTranslator:
         self._client: _Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready_seen = asyncio.Event()
-        self._inbox: asyncio.Queue[tuple[str, Item]] = asyncio.Queue()
+        self._inbox: deque[tuple[str, Item]] = deque()  # taken only by poll, never lost to a cancel
+        self._arrived = asyncio.Event()
         self._last_seen: dict[int, int] = {}  # channel (or thread) id -> the newest message id delivered
         self._presses: OrderedDict[str, tuple[discord.Interaction, asyncio.Task[None]]] = OrderedDict()
         self.dropped_replays = 0  # messages the gateway delivered again (after a resume) and were dropped
@@ -118,7 +119,7 @@ class DiscordTranslator:
         on this loop and wait for READY. Returns the bot's user name. Again after ``close`` (a restart): a
         new client and session; messages already delivered stay delivered."""
         point_at(self._base_url, self._gateway_url)
-        self._inbox = _requeued(self._inbox)  # a restart may run on another loop; undelivered items stay
+        self._arrived = asyncio.Event()  # a restart may run on another loop; undelivered items stay
         intents = discord.Intents.default()
         intents.message_content = True
         client = _Client(
@@ -128,23 +129,30 @@ class DiscordTranslator:
         self._client, self._ready_seen = client, asyncio.Event()
         try:
             await discord_call("login", client.login(self._token))
+            user = client.user
+            assert user is not None  # set by login
+            # known before the first event: a message's <@id> mention is recognised from the start
+            self.bot_id, self.bot_name = str(user.id), user.name
             self._task = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
-            ready = asyncio.create_task(self._ready_seen.wait())
-            done, _ = await asyncio.wait({ready, self._task}, timeout=self._connect_timeout_s,
-                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            ready.cancel()
-            if self._task in done:
-                await discord_call("gateway", self._task)
-                raise PlatformError("the Discord gateway connection ended before READY")
-            if ready not in done:
-                raise PlatformError("no READY from the Discord gateway in time", retryable=True)
+            self._task.add_done_callback(lambda _: self._arrived.set())  # a waiting poll sees the end
+            await self._wait_ready(self._task)
         except BaseException:
             await self.close()
             raise
-        user = client.user
-        assert user is not None  # set by login
-        self.bot_id, self.bot_name = str(user.id), user.name
         return self.bot_name
+
+    async def _wait_ready(self, gateway: asyncio.Task[None]) -> None:
+        ready = asyncio.create_task(self._ready_seen.wait())
+        try:
+            done, _ = await asyncio.wait({ready, gateway}, timeout=self._connect_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        finally:
+            ready.cancel()
+        if gateway in done:
+            await discord_call("gateway", gateway)
+            raise PlatformError("the Discord gateway connection ended before READY")
+        if ready not in done:
+            raise PlatformError("no READY from the Discord gateway in time", retryable=True)
 
     async def close(self) -> None:
         client, task, self._client, self._task = self._client, self._task, None, None
@@ -186,7 +194,8 @@ class DiscordTranslator:
         self._last_seen[channel_id] = message.id
         if self.bot_id and message.author.id == int(self.bot_id):
             return  # the gateway echoes the bot's own posts (Telegram never shows them): not even an item
-        self._inbox.put_nowait((self._delivery_id(), self._normalise(message)))
+        self._inbox.append((self._delivery_id(), self._normalise(message)))
+        self._arrived.set()
 
     def _normalise(self, message: discord.Message) -> InboundMessage | None:
         author = message.author
@@ -239,7 +248,8 @@ class DiscordTranslator:
             callback_id=callback_id,
             data=custom_id,
         )
-        self._inbox.put_nowait((self._delivery_id(), press))
+        self._inbox.append((self._delivery_id(), press))
+        self._arrived.set()
 
     async def _ack(self, interaction: discord.Interaction) -> None:
         try:
@@ -255,22 +265,23 @@ class DiscordTranslator:
         task = self._task
         if task is None:
             raise PlatformError("the Discord translator is not started")
+        if not self._inbox and not task.done():
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(
+                    self._arrived.wait(), self._poll_timeout_s
+                )  # set by the gateway's end too
+            except TimeoutError:
+                pass
+        if not self._inbox:
+            if task.done():
+                await discord_call("gateway", task)
+                raise PlatformError("the Discord gateway connection ended")
+            if not self.connected:
+                raise PlatformError("the Discord gateway is not connected (discord.py reconnects)")
         batch = DiscordBatch()
-        if self._inbox.empty():
-            getter = asyncio.create_task(self._inbox.get())
-            done, _ = await asyncio.wait({getter, task}, timeout=self._poll_timeout_s,
-                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            if getter not in done:
-                getter.cancel()
-                if task.done():
-                    await discord_call("gateway", task)
-                    raise PlatformError("the Discord gateway connection ended")
-                if not self.connected:
-                    raise PlatformError("the Discord gateway is not connected (discord.py reconnects)")
-                return batch
-            batch.items.append(getter.result())
-        while len(batch.items) < self._max_batch and not self._inbox.empty():
-            batch.items.append(self._inbox.get_nowait())
+        while self._inbox and len(batch.items) < self._max_batch:
+            batch.items.append(self._inbox.popleft())
         return batch
 
     async def confirm(self, batch: DiscordBatch) -> None:
@@ -356,13 +367,6 @@ class DiscordTranslator:
 def _once() -> dict[str, Any]:
     """A fresh ``nonce`` (at most 25 characters) that Discord checks for uniqueness (``enforce_nonce``)."""
     return {"nonce": secrets.token_hex(12), "enforce_nonce": True}
-
-
-def _requeued(queue: asyncio.Queue[T]) -> asyncio.Queue[T]:
-    fresh: asyncio.Queue[T] = asyncio.Queue()
-    while not queue.empty():
-        fresh.put_nowait(queue.get_nowait())
-    return fresh
 
 
 def _params(payload: dict[str, Any]) -> MultipartParameters:

@@ -84,6 +84,18 @@ async def test_the_settings_point_the_translator_at_the_server(dc: LocalDiscord)
     assert dc.calls("get_user")[0]["path"] == "/api/v10/users/@me"
 
 
+async def test_a_mention_that_arrives_with_ready_is_recognised(dc: LocalDiscord) -> None:
+    dc.push_message(CHANNEL, "early?", mention_bot=True)  # held until IDENTIFY: parsed right after READY
+    translator = _translator(dc)
+    try:
+        await translator.start()
+        (early,) = await _items(translator, 1)
+    finally:
+        await translator.close()
+    assert isinstance(early, InboundMessage)
+    assert (early.text, early.mentioned) == ("@geode_test_bot early?", True)
+
+
 async def test_a_refused_token_is_a_platform_error_that_names_no_token(dc: LocalDiscord) -> None:
     bad = _translator(dc, token="not-the-token")
     try:
