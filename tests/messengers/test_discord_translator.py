@@ -352,3 +352,14 @@ async def test_a_restarted_translator_identifies_anew_and_delivers_only_new_mess
     (second,) = await _items(tr, 1)
     assert isinstance(second, InboundMessage) and second.message_id == new["id"]
     assert tr.dropped_replays == 1
+
+
+async def test_a_cancelled_poll_loses_nothing(dc: LocalDiscord, tr: DiscordTranslator) -> None:
+    waiting = asyncio.create_task(tr.poll(None))
+    await asyncio.sleep(0)  # let it start waiting
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    sent = dc.push_message(CHANNEL, "after the cancel")
+    (msg,) = await _items(tr, 1)
+    assert isinstance(msg, InboundMessage) and msg.message_id == sent["id"]
