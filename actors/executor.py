@@ -26,6 +26,7 @@ from geode.protocol.transport import Request
 from geode.records.models import TimelineEvent
 from geode.records.store_client import StoreClient
 from geode.tools.approval_lanes import LanesApprovalChannel
+from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.builtin.bash import BashLimits
 from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
@@ -91,13 +92,13 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
     # a call without a session workspace never falls back to the daemon's cwd
     default_ws = Path(tools.default_workspace or ctx.home.root / "workspace").expanduser()
     default_ws.mkdir(parents=True, exist_ok=True)
+    chat_approval_s = ctx.settings.messengers.approval_timeout_s  # an approval asked in a bound chat
     kw: dict[str, Any] = dict(
         owner=f"{ctx.name}#{ctx.incarnation}",
         records=StoreClient(bus.transport, attempts=3),
         hooks=hooks,
-        approvals=LanesApprovalChannel(
-            bus.transport, origin_timeouts={"messengers": ctx.settings.messengers.approval_timeout_s}
-        ),
+        approvals=LanesApprovalChannel(bus.transport, origin_timeouts={"messengers": chat_approval_s}),
+        approval_timeout_s=max(APPROVAL_TIMEOUT_S, chat_approval_s),  # the gate outwaits every channel
         global_config=cfg,
         services={
             "bash_limits": limits,

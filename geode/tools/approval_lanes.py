@@ -38,8 +38,8 @@ class LanesApprovalChannel:
         self.transport = transport
         self.target = target
         self.timeout_s = timeout_s
-        # per origin (e.g. {"messengers": [messengers] approval_timeout_s}), at most the gate's own wait
-        self.origin_timeouts = {k: min(v, timeout_s) for k, v in (origin_timeouts or {}).items()}
+        # per origin, e.g. {"messengers": [messengers] approval_timeout_s}; the gate must wait at least that
+        self.origin_timeouts = dict(origin_timeouts or {})
 
     def request(self, ctx: ToolContext, tool_name: str, detail: str, safety: SafetyPolicy) -> str:
         ask = lanes_msg.ApprovalAsk(
