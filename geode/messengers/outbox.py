@@ -266,10 +266,10 @@ class Outbox:
         decision = parsed[1]
         self.approvals.close(parsed[0])
         self.status.approvals_open = len(self.approvals)
-        await self._reply(entry.approval_id, decision)
-        label = DONE_LABEL[decision]
+        taken = await self._reply(entry.approval_id, decision)
+        label = DONE_LABEL[decision] if taken else "No longer pending"
         await self.best_effort("answer", lambda: self.translator.answer_press(p.callback_id, label))
-        text = f"{entry.text}\n\n{label} by {p.sender_id}."
+        text = f"{entry.text}\n\n" + (f"{label} by {p.sender_id}." if taken else "No answer in time: denied.")
         await self.best_effort(
             "edit", lambda: self.translator.edit_text(entry.channel_key, entry.message_id, text)
         )
@@ -283,12 +283,14 @@ class Outbox:
                 "edit", lambda: self.translator.edit_text(entry.channel_key, entry.message_id, text)
             )
 
-    async def _reply(self, approval_id: str, decision: lanes_msg.Decision, reason: str = "user") -> None:
+    async def _reply(self, approval_id: str, decision: lanes_msg.Decision, reason: str = "user") -> bool:
+        """Answer lanes; False when the approval is no longer pending there (timed out, turn ended)."""
         body = lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision, reason=reason)  # type: ignore[arg-type]
         try:
-            await asyncio.to_thread(self.lanes.approval_reply, body)
+            return await asyncio.to_thread(self.lanes.approval_reply, body)
         except GeodeError as exc:  # lanes denies at its timeout
             log.warning("%s approval %s answer not delivered: %s", self.platform, approval_id, exc)
+            return False
 
     # --- posts (messenger.send) -----------------------------------------------------------------------
     async def post(self, channel_key: str, text: str, reply_to: str = "") -> list[str]:

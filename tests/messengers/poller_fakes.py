@@ -134,6 +134,7 @@ class FakeLanes:
         self.store = store
         self.submits: list[lanes_msg.Submit] = []
         self.replies: list[lanes_msg.ApprovalReply] = []
+        self.stale: set[str] = set()
         self.down = False
 
     def submit(self, sub: lanes_msg.Submit) -> lanes_msg.Submitted:
@@ -158,7 +159,7 @@ class FakeLanes:
 
     def approval_reply(self, reply: lanes_msg.ApprovalReply) -> bool:
         self.replies.append(reply)
-        return True
+        return reply.approval_id not in self.stale  # stale: lanes already denied it (timeout)
 
 
 class FakeExecutor:

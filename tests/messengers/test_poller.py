@@ -141,6 +141,18 @@ def test_approval_keyboard_answered_only_by_an_approver() -> None:
         poll_for(lambda: len(rig.lanes.replies) == 2, 5, what="the denial")
         assert (rig.lanes.replies[1].decision, rig.lanes.replies[1].reason) == ("n", "no_origin")
         assert len(rig.translator.keyboards) == 1
+        # a press after lanes already denied it (its timeout) says so and changes nothing
+        late = lanes_msg.ApprovalAsk(
+            approval_id="ap-3", session_id="s", turn_id=turn_id, tool_name="write_file"
+        )
+        rig.lanes.stale.add("ap-3")
+        rig.event(turn_id, lanes_msg.APPROVAL_REQUEST, late.model_dump(mode="json"))
+        poll_for(lambda: len(rig.translator.keyboards) == 2, 5, what="the third keyboard")
+        approve = dict(rig.translator.keyboards[1][2])["Approve"]
+        rig.translator.push(CallbackPress(sender_id="8", callback_id="c3", **(press | {"data": approve})))
+        poll_for(lambda: len(rig.translator.edits) == 2, 5, what="the late keyboard edited")
+        assert "No answer in time" in rig.translator.edits[1][2]
+        assert ("c3", "No longer pending") in rig.translator.answers
 
 
 def test_commands_new_and_status_answer_in_the_chat() -> None:
