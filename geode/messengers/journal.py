@@ -1,9 +1,10 @@
 """The poller's durable state in the store's cursors table: the update offset, each chat's session
 generation and last turn, and the journal of submitted turns whose reply is not settled yet.
 
-The journal is a queue of numbered slots: ``pending#<n>`` holds a turn id ("" once its reply settled),
-``pending.head`` the next free slot, ``pending.tail`` the oldest unsettled one. A restarted poller reads
-the slots between tail and head and so knows every turn it still owes a reply. Blocking calls (run them
+The journal is a ring of numbered slots: entry ``n`` lives at ``pending#<n mod RING>`` as ``"<n>:<turn id>"``
+("" once its reply settled), ``pending.head`` is the next entry, ``pending.tail`` the oldest unsettled one. A
+restarted poller reads the entries between tail and head and so knows every turn it still owes a reply; the
+ring keeps the table bounded (a full ring refuses new turns until replies settle). Blocking calls (run them
 off the event loop).
 """
 
@@ -12,10 +13,12 @@ from __future__ import annotations
 import logging
 
 from geode.messengers.ports import StorePort
+from geode.protocol.errors import Overloaded
 
 log = logging.getLogger(__name__)
 UPDATES = "updates"
 HEAD, TAIL = "pending.head", "pending.tail"
+RING = 8192  # unsettled replies at most; then the poller waits (the batch is retried) until some settle
 
 
 def _int(text: str | None) -> int:
@@ -23,6 +26,10 @@ def _int(text: str | None) -> int:
         return max(0, int(text or 0))
     except ValueError:
         return 0
+
+
+def _slot(entry: int) -> str:
+    return f"pending#{entry % RING}"
 
 
 class PollerState:
@@ -80,8 +87,8 @@ class PollerState:
         self.pending.clear()
         self._settled.clear()
         for slot in range(self.tail, self.head):
-            turn_id = self.get(f"pending#{slot}") or ""
-            if turn_id:
+            seq, _, turn_id = (self.get(_slot(slot)) or "").partition(":")
+            if turn_id and seq == str(slot):
                 self.pending[turn_id] = slot
             else:
                 self._settled.add(slot)
@@ -93,7 +100,9 @@ class PollerState:
         if turn_id in self.pending:
             return
         slot = self.head
-        self.put(f"pending#{slot}", turn_id)
+        if slot - self.tail >= RING:
+            raise Overloaded(f"{RING} replies are still owed; new turns wait until some are delivered")
+        self.put(_slot(slot), f"{slot}:{turn_id}")
         self.put(HEAD, str(slot + 1))
         self.head = slot + 1
         self.pending[turn_id] = slot
@@ -103,7 +112,7 @@ class PollerState:
         slot = self.pending.pop(turn_id, None)
         if slot is None:
             return
-        self.put(f"pending#{slot}", "")
+        self.put(_slot(slot), "")
         self._settled.add(slot)
         self._advance()
 
