@@ -162,6 +162,7 @@ class LoopWorker:
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
+        threading.Thread(target=self.warm_provider, name=f"{self.name}-warm", daemon=True).start()
         self.bus.subscribe("supervisor", self.on_lifecycle)
         self.bus.connect_peer(LANES, self.handle, concurrency=2)
         self._hb = threading.Thread(target=self._heartbeats, name=f"{self.name}-heartbeat", daemon=True)
@@ -200,6 +201,21 @@ class LoopWorker:
             except GeodeError as exc:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
             self._stop.wait(self.heartbeat_s if announced else 0.2)
+
+    def warm_provider(self) -> None:
+        """Build the default provider and its SDK client now, beside the start-up: importing the SDK takes
+        about a second, which the first turn of every restarted incarnation used to pay (under chaos, a
+        re-queued turn usually lands on a freshly restarted worker). Best effort: a turn builds it anyway."""
+        if self.live is None:
+            return
+        t0 = time.monotonic()
+        try:
+            provider = self.live.get(None)
+            getattr(provider, "client", None)  # the SDK client is built lazily, on first use
+        except Exception as exc:  # an unusable config is reported when a turn needs it
+            log.info("%s: provider not warmed: %s", self.name, exc)
+            return
+        log.info("%s#%d: provider warmed in %.2fs", self.name, self.incarnation, time.monotonic() - t0)
 
     def reload_if_asked(self) -> bool:
         """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and
