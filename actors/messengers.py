@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from actors.bus import Bus
+from geode import faults
 from geode.home import GeodeHome
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import MessengerBinding, MessengersSection, platform_token
@@ -224,6 +225,7 @@ class MessengersChild:
             outcome = messengers_msg.MessageSent(
                 platform=platform, message_id=ids[0] if ids else "", message_ids=ids
             )
+            faults.fault("messengers.after_post")  # posted; the executor not answered
             return outcome
         except (BadRequest, Unavailable):
             outcome = None  # refused before anything was posted

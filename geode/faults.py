@@ -28,6 +28,7 @@ POINTS = frozenset(
         "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
         "messengers.after_turn_record",  # a polled batch's turn records stored, the cursor not advanced
+        "messengers.after_post",  # messenger.send posted to the platform, the executor not answered yet
     }
 )
 

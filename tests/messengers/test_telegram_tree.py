@@ -19,6 +19,7 @@ import pytest
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
 from geode.messengers.bot_api_server import LocalBotApi
+from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import children, geode, scripted_home, serve, stop
 from tests.waiting import poll_for
@@ -214,14 +215,20 @@ def test_approval_in_the_chat_deny_and_no_answer_both_keep_the_tool_from_running
     poll_for(lambda: any("No answer in time" in t for t in _texts(api)), 15, what="the keyboard expired")
 
 
-def test_restart_resumes_at_the_stored_offset_and_a_kill_before_the_cursor_is_answered_once(
+def test_restart_resumes_at_the_stored_offset_and_kills_around_a_reply_never_post_twice(
     tree: tuple[GeodeHome, LocalBotApi, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Stop and serve again: polling resumes at the stored offset, nothing old is answered. Then the
+    messengers child is SIGKILLed twice around one message: after its turn record (before the cursor), and,
+    once restarted, right after posting the reply (before the executor hears back): one post, and the
+    reply's receipt is `uncertain` (the restarted child's recovery finds it so and does not post again)."""
     home, api, ws = tree
     before = _texts(api)
     cursor = _poller(home)["cursor"]
     stop(home)
-    monkeypatch.setenv("GEODE_FAULTS", "messengers@messengers.after_turn_record:kill")
+    monkeypatch.setenv(
+        "GEODE_FAULTS", "messengers@messengers.after_turn_record:kill,messengers@messengers.after_post:kill"
+    )
     started = time.monotonic()
     serve(home, cwd=ws)
     poll_for(
@@ -231,13 +238,17 @@ def test_restart_resumes_at_the_stored_offset_and_a_kill_before_the_cursor_is_an
     )
     resumed = next(c for c in api.calls("getUpdates") if c["at"] > started)
     assert int(resumed["params"]["offset"]) == cursor
+    incarnation = children(home)["messengers"].incarnation
 
     upd = api.push_message(CHAT, "kill me softly", sender_id=ALLOWED)
-    poll_for(
-        lambda: (home.root / "faults" / "messengers.after_turn_record.fired").exists(), 30, what="the kill"
-    )
-    poll_for(lambda: _answered(api, "echo: kill me softly"), 60, what="the reply after the kill")
-    poll_for(lambda: _settled(home, upd["update_id"]), 30, what="settled", swallow=(AssertionError,))
+    fired = home.root / "faults"
+    poll_for(lambda: (fired / "messengers.after_turn_record.fired").exists(), 30, what="the first kill")
+    poll_for(lambda: (fired / "messengers.after_post.fired").exists(), 60, what="the kill after the post")
+    poll_for(lambda: _settled(home, upd["update_id"]), 60, what="settled", swallow=(AssertionError,))
     assert _answered(api, "echo: kill me softly") == 1
-    assert children(home)["messengers"].incarnation >= 2
+    assert children(home)["messengers"].incarnation >= incarnation + 2
     assert _texts(api)[: len(before)] == before and len(_texts(api)) == len(before) + 1  # nothing old again
+    op = reply_operation_id(turn_id_for("telegram", str(CHAT), str(upd["message"]["message_id"])))
+    r = geode(home, "receipts", "--uncertain", "--json")
+    assert r.returncode == 0, r.stderr
+    assert op in [row["operation_id"] for row in json.loads(r.stdout)], r.stdout
