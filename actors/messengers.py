@@ -109,9 +109,6 @@ class PlatformActor(pykka.ThreadingActor):
         else:
             self.keys[key] = outcome
 
-    def view(self) -> dict[str, Any]:
-        return self.runner.poller.status.view()
-
 
 @dataclass
 class MessengersChild:
