@@ -26,6 +26,7 @@ from geode.messengers.bindings import Bindings
 from geode.messengers.config import MessengerBinding, MessengersSection, platform_token
 from geode.messengers.poller import Poller, PollerSettings
 from geode.messengers.runner import PollerRunner
+from geode.messengers.schedule import PollerStatus
 from geode.messengers.session_spec import daemon_session_settings
 from geode.messengers.sessions import session_id_for
 from geode.protocol import lanes as lanes_msg
@@ -145,7 +146,7 @@ class MessengersChild:
     def platforms(self) -> list[dict[str, Any]]:
         views = [p.status.view() for p in self.pollers.values()]
         for platform, reason in self.disabled.items():
-            views.append({"platform": platform, "state": "disabled", "reason": reason})
+            views.append(PollerStatus(platform, state="disabled", reason=reason).view())
         return views
 
     def _status(self, b: runtime.StatusQuery, r: Request) -> runtime.StatusReply:
