@@ -199,8 +199,13 @@ class MessengersChild:
         platform, _, key = b.channel.partition(":")
         ref = self.actors.get(platform)
         if ref is None:
-            why = self.disabled.get(platform, "not a messenger platform GEODE knows")
-            raise Unavailable(f"{platform or b.channel!r} is not enabled: {why}; nothing was posted")
+            why = self.disabled.get(platform)
+            if why is None:
+                enabled = ", ".join(self.actors) or "none"
+                why = f"no messenger platform is enabled for {platform or b.channel!r} (enabled: {enabled})"
+            else:
+                why = f"the {platform} messenger platform is not enabled: {why}"
+            raise Unavailable(f"{why}; nothing was posted")
         if not key or self.bindings.find_channel(platform, key) is None:
             raise BadRequest(
                 f"{b.channel!r} is not a bound chat: posts go only to chats in [[messengers.bindings]] "

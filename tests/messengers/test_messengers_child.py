@@ -62,7 +62,7 @@ def test_send_posts_to_a_bound_chat_once_per_key(child: tuple[MessengersChild, R
     assert [p[:2] for p in rig.translator.posts] == [("100", "hello")]
     with pytest.raises(BadRequest, match="not a bound chat"):
         d.handle(req(messengers_msg.SEND, send("telegram:300", "k2")))
-    with pytest.raises(Unavailable, match="not enabled"):
+    with pytest.raises(Unavailable, match="no messenger platform is enabled for 'slack'"):
         d.handle(req(messengers_msg.SEND, send("slack:C0123", "k3")))
     assert len(rig.translator.posts) == 1
 

@@ -7,14 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from actors.messengers import MessengersService
+from actors.messengers import MessengersChild
 from actors.tree.service import SupervisorService
 from geode.control.core import ControlCore
 from geode.home import GeodeHome
+from geode.messengers.bindings import Bindings
+from geode.messengers.config import MessengersSection
 from geode.protocol import catalog, runtime
 from geode.protocol import control as c
 from geode.protocol import tools as m
 from geode.protocol.errors import BadRequest, Unavailable
+from geode.protocol.messengers import SEND, SendMessage
 from geode.protocol.transport import LocalTransport
 from geode.tools.executor import ToolExecutor
 from geode.tools.service import ToolService
@@ -63,14 +66,17 @@ def test_the_supervisor_refuses_a_type_it_does_not_handle() -> None:
         t.call("supervisor", m.CATALOGUE)  # it used to answer {} to anything
 
 
-def test_messengers_answer_lifecycle_and_refuse_the_rest_as_unavailable() -> None:
-    svc = MessengersService("messengers", 1)
-    t = LocalTransport({"messengers": svc})
+def test_messengers_answer_lifecycle_and_refuse_the_rest() -> None:
+    svc = MessengersChild("messengers", 1, MessengersSection(), Bindings([]))
+    t = LocalTransport({"messengers": svc.dispatch()})
     assert t.call("messengers", runtime.STATUS)["detail"]["platforms"] == []
     t.call("messengers", runtime.CHILD_DIED, runtime.ChildDied(name="executor", incarnation=2))
     assert [d.name for d in svc.deaths] == ["executor"]
-    with pytest.raises(Unavailable, match="no messenger platform"):
+    with pytest.raises(BadRequest, match=r"messengers does not handle 'tool\.catalogue'"):
         t.call("messengers", m.CATALOGUE)
+    send = SendMessage(channel="slack:C1", recipient="U1", text="hi", idempotency_key="k")
+    with pytest.raises(Unavailable, match="no messenger platform is enabled"):
+        t.call("messengers", SEND, send)
 
 
 def test_control_handles_every_cli_request_in_the_catalogue(tmp_path: Path) -> None:
