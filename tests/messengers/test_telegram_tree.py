@@ -153,6 +153,21 @@ def test_same_update_delivered_twice_is_one_turn_and_one_reply(
     assert _answered(api, "echo: twice please") == 1
 
 
+def test_status_and_new_commands_answer_in_the_chat(tree: tuple[GeodeHome, LocalBotApi, Path]) -> None:
+    _home, api, _ = tree
+    api.push_message(CHAT, "/status", sender_id=ALLOWED)
+    status = poll_for(lambda: [t for t in _texts(api) if t.startswith("Session:")], 60, what="/status")[0]
+    assert f"s-telegram-{CHAT}-g0-" in status and "Last turn: done (natural)" in status
+    api.push_message(CHAT, "/new", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "Started a new session"), 60, what="/new")
+    assert f"s-telegram-{CHAT}-g1-" in next(t for t in _texts(api) if t.startswith("Started a new session"))
+    api.push_message(CHAT, "fresh start", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "echo: fresh start"), 60, what="a turn in the new session")
+    api.push_message(CHAT, "/status", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "Session:") == 2, 60, what="/status again")
+    assert f"s-telegram-{CHAT}-g1-" in [t for t in _texts(api) if t.startswith("Session:")][1]
+
+
 def test_429_retry_after_delays_the_next_poll_and_409_shows_as_conflict(
     tree: tuple[GeodeHome, LocalBotApi, Path],
 ) -> None:
