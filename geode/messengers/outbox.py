@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 SEND_RATE_RETRIES = 3
 MAX_SEND_WAIT_S = 30.0  # a 429 asking for longer fails the post (nothing of that part was sent)
+MAX_DELIVERIES = 8  # replies delivered at once (each may wait for the executor's post)
 MISSING_ROUNDS = 24  # recovery rounds a journaled turn may lack a record before it is dropped
 
 
@@ -72,6 +73,7 @@ class Outbox:
         self._not_sent: dict[str, int] = {}
         self._missing: dict[str, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._deliveries = asyncio.Semaphore(MAX_DELIVERIES)  # leave I/O threads for polling and submits
 
     # --- platform calls ---------------------------------------------------------------------------------
     async def call(self, make: Callable[[], Awaitable[T]]) -> T:
@@ -179,7 +181,8 @@ class Outbox:
             reply_to=info.message_id,
         )
         try:
-            out = await asyncio.to_thread(self.executor.deliver, req)
+            async with self._deliveries:
+                out = await asyncio.to_thread(self.executor.deliver, req)
         except GeodeError as exc:  # the executor is down or slow: recovery asks again
             self.status.last_error = f"reply {turn_id}: {exc}"[:500]
             log.info("%s reply for %s not delivered yet: %s", self.platform, turn_id, exc)

@@ -16,6 +16,7 @@ from geode.protocol.errors import RequestTimeout, Unavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+IO_THREADS = 32
 
 
 class PollerRunner:
@@ -38,6 +39,13 @@ class PollerRunner:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
+        # blocking bus calls run here (asyncio.to_thread); replies may wait a minute each, so the pool is
+        # wider than asyncio's default (cores + 4) and the outbox caps how many of them deliver at once
+        self.loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(
+                IO_THREADS, thread_name_prefix=f"poller-{self.poller.platform}-io"
+            )
+        )
         try:
             self._main = self.loop.create_task(self._supervise())
             self._started.set()
