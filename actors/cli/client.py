@@ -24,9 +24,9 @@ from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import unwrap
 
-PING_EVERY_S = 1.0
-SILENCE_S = 4.0  # no answer to pings for this long: assume the control child restarted
-CATCHUP_S = 2.0  # no stream event for this long while a turn runs: replay from the last seq
+PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
+SILENCE_S = 2.0  # no answer to pings for this long: assume the control child restarted
+CATCHUP_S = 1.0  # no stream event for this long while a turn runs: replay from the last seq
 
 EventFn = Callable[[dict[str, Any]], None]
 ApprovalFn = Callable[[dict[str, Any]], str]
@@ -290,30 +290,37 @@ class ControlClient:
             on_event=got.append,
         )
         self.reattached += 1
-        for o in reply.get("outcomes", []):  # the buffer did not reach back: durable outcomes instead
-            if not reply.get("complete", True) and o.get("outcome") is not None:
-                got.append(
-                    {
-                        "session_id": sid,
-                        "turn_id": o["turn_id"],
-                        "seq": 0,
-                        "kind": lanes_msg.TURN_DONE,
-                        "data": {"result": o["outcome"]},
-                    }
-                )
-        return got
+        return got + _durable_outcomes(reply, sid)
 
     def catch_up(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
         """Replay events after the last seq we saw (lost in a lanes restart, say); duplicates are dropped."""
         sid = self.session_id or ""
         got: list[dict[str, Any]] = []
-        self.request(
+        reply = self.request(
             c.ATTACH,
             {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
             timeout_s=timeout_s,
             on_event=got.append,
         )
-        return got
+        # a restarted lanes lost the buffer: a turn that ended meanwhile is known only by its durable outcome
+        return got + _durable_outcomes(reply, sid)
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
         return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
+
+
+def _durable_outcomes(reply: dict[str, Any], sid: str) -> list[dict[str, Any]]:
+    """When the replay did not reach back (lanes restarted), the turns' durable outcomes as done events."""
+    if reply.get("complete", True):
+        return []
+    return [
+        {
+            "session_id": sid,
+            "turn_id": o["turn_id"],
+            "seq": 0,
+            "kind": lanes_msg.TURN_DONE,
+            "data": {"result": o["outcome"]},
+        }
+        for o in reply.get("outcomes", [])
+        if o.get("outcome") is not None and o.get("turn_id")
+    ]
