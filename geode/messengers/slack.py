@@ -118,7 +118,8 @@ class SlackTranslator:
         """Queued for the next poll. An event is never acked here (``confirm`` acks it once its turn record
         is stored: until then Slack redelivers it). A button press is acked at once: Slack never redelivers
         one, and shows the presser an error if the ack misses its 3 s window."""
-        if request.type == "interactive":
+        envelope_kind = request.type  # Slack's envelope type (events_api | interactive | slash_commands)
+        if envelope_kind == "interactive":
             self._early_acks.add(request.envelope_id)
             with contextlib.suppress(ConnectionError, RuntimeError, aiohttp.ClientError, AttributeError):
                 await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
