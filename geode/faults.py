@@ -28,6 +28,8 @@ POINTS = frozenset(
         "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
         "messengers.after_turn_record",  # a polled batch's turn records stored, the cursor not advanced
+        "executor.reply_after_admit",  # a reply's receipt admitted, messenger.send not asked yet
+        "executor.reply_after_send",  # messenger.send answered (posted), the reply's receipt not committed
         "messengers.after_post",  # messenger.send posted to the platform, the executor not answered yet
     }
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from geode.faults import fault
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Transport
@@ -85,6 +86,7 @@ class ReplyDelivery:
             return messengers_msg.Delivered(state="uncertain", reason=admitted.reason)
         if admitted.kind is AdmitKind.CONFLICT:
             return messengers_msg.Delivered(state="not_sent", reason=admitted.reason)
+        fault("executor.reply_after_admit")
         return self._send(b)
 
     def _send(self, b: messengers_msg.DeliverReply) -> messengers_msg.Delivered:
@@ -104,6 +106,7 @@ class ReplyDelivery:
             return self._settle(b.operation_id, posted=False, reason=exc.message)
         except GeodeError as exc:  # the handler failed mid-way: the platform may have accepted part of it
             return self._uncertain(b.operation_id, exc.message)
+        fault("executor.reply_after_send")
         sent = messengers_msg.MessageSent.model_validate(reply)
         ids = sent.message_ids or ([sent.message_id] if sent.message_id else [])
         return self._settle(b.operation_id, posted=True, message_ids=ids)
