@@ -101,14 +101,27 @@ class Sub:
     pool: HandlerPool
 
 
-def make_socket(ctx: zmq.Context, kind: int, identity: str) -> zmq.Socket:  # type: ignore[type-arg]
-    """A socket with every option set before bind/connect (HWMs, LINGER, caps, heartbeats, ROUTER flags)."""
+def make_socket(
+    ctx: zmq.Context,  # type: ignore[type-arg]
+    kind: int,
+    identity: str,
+    *,
+    heartbeats: bool = False,
+) -> zmq.Socket:  # type: ignore[type-arg]
+    """A socket with every option set before bind/connect (HWMs, LINGER, caps, heartbeats, ROUTER flags).
+
+    ZMTP heartbeats only where they are needed, on tcp (a dead host sends no FIN): on ipc a dead peer's
+    socket closes at once, and libzmq 4.3.5 aborts the whole process (``!_io_error``,
+    stream_engine_base.cpp:310) when a heartbeat falls on a connection whose input was stopped and whose
+    peer then went away (docs/faults.md, "A known libzmq abort")."""
     s = ctx.socket(kind)
     opts: list[tuple[int, int]] = [(zmq.LINGER, 0), (zmq.SNDHWM, HWM), (zmq.RCVHWM, HWM)]
     opts.append((zmq.MAXMSGSIZE, WIRE_CAP))
     if kind in (zmq.ROUTER, zmq.DEALER):
-        opts += [(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS), (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)]
-        opts += [(zmq.HEARTBEAT_TTL, HEARTBEAT_TTL_MS), (zmq.RECONNECT_IVL, RECONNECT_IVL_MS)]
+        opts.append((zmq.RECONNECT_IVL, RECONNECT_IVL_MS))
+        if heartbeats:
+            opts += [(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS), (zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)]
+            opts.append((zmq.HEARTBEAT_TTL, HEARTBEAT_TTL_MS))
     if kind == zmq.ROUTER:
         opts += [(zmq.ROUTER_MANDATORY, 1), (zmq.ROUTER_HANDOVER, 1)]
     if kind == zmq.DEALER:

@@ -154,7 +154,7 @@ class Bus:
             if self.endpoints.is_tcp(endpoint) and self.endpoints.curve is not None and self._zap is None:
                 self._zap = ZapHandler(self._ctx, self.endpoints.curve)
                 self._register(self._zap.sock, self._zap.handle)
-            sock = self._socket(zmq.ROUTER)
+            sock = self._socket(zmq.ROUTER, heartbeats=self.endpoints.is_tcp(endpoint))
             try:
                 self.endpoints.bind(sock, endpoint)
             except Exception:
@@ -326,8 +326,16 @@ class Bus:
             except Exception:
                 log.exception("bus op failed")
 
-    def _socket(self, kind: int) -> zmq.Socket:  # type: ignore[type-arg]
-        return make_socket(self._ctx, kind, self.sender)
+    def _socket(self, kind: int, *, heartbeats: bool = False) -> zmq.Socket:  # type: ignore[type-arg]
+        self._owned()
+        return make_socket(self._ctx, kind, self.sender, heartbeats=heartbeats)
+
+    def _owned(self) -> None:
+        """Sockets are not thread-safe: only the bus thread (or anyone before it starts / after it ended)."""
+        t = self._thread
+        if t is not None and threading.current_thread() is not t and t.is_alive():
+            who = threading.current_thread().name
+            raise RuntimeError(f"bus {self.sender}: zmq socket used from thread {who!r}, not the bus thread")
 
     def _register(self, sock: Any, handler: Callable[[], None]) -> None:
         self._handlers[sock] = handler
@@ -336,7 +344,7 @@ class Bus:
     def _client(self, target: str) -> Client:
         client = self._clients.get(target)
         if client is None:
-            sock = self._socket(zmq.DEALER)
+            sock = self._socket(zmq.DEALER, heartbeats=self.endpoints.is_tcp(target))
             try:
                 self.endpoints.connect(sock, target)
             except Exception:
@@ -361,6 +369,7 @@ class Bus:
                 self._send_raw(c.sock, [codec.encode(env)])
 
     def _send_raw(self, sock: Any, frames: list[bytes]) -> bool:
+        self._owned()
         try:
             sock.send_multipart(frames, zmq.NOBLOCK)
             return True
@@ -381,6 +390,7 @@ class Bus:
                 del served.peers[k]
 
     def _send_to(self, target: str, frame: bytes, mid: str | None) -> None:
+        self._owned()
         try:
             route = self._peer_route(target)
             if route is not None:
@@ -533,6 +543,7 @@ class Bus:
             return None
 
     def _close_sockets(self) -> None:
+        self._owned()
         socks = [s.sock for s in self._served.values()] + [c.sock for c in self._clients.values()]
         socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
         socks += [self._zap.sock] if self._zap is not None else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -19,9 +20,14 @@ from geode.protocol.errors import RequestTimeout, Unavailable
 ENDPOINT = "supervisor"
 
 
+_buses = itertools.count(1)
+
+
 @contextmanager
 def client_bus(home: GeodeHome) -> Iterator[Bus]:
-    bus = Bus(f"cli-{os.getpid()}", 1, home).start()
+    """A short-lived bus. Its name (the DEALER routing id) is unique per bus, not per process: two at once
+    under one id would make the supervisor's ROUTER (ROUTER_HANDOVER) send one's replies to the other."""
+    bus = Bus(f"cli-{os.getpid()}-{next(_buses)}", 1, home).start()
     try:
         yield bus
     finally:
