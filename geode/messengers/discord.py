@@ -8,7 +8,6 @@ import logging
 import secrets
 import warnings
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -17,7 +16,7 @@ import yarl
 from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
 from geode.messengers.discord_errors import discord_call
 from geode.messengers.errors import PlatformError, Rejected
-from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
 
 # discord.py's voice player imports audioop (deprecated since 3.11); GEODE uses no voice
@@ -46,13 +45,7 @@ def point_at(base_url: str, gateway_url: str) -> None:
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
 
 
-@dataclass
-class DiscordBatch:
-    """One poll's gateway events: ``(delivery id, normalised item or None)`` in arrival order; the delivery
-    id is ``<session id>:<sequence number>``. No cursor to store (``next_cursor`` None), nothing to ack."""
-
-    items: list[tuple[str, Item]] = field(default_factory=list)
-    next_cursor: str | None = None
+DiscordBatch = Batch  # one poll's events: ``(<session id>:<sequence>, item)``; no cursor, nothing to ack
 
 
 class _Client(discord.Client):

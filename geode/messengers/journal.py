@@ -51,7 +51,13 @@ class PollerState:
     def put(self, channel: str, position: str) -> None:
         self.store.set_cursor(self.platform, self.account, channel, position)
 
-    # --- the update offset ----------------------------------------------------------------------------
+    # --- the poll cursor (Telegram's update offset) -----------------------------------------------------
+    def cursor(self) -> str | None:
+        return self.get(UPDATES) or None
+
+    def set_cursor(self, position: str) -> None:
+        self.put(UPDATES, position)
+
     def offset(self) -> int | None:
         pos = self.get(UPDATES)
         return _int(pos) if pos else None

@@ -1,6 +1,9 @@
-"""The platform-neutral shapes a translator normalises inbound updates into: a message or a button press."""
+"""The platform-neutral shapes a translator normalises inbound updates into: a message or a button press,
+and one poll's batch of them."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
@@ -46,3 +49,18 @@ class CallbackPress(BaseModel):
     @property
     def channel_key(self) -> str:
         return channel_key_of(self.chat_id, self.thread_id)
+
+
+Item = InboundMessage | CallbackPress | None
+
+
+@dataclass
+class Batch:
+    """One poll of a platform: ``items`` are ``(delivery id, normalised item or None)`` in arrival order (the
+    delivery id is the Telegram update id, the Slack envelope id, the Discord ``session:sequence``; None for
+    kinds GEODE ignores). ``next_cursor`` is what the poller stores once every item's turn is recorded
+    (Telegram: the next ``offset``); None: nothing to store (push platforms). The poller then calls the
+    translator's ``confirm(batch)`` (Slack acks the envelopes there)."""
+
+    items: list[tuple[str, Item]] = field(default_factory=list)
+    next_cursor: str | None = None

@@ -1,7 +1,9 @@
-"""The platform-neutral messenger poller: polls the platform through its translator, submits each bound
-chat's messages as DAEMON turns in order, stores the cursor only after the batch's turns are recorded, and
-answers ``/new`` and ``/status``. Failures back off with jitter; a 429's ``retry_after`` holds the next
-platform call; a 409 conflict is reported once and retried. The outbound half is :mod:`outbox`.
+"""The platform-neutral messenger poller: polls the platform through its translator (a :class:`Batch`),
+submits each bound chat's messages as DAEMON turns in order (durable dedupe by message id), stores the
+batch's cursor only after its turns are recorded, then lets the translator confirm the batch (Slack acks
+its envelopes), and answers ``/new`` and ``/status``. Failures back off with jitter; a 429's
+``retry_after`` holds the next platform call; a 409 conflict is reported once and retried.
+The outbound half is :mod:`outbox`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from geode.messengers.bindings import Bindings, Command, Ignore
 from geode.messengers.config import MessengerBinding
 from geode.messengers.errors import Conflict, PlatformError, RateLimited
 from geode.messengers.journal import PollerState
-from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage
 from geode.messengers.outbox import Outbox, TurnInfo
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
 from geode.messengers.schedule import Backoff, PollerStatus, RateGate
@@ -45,6 +47,11 @@ class PollerSettings:
     backoff_max_s: float = 30.0
     dedupe_ttl_s: float = 7 * 86400.0
     deliver_attempts: int = 5
+
+
+def cursor_view(cursor: str | None) -> int | str | None:
+    """The cursor as ``geode status`` shows it: Telegram's offset as a number."""
+    return int(cursor) if cursor is not None and cursor.isdigit() else cursor
 
 
 class Poller:
@@ -84,11 +91,12 @@ class Poller:
             deliver_attempts=settings.deliver_attempts,
         )
         self.username = ""
-        self.offset: int | None = None
+        self.cursor: str | None = None
         self.ready = asyncio.Event()  # started: posts may go out (a post waits a little for a restart)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[lanes_msg.StreamEvent] | None = None
-        self._handled: set[int] = set()  # update ids handled since the cursor last moved
+        self._batch: Batch | None = None  # polled, not yet recorded whole: retried without polling again
+        self._handled: set[str] = set()  # delivery ids of ``_batch`` handled already
         self._early: list[lanes_msg.StreamEvent] = []  # events that came before the loop ran (kept in order)
         self._early_lock = threading.Lock()
         self._conflict_reported = False
@@ -147,15 +155,15 @@ class Poller:
         self.username = await self.out.call(self.translator.start)
         state = PollerState(self.store, self.platform, str(self.translator.bot_id))
         pending = await asyncio.to_thread(state.load)
-        self.offset = await asyncio.to_thread(state.offset)
+        self.cursor = await asyncio.to_thread(state.cursor)
         self.out.state = state
-        self.status.cursor = self.offset
+        self.status.cursor = cursor_view(self.cursor)
         self.status.pending_replies = len(pending)
         log.info(
-            "%s poller started as @%s at offset %s (%d replies pending)",
+            "%s poller started as @%s at cursor %s (%d replies pending)",
             self.platform,
             self.username,
-            self.offset,
+            self.cursor,
             len(pending),
         )
 
@@ -208,25 +216,37 @@ class Poller:
 
     # --- inbound ------------------------------------------------------------------------------------
     async def _poll_once(self) -> None:
-        offset = self.offset
-        updates = await self.out.call(lambda: self.translator.poll(offset))
-        self.status.state = "polling"
-        self.status.last_poll_ok_at = time.time()
-        fresh = [(uid, item) for uid, item in updates if offset is None or uid >= offset]
-        if not fresh:
-            return
-        for uid, item in fresh:
-            if uid not in self._handled:
-                await self._handle_or_skip(uid, item)
-                self._handled.add(uid)
+        """Poll (unless a batch failed half-way: that one is retried, never polled again, since a push
+        platform would not deliver it twice), submit its turns, store its cursor, then confirm it."""
+        batch = self._batch
+        if batch is None:
+            cursor = self.cursor
+            batch = await self.out.call(lambda: self.translator.poll(cursor))
+            self.status.state = "polling"
+            self.status.last_poll_ok_at = time.time()
+            if not batch.items:
+                return
+            self._batch, self._handled = batch, set()
+        for did, item in batch.items:
+            if did not in self._handled:
+                await self._handle_or_skip(did, item)
+                self._handled.add(did)
         faults.fault("messengers.after_turn_record")  # the batch's turns are recorded, the cursor not moved
         assert self.out.state is not None
-        nxt = max(uid for uid, _ in fresh) + 1
-        await asyncio.to_thread(self.out.state.set_offset, nxt)
-        self.offset = self.status.cursor = nxt
-        self._handled.clear()
+        nxt = batch.next_cursor
+        if nxt is not None and nxt != self.cursor:
+            await asyncio.to_thread(self.out.state.set_cursor, nxt)
+            self.cursor = nxt
+            self.status.cursor = cursor_view(nxt)
+        self._batch, self._handled = None, set()
+        self.status.state = "polling"
+        try:
+            await self.out.call(lambda: self.translator.confirm(batch))
+        except PlatformError as exc:  # not confirmed: the platform delivers it again; dedupe drops it
+            self.status.last_error = f"confirm: {exc}"[:500]
+            log.info("%s batch not confirmed (it comes again): %s", self.platform, exc)
 
-    async def _handle_or_skip(self, uid: int, item: InboundMessage | CallbackPress | None) -> None:
+    async def _handle_or_skip(self, uid: str, item: InboundMessage | CallbackPress | None) -> None:
         """Handle one update; one that can never be handled (refused, or a bug) is logged, counted as
         ``error`` and skipped, so it cannot hold the chat's cursor forever. Transient failures propagate:
         the batch is retried."""
@@ -236,12 +256,12 @@ class Poller:
             if exc.code != ErrorCode.BAD_REQUEST:
                 raise
             self.status.ignored["error"] += 1
-            log.warning("%s update %d refused, skipped: %s", self.platform, uid, exc)
+            log.warning("%s update %s refused, skipped: %s", self.platform, uid, exc)
         except PlatformError:
             raise
         except Exception:
             self.status.ignored["error"] += 1
-            log.exception("%s update %d failed, skipped", self.platform, uid)
+            log.exception("%s update %s failed, skipped", self.platform, uid)
 
     async def _handle(self, item: InboundMessage | CallbackPress | None) -> None:
         if item is None:

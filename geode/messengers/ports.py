@@ -5,22 +5,24 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.model import Batch
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.records.models import TurnRecord
 
-Update = tuple[int, InboundMessage | CallbackPress | None]
-
 
 class Translator(Protocol):
-    """One platform's SDK behind the platform-neutral calls (``geode.messengers.telegram``). Async; every
-    platform failure is a ``geode.messengers.errors.PlatformError``."""
+    """One platform's SDK behind the platform-neutral calls (``geode.messengers.telegram``, ``slack``,
+    ``discord``). Async; every platform failure is a ``geode.messengers.errors.PlatformError``. ``poll``
+    returns a :class:`Batch`; ``confirm(batch)`` runs once every turn of it is recorded and its cursor
+    (if any) stored (Slack acks the envelopes there)."""
 
+    platform: str
     bot_id: Any
 
     async def start(self) -> str: ...
-    async def poll(self, offset: int | None) -> list[Update]: ...
+    async def poll(self, cursor: str | None) -> Batch: ...
+    async def confirm(self, batch: Batch) -> None: ...
     async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]: ...
     async def typing(self, channel_key: str) -> None: ...
     async def ask_approval(self, channel_key: str, text: str, buttons: list[tuple[str, str]]) -> str: ...

@@ -59,7 +59,7 @@ class PollerStatus:
     state: State = "starting"
     reason: str = ""
     last_poll_ok_at: float | None = None  # wall clock
-    cursor: int | None = None
+    cursor: int | str | None = None  # Telegram's offset (a number); push platforms have none
     messages_in: int = 0
     ignored: Counter[str] = field(default_factory=Counter)
     replies_out: int = 0

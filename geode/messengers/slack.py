@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -18,7 +17,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
-from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
 from geode.messengers.slack_format import to_mrkdwn
 from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise
@@ -34,14 +33,7 @@ _AUTH = {
 }  # fmt: skip
 
 
-@dataclass
-class SlackBatch:
-    """One poll's envelopes: ``items`` are ``(envelope_id, normalised item or None)`` in arrival order.
-    Push platforms have no cursor to store (``next_cursor`` None); ``confirm`` acks every envelope not
-    acked on arrival (button presses are)."""
-
-    items: list[tuple[str, Item]] = field(default_factory=list)
-    next_cursor: str | None = None
+SlackBatch = Batch  # one poll's envelopes: (envelope id, item); ``confirm`` acks those not acked on arrival
 
 
 class SlackTranslator:

@@ -23,7 +23,7 @@ from telegram.constants import ChatAction, MessageEntityType, ParseMode
 from telegram.request import HTTPXRequest
 
 from geode.messengers.errors import Conflict, PlatformError, RateLimited, Rejected
-from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage
 from geode.messengers.replies import split_reply
 
 PLATFORM = "telegram"
@@ -49,6 +49,8 @@ class _RedactToken(logging.Filter):
 
 class TelegramTranslator:
     """One bot account: long-poll updates, normalise them, post replies, typing, inline-keyboard approvals."""
+
+    platform = PLATFORM
 
     def __init__(self, token: str, *, base_url: str, poll_timeout_s: float) -> None:
         # PTB 22 warns on every int-valued time period it builds (RetryAfter among them) unless opted in to
@@ -78,8 +80,10 @@ class TelegramTranslator:
         await self._call(self._bot.delete_webhook())
         return self.username
 
-    async def poll(self, offset: int | None) -> list[tuple[int, InboundMessage | CallbackPress | None]]:
-        """One long poll. ``offset`` confirms every update before it to Telegram."""
+    async def poll(self, cursor: str | int | None = None) -> Batch:
+        """One long poll. ``cursor`` (the offset) confirms every update before it to Telegram; the batch's
+        ``next_cursor`` is the offset after its last update (None when nothing came)."""
+        offset = int(cursor) if cursor is not None and str(cursor).strip() else None
         updates = await self._call(
             self._bot.get_updates(
                 offset=offset,
@@ -88,7 +92,13 @@ class TelegramTranslator:
                 allowed_updates=_UPDATES,
             )
         )
-        return [(u.update_id, self.normalise(u)) for u in updates]
+        fresh = [u for u in updates if offset is None or u.update_id >= offset]
+        items = [(str(u.update_id), self.normalise(u)) for u in fresh]
+        last = max((u.update_id for u in fresh), default=None)
+        return Batch(items, None if last is None else str(last + 1))
+
+    async def confirm(self, batch: Batch) -> None:
+        """Nothing to do: the next poll's ``offset`` confirms the batch to Telegram."""
 
     def normalise(self, update: Update) -> InboundMessage | CallbackPress | None:
         if update.callback_query is not None:

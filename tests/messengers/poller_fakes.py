@@ -12,7 +12,7 @@ from typing import Any
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import MessengerBinding
 from geode.messengers.errors import PlatformError
-from geode.messengers.model import CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage
 from geode.messengers.poller import Poller, PollerSettings
 from geode.messengers.runner import PollerRunner
 from geode.messengers.schedule import Backoff
@@ -31,6 +31,8 @@ def msg(chat: str, mid: int, text: str, sender: str = "7", **kw: Any) -> Inbound
 class FakeTranslator:
     """Updates are pushed with ``push``; ``fail`` scripts the next calls of a method to raise."""
 
+    platform = "telegram"
+
     def __init__(self) -> None:
         self.bot_id = 99
         self.updates: list[tuple[int, InboundMessage | CallbackPress | None]] = []
@@ -42,6 +44,7 @@ class FakeTranslator:
         self.typings: list[str] = []
         self.poll_times: list[float] = []
         self.offsets: list[int | None] = []
+        self.confirmed: list[list[str]] = []
         self.failures: dict[str, list[PlatformError]] = {}
         self.lock = threading.Lock()
 
@@ -66,7 +69,8 @@ class FakeTranslator:
         self._maybe_fail("start")
         return "geode_bot"
 
-    async def poll(self, offset: int | None) -> list[tuple[int, InboundMessage | CallbackPress | None]]:
+    async def poll(self, cursor: str | None) -> Batch:
+        offset = int(cursor) if cursor is not None else None
         self.poll_times.append(time.monotonic())
         self.offsets.append(offset)
         self._maybe_fail("poll")
@@ -76,7 +80,11 @@ class FakeTranslator:
             batch = list(self.updates)
         if not batch:
             await asyncio.sleep(0.01)
-        return batch
+            return Batch()
+        return Batch([(str(uid), item) for uid, item in batch], str(max(uid for uid, _ in batch) + 1))
+
+    async def confirm(self, batch: Batch) -> None:
+        self.confirmed.append([did for did, _ in batch.items])
 
     async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
         self._maybe_fail("send_text")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from geode.messengers.errors import Conflict, RateLimited, Rejected
-from geode.messengers.model import CallbackPress
+from geode.messengers.model import Batch, CallbackPress
 from geode.messengers.sessions import turn_id_for
 from geode.protocol import lanes as lanes_msg
-from tests.messengers.poller_fakes import FakeExecutor, FakeStore, Rig, msg
+from tests.messengers.poller_fakes import FakeExecutor, FakeStore, FakeTranslator, Rig, msg
 from tests.waiting import poll_for
 
 
@@ -213,3 +213,37 @@ def test_an_update_that_can_never_be_handled_is_skipped_and_counted() -> None:
         poll_for(lambda: rig.cursor() == "3", 5, what="the cursor past both")
         assert rig.poller.status.ignored["error"] == 1
         assert [s.input["text"] for s in rig.lanes.submits] == ["second"]
+
+
+class _PushTranslator(FakeTranslator):
+    """A push platform (Slack, Discord): a poll hands out what arrived and forgets it; no cursor."""
+
+    async def poll(self, cursor: str | None) -> Batch:
+        batch = await super().poll(None)
+        with self.lock:
+            self.updates = []
+        return Batch(batch.items, None)
+
+
+def test_push_batch_failed_half_way_is_retried_not_lost_and_confirmed_only_after_its_turns() -> None:
+    rig = Rig()
+    rig.translator = rig.poller.translator = rig.poller.out.translator = _PushTranslator()
+    confirmed_when: list[int] = []
+    real_confirm = rig.translator.confirm
+
+    async def confirm(batch: Batch) -> None:
+        confirmed_when.append(len(rig.lanes.submits))
+        await real_confirm(batch)
+
+    rig.translator.confirm = confirm  # type: ignore[method-assign]
+    with rig:
+        rig.lanes.down = True
+        rig.translator.push(msg("100", 1, "one"))
+        rig.translator.push(msg("100", 2, "two"))
+        poll_for(lambda: rig.poller.status.state == "backoff", 5, what="backoff")
+        assert rig.translator.confirmed == []  # nothing acked while its turn is not recorded
+        rig.lanes.down = False
+        poll_for(lambda: rig.translator.confirmed, 5, what="the batch confirmed")
+        assert [s.input["text"] for s in rig.lanes.submits] == ["one", "two"]  # the same batch, not lost
+        assert rig.translator.confirmed == [["1", "2"]] and confirmed_when == [2]
+        assert rig.cursor() is None  # a push platform has no cursor to store

@@ -37,7 +37,7 @@ async def tr(api: LocalBotApi) -> AsyncIterator[TelegramTranslator]:
 
 
 async def _poll(tr: TelegramTranslator, offset: int | None = None) -> list[object]:
-    return [item for _, item in await tr.poll(offset)]
+    return [item for _, item in (await tr.poll(offset)).items]
 
 
 async def test_start_checks_the_token_and_deletes_the_webhook(
@@ -90,13 +90,16 @@ async def test_messages_and_presses_are_normalised(api: LocalBotApi, tr: Telegra
 
 async def test_offset_confirms_and_long_poll_wakes_on_push(api: LocalBotApi, tr: TelegramTranslator) -> None:
     api.push_message(CHAT, "one")
-    ((update_id, _),) = await tr.poll(None)
-    assert await tr.poll(update_id + 1) == []  # confirmed: not delivered again (waited out the long poll)
-    task = asyncio.create_task(tr.poll(update_id + 1))
+    batch = await tr.poll(None)
+    ((update_id, _),) = batch.items
+    assert batch.next_cursor == str(int(update_id) + 1)
+    # confirmed: not delivered again (waited out the long poll)
+    assert (await tr.poll(batch.next_cursor)).items == []
+    task = asyncio.create_task(tr.poll(batch.next_cursor))
     await asyncio.to_thread(poll_for, lambda: api.polling, 10.0, what="a waiting getUpdates")
     await asyncio.to_thread(api.push_message, CHAT, "two")
     got = await asyncio.wait_for(task, 1.5)  # before the 2 s long poll would have ended
-    assert [m.text for _, m in got if isinstance(m, InboundMessage)] == ["two"]
+    assert [m.text for _, m in got.items if isinstance(m, InboundMessage)] == ["two"]
 
 
 async def test_topic_message_and_reply_stay_in_the_thread(api: LocalBotApi, tr: TelegramTranslator) -> None:
