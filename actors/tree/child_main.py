@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 
+from actors.tree import c_heap
 from actors.tree.child_guard import arm_parent_death, report_ready
 
 log = logging.getLogger("actors.tree.child_main")
@@ -21,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m actors.tree.child_main <name>", file=sys.stderr)
         return 2
     incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
+    c_heap.configure()  # before any thread: one malloc arena, freed C heap back to the OS (c_heap.py)
     arm_parent_death()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -40,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: cannot prepare {home.root} (the record store cannot open): {exc}", file=sys.stderr)
         return EX_TEMPFAIL
     process_logging.configure(home, name, incarnation)
+    if os.environ.get("GEODE_TRACEMALLOC"):  # diagnostics: SIGUSR2 logs the heap growth (heap_trace.py)
+        from actors.tree.heap_trace import arm
+
+        arm(name)
     bus = Bus(name, incarnation, home).start()
     fail_calls_on_exit(bus, name)  # a store call in flight when the store dies is retried at once
     ctx = ChildContext(name, incarnation, home, home.load_config())
