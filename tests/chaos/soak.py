@@ -46,18 +46,30 @@ def _name(pid: int) -> str | None:
     return None
 
 
-def _rss_anon(pid: int) -> int:
-    """Anonymous resident bytes (the heap; the store's LMDB map is file-backed and grows with the data)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
+def _status_kib(pid: int, key: str, file: str = "status") -> int:
+    for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+        if line.startswith(key):
             return int(line.split()[1]) * 1024
     return 0
 
 
-def sample(root: int) -> dict[str, tuple[int, int, int]]:
-    """name -> (RSS bytes, anonymous RSS bytes, open fds) of the supervisor ``root`` and every child of the
-    tree under it (the short-lived processes the tools spawn are left out)."""
-    out: dict[str, tuple[int, int, int]] = {}
+def _rss_anon(pid: int) -> int:
+    """Anonymous resident bytes (the heap; the store's LMDB map is file-backed and grows with the data)."""
+    return _status_kib(pid, "RssAnon:")
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size: shared pages (the interpreter, libraries) divided among the processes."""
+    return _status_kib(pid, "Pss:", "smaps_rollup")
+
+
+Row = tuple[int, int, int, int]  # RSS, anonymous RSS, PSS (bytes), open fds
+
+
+def sample(root: int) -> dict[str, Row]:
+    """name -> (RSS, anonymous RSS, PSS, open fds) of the supervisor ``root`` and every child of the tree
+    under it (the short-lived processes the tools spawn are left out)."""
+    out: dict[str, Row] = {}
     for pid in tree_pids(root):
         name = "supervisor" if pid == root else _name(pid)
         if name is None:
@@ -65,10 +77,10 @@ def sample(root: int) -> dict[str, tuple[int, int, int]]:
         try:
             rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-            anon = _rss_anon(pid)
+            anon, pss = _rss_anon(pid), _pss(pid)
         except OSError:
             continue
-        out[name if name not in out else f"{name}:{pid}"] = (rss, anon, fds)
+        out[name if name not in out else f"{name}:{pid}"] = (rss, anon, pss, fds)
     return out
 
 
@@ -77,7 +89,7 @@ class SoakSampler:
     root: int
     turns: Callable[[], int]
     every_s: float = 3.0
-    rows: list[tuple[float, int, dict[str, tuple[int, int, int]]]] = field(default_factory=list)
+    rows: list[tuple[float, int, dict[str, Row]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -89,26 +101,43 @@ class SoakSampler:
         self._stop.set()
 
     def growth(self, warmup_turns: int) -> list[str]:
-        """Per process: RSS and fds at the first sample after ``warmup_turns`` and at the end, and the
-        growth per 1,000 turns between them."""
+        """Per process: RSS, anonymous RSS, PSS and fds at the first sample after ``warmup_turns`` and at the
+        end, and the growth per 1,000 turns between them; then the anonymous RSS every 1,000 turns."""
         rows = [r for r in self.rows if r[1] >= warmup_turns] or self.rows
         if len(rows) < 2:
             return ["soak: too few samples"]
         (_, n0, s0), (_, n1, s1) = rows[0], rows[-1]
         per = 1000 / max(1, n1 - n0)
+        mib = 2**20
         out = [
-            f"{'process':<12} {'RSS MB start':>12} {'end':>7} {'/1k turns':>9} "
-            f"{'anon MB start':>13} {'end':>7} {'/1k turns':>9} {'fds start':>9} {'end':>4} {'/1k':>5}"
+            f"{'process':<12} {'RSS MiB':>14} {'/1k':>6} {'anon MiB':>14} {'/1k':>6} {'PSS MiB':>14} "
+            f"{'/1k':>6} {'fds':>8} {'/1k':>5}"
         ]
         for name in sorted(set(s0) & set(s1)):
-            (r0, a0, f0), (r1, a1, f1) = s0[name], s1[name]
-            out.append(
-                f"{name:<12} {r0 / 2**20:>12.1f} {r1 / 2**20:>7.1f} {(r1 - r0) / 2**20 * per:>+9.2f} "
-                f"{a0 / 2**20:>13.1f} {a1 / 2**20:>7.1f} {(a1 - a0) / 2**20 * per:>+9.2f} "
-                f"{f0:>9} {f1:>4} {(f1 - f0) * per:>+5.1f}"
-            )
+            cols = []
+            for i in range(3):
+                a, b = s0[name][i] / mib, s1[name][i] / mib
+                cols.append(f"{f'{a:.1f} → {b:.1f}':>14} {(b - a) * per:>+6.2f}")
+            f0, f1 = s0[name][3], s1[name][3]
+            out.append(f"{name:<12} {' '.join(cols)} {f'{f0} → {f1}':>8} {(f1 - f0) * per:>+5.1f}")
         gone = sorted(set(s0) ^ set(s1))
         if gone:
             out.append(f"(processes present at only one end: {', '.join(gone)})")
         out.append(f"measured over turns {n0}..{n1} ({n1 - n0} turns)")
+        out += self.trajectory()
+        return out
+
+    def trajectory(self, every: int = 1000) -> list[str]:
+        """Anonymous RSS (MiB) of each process at the first sample past every ``every`` turns: flat or
+        levelling off means bounded, a steady climb means something keeps growing."""
+        marks: list[tuple[int, dict[str, Row]]] = []
+        for _, n, s in self.rows:
+            if n >= every * (len(marks) + 1):
+                marks.append((n, s))
+        if not marks:
+            return []
+        names = sorted(set.intersection(*(set(s) for _, s in marks)))
+        out = [f"anon MiB at turn {' '.join(f'{n:>6}' for n, _ in marks)}"]
+        for name in names:
+            out.append(f"  {name:<14} {' '.join(f'{s[name][1] / 2**20:>6.1f}' for _, s in marks)}")
         return out
