@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,9 @@ from actors.bus import Bus
 from geode import faults
 from geode.home import GeodeHome
 from geode.messengers.bindings import Bindings
-from geode.messengers.config import MessengerBinding, MessengersSection, platform_token
+from geode.messengers.config import PLATFORMS, TOKEN_VARS, MessengerBinding, MessengersSection, platform_token
 from geode.messengers.poller import Poller, PollerSettings
+from geode.messengers.ports import Translator
 from geode.messengers.runner import PollerRunner
 from geode.messengers.schedule import PollerStatus
 from geode.messengers.session_spec import daemon_session_settings
@@ -261,20 +263,58 @@ def workspace(home: GeodeHome, configured: str) -> str:
     return str(ws)
 
 
+def make_translator(
+    platform: str, section: MessengersSection, *, environ: Mapping[str, str], dotenv: Mapping[str, str]
+) -> Translator | str:
+    """The platform's translator, or why the platform is disabled (not enabled, or a token missing). The
+    SDKs are imported only for a platform that runs."""
+    settings = getattr(section, platform)
+    if not settings.enabled:
+        return f"enabled = false in [messengers.{platform}]"
+    tokens = {
+        var: platform_token(platform, environ=environ, dotenv=dotenv, name=var)
+        for var in TOKEN_VARS[platform]
+    }
+    missing = [var for var, value in tokens.items() if value is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        return f"{' and '.join(missing)} {verb} not set (environment or $GEODE_HOME/.env)"
+    if platform == "telegram":
+        from geode.messengers.telegram import TelegramTranslator
+
+        tg = section.telegram
+        return TelegramTranslator(
+            tokens["TELEGRAM_BOT_TOKEN"] or "", base_url=tg.base_url, poll_timeout_s=tg.poll_timeout_s
+        )
+    if platform == "slack":
+        from geode.messengers.slack import SlackTranslator
+
+        sl = section.slack
+        return SlackTranslator(
+            tokens["SLACK_BOT_TOKEN"] or "",
+            tokens["SLACK_APP_TOKEN"] or "",
+            base_url=sl.base_url,
+            poll_timeout_s=sl.poll_timeout_s,
+            connect_timeout_s=sl.connect_timeout_s,
+        )
+    from geode.messengers.discord import DiscordTranslator
+
+    return DiscordTranslator.from_settings(tokens["DISCORD_BOT_TOKEN"] or "", section.discord)
+
+
 def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
     settings = ctx.settings
     section = settings.messengers
     child = MessengersChild(ctx.name, ctx.incarnation, section, Bindings(section.bindings), bus=bus)
     dotenv = ctx.home.load_dotenv()
-    tg = section.telegram
-    token = platform_token("telegram", environ=os.environ, dotenv=dotenv)
-    if not tg.enabled:
-        child.disabled["telegram"] = "enabled = false in [messengers.telegram]"
-    elif token is None:
-        child.disabled["telegram"] = "TELEGRAM_BOT_TOKEN is not set (environment or $GEODE_HOME/.env)"
-    else:
-        from geode.messengers.telegram import TelegramTranslator  # the SDK only when a bot runs
-
+    translators: dict[str, Translator] = {}
+    for name in PLATFORMS:
+        made = make_translator(name, section, environ=os.environ, dotenv=dotenv)
+        if isinstance(made, str):
+            child.disabled[name] = made
+        else:
+            translators[name] = made
+    if translators:
         plans = CataloguePlans(bus.transport, wait=False, who=ctx.name, cache=False)
         bus.subscribe("supervisor", plans.on_lifecycle)
         plans.prefetch()
@@ -286,17 +326,18 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
             )
 
         ports = BusPorts(bus.transport)
-        poller = Poller(
-            PollerSettings("telegram"),
-            TelegramTranslator(token, base_url=tg.base_url, poll_timeout_s=tg.poll_timeout_s),
-            child.bindings,
-            StoreClient(bus.transport, attempts=3),
-            ports,
-            ports,
-            session_settings,
-        )
-        child.pollers["telegram"] = poller
-        child.runners["telegram"] = PollerRunner(poller)
+        for platform, translator in translators.items():
+            poller = Poller(
+                PollerSettings(platform),
+                translator,
+                child.bindings,
+                StoreClient(bus.transport, attempts=3),
+                ports,
+                ports,
+                session_settings,
+            )
+            child.pollers[platform] = poller
+            child.runners[platform] = PollerRunner(poller)
     for platform, why in child.disabled.items():
         log.info("%s: disabled (%s)", platform, why)
     return MessengersProcess(child, bus)

@@ -74,6 +74,14 @@ def strip_mention(text: str, bot_username: str) -> str:
     return text.strip()
 
 
+def _strip_leading_mention(text: str, bot_username: str) -> str:
+    """``text`` without a leading ``@<bot>`` (and the punctuation after it); unchanged without one."""
+    pattern = _mention(bot_username)
+    if pattern is None:
+        return text
+    return re.sub(rf"^\s*{pattern.pattern}[\s,:;]*", "", text, count=1, flags=re.IGNORECASE)
+
+
 def mentions(text: str, bot_username: str) -> bool:
     pattern = _mention(bot_username)
     return pattern is not None and pattern.search(text) is not None
@@ -112,8 +120,8 @@ class Bindings:
     def classify(self, msg: InboundMessage, *, bot_username: str) -> Verdict:
         """What to do with one inbound message. Checks, in order: a binding for its chat or topic; not from
         a bot (this one or another); not an edit; an allowed sender; a GEODE command (``/new``, ``/status``,
-        also ``/new@<this bot>``; addressed to another bot → ignored); the mention the binding requires; some
-        text left once the bot's mention is stripped."""
+        also ``/new@<this bot>`` and ``@<this bot> /new``; addressed to another bot → ignored); the mention
+        the binding requires; some text left once the bot's mention is stripped."""
         binding = self.find(msg.platform, msg.chat_id, msg.thread_id)
         if binding is None:
             return Ignore("unbound")
@@ -124,7 +132,8 @@ class Bindings:
         if binding.allowed_senders and msg.sender_id not in binding.allowed_senders:
             return Ignore("sender")
         text = msg.text.strip()
-        command = _COMMAND.match(text)
+        # "@bot /new": Slack takes a leading "/" as its own slash command, so a command may follow the mention
+        command = _COMMAND.match(text) or _COMMAND.match(_strip_leading_mention(text, bot_username))
         if command is not None:
             addressee = command.group("bot")
             me = bot_username.strip().lstrip("@")

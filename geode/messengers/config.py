@@ -17,6 +17,9 @@ from pydantic import (
     field_validator,
 )
 
+from geode.messengers.discord_config import DiscordSettings
+from geode.messengers.slack_config import SlackSettings
+
 Platform = Literal["telegram", "slack", "discord"]
 PLATFORMS: tuple[Platform, ...] = ("telegram", "slack", "discord")
 MAX_TIME_BUDGET_S = 3600.0  # a messenger turn's wall-clock cap (the same bound as delegate_task's)
@@ -158,6 +161,8 @@ class MessengersSection(BaseModel):
     """``[messengers]`` (read by the messengers child): platforms, bindings, the approval timeout."""
 
     telegram: TelegramSettings = TelegramSettings()
+    slack: SlackSettings = SlackSettings()
+    discord: DiscordSettings = DiscordSettings()
     bindings: Annotated[list[MessengerBinding], AfterValidator(_unique)] = Field(default_factory=list)
     approval_timeout_s: float = Field(default=120.0, gt=0, le=MAX_APPROVAL_TIMEOUT_S)
 

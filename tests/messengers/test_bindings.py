@@ -104,6 +104,23 @@ def test_status_is_a_command_also_where_a_mention_is_required(text: str) -> None
     assert BINDINGS.classify(_msg(text, chat_id="-100777"), bot_username=BOT) == Command("status", STRICT)
 
 
+@pytest.mark.parametrize("text", [f"@{BOT} /new", f"@{BOT.upper()}, /new", f"  @{BOT}:  /new  later"])
+def test_a_command_after_the_bots_leading_mention_is_the_command(text: str) -> None:
+    """Slack takes a message starting with "/" as its own slash command: there one writes ``@bot /new``."""
+    slack = MessengerBinding(platform="slack", channel_id="C0123ABCD", require_mention=True)
+    msg = InboundMessage(
+        platform="slack", chat_id="C0123ABCD", thread_id="1712.34", message_id="1712.34", sender_id="U1",
+        text=text, mentioned=True,
+    )  # fmt: skip
+    assert Bindings([slack]).classify(msg, bot_username=BOT) == Command("new", slack)
+    assert BINDINGS.classify(_msg(text), bot_username=BOT) == Command("new", OPEN)
+
+
+def test_a_command_after_another_mention_or_mid_text_is_not_one() -> None:
+    assert BINDINGS.classify(_msg("@someone /new"), bot_username=BOT) == Turn("@someone /new", OPEN)
+    assert BINDINGS.classify(_msg(f"hey @{BOT} /new"), bot_username=BOT) == Turn("hey /new", OPEN)
+
+
 def test_another_bots_command_and_near_misses() -> None:
     assert BINDINGS.classify(_msg("/new@other_bot"), bot_username=BOT) == Ignore("no_mention")
     assert BINDINGS.classify(_msg("/newest idea"), bot_username=BOT) == Turn("/newest idea", OPEN)

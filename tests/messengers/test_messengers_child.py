@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
-from actors.messengers import MessengersChild, PlatformActor, start_messengers
+from actors.messengers import MessengersChild, PlatformActor, make_translator, start_messengers
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import MessengersSection
+from geode.messengers.discord import DiscordTranslator
 from geode.messengers.errors import PlatformError
+from geode.messengers.slack import SlackTranslator
 from geode.protocol import catalog, runtime
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.envelope import Envelope
@@ -91,15 +93,36 @@ def test_status_shows_the_poller(child: tuple[MessengersChild, Rig]) -> None:
 def test_without_a_token_the_platform_is_disabled_and_the_child_serves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    for var in ("TELEGRAM_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "DISCORD_BOT_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
     home = GeodeHome(tmp_path / "gh").ensure()
     ctx = ChildContext("messengers", 1, home, config={})
     proc = start_messengers(None, ctx)  # type: ignore[arg-type]  # no bus is touched without a token
     d = proc.child.dispatch()
     reply = d.handle(req(runtime.STATUS, runtime.StatusQuery()))
     assert isinstance(reply, runtime.StatusReply)
-    (tg,) = reply.detail["platforms"]
-    assert tg["state"] == "disabled" and "TELEGRAM_BOT_TOKEN" in tg["reason"]
+    views = {p["platform"]: p for p in reply.detail["platforms"]}
+    assert sorted(views) == ["discord", "slack", "telegram"]
+    assert all(v["state"] == "disabled" for v in views.values())
+    assert "TELEGRAM_BOT_TOKEN" in views["telegram"]["reason"]
+    assert "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set" in views["slack"]["reason"]
+    assert "DISCORD_BOT_TOKEN" in views["discord"]["reason"]
     with pytest.raises(Unavailable, match="TELEGRAM_BOT_TOKEN"):
         d.handle(req(messengers_msg.SEND, send("telegram:100", "k1")))
     assert isinstance(d.handle(req(runtime.PING, runtime.Ping())), runtime.Pong)
+
+
+def test_each_platform_gets_its_translator_from_its_own_tokens() -> None:
+    section = MessengersSection.model_validate({"slack": {"base_url": "http://127.0.0.1:9/api"}})
+    only_bot = make_translator("slack", section, environ={"SLACK_BOT_TOKEN": "xoxb-1"}, dotenv={})
+    assert only_bot == "SLACK_APP_TOKEN is not set (environment or $GEODE_HOME/.env)"
+    slack = make_translator(
+        "slack", section, environ={"SLACK_BOT_TOKEN": "xoxb-1"}, dotenv={"SLACK_APP_TOKEN": "xapp-1"}
+    )
+    assert isinstance(slack, SlackTranslator) and slack.platform == "slack"
+    discord = make_translator("discord", section, environ={}, dotenv={"DISCORD_BOT_TOKEN": "d.t"})
+    assert isinstance(discord, DiscordTranslator) and discord.platform == "discord"
+    off = MessengersSection.model_validate({"discord": {"enabled": False}})
+    assert make_translator("discord", off, environ={"DISCORD_BOT_TOKEN": "d.t"}, dotenv={}) == (
+        "enabled = false in [messengers.discord]"
+    )
