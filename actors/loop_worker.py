@@ -275,6 +275,7 @@ class LoopWorker:
             ref = TurnActor.start(self, run)
             self._running[run.turn_id] = ref
         ref.tell(RUN)
+        log.info("turn %s accepted (attempt %d%s)", run.turn_id, run.attempt, " resume" if run.resume else "")
         return turns.TurnRunAccepted(accepted=True, worker=self.name)
 
     def cancel(self, body: turns.TurnCancel, request: Request | None = None) -> turns.Ack:
@@ -417,6 +418,7 @@ class LoopWorker:
         while not self._stop.is_set():
             try:
                 self.bus.transport.call(LANES, turns.TURN_DONE, done, session=run.session_id, timeout_s=5.0)
+                log.info("turn %s done (%s), acknowledged", run.turn_id, result.termination_reason.value)
                 return
             except GeodeError as exc:
                 if time.monotonic() > deadline:

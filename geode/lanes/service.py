@@ -231,6 +231,14 @@ class LanesService(OriginRequests):
             },
         )
         self._send_run(owner.name, rec, resume)
+        log.info(
+            "turn %s pushed to %s (attempt %d%s, age %.2fs)",
+            rec.turn_id,
+            owner.key,
+            rec.attempts,
+            ", resume" if resume else "",
+            g.age_s,
+        )
         if cancel:
             self._send_cancel(owner.name, rec, "user")
 
