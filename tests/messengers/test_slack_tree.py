@@ -1,0 +1,226 @@
+"""Slack end to end on a real `geode serve` tree (scripted provider) against the local Slack server (Web API
+and Socket Mode), with the real slack_sdk inside the messengers child: one reply per message of a bound
+channel, in the message's thread; nothing for an unbound channel or another sender; an envelope delivered
+twice (``retry_attempt``) is one turn and one reply, and every envelope is acked only after its turn is recorded;
+``@bot /new``; an approval by Block Kit button (only an approver decides; Deny → the tool did not run); and
+(last: it restarts the tree with faults) SIGKILLs between the turn record and the ack, after the post, and in
+the executor after the send: each message posted once, the replies whose commit was lost `uncertain`.
+
+The tests share one tree and run in file order."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geode.home import GeodeHome
+from geode.messengers.sessions import reply_operation_id, turn_id_for
+from geode.messengers.slack_server import DEFAULT_USER, LocalSlack
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import children, scripted_home, serve, stop
+from tests.messengers.chat_tree_kit import (
+    FAULTS_AROUND_A_REPLY,
+    echo_or_write,
+    pollers,
+    prompt_of,
+    settled,
+    status_messengers,
+    uncertain_operations,
+)
+from tests.waiting import poll_for
+
+CHAN, OTHER = "C0GEODE01", "C0OTHER01"
+ALLOWED, APPROVER, STRANGER = DEFAULT_USER, "U0BOSS001", "U0EVE0001"
+Tree = tuple[GeodeHome, LocalSlack, ScriptedServer, Path]
+
+
+def _config(slack: LocalSlack) -> str:
+    return f"""
+[messengers]
+approval_timeout_s = 20
+[messengers.slack]
+base_url = "{slack.api_url}"
+poll_timeout_s = 1
+[[messengers.bindings]]
+platform = "slack"
+channel_id = "{CHAN}"
+allowed_senders = ["{ALLOWED}", "{APPROVER}"]
+approvers = ["{APPROVER}"]
+"""
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
+    base = tmp_path_factory.mktemp("slack")
+    ws = base / "ws"
+    ws.mkdir()
+    with LocalSlack(redeliver_after_s=4.0) as slack, ScriptedServer(echo_or_write(ws)) as model:
+        home = scripted_home(base, model, ws, extra=_config(slack))
+        with home.env_file.open("a") as f:
+            f.write(f"SLACK_BOT_TOKEN={slack.bot_token}\nSLACK_APP_TOKEN={slack.app_token}\n")
+        try:
+            serve(home, cwd=ws)
+            yield home, slack, model, ws
+        finally:
+            stop(home)
+
+
+def _texts(slack: LocalSlack, channel: str = CHAN) -> list[str]:
+    return [p["text"] for p in slack.posts(channel)]
+
+
+def _answered(slack: LocalSlack, text: str) -> int:
+    return sum(text in t for t in _texts(slack))
+
+
+def _replies_to(slack: LocalSlack, ts: str) -> list[dict[str, Any]]:
+    return [p for p in slack.posts(CHAN) if p["thread_ts"] == ts]
+
+
+def test_bound_channel_one_reply_in_the_thread_unbound_and_stranger_none(tree: Tree) -> None:
+    home, slack, _, _ = tree
+    first = slack.push_message(CHAN, "hello slack", user=ALLOWED)
+    slack.push_message(OTHER, "hello other", user=ALLOWED)
+    slack.push_message(CHAN, "hello stranger", user=STRANGER)
+    poll_for(lambda: _answered(slack, "echo: hello slack"), 60, what="the reply", swallow=(AssertionError,))
+    poller = poll_for(
+        lambda: (p := settled(home, "slack", min_in=1)) and sum(p["ignored"].values()) >= 2 and p,
+        30,
+        what="the envelopes settled",
+        swallow=(AssertionError,),
+    )
+    assert poller["ignored"] == {"unbound": 1, "sender": 1}
+    (reply,) = slack.posts(CHAN)
+    assert reply["text"] == "echo: hello slack" and reply["thread_ts"] == first["ts"]  # in its thread
+    assert slack.posts(OTHER) == []
+    assert first["envelope_id"] in slack.acks()
+    views = status_messengers(home)
+    assert sorted(views) == ["discord", "slack", "telegram"]
+    assert views["slack"]["state"] == "polling" and views["slack"]["replies_out"] == 1
+    assert views["telegram"]["state"] == views["discord"]["state"] == "disabled"
+    assert views["discord"]["reason"] and views["telegram"]["reason"]
+
+
+def test_same_envelope_twice_with_retry_attempt_is_one_turn_and_one_reply(tree: Tree) -> None:
+    home, slack, model, _ = tree
+    sent = slack.push_message(CHAN, "twice please", user=ALLOWED)
+    poll_for(lambda: _answered(slack, "echo: twice please"), 60, what="the reply", swallow=(AssertionError,))
+    poll_for(lambda: sent["envelope_id"] in slack.acks(), 15, what="the ack")
+    before = pollers(home)["slack"]
+    (envelope,) = [e for e in slack.envelopes() if e["envelope_id"] == sent["envelope_id"]]
+    again = {**envelope, "envelope_id": str(uuid.uuid4()), "retry_attempt": 1, "retry_reason": "timeout"}
+    slack.push_envelope(again)
+    poll_for(lambda: again["envelope_id"] in slack.acks(), 30, what="the retried envelope acked")
+    after = pollers(home)["slack"]
+    assert after["in"] == before["in"]
+    assert after["ignored"].get("duplicate", 0) > before["ignored"].get("duplicate", 0)
+    assert _answered(slack, "echo: twice please") == 1
+    assert [prompt_of(r) for r in model.requests].count("twice please") == 1  # one turn ran
+
+
+def test_mention_then_new_starts_a_new_session(tree: Tree) -> None:
+    _home, slack, _, _ = tree
+    sent = slack.push_message(CHAN, "/new", user=ALLOWED, mention=True)  # "<@bot> /new"
+    assert len(sent["event_ids"]) == 2  # a message and an app_mention event, like on Slack
+
+    def both_acked() -> bool:
+        ids = [
+            e["envelope_id"] for e in slack.envelopes() if e["payload"].get("event_id") in sent["event_ids"]
+        ]
+        return len(ids) >= 2 and set(ids) <= set(slack.acks())
+
+    poll_for(lambda: _replies_to(slack, sent["ts"]), 60, what="the /new answer")
+    poll_for(both_acked, 30, what="both events acked")
+    (answer,) = _replies_to(slack, sent["ts"])
+    assert answer["text"].startswith("Started a new session") and "s-slack-" in answer["text"]
+
+
+def _keyboards(slack: LocalSlack, after: int) -> list[dict[str, Any]]:
+    return [p for p in slack.posts(CHAN)[after:] if p["blocks"]]
+
+
+def _buttons(kb: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {
+        e["text"]["text"]: (e["action_id"], e["value"])
+        for block in kb["blocks"]
+        for e in block.get("elements") or ()
+        if e.get("type") == "button"
+    }
+
+
+def test_approval_by_button_only_an_approver_decides_and_deny_keeps_the_tool_from_running(tree: Tree) -> None:
+    _home, slack, _, ws = tree
+    n0 = len(slack.posts(CHAN))
+    sent = slack.push_message(CHAN, "write alpha.txt", user=APPROVER)
+    kb = poll_for(lambda: _keyboards(slack, n0), 60, what="the approval buttons")[0]
+    assert kb["thread_ts"] == sent["ts"] and "write_file" in kb["text"]
+    buttons = _buttons(kb)
+    assert set(buttons) == {"Approve", "Deny", "Always for this session"}
+    slack.push_action(CHAN, kb["ts"], *buttons["Approve"], user=ALLOWED)  # allowed to talk, not to approve
+    poll_for(
+        lambda: [e for e in slack.ephemerals(CHAN) if e["user"] == ALLOWED and "not allowed" in e["text"]],
+        30,
+        what="the refusal, to the presser alone",
+    )
+    slack.push_action(CHAN, kb["ts"], *buttons["Deny"], user=APPROVER)
+    poll_for(lambda: _answered(slack, "tool result:"), 60, what="the turn's reply after Deny")
+    assert not (ws / "alpha.txt").exists()
+    (reply,) = [p for p in _replies_to(slack, sent["ts"]) if p["text"].startswith("tool result:")]
+    assert "User denied" in reply["text"]
+    poll_for(
+        lambda: [p for p in slack.posts(CHAN) if p["ts"] == kb["ts"] and "Denied by" in p["text"]],
+        15,
+        what="the buttons replaced by the decision",
+    )
+    assert not next(p for p in slack.posts(CHAN) if p["ts"] == kb["ts"])["blocks"]
+
+
+def _op(sent: dict[str, Any]) -> str:
+    return reply_operation_id(turn_id_for("slack", f"{CHAN}:{sent['ts']}", sent["ts"]))
+
+
+def test_kills_between_store_and_ack_and_around_the_reply_never_post_twice(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve again with faults. One message: the messengers child is SIGKILLed after its turn record, before
+    the ack (Slack redelivers the envelope: still one turn), and once restarted right after posting the reply
+    (the executor never hears back): one post, the receipt `uncertain`. A second message: the executor is
+    SIGKILLed after the post, before committing its receipt: one post, the receipt `uncertain`."""
+    home, slack, model, ws = tree
+    stop(home)
+    monkeypatch.setenv("GEODE_FAULTS", FAULTS_AROUND_A_REPLY)
+    serve(home, cwd=ws)
+    incarnation = children(home)["messengers"].incarnation
+    fired = home.root / "faults"
+
+    sent = slack.push_message(CHAN, "kill me softly", user=ALLOWED)
+    poll_for(
+        lambda: (fired / "messengers.after_turn_record.fired").exists(), 60, what="the kill before the ack"
+    )
+
+    def redelivered() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in slack.envelopes()
+            if e.get("retry_attempt") and e["payload"]["event_id"] == sent["event_id"]
+        ]
+
+    poll_for(redelivered, 60, what="Slack redelivers the unacked envelope")
+    poll_for(lambda: (fired / "messengers.after_post.fired").exists(), 90, what="the kill after the post")
+    poll_for(lambda: settled(home, "slack", min_in=0), 90, what="settled", swallow=(AssertionError,))
+    assert children(home)["messengers"].incarnation >= incarnation + 2
+    assert _answered(slack, "echo: kill me softly") == 1
+    assert [prompt_of(r) for r in model.requests].count("kill me softly") == 1  # one turn ran
+    assert len(_replies_to(slack, sent["ts"])) == 1
+    poll_for(lambda: _op(sent) in uncertain_operations(home), 30, what="the first reply uncertain")
+
+    second = slack.push_message(CHAN, "kill the executor", user=ALLOWED)
+    poll_for(lambda: (fired / "executor.reply_after_send.fired").exists(), 90, what="the executor kill")
+    poll_for(lambda: _op(second) in uncertain_operations(home), 90, what="the second reply uncertain")
+    poll_for(lambda: settled(home, "slack", min_in=1), 60, what="settled", swallow=(AssertionError,))
+    assert _answered(slack, "echo: kill the executor") == 1
+    assert len(_replies_to(slack, second["ts"])) == 1
