@@ -1,10 +1,11 @@
-"""Slack end to end on a real `geode serve` tree (scripted provider) against the local Slack server (Web API
-and Socket Mode), with the real slack_sdk inside the messengers child: one reply per message of a bound
-channel, in the message's thread; nothing for an unbound channel or another sender; an envelope delivered
-twice (``retry_attempt``) is one turn and one reply, and every envelope is acked only after its turn is recorded;
-``@bot /new``; an approval by Block Kit button (only an approver decides; Deny → the tool did not run); and
-(last: it restarts the tree with faults) SIGKILLs between the turn record and the ack, after the post, and in
-the executor after the send: each message posted once, the replies whose commit was lost `uncertain`.
+"""Slack end to end on a real `geode serve` tree (scripted provider) against the local Slack server
+(Web API and Socket Mode), with the real slack_sdk inside the messengers child: one reply per message of a
+bound channel, in the message's thread; nothing for an unbound channel or another sender; an envelope
+delivered twice (``retry_attempt``) is one turn and one reply, and every envelope is acked only after its
+turn is recorded; ``@bot /new``; an approval by Block Kit button (only an approver decides; Deny → the tool
+did not run); and (last: it restarts the tree with faults) SIGKILLs between the turn record and the ack,
+after the post, and in the executor after the send: each message posted once, the replies whose commit was
+lost `uncertain`.
 
 The tests share one tree and run in file order."""
 
