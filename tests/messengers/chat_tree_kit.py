@@ -58,10 +58,11 @@ def pollers(home: GeodeHome) -> dict[str, dict[str, Any]]:
     return {p["platform"]: p for p in detail["platforms"]}
 
 
-def settled(home: GeodeHome, platform: str, *, min_in: int) -> dict[str, Any] | None:
-    """The poller once it polls, took ``min_in`` messages and owes no reply."""
+def settled(home: GeodeHome, platform: str, *, min_in: int, min_ignored: int = 0) -> dict[str, Any] | None:
+    """The poller once it polls, took ``min_in`` messages, ignored ``min_ignored`` and owes no reply."""
     p = pollers(home)[platform]
-    return p if p["state"] == "polling" and p["in"] >= min_in and p["pending_replies"] == 0 else None
+    took = p["in"] >= min_in and sum(p["ignored"].values()) >= min_ignored
+    return p if p["state"] == "polling" and took and p["pending_replies"] == 0 else None
 
 
 def uncertain_operations(home: GeodeHome) -> list[str]:
