@@ -21,12 +21,13 @@ from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
-from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
+from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import unwrap
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
 SILENCE_S = 2.0  # no answer to pings for this long: assume the control child restarted
 CATCHUP_S = 1.0  # no stream event for this long while a turn runs: replay from the last seq
+MAX_PINGS_IN_FLIGHT = 64
 
 EventFn = Callable[[dict[str, Any]], None]
 ApprovalFn = Callable[[dict[str, Any]], str]
@@ -201,8 +202,8 @@ class ControlClient:
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         last_heard = last_event = time.monotonic()
-        next_ping = 0.0
-        ping_id: str | None = None
+        next_ping = last_reattach = 0.0
+        pings: dict[str, float] = {}  # our pings in flight → when sent (replies may come late, in a burst)
         pending = list(backlog or [])
         while time.monotonic() < deadline:
             pending, self.inbox = [*pending, *self.inbox], []
@@ -228,8 +229,10 @@ class ControlClient:
                     last_event = now
                     if self._note(env.body):
                         pending.append(env.body)
-                elif env.corr == ping_id and env.kind == "ok" and env.body.get("ok") is False:
-                    ping_id = None
+                elif env.corr in pings and pings.pop(env.corr) >= last_reattach and _unknown_to(env):
+                    # a control that does not know this connection (it restarted): any of our pings sent
+                    # since the last re-attach says so, not only the latest (a slow control answers late)
+                    last_reattach = now
                     try:
                         pending.extend(self.reattach(timeout_s=2.0))
                     except GeodeError:
@@ -249,7 +252,9 @@ class ControlClient:
                     continue  # still down; keep trying until the deadline
             if now >= next_ping:
                 next_ping = now + PING_EVERY_S
-                ping_id = self.send_request(c.PING, {})
+                pings[self.send_request(c.PING, {})] = now
+                while len(pings) > MAX_PINGS_IN_FLIGHT:
+                    pings.pop(next(iter(pings)))
         raise RequestTimeout(f"turn {turn_id} did not finish within {timeout_s:g}s")
 
     def _on_turn_event(
@@ -307,6 +312,13 @@ class ControlClient:
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
         return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
+
+
+def _unknown_to(env: Envelope) -> bool:
+    """A ping's reply saying the control child does not know this connection (it restarted)."""
+    if env.kind == "ok":
+        return env.body.get("ok") is False
+    return env.kind == "error" and env.body.get("code") == ErrorCode.NOT_READY.value
 
 
 def _durable_outcomes(reply: dict[str, Any], sid: str) -> list[dict[str, Any]]:
