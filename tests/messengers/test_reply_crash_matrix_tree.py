@@ -1,9 +1,9 @@
 """The reply crash matrix (issue 13): a real `geode serve` tree, the real python-telegram-bot in the
 messengers child against the local Bot API server, and one child SIGKILLed at one point around a chat reply
 per cell — the messengers child (after the turn record, after the post), the executor (receipt admitted, send
-answered), the store (admission committed, result committed) and a loop worker (mid-turn). After the tree
-recovers, the chat has at most one post for the message, a missing post is an `uncertain` receipt in `geode
-receipts --uncertain`, and the chat's next message still gets its one reply.
+answered), the store (admission committed, result committed), a loop worker (mid-turn) and lanes (the turn
+stored, not pushed). After the tree recovers, the chat has at most one post for the message, a missing post is
+an `uncertain` receipt in `geode receipts --uncertain`, and the chat's next message still gets its one reply.
 
 The cells share one home, one chat and one local server; each cell re-arms its fault by serving the tree again
 with its own ``GEODE_FAULTS`` (faults are read once at import, so a running tree cannot be re-armed). Runs per
@@ -56,6 +56,7 @@ CELLS = [
     Cell("store", "store.after_admit", 1, "committed"),  # the reply's admission stored, not answered
     Cell("store", "store.after_commit", 1, "committed"),  # the reply's result stored, not answered
     Cell("loop-*", "loop.before_completed_checkpoint", 1, "committed", tool=True),  # the turn resumes
+    Cell("lanes", "lanes.after_turn_stored", 1, "committed"),  # the turn stored, not pushed to a worker
 ]
 
 
