@@ -53,6 +53,7 @@ class LanesSink:
 
 
 RUN, STATUS, FINISHED = "run", "status", "finished"
+WARM_WAIT_S = 5.0  # a worker announces itself to lanes once its provider is warm, or after this long
 
 
 class TurnActor(pykka.ThreadingActor):
@@ -154,6 +155,7 @@ class LoopWorker:
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._warmed = threading.Event()  # the provider's SDK client is built (or could not be)
         self._hb: threading.Thread | None = None
         self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
         self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
@@ -177,6 +179,10 @@ class LoopWorker:
 
     def _heartbeats(self) -> None:
         announced = False
+        # announce to lanes once the provider is warm (bounded): until then lanes sends turns to the warm
+        # workers; a turn sent here now would only wait for the SDK import (the supervisor's `running`
+        # is not delayed: this process serves its endpoints already)
+        self._warmed.wait(WARM_WAIT_S)
         while not self._stop.is_set():
             try:
                 if not announced:
@@ -206,16 +212,19 @@ class LoopWorker:
         """Build the default provider and its SDK client now, beside the start-up: importing the SDK takes
         about a second, which the first turn of every restarted incarnation used to pay (under chaos, a
         re-queued turn usually lands on a freshly restarted worker). Best effort: a turn builds it anyway."""
-        if self.live is None:
-            return
-        t0 = time.monotonic()
         try:
-            provider = self.live.get(None)
-            getattr(provider, "client", None)  # the SDK client is built lazily, on first use
-        except Exception as exc:  # an unusable config is reported when a turn needs it
-            log.info("%s: provider not warmed: %s", self.name, exc)
-            return
-        log.info("%s#%d: provider warmed in %.2fs", self.name, self.incarnation, time.monotonic() - t0)
+            if self.live is None:
+                return
+            t0 = time.monotonic()
+            try:
+                provider = self.live.get(None)
+                getattr(provider, "client", None)  # the SDK client is built lazily, on first use
+            except Exception as exc:  # an unusable config is reported when a turn needs it
+                log.info("%s: provider not warmed: %s", self.name, exc)
+                return
+            log.info("%s#%d: provider warmed in %.2fs", self.name, self.incarnation, time.monotonic() - t0)
+        finally:
+            self._warmed.set()
 
     def reload_if_asked(self) -> bool:
         """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and

@@ -12,7 +12,7 @@ from pathlib import Path
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import control as c
-from tests.actors.tree_kit import children, wait_children, wait_for
+from tests.actors.tree_kit import children, scripted_tree, wait_children, wait_for
 from tests.faults.matrix_kit import one_worker_tree
 
 
@@ -49,3 +49,22 @@ def test_the_first_turn_of_a_restarted_loop_worker_is_as_quick_as_the_next(tmp_p
         print(f"\nfirst turn after the restart {first:.2f}s, the next {second:.2f}s")
         # before: the first paid the SDK import (~0.9 s on a quiet 2-core box, more under load)
         assert first < second + 0.4, f"first {first:.2f}s, next {second:.2f}s"
+
+
+def test_lanes_sends_no_turn_to_a_restarted_worker_before_it_is_warm(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with scripted_tree(tmp_path, lambda req: {"text": "hello"}, ws, cwd=ws) as (home, _):
+        for i in range(2):
+            _turn(home, ws, f"warm the tree {i}")
+        loop = children(home)["loop-1"]
+        os.kill(loop.pid or 0, signal.SIGKILL)
+        new = loop.incarnation + 1
+        wait_children(home, lambda k: k["loop-1"].state == "running" and k["loop-1"].incarnation == new)
+        took = [_turn(home, ws, f"turn {i} while loop-1 warms up") for i in range(4)]
+        print(f"\nturns right after loop-1 restarted: {', '.join(f'{t:.2f}s' for t in took)}")
+        # before: lanes alternated between the workers, and the turn on the cold one paid the SDK import
+        assert max(took) - min(took) < 0.5, took
+        log = home.logs_dir / "loop-1.log"
+        wait_for(lambda: f"loop-1#{new}: provider warmed" in log.read_text(), 30, what="the warm-up")
+        wait_for(lambda: f"loop-1#{new} ready with capacity" in log.read_text(), 30, what="the announcement")
