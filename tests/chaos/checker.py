@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from geode.records.models import TurnRecord
 from tests.chaos.driver import Kill, Op, Record, Sample
 from tests.chaos.evidence import Evidence
-from tests.chaos.slow import breakdown, slow_turns
+from tests.chaos.slow import SlowTurn, breakdown, server_story, slow_turns
 
 AVAIL_P50_S, AVAIL_P99_S, TURN_P99_FACTOR = 0.5, 2.0, 3.0
 
@@ -38,6 +39,7 @@ class Report:
     turn_calm: list[float] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     slow: list[str] = field(default_factory=list)  # where the slow turns spent their time
+    slow_turns: list[SlowTurn] = field(default_factory=list)
 
     def violation(self, kind: str, detail: str) -> None:
         self.violations.setdefault(kind, []).append(detail)
@@ -71,6 +73,11 @@ class Report:
             f"availability {self.availability:.0%}, "
             f"turn p99 {pct(self.turn_chaos, 99):.2f}s (calm {calm})"
         )
+
+    def add_stories(self, logs: Path, top: int = 5) -> None:
+        """The server side (the children's log lines) of the slowest turns."""
+        for s in self.slow_turns[:top]:
+            self.slow += [f"  server side of {s.op.tag}:", *server_story(logs, s.op)]
 
     def lines(self) -> list[str]:
         out = []
@@ -226,5 +233,6 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
     if rep.turn_calm:
         threshold = TURN_P99_FACTOR * pct(rep.turn_calm, 99)
         slow = slow_turns(ops, kills, threshold, rec.t_chaos)
+        rep.slow_turns = slow
         rep.slow = breakdown(slow, kills, threshold, len(rep.turn_chaos))
     return rep

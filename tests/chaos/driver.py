@@ -42,6 +42,7 @@ class Op:
     t_accepted: float = 0.0  # the prompt's reply arrived (the turn was admitted)
     events: list[tuple[float, str, str]] = field(default_factory=list)  # (arrival, kind, detail)
     reattached: int = 0  # the client's re-handshakes (control restarted under it)
+    wall_invoke: float = field(default_factory=time.time)  # to line the turn up with the children's logs
 
     @property
     def applied(self) -> bool:

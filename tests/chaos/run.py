@@ -64,7 +64,9 @@ def _finish(
         t.join(timeout=max(0.1, deadline - time.monotonic()))
     sessions = sorted({op.session_id for op in rec.ops if op.session_id})
     ev = collect(w.home, sessions, settle_timeout_s=args.settle)
-    return check(rec, read_markers(w.markers), ev, rec.t_calm_end - rec.t_chaos)
+    rep = check(rec, read_markers(w.markers), ev, rec.t_calm_end - rec.t_chaos)
+    rep.add_stories(w.home.logs_dir)
+    return rep
 
 
 def _print(rep: Report, base: Path, strict: bool) -> int:

@@ -4,9 +4,12 @@ turn_done, end) and the children killed in that gap; summed up by gap and by kil
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import pairwise
+from pathlib import Path
 
 from tests.chaos.driver import Kill, Op
 
@@ -27,7 +30,8 @@ class SlowTurn:
         steps += [f"{k}{'(' + d + ')' if d else ''} {t - t0:.2f}" for t, k, d in self.op.events]
         where = ", ".join(_killed_in(kills, *self.gap_at) or ["no kill"])
         return (
-            f"{self.op.tag} {self.seconds:.2f}s: longest gap {self.gap} {self.gap_s:.2f}s "
+            f"{self.op.tag} ({self.op.turn_id}) {self.seconds:.2f}s: "
+            f"longest gap {self.gap} {self.gap_s:.2f}s "
             f"(killed in it: {where}); starts {self.starts}, reattached {self.op.reattached}; "
             f"timeline: {', '.join(steps)}, end {self.op.t_end - t0:.2f}"
         )
@@ -46,8 +50,9 @@ def kind_of(name: str) -> str:
     return name.rstrip("0123456789").rstrip("-")
 
 
-def _killed_in(kills: list[Kill], t0: float, t1: float) -> list[str]:
-    return [f"{k.name}@{k.t - t0:+.2f}s" for k in kills if t0 - 0.3 <= k.t <= t1]
+def _killed_in(kills: list[Kill], t0: float, t1: float, limit: int = 10) -> list[str]:
+    hit = [f"{k.name}@{k.t - t0:+.2f}s" for k in kills if t0 - 0.3 <= k.t <= t1]
+    return hit[:limit] + ([f"and {len(hit) - limit} more"] if len(hit) > limit else [])
 
 
 def slow_turns(ops: list[Op], kills: list[Kill], threshold_s: float, t_chaos: float) -> list[SlowTurn]:
@@ -86,3 +91,30 @@ def breakdown(slow: list[SlowTurn], kills: list[Kill], threshold_s: float, of: i
     ]
     out += [f"  {s.line(kills)}" for s in slow[:25]]
     return out
+
+
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\S+) pid=\d+ \w+ [\w.]+: (.*)$")
+
+
+def server_story(logs: Path, op: Op, limit: int = 14) -> list[str]:
+    """The children's log lines about this turn (lanes pushes and re-queues, workers' acceptances and done
+    reports), as seconds after the client invoked it: where a slow turn was on the server side."""
+    if not op.turn_id or not logs.is_dir():
+        return []
+    rows = []
+    for f in sorted(logs.glob("*.log")):
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if op.turn_id not in line:
+                continue
+            m = LOG_LINE.match(line)
+            if m is None:
+                continue
+            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            rows.append((t - op.wall_invoke, m.group(2), m.group(3).replace(op.turn_id, "T")[:110]))
+    rows.sort()
+    out = [f"      {dt:+.2f}s {who}: {msg}" for dt, who, msg in rows[:limit]]
+    return out + ([f"      … {len(rows) - limit} more"] if len(rows) > limit else [])
