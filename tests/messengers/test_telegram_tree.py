@@ -128,7 +128,7 @@ def test_bound_chat_gets_one_reply_unbound_and_stranger_none_and_counted(
     assert any(a["action"] == "typing" for a in api.actions(CHAT))
     r = geode(home, "status", "--json")
     assert r.returncode == 0, r.stderr
-    (tg,) = json.loads(r.stdout)["messengers"]
+    tg = next(p for p in json.loads(r.stdout)["messengers"] if p["platform"] == "telegram")
     assert tg["state"] == "polling" and tg["in"] == 1 and tg["replies_out"] == 1
     assert tg["ignored"] == {"unbound": 1, "sender": 1}
     assert tg["cursor"] == last["update_id"] + 1
@@ -183,7 +183,7 @@ def test_429_retry_after_delays_the_next_poll_and_409_shows_as_conflict(
     api.fail_next("getUpdates", status=409, count=4)
     poll_for(lambda: _poller(home)["state"] == "conflict", 15, what="conflict", swallow=(AssertionError,))
     r = geode(home, "status", "--json")
-    (tg,) = json.loads(r.stdout)["messengers"]
+    tg = next(p for p in json.loads(r.stdout)["messengers"] if p["platform"] == "telegram")
     assert tg["state"] == "conflict" and tg["conflicts"] >= 1 and tg["last_error"], tg
     poll_for(lambda: _poller(home)["state"] == "polling", 30, what="polling again", swallow=(AssertionError,))
     api.push_message(CHAT, "after conflict", sender_id=ALLOWED)
