@@ -8,6 +8,7 @@ import random
 import signal
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,15 @@ from typing import Any
 from actors.bus import Bus
 from actors.cli.client import ControlClient
 from actors.tree.client import ENDPOINT
+from actors.tree.spec import TreeConfig
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol import runtime
 from geode.protocol.errors import GeodeError
 
 SUCCESS = {"natural", "forced_text"}
+TREE = TreeConfig()  # the shipped [supervisor] defaults
+PER_CHILD_CAP = TREE.intensity - 2  # kills of one child per period_s the killer allows itself (margin 2)
 
 
 @dataclass
@@ -208,17 +212,29 @@ def latest_children(rec: Record) -> dict[str, tuple[str, int | None, int]]:
 def kill_loop(
     rec: Record, stop: threading.Event, every_s: float, names: list[str] | None, rng: random.Random
 ) -> None:
-    """SIGKILL a random running child of ``names`` (None: every child) every ``every_s`` seconds."""
+    """SIGKILL a random running child of ``names`` (None: every child) every ``every_s`` seconds.
+
+    A child already killed ``PER_CHILD_CAP`` times within the supervisor's ``period_s`` is spared for that
+    tick: past ``intensity`` restarts in that window the shipped policy marks it ``fatal`` by design (a
+    flapping child; `tests/actors/test_restart_policy_tree.py` proves that), and a random killer that
+    happens to pick the same child 11 times in 10 s (likely over 600 s when few children are up) would stop
+    measuring availability and measure that policy instead."""
     next_t = time.monotonic() + every_s
+    recent: dict[str, deque[float]] = {}
     while not stop.wait(max(0.0, next_t - time.monotonic())):
         next_t += every_s
         kids = latest_children(rec)
+        now = time.monotonic()
+        for times in recent.values():
+            while times and now - times[0] > TREE.period_s:
+                times.popleft()
         running = sorted(
             (n, pid, inc)
             for n, (state, pid, inc) in kids.items()
             if state == "running"
             and pid
             and (names is None or n in names or n.rstrip("0123456789-") in names)
+            and len(recent.get(n, ())) < PER_CHILD_CAP
         )
         if not running:
             continue
@@ -227,5 +243,6 @@ def kill_loop(
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             continue
+        recent.setdefault(name, deque()).append(time.monotonic())
         with rec.lock:
             rec.kills.append(Kill(time.monotonic(), time.time(), name, pid, inc))
