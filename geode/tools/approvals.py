@@ -205,7 +205,8 @@ class ApprovalGate:
             "n": f"User denied '{spec.name}'"
             + (f" with this reason: {note}" if note else "")
             + ". Do NOT retry this tool without an explicit user request.",
-            "timeout": f"Approval for '{spec.name}' timed out after {self._timeout_s:g}s; denied.",
+            # the asker's own timeout (a chat's [messengers] approval_timeout_s) may be shorter than ours
+            "timeout": f"Approval for '{spec.name}' timed out: nobody answered in time; denied.",
             "disconnected": f"The approver disconnected; '{spec.name}' denied.",
             "shutdown": f"Shutting down; '{spec.name}' denied.",
             "cancelled": f"The turn was cancelled; '{spec.name}' denied.",
