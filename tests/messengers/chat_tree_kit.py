@@ -1,15 +1,20 @@
 """Shared pieces of the messenger tree tests (Slack, Discord, all three platforms): the scripted model that
-echoes a chat's message or asks for write_file, and reading the pollers and uncertain receipts of a tree."""
+echoes a chat's message or asks for read_file / write_file, reading the pollers and uncertain receipts of a
+tree, and the crash cells around a turn (lanes, store, loop worker) one message each."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
-from tests.actors.tree_kit import geode
+from tests.actors.tree_kit import children, geode, wait_children
+from tests.waiting import poll_for
 
 FAULTS_AROUND_A_REPLY = ",".join(
     (
@@ -34,13 +39,18 @@ def prompt_of(req: Any) -> str:
 
 
 def echo_or_write(ws: Path):  # type: ignore[no-untyped-def]
-    """Echo the prompt; "write X" asks for write_file (needs approval), then reports the tool result."""
+    """Echo the prompt; "write X" asks for write_file (needs approval), "read X" for read_file (does not),
+    then reports the tool result."""
 
     def reply(req: Any) -> Any:
         prompt = prompt_of(req)
         last = req.body["messages"][-1].get("content")
         if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
             return {"text": "tool result: " + json.dumps(last)[:300]}
+        if prompt.startswith("read "):
+            return {
+                "tool_calls": [{"name": "read_file", "input": {"file_path": str(ws / prompt.split()[-1])}}]
+            }
         if prompt.startswith("write "):
             name = prompt.split()[-1]
             return {
@@ -76,3 +86,104 @@ def status_messengers(home: GeodeHome) -> dict[str, dict[str, Any]]:
     r = geode(home, "status", "--json")
     assert r.returncode == 0, r.stderr
     return {p["platform"]: p for p in json.loads(r.stdout)["messengers"] or []}
+
+
+def receipt_state(home: GeodeHome, operation_id: str) -> str | None:
+    """The receipt's state (``geode receipts``), None when there is none."""
+    r = geode(home, "receipts", "--json", "--limit", "2000")
+    assert r.returncode == 0, r.stderr
+    return next((row["state"] for row in json.loads(r.stdout) if row["operation_id"] == operation_id), None)
+
+
+@dataclass(frozen=True)
+class TurnCell:
+    """A SIGKILL around a chat's turn (test_reply_crash_matrix_tree.py's cells for lanes, store, loop)."""
+
+    child: str  # the child killed (a glob on its name)
+    point: str  # geode/faults.py point
+    nth: int = 1  # its nth hit in that child's incarnation (see FAULTS_AROUND_THE_TURN)
+    tool: bool = False  # the message asks for read_file (loop.* points are reached only by a tool batch)
+
+
+# One message each, in this order, in one tree served with FAULTS_AROUND_THE_TURN: lanes dies on the first
+# turn; the store's first incarnation admits and commits the first reply, then dies after admitting the
+# second (its 2nd admission); its second incarnation takes the second reply's retried admission and commit
+# and dies after committing the third (its 2nd commit); a loop worker dies after the fourth turn's tool batch.
+# Every cell ends with one post and a committed receipt (docs/messengers.md, the crash table).
+TURN_CELLS = (
+    TurnCell("lanes", "lanes.after_turn_stored"),  # the turn stored, not pushed: pushed again
+    TurnCell("store", "store.after_admit", nth=2),  # the reply's admission stored, not answered: retried
+    TurnCell("store", "store.after_commit", nth=2),  # the reply's result stored, not answered: idempotent
+    TurnCell("loop-*", "loop.before_completed_checkpoint", tool=True),  # the batch ran: the turn resumes
+)
+FAULTS_AROUND_THE_TURN = ",".join(f"{c.child}@{c.point}:kill:{c.nth}" for c in TURN_CELLS)
+
+
+@dataclass(frozen=True)
+class Chat:
+    """One bound chat of a served tree, as the turn cells drive it."""
+
+    home: GeodeHome
+    platform: str
+    send: Callable[[str], Any]  # posts a message as an allowed sender; returns the platform's message
+    replies: Callable[[Any], list[str]]  # the texts posted in reply to that message
+    operation: Callable[[Any], str]  # the reply's receipt operation id
+
+
+def _incarnation(home: GeodeHome, child: str) -> int:
+    return max(
+        (ch.incarnation for n, ch in children(home).items() if fnmatch.fnmatchcase(n, child)), default=0
+    )
+
+
+def _settle(chat: Chat, message: Any, what: str) -> list[str]:
+    """Wait until the message has its post or an uncertain receipt, and the poller owes no reply."""
+    op = chat.operation(message)
+    poll_for(
+        lambda: chat.replies(message) or op in uncertain_operations(chat.home), 90, what=f"{what}: a post"
+    )
+    poll_for(lambda: settled(chat.home, chat.platform, min_in=0), 60, what=what, swallow=(AssertionError,))
+    return chat.replies(message)
+
+
+def kill_around_each_turn(chat: Chat, ws: Path) -> dict[str, Any]:
+    """Drive TURN_CELLS on a tree served with FAULTS_AROUND_THE_TURN (no fault fired yet): one message per
+    cell; each fault must fire on its own message and restart its child; then at most one post, a missing
+    one `uncertain`, as the crash table says; the chat's next message gets its one reply. Returns what each
+    cell saw."""
+    (ws / "note.txt").write_text("a note\n")
+    faults = chat.home.root / "faults"
+    seen: dict[str, Any] = {}
+    for i, cell in enumerate(TURN_CELLS):
+        marker = faults / f"{cell.point}.fired"
+        assert not marker.exists(), f"{cell.point} fired before its message: {marker.read_text()}"
+        before = _incarnation(chat.home, cell.child)
+        text = "read note.txt" if cell.tool else f"say {i} {cell.point}"
+        message = chat.send(text)
+        # the marker is created, then written ("<child> pid=<pid> kill hit=<n>") just before the kill
+        fired = poll_for(lambda m=marker: m.exists() and m.read_text(), 60, what=f"the fault {cell.point}")
+        assert fnmatch.fnmatchcase(fired.split()[0], cell.child), fired
+        wait_children(
+            chat.home,
+            lambda kids, c=cell, b=before: any(
+                ch.state == "running" and ch.incarnation > b
+                for n, ch in kids.items()
+                if fnmatch.fnmatchcase(n, c.child)
+            ),
+            timeout_s=60,
+        )
+        posts = _settle(chat, message, cell.point)
+        op = chat.operation(message)
+        seen[cell.point] = got = {
+            "posts": posts,
+            "receipt": receipt_state(chat.home, op),
+            "uncertain": op in uncertain_operations(chat.home),
+        }
+        assert len(posts) <= 1, got  # never posted twice
+        if not posts:  # a missing post is an uncertain receipt the operator sees
+            assert got["receipt"] == "uncertain" and got["uncertain"], got
+        assert (len(posts), got["receipt"], got["uncertain"]) == (1, "committed", False), got
+        assert posts[0].startswith("tool result:" if cell.tool else f"echo: {text}"), got
+    after = chat.send("after the kills")  # the chat goes on: its next message gets its one reply
+    assert _settle(chat, after, "the next message") == ["echo: after the kills"]
+    return seen

@@ -4,7 +4,9 @@ replying to the message, in its thread when it came from one; nothing for an unb
 sender; a gateway drop (4000) and RESUME, even one that replays the session's messages, answers no old
 message again; an approval by button (only an approver decides; Deny → the tool did not run); and (last: it
 restarts the tree with faults) SIGKILLs after the turn record, after the post, and in the executor after the
-send: each message posted once, the replies whose commit was lost `uncertain`.
+send: each message posted once, the replies whose commit was lost `uncertain`; then SIGKILLs of lanes, the
+store and a loop worker around a reply, one message each: each posted once, committed, and the chat's next
+message answered.
 
 The tests share one tree and run in file order."""
 
@@ -24,7 +26,10 @@ from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import children, scripted_home, serve, stop
 from tests.messengers.chat_tree_kit import (
     FAULTS_AROUND_A_REPLY,
+    FAULTS_AROUND_THE_TURN,
+    Chat,
     echo_or_write,
+    kill_around_each_turn,
     pollers,
     prompt_of,
     settled,
@@ -197,3 +202,25 @@ def test_kills_around_a_reply_never_post_twice(tree: Tree, monkeypatch: pytest.M
     assert [p["content"] for p in _replies_to(dc, second)] == ["echo: kill the executor"]
     assert _answered(dc, "echo: kill me softly") == 1
     assert pollers(home)["discord"]["state"] == "polling"
+
+
+def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve again with FAULTS_AROUND_THE_TURN, one message per fault: lanes SIGKILLed with the turn stored,
+    not pushed; the store after admitting the reply's receipt, and after committing it; a loop worker after
+    a tool batch ran, before its checkpoint. Each message answered once (a reply to it), its receipt
+    committed; the next message answered."""
+    home, dc, _, ws = tree
+    stop(home)
+    monkeypatch.setenv("GEODE_FAULTS", FAULTS_AROUND_THE_TURN)
+    serve(home, cwd=ws)
+    poll_for(dc.connected, 60, what="the bot on the gateway")
+    chat = Chat(
+        home,
+        "discord",
+        send=lambda text: dc.push_message(CHAN, text, author_id=ALLOWED),
+        replies=lambda message: [p["content"] for p in _replies_to(dc, message)],
+        operation=_op,
+    )
+    print(kill_around_each_turn(chat, ws))

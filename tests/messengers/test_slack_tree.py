@@ -5,7 +5,8 @@ delivered twice (``retry_attempt``) is one turn and one reply, and every envelop
 turn is recorded; ``@bot /new``; an approval by Block Kit button (only an approver decides; Deny → the tool
 did not run); and (last: it restarts the tree with faults) SIGKILLs between the turn record and the ack,
 after the post, and in the executor after the send: each message posted once, the replies whose commit was
-lost `uncertain`.
+lost `uncertain`; then SIGKILLs of lanes, the store and a loop worker around a reply, one message each: each
+posted once, committed, and the chat's next message answered.
 
 The tests share one tree and run in file order."""
 
@@ -25,7 +26,10 @@ from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import children, scripted_home, serve, stop
 from tests.messengers.chat_tree_kit import (
     FAULTS_AROUND_A_REPLY,
+    FAULTS_AROUND_THE_TURN,
+    Chat,
     echo_or_write,
+    kill_around_each_turn,
     pollers,
     prompt_of,
     settled,
@@ -225,3 +229,24 @@ def test_kills_between_store_and_ack_and_around_the_reply_never_post_twice(
     poll_for(lambda: settled(home, "slack", min_in=1), 60, what="settled", swallow=(AssertionError,))
     assert _answered(slack, "echo: kill the executor") == 1
     assert len(_replies_to(slack, second["ts"])) == 1
+
+
+def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve again with FAULTS_AROUND_THE_TURN, one message per fault: lanes SIGKILLed with the turn stored,
+    not pushed; the store after admitting the reply's receipt, and after committing it; a loop worker after
+    a tool batch ran, before its checkpoint. Each message posted once in its thread, its receipt committed;
+    the next message answered."""
+    home, slack, _, ws = tree
+    stop(home)
+    monkeypatch.setenv("GEODE_FAULTS", FAULTS_AROUND_THE_TURN)
+    serve(home, cwd=ws)
+    chat = Chat(
+        home,
+        "slack",
+        send=lambda text: slack.push_message(CHAN, text, user=ALLOWED),
+        replies=lambda sent: [p["text"] for p in _replies_to(slack, sent["ts"])],
+        operation=_op,
+    )
+    print(kill_around_each_turn(chat, ws))
