@@ -53,7 +53,6 @@ class LanesSink:
 
 
 RUN, STATUS, FINISHED = "run", "status", "finished"
-WARM_WAIT_S = 5.0  # a worker announces itself to lanes once its provider is warm, or after this long
 
 
 class TurnActor(pykka.ThreadingActor):
@@ -155,7 +154,6 @@ class LoopWorker:
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._warmed = threading.Event()  # the provider's SDK client is built (or could not be)
         self._hb: threading.Thread | None = None
         self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
         self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
@@ -164,7 +162,6 @@ class LoopWorker:
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
-        threading.Thread(target=self.warm_provider, name=f"{self.name}-warm", daemon=True).start()
         self.bus.subscribe("supervisor", self.on_lifecycle)
         self.bus.connect_peer(LANES, self.handle, concurrency=2)
         self._hb = threading.Thread(target=self._heartbeats, name=f"{self.name}-heartbeat", daemon=True)
@@ -179,10 +176,6 @@ class LoopWorker:
 
     def _heartbeats(self) -> None:
         announced = False
-        # announce to lanes once the provider is warm (bounded): until then lanes sends turns to the warm
-        # workers; a turn sent here now would only wait for the SDK import (the supervisor's `running`
-        # is not delayed: this process serves its endpoints already)
-        self._warmed.wait(WARM_WAIT_S)
         while not self._stop.is_set():
             try:
                 if not announced:
@@ -207,24 +200,6 @@ class LoopWorker:
             except GeodeError as exc:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
             self._stop.wait(self.heartbeat_s if announced else 0.2)
-
-    def warm_provider(self) -> None:
-        """Build the default provider and its SDK client now, beside the start-up: importing the SDK takes
-        about a second, which the first turn of every restarted incarnation used to pay (under chaos, a
-        re-queued turn usually lands on a freshly restarted worker). Best effort: a turn builds it anyway."""
-        try:
-            if self.live is None:
-                return
-            t0 = time.monotonic()
-            try:
-                provider = self.live.get(None)
-                getattr(provider, "client", None)  # the SDK client is built lazily, on first use
-            except Exception as exc:  # an unusable config is reported when a turn needs it
-                log.info("%s: provider not warmed: %s", self.name, exc)
-                return
-            log.info("%s#%d: provider warmed in %.2fs", self.name, self.incarnation, time.monotonic() - t0)
-        finally:
-            self._warmed.set()
 
     def reload_if_asked(self) -> bool:
         """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and
