@@ -4,20 +4,20 @@ unchanged, with a thread-safe test API in Python and under ``/_local/...`` over 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
 import json
 import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import web
 
 from geode.messengers import bot_api_wire as wire
 from geode.messengers.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
 from geode.messengers.bot_api_wire import JSON
+from geode.messengers.local_http import LocalHttpServer
 
 DEFAULT_TOKEN = "123456789:GEODE-local-test-token"
 _DESCRIPTIONS = {
@@ -26,9 +26,14 @@ _DESCRIPTIONS = {
 }  # fmt: skip
 
 
-class LocalBotApi:
+class LocalBotApi(LocalHttpServer):
     """``with LocalBotApi() as api: Bot(api.token, base_url=api.base_url)``. State is guarded by one lock;
     HTTP handlers run on the server's own loop. Markup is checked, never rendered: posts keep their text."""
+
+    server_name = "Bot API"
+    thread_name = "local-bot-api"
+    shutdown_timeout_s = 5.0
+    await_cancelled = True  # a cancelled long poll still answers its client
 
     def __init__(
         self,
@@ -38,7 +43,8 @@ class LocalBotApi:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self.token, self.username, self.host, self.port = token, username, host, port
+        super().__init__(host, port)
+        self.token, self.username = token, username
         self.bot_id = int(token.split(":", 1)[0])
         self.bot_user = wire.user_json(self.bot_id, username=username, first_name="GEODE Test", is_bot=True)
         self._lock = threading.Lock()
@@ -54,16 +60,8 @@ class LocalBotApi:
         self._webhook = ""
         self._poll: Poll | None = None
         self._closing = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._failed: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
     @property
     def base_url(self) -> str:
         return f"{self.url}/bot"
@@ -73,54 +71,14 @@ class LocalBotApi:
         """A getUpdates long poll is waiting right now."""
         return self._poll is not None
 
-    def start(self) -> LocalBotApi:
+    def start(self) -> Self:
         """Serve (again, after ``stop()``: same port, same state, so a test can take "Telegram" down)."""
-        self._closing, self._failed = False, None
-        self._ready.clear()
-        self._thread = threading.Thread(target=self._run, name="local-bot-api", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(15) or self._failed is not None:
-            raise RuntimeError(f"local Bot API server did not start: {self._failed!r}")
-        return self
+        self._closing = False
+        return super().start()
 
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(self._begin_stop, loop)
-            thread.join(15)
-        self._thread = None
-
-    def __enter__(self) -> LocalBotApi:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=5.0)
-        try:
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self.port)
-            loop.run_until_complete(site.start())
-            self.port = int(runner.addresses[0][1])
-        except BaseException as exc:  # reported by start()
-            self._failed = exc
-        self._ready.set()
-        try:
-            if self._failed is None:
-                loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.run_until_complete(_cancel_the_rest())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
-
-    def _begin_stop(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._closing = True
+    async def _before_stop(self) -> None:
+        self._closing = True  # a waiting long poll answers now, and no new one waits
         self._wake()
-        loop.stop()
 
     def _wake(self) -> None:
         if self._poll is not None:
@@ -339,13 +297,6 @@ class LocalBotApi:
             return _reply({"ok": True, "result": handlers[name]()}, 200)
         except (TypeError, ValueError, KeyError) as exc:
             return _reply({"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"}, 400)
-
-
-async def _cancel_the_rest() -> None:
-    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _params(request: web.Request) -> JSON:

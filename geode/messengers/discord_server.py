@@ -8,7 +8,6 @@ import asyncio
 import copy
 import secrets
 import signal
-import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -18,6 +17,7 @@ from geode.messengers import discord_events as ev
 from geode.messengers.discord_events import JSON
 from geode.messengers.discord_gateway import GatewaySessions
 from geode.messengers.discord_rest import ApiError, RestRoutes, json_response
+from geode.messengers.local_http import LocalHttpServer
 
 DEFAULT_TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GEODE.local-discord-test-token"
 BOT_ID = 1100000000000000001
@@ -28,9 +28,12 @@ USER_ID = 1500000000000000001
 _T = TypeVar("_T")
 
 
-class LocalDiscord(RestRoutes, GatewaySessions):
+class LocalDiscord(LocalHttpServer, RestRoutes, GatewaySessions):
     """``with LocalDiscord() as dc:`` then point discord.py at ``dc.api_base`` and ``dc.gateway_url``.
     REST state is guarded by one lock; gateway state lives on the server's loop only."""
+
+    server_name = "Discord"
+    thread_name = "local-discord"
 
     def __init__(
         self,
@@ -44,9 +47,10 @@ class LocalDiscord(RestRoutes, GatewaySessions):
         heartbeat_interval_ms: int = 41_250,
         message_content_enabled: bool = True,
     ) -> None:
+        LocalHttpServer.__init__(self, host, port)
         RestRoutes.__init__(self)
         GatewaySessions.__init__(self)
-        self.token, self.bot_name, self.host, self.port = token, bot_name, host, port
+        self.token, self.bot_name = token, bot_name
         self.bot_id, self.guild_id = BOT_ID, GUILD_ID
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.message_content_enabled = message_content_enabled  # False: an IDENTIFY asking for it gets 4014
@@ -56,16 +60,8 @@ class LocalDiscord(RestRoutes, GatewaySessions):
         self.users: dict[int, JSON] = {BOT_ID: ev.user_json(BOT_ID, bot_name, bot=True)}
         self.ids = ev.Snowflakes()
         self._joined_at = ev.timestamp()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._failed: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
     @property
     def api_base(self) -> str:
         return f"{self.url}/api/v{ev.API_VERSION}"
@@ -74,48 +70,8 @@ class LocalDiscord(RestRoutes, GatewaySessions):
     def gateway_url(self) -> str:
         return f"ws://{self.host}:{self.port}/gw"
 
-    def start(self) -> LocalDiscord:
-        self._thread = threading.Thread(target=self._run, name="local-discord", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(15) or self._failed is not None:
-            raise RuntimeError(f"local Discord server did not start: {self._failed!r}")
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None and thread.is_alive():
-            asyncio.run_coroutine_threadsafe(self._shut_gateway(), loop).result(15)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(15)
-        self._thread = None
-
-    def __enter__(self) -> LocalDiscord:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=2.0)
-        try:
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self.port)
-            loop.run_until_complete(site.start())
-            self.port = int(runner.addresses[0][1])
-        except BaseException as exc:  # reported by start()
-            self._failed = exc
-        self._ready.set()
-        try:
-            if self._failed is None:
-                loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
+    async def _before_stop(self) -> None:
+        await self._shut_gateway()  # refuses new gateway connections from now on
 
     def _app(self) -> web.Application:
         app = web.Application()

@@ -4,7 +4,6 @@ API under ``/api/`` and a Socket Mode websocket that delivers, tracks acks of an
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
 import json
 import signal
@@ -17,6 +16,7 @@ from aiohttp import web
 
 from geode.messengers import slack_events as ev
 from geode.messengers import slack_web
+from geode.messengers.local_http import LocalHttpServer
 from geode.messengers.slack_events import JSON, SlackError
 from geode.messengers.slack_socket import SocketHub
 
@@ -25,7 +25,7 @@ APP_TOKEN = "xapp-1-A0GEODE01-geode-local-app-token"
 DEFAULT_USER = "U0ALICE01"
 
 
-class LocalSlack:
+class LocalSlack(LocalHttpServer):
     """``with LocalSlack() as slack: AsyncWebClient(slack.bot_token, base_url=slack.api_url)``.
 
     State is guarded by one lock; HTTP and websocket handlers run on the server's own loop. Socket Mode
@@ -34,6 +34,9 @@ class LocalSlack:
     both a ``message`` and an ``app_mention`` event, like on Slack. ``echo_bot_posts``: the bot's own posts
     come back as message events too (as Slack sends them to an app subscribed to channel messages).
     """
+
+    server_name = "Slack"
+    thread_name = "local-slack"
 
     def __init__(
         self,
@@ -51,7 +54,7 @@ class LocalSlack:
     ) -> None:
         self.bot_token, self.app_token = bot_token, app_token
         self.bot_user, self.bot_name, self.bot_id = bot_user, bot_name, "B0GEODEBOT"
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self.redeliver_after_s, self.max_retries = redeliver_after_s, max_retries
         self.subscriptions, self.echo_bot_posts = subscriptions, echo_bot_posts
         self._lock = threading.Lock()
@@ -63,16 +66,8 @@ class LocalSlack:
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[SlackError]] = {}
         self.hub = SocketHub(redeliver_after_s=redeliver_after_s, max_retries=max_retries)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._failed: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
     @property
     def api_url(self) -> str:
         return f"{self.url}/api/"
@@ -81,48 +76,8 @@ class LocalSlack:
     def ws_url(self) -> str:
         return f"ws://{self.host}:{self.port}/slack-ws"
 
-    def start(self) -> LocalSlack:
-        self._thread = threading.Thread(target=self._run, name="local-slack", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(15) or self._failed is not None:
-            raise RuntimeError(f"local Slack server did not start: {self._failed!r}")
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(15)
-        self._thread = None
-
-    def __enter__(self) -> LocalSlack:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = self.hub.loop = loop
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=2.0)
-        try:
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self.port)
-            loop.run_until_complete(site.start())
-            self.port = int(runner.addresses[0][1])
-        except BaseException as exc:  # reported by start()
-            self._failed = exc
-        self._ready.set()
-        try:
-            if self._failed is None:
-                loop.run_forever()
-            loop.run_until_complete(self.hub.close_all())
-            loop.run_until_complete(runner.cleanup())
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
+    async def _before_stop(self) -> None:
+        await self.hub.close_all()
 
     # -- the test API (any thread) ---------------------------------------------------------------------
     def push_message(
@@ -253,6 +208,7 @@ class LocalSlack:
 
     # -- HTTP and websocket ----------------------------------------------------------------------------
     def _app(self) -> web.Application:
+        self.hub.loop = self._loop  # called on the server's thread, its loop just made
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/slack-ws", self.hub.handle)
