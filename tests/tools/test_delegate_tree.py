@@ -178,9 +178,10 @@ def test_cancelling_the_parent_cancels_the_child(rig: Rig) -> None:
     assert not [r for r in _requests(rig.model, "PARENT: slow") if _has_result(r["messages"][-1])]
 
 
-def test_send_message_says_no_platform_is_enabled(rig: Rig) -> None:
+def test_send_message_says_the_platform_is_not_enabled(rig: Rig) -> None:
     r = geode(rig.home, "ask", "SEND: hello", "--json", cwd=rig.ws, timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
     [result] = tool_results(rig.model, "SEND: hello")
-    assert "no messenger platform is enabled" in result and "Not sent" in result, result
+    assert "slack messenger platform is not enabled" in result and "SLACK_BOT_TOKEN" in result, result
+    assert "Nothing was posted" in result, result
     assert "tool_unavailable" in result, result
