@@ -110,3 +110,19 @@ def test_an_uncertain_reply_blocks_neither_later_replies_nor_the_sessions_tools(
         session_id="tg-42", turn_id="t3", step_id="s1", tool_name="write_file", fingerprint="f"
     )
     assert store.client.admit("op-tool", tool, owner="executor#1").kind is AdmitKind.NEW
+
+
+def test_send_message_whose_messengers_child_died_mid_post_is_not_reported_not_sent() -> None:
+    """The model's send_message (BusMessenger): a refusal is "not sent", a child lost mid-post is not."""
+    from geode.tools.builtin.messaging import BusMessenger
+    from geode.tools.handlers import ToolFailure
+
+    fake = FakeMessengers()
+    transport = LosingTransport({"messengers": fake}, sender="executor#1")
+    sender = BusMessenger(transport)
+    fake.fail = BadRequest("telegram:7 is not a bound chat")
+    with pytest.raises(ToolFailure, match="Nothing was posted"):
+        sender.send("telegram:7", "7", "hi", idempotency_key="op-1")
+    transport.lose = MessengersLost("messengers#1 exited with this post in flight")
+    with pytest.raises(MessengersLost):  # the executor marks the receipt uncertain (a crashed handler)
+        sender.send("telegram:42", "42", "hi", idempotency_key="op-2")

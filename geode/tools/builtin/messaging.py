@@ -13,6 +13,7 @@ from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import BadRequest, Unavailable
 from geode.protocol.transport import Transport
 from geode.tools.handlers import ToolEnv, ToolFailure
+from geode.tools.reply_delivery import MessengersLost
 
 
 class MessengerAdapter(Protocol):
@@ -23,7 +24,8 @@ class MessengerAdapter(Protocol):
 
 class BusMessenger:
     """Every platform through the ``messengers`` child. A refusal there (no platform enabled, a bad
-    request) is a clean "not sent"; a timeout propagates, so the receipt is left uncertain."""
+    request) is a clean "not sent"; a timeout or the child dying mid-post propagates, so the receipt is left
+    uncertain."""
 
     def __init__(self, transport: Transport, target: str = "messengers", timeout_s: float = 30.0) -> None:
         self.transport = transport
@@ -36,6 +38,8 @@ class BusMessenger:
         )
         try:
             reply = self.transport.call(self.target, messengers_msg.SEND, body, timeout_s=self.timeout_s)
+        except MessengersLost:  # the child died with the post in flight: it may have posted (uncertain)
+            raise
         except (Unavailable, BadRequest) as exc:
             raise ToolFailure(
                 f"Not sent: {exc.message}. Nothing was posted to {channel!r}.", "tool_unavailable"
