@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from actors.bus import Bus
+from actors.tree.peer_exits import on_exit_failer
 from actors.tree.registry import ChildContext
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
-from geode.protocol import lifecycle
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
 from geode.records.models import TimelineEvent
 from geode.records.store_client import StoreClient
@@ -127,26 +126,13 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         catalogue=[*builtin_specs(), *mcp_specs],
         delivery=delivery,
     )
-    bus.subscribe("supervisor", lambda topic, body: fail_lost_messengers(bus, topic, body))
+    # the messengers child exited: its posts in flight get no reply; fail them now as MessengersLost, so the
+    # replies they carried become uncertain at once instead of at their timeout (never re-sent)
+    bus.subscribe("supervisor", on_exit_failer(bus, ("messengers",), ctx.name, error=MessengersLost))
     bus.serve(ENDPOINT, service, concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
     return ExecutorChild(executor, executor.hooks, hub, reaper)
-
-
-def fail_lost_messengers(bus: Bus, topic: str, body: dict[str, Any]) -> None:
-    """The messengers child exited: its in-flight ``messenger.send`` calls get no reply; fail them now, so the
-    replies they carried become uncertain at once instead of at their timeout (never re-sent)."""
-    if topic != lifecycle.CHILD_EXITED or body.get("name") != "messengers":
-        return
-    who = f"messengers#{body.get('incarnation')}"
-    try:
-        n = bus.fail_pending("messengers", MessengersLost(f"{who} exited with this post in flight"))
-    except GeodeError as exc:
-        log.warning("could not fail the posts in flight to %s: %s", who, exc)
-        return
-    if n:
-        log.warning("%s exited: %d post(s) in flight are uncertain", who, n)
 
 
 def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: list[ToolSpec]) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from actors.bus import Bus
+from actors.tree.peer_exits import on_exit_failer
 from geode import faults
 from geode.home import GeodeHome
 from geode.messengers.bindings import Bindings
@@ -32,8 +33,8 @@ from geode.messengers.schedule import PollerStatus
 from geode.messengers.session_spec import daemon_session_settings
 from geode.messengers.sessions import session_id_for
 from geode.protocol import lanes as lanes_msg
-from geode.protocol import lifecycle, runtime
 from geode.protocol import messengers as messengers_msg
+from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request, Transport
@@ -343,27 +344,13 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
     return MessengersProcess(child, bus)
 
 
-def fail_lost_executor(bus: Bus, topic: str, body: dict[str, Any]) -> None:
-    """The executor exited: its in-flight ``messenger.deliver`` calls get no reply; fail them now, so the
-    pollers' recovery asks the next executor (which finds those receipts uncertain) instead of waiting out
-    the call's 90 s timeout."""
-    if topic != lifecycle.CHILD_EXITED or body.get("name") != "executor":
-        return
-    who = f"executor#{body.get('incarnation')}"
-    try:
-        n = bus.fail_pending("executor", Unavailable(f"{who} exited with this reply in flight"))
-    except GeodeError as exc:
-        log.warning("could not fail the replies in flight to %s: %s", who, exc)
-        return
-    if n:
-        log.info("%s exited: %d reply delivery call(s) failed; recovery asks again", who, n)
-
-
 def build(bus: Bus, ctx: ChildContext) -> MessengersProcess:
     """Registry builder (``actors.tree.registry``): serve ``messengers``, then start the pollers."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per long poll is noise
     proc = start_messengers(bus, ctx)
-    bus.subscribe("supervisor", lambda topic, body: fail_lost_executor(bus, topic, body))
+    # the executor exited: its messenger.deliver calls in flight get no reply; fail them now, so the pollers'
+    # recovery asks the next executor (which finds those receipts uncertain) instead of waiting out 90 s
+    bus.subscribe("supervisor", on_exit_failer(bus, ("executor",), ctx.name))
     dispatch = proc.child.dispatch()
     bus.serve(ctx.name, dispatch)
     stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc.child._origin_event})

@@ -34,8 +34,12 @@ class PeerExited(Unavailable):
     """The target exited with this request in flight: no reply will come (retryable like a timeout)."""
 
 
-def on_exit_failer(bus: Any, targets: Iterable[str], who: str) -> Callable[[str, dict[str, Any]], None]:
-    """A ``supervisor`` event handler: on ``child_exited`` of one of ``targets``, fail what is in flight."""
+def on_exit_failer(
+    bus: Any, targets: Iterable[str], who: str, *, error: type[Unavailable] = PeerExited
+) -> Callable[[str, dict[str, Any]], None]:
+    """A ``supervisor`` event handler: on ``child_exited`` of one of ``targets``, fail what is in flight with
+    ``error`` (a caller that must not retry blindly gets its own type, e.g. the executor's posts in flight to
+    the messengers child: ``MessengersLost`` leaves their receipts uncertain)."""
     names = frozenset(targets)
 
     def on_event(topic: str, body: dict[str, Any]) -> None:
@@ -43,14 +47,14 @@ def on_exit_failer(bus: Any, targets: Iterable[str], who: str) -> Callable[[str,
         if topic != lifecycle.CHILD_EXITED or name not in names or name == who:
             return
         dead = f"{name}#{body.get('incarnation')}"
-        err = PeerExited(f"{dead} exited ({body.get('reason', 'unknown')}) with this request in flight")
+        err = error(f"{dead} exited ({body.get('reason', 'unknown')}) with this request in flight")
         try:
             n = bus.fail_pending(str(name), err)
         except GeodeError as exc:  # our bus is stopping
             log.info("could not fail the calls in flight to %s: %s", dead, exc)
             return
         if n:
-            log.info("%s exited: %d call(s) in flight to it failed at once (retried)", dead, n)
+            log.info("%s exited: %d call(s) in flight to it failed at once (%s)", dead, n, error.__name__)
 
     return on_event
 

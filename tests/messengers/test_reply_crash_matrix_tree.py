@@ -28,6 +28,7 @@ from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, serve, stop, wait_children
+from tests.messengers.chat_tree_kit import prompt_of
 from tests.waiting import poll_for
 
 CHAT, ALLOWED = -100777, 1001
@@ -60,23 +61,11 @@ CELLS = [
 ]
 
 
-def _prompt(req: Any) -> str:
-    for m in reversed(req.body.get("messages", []) if isinstance(req.body, dict) else []):
-        content = m.get("content")
-        if m.get("role") != "user":
-            continue
-        if isinstance(content, str):
-            return content
-        if not any(b.get("type") == "tool_result" for b in content or []):
-            return " ".join(b.get("text", "") for b in content or [])
-    return ""
-
-
 def _reply(ws: Path):  # type: ignore[no-untyped-def]
     """Echo the prompt; "read ..." reads a file first (a tool batch), then answers."""
 
     def reply(req: Any) -> Any:
-        prompt = _prompt(req)
+        prompt = prompt_of(req)
         last = req.body["messages"][-1].get("content")
         if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
             return {"text": f"echo: {prompt} (read)"}

@@ -22,41 +22,11 @@ from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import children, geode, scripted_home, serve, stop
+from tests.messengers.chat_tree_kit import echo_or_write
 from tests.waiting import poll_for
 
 CHAT, OTHER = -100123, -100999
 ALLOWED, APPROVER, STRANGER = 1001, 1002, 5555
-
-
-def _prompt(req: Any) -> str:
-    """The text of the turn's user message (a chat's session keeps the earlier turns before it)."""
-    for m in reversed(req.body.get("messages", []) if isinstance(req.body, dict) else []):
-        content = m.get("content")
-        if m.get("role") != "user":
-            continue
-        if isinstance(content, str):
-            return content
-        if not any(b.get("type") == "tool_result" for b in content or []):
-            return " ".join(b.get("text", "") for b in content or [])
-    return ""
-
-
-def _reply(ws: Path):  # type: ignore[no-untyped-def]
-    """Echo the prompt; "write X" asks for write_file (needs approval) and then reports what happened."""
-
-    def reply(req: Any) -> Any:
-        prompt = _prompt(req)
-        last = req.body["messages"][-1].get("content")
-        if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
-            return {"text": "tool result: " + json.dumps(last)[:300]}
-        if prompt.startswith("write "):
-            name = prompt.split()[-1]
-            return {
-                "tool_calls": [{"name": "write_file", "input": {"file_path": str(ws / name), "content": "x"}}]
-            }
-        return {"text": f"echo: {prompt}"}
-
-    return reply
 
 
 def _config(api: LocalBotApi) -> str:
@@ -79,7 +49,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeHome, 
     base = tmp_path_factory.mktemp("tg")
     ws = base / "ws"
     ws.mkdir()
-    with LocalBotApi() as api, ScriptedServer(_reply(ws)) as model:
+    with LocalBotApi() as api, ScriptedServer(echo_or_write(ws)) as model:
         home = scripted_home(base, model, ws, extra=_config(api))
         with home.env_file.open("a") as f:
             f.write(f"TELEGRAM_BOT_TOKEN={api.token}\n")
