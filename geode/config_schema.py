@@ -162,9 +162,16 @@ class HooksSection(BaseModel):
 
 
 class McpSection(BaseModel):
-    """``[mcp.servers.<name>]`` (checked by ``load_mcp_servers``)."""
+    """``[mcp.servers.<name>]`` (checked by ``load_mcp_servers``): command/args/env/cwd or url/headers,
+    resource_keys, read_only_tools, tools, enabled, timeout_s, startup_timeout_s."""
 
     servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class TrustSection(BaseModel):
+    """``[trust]``: directories whose ``.geode/config.toml`` and ``.mcp.json`` are read (``geode trust``)."""
+
+    projects: list[str] = Field(default_factory=list)
 
 
 class ModelKey(BaseModel):
@@ -184,6 +191,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "hooks": [HooksSection],
     "mcp": [McpSection],
     "mcpServers": [],  # free-form JSON shape, checked by load_mcp_servers
+    "trust": [TrustSection],
     "gateway": [ComputerUseSection],
     "daemon": [ComputerUseSection],
     "log": [LogSection],
@@ -211,6 +219,7 @@ class GeodeConfig(BaseModel):
     providers: ProvidersSection = ProvidersSection()
     hooks: HooksSection = HooksSection()
     mcp: McpSection = McpSection()
+    trust: TrustSection = TrustSection()
     gateway: ComputerUseSection = ComputerUseSection()
     daemon: ComputerUseSection = ComputerUseSection()
     log: LogSection = LogSection()

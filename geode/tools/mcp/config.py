@@ -1,45 +1,97 @@
 """MCP server entries from GEODE's TOML (``[mcp.servers.<name>]``) or the common ``mcpServers`` JSON shape.
 
-Each server may declare per-tool policies (``tools.<tool> = {effect = "mutate", resource_strategy = ...}``).
-A tool without a declared policy is listed but never called (DESIGN §1: only declared MCP tools run).
+A server is stdio (``command``, ``args``, ``env``, ``cwd``) or streamable HTTP (``url``, ``headers``).
+Tools run only with a declared policy: ``tools.<tool>``, ``read_only_tools`` or ``resource_keys`` (DESIGN §1).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from geode.protocol.errors import ConfigError
 from geode.tools.spec import SafetyPolicy
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
+STDIO_TYPES = frozenset({"stdio"})
+GLOBAL_ORIGIN = "global"
 
 
 class McpServerConfig(BaseModel):
+    """One configured MCP server; ``origin`` is ``"global"`` or the trusted project directory it came from."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
-    command: str
+    command: str | None = None  # stdio
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    tools: dict[str, SafetyPolicy] = Field(default_factory=dict)  # declared policies by tool name
+    url: str | None = None  # streamable HTTP
+    headers: dict[str, str] = Field(default_factory=dict)
+    resource_keys: list[str] = Field(default_factory=list)  # lock keys for the server's mutating tools
+    read_only_tools: list[str] = Field(default_factory=list)  # tools the config declares read-only
+    tools: dict[str, SafetyPolicy] = Field(default_factory=dict)  # explicit policies by tool name (win)
+    enabled: bool = True
     timeout_s: float = Field(default=120.0, gt=0, le=900)
     startup_timeout_s: float = Field(default=20.0, gt=0, le=120)
+    origin: str = GLOBAL_ORIGIN
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(_transport_msg(self.command is not None))
+        if self.url is not None and not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        if self.command is not None and not self.command.strip():
+            raise ValueError("command is empty")
+        if any(not k.strip() for k in self.resource_keys):
+            raise ValueError("resource_keys entries must be non-empty strings")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
 
 
-def _entry(name: str, raw: Mapping[str, Any], where: str) -> McpServerConfig:
+def _transport_msg(both: bool) -> str:
+    if both:
+        return "give either command (stdio) or url (streamable HTTP), not both"
+    return "needs command (a stdio server) or url (a streamable HTTP server)"
+
+
+def _entry(name: str, raw: Mapping[str, Any], where: str, origin: str = GLOBAL_ORIGIN) -> McpServerConfig:
+    """One entry of either shape (``type`` and ``disabled`` mapped); an error names the entry."""
     if not _NAME.match(name):
         raise ConfigError(f"{where}: server name {name!r} must match [A-Za-z0-9_-]{{1,32}}")
     data = {k: v for k, v in raw.items() if k not in ("type", "disabled")}
+    kind = raw.get("type")
+    if kind is not None:
+        if kind == "sse":
+            raise ConfigError(f"{where}.{name}: type 'sse' is not supported; use type 'http'")
+        if kind not in HTTP_TYPES | STDIO_TYPES:
+            raise ConfigError(f"{where}.{name}: type {kind!r} unknown; use 'stdio' or 'http'")
+        if kind in HTTP_TYPES and "url" not in raw:
+            raise ConfigError(f"{where}.{name}: type {kind!r} needs a url")
+        if kind in STDIO_TYPES and "command" not in raw:
+            raise ConfigError(f"{where}.{name}: type 'stdio' needs a command")
+    disabled = raw.get("disabled", False)
+    if not isinstance(disabled, bool):
+        raise ConfigError(f"{where}.{name}: disabled must be true or false (got {disabled!r})")
+    if disabled:
+        data["enabled"] = False
     try:
-        cfg = McpServerConfig(name=name, **data)
+        cfg = McpServerConfig(name=name, origin=origin, **data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ()))
-        raise ConfigError(f"{where}.{name}: {loc}: {first.get('msg')}") from None
+        msg = str(first.get("msg", "")).removeprefix("Value error, ")
+        raise ConfigError(f"{where}.{name}: {loc + ': ' if loc else ''}{msg}") from None
+    except TypeError as exc:  # e.g. a key that is not a string
+        raise ConfigError(f"{where}.{name}: {exc}") from None
     for tool, pol in cfg.tools.items():
         if pol.effect.value != "read" and not pol.resource_strategy and not pol.denied:
             raise ConfigError(
@@ -48,15 +100,56 @@ def _entry(name: str, raw: Mapping[str, Any], where: str) -> McpServerConfig:
     return cfg
 
 
-def load_mcp_servers(config: Mapping[str, Any]) -> list[McpServerConfig]:
-    """``[mcp.servers.<name>]`` tables plus a top-level ``mcpServers`` object (stdio servers only)."""
+def _tables(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(where, {name: entry})`` for ``[mcp.servers]`` then ``mcpServers`` (the first wins a name clash)."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    mcp = config.get("mcp")
+    if mcp is not None and not isinstance(mcp, Mapping):
+        raise ConfigError("mcp must be a table ([mcp.servers.<name>])")
+    servers = (mcp or {}).get("servers")
+    for where, table in (("mcp.servers", servers), ("mcpServers", config.get("mcpServers"))):
+        if table is None:
+            continue
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where} must be a table of servers by name, not {type(table).__name__}")
+        out.append((where, table))
+    return out
+
+
+def iter_mcp_entries(
+    config: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN
+) -> list[tuple[str, McpServerConfig | ConfigError]]:
+    """Every entry of ``config`` in order as ``(name, server or its error)``: a caller may skip bad ones."""
+    out: list[tuple[str, McpServerConfig | ConfigError]] = []
+    for where, table in _tables(config):
+        for name, raw in table.items():
+            if not isinstance(raw, Mapping):
+                bad = ConfigError(f"{where}.{name}: must be a table, not {type(raw).__name__}")
+                out.append((str(name), bad))
+                continue
+            try:
+                out.append((str(name), _entry(str(name), raw, where, origin)))
+            except ConfigError as exc:
+                out.append((str(name), exc))
+    return out
+
+
+def parse_mcp_servers(config: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN) -> list[McpServerConfig]:
+    """All servers of ``config`` (disabled and HTTP ones included); the first bad entry is a ``ConfigError``.
+
+    ``[mcp.servers.<name>]`` wins over a ``mcpServers`` entry of the same name.
+    """
     out: dict[str, McpServerConfig] = {}
-    mcp = config.get("mcp") or {}
-    servers = mcp.get("servers") if isinstance(mcp, Mapping) else None
-    for name, raw in (servers or {}).items():
-        if isinstance(raw, Mapping) and not raw.get("disabled"):
-            out[name] = _entry(name, raw, "mcp.servers")
-    for name, raw in (config.get("mcpServers") or {}).items():
-        if isinstance(raw, Mapping) and "command" in raw and not raw.get("disabled"):
-            out.setdefault(name, _entry(name, raw, "mcpServers"))
+    for name, item in iter_mcp_entries(config, origin=origin):
+        if isinstance(item, ConfigError):
+            raise item
+        out.setdefault(name, item)
     return list(out.values())
+
+
+def load_mcp_servers(config: Mapping[str, Any]) -> list[McpServerConfig]:
+    """The global config's enabled stdio servers (the pre-catalogue behaviour; validates every entry).
+
+    The runtime should use :func:`geode.tools.mcp.catalogue.load_mcp_catalogue` (HTTP, trusted projects).
+    """
+    return [s for s in parse_mcp_servers(config) if s.enabled and s.transport == "stdio"]

@@ -1,0 +1,81 @@
+"""The MCP server catalogue: the global config's servers plus those of every trusted project directory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from geode.protocol.errors import ConfigError
+from geode.tools.mcp.config import McpServerConfig, iter_mcp_entries, parse_mcp_servers
+from geode.tools.mcp.trust import project_config_files, read_project_file, trusted_projects
+
+
+class McpCatalogue(BaseModel):
+    """Servers in precedence order (global first) and one note per ignored or invalid thing."""
+
+    model_config = ConfigDict(frozen=True)
+    servers: list[McpServerConfig] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def enabled(self) -> list[McpServerConfig]:
+        return [s for s in self.servers if s.enabled]
+
+    def get(self, name: str) -> McpServerConfig | None:
+        return next((s for s in self.servers if s.name == name), None)
+
+
+def _project_servers(project: Path, home_root: Path, notes: list[str]) -> list[McpServerConfig]:
+    out: list[McpServerConfig] = []
+    for path in project_config_files(project, home_root=home_root):
+        try:
+            entries = iter_mcp_entries(read_project_file(path), origin=str(project))
+        except ConfigError as exc:
+            notes.append(f"MCP: {exc.message}; its servers ignored")
+            continue
+        for name, item in entries:
+            if isinstance(item, ConfigError):
+                notes.append(f"MCP: {path}: {item.message}; server {name!r} ignored")
+            elif any(s.name == name for s in out):
+                notes.append(f"MCP: {path}: server {name!r} already defined in this project; ignored")
+            else:
+                out.append(_in_project(item, project))
+    return out
+
+
+def _in_project(server: McpServerConfig, project: Path) -> McpServerConfig:
+    """A project's stdio server runs in the project directory (a relative ``cwd`` is relative to it)."""
+    if server.transport != "stdio":
+        return server
+    cwd = project / server.cwd if server.cwd else project
+    return server.model_copy(update={"cwd": str(cwd)})
+
+
+def load_mcp_catalogue(global_config: Mapping[str, Any], *, home_root: Path) -> McpCatalogue:
+    """The global config's servers, then each trusted project's ``.geode/config.toml`` and ``.mcp.json``.
+
+    A bad global entry is a ``ConfigError`` (the start-up check refuses it too); a bad or clashing project
+    entry is skipped with a note. ``home_root`` is ``$GEODE_HOME``: its own ``config.toml`` is never read as
+    a project's ``.geode/config.toml``.
+    """
+    servers = parse_mcp_servers(global_config)
+    notes: list[str] = []
+    projects, trust_notes = trusted_projects(global_config)
+    notes.extend(trust_notes)
+    for project in projects:
+        if not project.is_dir():
+            notes.append(f"MCP: trusted project {project} is not a directory; skipped")
+            continue
+        for server in _project_servers(project, home_root, notes):
+            clash = next((s for s in servers if s.name == server.name), None)
+            if clash is None:
+                servers.append(server)
+                continue
+            winner = "the global server" if clash.origin == "global" else f"the one from {clash.origin}"
+            notes.append(f"MCP: server {server.name!r} of project {project} ignored: {winner} has that name")
+    return McpCatalogue(servers=servers, notes=notes)
+
+
+__all__ = ["McpCatalogue", "load_mcp_catalogue"]

@@ -1,0 +1,290 @@
+"""The project trust gate: ``[trust] projects`` in the global config, and the notes for untrusted projects.
+
+A project's ``.geode/config.toml`` and ``.mcp.json`` start MCP servers (arbitrary commands), so they are read
+only for directories the user recorded with ``geode trust``. The list is edited textually (no tomlkit): the
+rest of ``config.toml``, comments included, is kept byte for byte, and every edit is re-parsed and checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from geode.protocol.errors import ConfigError
+
+PROJECT_FILES = (Path(".geode") / "config.toml", Path(".mcp.json"))
+_HEADER = re.compile(r"^[ \t]*\[[ \t]*trust[ \t]*\][ \t]*(#.*)?$")
+_ANY_HEADER = re.compile(r"^[ \t]*\[")
+_PROJECTS_KEY = re.compile(r"^[ \t]*projects[ \t]*=[ \t]*", re.MULTILINE)
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+
+def trusted_projects(global_config: Mapping[str, Any]) -> tuple[list[Path], list[str]]:
+    """``[trust] projects`` as resolved absolute directories, and a note per entry that is not one."""
+    trust = global_config.get("trust") or {}
+    raw = trust.get("projects", []) if isinstance(trust, Mapping) else []
+    if not isinstance(raw, list):
+        return [], ["trust.projects must be a list of absolute directory paths; no project is trusted"]
+    out: list[Path] = []
+    notes: list[str] = []
+    for entry in raw:
+        if not isinstance(entry, str) or not Path(entry).expanduser().is_absolute():
+            notes.append(f"trust.projects: {entry!r} is not an absolute path; ignored")
+            continue
+        path = _resolve(entry)
+        if path not in out:
+            out.append(path)
+    return out, notes
+
+
+def is_trusted(directory: str | os.PathLike[str], global_config: Mapping[str, Any]) -> bool:
+    return _resolve(directory) in trusted_projects(global_config)[0]
+
+
+def project_config_files(project: Path, *, home_root: Path | None) -> list[Path]:
+    """The project's ``.geode/config.toml`` and ``.mcp.json`` that exist (``$GEODE_HOME`` itself excluded)."""
+    out: list[Path] = []
+    for rel in PROJECT_FILES:
+        path = project / rel
+        if not path.is_file():
+            continue
+        if home_root is not None and rel.parts[0] == ".geode" and _same(path.parent, home_root):
+            continue  # ~/.geode/config.toml is the global config, not a project's
+        out.append(path)
+    return out
+
+
+def read_project_file(path: Path) -> dict[str, Any]:
+    """``.geode/config.toml`` (TOML) or ``.mcp.json`` (JSON) as a mapping; unreadable → ``ConfigError``."""
+    try:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSON/TOML decode errors are ValueErrors
+        first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        raise ConfigError(f"{path}: cannot read: {first}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold an object with mcpServers, not {type(data).__name__}")
+    return data
+
+
+def declares_servers(path: Path) -> bool:
+    """Whether a project file defines MCP servers (an unreadable one counts: it would be read if trusted)."""
+    try:
+        data = read_project_file(path)
+    except ConfigError:
+        return True
+    mcp = data.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, Mapping) else None
+    return bool(servers) or bool(data.get("mcpServers"))
+
+
+def untrusted_project_note(
+    cwd: str | os.PathLike[str], global_config: Mapping[str, Any], *, home_root: Path | None = None
+) -> str | None:
+    """One line when ``cwd`` or a parent (up to the user's home or ``/``) has project MCP servers that are
+    ignored because that directory is not trusted; ``None`` otherwise."""
+    home_root = home_root if home_root is not None else _geode_home()
+    trusted = trusted_projects(global_config)[0]
+    untrusted: list[tuple[Path, list[Path]]] = []
+    for directory in _walk_up(_resolve(cwd)):
+        files = [p for p in project_config_files(directory, home_root=home_root) if declares_servers(p)]
+        if files and directory not in trusted:
+            untrusted.append((directory, files))
+    if not untrusted:
+        return None
+    directory, files = untrusted[0]
+    names = " and ".join(str(p.relative_to(directory)) for p in files)
+    more = f" (and {len(untrusted) - 1} more untrusted director{'y' if len(untrusted) == 2 else 'ies'} above)"
+    return (
+        f"MCP servers in {directory} ({names}) are ignored: the project is not trusted; "
+        f"run `geode trust {directory}` to load them{more if len(untrusted) > 1 else ''}"
+    )
+
+
+def _walk_up(start: Path) -> list[Path]:
+    try:
+        home = Path.home().resolve()
+    except RuntimeError:
+        home = None
+    out: list[Path] = []
+    for directory in (start, *start.parents):
+        if directory == home:
+            break
+        out.append(directory)
+    return out
+
+
+def _geode_home() -> Path:
+    return _resolve(os.environ.get("GEODE_HOME") or "~/.geode")
+
+
+def _resolve(path: str | os.PathLike[str]) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+# -- editing the global config -------------------------------------------------------------------------------
+
+
+def read_trust_list(config_file: Path) -> list[str]:
+    """``[trust] projects`` of the file as written (an absent file → ``[]``)."""
+    return _projects_of(_load(config_file), config_file)
+
+
+def trust_add(config_file: Path, directory: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Record ``directory`` (resolved) as trusted; ``(path, False)`` when it already was."""
+    path = _resolve(directory)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a directory; trust a project directory")
+    current = read_trust_list(config_file)
+    if any(_resolve(p) == path for p in current if Path(p).expanduser().is_absolute()):
+        return path, False
+    _write_projects(config_file, [*current, str(path)])
+    return path, True
+
+
+def trust_remove(config_file: Path, directory: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Forget ``directory`` (as given or resolved); ``(path, False)`` when it was not trusted."""
+    path = _resolve(directory)
+    current = read_trust_list(config_file)
+
+    def matches(entry: str) -> bool:
+        return entry == str(directory) or (Path(entry).expanduser().is_absolute() and _resolve(entry) == path)
+
+    kept = [p for p in current if not matches(p)]
+    if len(kept) == len(current):
+        return path, False
+    _write_projects(config_file, kept)
+    return path, True
+
+
+def _load(config_file: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{config_file}: cannot read: {exc}; fix it before changing trust") from None
+
+
+def _projects_of(config: Mapping[str, Any], config_file: Path) -> list[str]:
+    trust = config.get("trust", {})
+    projects = trust.get("projects", []) if isinstance(trust, Mapping) else None
+    if not isinstance(projects, list) or not all(isinstance(p, str) for p in projects):
+        raise ConfigError(f"{config_file}: [trust] projects must be a list of directory paths")
+    return list(projects)
+
+
+def _write_projects(config_file: Path, projects: list[str]) -> None:
+    """Replace ``[trust] projects`` in the text, check the result parses to exactly that, write atomically."""
+    try:
+        text = config_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    before = _load(config_file)
+    new_text = _with_projects(text, projects)
+    expected = {**before, "trust": {**(before.get("trust") or {}), "projects": projects}}
+    try:
+        ok = tomllib.loads(new_text) == expected
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"{config_file}: cannot edit [trust] automatically (it is written in an unusual form); "
+            f"set it by hand: [trust] projects = {json.dumps(projects)}"
+        )
+    _atomic_write(config_file, new_text)
+
+
+def _render(projects: list[str]) -> str:
+    if not projects:
+        return "projects = []"
+    items = "".join(f"    {json.dumps(p, ensure_ascii=False)},\n" for p in projects)
+    return f"projects = [\n{items}]"
+
+
+def _with_projects(text: str, projects: list[str]) -> str:
+    lines = text.splitlines(keepends=True)
+    header = next((i for i, line in enumerate(lines) if _HEADER.match(line.rstrip("\r\n"))), None)
+    if header is None:
+        if not text:
+            return f"[trust]\n{_render(projects)}\n"
+        return f"{text if text.endswith(chr(10)) else text + chr(10)}\n[trust]\n{_render(projects)}\n"
+    start = sum(len(line) for line in lines[: header + 1])
+    end = start
+    for line in lines[header + 1 :]:
+        if _ANY_HEADER.match(line):
+            break
+        end += len(line)
+    section = text[start:end]
+    key = _PROJECTS_KEY.search(section)
+    if key is None:
+        return f"{text[:start]}{_render(projects)}\n{text[start:]}"
+    value_at = start + key.end()
+    if not text.startswith("[", value_at):
+        raise ConfigError("[trust] projects is not an array")
+    value_end = _array_end(text, value_at)
+    return f"{text[: start + key.start()]}{_render(projects)}{text[value_end:]}"
+
+
+def _array_end(text: str, i: int) -> int:
+    """Index just after the TOML array starting at ``text[i] == '['`` (strings and comments skipped)."""
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == "#":
+            nl = text.find("\n", i)
+            i = len(text) if nl < 0 else nl
+        elif c in "\"'":
+            triple = c * 3
+            if text.startswith(triple, i):
+                close = text.find(triple, i + 3)
+                i = len(text) if close < 0 else close + 2
+            else:
+                i += 1
+                while i < len(text) and text[i] != c:
+                    i += 2 if c == '"' and text[i] == "\\" else 1
+        elif c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ConfigError("[trust] projects: unterminated array")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o600
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
