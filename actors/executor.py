@@ -20,6 +20,7 @@ from actors.tree.registry import ChildContext
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
+from geode.protocol import tools as tools_msg
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
 from geode.records.models import TimelineEvent
@@ -33,7 +34,6 @@ from geode.tools.builtin.messaging import BusMessenger
 from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
-from geode.tools.handlers import HandlerEntry
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
 from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
@@ -66,20 +66,33 @@ class ExecutorChild:
             self.mcp_hub.close()
 
 
-def connect_mcp(cfg: dict[str, Any]) -> tuple[Any, list[ToolSpec], dict[str, HandlerEntry]]:
-    """Start the configured MCP servers (``[mcp.servers.*]`` / ``mcpServers``); none → no hub."""
-    from geode.tools.mcp.config import load_mcp_servers
+def connect_mcp(cfg: dict[str, Any], home_root: Path | None = None) -> Any:
+    """Start the MCP servers of the global config and trusted projects (``load_mcp_catalogue``) and describe
+    their tools: a :class:`geode.tools.mcp.status.McpRuntime` (no enabled server → no hub, no overlay)."""
+    from geode.tools.mcp.status import McpRuntime
 
-    servers = load_mcp_servers(cfg)
-    if not servers:
-        return None, [], {}
-    from geode.tools.mcp.bridge import connect
+    try:
+        from geode.tools.mcp.catalogue import load_mcp_catalogue
+    except ImportError:  # before trusted projects existed: the global config only
+        from geode.tools.mcp.config import load_mcp_servers
+
+        runtime = McpRuntime(servers=list(load_mcp_servers(cfg)))
+    else:
+        cat = load_mcp_catalogue(cfg, home_root=home_root or Path.home())
+        runtime = McpRuntime(servers=list(cat.servers), notes=list(cat.notes))
+    for note in runtime.notes:
+        log.warning("MCP config: %s", note)
+    enabled = [s for s in runtime.servers if getattr(s, "enabled", True)]
+    if not enabled:
+        return runtime
+    from geode.tools.mcp.bridge import connect_overlay
     from geode.tools.mcp.hub import McpHub
 
-    hub = McpHub()
-    specs, handlers = connect(hub, servers)
-    log.info("MCP: %d server(s), %d tool(s), %d callable", len(servers), len(specs), len(handlers))
-    return hub, specs, handlers
+    runtime.hub = McpHub()
+    runtime.overlay = connect_overlay(runtime.hub, enabled)
+    ov = runtime.overlay
+    log.info("MCP: %d server(s), %d tool(s), %d offered", len(enabled), len(ov.specs), len(ov.handlers))
+    return runtime
 
 
 def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolExecutor:
@@ -113,8 +126,11 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
 
 def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     """Registry builder: serve the executor (built-ins + MCP tools) on this child's bus."""
-    hub, mcp_specs, mcp_handlers = connect_mcp(ctx.config)
-    executor = executor_from_config(bus, ctx, handlers={**builtin_handlers(), **mcp_handlers})
+    mcp = connect_mcp(ctx.config, ctx.home.root)
+    mcp_specs, mcp_handlers = mcp.overlay.specs, mcp.overlay.handlers
+    executor = executor_from_config(
+        bus, ctx, handlers={**builtin_handlers(), **mcp_handlers}, gate=mcp.overlay.gate
+    )
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     start_delegate(bus, executor, ctx, [*builtin_specs(), *mcp_specs])
     concurrency = ctx.settings.tools.handlers
@@ -126,13 +142,18 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         catalogue=[*builtin_specs(), *mcp_specs],
         delivery=delivery,
     )
+    # `geode mcp-servers`: the servers, their state and tool counts
+    service.dispatch = Dispatch(
+        "the executor", {**service.dispatch.routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows()}
+    )
+    service.handle = service.dispatch.handle
     # the messengers child exited: its posts in flight get no reply; fail them now as MessengersLost, so the
     # replies they carried become uncertain at once instead of at their timeout (never re-sent)
     bus.subscribe("supervisor", on_exit_failer(bus, ("messengers",), ctx.name, error=MessengersLost))
     bus.serve(ENDPOINT, service, concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, hub, reaper)
+    return ExecutorChild(executor, executor.hooks, mcp, reaper)
 
 
 def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: list[ToolSpec]) -> None:

@@ -58,3 +58,29 @@ PLAN_BIND = message("tool.plan.bind", PlanBind, PlanBound)
 EXECUTE = message("tool.execute", ToolExecute, ToolResult)
 CANCEL = message("tool.cancel", ToolCancel, ToolCancelled)
 CATALOGUE = message("tool.catalogue", CatalogueQuery, Catalogue)
+
+
+class McpServersQuery(BaseModel):
+    """The executor's MCP servers as ``geode mcp-servers`` lists them."""
+
+
+class McpServerRow(BaseModel):
+    """One configured server: where it came from, its state, and how many of its tools run or are refused."""
+
+    name: str
+    transport: str  # stdio | http
+    origin: str = "global"  # "global" or the trusted project directory
+    state: str  # running | starting | restarting | failed | disabled | stopped
+    reason: str = ""
+    next_try_s: float | None = None  # restarting: seconds until the next call may restart it
+    restarts: int = 0
+    offered: list[str] = Field(default_factory=list)  # tool names the model is offered
+    refused: list[str] = Field(default_factory=list)  # undeclared tools: never offered, refused by name
+
+
+class McpServers(BaseModel):
+    servers: list[McpServerRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # ignored or invalid config (one line each)
+
+
+MCP_SERVERS = message("tool.mcp.servers", McpServersQuery, McpServers)

@@ -62,6 +62,7 @@ class Checks:
     roots: tuple[Path, ...]
     # never inside the allowed roots, whatever they are: the GEODE home and its run dir
     excluded: Exclusion = field(default_factory=home_exclusion)
+    gate: Any = None  # geode.tools.mcp.gate.McpGate: the MCP overlay's refusals and first-use approvals
 
     def scope(self, req: Request) -> None:
         ctx = req.ctx
@@ -74,6 +75,8 @@ class Checks:
             )
         req.plan = plan
         spec = plan.get(req.call.name)
+        if spec is None and self.gate is not None and (why := self.gate.unknown_tool(req.call.name)):
+            raise req.deny("scope", why.message, "tool_policy_denied", reason=why.reason)
         if spec is None:
             raise req.deny(
                 "scope", f"Tool '{req.call.name}' is not available in this session.", "tool_not_in_scope"
@@ -109,6 +112,8 @@ class Checks:
     def policy(self, req: Request) -> None:
         assert req.spec is not None
         entry = self.handlers.get(req.spec.handler)
+        if self.gate is not None and (why := self.gate.refusal(req.ctx, req.spec)):  # MCP overlay rules
+            raise req.deny("policy", why.message, "tool_policy_denied", reason=why.reason)
         try:
             check_runtime_policy(req.ctx, req.spec, self.global_config)
             if entry is not None and entry.path_args:

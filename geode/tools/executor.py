@@ -55,6 +55,7 @@ class ToolExecutor:
         default_workspace: str | Path | None = None,
         locks: KeyedLocks | None = None,
         approval_timeout_s: float = APPROVAL_TIMEOUT_S,
+        gate: Any = None,
     ) -> None:
         if handlers is None:
             from geode.tools.builtin.catalogue import builtin_handlers
@@ -84,7 +85,9 @@ class ToolExecutor:
             self._config,
             workspace,
             tuple(Path(r).expanduser().resolve() for r in roots),
+            gate=gate,
         )
+        self.gate = gate  # geode.tools.mcp.gate.McpGate (or None): MCP refusals and first-use approvals
 
     # --- public API ----------------------------------------------------------------------------------
     def bind_plan(self, plan: BoundToolPlan) -> None:
@@ -170,8 +173,9 @@ class ToolExecutor:
             raise req.deny(
                 "cancel", "Tool execution cancelled before start.", "tool_cancelled", cancelled=True
             )
+        first_use = self.gate is not None and self.gate.asks_first(ctx, spec)  # an MCP server's first use
         verdict = self.approvals.decide(
-            ctx, spec, self._detail(spec, call, req.ask_reason), forced=req.force_ask
+            ctx, spec, self._detail(spec, call, req.ask_reason), forced=req.force_ask or first_use
         )
         if not verdict.granted:
             raise req.deny(
@@ -180,6 +184,8 @@ class ToolExecutor:
                 "permission_denied",
                 approval=verdict.how,
             )
+        if self.gate is not None:
+            self.gate.granted(ctx, spec)
         receipted = needs_receipt(spec)
         if receipted:
             fault("executor.before_admit")

@@ -40,6 +40,11 @@ def resource_keys(
         return (f"session:{ctx.session_id}:{spec.name}",)
     if strategy == "workspace":
         return (f"workspace:{workspace}",)
+    if strategy.startswith("keys:"):  # declared keys (an MCP server's resource_keys): one lock each
+        keys = tuple(f"key:{k}" for k in strategy.removeprefix("keys:").split(",") if k)
+        if not keys:
+            raise ResourceKeyError(f"'{spec.name}' declares an empty key list")
+        return keys
     if strategy.startswith("global:"):
         return (f"global:{strategy.removeprefix('global:')}",)
     raise ResourceKeyError(f"unknown resource strategy {strategy!r} for '{spec.name}'")

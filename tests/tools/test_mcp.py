@@ -128,11 +128,16 @@ tools = {{ add = {{}} }}
             plan_generation=plan.generation,
             workspace=str(tmp_path),
         )
+        # the first use of a server in an IPC session asks: nobody to ask here → denied, nothing sent
+        asked = client.execute(ctx, ToolCall(id="c0", name="mcp__t__add", input={"a": 4, "b": 5}))
+        assert asked.error_type == "permission_denied", asked
+        ctx = ctx.model_copy(update={"skip_permissions": True})  # the turn's own flag approves it
         assert client.execute(ctx, ToolCall(id="c", name="mcp__t__add", input={"a": 4, "b": 5})).content == {
             "result": 9
         }
         denied = client.execute(ctx, ToolCall(id="d", name="mcp__t__note", input={"text": "x"}))
         assert denied.error_type == "tool_policy_denied" and not notes.exists()  # undeclared: never called
+        assert "read_only_tools" in denied.content["error"], denied  # says how to declare it
     finally:
         bus.stop()
         stop(home)

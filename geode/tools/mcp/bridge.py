@@ -5,21 +5,41 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from geode.redaction import redact_text
+from geode.redaction import MASK, is_secret_key, redact_text
 from geode.tools.handlers import HandlerEntry, ToolEnv, ToolFailure
-from geode.tools.mcp.config import McpServerConfig
-from geode.tools.mcp.hub import McpHub, McpUnavailable
-from geode.tools.spec import SafetyPolicy, ToolSpec
+from geode.tools.mcp.gate import McpGate
+from geode.tools.mcp.hub import McpHub, McpProtocolError, McpUnavailable, describe_error
+from geode.tools.mcp.policy import UNDECLARED, tool_policy, undeclared_reason
+from geode.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
-UNDECLARED = SafetyPolicy(denied=True)  # listed so it is visible in status, never called
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
+MAX_RESULT_STR = 200_000
+__all__ = ["UNDECLARED", "Overlay", "connect", "project", "redact_result", "tool_name"]
 
 
 def tool_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{_SAFE.sub('_', tool)}"[:64]
+
+
+def redact_result(obj: Any, depth: int = 0) -> Any:
+    """A tool result with credential-looking strings and values under secret-named keys masked."""
+    if isinstance(obj, str):
+        return redact_text(obj, MAX_RESULT_STR)
+    if depth > 32:
+        return obj
+    if isinstance(obj, dict):
+        return {
+            k: MASK if isinstance(k, str) and is_secret_key(k) and v else redact_result(v, depth + 1)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [redact_result(v, depth + 1) for v in obj]
+    return obj
 
 
 def project(result: Any) -> dict[str, Any]:
@@ -33,7 +53,7 @@ def project(result: Any) -> dict[str, Any]:
     return {"content": blocks}
 
 
-def _handler(hub: McpHub, cfg: McpServerConfig, tool: str) -> HandlerEntry:
+def _handler(hub: McpHub, cfg: Any, tool: str) -> HandlerEntry:
     def call(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         try:
             result = hub.call(cfg.name, tool, args, timeout_s=min(cfg.timeout_s, env.deadline_s))
@@ -41,7 +61,9 @@ def _handler(hub: McpHub, cfg: McpServerConfig, tool: str) -> HandlerEntry:
             raise ToolFailure(
                 f"MCP server {cfg.name!r} is currently unavailable: {exc}", "tool_unavailable"
             ) from None
-        projected = project(result)
+        except McpProtocolError as exc:
+            raise ToolFailure(str(exc)[:2000], "mcp_protocol_error") from None
+        projected = redact_result(project(result))
         if getattr(result, "is_error", False):
             raise ToolFailure(f"MCP tool {tool!r} failed: {str(projected)[:2000]}", "mcp_tool_error")
         return projected
@@ -49,31 +71,71 @@ def _handler(hub: McpHub, cfg: McpServerConfig, tool: str) -> HandlerEntry:
     return HandlerEntry(call)
 
 
-def connect(
-    hub: McpHub, servers: Iterable[McpServerConfig]
-) -> tuple[list[ToolSpec], dict[str, HandlerEntry]]:
-    """Start every server and describe its tools; a server that fails to start is logged and skipped."""
-    specs: list[ToolSpec] = []
-    handlers: dict[str, HandlerEntry] = {}
-    for cfg in servers:
-        try:
-            tools = hub.start(cfg)
-        except Exception as exc:
-            log.warning("MCP server %s did not start: %s", cfg.name, redact_text(str(exc), 500))
-            continue
-        for t in tools:
-            declared = cfg.tools.get(t.name)
-            handler_id = f"mcp:{cfg.name}/{t.name}"
-            specs.append(
-                ToolSpec(
-                    name=tool_name(cfg.name, t.name),
-                    description=(t.description or t.name)[:1024],
-                    input_schema=dict(t.input_schema or {"type": "object", "properties": {}}),
-                    handler=handler_id,
-                    policy=declared or UNDECLARED,
-                    deadline_s=cfg.timeout_s,
-                )
+@dataclass
+class ServerTools:
+    """What one server contributed: tool names offered (runnable) and refused (undeclared)."""
+
+    offered: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Overlay:
+    """The MCP overlay of the executor's catalogue: specs, handlers, the gate, per-server tool counts."""
+
+    specs: list[ToolSpec] = field(default_factory=list)
+    handlers: dict[str, HandlerEntry] = field(default_factory=dict)
+    gate: McpGate = field(default_factory=McpGate)
+    servers: dict[str, ServerTools] = field(default_factory=dict)
+
+
+def describe(hub: McpHub, cfg: Any, tools: Iterable[Any], overlay: Overlay) -> None:
+    """Add one started server's tools to ``overlay`` under their policies."""
+    counts = overlay.servers.setdefault(cfg.name, ServerTools())
+    for t in tools:
+        pol = tool_policy(cfg, t)
+        name = tool_name(cfg.name, t.name)
+        handler_id = f"mcp:{cfg.name}/{t.name}"
+        overlay.specs.append(
+            ToolSpec(
+                name=name,
+                description=(t.description or t.name)[:1024],
+                input_schema=dict(t.input_schema or {"type": "object", "properties": {}}),
+                handler=handler_id,
+                policy=pol.policy,
+                deadline_s=cfg.timeout_s,
             )
-            if declared is not None:
-                handlers[handler_id] = _handler(hub, cfg, t.name)
-    return specs, handlers
+        )
+        if pol.offered:
+            overlay.handlers[handler_id] = _handler(hub, cfg, t.name)
+            counts.offered.append(name)
+        else:
+            counts.refused.append(name)
+            overlay.gate.refused[name] = undeclared_reason(cfg.name, t.name)
+
+
+def connect(hub: McpHub, servers: Iterable[Any]) -> tuple[list[ToolSpec], dict[str, HandlerEntry]]:
+    """Start every server and describe its tools (the specs and handlers of :func:`connect_overlay`)."""
+    overlay = connect_overlay(hub, servers)
+    return overlay.specs, overlay.handlers
+
+
+def connect_overlay(hub: McpHub, servers: Iterable[Any]) -> Overlay:
+    """Start every enabled server at once; a server that fails to start is logged and contributes nothing."""
+    overlay = Overlay()
+    enabled = [cfg for cfg in servers if getattr(cfg, "enabled", True)]
+    for cfg in enabled:
+        origin = getattr(cfg, "origin", "global") or "global"
+        if origin != "global":
+            overlay.gate.origins[cfg.name] = Path(origin)
+    started = hub.start_all(enabled)
+    for cfg in enabled:
+        got = started.get(cfg.name)
+        if isinstance(got, BaseException) or got is None:
+            log.warning(
+                "MCP server %s did not start: %s", cfg.name, describe_error(got) if got else "no answer"
+            )
+            overlay.servers.setdefault(cfg.name, ServerTools())
+            continue
+        describe(hub, cfg, got, overlay)
+    return overlay

@@ -1,7 +1,10 @@
-"""A synchronous facade over MCP stdio clients: one asyncio loop thread, one long-lived task per server.
+"""A synchronous facade over MCP clients (stdio and streamable HTTP): one asyncio loop thread, one long-lived
+task per server holding its session; calls run concurrently on that session with a request timeout.
 
-Each server's session lives in its own task (anyio scopes stay in the task that opened them); calls reach
-it through a queue and run one at a time per server. A server that dies fails its pending and later calls.
+A server found dead (its transport closed) is restarted on the first call after a cooldown (5 s, doubling
+to 60 s; back to 5 s after a minute of stable running). A call whose server went away while it was in
+flight, or that timed out, has an unknown outcome (:class:`McpCallLost`); a call to a server that is down
+is never sent (:class:`McpUnavailable`).
 """
 
 from __future__ import annotations
@@ -9,135 +12,297 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any
 
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.shared.exceptions import MCPError
-
-from geode.tools.mcp.config import McpServerConfig
+from geode.redaction import redact_text
+from geode.tools.mcp.transport import open_streams, transport_of
 
 log = logging.getLogger(__name__)
 CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses when the transport closed
+REQUEST_TIMEOUT = -32001  # the SDK's code for a request that got no answer in time
+COOLDOWN_S = 5.0
+MAX_COOLDOWN_S = 60.0
+PING_TIMEOUT_S = 5.0
 
 
 class McpUnavailable(RuntimeError):
-    """The server is not running (failed to start, or died): the call was never sent."""
+    """The server is not running (failed to start, died, cooling down): the call was never sent."""
 
 
 class McpCallLost(RuntimeError):
-    """The server went away while the call was in flight: its outcome is unknown."""
+    """The server went away, or did not answer in time, while the call was in flight: outcome unknown."""
+
+
+class McpProtocolError(RuntimeError):
+    """The server answered the call with a JSON-RPC error (the tool did not run as asked)."""
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """One server as ``geode mcp-servers`` shows it."""
+
+    name: str
+    transport: str
+    state: str  # running | starting | restarting | failed | stopped
+    reason: str = ""
+    next_try_s: float | None = None  # restarting: seconds until the next call may restart it
+    restarts: int = 0
 
 
 class _Server:
-    def __init__(self, cfg: McpServerConfig) -> None:
+    def __init__(self, cfg: Any, clock: Callable[[], float]) -> None:
         self.cfg = cfg
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[Any]] | None] = asyncio.Queue()
-        self.dead: BaseException | None = None
+        self.clock = clock
+        self.session: Any = None
         self.task: asyncio.Task[None] | None = None
+        self.stop: asyncio.Event | None = None
+        self.state = "starting"
+        self.reason = ""
+        self.cooldown_s = COOLDOWN_S
+        self.next_try = 0.0
+        self.started_at = 0.0
+        self.restarts = 0
+        self.lock = threading.Lock()  # one (re)start at a time
 
     async def run(self, ready: asyncio.Future[list[Any]]) -> None:
-        params = StdioServerParameters(
-            command=self.cfg.command, args=self.cfg.args, env=self.cfg.env or None, cwd=self.cfg.cwd
-        )
+        self.stop = asyncio.Event()
         try:
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-                await session.initialize()
-                ready.set_result(list((await session.list_tools()).tools))
-                while (item := await self.queue.get()) is not None:
-                    tool, args, fut = item
-                    try:
-                        result = await session.call_tool(tool, args)
-                        if not fut.done():
-                            fut.set_result(result)
-                    except MCPError as exc:
-                        if exc.code == CONNECTION_CLOSED:  # the server process is gone
-                            if not fut.done():
-                                fut.set_exception(
-                                    McpCallLost(f"MCP server {self.cfg.name!r} closed during the call")
-                                )
-                            raise
-                        if not fut.done():
-                            fut.set_exception(exc)
-                    except Exception as exc:
-                        if not fut.done():
-                            fut.set_exception(exc)
+            async with open_streams(self.cfg) as (read, write):
+                from mcp.client.session import ClientSession
+
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    tools = await _list_tools(session)
+                    self.session, self.state, self.reason = session, "running", ""
+                    self.started_at = self.clock()
+                    ready.set_result(tools)
+                    await self.stop.wait()
         except BaseException as exc:
-            self.dead = exc
             if not ready.done():
                 ready.set_exception(exc)
+            elif self.state == "running":
+                self.died(f"{type(exc).__name__}: {exc}")
+            if not isinstance(exc, Exception):
+                raise
         finally:
-            self.dead = self.dead or McpUnavailable("stopped")
-            while not self.queue.empty():
-                item = self.queue.get_nowait()
-                if item is not None and not item[2].done():
-                    item[2].set_exception(McpUnavailable(f"MCP server {self.cfg.name!r} stopped"))
+            self.session = None
+
+    def died(self, why: str) -> None:
+        """The transport closed: calls are refused until the cooldown passed, then the next one restarts."""
+        if self.state != "running":
+            return
+        now = self.clock()
+        if self.started_at and now - self.started_at >= MAX_COOLDOWN_S:
+            self.cooldown_s = COOLDOWN_S  # it ran stably: a fresh cooldown
+        self.state, self.reason, self.session = "restarting", why[:300], None
+        self.next_try = now + self.cooldown_s
+        self.cooldown_s = min(self.cooldown_s * 2, MAX_COOLDOWN_S)
+        log.warning(
+            "MCP server %s went away (%s); next try in %.0f s",
+            self.cfg.name,
+            redact_text(why, 300),
+            self.next_try - now,
+        )
+
+    def snapshot(self) -> ServerState:
+        wait = None
+        if self.state == "restarting":
+            wait = max(0.0, round(self.next_try - self.clock(), 1))
+        return ServerState(
+            self.cfg.name, transport_of(self.cfg), self.state, self.reason, wait, self.restarts
+        )
+
+
+async def _list_tools(session: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(100):  # a bounded number of pages
+        if cursor is None:
+            page = await session.list_tools()
+        else:
+            from mcp.types import PaginatedRequestParams
+
+            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+        tools += list(page.tools)
+        cursor = getattr(page, "next_cursor", None)
+        if not cursor:
+            break
+    return tools
 
 
 class McpHub:
     """Thread-safe. ``start(cfg)`` returns the server's tools; ``call(...)`` returns a CallToolResult."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-hub", daemon=True)
         self._thread.start()
         self._servers: dict[str, _Server] = {}
 
-    def start(self, cfg: McpServerConfig) -> list[Any]:
+    # --- starting --------------------------------------------------------------------------------------
+    def start(self, cfg: Any) -> list[Any]:
+        """Start one server (within its ``startup_timeout_s``) and return its tools; raises when it fails."""
+        srv = self._servers.get(cfg.name)
+        if srv is None:
+            srv = self._servers[cfg.name] = _Server(cfg, self.clock)
+        with srv.lock:
+            return self._launch(srv)
+
+    def start_all(self, cfgs: Iterable[Any]) -> dict[str, list[Any] | BaseException]:
+        """Start several servers at once (each within its own startup timeout): tools, or why it failed."""
+        out: dict[str, list[Any] | BaseException] = {}
+        threads = []
+
+        def one(cfg: Any) -> None:
+            try:
+                out[cfg.name] = self.start(cfg)
+            except BaseException as exc:
+                out[cfg.name] = exc
+
+        for cfg in cfgs:
+            t = threading.Thread(target=one, args=(cfg,), name=f"mcp-start-{cfg.name}", daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        return out
+
+    def _launch(self, srv: _Server) -> list[Any]:
+        cfg = srv.cfg
+        srv.state = "starting"
+
         async def go() -> list[Any]:
-            srv = _Server(cfg)
             ready: asyncio.Future[list[Any]] = self._loop.create_future()
             srv.task = asyncio.create_task(srv.run(ready))
-            self._servers[cfg.name] = srv
             return await ready
 
         fut = asyncio.run_coroutine_threadsafe(go(), self._loop)
         try:
             return fut.result(cfg.startup_timeout_s)
         except FutureTimeout:
-            self._stop(cfg.name)
-            raise McpUnavailable(
-                f"MCP server {cfg.name!r} did not start within {cfg.startup_timeout_s:g}s"
-            ) from None
+            self._stop_task(srv)
+            srv.state, srv.reason = "failed", f"did not start within {cfg.startup_timeout_s:g}s"
+            raise McpUnavailable(f"MCP server {cfg.name!r} {srv.reason}") from None
+        except Exception as exc:
+            srv.state, srv.reason = "failed", describe_error(exc)[:300]
+            raise
 
+    def _ensure(self, srv: _Server) -> None:
+        """A dead server past its cooldown is restarted now; before that the call is refused."""
+        if srv.state == "running":
+            return
+        with srv.lock:
+            if srv.state == "running":
+                return
+            if srv.state != "restarting":
+                raise McpUnavailable(
+                    f"MCP server {srv.cfg.name!r} is not running ({srv.reason or srv.state})"
+                )
+            wait = srv.next_try - self.clock()
+            if wait > 0:
+                raise McpUnavailable(
+                    f"MCP server {srv.cfg.name!r} is restarting (next try in {wait:.0f} s): {srv.reason}"
+                )
+            self._stop_task(srv)
+            srv.restarts += 1
+            try:
+                self._launch(srv)
+                log.info("MCP server %s restarted (restart %d)", srv.cfg.name, srv.restarts)
+            except Exception as exc:
+                srv.state = "running"  # so died() applies the doubled cooldown
+                srv.started_at = self.clock()
+                srv.died(f"restart failed: {describe_error(exc)}")
+                raise McpUnavailable(
+                    f"MCP server {srv.cfg.name!r} could not be restarted: {describe_error(exc)[:300]}"
+                ) from None
+
+    # --- calling ---------------------------------------------------------------------------------------
     def call(self, server: str, tool: str, args: dict[str, Any], timeout_s: float) -> Any:
+        srv = self._servers.get(server)
+        if srv is None:
+            raise McpUnavailable(f"MCP server {server!r} is not configured here")
+        self._ensure(srv)
+
         async def go() -> Any:
-            srv = self._servers.get(server)
-            if srv is None or srv.dead is not None:
+            session = srv.session
+            if session is None:
                 raise McpUnavailable(f"MCP server {server!r} is not running")
-            fut: asyncio.Future[Any] = self._loop.create_future()
-            await srv.queue.put((tool, args, fut))
-            return await asyncio.wait_for(fut, timeout_s)
+            from mcp.shared.exceptions import MCPError
 
-        return asyncio.run_coroutine_threadsafe(go(), self._loop).result(timeout_s + 5)
+            try:  # a cheap probe first: a dead server is found before the call is sent
+                await asyncio.wait_for(session.send_ping(), min(PING_TIMEOUT_S, timeout_s))
+            except (MCPError, TimeoutError, OSError) as exc:
+                srv.died(f"no answer to ping: {describe_error(exc)}")
+                raise McpUnavailable(
+                    f"MCP server {server!r} is not answering; the call was not sent"
+                ) from None
+            try:
+                return await session.call_tool(tool, args, read_timeout_seconds=timeout_s)
+            except MCPError as exc:
+                if exc.code == CONNECTION_CLOSED:
+                    srv.died("closed during a call")
+                    raise McpCallLost(f"MCP server {server!r} closed during the call") from None
+                if exc.code == REQUEST_TIMEOUT:
+                    raise McpCallLost(f"MCP server {server!r} did not answer within {timeout_s:g}s") from None
+                raise McpProtocolError(f"MCP server {server!r} answered with an error: {exc}") from None
+            except OSError as exc:
+                srv.died(describe_error(exc))
+                raise McpCallLost(
+                    f"MCP server {server!r} failed during the call: {describe_error(exc)}"
+                ) from None
 
+        fut = asyncio.run_coroutine_threadsafe(go(), self._loop)
+        try:
+            return fut.result(timeout_s + PING_TIMEOUT_S + 5)
+        except FutureTimeout:
+            fut.cancel()
+            raise McpCallLost(f"MCP server {server!r} did not answer within {timeout_s:g}s") from None
+
+    # --- status and shutdown ---------------------------------------------------------------------------
     def alive(self, server: str) -> bool:
         srv = self._servers.get(server)
-        return srv is not None and srv.dead is None
+        return srv is not None and srv.state == "running"
 
-    def _stop(self, name: str) -> None:
+    def states(self) -> list[ServerState]:
+        return [srv.snapshot() for srv in list(self._servers.values())]
+
+    def _stop_task(self, srv: _Server) -> None:
         async def go() -> None:
-            srv = self._servers.pop(name, None)
-            if srv is None or srv.task is None:
+            task = srv.task
+            if task is None or task.done():
                 return
-            await srv.queue.put(None)
+            if srv.stop is not None:
+                srv.stop.set()
             try:
-                await asyncio.wait_for(asyncio.shield(srv.task), 5)
+                await asyncio.wait_for(asyncio.shield(task), 5)
             except TimeoutError:
-                srv.task.cancel()
+                task.cancel()
             except BaseException:
                 pass
 
         try:
             asyncio.run_coroutine_threadsafe(go(), self._loop).result(10)
         except Exception as exc:
-            log.warning("stopping MCP server %s: %s", name, exc)
+            log.warning("stopping MCP server %s: %s", srv.cfg.name, exc)
 
     def close(self) -> None:
-        for name in list(self._servers):
-            self._stop(name)
+        for srv in list(self._servers.values()):
+            self._stop_task(srv)
+            srv.state = "stopped"
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         if not self._thread.is_alive():
             self._loop.close()  # and with it the loop's self-pipe sockets
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a start/call failure (an exception group names its first leaf)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return redact_text(f"{type(exc).__name__}: {text}" if str(exc) else text, 300)
