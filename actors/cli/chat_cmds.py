@@ -73,6 +73,9 @@ def _pick(cl: Any, home: GeodeHome, *, tty: bool) -> str:
 
 def _connect_or_exit(home: GeodeHome, **kw: Any):  # type: ignore[no-untyped-def]
     """``_connect`` with the CLI's exits: 2 nothing to resume / nothing picked, 3 daemon unavailable."""
+    from actors.cli.trust_cmds import note_untrusted_project
+
+    note_untrusted_project(home)  # once per ask/chat start: project MCP servers ignored until `geode trust`
     try:
         return _connect(home, **kw)
     except _NothingPicked as exc:

@@ -6,6 +6,7 @@ import os
 import stat
 from typing import Any
 
+from actors.cli.trust_cmds import trust_notes as _trust_notes
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 
@@ -26,6 +27,7 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     if report.ok:
         state = "present" if report.path.exists() else "absent: defaults"
         out.append(_check("config", True, f"{home.config_file} ({state}, valid)"))
+        out.extend(_check("mcp", True, n, warn=True) for n in _trust_notes(home, report.config))
     out.extend(_secret_file_checks(home))
     try:
         from geode.providers.report import provider_report

@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "actors.cli.provider_cmds",  # scripted-provider
     "actors.cli.chat_cmds",  # interactive chat, ask, doctor
     "actors.cli.messengers_view",  # messengers
+    "actors.cli.trust_cmds",  # trust
 )
 
 
