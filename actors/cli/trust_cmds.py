@@ -20,7 +20,7 @@ def trust(
     remove: str | None = typer.Option(None, "--remove", metavar="PATH", help="stop trusting PATH"),
 ) -> None:
     """Trust a project directory: its .geode/config.toml and .mcp.json MCP servers are loaded (they run
-    commands on this machine). Recorded as [trust] projects in $GEODE_HOME/config.toml; a running daemon
+    commands on this machine). Recorded in $GEODE_HOME/config.toml (trust.projects); a running daemon
     restarts its executor so the change takes effect."""
     home = GeodeHome.from_env()
     if sum((show, remove is not None, path is not None)) > 1:
