@@ -21,6 +21,7 @@ from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
 from geode.lanes.state import MAX_REQUEUES
 from geode.loop.settings import LoopSettings, VerifySettings
+from geode.mcp_server.http_auth import McpServeSection
 from geode.messengers.config import MessengersSection
 from geode.protocol.errors import ConfigError
 from geode.providers.catalogue import WireApi
@@ -166,6 +167,7 @@ class McpSection(BaseModel):
     resource_keys, read_only_tools, tools, enabled, timeout_s, startup_timeout_s."""
 
     servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    serve: McpServeSection = McpServeSection()  # ``[mcp.serve]``: `geode mcp` as a server (its HTTP token)
 
 
 class TrustSection(BaseModel):

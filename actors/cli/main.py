@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:  # imported in build_app: `geode mcp` answers its host before typer is loaded
+    import typer
 
 # Command modules, each exposing ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES = (
@@ -14,6 +16,7 @@ COMMAND_MODULES = (
     "actors.cli.provider_cmds",  # scripted-provider
     "actors.cli.chat_cmds",  # interactive chat, ask, doctor
     "actors.cli.messengers_view",  # messengers
+    "actors.cli.mcp_cmds",  # mcp (dispatched early by main())
     "actors.cli.trust_cmds",  # trust
 )
 
@@ -45,6 +48,8 @@ def optional_resume(argv: list[str]) -> list[str]:
 
 
 def build_app() -> typer.Typer:
+    import typer
+
     _plain_flags()
     app = typer.Typer(add_completion=False, no_args_is_help=False, help="GEODE agent host")
     for name in COMMAND_MODULES:  # our own modules: one that fails to import is a bug, not a missing command
@@ -53,6 +58,10 @@ def build_app() -> typer.Typer:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["mcp"]:  # an MCP host waits on initialize: no typer, no CLI modules first
+        from actors.cli.mcp_cmds import main as mcp_main
+
+        raise SystemExit(mcp_main(sys.argv[2:]))
     build_app()(args=optional_resume(sys.argv[1:]), prog_name="geode")
 
 

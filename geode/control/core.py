@@ -199,6 +199,7 @@ class ControlCore:
             session_id=h.session_id or conn.session_id,
             workspace=h.cwd or self._default_workspace(),
             model_override=h.model,
+            time_budget_override=h.time_budget_s,
             origin=self.origin,
             skip_permissions=h.dangerously_skip_permissions,
             plan=self.plans.base() if self.plans is not None else None,  # built-ins if the executor is down

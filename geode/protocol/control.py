@@ -33,7 +33,8 @@ class Handshake(BaseModel):
     model: str | None = Field(default=None, max_length=128)
     session_id: str | None = Field(default=None, max_length=128)  # attach the connection to this session
     dangerously_skip_permissions: bool = False
-    mode: Literal["IPC", "REPL"] = "IPC"  # REPL: the terminal and the whole tree share one process
+    mode: Literal["IPC", "REPL", "HEADLESS"] = "IPC"  # REPL: terminal and tree in one process; HEADLESS: MCP
+    time_budget_s: float | None = Field(default=None, gt=0, le=86_400)  # None: the mode's default
 
 
 class Welcome(BaseModel):

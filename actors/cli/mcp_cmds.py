@@ -1,0 +1,179 @@
+"""`geode mcp`: serve GEODE's run_agent / continue_agent / get_health to MCP hosts over stdio (default) or
+streamable HTTP (``--http HOST:PORT``; loopback unless a bearer token is set).
+
+``actors/cli/main.py`` dispatches here before building the typer app, and stdio answers ``initialize``
+before the SDK is imported (:mod:`geode.mcp_server.handshake`): a host's cold start stays near 0.1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import typer
+
+EXIT_USAGE, EXIT_CONFIG = 2, 78
+EARLY_INIT_ENV = "GEODE_MCP_EARLY_INIT"  # "0": let the SDK answer initialize itself (tests compare both)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="geode mcp",
+        description="Serve GEODE as an MCP server (tools run_agent, continue_agent, get_health).",
+    )
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio; off loopback a bearer "
+        "token is required (GEODE_MCP_TOKEN or [mcp.serve] token)",
+    )
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.http is not None:
+        return serve_http(args.http)
+    return serve_stdio()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("geode")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _build() -> tuple[Any, Any]:
+    """The MCP server and its turn runner (imports the SDK: ~0.5 s)."""
+    from actors.cli.mcp_backend import ControlTurnRunner
+    from geode.home import GeodeHome
+    from geode.mcp_server.app import build_server
+
+    runner = ControlTurnRunner(GeodeHome.from_env())
+    return build_server(runner, version=_version()), runner
+
+
+# --- stdio ----------------------------------------------------------------------------------------------
+def serve_stdio() -> int:
+    from geode.mcp_server import handshake
+
+    # the wire keeps private copies of fds 0 and 1; fd 0 reads /dev/null and fd 1 goes to stderr meanwhile,
+    # so nothing this process (or a child it starts) prints can corrupt the protocol
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    built: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            built["server"], built["runner"] = _build()
+        except BaseException as exc:  # reported by the main thread
+            built["error"] = exc
+
+    loader = threading.Thread(target=load, name="mcp-sdk-import", daemon=True)
+    loader.start()
+    first = wire_in.readline()
+    if not first:
+        return 0
+    answered = None
+    if os.environ.get(EARLY_INIT_ENV, "1") != "0":
+        answered = handshake.initialize_answer(first, version=_version())
+        if answered is not None:
+            handshake.send(wire_out, answered)
+    loader.join()
+    if "error" in built:
+        raise built["error"]
+    try:
+        import anyio
+
+        anyio.run(
+            _serve_stdio,
+            built["server"],
+            handshake.WireIn(first, wire_in),
+            handshake.WireOut(wire_out, answered),
+        )
+    finally:
+        built["runner"].close()
+    return 0
+
+
+async def _serve_stdio(server: Any, wire_in: Any, wire_out: Any) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, but on our streams
+    async with stdio_server(stdin=anyio.wrap_file(wire_in), stdout=anyio.wrap_file(wire_out)) as (r, w):
+        await lowlevel.run(r, w, lowlevel.create_initialization_options())
+
+
+# --- streamable HTTP -------------------------------------------------------------------------------------
+def serve_http(bind: str) -> int:
+    from pydantic import ValidationError
+
+    from geode.home import GeodeHome
+    from geode.mcp_server.http_auth import BearerAuth, McpServeSection, parse_bind, refusal, resolve_token
+    from geode.protocol.errors import GeodeError
+
+    try:
+        host, port = parse_bind(bind)
+    except ValueError as exc:
+        print(f"geode mcp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    home = GeodeHome.from_env()
+    try:
+        raw = home.load_config().get("mcp", {})
+        section = McpServeSection.model_validate(raw.get("serve", {}) if isinstance(raw, dict) else {})
+        token = resolve_token(os.environ, home.load_dotenv(), section)
+    except (GeodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"geode mcp: bad [mcp.serve] in {home.config_file}: {first}", file=sys.stderr)
+        return EXIT_CONFIG
+    why = refusal(host, port, token)
+    if why is not None:
+        print(why, file=sys.stderr)
+        return EXIT_USAGE
+    import uvicorn
+
+    server, runner = _build()
+    app: Any = server.streamable_http_app(host=host)
+    if token is not None:
+        app = BearerAuth(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+    web = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"geode mcp: listening on http://{shown}:{port}/mcp"
+        + (" (bearer token required)" if token is not None else " (loopback, no token)"),
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        web.run()
+    finally:
+        runner.close()
+    return 0
+
+
+# --- typer (listed in `geode --help`; main.py runs `geode mcp` before typer is imported) -----------------
+def register(app: typer.Typer) -> None:
+    import typer
+
+    def mcp(
+        http: str | None = typer.Option(
+            None, "--http", metavar="HOST:PORT", help="streamable HTTP instead of stdio (token off loopback)"
+        ),
+    ) -> None:
+        """Serve GEODE to MCP hosts (run_agent, continue_agent, get_health): stdio, or --http HOST:PORT."""
+        raise typer.Exit(main(["--http", http] if http is not None else []))
+
+    app.command(name="mcp")(mcp)

@@ -1,0 +1,83 @@
+"""What the MCP tools ask of a turn runner and what they answer: HEADLESS turn requests and their results.
+
+Pure: no SDK and no bus here. The shell (``actors/cli/mcp_backend.py``) runs the turn through the daemon's
+control socket, or an in-process tree when no daemon serves this ``GEODE_HOME``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MODE = "HEADLESS"  # every turn `geode mcp` submits: the default denylist holds, approvals are denied
+DEFAULT_TIME_BUDGET_S = 120.0
+MAX_TIME_BUDGET_S = 3600.0
+
+ProgressFn = Callable[[str], None]  # one line per turn event worth telling the MCP client
+
+
+class HeadlessTurn(BaseModel):
+    """One turn a client asked for: a new session (``session_id`` None) or a continued one."""
+
+    model_config = ConfigDict(frozen=True)
+    prompt: str = Field(min_length=1, max_length=500_000)
+    session_id: str | None = Field(default=None, max_length=128)
+    time_budget_s: float = Field(default=DEFAULT_TIME_BUDGET_S, gt=0, le=MAX_TIME_BUDGET_S)
+    model: str | None = Field(default=None, max_length=128)
+    workspace: str  # the MCP client's root, else the server's cwd
+
+
+class AgentResult(BaseModel):
+    """``run_agent`` / ``continue_agent``'s answer (structured content of the tool result)."""
+
+    text: str = ""
+    rounds: int = 0
+    termination_reason: str | None = None
+    error: str | None = None
+    session_id: str | None = None
+
+
+class TurnRunner(Protocol):
+    """Runs a HEADLESS turn to its end (blocking) and reports the backend's health."""
+
+    def run(self, turn: HeadlessTurn, progress: ProgressFn) -> dict[str, Any]:
+        """The turn's result (``text``, ``rounds``, ``termination_reason``, ``error``, ``session_id``)."""
+        ...
+
+    def health(self) -> dict[str, Any]: ...
+
+
+def agent_result(raw: dict[str, Any], session_id: str | None) -> AgentResult:
+    """A runner's raw turn result as the tool's answer."""
+    return AgentResult(
+        text=str(raw.get("text") or ""),
+        rounds=int(raw.get("rounds") or 0),
+        termination_reason=raw.get("termination_reason"),
+        error=None if raw.get("error") in (None, "") else str(raw.get("error")),
+        session_id=str(raw.get("session_id") or session_id or "") or None,
+    )
+
+
+def failed(message: str, session_id: str | None = None) -> AgentResult:
+    """A turn that could not be run at all (no daemon and no in-process tree, unknown session)."""
+    return AgentResult(termination_reason=None, error=message, session_id=session_id)
+
+
+def progress_line(event: dict[str, Any]) -> str | None:
+    """A turn event as one progress message (None: not worth a notification, e.g. text deltas)."""
+    kind, data = event.get("kind"), event.get("data") or {}
+    if kind == "round_start":
+        return f"round {data.get('round', '?')}"
+    if kind == "tool_start":
+        return f"tool {data.get('name', '?')}"
+    if kind == "tool_end":
+        return f"tool {data.get('name', '?')} " + (
+            f"failed: {data['error']}" if data.get("error") else "done"
+        )
+    if kind in ("retry_wait", "llm_retry", "fallback", "verify"):
+        return kind.replace("_", " ")
+    if kind == "turn_start":
+        return "turn started"
+    return None

@@ -1,0 +1,80 @@
+"""Drive `geode mcp` as a real MCP host would: a ClientSession over stdio against a spawned process, with a
+temporary GEODE_HOME whose provider is a ScriptedServer that records the tools it was offered."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import ClientRequestContext
+
+from geode.home import GeodeHome
+from tests.actors.tree_kit import ROOT, env
+
+FORBIDDEN = {"run_bash", "delegate_task", "computer"}
+
+
+class Provider:
+    """The scripted model: answers ``answer: <last prompt text>`` and keeps every request's tool names and
+    system prompt."""
+
+    def __init__(self) -> None:
+        self.tools: list[list[str]] = []
+        self.systems: list[str] = []
+        self.messages: list[list[dict[str, Any]]] = []
+
+    def __call__(self, req: Any) -> Any:
+        body = req.body if isinstance(req.body, dict) else {}
+        self.tools.append([t.get("name", "") for t in body.get("tools") or []])
+        self.systems.append(json.dumps(body.get("system", "")))
+        msgs = body.get("messages") or []
+        self.messages.append(msgs)
+        content = msgs[-1].get("content") if msgs else ""
+        text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
+        return {"text": f"answer: {text.strip()}"}
+
+
+def mcp_params(home: GeodeHome, cwd: Path = ROOT, **extra_env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "actors.cli.main", "mcp"],
+        env={**env(home), **extra_env},
+        cwd=str(cwd),
+    )
+
+
+@asynccontextmanager
+async def mcp_session(
+    params: StdioServerParameters, errlog: Path, roots: list[Path] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession on a spawned `geode mcp` (its stderr to ``errlog``)."""
+
+    async def list_roots(_ctx: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=p.as_uri(), name=p.name) for p in roots or []])
+
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(
+                read, write, list_roots_callback=list_roots if roots is not None else None
+            ) as session:
+                await session.initialize()
+                yield session
+
+
+async def call(session: ClientSession, tool: str, args: dict[str, Any], progress: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """A tool call's structured content (asserting it is not an error)."""
+
+    async def on_progress(_p: float, _total: float | None, message: str | None) -> None:
+        if progress is not None:
+            progress.append(message or "")
+
+    res = await session.call_tool(tool, args, read_timeout_seconds=120, progress_callback=on_progress)
+    assert not res.is_error, res.content
+    assert res.structured_content is not None, res.content
+    return res.structured_content
