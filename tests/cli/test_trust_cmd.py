@@ -92,3 +92,31 @@ def test_ask_and_chat_print_the_untrusted_line_once_on_stderr(tmp_path, monkeypa
     with pytest.raises(typer.Exit):
         chat_cmds._connect_or_exit(home, model=None, skip=False, tty=False, resume=None, cont=False)
     assert "trust" not in capsys.readouterr().err
+
+
+def test_with_a_daemon_running_trust_restarts_its_executor(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from actors.cli.main import build_app
+    from actors.tree import client
+    from geode.protocol.errors import RequestTimeout
+
+    home, proj = _setup(tmp_path)
+    monkeypatch.setenv("GEODE_HOME", str(home.root))
+    restarted: list[str] = []
+    monkeypatch.setattr(client, "is_running", lambda h: h.root == home.root)
+    monkeypatch.setattr(client, "restart_child", lambda h, name: restarted.append(name))
+    app = build_app()
+    r = CliRunner().invoke(app, ["trust", str(proj)])
+    assert r.exit_code == 0 and restarted == ["executor"], r.output
+    assert "restarting the daemon's executor" in r.output
+    assert CliRunner().invoke(app, ["trust", str(proj)]).exit_code == 0 and restarted == ["executor"]  # no-op
+
+    def refuse(h: object, name: str) -> None:
+        raise RequestTimeout("no reply")
+
+    monkeypatch.setattr(client, "restart_child", refuse)
+    r = CliRunner().invoke(app, ["trust", "--remove", str(proj)])
+    assert r.exit_code == 1 and "run `geode restart executor`" in r.output, r.output
+    assert "trust" in tomllib.loads(home.config_file.read_text())  # the removal itself was written
+    assert tomllib.loads(home.config_file.read_text())["trust"]["projects"] == []

@@ -16,6 +16,7 @@ from geode.protocol.errors import ConfigError
 from geode.tools.spec import SafetyPolicy
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR} or ${VAR:-default}
 HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
 STDIO_TYPES = frozenset({"stdio"})
 GLOBAL_ORIGIN = "global"
@@ -145,6 +146,39 @@ def parse_mcp_servers(config: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN)
             raise item
         out.setdefault(name, item)
     return list(out.values())
+
+
+def expand_vars(server: McpServerConfig, environ: Mapping[str, str]) -> McpServerConfig:
+    """``${VAR}`` / ``${VAR:-default}`` in command, args, env, cwd, url and headers (as ``.mcp.json`` files
+    written for Claude Code use them); an unset variable without a default is a ``ConfigError``."""
+    missing: list[str] = []
+
+    def sub(text: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            value = environ.get(m.group(1))
+            if value is None and m.group(2) is None:
+                missing.append(m.group(1))
+            return value if value is not None else (m.group(2) or "")
+
+        return _VAR.sub(one, text)
+
+    data = server.model_dump()
+    data["command"] = sub(server.command) if server.command is not None else None
+    data["url"] = sub(server.url) if server.url is not None else None
+    data["cwd"] = sub(server.cwd) if server.cwd is not None else None
+    data["args"] = [sub(a) for a in server.args]
+    data["env"] = {k: sub(v) for k, v in server.env.items()}
+    data["headers"] = {k: sub(v) for k, v in server.headers.items()}
+    if missing:
+        names = ", ".join(f"${{{v}}}" for v in dict.fromkeys(missing))
+        raise ConfigError(f"server {server.name!r}: {names} not set (environment or $GEODE_HOME/.env)")
+    if data == server.model_dump():
+        return server
+    try:
+        return McpServerConfig.model_validate(data)
+    except ValidationError as exc:
+        msg = str(exc.errors()[0].get("msg", "")).removeprefix("Value error, ")
+        raise ConfigError(f"server {server.name!r} after ${{VAR}} expansion: {msg}") from None
 
 
 def load_mcp_servers(config: Mapping[str, Any]) -> list[McpServerConfig]:

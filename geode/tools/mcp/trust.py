@@ -7,11 +7,13 @@ rest of ``config.toml``, comments included, is kept byte for byte, and every edi
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -152,26 +154,40 @@ def trust_add(config_file: Path, directory: str | os.PathLike[str]) -> tuple[Pat
     path = _resolve(directory)
     if not path.is_dir():
         raise ConfigError(f"{path}: not a directory; trust a project directory")
-    current = read_trust_list(config_file)
-    if any(_resolve(p) == path for p in current if Path(p).expanduser().is_absolute()):
-        return path, False
-    _write_projects(config_file, [*current, str(path)])
+    with _edit_lock(config_file):
+        current = read_trust_list(config_file)
+        if any(_resolve(p) == path for p in current if Path(p).expanduser().is_absolute()):
+            return path, False
+        _write_projects(config_file, [*current, str(path)])
     return path, True
 
 
 def trust_remove(config_file: Path, directory: str | os.PathLike[str]) -> tuple[Path, bool]:
     """Forget ``directory`` (as given or resolved); ``(path, False)`` when it was not trusted."""
     path = _resolve(directory)
-    current = read_trust_list(config_file)
 
     def matches(entry: str) -> bool:
         return entry == str(directory) or (Path(entry).expanduser().is_absolute() and _resolve(entry) == path)
 
-    kept = [p for p in current if not matches(p)]
-    if len(kept) == len(current):
-        return path, False
-    _write_projects(config_file, kept)
+    with _edit_lock(config_file):
+        current = read_trust_list(config_file)
+        kept = [p for p in current if not matches(p)]
+        if len(kept) == len(current):
+            return path, False
+        _write_projects(config_file, kept)
     return path, True
+
+
+@contextmanager
+def _edit_lock(config_file: Path) -> Iterator[None]:
+    """Two ``geode trust`` at once: one read-modify-write after the other (a lock on the home directory)."""
+    config_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(config_file.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _load(config_file: Path) -> dict[str, Any]:

@@ -97,3 +97,43 @@ def test_geode_home_config_is_not_a_project_config(tmp_path: Path) -> None:
     cat = load_mcp_catalogue(cfg, home_root=user / ".geode")
     assert [s.origin for s in cat.servers] == ["global"] and cat.notes == []
     assert untrusted_project_note(user, {}, home_root=user / ".geode") is None
+
+
+def test_vars_expand_from_the_environment_then_dotenv_and_unset_ones_skip_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text("MCP_TOKEN=from-dotenv\nMCP_PORT=1\n")
+    monkeypatch.setenv("MCP_PORT", "8931")
+    monkeypatch.delenv("MCP_NOPE", raising=False)
+    proj = _project(
+        tmp_path / "proj",
+        mcp_json={
+            "mcpServers": {
+                "web": {
+                    "type": "http",
+                    "url": "http://127.0.0.1:${MCP_PORT}/mcp",
+                    "headers": {"Authorization": "Bearer ${MCP_TOKEN}"},
+                },
+                "cli": {
+                    "command": "${MCP_BIN:-srv}",
+                    "args": ["--x=${MCP_PORT}"],
+                    "env": {"T": "${MCP_TOKEN}"},
+                },
+                "gap": {"command": "srv", "env": {"K": "${MCP_NOPE}"}},
+            }
+        },
+    )
+    cfg = {"trust": {"projects": [str(proj)]}, "mcpServers": {"g": {"command": "${MCP_NOPE}"}}}
+    cat = load_mcp_catalogue(cfg, home_root=home)
+    by = {s.name: s for s in cat.servers}
+    assert by["web"].url == "http://127.0.0.1:8931/mcp"  # the environment wins over .env
+    assert by["web"].headers == {"Authorization": "Bearer from-dotenv"}
+    assert (by["cli"].command, by["cli"].args, by["cli"].env) == ("srv", ["--x=8931"], {"T": "from-dotenv"})
+    assert "gap" not in by
+    gap = "server 'gap': ${MCP_NOPE} not set (environment or $GEODE_HOME/.env); server ignored"
+    assert cat.notes == [
+        "MCP: server 'g': ${MCP_NOPE} not set (environment or $GEODE_HOME/.env); server ignored",
+        f"MCP (project {proj}): {gap}",
+    ]

@@ -102,3 +102,13 @@ def test_unusual_forms_are_refused_with_the_line_to_write_and_the_file_untouched
         trust_add(cfg, a)
     with pytest.raises(ConfigError, match="not a directory"):
         trust_add(tmp_path / "other.toml", tmp_path / "missing")
+
+
+def test_concurrent_adds_are_all_kept(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfg = tmp_path / "home" / "config.toml"
+    dirs = _dirs(tmp_path, *(f"p{i}" for i in range(12)))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(changed for _p, changed in pool.map(lambda d: trust_add(cfg, d), dirs))
+    assert sorted(read_trust_list(cfg)) == sorted(str(d) for d in dirs)
