@@ -229,7 +229,10 @@ class ToolExecutor:
             services=self.services,
         )
         try:
-            self.timeline.write("tool.called", ctx, call, spec, approval=verdict.how, rewrites=req.rewrites)
+            held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under
+            self.timeline.write(
+                "tool.called", ctx, call, spec, approval=verdict.how, rewrites=req.rewrites, **held_keys
+            )
             self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
             with self._mu:
                 self._inflight[id(env)] = ((ctx.session_id, ctx.turn_id), env.cancel)

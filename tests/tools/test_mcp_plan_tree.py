@@ -56,7 +56,10 @@ tools = {{ add = {{}} }}
 
 def test_configured_mcp_tool_is_offered_called_and_answers(tree: tuple[Any, ScriptedServer, Path]) -> None:
     home, model, ws = tree
-    r = geode(home, "ask", "mcp: add two numbers", "--json", cwd=ws, timeout=90)
+    # the first use of a server in an IPC session asks: this turn approves with its own flag
+    r = geode(
+        home, "ask", "mcp: add two numbers", "--json", "--dangerously-skip-permissions", cwd=ws, timeout=90
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     answer = json.loads(r.stdout)["text"]
     assert str(A + B) in answer, answer

@@ -1,0 +1,78 @@
+"""`geode mcp-servers`: the executor's MCP servers (name, transport, origin, state, tools offered / refused)
+and the config lines it ignored, asked over the bus (``tool.mcp.servers``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from geode.home import GeodeHome
+from geode.protocol import tools as tools_msg
+from geode.protocol.errors import GeodeError
+
+
+def mcp_servers_detail(home: GeodeHome, timeout_s: float = 3.0) -> dict[str, Any] | None:
+    """The running executor's ``tool.mcp.servers`` reply, or None when it does not answer."""
+    from actors.tree.client import client_bus
+
+    try:
+        with client_bus(home) as bus:
+            reply = bus.transport.call(
+                "executor", tools_msg.MCP_SERVERS, tools_msg.McpServersQuery(), timeout_s=timeout_s
+            )
+    except GeodeError:
+        return None
+    return tools_msg.McpServers.model_validate(reply).model_dump(mode="json")
+
+
+def state_text(row: dict[str, Any]) -> str:
+    state = str(row.get("state", "?"))
+    if state == "restarting" and row.get("next_try_s") is not None:
+        return f"restarting (next try in {row['next_try_s']:.0f} s)"
+    if state == "failed":
+        return f"failed: {row.get('reason') or 'unknown'}"
+    return state
+
+
+def server_lines(detail: dict[str, Any]) -> list[str]:
+    rows = detail.get("servers") or []
+    out: list[str] = []
+    if not rows:
+        out.append("no MCP servers: add [mcp.servers.NAME] to config.toml (see docs/mcp.md)")
+    else:
+        out.append(f"{'NAME':<16} {'TRANSPORT':<9} {'STATE':<34} {'TOOLS':<20} ORIGIN")
+        for r in rows:
+            tools = f"{len(r.get('offered') or [])} offered / {len(r.get('refused') or [])} refused"
+            out.append(
+                f"{r['name']:<16} {r.get('transport', '?'):<9} {state_text(r):<34} {tools:<20} "
+                f"{r.get('origin') or 'global'}"
+            )
+            if r.get("refused"):
+                out.append(f"  refused (no declared policy): {', '.join(r['refused'])}")
+    out += [f"note: {n}" for n in detail.get("notes") or []]
+    return out
+
+
+def mcp_servers(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
+    """List the MCP servers the executor runs, their state and tool counts (exit 1: not running)."""
+    from actors.tree.client import is_running
+
+    home = GeodeHome.from_env()
+    if not is_running(home):
+        typer.echo(f"geode is not running (GEODE_HOME={home.root})", err=True)
+        raise typer.Exit(1)
+    detail = mcp_servers_detail(home)
+    if detail is None:
+        typer.echo("geode: the executor does not answer", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        typer.echo(json.dumps(detail))
+        return
+    for line in server_lines(detail):
+        typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp-servers")(mcp_servers)
