@@ -83,7 +83,7 @@ def load_mcp_catalogue(global_config: Mapping[str, Any], *, home_root: Path) -> 
     projects, trust_notes = trusted_projects(global_config)
     notes.extend(trust_notes)
     for project in projects:
-        if not project.is_dir():
+        if not os.path.isdir(project):  # os.path: an unreadable parent is "not a directory", no error
             notes.append(f"MCP: trusted project {project} is not a directory; skipped")
             continue
         found = _project_servers(project, home_root, notes)

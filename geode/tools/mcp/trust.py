@@ -55,7 +55,7 @@ def project_config_files(project: Path, *, home_root: Path | None) -> list[Path]
     out: list[Path] = []
     for rel in PROJECT_FILES:
         path = project / rel
-        if not path.is_file():
+        if not _exists(path):
             continue
         if home_root is not None and rel.parts[0] == ".geode" and _same(path.parent, home_root):
             continue  # ~/.geode/config.toml is the global config, not a project's
@@ -111,6 +111,10 @@ def untrusted_project_note(
         f"MCP servers in {directory} ({names}) are ignored: the project is not trusted; "
         f"run `geode trust {directory}` to load them{more if len(untrusted) > 1 else ''}"
     )
+
+
+def _exists(path: Path) -> bool:
+    return os.path.isfile(path)  # an unreadable parent (EACCES) is "absent", not an error
 
 
 def _walk_up(start: Path) -> list[Path]:
