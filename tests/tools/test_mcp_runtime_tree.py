@@ -9,7 +9,10 @@ streamable HTTP (``[mcpServers.web]``, the mcpServers shape, with a bearer heade
   dispatch with a reason saying how to declare it (no effect);
 - with resource keys it runs once, with a committed receipt, a lock on the declared key (timeline), and a
   PreToolUse command hook that sees it as ``mcp__SERVER__TOOL``;
-- `geode mcp-servers --json` lists the servers with their state and tool counts.
+- `geode mcp-servers --json` lists the servers with their state and tool counts;
+- the project's `.mcp.json` (the workspace's parent) is ignored until `geode trust`; after it (the daemon's
+  executor restarts) its server is listed, offered and runs in that project's workspace (last: it restarts the
+  executor).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ CALLS = {
     "mut-st": ("mcp__st__append", {"line": "stdio-once"}),
     "mut-web": ("mcp__web__append", {"line": "http-once"}),
     "first-use": ("mcp__st__lookup", {"key": "k0"}),
+    "ro-pj": ("mcp__pj__lookup", {"key": "k3"}),
 }
 
 
@@ -61,7 +65,7 @@ def _reply(req: Any) -> Any:
         return {"text": "done"}
     first = json.dumps(msgs[:1])
     for marker, (name, args) in CALLS.items():
-        if marker in first:
+        if marker in first and (marker != "ro-pj" or name in _tools(req)):  # pj: only once offered
             return {"tool_calls": [{"name": name, "input": args}]}
     return {"text": "no call"}
 
@@ -113,6 +117,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     )
     try:
         port = wait_for(lambda: port_file.exists() and port_file.read_text(), 20, what="the HTTP MCP server")
+        project = {"mcpServers": {"pj": {"command": sys.executable, "args": [str(SERVER)]}}}
+        (ws.parent / ".mcp.json").write_text(json.dumps(project))  # an untrusted project's server
         hook = base / "hook.py"
         hook.write_text(HOOK.format(path=str(base / "hook-seen.txt")))
         py, srv = json.dumps(sys.executable), json.dumps(str(SERVER))
@@ -210,3 +216,28 @@ def test_mcp_servers_lists_state_and_tool_counts(rig: Rig) -> None:
     assert "mcp__st__append" in rows["st"]["offered"] and not rows["st"]["refused"]
     text = geode(rig.home, "mcp-servers", timeout=30).stdout
     assert "nk" in text and "1 offered / 2 refused" in text, text
+
+
+def test_project_mcp_json_is_ignored_until_trusted(rig: Rig) -> None:
+    project = rig.ws.parent
+    before = {r["name"] for r in rig.cli_json("mcp-servers")["servers"]}
+    assert "pj" not in before, before
+    offered_before = _tools(rig.model.requests[0])
+    assert offered_before and "mcp__pj__lookup" not in offered_before
+    r = geode(rig.home, "trust", str(project), cwd=rig.ws, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def listed() -> dict[str, Any] | None:
+        d = geode(rig.home, "mcp-servers", "--json", timeout=30)
+        rows = {x["name"]: x for x in json.loads(d.stdout)["servers"]} if d.returncode == 0 else {}
+        return rows.get("pj") if rows.get("pj", {}).get("state") == "running" else None
+
+    pj = wait_for(listed, 60, what="the trusted project's server in geode mcp-servers", interval_s=0.5)
+    assert pj["origin"] == str(project.resolve()) and pj["offered"] == ["mcp__pj__lookup"], pj
+
+    def answered() -> dict[str, Any] | None:
+        out = rig.ask("ro-pj: look k3 up")
+        return out if tool_results(rig.model, "ro-pj") else None
+
+    wait_for(answered, 60, what="a turn offered the project's tool", interval_s=1.0)
+    assert "value-of-k3" in json.dumps(rig.result("ro-pj")), rig.result("ro-pj")
