@@ -1,12 +1,14 @@
 """An MCP server for the runtime tests, written with the SDK: ``lookup`` is annotated read-only (its answer
-carries a fake secret the client must redact), ``append`` mutates ($EFFECTS_FILE gets one line per run) and
-``crash`` exits the process. Serves stdio by default; ``--http PORTFILE`` serves streamable HTTP on a free
-loopback port written to PORTFILE (``$MCP_TEST_TOKEN`` set: requests need ``Authorization: Bearer <it>``).
+carries a fake secret the client must redact), ``append`` mutates ($EFFECTS_FILE gets one line per run),
+``pause`` sleeps (read-only), ``crash`` exits the process. Serves stdio by default; ``--http PORTFILE``
+serves streamable HTTP on a free loopback port written to PORTFILE (``$MCP_TEST_TOKEN`` set: requests
+need ``Authorization: Bearer <it>``).
 """
 
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -29,6 +31,13 @@ def append(line: str) -> str:
     with open(os.environ["EFFECTS_FILE"], "a") as f:
         f.write(line + "\n")
     return f"appended {line}"
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def pause(seconds: float) -> str:
+    """Sleep, then answer (read-only)."""
+    time.sleep(seconds)
+    return "awake"
 
 
 @app.tool()
