@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE, EXIT_CONFIG = 2, 78
 EARLY_INIT_ENV = "GEODE_MCP_EARLY_INIT"  # "0": let the SDK answer initialize itself (tests compare both)
+EARLY_WAIT_S = 0.2  # the SDK import waits this long at most for the first message to be answered
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,8 +74,11 @@ def serve_stdio() -> int:
     os.close(null)
     os.dup2(2, 1)
     built: dict[str, Any] = {}
+    first_seen = threading.Event()
 
     def load() -> None:
+        # the host writes initialize as it spawns us: answer it first, uncontended for the GIL, then import
+        first_seen.wait(EARLY_WAIT_S)
         try:
             built["server"], built["runner"] = _build()
         except BaseException as exc:  # reported by the main thread
@@ -90,6 +94,7 @@ def serve_stdio() -> int:
         answered = handshake.initialize_answer(first, version=_version())
         if answered is not None:
             handshake.send(wire_out, answered)
+    first_seen.set()
     loader.join()
     if "error" in built:
         raise built["error"]
