@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from geode.home import GeodeHome
 from geode.sessions.modes import MODES, SessionMode, default_denylist
 from geode.sessions.settings import current_model
+from geode.tools.mcp.gate import outside_scope
 from geode.tools.plan import BoundToolPlan, compile_plan
 from geode.tools.spec import ToolSpec
 
@@ -97,7 +98,9 @@ def create_session(
     tools = tuple(plan_tools if plan_tools is not None else getattr(plan, "tools", ()) or ())
     if isinstance(tools and tools[0], str):  # a plan listing names only
         tools = ()
-    denied = default_denylist(mode, global_config=cfg, plan_tools=tools)
+    ws = Path(workspace) if workspace is not None else Path.cwd()
+    # a project's tools (a trusted project's MCP servers) are offered only inside that project
+    denied = default_denylist(mode, global_config=cfg, plan_tools=tools) | outside_scope(tools, ws)
     allowed = frozenset(allowed_tool_names) if allowed_tool_names is not None else None
     visible = tuple(t.name for t in tools if t.name not in denied and (allowed is None or t.name in allowed))
     project = project or (
@@ -111,7 +114,6 @@ def create_session(
     if isinstance(names, tuple) and projected is not plan:
         visible = tuple(n for n in visible if n in names)
     budget = time_budget_override if time_budget_override is not None else defaults.time_budget_s
-    ws = Path(workspace) if workspace is not None else Path.cwd()
     return SessionSpec(
         session_id=session_id or new_session_id(),
         mode=mode,

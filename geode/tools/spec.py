@@ -50,6 +50,7 @@ class ToolSpec(BaseModel):
     handler: str  # handler identity, e.g. "builtin:read_file" or "mcp:<server>/<tool>"
     policy: SafetyPolicy = SafetyPolicy()
     deadline_s: float = 120.0
+    scope: str = ""  # a directory: offered only to sessions working inside it (a project's MCP tools)
 
 
 class ToolContext(BaseModel):

@@ -17,7 +17,7 @@ from geode.tools.handlers import HandlerEntry, ToolEnv
 from geode.tools.locks import resource_keys
 from geode.tools.mcp.bridge import redact_result
 from geode.tools.mcp.config import McpServerConfig
-from geode.tools.mcp.gate import McpGate
+from geode.tools.mcp.gate import McpGate, outside_scope
 from geode.tools.mcp.hub import McpCallLost, McpHub, McpUnavailable
 from geode.tools.mcp.policy import tool_policy
 from geode.tools.plan import BoundToolPlan
@@ -142,6 +142,9 @@ def test_project_server_only_inside_its_project(tmp_path: Path) -> None:
     outside = gate.refusal(ctx(tmp_path), spec)
     assert outside is not None and outside.reason == "mcp_project_scope" and str(project) in outside.message
     assert gate.refusal(ctx(tmp_path), _spec("global", "x")) is None
+    scoped = spec.model_copy(update={"scope": str(project)})
+    assert outside_scope([scoped, _spec("g", "x")], tmp_path) == {"mcp__p__x"}  # not offered outside
+    assert outside_scope([scoped], project / "sub") == frozenset()
 
 
 class Clock:

@@ -215,7 +215,7 @@ def test_mcp_servers_lists_state_and_tool_counts(rig: Rig) -> None:
     assert rows["nk"]["refused"] == ["mcp__nk__append", "mcp__nk__crash"], rows["nk"]
     assert "mcp__st__append" in rows["st"]["offered"] and not rows["st"]["refused"]
     text = geode(rig.home, "mcp-servers", timeout=30).stdout
-    assert "nk" in text and "1 offered / 2 refused" in text, text
+    assert "nk" in text and "2 offered / 2 refused" in text, text
 
 
 def test_project_mcp_json_is_ignored_until_trusted(rig: Rig) -> None:
@@ -233,7 +233,8 @@ def test_project_mcp_json_is_ignored_until_trusted(rig: Rig) -> None:
         return rows.get("pj") if rows.get("pj", {}).get("state") == "running" else None
 
     pj = wait_for(listed, 60, what="the trusted project's server in geode mcp-servers", interval_s=0.5)
-    assert pj["origin"] == str(project.resolve()) and pj["offered"] == ["mcp__pj__lookup"], pj
+    assert pj["origin"] == str(project.resolve()), pj
+    assert pj["offered"] == ["mcp__pj__lookup", "mcp__pj__pause"], pj  # the read-only (hinted) tools
 
     def answered() -> dict[str, Any] | None:
         out = rig.ask("ro-pj: look k3 up")
@@ -241,3 +242,10 @@ def test_project_mcp_json_is_ignored_until_trusted(rig: Rig) -> None:
 
     wait_for(answered, 60, what="a turn offered the project's tool", interval_s=1.0)
     assert "value-of-k3" in json.dumps(rig.result("ro-pj")), rig.result("ro-pj")
+
+    # a session working outside the project is not offered the project's server
+    out = geode(rig.home, "ask", "outside-pj: hello", "--json", cwd=rig.base, timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    asked = [q for q in rig.model.requests if "outside-pj" in json.dumps(q.body.get("messages", [])[:1])]
+    offered = _tools(asked[0])
+    assert "mcp__st__lookup" in offered and "mcp__pj__lookup" not in offered, offered

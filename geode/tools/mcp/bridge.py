@@ -92,6 +92,7 @@ class Overlay:
 def describe(hub: McpHub, cfg: Any, tools: Iterable[Any], overlay: Overlay) -> None:
     """Add one started server's tools to ``overlay`` under their policies."""
     counts = overlay.servers.setdefault(cfg.name, ServerTools())
+    origin = getattr(cfg, "origin", "global") or "global"
     for t in tools:
         pol = tool_policy(cfg, t)
         name = tool_name(cfg.name, t.name)
@@ -104,6 +105,7 @@ def describe(hub: McpHub, cfg: Any, tools: Iterable[Any], overlay: Overlay) -> N
                 handler=handler_id,
                 policy=pol.policy,
                 deadline_s=cfg.timeout_s,
+                scope="" if origin == "global" else origin,  # a project's tools: only inside it
             )
         )
         if pol.offered:

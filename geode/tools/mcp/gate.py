@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,12 @@ class McpGate:
             self._approved.move_to_end(ctx.session_id)
             while len(self._approved) > MAX_SESSIONS:
                 self._approved.popitem(last=False)
+
+
+def outside_scope(specs: Iterable[ToolSpec], workspace: str | Path) -> frozenset[str]:
+    """Names of the scoped tools (``ToolSpec.scope``: a project's MCP tools) a session in ``workspace`` is
+    not offered: its workspace is not inside their project."""
+    return frozenset(s.name for s in specs if s.scope and not _inside(str(workspace), Path(s.scope)))
 
 
 def _inside(workspace: str, project: Path) -> bool:
