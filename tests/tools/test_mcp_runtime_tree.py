@@ -227,7 +227,7 @@ def test_project_mcp_json_is_ignored_until_trusted(rig: Rig) -> None:
     r = geode(rig.home, "trust", str(project), cwd=rig.ws, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
 
-    def listed() -> dict[str, Any] | None:
+    def listed() -> Any:
         d = geode(rig.home, "mcp-servers", "--json", timeout=30)
         rows = {x["name"]: x for x in json.loads(d.stdout)["servers"]} if d.returncode == 0 else {}
         return rows.get("pj") if rows.get("pj", {}).get("state") == "running" else None
