@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.mcp_server.turns import MODE, HeadlessTurn, ProgressFn, progress_line
+from geode.mcp_server.turns import MODE, HeadlessTurn, ProgressFn, SessionFn, progress_line
 from geode.protocol import control as c
 from geode.protocol.errors import GeodeError, NotFound
 from geode.sessions.modes import HEADLESS_DENIED_TOOLS
@@ -83,7 +83,7 @@ class ControlTurnRunner:
             self._tree.join(20)
 
     # --- turns ------------------------------------------------------------------------------------------
-    def run(self, turn: HeadlessTurn, progress: ProgressFn) -> dict[str, Any]:
+    def run(self, turn: HeadlessTurn, progress: ProgressFn, on_session: SessionFn) -> dict[str, Any]:
         from actors.cli.client import ControlClient
         from actors.cli.reattach import TurnContinues
         from actors.control import geode_version
@@ -100,15 +100,8 @@ class ControlTurnRunner:
                 progress(line)
 
         try:
-            cl.connect(
-                mode=MODE,
-                cwd=turn.workspace,
-                model=turn.model,
-                time_budget_s=turn.time_budget_s,
-                is_tty=False,
-            )
-            if turn.session_id is not None:
-                cl.session_id = cl.request(c.RESUME, {"session_id": turn.session_id})["session_id"]
+            self._connect(cl, turn)
+            on_session(str(cl.session_id))
             result = cl.run_prompt(
                 turn.prompt,
                 on_event=on_event,
@@ -124,6 +117,30 @@ class ControlTurnRunner:
         finally:
             cl.close()
         return {**result, "session_id": cl.session_id}
+
+    @staticmethod
+    def _connect(cl: Any, turn: HeadlessTurn) -> None:
+        """Handshake in HEADLESS mode (the caller's workspace, model, budget); a continued turn resumes."""
+        cl.connect(
+            mode=MODE, cwd=turn.workspace, model=turn.model, time_budget_s=turn.time_budget_s, is_tty=False
+        )
+        if turn.session_id is not None:
+            cl.session_id = cl.request(c.RESUME, {"session_id": turn.session_id})["session_id"]
+
+    def cancel(self, session_id: str) -> None:
+        """``cli.cancel`` of the session's running turn, on a connection of its own (the turn's connection
+        is busy following the turn in another thread)."""
+        from actors.cli.client import ControlClient
+
+        cl = ControlClient(self.home)
+        try:
+            cl.connect(mode=MODE, is_tty=False)
+            cl.session_id = cl.request(c.RESUME, {"session_id": session_id})["session_id"]
+            cl.cancel(None)
+        except GeodeError as exc:
+            log.warning("could not cancel the turn of session %s: %s", session_id, exc)
+        finally:
+            cl.close()
 
     def health(self) -> dict[str, Any]:
         from actors.control import geode_version

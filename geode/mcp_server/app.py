@@ -81,10 +81,19 @@ async def _run(runner: TurnRunner, ctx: Context, **fields: Any) -> AgentResult:
             if time.monotonic() - last >= HEARTBEAT_S:
                 await report("running")
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(heartbeat)
-        raw = await anyio.to_thread.run_sync(runner.run, turn, progress, abandon_on_cancel=True)
-        tg.cancel_scope.cancel()
+    sessions: list[str] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            raw = await anyio.to_thread.run_sync(
+                runner.run, turn, progress, sessions.append, abandon_on_cancel=True
+            )
+            tg.cancel_scope.cancel()
+    except anyio.get_cancelled_exc_class():  # the client cancelled the call (or left): so is the turn
+        if sessions:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(runner.cancel, sessions[-1])
+        raise
     return agent_result(raw, turn.session_id)
 
 

@@ -16,6 +16,7 @@ DEFAULT_TIME_BUDGET_S = 120.0
 MAX_TIME_BUDGET_S = 3600.0
 
 ProgressFn = Callable[[str], None]  # one line per turn event worth telling the MCP client
+SessionFn = Callable[[str], None]  # told the turn's session id once it is known (before the turn runs)
 
 
 class HeadlessTurn(BaseModel):
@@ -42,8 +43,12 @@ class AgentResult(BaseModel):
 class TurnRunner(Protocol):
     """Runs a HEADLESS turn to its end (blocking) and reports the backend's health."""
 
-    def run(self, turn: HeadlessTurn, progress: ProgressFn) -> dict[str, Any]:
+    def run(self, turn: HeadlessTurn, progress: ProgressFn, on_session: SessionFn) -> dict[str, Any]:
         """The turn's result (``text``, ``rounds``, ``termination_reason``, ``error``, ``session_id``)."""
+        ...
+
+    def cancel(self, session_id: str) -> None:
+        """Cancel the session's running turn (the MCP client cancelled its call or went away)."""
         ...
 
     def health(self) -> dict[str, Any]: ...
