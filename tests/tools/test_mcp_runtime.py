@@ -15,7 +15,7 @@ import pytest
 from geode.tools.executor import ToolExecutor
 from geode.tools.handlers import HandlerEntry, ToolEnv
 from geode.tools.locks import resource_keys
-from geode.tools.mcp.bridge import redact_result
+from geode.tools.mcp.bridge import connect_overlay, redact_result
 from geode.tools.mcp.config import McpServerConfig
 from geode.tools.mcp.gate import McpGate, outside_scope
 from geode.tools.mcp.hub import McpCallLost, McpHub, McpUnavailable
@@ -193,3 +193,29 @@ def test_a_call_that_outlives_its_timeout_is_lost_and_the_server_stays_usable(
     with pytest.raises(McpCallLost, match=r"did not answer within 0\.3s"):
         hub.call("s", "pause", {"seconds": 5}, timeout_s=0.3)
     assert "awake" in str(hub.call("s", "pause", {"seconds": 0}, timeout_s=10).content)
+
+
+def test_a_read_only_call_past_its_timeout_fails_cleanly_through_the_executor(
+    hub_and_clock: tuple[McpHub, Clock], tmp_path: Path
+) -> None:
+    hub, _ = hub_and_clock
+    cfg = McpServerConfig(name="s", command=sys.executable, args=[SERVER], timeout_s=0.5)
+    overlay = connect_overlay(hub, [cfg])
+    assert overlay.servers["s"].refused == ["mcp__s__append", "mcp__s__crash"]  # undeclared: not runnable
+    ex = ToolExecutor(owner="executor#1", records=None, handlers=overlay.handlers, default_workspace=tmp_path)
+    plan = BoundToolPlan.build(overlay.specs)
+    ex.bind_plan(plan)
+    ctx = ToolContext(
+        session_id="s",
+        turn_id="t",
+        step_id="x",
+        operation_id="o",
+        plan_hash=plan.content_hash,
+        plan_generation=plan.generation,
+        mode="DAEMON",
+    )
+    slow = ex.execute(ctx, ToolCall(id="c1", name="mcp__s__pause", input={"seconds": 5}))
+    assert slow.error_type == "mcp_call_lost" and "did not answer within 0.5s" in slow.content["error"], slow
+    quick = ex.execute(ctx, ToolCall(id="c2", name="mcp__s__pause", input={"seconds": 0}))
+    assert quick.content == {"result": "awake"}, quick
+    ex.shutdown()

@@ -12,13 +12,14 @@ from typing import Any
 from geode.redaction import MASK, is_secret_key, redact_text
 from geode.tools.handlers import HandlerEntry, ToolEnv, ToolFailure
 from geode.tools.mcp.gate import McpGate
-from geode.tools.mcp.hub import McpHub, McpProtocolError, McpUnavailable, describe_error
+from geode.tools.mcp.hub import McpCallLost, McpHub, McpProtocolError, McpUnavailable, describe_error
 from geode.tools.mcp.policy import UNDECLARED, tool_policy, undeclared_reason
 from geode.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 MAX_RESULT_STR = 200_000
+DEADLINE_MARGIN_S = 2.0  # the executor's deadline for an MCP call is its timeout_s plus this
 __all__ = ["UNDECLARED", "Overlay", "connect", "project", "redact_result", "tool_name"]
 
 
@@ -53,16 +54,23 @@ def project(result: Any) -> dict[str, Any]:
     return {"content": blocks}
 
 
-def _handler(hub: McpHub, cfg: Any, tool: str) -> HandlerEntry:
+def _handler(hub: McpHub, cfg: Any, tool: str, read_only: bool) -> HandlerEntry:
     def call(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
+        # the server's answer is awaited a little less than the executor's deadline (``deadline_s`` below), so
+        # a call that outlives it is reported here, with its reason
+        timeout_s = max(0.1, min(cfg.timeout_s, env.deadline_s - DEADLINE_MARGIN_S))
         try:
-            result = hub.call(cfg.name, tool, args, timeout_s=min(cfg.timeout_s, env.deadline_s))
+            result = hub.call(cfg.name, tool, args, timeout_s=timeout_s)
         except McpUnavailable as exc:
             raise ToolFailure(
                 f"MCP server {cfg.name!r} is currently unavailable: {exc}", "tool_unavailable"
             ) from None
         except McpProtocolError as exc:
             raise ToolFailure(str(exc)[:2000], "mcp_protocol_error") from None
+        except McpCallLost as exc:
+            if not read_only:
+                raise  # a mutation's outcome is unknown: its receipt becomes uncertain
+            raise ToolFailure(str(exc), "mcp_call_lost") from None
         projected = redact_result(project(result))
         if getattr(result, "is_error", False):
             raise ToolFailure(f"MCP tool {tool!r} failed: {str(projected)[:2000]}", "mcp_tool_error")
@@ -104,12 +112,13 @@ def describe(hub: McpHub, cfg: Any, tools: Iterable[Any], overlay: Overlay) -> N
                 input_schema=dict(t.input_schema or {"type": "object", "properties": {}}),
                 handler=handler_id,
                 policy=pol.policy,
-                deadline_s=cfg.timeout_s,
+                deadline_s=cfg.timeout_s + DEADLINE_MARGIN_S,
                 scope="" if origin == "global" else origin,  # a project's tools: only inside it
             )
         )
         if pol.offered:
-            overlay.handlers[handler_id] = _handler(hub, cfg, t.name)
+            read_only = pol.policy.effect.value == "read"
+            overlay.handlers[handler_id] = _handler(hub, cfg, t.name, read_only)
             counts.offered.append(name)
         else:
             counts.refused.append(name)

@@ -227,6 +227,7 @@ class McpHub:
         if srv is None:
             raise McpUnavailable(f"MCP server {server!r} is not configured here")
         self._ensure(srv)
+        late = f"MCP server {server!r} did not answer within {timeout_s:.3g}s"
 
         async def go() -> Any:
             session = srv.session
@@ -248,7 +249,7 @@ class McpHub:
                     srv.died("closed during a call")
                     raise McpCallLost(f"MCP server {server!r} closed during the call") from None
                 if exc.code == REQUEST_TIMEOUT:
-                    raise McpCallLost(f"MCP server {server!r} did not answer within {timeout_s:g}s") from None
+                    raise McpCallLost(late) from None
                 raise McpProtocolError(f"MCP server {server!r} answered with an error: {exc}") from None
             except OSError as exc:
                 srv.died(describe_error(exc))
@@ -261,7 +262,7 @@ class McpHub:
             return fut.result(timeout_s + PING_TIMEOUT_S + 5)
         except FutureTimeout:
             fut.cancel()
-            raise McpCallLost(f"MCP server {server!r} did not answer within {timeout_s:g}s") from None
+            raise McpCallLost(late) from None
 
     # --- status and shutdown ---------------------------------------------------------------------------
     def alive(self, server: str) -> bool:
