@@ -16,6 +16,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import ValidationError
 
 from geode.mcp_server.handshake import INSTRUCTIONS, SERVER_NAME
 from geode.mcp_server.turns import (
@@ -58,8 +59,10 @@ async def _run(runner: TurnRunner, ctx: Context, **fields: Any) -> AgentResult:
         turn = HeadlessTurn(
             workspace=await client_root(ctx), **{k: v for k, v in fields.items() if v is not None}
         )
-    except ValueError as exc:  # pydantic: an empty prompt, a budget out of range
-        return failed(str(exc).splitlines()[0] if str(exc) else "invalid arguments", fields.get("session_id"))
+    except ValidationError as exc:  # an empty prompt, a budget out of range
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        return failed(f"invalid {where}: {err.get('msg')}", fields.get("session_id"))
     sent = 0
     last = time.monotonic()
 

@@ -47,12 +47,14 @@ async def test_run_agent_then_continue_agent_in_single_process_mode(tmp_path: Pa
     assert any(p.startswith("round") for p in progress), progress
 
 
-async def test_unknown_session_is_an_error_not_a_new_session(tmp_path: Path) -> None:
+async def test_unknown_session_or_budget_is_an_error_not_a_turn(tmp_path: Path) -> None:
     server = ScriptedServer(Provider()).start()
     try:
         home = scripted_home(tmp_path, server)
         async with mcp_session(mcp_params(home, cwd=tmp_path), tmp_path / "mcp.err") as s:
             out = await call(s, "continue_agent", {"session_id": "s-no-such-session", "prompt": "hello"})
+            big = await call(s, "run_agent", {"prompt": "hello", "time_budget_s": 1e6})
     finally:
         server.stop()
     assert out["termination_reason"] is None and "unknown session" in (out["error"] or ""), out
+    assert big["termination_reason"] is None and "invalid time_budget_s" in (big["error"] or ""), big
