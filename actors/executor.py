@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
@@ -38,6 +38,9 @@ from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
 from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
 
+if TYPE_CHECKING:
+    from geode.tools.mcp.status import McpRuntime
+
 log = logging.getLogger(__name__)
 ENDPOINT = "executor"
 SAID = {
@@ -54,7 +57,7 @@ SAID = {
 class ExecutorChild:
     executor: ToolExecutor
     hooks: HookRunner
-    mcp_hub: Any = None
+    mcp: Any = None  # geode.tools.mcp.status.McpRuntime: the MCP servers, closed with the child
     reaper: GroupReaper | None = None
 
     def stop(self) -> None:
@@ -62,24 +65,19 @@ class ExecutorChild:
             self.reaper.stop()  # pending orphan kills stay noted for the next incarnation
         self.executor.shutdown()
         self.hooks.close()
-        if self.mcp_hub is not None:
-            self.mcp_hub.close()
+        if self.mcp is not None:
+            self.mcp.close()
 
 
-def connect_mcp(cfg: dict[str, Any], home_root: Path | None = None) -> Any:
-    """Start the MCP servers of the global config and trusted projects (``load_mcp_catalogue``) and describe
-    their tools: a :class:`geode.tools.mcp.status.McpRuntime` (no enabled server → no hub, no overlay)."""
+def connect_mcp(cfg: dict[str, Any], home_root: Path) -> McpRuntime:
+    """Start the MCP servers of the global config and trusted projects (``load_mcp_catalogue``; ``home_root``
+    is $GEODE_HOME) and describe their tools: a :class:`geode.tools.mcp.status.McpRuntime` (no enabled
+    server → no hub, no overlay)."""
+    from geode.tools.mcp.catalogue import load_mcp_catalogue
     from geode.tools.mcp.status import McpRuntime
 
-    try:
-        from geode.tools.mcp.catalogue import load_mcp_catalogue
-    except ImportError:  # before trusted projects existed: the global config only
-        from geode.tools.mcp.config import load_mcp_servers
-
-        runtime = McpRuntime(servers=list(load_mcp_servers(cfg)))
-    else:
-        cat = load_mcp_catalogue(cfg, home_root=home_root or Path.home())
-        runtime = McpRuntime(servers=list(cat.servers), notes=list(cat.notes))
+    cat = load_mcp_catalogue(cfg, home_root=home_root)
+    runtime = McpRuntime(servers=list(cat.servers), notes=list(cat.notes))
     for note in runtime.notes:
         log.warning("MCP config: %s", note)
     enabled = [s for s in runtime.servers if getattr(s, "enabled", True)]
