@@ -67,7 +67,7 @@ class ControlTurnRunner:
             except GeodeError as exc:
                 self._tree_error = exc.message or str(exc)
             except BaseException as exc:  # typer.Exit on a config `geode serve` would refuse
-                self._tree_error = f"the in-process tree did not start ({type(exc).__name__}: {exc})"
+                self._tree_error = f"the in-process tree did not start: {self._config_refusal() or exc}"
             finally:
                 ready.set()
 
@@ -76,6 +76,16 @@ class ControlTurnRunner:
         ready.wait(TREE_START_S + 5)
         if self._tree_error is not None or not self._tree.is_alive():
             raise GeodeError(self._tree_error or "the in-process tree did not start")
+
+    def _config_refusal(self) -> str | None:
+        """The first line `geode serve` would refuse this home's config with, if any."""
+        from actors.tree.config_sections import check_home_config
+
+        try:
+            errors = check_home_config(self.home).errors
+        except Exception as exc:
+            return f"config check failed: {exc}"
+        return f"the config is refused: {errors[0]}" if errors else None
 
     def close(self) -> None:
         self._stop.set()

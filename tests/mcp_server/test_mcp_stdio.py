@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import scripted_home
+from tests.actors.tree_kit import make_home, scripted_home
 from tests.mcp_server.mcp_kit import FORBIDDEN, Provider, call, mcp_params, mcp_session
 
 
@@ -58,3 +58,13 @@ async def test_unknown_session_or_budget_is_an_error_not_a_turn(tmp_path: Path) 
         server.stop()
     assert out["termination_reason"] is None and "unknown session" in (out["error"] or ""), out
     assert big["termination_reason"] is None and "invalid time_budget_s" in (big["error"] or ""), big
+
+
+async def test_a_config_geode_serve_would_refuse_is_the_error_of_the_turn(tmp_path: Path) -> None:
+    home = make_home(tmp_path, '[lanes]\nglobal_cap = "many"\n')
+    async with mcp_session(mcp_params(home, cwd=tmp_path), tmp_path / "mcp.err") as s:
+        out = await call(s, "run_agent", {"prompt": "hello"})
+        health = await call(s, "get_health", {})
+    assert out["termination_reason"] is None and out["session_id"] is None
+    assert "config is refused" in out["error"] and "[lanes] global_cap" in out["error"], out
+    assert health["ok"] is False and health["backend"] == "none", health
