@@ -19,8 +19,18 @@ SLOW_S = 20.0  # the provider's delay for a "slow" prompt: far longer than the c
 
 
 class SlowProvider(Provider):
+    """``slow …``: answered after SLOW_S; ``write PATH``: a write_file call, then the tool result as text."""
+
     def __call__(self, req: Any) -> Any:
         reply = super().__call__(req)
+        last = self.messages[-1][-1] if self.messages[-1] else {}
+        blocks = last.get("content") if isinstance(last.get("content"), list) else []
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if results:
+            return {"text": json.dumps(results[0].get("content"))}
+        if reply["text"].startswith("answer: write "):
+            path = reply["text"].split()[-1]
+            return {"tool_calls": [{"name": "write_file", "input": {"file_path": path, "content": "x"}}]}
         return {**reply, "delay_s": SLOW_S} if "slow" in reply["text"] else reply
 
 
@@ -71,3 +81,13 @@ async def test_a_call_the_host_cancels_cancels_its_turn(tree: tuple[GeodeHome, S
     assert (
         wait_for(ended, timeout_s=SLOW_S - 5, interval_s=0.5, what="the slow turn to end") == "user_cancelled"
     )
+
+
+async def test_approvals_are_denied(tree: tuple[GeodeHome, SlowProvider, Path]) -> None:
+    home, _model, base = tree
+    target = base / "wanted.txt"
+    async with mcp_session(mcp_params(home, cwd=base), base / "mcp.err") as s:
+        out = await call(s, "run_agent", {"prompt": f"write {target}"})
+    assert out["termination_reason"] == "natural", out
+    assert "Nobody can approve 'write_file' in HEADLESS mode" in out["text"], out
+    assert not target.exists()
