@@ -104,5 +104,8 @@ async def test_with_a_token_requests_without_it_get_401(tmp_path: Path) -> None:
                 async with ClientSession(read, write) as session:
                     init = await session.initialize()
                     tools = {t.name for t in (await session.list_tools()).tools}
+                    health = await session.call_tool("get_health", {})
     assert init.server_info.name == "geode"
     assert tools == {"run_agent", "continue_agent", "get_health"}
+    assert not health.is_error and health.structured_content is not None, health
+    assert health.structured_content["geode_home"] == str(home.root)
