@@ -9,7 +9,8 @@ streamable HTTP (``[mcpServers.web]``, the mcpServers shape, with a bearer heade
   dispatch with a reason saying how to declare it (no effect);
 - with resource keys it runs once, with a committed receipt, a lock on the declared key (timeline), and a
   PreToolUse command hook that sees it as ``mcp__SERVER__TOOL``;
-- `geode mcp-servers --json` lists the servers with their state and tool counts;
+- `geode mcp-servers --json` lists the servers with their state (a disabled one, an HTTP one refused for
+  lack of its header: failed with the reason) and tool counts;
 - the project's `.mcp.json` (the workspace's parent) is ignored until `geode trust`; after it (the daemon's
   executor restarts) its server is listed, offered and runs in that project's workspace (last: it restarts the
   executor).
@@ -140,6 +141,15 @@ url = "http://127.0.0.1:{port}/mcp"
 headers = {{ Authorization = "Bearer {TOKEN}" }}
 resource_keys = ["ledger"]
 
+[mcpServers.nohdr]
+type = "http"
+url = "http://127.0.0.1:{port}/mcp"
+read_only_tools = ["lookup"]
+
+[mcp.servers.off]
+command = "no-such-command-anywhere"
+enabled = false
+
 [[hooks.PreToolUse]]
 matcher = "mcp__.*"
 command = {json.dumps(f"{sys.executable} {hook}")}
@@ -214,8 +224,11 @@ def test_mcp_servers_lists_state_and_tool_counts(rig: Rig) -> None:
     assert all(rows[n]["state"] == "running" and rows[n]["origin"] == "global" for n in ("st", "nk", "web"))
     assert rows["nk"]["refused"] == ["mcp__nk__append", "mcp__nk__crash"], rows["nk"]
     assert "mcp__st__append" in rows["st"]["offered"] and not rows["st"]["refused"]
+    assert rows["off"]["state"] == "disabled", rows["off"]  # listed, never started
+    nohdr = rows["nohdr"]  # the server wants a bearer header this entry does not send
+    assert nohdr["state"] == "failed" and "error" in nohdr["reason"] and not nohdr["offered"], nohdr
     text = geode(rig.home, "mcp-servers", timeout=30).stdout
-    assert "nk" in text and "2 offered / 2 refused" in text, text
+    assert "nk" in text and "2 offered / 2 refused" in text and "failed: " in text, text
 
 
 def test_project_mcp_json_is_ignored_until_trusted(rig: Rig) -> None:
