@@ -82,7 +82,10 @@ async def _run(runner: TurnRunner, ctx: Context, **fields: Any) -> AgentResult:
         while True:
             await anyio.sleep(HEARTBEAT_S)
             if time.monotonic() - last >= HEARTBEAT_S:
-                await report("running")
+                try:
+                    await report("running")
+                except Exception:  # as above: a lost notification never ends the wait for the turn
+                    pass
 
     sessions: list[str] = []
     try:
