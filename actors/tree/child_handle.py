@@ -14,7 +14,10 @@ from typing import Literal
 
 from actors.tree.child_guard import READY_FD_ENV, SUPERVISOR_PID_ENV
 from actors.tree.spec import ChildSpec
+from actors.tree.zygote_client import Zygote, ZygoteProc
 from geode.protocol.runtime import ChildInfo
+
+Proc = subprocess.Popen[bytes] | ZygoteProc
 
 
 @dataclass
@@ -24,7 +27,7 @@ class ChildRun:
     spec: ChildSpec
     state: str = "stopped"
     incarnation: int = 0
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Proc | None = None
     ready_fd: int | None = None
     started_at: float = 0.0
     ready_at: float | None = None
@@ -46,7 +49,10 @@ class ChildRun:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def spawn(self, incarnation: int, env: dict[str, str], log_path: Path) -> None:
+    def spawn(
+        self, incarnation: int, env: dict[str, str], log_path: Path, zygote: Zygote | None = None
+    ) -> None:
+        """Start the next incarnation: forked by ``zygote`` when it can (a ``child_main`` child)."""
         r, w = os.pipe()
         full_env = {**os.environ, **env, **self.spec.env}
         full_env.update(
@@ -57,7 +63,10 @@ class ChildRun:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(log_path, "ab") as log:
-                self.proc = subprocess.Popen(
+                forked = None
+                if zygote is not None and self.spec.forkable:
+                    forked = zygote.spawn(self.name, full_env, w, log.fileno())
+                self.proc = forked or subprocess.Popen(
                     list(self.spec.argv),
                     env=full_env,
                     pass_fds=(w,),
@@ -139,7 +148,7 @@ def shown_state(info: ChildInfo) -> str:
     return info.state
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _signal(proc: Proc, sig: int) -> None:
     try:
         proc.send_signal(sig)
     except ProcessLookupError:

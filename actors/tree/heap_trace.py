@@ -112,8 +112,7 @@ class HeapTrace:
         out = [f"heap of {self.name} now: {_fmt(nat)}", f"  growth since the baseline: {_fmt(delta)}"]
         grew = Counter({k: objs[k] - objs0.get(k, 0) for k in objs})
         out.append(
-            "  live objects grown: "
-            + ", ".join(f"{k} {n:+d}" for k, n in grew.most_common(12) if n > 0)
+            "  live objects grown: " + ", ".join(f"{k} {n:+d}" for k, n in grew.most_common(12) if n > 0)
         )
         if snap is None or snap0 is None:
             return out

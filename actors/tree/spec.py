@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,6 +27,11 @@ class ChildSpec:
     restart: Restart = "permanent"
     shutdown_ms: int = 3000
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def forkable(self) -> bool:
+        """``python -m actors.tree.child_main NAME`` with our interpreter: the zygote can fork it instead."""
+        return self.argv == (sys.executable, "-m", "actors.tree.child_main", self.name)
 
     def restarts_after(self, exit_code: int) -> bool:
         if self.restart == "permanent":
@@ -54,6 +60,9 @@ class TreeConfig:
       ``stable_s`` after, like supervisord's ``startsecs``): the first retries at once, later consecutive
       ones wait ``backoff_base_s * 2**(n-2)`` capped at ``backoff_max_s``, ±``backoff_jitter``;
       ``start_retries`` consecutive start failures make the child ``fatal`` (0: never).
+    * ``zygote``: children are forked from a fork server that imported their code and the provider SDKs
+      once, so a restart takes milliseconds and the tree shares those pages (``GEODE_ZYGOTE=0`` turns it
+      off, as does ``zygote = false``; a child the zygote cannot fork is started as its own process).
     * a worker pool (``loop-1..N``) never waits in backoff as a whole: when no member is running or
       starting, the member due first starts at once.
     """
@@ -69,6 +78,7 @@ class TreeConfig:
     start_retries: int = 10
     stable_s: float = 0.0
     ready_timeout_s: float = 20.0
+    zygote: bool = True
 
     def backoff(self, consecutive_failures: int, rng: random.Random | None = None) -> float:
         if consecutive_failures <= 1:

@@ -25,6 +25,7 @@ from typing import Any
 
 from actors.tree.child_handle import ChildRun, IncarnationStore, exit_reason
 from actors.tree.spec import ChildSpec, TreeConfig
+from actors.tree.zygote_client import Zygote
 from geode.protocol import lifecycle
 from geode.protocol.errors import NotFound
 from geode.protocol.runtime import ChildInfo
@@ -71,6 +72,11 @@ class Supervisor:
         self.exit_code: int | None = None
         self.force = False
         self.started = threading.Event()
+        self.zygote: Zygote | None = None
+        wanted = self.config.zygote and os.environ.get("GEODE_ZYGOTE", "1") != "0"
+        if wanted and any(s.forkable for s in specs):
+            self.zygote = Zygote(self._env, logs_dir / "zygote.log")
+        self._zygote_fd: int | None = None
 
     # ---- thread-safe API -------------------------------------------------------------------------
     def on_child_died(self, callback: DiedCallback) -> None:
@@ -101,15 +107,22 @@ class Supervisor:
         if install_signals:
             self._install_signals()
         try:
+            if self.zygote is not None:
+                self.zygote.start()  # it imports while we get ready; the first spawn waits for it
             now = time.monotonic()
             for name in self._order:
                 self._start(self.children[name], now)
+            if self.zygote is not None:
+                self.zygote.warm()
             self._refresh()
             self.started.set()
             while self.state == "running":
                 self._step()
             self._shutdown()
         finally:
+            if self.zygote is not None:
+                self._watch_zygote(None)
+                self.zygote.close()
             self._refresh()
             self._wake_r.close()
             self._wake_w.close()
@@ -123,9 +136,23 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)  # only enqueue; the loop drains
 
+    def _watch_zygote(self, fd: int | None) -> None:
+        """Wake the loop when the zygote reports (an exit code); its socket changes when it is restarted."""
+        if fd == self._zygote_fd:
+            return
+        if self._zygote_fd is not None:
+            self._sel.unregister(self._zygote_fd)
+        self._zygote_fd = fd
+        if fd is not None:
+            self._sel.register(fd, selectors.EVENT_READ, "zygote")
+
     def _step(self) -> None:
         for key, _ in self._sel.select(self._timeout()):
-            if key.data is None:
+            if key.data == "zygote":
+                assert self.zygote is not None
+                self.zygote.pump()
+                self._watch_zygote(self.zygote.fileno())
+            elif key.data is None:
                 try:
                     while self._wake_r.recv(4096):
                         pass
@@ -244,12 +271,14 @@ class Supervisor:
     def _start(self, c: ChildRun, now: float) -> None:
         inc = self._incarnations.next(c.name)
         try:
-            c.spawn(inc, self._env, self._logs_dir / f"{c.name}.log")
+            c.spawn(inc, self._env, self._logs_dir / f"{c.name}.log", self.zygote)
         except OSError as exc:
             log.error("cannot start %s: %s", c.name, exc)
             c.incarnation = inc
             self._on_exit(c, 127, now)
             return
+        if self.zygote is not None:
+            self._watch_zygote(self.zygote.fileno())
         assert c.ready_fd is not None
         self._sel.register(c.ready_fd, selectors.EVENT_READ, c)
         log.info("started %s#%d pid %s", c.name, inc, c.pid)
@@ -363,7 +392,7 @@ class Supervisor:
                     pass
             if c.proc is not None:
                 state = c.state
-                self._on_exit(c, c.proc.returncode, time.monotonic())
+                self._on_exit(c, c.proc.poll() or 0, time.monotonic())
                 c.state = "fatal" if state == "fatal" else "stopped"
 
     # ---- observation -----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
 from geode.records.client import RecordClient
-from geode.records.models import PendingBatch, PendingOperation, ReceiptState
+from geode.records.models import PendingBatch, PendingOperation, Receipt, ReceiptState
 from geode.tools.receipts import replayed
 from geode.tools.result_summary import result_summary
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
@@ -86,6 +86,18 @@ def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> Pendi
     )
 
 
+def await_settled(records: RecordClient, operation_id: str, receipt: Receipt | None) -> Receipt | None:
+    """Wait (at most ``SETTLE_WAIT_S``) while ``receipt`` is admitted: its executor still runs the call and
+    commits it, or dies and the store marks it uncertain (owner_died). Store errors propagate."""
+    until = time.monotonic() + SETTLE_WAIT_S
+    pause = 0.02
+    while receipt is not None and receipt.state == ReceiptState.ADMITTED and time.monotonic() < until:
+        time.sleep(pause)
+        pause = min(0.2, pause * 2)
+        receipt = records.get_receipt(operation_id)
+    return receipt
+
+
 def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolResult) -> ToolResult:
     """A call whose outcome the loop does not know (the executor died with it in flight) is settled by its
     receipt: none → it never began (reported as not run; the model may call it again); committed → the
@@ -103,10 +115,7 @@ def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolR
     try:
         receipt = records.get_receipt(ctx.operation_id)
         if blocking is not None:  # the executor is alive; an earlier send of this very call may still run
-            until = time.monotonic() + SETTLE_WAIT_S
-            while receipt is not None and receipt.state == ReceiptState.ADMITTED and time.monotonic() < until:
-                time.sleep(0.1)
-                receipt = records.get_receipt(ctx.operation_id)
+            receipt = await_settled(records, ctx.operation_id, receipt)
         elif receipt is not None and receipt.state == ReceiptState.ADMITTED:  # its executor is gone
             records.mark_uncertain(ctx.operation_id, "the tool executor stopped while the call ran")
             receipt = records.get_receipt(ctx.operation_id)

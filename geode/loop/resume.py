@@ -1,6 +1,7 @@
 """Resume repair: close an incomplete tool round from effect receipts before anything else happens.
 
-committed receipt → the stored result; admitted/uncertain → an ``effect_outcome_uncertain`` error;
+committed receipt → the stored result; admitted → awaited until its executor commits it or dies (the
+store marks it uncertain); uncertain → an ``effect_outcome_uncertain`` error;
 reconciled → the operator's outcome as an error result (never re-run); no receipt → the call never
 began, so it runs normally through the executor (every check again). Then the batch is saved strictly.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from geode.conversation import Message
-from geode.loop.batch import over_cap_result, results_message, run_calls
+from geode.loop.batch import await_settled, over_cap_result, results_message, run_calls
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
@@ -79,6 +80,10 @@ def repair(
             )
             continue
         receipt = records.get_receipt(op["operation_id"])
+        if receipt is not None and receipt.state == ReceiptState.ADMITTED:
+            # the worker died, maybe not the executor: a call still running there commits soon; a dead
+            # executor's receipt turns uncertain as soon as the store hears of its death
+            receipt = await_settled(records, op["operation_id"], receipt)
         if receipt is None:
             step_id = op.get("step_id", "")
             turn_id = pending.turn_id if pending is not None else step_id.rsplit(":step-", 1)[0]

@@ -40,7 +40,10 @@ def _name(pid: int) -> str | None:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
-    words = [w.decode(errors="replace") for w in cmd if w]
+    # a child forked by the zygote has one space-separated title (setproctitle); an exec'd one, NUL-separated
+    words = [w for part in cmd for w in part.decode(errors="replace").split()]
+    if "actors.tree.zygote" in words:
+        return "zygote"
     if "actors.tree.child_main" in words and words.index("actors.tree.child_main") + 1 < len(words):
         return words[words.index("actors.tree.child_main") + 1]
     return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from geode.conversation import Message
@@ -25,6 +27,7 @@ def _crash_mid_batch(rig: Rig, session: str) -> None:
 def test_mid_batch_crash_is_repaired_without_running_anything_twice(fake_rig: Rig) -> None:
     rig = fake_rig
     _crash_mid_batch(rig, "s1")
+    rig.records.owner_died("executor", 1)  # the supervisor tells the store: b's receipt becomes uncertain
     assert rig.effects == ["A"]  # a committed; b admitted then the worker died; c never began
     provider = rig.script("final answer")
     result = rig.loop(provider, settings=SEQ).run_turn("s1", "turn-1", "write three", resume=True)
@@ -106,3 +109,29 @@ def test_reconciled_receipt_is_reported_not_rerun_and_events_continue_past_the_g
     b = next(r for r in provider.requests[0].messages[-1].tool_results if r.tool_use_id == "b")
     assert b.is_error and "effect_reconciled" in b.content and "not_applied" in b.content
     assert min(e.seq for e in rig.sink.events) > seq_before  # never reuses a number the dead one emitted
+
+
+def test_an_admitted_call_still_running_in_a_live_executor_is_awaited_not_reported_unknown(
+    fake_rig: Rig,
+) -> None:
+    """Only the worker died: the executor finishes b and commits while the resumed turn waits."""
+    rig = fake_rig
+    batch = [tool("write", "a", text="A"), tool("write", "b", text="B")]
+    rig.executor.crash = {"b": "after_admit"}
+    with pytest.raises(Crash):
+        rig.loop(rig.script({"tool_calls": batch}), settings=SEQ).run_turn("s9", "turn-1", "write two")
+    rig.executor.crash = {}
+    op_b = next(
+        r for r in rig.records.list_receipts(session_id="s9") if r.state.value == "admitted"
+    ).operation_id
+    timer = threading.Timer(0.3, lambda: rig.records.commit(op_b, {"content": {"written": "B-late"}, "executed": True}))
+    timer.start()
+    provider = rig.script("both written")
+    try:
+        result = rig.loop(provider, settings=SEQ).run_turn("s9", "turn-1", "write two", resume=True)
+    finally:
+        timer.join()
+    assert result.termination_reason == TerminationReason.NATURAL and result.text == "both written"
+    results = {r.tool_use_id: r for r in provider.requests[0].messages[-1].tool_results}
+    assert not results["b"].is_error and "B-late" in results["b"].content
+    assert rig.effects == ["A"]  # b's handler never ran again (the fake only counts handler runs)

@@ -1,0 +1,232 @@
+"""The fork server: imports what every child needs once, then forks children on the supervisor's request.
+
+A restarted child starts in milliseconds with its modules (and the provider SDKs) already imported, and
+the tree shares those pages. Started by :class:`actors.tree.zygote_client.Zygote` as
+``python -m actors.tree.zygote``; single-threaded, so forking is safe. It speaks JSON datagrams with file
+descriptors on a SOCK_SEQPACKET socket (``GEODE_ZYGOTE_FD``):
+
+* supervisor → zygote: ``{"op": "spawn", "id": N, "name": ..., "env": {...}}`` with the fds
+  ``[ready_w, log]``; ``{"op": "warm"}`` once the first children are started: import the provider SDKs
+  now, one module between requests;
+* zygote → supervisor: ``{"op": "core"}`` once the children's modules are imported, ``{"op": "spawned",
+  "id": N, "pid": P}`` (or ``"error"``), and ``{"op": "exit", "pid": P, "rc": RC}`` (Popen's returncode
+  convention: ``-signal`` when killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+ENV_FD = "GEODE_ZYGOTE_FD"
+MAX_MESSAGE = 1 << 20  # an environment is a few KiB
+# every child's code, in the order children start (store first), then what first turns need
+CORE = (
+    "actors.tree.child_main",
+    "actors.bus",
+    "actors.tree.registry",
+    "actors.store",
+    "actors.lanes",
+    "actors.executor",
+    "actors.loop_worker",
+    "actors.control",
+    "actors.messengers",
+)
+WARM = ("httpx", "anthropic", "openai")  # provider SDKs: ~1-2 s a loop worker's first turn would pay
+PR_SET_PDEATHSIG = 1
+
+_setproctitle: Callable[[str], None] | None
+try:  # a dependency; without it ps shows the zygote's command line for every child
+    from setproctitle import setproctitle as _setproctitle
+except ImportError:  # pragma: no cover
+    _setproctitle = None
+
+
+def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        sock.send(json.dumps(msg).encode())
+
+
+def _import(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # a child importing it itself will report the real error
+        print(f"zygote: cannot import {name}: {exc!r}", file=sys.stderr, flush=True)
+
+
+def _die_with_parent() -> int:
+    """SIGKILL this process when the supervisor goes; its children follow (they watch us the same way)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid()
+
+
+def _rc(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+def _child(name: str, env: dict[str, str], fds: list[int], closing: list[int]) -> None:
+    """In the forked child: become ``python -m actors.tree.child_main NAME`` and never return."""
+    rc = 1
+    try:
+        for fd in closing:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _title(name)  # first: setproctitle claims the environment's memory, which the child then replaces
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM):  # SIGPIPE stays ignored, as in every Python process
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        ready_w, log_fd = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        from actors.tree.child_guard import READY_FD_ENV, SUPERVISOR_PID_ENV
+
+        os.environ.clear()
+        os.environ.update(env)
+        os.environ[READY_FD_ENV] = str(ready_w)
+        os.environ[SUPERVISOR_PID_ENV] = str(os.getppid())  # we watch the zygote; it watches the supervisor
+        from geode import faults
+
+        faults.rearm(env.get(faults.ENV), name)  # armed at import from the zygote's env: this child's own
+        sys.argv = ["-m", "actors.tree.child_main", name]
+        from actors.tree import child_main
+
+        rc = child_main.main([name])
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    finally:
+        with contextlib.suppress(Exception):
+            import logging
+
+            logging.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(rc)
+
+
+def _title(name: str) -> None:
+    """``ps`` shows the child as if it had been started by its own command line."""
+    if _setproctitle is not None:
+        _setproctitle(f"{sys.executable} -m actors.tree.child_main {name}")
+
+
+class Server:
+    """The zygote's loop: requests, reaping, and the imports it still has to do between them."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd does the work
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the supervisor decides
+        self.parent = _die_with_parent()
+        self.children: set[int] = set()
+        self.todo: list[str] = []  # WARM, once {"op": "warm"} came: the tree's first children come first
+
+    def run(self) -> int:
+        for name in CORE:
+            _import(name)
+        gc.collect()
+        gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
+        _send(self.sock, {"op": "core", "pid": os.getpid()})
+        while True:
+            if os.getppid() != self.parent:
+                return 0
+            watched: list[Any] = [self.sock, self.wake_r]
+            ready, _, _ = select.select(watched, [], [], 0 if self.todo else 0.5)
+            if self.wake_r in ready:
+                with contextlib.suppress(OSError):
+                    while os.read(self.wake_r, 512):
+                        pass
+            self._reap()
+            if self.sock in ready and not self._request():
+                return 0
+            if not ready and self.todo:
+                _import(self.todo.pop(0))
+                gc.freeze()
+
+    def _request(self) -> bool:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_MESSAGE, 4)
+        except OSError:
+            return False
+        if not data:
+            return False  # the supervisor closed its end: it is going
+        req: Any = {}
+        try:
+            req = json.loads(data)
+            if isinstance(req, dict) and req.get("op") == "warm" and not fds:
+                self.todo = list(WARM)
+                return True
+            if not isinstance(req, dict) or req.get("op") != "spawn" or len(fds) != 2:
+                raise ValueError(f"bad request {str(req)[:200]!r} with {len(fds)} fds")
+            pid = os.fork()
+            if pid == 0:
+                ours = [self.sock.fileno(), self.wake_r, self.wake_w]
+                _child(str(req["name"]), dict(req["env"]), fds, ours)
+            self.children.add(pid)
+            _send(self.sock, {"op": "spawned", "id": req.get("id"), "pid": pid})
+        except Exception as exc:
+            rid = req.get("id") if isinstance(req, dict) else None
+            _send(self.sock, {"op": "error", "id": rid, "error": repr(exc)[:500]})
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return True
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            _send(self.sock, {"op": "exit", "pid": pid, "rc": _rc(status)})
+
+
+def main() -> int:
+    fd = int(os.environ.pop(ENV_FD, "-1"))
+    if fd < 0:
+        print("usage: started by the supervisor with GEODE_ZYGOTE_FD", file=sys.stderr)
+        return 2
+    sock = socket.socket(fileno=fd)
+    started = time.monotonic()
+    try:
+        return Server(sock).run()
+    finally:
+        up = time.monotonic() - started
+        print(f"zygote {os.getpid()} exiting after {up:.1f}s", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""The supervisor's side of the fork server: start it, ask it for children, learn their exit codes.
+
+:class:`ZygoteProc` looks like the part of ``subprocess.Popen`` the supervisor uses (pid, poll, wait,
+send_signal, returncode), so a child forked by the zygote is supervised exactly like one it started itself.
+Every method runs on the supervisor's loop thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from actors.tree.child_guard import SUPERVISOR_PID_ENV
+from actors.tree.zygote import ENV_FD, MAX_MESSAGE
+
+log = logging.getLogger(__name__)
+CORE_WAIT_S = 5.0  # how long the first spawn waits for the zygote's imports before starting children itself
+SPAWN_WAIT_S = 3.0  # a fork that takes longer than this: the zygote is stuck; start children without it
+
+
+class ZygoteProc:
+    """A child the zygote forked; its exit code arrives through :meth:`Zygote.pump`."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._zygote = zygote
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._zygote.pump()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
+            self._zygote.wait_readable(0.05 if left is None else min(0.05, left))
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:  # never signal a pid that may have been reused
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+
+class Zygote:
+    """One fork-server process, started lazily and again after it died."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self._env = env
+        self._log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._core = False
+        self._next_id = 0
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._children: dict[int, ZygoteProc] = {}
+        self.disabled_why = ""
+        self._warmed = False
+
+    # ---- life ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the zygote (it imports in the background); a no-op while one is alive."""
+        if self._sock is not None:
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {**os.environ, **self._env, ENV_FD: str(theirs.fileno()), SUPERVISOR_PID_ENV: str(os.getpid())}
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(self._log_path, "ab") as out:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "actors.tree.zygote"],
+                    env=env,
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    close_fds=True,
+                )
+        except OSError as exc:
+            ours.close()
+            self.disabled_why = f"cannot start the zygote: {exc}"
+            log.warning("%s; children start as their own processes", self.disabled_why)
+            return
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        self._core = False
+        log.info("zygote started (pid %d)", self._proc.pid)
+
+    def fileno(self) -> int | None:
+        return self._sock.fileno() if self._sock is not None else None
+
+    def close(self) -> None:
+        """Stop the zygote (after the children are gone); its pipe closing is enough to make it exit."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(2.0)
+            self._proc = None
+
+    # ---- children --------------------------------------------------------------------------------
+    def spawn(self, name: str, env: dict[str, str], ready_w: int, log_fd: int) -> ZygoteProc | None:
+        """Fork ``child_main NAME`` with ``env``; None when the zygote cannot (the caller execs it)."""
+        self.start()
+        if self._sock is None or not self._await_core():
+            return None
+        self._next_id += 1
+        rid = self._next_id
+        msg = json.dumps({"op": "spawn", "id": rid, "name": name, "env": env}).encode()
+        try:
+            socket.send_fds(self._sock, [msg], [ready_w, log_fd])
+        except OSError as exc:
+            self._lost(f"send: {exc}")
+            return None
+        end = time.monotonic() + SPAWN_WAIT_S
+        while rid not in self._replies and self._sock is not None and time.monotonic() < end:
+            self.wait_readable(end - time.monotonic())
+            self.pump()
+        reply = self._replies.pop(rid, None)
+        if reply is None:
+            if self._sock is not None:  # alive but not answering: never wait on it again this incarnation
+                self._kill(f"no answer to a spawn within {SPAWN_WAIT_S:g}s")
+            return None
+        if reply.get("op") != "spawned":
+            log.warning("zygote could not fork %s: %s", name, reply.get("error"))
+            return None
+        proc = ZygoteProc(self, int(reply["pid"]))
+        self._children[proc.pid] = proc
+        return proc
+
+    def warm(self) -> None:
+        """The tree's first children are started: the zygote may import the provider SDKs now."""
+        self._warmed = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.send(b'{"op": "warm"}')
+
+    def _await_core(self) -> bool:
+        end = time.monotonic() + CORE_WAIT_S
+        while not self._core and self._sock is not None and time.monotonic() < end:
+            self.wait_readable(end - time.monotonic())
+            self.pump()
+        if not self._core and self._sock is not None:
+            self._kill(f"not ready within {CORE_WAIT_S:g}s")
+        return self._core
+
+    # ---- messages --------------------------------------------------------------------------------
+    def wait_readable(self, timeout: float) -> None:
+        if self._sock is not None and timeout > 0:
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self._sock], [], [], timeout)
+
+    def pump(self) -> None:
+        """Read every message waiting: exit codes, spawn replies, readiness; EOF means the zygote died."""
+        while self._sock is not None:
+            try:
+                data = self._sock.recv(MAX_MESSAGE)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                self._lost(str(exc))
+                return
+            if not data:
+                self._lost("it exited")
+                return
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                log.warning("zygote: unreadable message %r", data[:200])
+                continue
+            op = msg.get("op")
+            if op == "exit":
+                proc = self._children.pop(int(msg["pid"]), None)
+                if proc is not None:
+                    proc.returncode = int(msg["rc"])
+            elif op == "core":
+                self._core = True
+                if self._warmed:
+                    self.warm()
+                log.info("zygote %s ready: children fork from it", msg.get("pid"))
+            elif op in ("spawned", "error") and isinstance(msg.get("id"), int):
+                self._replies[msg["id"]] = msg
+
+    def _kill(self, why: str) -> None:
+        log.warning("zygote: %s: stopping it", why)
+        if self._proc is not None:
+            self._proc.kill()
+        self._lost(why)
+
+    def _lost(self, why: str) -> None:
+        """The zygote is gone: its children die with it (PDEATHSIG); make sure, and report them killed."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(1.0)
+            self._proc = None
+        if self._children:
+            log.warning("zygote lost (%s): %d children go with it", why, len(self._children))
+        for proc in self._children.values():
+            proc.send_signal(signal.SIGKILL)
+            proc.returncode = -signal.SIGKILL
+        self._children.clear()
+        self._core = False

@@ -1,0 +1,92 @@
+"""The fork server on a real `geode serve` tree: children are forked from the zygote (``ps`` still shows their
+own command line), a killed loop worker is back and answering within a fraction of a second with the provider
+SDK already imported, and a killed zygote takes its children along and the tree comes back serving."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import alive, geode, scripted_tree, wait_children
+from tests.waiting import poll_for
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+def _modules(pid: int) -> str:
+    """The shared objects mapped into ``pid`` (compiled extension modules show here)."""
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, ScriptedServer]]:
+    base = tmp_path_factory.mktemp("zygote")
+    with scripted_tree(base, lambda req: {"text": "pong"}) as (home, model):
+        yield home, model
+
+
+def _all_running(home: Any) -> dict[str, Any]:
+    return wait_children(home, lambda k: all(c.state == "running" for c in k.values()), 60)
+
+
+def test_children_are_forked_by_the_zygote_and_look_like_themselves(tree: tuple[Any, ScriptedServer]) -> None:
+    home, _ = tree
+    kids = _all_running(home)
+    parents = {_ppid(c.pid) for c in kids.values()}
+    assert len(parents) == 1, parents  # one fork server for every child
+    zygote = parents.pop()
+    assert "actors.tree.zygote" in _cmdline(zygote)
+    for name, c in kids.items():
+        assert _cmdline(c.pid).endswith(f"-m actors.tree.child_main {name}"), _cmdline(c.pid)
+    assert geode(home, "ask", "ping", "--json").returncode == 0
+
+
+def test_a_killed_loop_worker_is_back_at_once_with_its_sdk_imported(tree: tuple[Any, ScriptedServer]) -> None:
+    home, _ = tree
+    kids = _all_running(home)
+    zygote = _ppid(kids["store"].pid)
+    assert "jiter" not in _modules(kids["loop-1"].pid)  # no turn yet: the provider SDK is not imported
+    poll_for(lambda: "jiter" in _modules(zygote), 60, what="the zygote to import the provider SDKs")
+    for name in ("loop-1", "loop-2"):
+        c = kids[name]
+        t0 = time.monotonic()
+        os.kill(c.pid, signal.SIGKILL)
+        back = wait_children(
+            home, lambda k, n=name, i=c.incarnation: k[n].incarnation > i and k[n].state == "running", 30
+        )[name]
+        took = time.monotonic() - t0
+        assert _ppid(back.pid) == zygote
+        assert "jiter" in _modules(back.pid)  # anthropic's compiled JSON parser: the SDK came with the fork
+        assert took < 5.0, f"{name} took {took:.2f}s to be running again"
+    r = geode(home, "ask", "after the kills", "--json")
+    assert r.returncode == 0 and '"pong"' in r.stdout, r.stdout + r.stderr
+
+
+def test_a_killed_zygote_takes_its_children_and_the_tree_comes_back(tree: tuple[Any, ScriptedServer]) -> None:
+    home, _ = tree
+    kids = _all_running(home)
+    zygote = _ppid(kids["store"].pid)
+    os.kill(zygote, signal.SIGKILL)
+    back = wait_children(
+        home,
+        lambda k: all(c.state == "running" and c.incarnation > kids[n].incarnation for n, c in k.items()),
+        60,
+    )
+    assert not any(alive(c.pid) for c in kids.values() if c.pid)  # none left behind
+    fresh = {_ppid(c.pid) for c in back.values()}
+    assert len(fresh) == 1 and zygote not in fresh and "actors.tree.zygote" in _cmdline(fresh.pop())
+    r = geode(home, "ask", "after the zygote died", "--json")
+    assert r.returncode == 0 and '"pong"' in r.stdout, r.stdout + r.stderr
