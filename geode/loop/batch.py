@@ -26,6 +26,7 @@ from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 2.5  # after a cancel, how long the real outcomes of the calls in flight are awaited
+NEVER_BEGAN = "executor_restarted"  # settle_unknown: the executor died before admitting the call
 SETTLE_WAIT_S = 30.0  # how long an earlier send of the same call (receipt admitted) is awaited to settle
 
 
@@ -128,7 +129,7 @@ def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolR
             call,
             f"The tool executor stopped before '{call.name}' began; it did not run (no receipt), so you "
             "may call it again.",
-            "executor_restarted",
+            NEVER_BEGAN,
             executed=False,
             recoverable=True,
         )
@@ -179,13 +180,21 @@ def run_calls(
         preview = json.dumps(call.input, ensure_ascii=False, default=str)[:200]
         events.emit(TurnEventKind.TOOL_START, id=call.id, name=call.name, args_preview=preview)
         t0 = time.monotonic()
-        try:
-            result = executor.execute(ctx, call)
-        except Exception as exc:  # the executor did not answer: the outcome is unknown
-            result = ToolResult.error(call, f"executor failed: {exc}"[:500], "executor_error", executed=None)
-        if result.tool_use_id != call.id:
-            result = result.model_copy(update={"tool_use_id": call.id})
-        result = settle_unknown(records, ctx, result)
+        for sent in range(2):
+            try:
+                result = executor.execute(ctx, call)
+            except Exception as exc:  # the executor did not answer: the outcome is unknown
+                why = f"executor failed: {exc}"[:500]
+                result = ToolResult.error(call, why, "executor_error", executed=None)
+            if result.tool_use_id != call.id:
+                result = result.model_copy(update={"tool_use_id": call.id})
+            result = settle_unknown(records, ctx, result)
+            if sent or result.error_type != NEVER_BEGAN or state.cancel.is_set():
+                break
+            # the executor died before admitting it: send it again under the same operation id, so a copy
+            # of the first send still queued for the next incarnation is deduplicated by its receipt (the
+            # model is never told "it did not run" while that copy runs after all)
+            log.info("%s (%s) never began: sending it again", call.name, ctx.operation_id)
         events.emit(
             TurnEventKind.TOOL_END,
             id=call.id,

@@ -23,7 +23,7 @@ class Cell:
 
 
 CELLS = [
-    Cell("executor", "executor.before_admit", 0, None, "executor_restarted"),
+    Cell("executor", "executor.before_admit", 1, "committed", None),  # sent again to the next incarnation
     Cell("executor", "executor.after_admit", 0, "uncertain", "effect_outcome_uncertain", "not-applied"),
     Cell("executor", "executor.in_handler", 1, "uncertain", "effect_outcome_uncertain"),
     Cell("executor", "executor.after_handler", 1, "uncertain", "effect_outcome_uncertain"),

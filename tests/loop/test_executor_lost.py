@@ -29,6 +29,8 @@ class LosingExecutor:
         try:
             return self.inner.execute(ctx, call)
         except Crash:
+            if getattr(self.inner, "once", False):
+                self.inner.crash = {}
             result = uncertain_result(call, "the tool executor stopped while it ran")
             assert isinstance(result.content, dict)
             return result.model_copy(update={"content": {**result.content, "operation_id": ctx.operation_id}})
@@ -57,7 +59,21 @@ def _tool_result(provider: Any) -> str:
     return str(provider.requests[-1].messages[-1].tool_results[0].content)
 
 
-def test_never_admitted_call_is_reported_not_run_and_the_turn_continues(fake_rig: Rig) -> None:
+def test_never_admitted_call_is_sent_again_under_its_operation_id_and_runs_once(fake_rig: Rig) -> None:
+    """The executor died before admitting it: the loop sends it again (a copy of the first send that reached
+    the next incarnation would be deduplicated by the same operation id's receipt)."""
+    rig = fake_rig
+    rig.executor.crash = {"a": "before_admit"}
+    rig.executor.once = True
+    provider = rig.script({"tool_calls": [tool("write", "a", text="A")]}, "answered")
+    result = _run(rig, provider, "s-again")
+    assert result.termination_reason == TerminationReason.NATURAL, result
+    assert rig.effects == ["A"]
+    assert '"written": "A"' in _tool_result(provider)
+    assert [r.state.value for r in rig.records.list_receipts(session_id="s-again")] == ["committed"]
+
+
+def test_a_call_lost_twice_before_admission_is_reported_not_run_and_the_turn_continues(fake_rig: Rig) -> None:
     result, provider = _turn(fake_rig, "s-none", "before_admit")
     assert result.termination_reason == TerminationReason.NATURAL, result
     assert result.text == "answered"
