@@ -73,6 +73,7 @@ class CataloguePlans:
         self._lock = threading.Lock()
         self.wait = wait  # False (control): never block a caller; a stale catalogue is asked in background
         self._asking = False  # one ask at a time: concurrent callers use the last plan (or the built-ins)
+        self._served = threading.local()  # .source: where the plan base() last returned on a thread came from
 
     def on_lifecycle(self, topic: str, body: Mapping[str, Any]) -> None:
         """A supervisor event: the executor started, became ready or exited → ask for its catalogue again."""
@@ -85,17 +86,21 @@ class CataloguePlans:
         caller when ``wait`` is False) get the last plan, or the built-ins before the first answer."""
         with self._lock:
             if self.cache and not self._stale and self._base is not None:
+                self._served.source = self.source
                 return self._base
             quiet = self.wait and self.clock() < self._down_until  # a background ask blocks no one
             ask = not quiet and not self._asking
             if ask:
                 self._asking = True
-            last = self._base
+            last, last_source = self._base, self.source
         if ask and not self.wait:
             threading.Thread(target=self._ask, name=f"{self.who}-catalogue", daemon=True).start()
         elif ask:
             return self._ask()
-        return last if last is not None else self._install(builtin_catalogue(), "builtin")
+        if last is not None:
+            self._served.source = last_source
+            return last
+        return self._install(builtin_catalogue(), "builtin")
 
     def prefetch(self) -> None:
         """Ask now, in the background (start-up), so the first caller already has the executor's plan."""
@@ -107,7 +112,12 @@ class CataloguePlans:
 
     @property
     def from_executor(self) -> bool:
-        """Whether the current plan is the executor's answer (not the built-in fallback)."""
+        """Whether the plan :meth:`base` last returned on this thread (else the current plan) is the
+        executor's answer, not the built-in fallback: a background ask that lands meanwhile does not change
+        the answer for a plan already handed out (a session composed with the built-ins claims no hash)."""
+        served = getattr(self._served, "source", None)
+        if served is not None:
+            return bool(served == "executor")
         with self._lock:
             return self.source == "executor" and self._base is not None
 
@@ -121,6 +131,7 @@ class CataloguePlans:
 
     def _install(self, specs: list[ToolSpec], source: str) -> BoundToolPlan:
         plan = self.registry.compile(specs, lineage=CATALOGUE_LINEAGE)
+        self._served.source = source
         with self._lock:
             changed = self._base is None or self._base.content_hash != plan.content_hash
             self._base, self.source = plan, source

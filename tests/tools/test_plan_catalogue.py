@@ -20,6 +20,7 @@ from geode.tools.builtin.catalogue import builtin_specs
 from geode.tools.catalogue_plans import CataloguePlans
 from geode.tools.plan import compile_plan
 from geode.tools.spec import SafetyPolicy, ToolSpec
+from tests.waiting import poll_for
 
 ADD = ToolSpec(name="mcp__t__add", description="Add two numbers.", handler="mcp:t/add")
 UNDECLARED = ToolSpec(
@@ -188,3 +189,19 @@ def test_control_composes_from_the_executor_catalogue_and_submits_plan_hash(tmp_
     core.on_envelope("c2", Envelope(type=c.PROMPT, body={"text": "hi"}))
     assert "mcp__t__add" not in bus.submitted[1].settings["visible_tools"]
     assert bus.submitted[1].settings["plan_hash"] == ""  # composed without the executor: no hash claimed
+
+
+def test_a_plan_handed_out_as_the_fallback_stays_the_fallback_when_an_answer_lands() -> None:
+    """Control (wait=False) hands out the built-ins while its background ask runs; when the executor's answer
+    lands before the session is finished, that session still claims no plan hash (it was composed with the
+    built-ins), and the next handshake gets the executor's plan."""
+    ex = FakeExecutor(CATALOGUE)
+    ex.down = True
+    plans = CataloguePlans(ex, who="control", cache=False, wait=False)  # type: ignore[arg-type]
+    plans._ask()  # the start-up prefetch: no answer → the built-ins
+    ex.down = False
+    handed = plans.base()  # the built-ins, and an ask in the background
+    assert "mcp__t__add" not in handed
+    poll_for(lambda: "mcp__t__add" in plans.registry.latest("catalogue"), 5, what="the background answer")
+    assert plans.from_executor is False  # about the plan this thread was handed, not the newer one
+    assert "mcp__t__add" in plans.base() and plans.from_executor is True
