@@ -12,7 +12,7 @@ from geode.records.models import TurnRecord, TurnState
 class TurnStore(Protocol):
     def put_turn(self, turn: TurnRecord) -> TurnRecord: ...
     def get_turn(self, turn_id: str) -> TurnRecord | None: ...
-    def list_turns(self, *, state: str | None = None) -> list[TurnRecord]: ...
+    def list_turns(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]: ...
 
 
 Outcome = Any  # a store call's result, or the exception it raised
@@ -59,9 +59,13 @@ class MemoryTurnStore:
         t = self._turns.get(turn_id)
         return t.model_copy(deep=True) if t else None
 
-    def list_turns(self, *, state: str | None = None) -> list[TurnRecord]:
+    def list_turns(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]:
         stored = list(self._turns.values())
-        out = [t.model_copy(deep=True) for t in stored if state is None or t.state == state]
+        out = [
+            t.model_copy(deep=True)
+            for t in stored
+            if (state is None or t.state == state) and (session_id is None or t.session_id == session_id)
+        ]
         return sorted(out, key=lambda t: (t.created_at, t.turn_id))
 
 

@@ -137,7 +137,12 @@ class OriginRequests(LanesState):
                 )
             )
 
-        self._io(q.session_id, lambda: self.records.list_turns(state=TurnState.DONE.value), with_done)
+        # this session's done turns only: every done turn of the store is megabytes after a few thousand turns
+        self._io(
+            q.session_id,
+            lambda: self.records.list_turns(state=TurnState.DONE.value, session_id=q.session_id),
+            with_done,
+        )
 
     def turn(self, q: lanes_msg.TurnQuery, r: Asked) -> None:
         rec = self._recs.get(q.turn_id)

@@ -124,8 +124,8 @@ class RecordEngine:
     def get_turn(self, turn_id: str) -> TurnRecord | None:
         return self.turns.get(turn_id)
 
-    def list_turns(self, *, state: str | None = None) -> list[TurnRecord]:
-        return self.turns.list(state=state)
+    def list_turns(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]:
+        return self.turns.list(state=state, session_id=session_id)
 
     def get_cursor(self, platform: str, account: str, channel: str) -> str | None:
         return self.cursors.get(platform, account, channel)

@@ -15,10 +15,10 @@ from typing import Any
 
 from actors.bus import Bus
 from actors.cli.client import ControlClient
+from actors.cli.reattach import new_turn_id, submit_prompt
 from actors.tree.client import ENDPOINT
 from actors.tree.spec import TreeConfig
 from geode.home import GeodeHome
-from geode.protocol import control as c
 from geode.protocol import runtime
 from geode.protocol.errors import GeodeError
 
@@ -108,11 +108,14 @@ def run_turn(home: GeodeHome, ws: Path, op: Op, timeout_s: float) -> Op:
         op.session_id = cl.session_id
         backlog: list[dict[str, Any]] = []
         try:
-            accepted = cl.request(
-                c.PROMPT,
-                {"text": f"please do chaos-turn-{tag}", "session_id": cl.session_id},
-                on_event=backlog.append,
-            )
+            # as `geode ask` does (ControlClient.run_prompt): the client picks the turn id, so a prompt whose
+            # reply was lost with a killed control is sent again and finds the same turn
+            body = {
+                "text": f"please do chaos-turn-{tag}",
+                "session_id": cl.session_id,
+                "turn_id": new_turn_id(),
+            }
+            accepted = submit_prompt(cl, body, backlog)
             op.t_accepted = time.monotonic()
             op.turn_id = accepted["turn_id"]
             result = cl.follow(
