@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 
 from geode.home import GeodeHome
+
+if TYPE_CHECKING:
+    from geode.protocol.runtime import TreeStatus
 
 
 def serve(
@@ -62,16 +66,37 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         return
     mode = " single-process" if st.single_process else ""
     typer.echo(f"supervisor pid {st.pid} incarnation {st.incarnation} {st.state}{mode}")
-    from actors.tree.child_handle import shown_state
-
-    typer.echo(f"{'NAME':<12} {'PID':>7} {'INC':>4} {'UPTIME':>9} {'RESTARTS':>8} STATE")
-    for c in st.children:
-        pid = c.pid or "-"
-        typer.echo(
-            f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.uptime_s:>8.1f}s {c.restarts:>8} {shown_state(c)}"
-        )
+    for line in _tree_lines(st):
+        typer.echo(line)
     for line in [*lanes_lines(lanes), *poller_lines(talk)]:
         typer.echo(line)
+
+
+def _mib(n: int | None) -> str:
+    return f"{'-':>8}" if n is None else f"{n / 2**20:>8.1f}"
+
+
+def _tree_lines(st: TreeStatus) -> list[str]:
+    """The children's table, then the zygote, the supervisor and the tree's total memory (MiB)."""
+    from actors.tree.child_handle import shown_state
+
+    head = f"{'NAME':<12} {'PID':>7} {'INC':>4} {'UPTIME':>9} {'RESTARTS':>8}"
+    lines = [f"{head} {'RSS MiB':>8} {'PSS MiB':>8} STATE"]
+    for c in st.children:
+        pid = c.pid or "-"
+        mem = f"{'':>17}" if st.single_process else f"{_mib(c.rss_bytes)} {_mib(c.pss_bytes)}"
+        row = f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.uptime_s:>8.1f}s {c.restarts:>8}"
+        lines.append(f"{row} {mem} {shown_state(c)}")
+    gap = " " * 23  # INC, UPTIME, RESTARTS
+    if st.zygote is not None:
+        z = st.zygote
+        lines.append(f"{'zygote':<12} {z.pid:>7} {gap} {_mib(z.rss_bytes)} {_mib(z.pss_bytes)} fork server")
+    lines.append(f"{'supervisor':<12} {st.pid:>7} {gap} {_mib(st.rss_bytes)} {_mib(st.pss_bytes)}")
+    if st.total is not None:
+        t = st.total
+        what = f"total of {t.processes} processes (RSS counts a shared page in each)"
+        lines.append(f"{'':<12} {'':>7} {gap} {_mib(t.rss_bytes)} {_mib(t.pss_bytes)} {what}")
+    return lines
 
 
 def stop() -> None:

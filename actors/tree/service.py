@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
+from actors.tree import proc_memory
 from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
@@ -40,12 +41,26 @@ class SupervisorService:
         self.handle = self.dispatch.handle
 
     def status(self) -> runtime.TreeStatus:
+        """The children as the supervisor sees them, with every process's RSS and PSS read now."""
+        own = proc_memory.memory(os.getpid())
+        zygote = getattr(self.tree, "zygote", None)  # the Supervisor's fork server; None when off
+        zyg = proc_memory.memory(zygote.pid if zygote is not None else None)
+        children = self.tree.snapshot()
+        if self.single_process:  # every child is this process: its memory is the supervisor's, counted once
+            mems: list[runtime.ProcessMemory | None] = [own]
+        else:
+            mems = [proc_memory.memory(c.pid) for c in children]
+            children = [proc_memory.with_memory(c, m) for c, m in zip(children, mems, strict=True)]
         return runtime.TreeStatus(
             pid=os.getpid(),
             incarnation=self.incarnation,
             state=self.tree.state,
             single_process=self.single_process,
-            children=self.tree.snapshot(),
+            children=children,
+            rss_bytes=own.rss_bytes if own is not None else None,
+            pss_bytes=own.pss_bytes if own is not None else None,
+            zygote=zyg,
+            total=proc_memory.total([own, zyg, *mems]),
         )
 
     def _runtime_status(self, b: runtime.StatusQuery, r: Request) -> runtime.StatusReply:

@@ -103,6 +103,10 @@ class Zygote:
         self._core = False
         log.info("zygote started (pid %d)", self._proc.pid)
 
+    @property
+    def pid(self) -> int | None:  # read-only, for `geode status` (any thread: one attribute read)
+        return self._proc.pid if self._proc is not None else None
+
     def fileno(self) -> int | None:
         return self._sock.fileno() if self._sock is not None else None
 

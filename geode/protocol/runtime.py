@@ -78,6 +78,24 @@ class ChildInfo(BaseModel):
     restarts: int = 0
     next_try_s: float | None = None  # backoff: seconds until the next start
     reason: str = ""  # fatal: why (e.g. "11 restarts within 10 s"); cleared by `geode restart NAME`
+    rss_bytes: int | None = None  # resident memory (/proc/<pid>/smaps_rollup) when the status was asked
+    pss_bytes: int | None = None  # proportional: shared pages divided among the processes mapping them
+
+
+class ProcessMemory(BaseModel):
+    """One process's resident and proportional memory, in bytes."""
+
+    pid: int
+    rss_bytes: int
+    pss_bytes: int
+
+
+class TreeMemory(BaseModel):
+    """Supervisor, zygote and children summed (RSS counts a shared page once in every process)."""
+
+    rss_bytes: int
+    pss_bytes: int
+    processes: int
 
 
 class TreeStatusQuery(BaseModel):
@@ -90,6 +108,10 @@ class TreeStatus(BaseModel):
     state: str  # running | stopping
     single_process: bool = False
     children: list[ChildInfo] = Field(default_factory=list)
+    rss_bytes: int | None = None  # the supervisor's own
+    pss_bytes: int | None = None
+    zygote: ProcessMemory | None = None  # the fork server, while one runs
+    total: TreeMemory | None = None
 
 
 class RestartChild(BaseModel):
