@@ -10,6 +10,7 @@ supervisor reports the executor exited, the calls in flight to it fail at once (
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from geode.tools.plan import BoundToolPlan
 log = logging.getLogger(__name__)
 LANES = "lanes"
 EXECUTOR = "executor"
+WARM_ENV = "GEODE_WARM_WORKER"  # "0": no background warm-up after ready (scripts/bench/cli_start.py)
 ProviderFactory = Callable[[str | None], Provider]
 PlanFactory = Callable[[], BoundToolPlan | None]  # the whole catalogue as a plan (None: no tools)
 
@@ -155,6 +157,7 @@ class LoopWorker:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hb: threading.Thread | None = None
+        self._warm: threading.Thread | None = None
         self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
         self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
         self.hooks = _loop_hooks(self.config, ctx.home.root)
@@ -186,6 +189,7 @@ class LoopWorker:
                     announced = True
                     self.describe_provider()
                     log.info("%s#%d ready with capacity %d", self.name, self.incarnation, self.capacity)
+                    self.start_warm_up()
                 else:
                     with self._lock:
                         running = list(self._running)
@@ -200,6 +204,25 @@ class LoopWorker:
             except GeodeError as exc:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
             self._stop.wait(self.heartbeat_s if announced else 0.2)
+
+    def start_warm_up(self) -> threading.Thread | None:
+        """After ``worker.ready``: build the provider a new session would use (the SDK import and client
+        construction, ~1 s cold) on a background thread, so the first turn finds it built. A restarted
+        worker forked from a warm zygote only constructs the client. ``GEODE_WARM_WORKER=0`` turns it off."""
+        if self.live is None or os.environ.get(WARM_ENV, "1") == "0" or self._warm is not None:
+            return None
+        self._warm = threading.Thread(target=self._warm_up, name=f"{self.name}-warm-up", daemon=True)
+        self._warm.start()
+        return self._warm
+
+    def _warm_up(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self.live.get(None)  # type: ignore[union-attr]  # cached: the first turn's get() reuses it
+        except Exception as exc:  # an unusable config is reported when a turn needs it
+            log.info("%s: provider not warmed: %s", self.name, exc)
+            return
+        log.info("%s: provider warmed in %.2fs", self.name, time.monotonic() - t0)
 
     def reload_if_asked(self) -> bool:
         """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and

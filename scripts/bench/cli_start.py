@@ -1,0 +1,182 @@
+"""CLI start-up as a user meets it: `geode --help`, warm `geode ask` → first model request, and the first
+`geode ask` after `geode serve`, each a real CLI process against a real tree on the scripted provider.
+
+Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold]
+Baseline in the same run: ``python -c pass`` (to its exit). "→ first model request" is measured from the
+CLI's spawn to the moment the ScriptedServer receives the turn's model request (same clock: the server runs
+in this process). The cold rows start a fresh tree per run (``geode serve`` → ready → ``geode ask`` twice:
+the second ask may land on the other loop worker) with the loop workers' background warm-up on and, with
+``GEODE_WARM_WORKER=0``, off, interleaved so machine load hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from actors.tree.client import stop_tree  # noqa: E402
+from geode.home import GeodeHome  # noqa: E402
+from geode.providers.scenario import ScriptedReply  # noqa: E402
+from geode.providers.scripted import ScriptedServer  # noqa: E402
+
+CONFIG = """
+[providers]
+model = "claude-sonnet-5"
+[providers.anthropic]
+base_url = "{url}"
+[loop]
+workers = 2
+"""
+WARM_ENV = "GEODE_WARM_WORKER"
+
+
+class Clock:
+    """The scripted model: answers "ok" and records when each request arrived (perf_counter)."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[float] = []
+        self.cv = threading.Condition()
+
+    def __call__(self, _rec: Any) -> ScriptedReply:
+        with self.cv:
+            self.arrivals.append(time.perf_counter())
+            self.cv.notify_all()
+        return ScriptedReply(text="ok")
+
+    def count(self) -> int:
+        with self.cv:
+            return len(self.arrivals)
+
+    def arrival(self, index: int, timeout_s: float = 30.0) -> float:
+        with self.cv:
+            if not self.cv.wait_for(lambda: len(self.arrivals) > index, timeout_s):
+                raise TimeoutError("no model request")
+            return self.arrivals[index]
+
+
+def geode_cmd() -> list[str]:
+    script = Path(sys.executable).parent / "geode"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "actors.cli.main"]
+
+
+def make_home(base: Path, url: str) -> GeodeHome:
+    home = GeodeHome(base).ensure()
+    home.config_file.write_text(CONFIG.format(url=url))
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
+    return home
+
+
+def run(args: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    return time.perf_counter() - t0
+
+
+def ask(env: dict[str, str], clock: Clock) -> tuple[float, float]:
+    """(spawn → first model request, spawn → exit) of one `geode ask`."""
+    n = clock.count()
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [*geode_cmd(), "ask", "hi"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
+    )
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    return clock.arrival(n) - t0, wall
+
+
+def cold(base: Path, url: str, clock: Clock, warm: bool) -> dict[str, float]:
+    """A fresh tree: serve (to ready), then two asks; ``warm`` False sets GEODE_WARM_WORKER=0."""
+    home = make_home(base, url)
+    env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+    env[WARM_ENV] = "1" if warm else "0"
+    try:
+        serve = run([*geode_cmd(), "serve"], env)
+        first, first_wall = ask(env, clock)
+        second, _ = ask(env, clock)
+    finally:
+        stop_tree(home, timeout_s=20)
+    return {"serve": serve, "first": first, "first_wall": first_wall, "second": second}
+
+
+def fmt(xs: list[float]) -> str:
+    xs = sorted(xs)
+    p90 = xs[min(len(xs) - 1, int(0.9 * len(xs)))]
+    med = statistics.median(xs)
+    return f"p50 {med * 1000:6.0f} ms   p90 {p90 * 1000:6.0f} ms   max {xs[-1] * 1000:6.0f} ms"
+
+
+def p50(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--cold-runs", type=int, default=3)
+    ap.add_argument("--no-cold", action="store_true", help="skip the serve → first ask rows")
+    opts = ap.parse_args()
+    clock = Clock()
+    rows: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        rows.setdefault(key, []).append(value)
+
+    with ScriptedServer(clock) as server, tempfile.TemporaryDirectory(prefix="geode-cli-bench-") as tmp:
+        home = make_home(Path(tmp) / "warm", server.base_url)
+        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+        run([*geode_cmd(), "serve"], env)
+        try:
+            ask(env, clock)  # both loop workers past their first turn, the daemon's caches warm
+            ask(env, clock)
+            for _ in range(opts.runs):  # interleaved, so load on the machine hits every case alike
+                add("pass", run([sys.executable, "-c", "pass"], env))
+                add("help", run([*geode_cmd(), "--help"], env))
+                add("ask_help", run([*geode_cmd(), "ask", "--help"], env))
+                to_model, wall = ask(env, clock)
+                add("ask", to_model)
+                add("ask_wall", wall)
+        finally:
+            stop_tree(home, timeout_s=20)
+        if not opts.no_cold:
+            for i in range(opts.cold_runs):
+                for warm in (True, False):
+                    tag = "on" if warm else "off"
+                    for k, v in cold(Path(tmp) / f"cold-{i}-{tag}", server.base_url, clock, warm).items():
+                        add(f"{k}_{tag}", v)
+    load, cmd = os.getloadavg()[0], ' '.join(geode_cmd())
+    print(f"{opts.runs} runs each, load average {load:.2f} on {os.cpu_count()} cores; {cmd}")
+    print(f"python -c pass (to exit)                        {fmt(rows['pass'])}")
+    print(f"geode --help (to exit)                          {fmt(rows['help'])}   (goal ≤ 120 ms)")
+    print(f"geode ask --help (to exit)                      {fmt(rows['ask_help'])}")
+    print(f"warm geode ask → first model request            {fmt(rows['ask'])}   (goal ≤ 120 ms)")
+    print(f"warm geode ask → exit                           {fmt(rows['ask_wall'])}")
+    base = p50(rows["pass"])
+    print(f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
+          f"{p50(rows['ask']) / base:.1f}x")
+    if opts.no_cold:
+        return
+    print(f"cold: a fresh tree per run, {opts.cold_runs} runs per setting (GEODE_WARM_WORKER=1 / 0)")
+    for tag in ("on", "off"):
+        print(f"  worker warm-up {tag}:")
+        print(f"    geode serve (to ready)                      {fmt(rows[f'serve_{tag}'])}")
+        print(f"    first ask → first model request             {fmt(rows[f'first_{tag}'])}")
+        print(f"    first ask → exit                            {fmt(rows[f'first_wall_{tag}'])}")
+        serve_ask = [s + a for s, a in zip(rows[f"serve_{tag}"], rows[f"first_{tag}"], strict=True)]
+        print(f"    serve + first ask → first model request     {fmt(serve_ask)}")
+        print(f"    second ask → first model request            {fmt(rows[f'second_{tag}'])}")
+
+
+if __name__ == "__main__":
+    main()
