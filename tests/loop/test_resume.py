@@ -124,7 +124,8 @@ def test_an_admitted_call_still_running_in_a_live_executor_is_awaited_not_report
     op_b = next(
         r for r in rig.records.list_receipts(session_id="s9") if r.state.value == "admitted"
     ).operation_id
-    timer = threading.Timer(0.3, lambda: rig.records.commit(op_b, {"content": {"written": "B-late"}, "executed": True}))
+    late = {"content": {"written": "B-late"}, "executed": True}
+    timer = threading.Timer(0.3, lambda: rig.records.commit(op_b, late))
     timer.start()
     provider = rig.script("both written")
     try:
