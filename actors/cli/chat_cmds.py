@@ -20,6 +20,7 @@ from geode.protocol.errors import GeodeError, NotFound
 
 SUCCESS = {"natural", "forced_text"}
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONTINUES, EXIT_CANCELLED = 1, 2, 3, 4, 130
+CANCEL_WAIT_S = 1.0  # the chat after Ctrl-C: wait this long for the cancelled turn's end, then prompt again
 
 _RESUME = typer.Option(None, "--resume", help="resume session ID (alone: pick from recent sessions)")
 _CONTINUE = typer.Option(False, "--continue", help="continue the most recent session")
@@ -203,7 +204,8 @@ def _recorded_tool_calls(home: GeodeHome, session_id: str | None, turn_id: str |
 
 
 def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:
-    """Interactive chat: streamed text, tool lines, approvals; Ctrl-C cancels the running turn."""
+    """Interactive chat: a spinner while the model works (terminal only), streamed text, tool lines,
+    approvals; Ctrl-C cancels the running turn and returns to the prompt at once."""
     from actors.cli.render import Renderer, ask_terminal
 
     home = GeodeHome.from_env()
@@ -215,6 +217,13 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
         f"geode · {w.get('model')} ({w.get('provider')}) · session {cl.session_id} · {w.get('workspace')}"
     )
     typer.echo("type a prompt; exit or Ctrl-D quits; Ctrl-C cancels a running turn")
+    if not repl:  # --repl: the tree runs in this process, with this shell's env
+        from actors.cli.env_note import env_mismatch_note
+
+        note = env_mismatch_note(home)
+        if note:
+            typer.echo(note)
+    live = sys.stdout.isatty()
     try:
         if resume is not None or cont:
             _reattach(cl, home)
@@ -228,10 +237,14 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
                 break
             if not line.strip():
                 continue
-            renderer = Renderer()
+            renderer = Renderer(spinner=_spinner() if live else None)
             try:
                 result = cl.run_prompt(
-                    line, on_event=renderer, on_approval=ask_terminal, on_interrupt=lambda: True
+                    line,
+                    on_event=renderer,
+                    on_approval=ask_terminal,
+                    on_interrupt=lambda: True,
+                    cancel_wait_s=CANCEL_WAIT_S,  # Ctrl-C: back to the prompt within this, whatever the model
                 )
             except GeodeError as exc:
                 renderer.end()
@@ -244,7 +257,7 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
                     cl.cancel()
                 except GeodeError:
                     pass
-                typer.echo("· cancelled")
+                typer.echo("· turn ended: user_cancelled")
                 continue
             renderer.end()
             reason = result.get("termination_reason")
@@ -254,6 +267,12 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
                 )
     finally:
         cl.close()
+
+
+def _spinner():  # type: ignore[no-untyped-def]
+    from actors.cli.spinner import Spinner
+
+    return Spinner(sys.stdout).start()
 
 
 def _reattach(cl: Any, home: GeodeHome) -> None:

@@ -165,6 +165,7 @@ class ControlClient:
         on_approval: ApprovalFn | None = None,
         timeout_s: float = 3600.0,
         on_interrupt: Callable[[], bool] | None = None,
+        cancel_wait_s: float | None = None,
     ) -> dict[str, Any]:
         """Send a prompt and stream its events until ``turn_done``; returns the result (+ ``turn_id``).
 
@@ -185,6 +186,7 @@ class ControlClient:
                 on_approval=on_approval,
                 timeout_s=timeout_s,
                 on_interrupt=on_interrupt,
+                cancel_wait_s=cancel_wait_s,
             )
         except RequestTimeout as exc:
             sid = str(accepted.get("session_id") or self.session_id or "")
@@ -199,8 +201,13 @@ class ControlClient:
         on_approval: ApprovalFn | None = None,
         timeout_s: float = 3600.0,
         on_interrupt: Callable[[], bool] | None = None,
+        cancel_wait_s: float | None = None,
     ) -> dict[str, Any]:
+        """Stream the turn's events until its ``turn_done``. Ctrl-C (when ``on_interrupt()`` says so) sends
+        ``cli.cancel``; then the turn is followed to its end, or, with ``cancel_wait_s``, at most that long
+        (a second Ctrl-C: not at all) before returning ``user_cancelled`` with ``cancel_pending``."""
         deadline = time.monotonic() + timeout_s
+        give_up_at: float | None = None  # after a Ctrl-C: stop waiting for the cancelled turn's end here
         last_heard = last_event = time.monotonic()
         next_ping = last_reattach = 0.0
         pings: dict[str, float] = {}  # our pings in flight → when sent (replies may come late, in a burst)
@@ -212,15 +219,22 @@ class ControlClient:
                 if out is not None:
                     return out
             pending = []
+            if give_up_at is not None and time.monotonic() >= give_up_at:
+                return _cancel_pending(turn_id)
             try:
-                env = self._recv(0.2)
-            except KeyboardInterrupt:  # Ctrl-C: cancel the turn and keep following it to its end
+                wait = 0.2 if give_up_at is None else min(0.05, max(0.0, give_up_at - time.monotonic()))
+                env = self._recv(wait)
+            except KeyboardInterrupt:  # Ctrl-C: cancel the turn, keep following it (for a while) to its end
                 if on_interrupt is None or not on_interrupt():
                     raise
+                if give_up_at is not None:  # the second Ctrl-C: stop waiting now
+                    return _cancel_pending(turn_id)
                 try:
                     self.cancel(turn_id)
                 except GeodeError:
                     pass
+                if cancel_wait_s is not None:
+                    give_up_at = time.monotonic() + cancel_wait_s
                 continue
             now = time.monotonic()
             if env is not None:
@@ -312,6 +326,16 @@ class ControlClient:
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
         return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
+
+
+def _cancel_pending(turn_id: str) -> dict[str, Any]:
+    """What ``follow`` returns when it stops waiting for a turn it cancelled (the daemon ends it)."""
+    return {
+        "termination_reason": "user_cancelled",
+        "turn_id": turn_id,
+        "cancel_pending": True,
+        "error": "cancel sent; the daemon is ending the turn",
+    }
 
 
 def _unknown_to(env: Envelope) -> bool:

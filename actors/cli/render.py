@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from geode.protocol import lanes as lanes_msg
+
+if TYPE_CHECKING:
+    from actors.cli.spinner import Spinner
 
 CATEGORY = {
     "write": "write",
@@ -21,14 +24,21 @@ CATEGORY = {
 
 
 class Renderer:
-    """Streams text deltas, one line per tool start/end; collects tool calls for ``--json``."""
+    """Streams text deltas, one line per tool start/end; collects tool calls for ``--json``.
 
-    def __init__(self, out: TextIO | None = None, *, quiet: bool = False) -> None:
+    With a ``spinner`` (a terminal only), the spinner line is erased before anything is written and stays
+    hidden while a text line is open or an approval question is asked."""
+
+    def __init__(
+        self, out: TextIO | None = None, *, quiet: bool = False, spinner: Spinner | None = None
+    ) -> None:
         self.out = out or sys.stdout
         self.quiet = quiet
+        self.spinner = None if quiet else spinner
         self.tool_calls: list[dict[str, Any]] = []
         self._midline = False
         self.streamed = False
+        self.output_tokens = 0
 
     def __call__(self, ev: dict[str, Any]) -> None:
         kind, data = ev.get("kind"), ev.get("data") or {}
@@ -40,10 +50,14 @@ class Renderer:
                     call["error"] = data.get("error")
         if self.quiet:
             return
+        if self.spinner is not None:
+            self._track(kind, data)
         if kind == "text_delta":
             self.streamed = True
             self._write(str(data.get("text", "")))
             self._midline = not str(data.get("text", "")).endswith("\n")
+            if self.spinner is not None:
+                self.spinner.hold(self._midline)
         elif kind == "tool_start":
             self._line(f"⏺ {data.get('name')}({str(data.get('args_preview', ''))[:120]})")
         elif kind == "tool_end":
@@ -53,17 +67,35 @@ class Renderer:
         elif kind == "llm_retry" and data.get("message"):  # ready: retrying in 1.2 s (…, attempt 1/3)
             self._line(f"· {data['message']}")
 
+    def _track(self, kind: Any, data: dict[str, Any]) -> None:
+        """Tokens for the spinner; hide it during an approval question, show it again after."""
+        assert self.spinner is not None
+        if kind == "tokens":
+            self.output_tokens += int(data.get("output") or 0)
+            self.spinner.tokens = self.output_tokens or None
+        self.spinner.hold(kind == lanes_msg.APPROVAL_REQUEST or self._midline)
+
     def _write(self, s: str) -> None:
-        self.out.write(s)
-        self.out.flush()
+        if self.spinner is None:
+            self.out.write(s)
+            self.out.flush()
+            return
+        with self.spinner.lock:
+            self.spinner.clear()
+            self.out.write(s)
+            self.out.flush()
 
     def _line(self, s: str) -> None:
         if self._midline:
             self._write("\n")
             self._midline = False
         self._write(s + "\n")
+        if self.spinner is not None:
+            self.spinner.hold(False)
 
     def end(self) -> None:
+        if self.spinner is not None:
+            self.spinner.stop()
         if self._midline and not self.quiet:
             self._write("\n")
         self._midline = False

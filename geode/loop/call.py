@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Callable
 
 from geode.loop.events import EventStream
@@ -24,6 +25,42 @@ class _Cancelled(Exception):
     pass
 
 
+DELTA_EVERY_S = 0.05  # streamed text goes out at most once per this interval (one event, joined deltas)
+
+
+class _DeltaCoalescer:
+    """Joins the provider's text deltas into one ``text_delta`` event per ``every_s``, so a fast stream does
+    not flood the bus: the first delta goes out at once, later ones when the interval has passed (on the
+    next delta or the caller's 50 ms tick), and whatever is left when the call ends."""
+
+    def __init__(self, events: EventStream, every_s: float = DELTA_EVERY_S) -> None:
+        self.events, self.every_s = events, every_s
+        self._parts: list[str] = []
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, text: str) -> None:
+        with self._lock:
+            self._parts.append(text)
+            if time.monotonic() - self._last >= self.every_s:
+                self._flush_locked()
+
+    def tick(self) -> None:
+        with self._lock:
+            if self._parts and time.monotonic() - self._last >= self.every_s:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._parts:
+            text, self._parts = "".join(self._parts), []
+            self.events.emit(TurnEventKind.TEXT_DELTA, text=text)
+        self._last = time.monotonic()
+
+
 def call_model(
     provider: Provider,
     request: ModelRequest,
@@ -33,19 +70,26 @@ def call_model(
 ) -> ModelResponse:
     """Call the provider; retryable failures are retried ``llm_max_retries`` times, then the turn ends."""
     attempt = 0
+    deltas = _DeltaCoalescer(events)
 
     def on_delta(text: str) -> None:
         if state.cancel.is_set():
             raise _Cancelled()
         if text:
-            events.emit(TurnEventKind.TEXT_DELTA, text=text)
+            deltas.add(text)
 
     while True:
         state.check_cancel()
         try:
-            response = _interruptible(
-                lambda: provider.complete(request, on_delta if request.stream else None), state.cancel
-            )
+            try:
+                response = _interruptible(
+                    lambda: provider.complete(request, on_delta if request.stream else None),
+                    state.cancel,
+                    tick=deltas.tick,
+                )
+            finally:
+                if not state.cancel.is_set():
+                    deltas.flush()  # the rest of the streamed text, before whatever follows the call
             state.guards.consecutive_llm_failures = 0
             return response
         except _Cancelled:
@@ -86,7 +130,9 @@ def call_model(
                 ) from None
 
 
-def _interruptible(fn: Callable[[], ModelResponse], cancel: threading.Event) -> ModelResponse:
+def _interruptible(
+    fn: Callable[[], ModelResponse], cancel: threading.Event, *, tick: Callable[[], None] | None = None
+) -> ModelResponse:
     """Run the model call on its own thread so a cancel ends the wait at once (the request is abandoned: a
     stream stops at its next delta, a plain request's answer is dropped when it arrives)."""
     box: dict[str, object] = {}
@@ -105,6 +151,8 @@ def _interruptible(fn: Callable[[], ModelResponse], cancel: threading.Event) -> 
     while not done.wait(0.05):
         if cancel.is_set():
             raise _Cancelled()
+        if tick is not None:
+            tick()  # streamed text held back by the coalescer goes out
     if "err" in box:
         raise box["err"]  # type: ignore[misc]
     return box["out"]  # type: ignore[return-value]

@@ -55,6 +55,7 @@ class ScriptedReply(BaseModel):
     usage: ScriptedUsage = ScriptedUsage()
     error: ScriptedError | None = None
     delay_s: float = 0.0  # before the reply's headers are written
+    chunk_delay_s: float = 0.0  # streamed: a pause before each SSE frame but the first (a slow stream)
     drop_connection: bool = False  # close the socket without a reply (a connection error client-side)
     stream_error_after_chunks: ScriptedError | None = None  # an SSE error event after the text deltas
     model: str | None = None  # echoed model id; defaults to the request's

@@ -195,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         rid = srv.next_id()
         if rec.stream:
-            self._send_stream(self._frames(rec, reply, model, rid))
+            self._send_stream(self._frames(rec, reply, model, rid), reply.chunk_delay_s)
         else:
             self._send_json(200, self._json(rec, reply, model, rid))
 
@@ -236,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, frames: Iterator[bytes]) -> None:
+    def _send_stream(self, frames: Iterator[bytes], pause_s: float = 0.0) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -244,7 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         try:
-            for frame in frames:
+            for i, frame in enumerate(frames):
+                if pause_s and i:
+                    self.server_ref.wait(pause_s)
                 self.wfile.write(frame)
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
