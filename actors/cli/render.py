@@ -53,11 +53,14 @@ class Renderer:
         if self.spinner is not None:
             self._track(kind, data)
         if kind == "text_delta":
+            text = str(data.get("text", ""))
             self.streamed = True
-            self._write(str(data.get("text", "")))
-            self._midline = not str(data.get("text", "")).endswith("\n")
             if self.spinner is not None:
-                self.spinner.hold(self._midline)
+                self.spinner.hold(True)  # erased now, and not drawn again on this open line
+            self._write(text)
+            self._midline = not text.endswith("\n")
+            if self.spinner is not None and not self._midline:
+                self.spinner.hold(False)
         elif kind == "tool_start":
             self._line(f"⏺ {data.get('name')}({str(data.get('args_preview', ''))[:120]})")
         elif kind == "tool_end":
