@@ -28,6 +28,7 @@ from geode.protocol import lifecycle, turns
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request, Transport
+from geode.providers.adapter_base import WireAdapter
 from geode.providers.live import LiveProviders
 from geode.providers.types import Provider
 from geode.records.store_client import StoreClient
@@ -218,7 +219,10 @@ class LoopWorker:
     def _warm_up(self) -> None:
         t0 = time.monotonic()
         try:
-            self.live.get(None)  # type: ignore[union-attr]  # cached: the first turn's get() reuses it
+            provider = self.live.get(None)  # type: ignore[union-attr]  # cached: the first turn reuses it
+            for p in (provider, getattr(provider, "primary", None), getattr(provider, "inner", None)):
+                if isinstance(p, WireAdapter):  # a fallback chain's primary, the Codex provider's adapter
+                    _ = p.client  # the SDK import and client construction (built on first use)
         except Exception as exc:  # an unusable config is reported when a turn needs it
             log.info("%s: provider not warmed: %s", self.name, exc)
             return

@@ -18,21 +18,27 @@ from actors.store import start_store
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
+from geode.providers.anthropic_messages import AnthropicMessagesAdapter
 from geode.providers.scripted import ScriptedServer
 from tests.waiting import poll_for
 
 
 @pytest.fixture
 def built_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the threads that built a provider (LiveProviders' call of build_provider)."""
+    """The threads that built a provider (LiveProviders' build_provider) or its SDK client, in order."""
     threads: list[str] = []
-    real = live.build_provider
+    real_build, real_client = live.build_provider, AnthropicMessagesAdapter._make_client
 
     def build(*args: Any, **kw: Any) -> Any:
-        threads.append(threading.current_thread().name)
-        return real(*args, **kw)
+        threads.append(f"provider on {threading.current_thread().name}")
+        return real_build(*args, **kw)
+
+    def make_client(self: AnthropicMessagesAdapter) -> Any:
+        threads.append(f"client on {threading.current_thread().name}")
+        return real_client(self)
 
     monkeypatch.setattr(live, "build_provider", build)
+    monkeypatch.setattr(AnthropicMessagesAdapter, "_make_client", make_client)
     return threads
 
 
@@ -79,7 +85,8 @@ def test_first_turn_uses_the_provider_built_in_the_background(home: GeodeHome, b
     _, rec = _run_one_turn(home)
     assert rec["outcome"]["termination_reason"] == "natural", rec
     assert rec["outcome"]["text"] == "hello"
-    assert built_on == ["loop-1-warm-up"]  # built once, after ready; never on the turn's thread
+    # built once, after ready, SDK client included; nothing on the turn's thread
+    assert built_on == ["provider on loop-1-warm-up", "client on loop-1-warm-up"]
 
 
 def test_warm_up_can_be_turned_off(
