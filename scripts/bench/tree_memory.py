@@ -2,7 +2,7 @@
 (children forked from a pre-imported parent) and without it (``GEODE_ZYGOTE=0``: children exec'd, the
 baseline), one after the other in the same run; the figures are the ones ``geode status --json`` reports.
 
-Run: .venv/bin/python scripts/bench/tree_memory.py [--turns 5] [--profile]
+Run: .venv/bin/python scripts/bench/tree_memory.py [--turns 5] [--profile] [--no-warm-worker] [--zygote-only]
 Each tree runs in its own temporary GEODE_HOME on the default config, with the scripted provider (a local
 fake Anthropic server answering "pong"). "At rest" is after every child is running and the tree's total PSS
 has stopped moving (the zygote imports the provider SDKs in the background after the first children start).
@@ -31,12 +31,14 @@ from geode.providers.scripted import ScriptedServer  # noqa: E402
 
 MIB = 2**20
 GOAL_REST, GOAL_TURNS = 120, 160  # MiB of tree PSS (issue 16)
+EXTRA_ENV: dict[str, str] = {}  # --no-warm-worker: GEODE_WARM_WORKER=0 in both trees
 BEFORE = "PSS 208 MiB at start (RSS 344 MiB, 8 processes), 336 MiB after five turns (exec'd children)"
 
 
 def cli(home: GeodeHome, zygote: bool, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
     env["GEODE_ZYGOTE"] = "1" if zygote else "0"
+    env.update(EXTRA_ENV)
     return subprocess.run(
         [sys.executable, "-m", "actors.cli.main", *args],
         env=env,
@@ -146,17 +148,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="per-process anon/file PSS and mapped libraries")
+    ap.add_argument("--zygote-only", action="store_true", help="skip the baseline (no ratio)")
+    ap.add_argument(
+        "--no-warm-worker", action="store_true", help="GEODE_WARM_WORKER=0 (SDK imported at the 1st turn)"
+    )
     args = ap.parse_args()
+    if args.no_warm_worker:
+        EXTRA_ENV["GEODE_WARM_WORKER"] = "0"
     load = os.getloadavg()[0]
     server = ScriptedServer(lambda req: {"text": "pong"}).start()
     try:
         forked = run_tree(server, True, args.turns, args.profile)
-        execd = run_tree(server, False, args.turns, args.profile)
+        execd = forked if args.zygote_only else run_tree(server, False, args.turns, args.profile)
     finally:
         server.stop()
     now = os.getloadavg()[0]
     print(f"\nload average (1 min) before/after: {load:.1f} / {now:.1f} on {os.cpu_count()} cores")
     print(f"before issue 16: {BEFORE}")
+    print(f"extra environment of both trees: {EXTRA_ENV or 'none'}")
     print(f"{'':<34} {'rest PSS':>9} {'rest RSS':>9} {'turns PSS':>10} {'turns RSS':>10}  (MiB)")
     for name, v in (("zygote", forked), ("GEODE_ZYGOTE=0 (baseline)", execd)):
         print(f"{name:<34} {v[0]:>9.1f} {v[1]:>9.1f} {v[2]:>10.1f} {v[3]:>10.1f}")
