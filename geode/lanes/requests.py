@@ -146,7 +146,9 @@ class OriginRequests(LanesState):
 
     def turn(self, q: lanes_msg.TurnQuery, r: Asked) -> None:
         rec = self._recs.get(q.turn_id)
-        if rec is not None and q.turn_id not in self._admitting:
+        # admitting or finishing: the in-memory record is ahead of the store (a done state whose outcome is
+        # still being written); answer what the store holds
+        if rec is not None and q.turn_id not in self._admitting and q.turn_id not in self._finishing:
             r.answer(rec.model_dump(mode="json"))
             return
 

@@ -52,10 +52,12 @@ class StreamBuffer:
         """Buffered events with ``seq > after_seq`` and whether the buffer reaches back that far."""
         buf = list(self._events.get(session_id, ()))
         out = [e for e in buf if e.seq > after_seq]
+        # a client that saw nothing (``after_seq`` 0) or saw an earlier lanes incarnation's events cannot be
+        # vouched for: that incarnation may have streamed this session's turns (even their end) before this
+        # one started, so the replay is incomplete and lanes adds the durable outcomes
         if not buf:
-            return out, after_seq >= self._base or after_seq == 0
-        complete = buf[0].seq <= after_seq + 1 or (after_seq == 0 and buf[0].seq == self._base + 1)
-        return out, complete
+            return out, after_seq >= self._base
+        return out, buf[0].seq <= after_seq + 1
 
     def sessions(self) -> int:
         return len(self._events)

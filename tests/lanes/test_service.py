@@ -293,3 +293,18 @@ def test_every_lanes_message_goes_through_one_dispatch_table() -> None:
     with pytest.raises(BadRequest, match="lanes does not handle"):
         svc.handle(req(turns.TURN_RUN, turns.TurnRun(turn_id="x", session_id="S", input={"text": "x"})))
     svc.stop()
+
+
+def test_a_client_that_saw_nothing_gets_a_turn_a_previous_lanes_ended_from_the_store() -> None:
+    """Control died with the prompt's reply and lanes restarted after the turn ended: the client re-attaches
+    with after_seq 0 to a lanes whose buffer never held that session. The replay cannot vouch for what an
+    earlier incarnation streamed, so it says incomplete and carries the turn's durable outcome (before, it
+    said complete with the outcome attached, and the client, trusting 'complete', waited forever)."""
+    svc, _tr, store = make()
+    svc.worker_ready("loop-1", 1)
+    submit(svc, "t1", "S")
+    done(svc, "t1", "S", "loop-1")
+    later, _tr2, _ = make(store)  # the next lanes incarnation, over the same records
+    rep = later.replay(lanes_msg.Replay(session_id="S", after_seq=0))
+    assert not rep.complete and rep.events == []
+    assert [o["turn_id"] for o in rep.outcomes] == ["t1"] and rep.outcomes[0]["outcome"]["text"] == "done t1"
