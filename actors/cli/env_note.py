@@ -27,8 +27,15 @@ def provider_env_names(env: Mapping[str, str] | None = None) -> list[str]:
     return [n for n in names if env.get(n)]
 
 
+def _maybe_provider_env(env: Mapping[str, str]) -> bool:
+    """A cheap first look (no provider imports): does this shell set anything like a provider variable?"""
+    return any(n == "GEODE_MODEL" or n.endswith(("_API_KEY", "_BASE_URL")) for n, v in env.items() if v)
+
+
 def env_mismatch_note(home: GeodeHome) -> str | None:
     """The line to print, or None (the shell sets no provider variable, no daemon view, or they agree)."""
+    if not _maybe_provider_env(os.environ) or not (home.run_dir / "providers.json").exists():
+        return None  # the common case costs no imports (chat start stays fast)
     names = provider_env_names()
     if not names:
         return None
