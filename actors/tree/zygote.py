@@ -8,7 +8,8 @@ descriptors on a SOCK_SEQPACKET socket (``GEODE_ZYGOTE_FD``):
 * supervisor → zygote: ``{"op": "spawn", "id": N, "name": ..., "env": {...}}`` with the fds
   ``[ready_w, log]``; ``{"op": "warm"}`` once the first children are started: import the provider SDKs
   now, one module between requests;
-* zygote → supervisor: ``{"op": "core"}`` once the children's modules are imported, ``{"op": "spawned",
+* zygote → supervisor: ``{"op": "importing", "module": M}`` before each import (busy, not stuck),
+  ``{"op": "core"}`` once the children's modules are imported, ``{"op": "spawned",
   "id": N, "pid": P}`` (or ``"error"``), and ``{"op": "exit", "pid": P, "rc": RC}`` (Popen's returncode
   convention: ``-signal`` when killed).
 """
@@ -151,6 +152,7 @@ class Server:
 
     def run(self) -> int:
         for name in CORE:
+            _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
             _import(name)
         gc.collect()
         gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
@@ -168,7 +170,9 @@ class Server:
             if self.sock in ready and not self._request():
                 return 0
             if not ready and self.todo:
-                _import(self.todo.pop(0))
+                name = self.todo.pop(0)
+                _send(self.sock, {"op": "importing", "module": name})
+                _import(name)
                 gc.freeze()
 
     def _request(self) -> bool:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,12 @@ from actors.tree.child_guard import SUPERVISOR_PID_ENV
 from actors.tree.zygote import ENV_FD, MAX_MESSAGE
 
 log = logging.getLogger(__name__)
-CORE_WAIT_S = 5.0  # how long the first spawn waits for the zygote's imports before starting children itself
-SPAWN_WAIT_S = 3.0  # a fork that takes longer than this: the zygote is stuck; start children without it
+# The zygote says "importing M" before each import; these bound the silence, not the whole wait, so a
+# loaded machine's slow import (seconds for anthropic at load 8) never counts as a stuck zygote
+CORE_WAIT_S = 5.0  # silence while the first spawn waits for the zygote's imports: start children without it
+SPAWN_WAIT_S = 3.0  # silence while a spawn waits for its fork: the zygote is stuck; start children without it
+IMPORT_WAIT_S = 30.0  # silence after "importing M": one import on a loaded machine
+MAX_WAIT_S = 60.0  # however busy it says it is
 
 
 class ZygoteProc:
@@ -71,6 +76,8 @@ class Zygote:
         self._children: dict[int, ZygoteProc] = {}
         self.disabled_why = ""
         self._warmed = False
+        self._heard = 0.0  # when the zygote last said anything
+        self._importing = False  # and whether that was "importing M"
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,14 +144,11 @@ class Zygote:
         except OSError as exc:
             self._lost(f"send: {exc}")
             return None
-        end = time.monotonic() + SPAWN_WAIT_S
-        while rid not in self._replies and self._sock is not None and time.monotonic() < end:
-            self.wait_readable(end - time.monotonic())
-            self.pump()
+        self._wait(lambda: rid in self._replies, SPAWN_WAIT_S)
         reply = self._replies.pop(rid, None)
         if reply is None:
             if self._sock is not None:  # alive but not answering: never wait on it again this incarnation
-                self._kill(f"no answer to a spawn within {SPAWN_WAIT_S:g}s")
+                self._kill(f"no answer to a spawn (silent for {SPAWN_WAIT_S:g}s)")
             return None
         if reply.get("op") != "spawned":
             log.warning("zygote could not fork %s: %s", name, reply.get("error"))
@@ -161,13 +165,23 @@ class Zygote:
                 self._sock.send(b'{"op": "warm"}')
 
     def _await_core(self) -> bool:
-        end = time.monotonic() + CORE_WAIT_S
-        while not self._core and self._sock is not None and time.monotonic() < end:
-            self.wait_readable(end - time.monotonic())
-            self.pump()
-        if not self._core and self._sock is not None:
-            self._kill(f"not ready within {CORE_WAIT_S:g}s")
+        if not self._wait(lambda: self._core, CORE_WAIT_S) and self._sock is not None:
+            self._kill(f"not ready (silent for {CORE_WAIT_S:g}s)")
         return self._core
+
+    def _wait(self, done: Callable[[], bool], silence_s: float) -> bool:
+        """Pump until ``done()``, the zygote is gone, it has said nothing for ``silence_s``, or MAX_WAIT_S."""
+        start = time.monotonic()
+        self._heard = start
+        while not done() and self._sock is not None:
+            now = time.monotonic()
+            quiet = IMPORT_WAIT_S if self._importing else silence_s  # an import is slow, not stuck
+            end = min(self._heard + quiet, start + MAX_WAIT_S)
+            if now >= end:
+                break
+            self.wait_readable(end - now)
+            self.pump()
+        return done()
 
     # ---- messages --------------------------------------------------------------------------------
     def wait_readable(self, timeout: float) -> None:
@@ -188,12 +202,14 @@ class Zygote:
             if not data:
                 self._lost("it exited")
                 return
+            self._heard = time.monotonic()
             try:
                 msg = json.loads(data)
             except ValueError:
                 log.warning("zygote: unreadable message %r", data[:200])
                 continue
             op = msg.get("op")
+            self._importing = op == "importing"
             if op == "exit":
                 proc = self._children.pop(int(msg["pid"]), None)
                 if proc is not None:
