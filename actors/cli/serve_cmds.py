@@ -38,7 +38,7 @@ def serve(
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
-    """Show every child: pid, incarnation, state, uptime and restarts. Exit 1 when not running."""
+    """Show every child: pid, incarnation, state, uptime, restarts, RSS and PSS. Exit 1 when not running."""
     from actors.tree.client import tree_status
     from geode.protocol.errors import GeodeError
 
