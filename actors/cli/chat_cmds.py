@@ -41,14 +41,14 @@ def _connect(  # type: ignore[no-untyped-def]
     cont: bool,
     repl: bool = False,
 ):
-    from actors.cli.client import ControlClient
-    from actors.cli.daemon_start import ensure_daemon
-    from actors.control import geode_version
+    from actors.cli.client import ControlClient, client_version, connect_daemon
 
-    if not repl:
-        ensure_daemon(home)
-    cl = ControlClient(home, client_version=geode_version())
-    cl.connect(model=model, is_tty=tty, dangerously_skip_permissions=skip, mode="REPL" if repl else "IPC")
+    cl = ControlClient(home, client_version=client_version())
+    hello: dict[str, Any] = {"model": model, "is_tty": tty, "dangerously_skip_permissions": skip}
+    if repl:
+        cl.connect(**hello, mode="REPL")
+    else:  # one round trip when the daemon runs; else start it (or wait for it), then handshake
+        connect_daemon(cl, **hello, mode="IPC")
     if resume == PICK and not cont:
         resume = _pick(cl, home, tty=tty)
     if resume or cont:

@@ -21,7 +21,7 @@ from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
-from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
+from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, NotReady, RequestTimeout, Unavailable
 from geode.protocol.transport import unwrap
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
@@ -75,6 +75,14 @@ class ControlClient:
         self.session_id = self.welcome["session_id"]
         self._start_heartbeat()
         return self.welcome
+
+    def drop(self) -> None:
+        """Close the socket without ``cli.exit`` (a handshake that got no answer: the next one starts over
+        on a new socket, with a new routing id)."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close(0)
+                self._sock = None
 
     def close(self) -> None:
         self._hb_stop.set()
@@ -336,6 +344,40 @@ def _cancel_pending(turn_id: str) -> dict[str, Any]:
         "cancel_pending": True,
         "error": "cancel sent; the daemon is ending the turn",
     }
+
+
+def client_version() -> str:
+    """This CLI's version for the handshake (``actors.control.geode_version`` without importing the control
+    child's module: that import alone cost the CLI ~100 ms)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("geode")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def serving(home: GeodeHome) -> bool:
+    """A supervisor holds ``home`` and the control socket file exists: a file check, no round trip."""
+    from actors.tree.instance_lock import InstanceLock
+
+    return home.cli_socket.exists() and InstanceLock(home.lock_file).is_held()
+
+
+def connect_daemon(cl: ControlClient, **handshake: Any) -> dict[str, Any]:
+    """Handshake with the daemon in one round trip: when a tree serves the home, the handshake is the first
+    message (no ``cli.ping`` on a socket of its own before it). When none serves it, or the handshake gets
+    no answer (a control child restarting), start the daemon or wait for it as before
+    (:func:`actors.cli.daemon_start.ensure_daemon`) and handshake again on a new socket."""
+    if serving(cl.home):
+        try:
+            return cl.connect(**handshake)
+        except (RequestTimeout, Unavailable, NotReady):
+            cl.drop()
+    from actors.cli.daemon_start import ensure_daemon
+
+    ensure_daemon(cl.home)
+    return cl.connect(**handshake)
 
 
 def _unknown_to(env: Envelope) -> bool:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported in build_app: `geode mcp` answers its host before typer is loaded
     import typer
+
+HOT_ENV = "GEODE_CLI_HOT"  # "0": `geode ask` and the chat go through the typer app too (tests compare both)
 
 # Command modules, each exposing ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES = (
@@ -58,12 +63,75 @@ def build_app() -> typer.Typer:
     return app
 
 
+class _NotHot(Exception):
+    """Not a plain hot command line: let the typer app parse it (its usage errors, its help)."""
+
+
+class _HotParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotHot(message)
+
+
+def _ask_args(argv: list[str]) -> dict[str, Any] | None:
+    """``geode ask`` options as ``run_ask`` keywords (the same options as ``chat_cmds.ask``), or None for
+    anything else (``--help``, a usage error): those go through the typer app as before."""
+    if any(a in ("--help", "-h") for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
+        return None
+    p = _HotParser(prog="geode ask", add_help=False, allow_abbrev=False)
+    p.add_argument("prompt")
+    p.add_argument("--json", dest="as_json", action="store_true")
+    p.add_argument("--resume", default=None)
+    p.add_argument("--continue", dest="cont", action="store_true")
+    p.add_argument("--model", default=None)
+    p.add_argument("--dangerously-skip-permissions", dest="skip", action="store_true")
+    p.add_argument("--timeout", type=float, default=3600.0)
+    try:
+        return vars(p.parse_args(argv))
+    except _NotHot:
+        return None
+
+
+def _run_hot(argv: list[str]) -> bool:
+    """``geode ask …`` and bare ``geode`` (the chat) without building the typer app (every command module,
+    typer's rich help): False when ``argv`` is not one of them."""
+    if not argv:
+        from actors.cli.chat_cmds import chat
+
+        return _exit_as_typer(lambda: chat(None, False, None, False))
+    if argv[0] != "ask":
+        return False
+    kwargs = _ask_args(optional_resume(argv[1:]))
+    if kwargs is None:
+        return False
+    from actors.cli.chat_cmds import run_ask
+
+    return _exit_as_typer(lambda: run_ask(kwargs.pop("prompt"), **kwargs))
+
+
+def _exit_as_typer(fn: Callable[[], None]) -> bool:
+    """Run a command function as the typer app would: ``typer.Exit(code)`` exits with ``code``; Ctrl-C
+    outside the command's own handling is click's ``Aborted!`` (exit 1)."""
+    from typer import Exit
+
+    try:
+        fn()
+    except Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        print("\nAborted!", file=sys.stderr)
+        raise SystemExit(1) from None
+    return True
+
+
 def main() -> None:
-    if sys.argv[1:2] == ["mcp"]:  # an MCP host waits on initialize: no typer, no CLI modules first
+    argv = sys.argv[1:]
+    if argv[:1] == ["mcp"]:  # an MCP host waits on initialize: no typer, no CLI modules first
         from actors.cli.mcp_cmds import main as mcp_main
 
-        raise SystemExit(mcp_main(sys.argv[2:]))
-    build_app()(args=optional_resume(sys.argv[1:]), prog_name="geode")
+        raise SystemExit(mcp_main(argv[1:]))
+    if os.environ.get(HOT_ENV, "1") != "0" and _run_hot(argv):
+        return
+    build_app()(args=optional_resume(argv), prog_name="geode")
 
 
 if __name__ == "__main__":
