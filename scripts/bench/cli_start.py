@@ -2,11 +2,13 @@
 `geode ask` after `geode serve`, each a real CLI process against a real tree on the scripted provider.
 
 Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold]
-Baseline in the same run: ``python -c pass`` (to its exit). "→ first model request" is measured from the
+Baseline in the same run: ``python -c pass`` (to its exit), and `geode ask` through the typer app
+(``GEODE_CLI_HOT=0``, as before the hot path). "→ first model request" is measured from the
 CLI's spawn to the moment the ScriptedServer receives the turn's model request (same clock: the server runs
 in this process). The cold rows start a fresh tree per run (``geode serve`` → ready → ``geode ask`` twice:
 the second ask may land on the other loop worker) with the loop workers' background warm-up on and, with
-``GEODE_WARM_WORKER=0``, off, interleaved so machine load hits both alike.
+``GEODE_WARM_WORKER=0``, off, and with the warm-up on and the first ask 3 s after serve returned (a person
+typing), interleaved so machine load hits all three alike.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ base_url = "{url}"
 workers = 2
 """
 WARM_ENV = "GEODE_WARM_WORKER"
+HOT_ENV = "GEODE_CLI_HOT"
+SETTLE_S = 3.0  # the "settled" cold rows: idle this long after `geode serve` returns, then ask
+COLD_SETTINGS = (("on", True, 0.0), ("off", False, 0.0), ("settled", True, SETTLE_S))
 
 
 class Clock:
@@ -96,13 +101,15 @@ def ask(env: dict[str, str], clock: Clock) -> tuple[float, float]:
     return clock.arrival(n) - t0, wall
 
 
-def cold(base: Path, url: str, clock: Clock, warm: bool) -> dict[str, float]:
-    """A fresh tree: serve (to ready), then two asks; ``warm`` False sets GEODE_WARM_WORKER=0."""
+def cold(base: Path, url: str, clock: Clock, warm: bool, settle_s: float = 0.0) -> dict[str, float]:
+    """A fresh tree: serve (to ready), ``settle_s`` idle (a person typing), then two asks; ``warm`` False
+    sets GEODE_WARM_WORKER=0."""
     home = make_home(base, url)
     env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
     env[WARM_ENV] = "1" if warm else "0"
     try:
         serve = run([*geode_cmd(), "serve"], env)
+        time.sleep(settle_s)
         first, first_wall = ask(env, clock)
         second, _ = ask(env, clock)
     finally:
@@ -147,13 +154,14 @@ def main() -> None:
                 to_model, wall = ask(env, clock)
                 add("ask", to_model)
                 add("ask_wall", wall)
+                add("ask_typer", ask({**env, HOT_ENV: "0"}, clock)[0])
         finally:
             stop_tree(home, timeout_s=20)
         if not opts.no_cold:
             for i in range(opts.cold_runs):
-                for warm in (True, False):
-                    tag = "on" if warm else "off"
-                    for k, v in cold(Path(tmp) / f"cold-{i}-{tag}", server.base_url, clock, warm).items():
+                for tag, warm, settle in COLD_SETTINGS:
+                    got = cold(Path(tmp) / f"cold-{i}-{tag}", server.base_url, clock, warm, settle)
+                    for k, v in got.items():
                         add(f"{k}_{tag}", v)
     load, cmd = os.getloadavg()[0], ' '.join(geode_cmd())
     print(f"{opts.runs} runs each, load average {load:.2f} on {os.cpu_count()} cores; {cmd}")
@@ -162,14 +170,20 @@ def main() -> None:
     print(f"geode ask --help (to exit)                      {fmt(rows['ask_help'])}")
     print(f"warm geode ask → first model request            {fmt(rows['ask'])}   (goal ≤ 120 ms)")
     print(f"warm geode ask → exit                           {fmt(rows['ask_wall'])}")
+    print(f"warm geode ask → first model request, typer app {fmt(rows['ask_typer'])}   ({HOT_ENV}=0)")
     base = p50(rows["pass"])
     print(f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
           f"{p50(rows['ask']) / base:.1f}x")
     if opts.no_cold:
         return
-    print(f"cold: a fresh tree per run, {opts.cold_runs} runs per setting (GEODE_WARM_WORKER=1 / 0)")
-    for tag in ("on", "off"):
-        print(f"  worker warm-up {tag}:")
+    print(f"cold: a fresh tree per run, {opts.cold_runs} runs per setting")
+    titles = {
+        "on": "worker warm-up on, ask at once",
+        "off": "worker warm-up off (GEODE_WARM_WORKER=0), ask at once",
+        "settled": f"worker warm-up on, ask {SETTLE_S:g} s after serve returned",
+    }
+    for tag, title in titles.items():
+        print(f"  {title}:")
         print(f"    geode serve (to ready)                      {fmt(rows[f'serve_{tag}'])}")
         print(f"    first ask → first model request             {fmt(rows[f'first_{tag}'])}")
         print(f"    first ask → exit                            {fmt(rows[f'first_wall_{tag}'])}")
