@@ -1,7 +1,8 @@
 """CLI start-up as a user meets it: `geode --help`, warm `geode ask` → first model request, and the first
 `geode ask` after `geode serve`, each a real CLI process against a real tree on the scripted provider.
 
-Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold]
+Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold] [--before DIR]
+(``--before DIR``: `git archive <commit> actors geode | tar -x -C DIR`, that checkout's `geode ask` as a row.)
 Baseline in the same run: ``python -c pass`` (to its exit), and `geode ask` through the typer app
 (``GEODE_CLI_HOT=0``, as before the hot path). "→ first model request" is measured from the
 CLI's spawn to the moment the ScriptedServer receives the turn's model request (same clock: the server runs
@@ -89,13 +90,16 @@ def run(args: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
-def ask(env: dict[str, str], clock: Clock) -> tuple[float, float]:
-    """(spawn → first model request, spawn → exit) of one `geode ask`."""
+def ask(env: dict[str, str], clock: Clock, before: Path | None = None) -> tuple[float, float]:
+    """(spawn → first model request, spawn → exit) of one `geode ask` (of the checkout ``before``: its
+    ``python -m actors.cli.main``, against the same daemon)."""
     n = clock.count()
+    cmd, cwd = [*geode_cmd(), "ask", "hi"], ROOT
+    if before is not None:
+        cmd, cwd = [sys.executable, "-m", "actors.cli.main", "ask", "hi"], before
+        env = {**env, "PYTHONPATH": str(before)}
     t0 = time.perf_counter()
-    r = subprocess.run(
-        [*geode_cmd(), "ask", "hi"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
-    )
+    r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     return clock.arrival(n) - t0, wall
@@ -133,6 +137,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--no-cold", action="store_true", help="skip the serve → first ask rows")
+    ap.add_argument("--before", type=Path, help="a checkout (git archive) whose `geode ask` is a baseline")
     opts = ap.parse_args()
     clock = Clock()
     rows: dict[str, list[float]] = {}
@@ -155,6 +160,8 @@ def main() -> None:
                 add("ask", to_model)
                 add("ask_wall", wall)
                 add("ask_typer", ask({**env, HOT_ENV: "0"}, clock)[0])
+                if opts.before is not None:
+                    add("ask_before", ask(env, clock, opts.before)[0])
         finally:
             stop_tree(home, timeout_s=20)
         if not opts.no_cold:
@@ -171,6 +178,8 @@ def main() -> None:
     print(f"warm geode ask → first model request            {fmt(rows['ask'])}   (goal ≤ 120 ms)")
     print(f"warm geode ask → exit                           {fmt(rows['ask_wall'])}")
     print(f"warm geode ask → first model request, typer app {fmt(rows['ask_typer'])}   ({HOT_ENV}=0)")
+    if opts.before is not None:
+        print(f"warm geode ask → first model request, before  {fmt(rows['ask_before'])}   ({opts.before})")
     base = p50(rows["pass"])
     print(f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
           f"{p50(rows['ask']) / base:.1f}x")
@@ -188,7 +197,7 @@ def main() -> None:
         print(f"    first ask → first model request             {fmt(rows[f'first_{tag}'])}")
         print(f"    first ask → exit                            {fmt(rows[f'first_wall_{tag}'])}")
         serve_ask = [s + a for s, a in zip(rows[f"serve_{tag}"], rows[f"first_{tag}"], strict=True)]
-        print(f"    serve + first ask → first model request     {fmt(serve_ask)}")
+        print(f"    serve + first ask → first model request     {fmt(serve_ask)}   (idle time not counted)")
         print(f"    second ask → first model request            {fmt(rows[f'second_{tag}'])}")
 
 
