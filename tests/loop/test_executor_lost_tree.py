@@ -33,7 +33,9 @@ def _kill_executor(home) -> None:  # type: ignore[no-untyped-def]
     wait_children(home, lambda k: k["executor"].incarnation > before.incarnation)
 
 
-def test_executor_killed_before_admission_leaves_the_session_usable(launch, ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_executor_killed_before_admission_sends_the_call_again_and_it_runs_once(launch, ws: Path) -> None:  # type: ignore[no-untyped-def]
+    """The call waits in its PreToolUse hook (nothing admitted) when the executor dies: the loop sends it
+    again under the same operation id to the next incarnation, where it runs once; the session is usable."""
     entered, release, log = ws / "entered", ws / "release", ws / "log.txt"
     hook = f"sh -c 'echo e >> {entered}; while [ ! -f {release} ]; do sleep 0.05; done; echo {{}}'"
     home, _server, bus = launch(
@@ -44,12 +46,14 @@ def test_executor_killed_before_admission_leaves_the_session_usable(launch, ws: 
         _submit(bus, "t-none", "s-none", ws)
         _wait(lambda: entered.exists())  # the call waits in its PreToolUse hook: nothing admitted yet
         _kill_executor(home)
-        rec = _done(bus, "t-none")
+        _wait(lambda: entered.read_text().count("e") >= 2)  # sent again: the next incarnation runs the hook
     finally:
         release.write_text("go")
+    rec = _done(bus, "t-none")
     assert rec["outcome"]["termination_reason"] == "natural", rec["outcome"]
-    assert not log.exists()  # the effect never ran
-    assert StoreClient(bus.transport).list_receipts(session_id="s-none") == []
+    assert log.read_text() == "X\n"  # the effect ran once, in the next incarnation
+    receipts = StoreClient(bus.transport).list_receipts(session_id="s-none")
+    assert [r.state.value for r in receipts] == ["committed"]
     r = geode(home, "sessions", "--json")
     assert r.returncode == 0, r.stderr
     assert "paused" not in [s.get("status") for s in _sessions(r.stdout) if s.get("session_id") == "s-none"]
