@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import secrets
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +46,20 @@ def wire_of(path: str) -> Wire:
         return "oauth-token"
     return "unknown"
 
+log = logging.getLogger(__name__)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that went away mid-answer (a loop worker killed in a chaos run) is one log line, not a
+    traceback on stderr; any other handler error is still printed in full."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+            log.info("scripted provider: the client %s went away mid-answer (%s)", client_address, exc)
+            return
+        super().handle_error(request, client_address)
+
 
 class ScriptedServer:
     """A thread-safe scripted LLM endpoint. ``start()`` binds 127.0.0.1 (port 0 = any); ``stop()``."""
@@ -64,7 +80,7 @@ class ScriptedServer:
     # --- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> ScriptedServer:
         handler = type("ScriptedHandler", (_Handler,), {"server_ref": self})
-        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
+        self._httpd = _QuietServer((self._host, self._port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.02,), name="scripted-provider", daemon=True
