@@ -5,7 +5,9 @@ GEODE home (and its run dir) is never inside the allowed roots."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +129,17 @@ def test_new_files_get_the_umask_and_existing_files_keep_their_mode(rig) -> None
         assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600 and kept.read_text() == "c"
     finally:
         os.umask(old)
+
+
+@pytest.fixture
+def workspace() -> Iterator[Path]:
+    """A short workspace under /tmp: a home inside it keeps its ipc run dir (``gh/run``) within the socket
+    path limit, also under pytest-xdist's longer temporary paths."""
+    base = Path(tempfile.mkdtemp(prefix="fb-", dir="/tmp"))
+    ws = base / "ws"
+    ws.mkdir()
+    yield ws
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
