@@ -9,6 +9,7 @@ a restart storm (or when every child is fatal).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -76,7 +77,7 @@ class Supervisor:
         wanted = self.config.zygote and os.environ.get("GEODE_ZYGOTE", "1") != "0"
         if wanted and any(s.forkable for s in specs):
             self.zygote = Zygote(self._env, logs_dir / "zygote.log")
-        self._zygote_fd: int | None = None
+        self._zygote_key: tuple[int, int] | None = None  # (fd, start count) registered in the selector
 
     # ---- thread-safe API -------------------------------------------------------------------------
     def on_child_died(self, callback: DiedCallback) -> None:
@@ -136,22 +137,24 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)  # only enqueue; the loop drains
 
-    def _watch_zygote(self, fd: int | None) -> None:
-        """Wake the loop when the zygote reports (an exit code); its socket changes when it is restarted."""
-        if fd == self._zygote_fd:
+    def _watch_zygote(self, key: tuple[int, int] | None) -> None:
+        """Wake the loop when the zygote reports (an exit code). A restarted zygote's socket may reuse the
+        dead one's fd number (which the kernel dropped from epoll), so the key carries its start count."""
+        if key == self._zygote_key:
             return
-        if self._zygote_fd is not None:
-            self._sel.unregister(self._zygote_fd)
-        self._zygote_fd = fd
-        if fd is not None:
-            self._sel.register(fd, selectors.EVENT_READ, "zygote")
+        if self._zygote_key is not None:
+            with contextlib.suppress(KeyError, OSError, ValueError):
+                self._sel.unregister(self._zygote_key[0])
+        self._zygote_key = key
+        if key is not None:
+            self._sel.register(key[0], selectors.EVENT_READ, "zygote")
 
     def _step(self) -> None:
         for key, _ in self._sel.select(self._timeout()):
             if key.data == "zygote":
                 assert self.zygote is not None
                 self.zygote.pump()
-                self._watch_zygote(self.zygote.fileno())
+                self._watch_zygote(self.zygote.watch_key)
             elif key.data is None:
                 try:
                     while self._wake_r.recv(4096):
@@ -278,7 +281,7 @@ class Supervisor:
             self._on_exit(c, 127, now)
             return
         if self.zygote is not None:
-            self._watch_zygote(self.zygote.fileno())
+            self._watch_zygote(self.zygote.watch_key)
         assert c.ready_fd is not None
         self._sel.register(c.ready_fd, selectors.EVENT_READ, c)
         log.info("started %s#%d pid %s", c.name, inc, c.pid)

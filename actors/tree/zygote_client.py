@@ -76,6 +76,7 @@ class Zygote:
         self._children: dict[int, ZygoteProc] = {}
         self.disabled_why = ""
         self._warmed = False
+        self._starts = 0
         self._heard = 0.0  # when the zygote last said anything
         self._importing = False  # and whether that was "importing M"
 
@@ -107,6 +108,7 @@ class Zygote:
             theirs.close()
         ours.setblocking(False)
         self._sock = ours
+        self._starts += 1
         self._core = False
         log.info("zygote started (pid %d)", self._proc.pid)
 
@@ -114,8 +116,10 @@ class Zygote:
     def pid(self) -> int | None:  # read-only, for `geode status` (any thread: one attribute read)
         return self._proc.pid if self._proc is not None else None
 
-    def fileno(self) -> int | None:
-        return self._sock.fileno() if self._sock is not None else None
+    @property
+    def watch_key(self) -> tuple[int, int] | None:
+        """(fd, start count) of the live socket: a restarted zygote may get the dead one's fd number back."""
+        return (self._sock.fileno(), self._starts) if self._sock is not None else None
 
     def close(self) -> None:
         """Stop the zygote (after the children are gone); its pipe closing is enough to make it exit."""
