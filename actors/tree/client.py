@@ -15,7 +15,7 @@ from actors.bus import Bus
 from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from geode.protocol import runtime
-from geode.protocol.errors import RequestTimeout, Unavailable
+from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 
 ENDPOINT = "supervisor"
 
@@ -105,7 +105,7 @@ def start_daemon(
             return rc, _tail(home)
         try:
             st = tree_status(home, timeout_s=1.0)
-        except (RequestTimeout, Unavailable):
+        except GeodeError:  # not up yet, or it cannot be asked (a bad config): the process's exit code tells
             st = None
         if st is not None and st.children and all(c.state == "running" for c in st.children):
             return 0, f"geode is running (pid {st.pid}, {len(st.children)} children)"
