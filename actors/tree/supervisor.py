@@ -113,8 +113,6 @@ class Supervisor:
             now = time.monotonic()
             for name in self._order:
                 self._start(self.children[name], now)
-            if self.zygote is not None:
-                self.zygote.warm()
             self._refresh()
             self.started.set()
             while self.state == "running":

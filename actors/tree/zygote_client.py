@@ -75,7 +75,6 @@ class Zygote:
         self._replies: dict[int, dict[str, Any]] = {}
         self._children: dict[int, ZygoteProc] = {}
         self.disabled_why = ""
-        self._warmed = False
         self._starts = 0
         self._heard = 0.0  # when the zygote last said anything
         self._importing = False  # and whether that was "importing M"
@@ -161,13 +160,6 @@ class Zygote:
         self._children[proc.pid] = proc
         return proc
 
-    def warm(self) -> None:
-        """The tree's first children are started: the zygote may import the provider SDKs now."""
-        self._warmed = True
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.send(b'{"op": "warm"}')
-
     def _await_core(self) -> bool:
         if not self._wait(lambda: self._core, CORE_WAIT_S) and self._sock is not None:
             self._kill(f"not ready (silent for {CORE_WAIT_S:g}s)")
@@ -220,8 +212,6 @@ class Zygote:
                     proc.returncode = int(msg["rc"])
             elif op == "core":
                 self._core = True
-                if self._warmed:
-                    self.warm()
                 log.info("zygote %s ready: children fork from it", msg.get("pid"))
             elif op in ("spawned", "error") and isinstance(msg.get("id"), int):
                 self._replies[msg["id"]] = msg
