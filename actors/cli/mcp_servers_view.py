@@ -3,28 +3,19 @@ and the config lines it ignored, asked over the bus (``tool.mcp.servers``)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 
+from actors.cli.child_view import ask_child, show
 from geode.home import GeodeHome
 from geode.protocol import tools as tools_msg
-from geode.protocol.errors import GeodeError
 
 
 def mcp_servers_detail(home: GeodeHome, timeout_s: float = 3.0) -> dict[str, Any] | None:
     """The running executor's ``tool.mcp.servers`` reply, or None when it does not answer."""
-    from actors.tree.client import client_bus
-
-    try:
-        with client_bus(home) as bus:
-            reply = bus.transport.call(
-                "executor", tools_msg.MCP_SERVERS, tools_msg.McpServersQuery(), timeout_s=timeout_s
-            )
-    except GeodeError:
-        return None
-    return tools_msg.McpServers.model_validate(reply).model_dump(mode="json")
+    query = tools_msg.McpServersQuery()
+    return ask_child(home, "executor", tools_msg.MCP_SERVERS, query, tools_msg.McpServers, timeout_s)
 
 
 def state_text(row: dict[str, Any]) -> str:
@@ -57,21 +48,7 @@ def server_lines(detail: dict[str, Any]) -> list[str]:
 
 def mcp_servers(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
     """List the MCP servers the executor runs, their state and tool counts (exit 1: not running)."""
-    from actors.tree.client import is_running
-
-    home = GeodeHome.from_env()
-    if not is_running(home):
-        typer.echo(f"geode is not running (GEODE_HOME={home.root})", err=True)
-        raise typer.Exit(1)
-    detail = mcp_servers_detail(home)
-    if detail is None:
-        typer.echo("geode: the executor does not answer", err=True)
-        raise typer.Exit(1)
-    if as_json:
-        typer.echo(json.dumps(detail))
-        return
-    for line in server_lines(detail):
-        typer.echo(line)
+    show("executor", mcp_servers_detail, server_lines, as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,29 +3,20 @@ cursor, messages in / ignored / replies out, last error) and each binding with i
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import typer
 
+from actors.cli.child_view import ask_child, show
 from geode.home import GeodeHome
 from geode.protocol import messengers as messengers_msg
-from geode.protocol.errors import GeodeError
 
 
 def messengers_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
     """``messenger.bindings`` of the running tree (bindings and pollers), or None when it does not answer."""
-    from actors.tree.client import client_bus
-
-    try:
-        with client_bus(home) as bus:
-            reply = bus.transport.call(
-                "messengers", messengers_msg.BINDINGS, messengers_msg.BindingsQuery(), timeout_s=timeout_s
-            )
-    except GeodeError:
-        return None
-    return messengers_msg.BindingsReply.model_validate(reply).model_dump(mode="json")
+    query, reply = messengers_msg.BindingsQuery(), messengers_msg.BindingsReply
+    return ask_child(home, "messengers", messengers_msg.BINDINGS, query, reply, timeout_s)
 
 
 def _ago(ts: Any) -> str:
@@ -77,21 +68,7 @@ def binding_lines(detail: dict[str, Any]) -> list[str]:
 
 def messengers(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
     """List the messenger bindings with their sessions and each platform's poller (exit 1: not running)."""
-    from actors.tree.client import is_running
-
-    home = GeodeHome.from_env()
-    if not is_running(home):
-        typer.echo(f"geode is not running (GEODE_HOME={home.root})", err=True)
-        raise typer.Exit(1)
-    detail = messengers_detail(home)
-    if detail is None:
-        typer.echo("geode: the messengers child does not answer", err=True)
-        raise typer.Exit(1)
-    if as_json:
-        typer.echo(json.dumps(detail))
-        return
-    for line in [*binding_lines(detail), *poller_lines(detail)]:
-        typer.echo(line)
+    show("messengers", messengers_detail, lambda d: [*binding_lines(d), *poller_lines(d)], as_json)
 
 
 def register(app: typer.Typer) -> None:

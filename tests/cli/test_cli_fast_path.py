@@ -5,22 +5,20 @@ command."""
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-import zmq
 from typer.testing import CliRunner
 
 import actors.cli.chat_cmds as chat_cmds
 import actors.cli.main as cli_main
 from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
-from geode.protocol import codec
 from geode.protocol import control as c
+from tests.cli.fake_control import FakeControl
 
 
 @pytest.fixture
@@ -128,47 +126,10 @@ def fake_control(tmp_path: Path) -> Iterator[tuple[GeodeHome, list[str]]]:
     home = GeodeHome(tmp_path / "gh").ensure()
     lock = InstanceLock(home.lock_file)
     assert lock.acquire()
-    seen: list[str] = []
-    stop, ready = threading.Event(), threading.Event()
-
-    def serve() -> None:
-        sock = zmq.Context.instance().socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.bind(f"ipc://{home.cli_socket}")
-        ready.set()
-        try:
-            while not stop.is_set():
-                if not sock.poll(20):
-                    continue
-                ident, frame = sock.recv_multipart()
-                env = codec.decode(frame)
-                seen.append(env.type)
-                if env.kind != "request":
-                    continue
-                body: dict[str, Any] = {"ok": True}
-                if env.type == c.HANDSHAKE:
-                    body = c.Welcome(
-                        protocol_version=c.CONTROL_PROTOCOL,
-                        features=[],
-                        server_version="fake",
-                        connection_id="k1",
-                        session_id="s-1",
-                        model="m",
-                        provider="p",
-                        workspace="/",
-                    ).model_dump()
-                sock.send_multipart([ident, codec.encode(env.reply_ok(body))])
-        finally:
-            sock.close(0)
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    assert ready.wait(5)
     try:
-        yield home, seen
+        with FakeControl(home) as fc:
+            yield home, fc.seen
     finally:
-        stop.set()
-        th.join(5)
         lock.release()
 
 
