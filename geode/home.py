@@ -80,6 +80,19 @@ class GeodeHome:
         return self.root / "rules"
 
     @property
+    def keys_dir(self) -> Path:
+        """This host's CURVE pair (``geode keys init``): ``host.secret`` 0600, ``host.pub``; folder 0700."""
+        return self.root / "keys"
+
+    @property
+    def host_secret_key(self) -> Path:
+        return self.keys_dir / "host.secret"
+
+    @property
+    def host_public_key(self) -> Path:
+        return self.keys_dir / "host.pub"
+
+    @property
     def cli_socket(self) -> Path:
         return self.root / "cli.sock"
 

@@ -1,4 +1,5 @@
-"""Endpoint names → ZeroMQ addresses: ipc (default), inproc (single-process) or tcp (only with CURVE keys)."""
+"""Endpoint names → ZeroMQ addresses: ipc (default), inproc (single-process) or tcp (only with CURVE keys);
+``[bus] listen`` binds lanes/store/executor on ipc and tcp, a worker host connects to main's tcp ports."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class CurveKeys:
     public: bytes
     secret: bytes
     allowed: tuple[bytes, ...] = ()  # more client public keys (z85) the servers accept besides ``public``
+    server: bytes = b""  # the server's public key a client expects (a worker host: main's); default public
 
     def accepts(self, client_key_z85: bytes) -> bool:
         return client_key_z85 == self.public or client_key_z85 in self.allowed
@@ -43,23 +45,37 @@ class Endpoints:
     tcp: dict[str, str] = field(default_factory=dict)
     curve: CurveKeys | None = None
     workers: int = 4  # default handler threads per served endpoint (``[bus] workers``)
+    listen: dict[str, str] = field(default_factory=dict)  # names bound on tcp too (``[bus] listen``)
+    remote: dict[str, str] = field(default_factory=dict)  # names a worker host connects to on main (tcp)
 
     @classmethod
     def from_config(
         cls, home: GeodeHome, single_process: bool = False, bus: BusSection | None = None
     ) -> Endpoints:
-        """``[bus.tcp]`` (name = "tcp://host:port") and ``[bus.curve]`` (public_key, secret_key; z85), from
-        ``bus`` or else the home's config (typed: a bad value is a ``ConfigError``)."""
+        """``[bus.tcp]`` (name = "tcp://host:port"), ``[bus] listen``, ``[bus.curve]`` and the keys folder
+        (``geode keys init``; it wins over inline public_key/secret_key), from ``bus`` or else the home's
+        config (typed: a bad value is a ``ConfigError``); on a worker host the role in the environment."""
+        from actors.bus import host_keys
+        from actors.tree.worker_role import WorkerRole, service_ports
+
         if bus is None:
             from actors.tree.config_sections import TreeSettings
 
             bus = TreeSettings.from_home(home).bus
         c = bus.curve
+        allowed = tuple(k.encode() for k in (*c.allowed_clients, *c.authorized_keys))
+        pair = host_keys.load(home)
         curve = None
-        if c.public_key and c.secret_key:
-            allowed = tuple(k.encode() for k in c.allowed_clients)
+        if pair is not None:
+            curve = CurveKeys(pair[0].encode(), pair[1].encode(), allowed)
+        elif c.public_key and c.secret_key:
             curve = CurveKeys(c.public_key.encode(), c.secret_key.encode(), allowed)
-        return cls(home, single_process, dict(bus.tcp), curve, bus.workers)
+        listen = service_ports(bus.listen, "[bus] listen") if bus.listen and not single_process else {}
+        role = None if single_process else WorkerRole.from_env()
+        remote = role.ports() if role is not None else {}
+        if role is not None and curve is not None:
+            curve = CurveKeys(curve.public, curve.secret, curve.allowed, role.server_key.encode())
+        return cls(home, single_process, dict(bus.tcp), curve, bus.workers, listen, remote)
 
     def address(self, name: str) -> str:
         if not _NAME.match(name):
@@ -74,30 +90,39 @@ class Endpoints:
         return self.home.ipc_endpoint(name)
 
     def bind(self, sock: zmq.Socket, name: str) -> str:  # type: ignore[type-arg]
-        """Bind ``sock`` at ``name`` (CURVE server on tcp; refuses an unauthenticated tcp bind)."""
+        """Bind ``sock`` at ``name`` (CURVE server on tcp; refuses an unauthenticated tcp bind). A name in
+        ``listen`` binds its ipc address first (NULL security: local children), then the CURVE options,
+        then tcp: libzmq copies a socket's options into each listener at bind time."""
         addr = self.address(name)
         if addr.startswith("tcp://"):
-            if self.curve is None:
-                raise ConfigError(
-                    f"refusing an unauthenticated tcp bind for {name!r}: "
-                    "set [bus.curve] public_key/secret_key"
-                )
-            sock.zap_domain = b"geode"
-            sock.curve_server = True
-            sock.curve_publickey = self.curve.public
-            sock.curve_secretkey = self.curve.secret
+            self._curve_server(sock, name, "set [bus.curve] public_key/secret_key or run geode keys init")
         elif addr.startswith("ipc://"):
             self.home.ensure_run_dir()  # refuses a run dir that is a symlink, not ours or not private
+        extra = self.listen.get(name) if not self.single_process else None
+        if extra is not None and self.curve is None:
+            raise ConfigError(f"[bus] listen: {name!r} needs this host's key pair: run geode keys init")
         sock.bind(addr)
+        if extra is not None:  # the ipc listener above keeps NULL security; this one is a CURVE server
+            self._curve_server(sock, name, "")
+            sock.bind(extra)
         return addr
 
+    def _curve_server(self, sock: zmq.Socket, name: str, hint: str) -> None:  # type: ignore[type-arg]
+        if self.curve is None:
+            raise ConfigError(f"refusing an unauthenticated tcp bind for {name!r}: {hint}")
+        sock.zap_domain = b"geode"
+        sock.curve_server = True
+        sock.curve_publickey = self.curve.public
+        sock.curve_secretkey = self.curve.secret
+
     def connect(self, sock: zmq.Socket, name: str) -> str:  # type: ignore[type-arg]
-        """Connect ``sock`` to ``name`` (CURVE client on tcp)."""
-        addr = self.address(name)
+        """Connect ``sock`` to ``name`` (CURVE client on tcp; a worker host's lanes/store/executor: main)."""
+        addr = self.connect_address(name)
         if addr.startswith("tcp://"):
             if self.curve is None:
-                raise ConfigError(f"tcp endpoint {name!r} needs [bus.curve] keys")
-            sock.curve_serverkey = self.curve.public
+                hint = "run geode keys init" if name in self.remote else "needs [bus.curve] keys"
+                raise ConfigError(f"tcp endpoint {name!r}: {hint}")
+            sock.curve_serverkey = self.curve.server or self.curve.public
             sock.curve_publickey = self.curve.public
             sock.curve_secretkey = self.curve.secret
         elif addr.startswith("ipc://"):
@@ -105,8 +130,17 @@ class Endpoints:
         sock.connect(addr)
         return addr
 
+    def connect_address(self, name: str) -> str:
+        """Where a client of ``name`` connects: main's tcp port on a worker host, else :meth:`address`."""
+        if name in self.remote and not self.single_process:
+            return self.remote[name]
+        return self.address(name)
+
     def is_tcp(self, name: str) -> bool:
-        return self.address(name).startswith("tcp://")
+        """Served or reached over tcp (ZMTP heartbeats; a ZAP handler on the serving side)."""
+        if self.single_process:
+            return False
+        return name in self.listen or self.connect_address(name).startswith("tcp://")
 
     def ipc_path(self, name: str) -> str | None:
         """The socket file behind ``name`` (to remove it at shutdown), or None for inproc/tcp."""

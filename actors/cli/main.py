@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "actors.cli.mcp_servers_view",  # mcp-servers
     "actors.cli.mcp_cmds",  # mcp (dispatched early by main())
     "actors.cli.trust_cmds",  # trust
+    "actors.cli.keys_cmds",  # keys init, keys show
 )
 
 

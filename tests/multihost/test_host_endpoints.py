@@ -1,0 +1,129 @@
+"""Issue 17 (D): a name bound on ipc and tcp (`[bus] listen`), worker-host clients over CURVE, ZAP refusals
+logged with the peer's address, and `geode keys init|show` (in-process; no tree)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+import zmq
+
+from actors.bus import Bus, host_keys
+from actors.bus.endpoints import CurveKeys, Endpoints
+from actors.tree.config_sections import BusSection
+from actors.tree.worker_role import WorkerRole
+from geode.home import GeodeHome
+from geode.protocol import codec, runtime
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import ConfigError
+from tests.actors.bus_fixtures import FixtureService
+
+
+def _free_base_port() -> int:
+    """A port with the two above it free too (lanes = port, store = +1, executor = +2)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port > 65000:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port + 1))
+                b.bind(("127.0.0.1", port + 2))
+            return port
+        except OSError:
+            continue
+    raise AssertionError("no three consecutive free ports")
+
+
+def test_keys_init_show_and_refuse_overwrite(tmp_path: Path) -> None:
+    home = GeodeHome(tmp_path / "h").ensure()
+    pub = host_keys.create(home)
+    assert stat.S_IMODE(os.stat(home.keys_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(home.host_secret_key).st_mode) == 0o600
+    assert host_keys.load(home) is not None and host_keys.load(home)[0] == pub  # type: ignore[index]
+    with pytest.raises(ConfigError, match="--force"):
+        host_keys.create(home)
+    assert host_keys.create(home, force=True) != pub
+    assert host_keys.read_peer_key(f"@{home.host_public_key}") == home.host_public_key.read_text().strip()
+
+
+def test_keys_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from actors.cli.main import build_app
+
+    env = {"GEODE_HOME": str(tmp_path / "h")}
+    runner = CliRunner()
+    first = runner.invoke(build_app(), ["keys", "init"], env=env)
+    assert first.exit_code == 0, first.output
+    shown = runner.invoke(build_app(), ["keys", "show"], env=env)
+    assert shown.exit_code == 0 and shown.stdout.strip() == first.stdout.strip().splitlines()[0]
+    again = runner.invoke(build_app(), ["keys", "init"], env=env)
+    assert again.exit_code == 1 and "--force" in again.output
+
+
+def _main_and_worker(tmp_path: Path) -> tuple[GeodeHome, GeodeHome, int]:
+    main = GeodeHome(tmp_path / "m").ensure()
+    worker = GeodeHome(tmp_path / "w").ensure()
+    host_keys.create(main)
+    host_keys.create(worker)
+    return main, worker, _free_base_port()
+
+
+def test_listen_binds_ipc_plain_and_tcp_curve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    main, worker, port = _main_and_worker(tmp_path)
+    wpub = host_keys.load(worker)[0]  # type: ignore[index]
+    cfg = BusSection.model_validate(
+        {"listen": f"tcp://127.0.0.1:{port}", "curve": {"authorized_keys": [wpub]}}
+    )
+    served = Bus("lanes", 1, main, endpoints=Endpoints.from_config(main, bus=cfg)).start()
+    served.serve("lanes", FixtureService("lanes", 1))
+    local = Bus("loop-1", 1, main, endpoints=Endpoints(main)).start()  # plain ipc, no keys at all
+    role = WorkerRole(host="w1", connect=f"tcp://127.0.0.1:{port}", server_key=host_keys.load(main)[0])  # type: ignore[index]
+    monkeypatch.setenv("GEODE_ROLE", "worker")
+    for k, v in role.env().items():
+        monkeypatch.setenv(k, v)
+    weps = Endpoints.from_config(worker, bus=BusSection())
+    assert weps.connect_address("lanes") == f"tcp://127.0.0.1:{port}"
+    assert weps.connect_address("store") == f"tcp://127.0.0.1:{port + 1}"
+    remote = Bus("w1/loop-1", 1, worker, endpoints=weps).start()
+    ctx = zmq.Context()
+    stranger = ctx.socket(zmq.DEALER)
+    stranger.setsockopt(zmq.LINGER, 0)
+    other = CurveKeys.generate()  # knows main's public key; its own key is not authorized
+    stranger.curve_serverkey = host_keys.load(main)[0].encode()  # type: ignore[index]
+    stranger.curve_publickey, stranger.curve_secretkey = other.public, other.secret
+    try:
+        assert local.transport.call("lanes", runtime.PING, timeout_s=5)["name"] == "lanes"
+        assert remote.transport.call("lanes", runtime.PING, timeout_s=5)["name"] == "lanes"
+        with caplog.at_level(logging.WARNING, logger="actors.bus.zap"):
+            stranger.connect(f"tcp://127.0.0.1:{port}")
+            stranger.send(codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"})))
+            assert not stranger.poll(700), "an unknown CURVE key got an answer"
+        refused = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
+        assert refused and "127.0.0.1" in refused[0], refused
+    finally:
+        stranger.close(0)
+        ctx.term()
+        remote.stop()
+        local.stop()
+        served.stop()
+
+
+def test_listen_without_keys_is_refused_with_one_line(tmp_path: Path) -> None:
+    home = GeodeHome(tmp_path / "h").ensure()
+    cfg = BusSection.model_validate({"listen": f"tcp://127.0.0.1:{_free_base_port()}"})
+    bus = Bus("store", 1, home, endpoints=Endpoints.from_config(home, bus=cfg)).start()
+    try:
+        with pytest.raises(ConfigError, match="geode keys init"):
+            bus.serve("store", FixtureService("store", 1))
+    finally:
+        bus.stop()
