@@ -144,10 +144,13 @@ class Bed:
             text=True,
         )
 
-    def python(self, host: str, code: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def python(
+        self, host: str, code: str, *args: str, timeout: float = 30
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.argv(host, sys.executable, "-c", code),
+            self.argv(host, sys.executable, "-c", code, *args),
             env=self.env(host),
+            cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -194,11 +197,12 @@ class Cluster:
         home.config_file.write_text(FAST + provider_config(self.server) + extra)
         home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
 
-    def serve_main(self, loop_workers: int, extra: str = "") -> None:
+    def serve_main(self, loop_workers: int, capacity: int = 2, extra: str = "") -> None:
         authorized = ", ".join(f'"{self.keys[h]}"' for h in self.keys if h != "main")
         cfg = f"""
 [loop]
 workers = {loop_workers}
+capacity = {capacity}
 [tools]
 roots = ["{self.ws}"]
 [bus]
@@ -211,8 +215,10 @@ authorized_keys = [{authorized}]
         assert r.returncode == 0, r.stdout + r.stderr
         self.started.append("main")
 
-    def serve_worker(self, host: str, children: str, *more: str, loop_workers: int = 1) -> None:
-        self.write_config(host, f"[loop]\nworkers = {loop_workers}\n")
+    def serve_worker(
+        self, host: str, children: str, *more: str, loop_workers: int = 1, capacity: int = 2
+    ) -> None:
+        self.write_config(host, f"[loop]\nworkers = {loop_workers}\ncapacity = {capacity}\n")
         main_pub = self.bed.hosts["main"].home.root / "keys" / "host.pub"
         r = self.bed.geode(
             host,
