@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import pykka
 from actors.bus import Bus
 from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
+from geode.lanes.pool import LIVENESS
 from geode.loop import AgenticLoop, LoopSettings
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.prompt import PromptSources
@@ -132,10 +134,14 @@ class LoopWorker:
         provider_factory: ProviderFactory | None = None,
         plan_factory: PlanFactory | None = None,
         heartbeat_s: float = 1.0,
+        name: str | None = None,
+        remote: bool = False,
     ) -> None:
         self.bus = bus
         self.ctx = ctx
-        self.name = ctx.name
+        self.name = name or ctx.name  # ``HOST/loop-1`` on a worker host
+        self.remote = remote  # on a worker host: exit for a new incarnation when main stops answering
+        self._last_heard = time.monotonic()
         self.incarnation = ctx.incarnation
         self.capacity = capacity
         self.heartbeat_s = heartbeat_s
@@ -200,11 +206,43 @@ class LoopWorker:
                         running=running,
                         free=max(0, self.capacity - len(running)),
                     )
-                    self.bus.transport.cast(LANES, turns.WORKER_HEARTBEAT, hb)
+                    if self.remote:
+                        self._remote_heartbeat(hb)
+                    else:
+                        self.bus.transport.cast(LANES, turns.WORKER_HEARTBEAT, hb)
                     self.reload_if_asked()
+                self._last_heard = time.monotonic()
             except GeodeError as exc:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
+                if announced and self.remote:
+                    self._exit_if_unheard()
             self._stop.wait(self.heartbeat_s if announced else 0.2)
+
+    def _remote_heartbeat(self, hb: turns.WorkerHeartbeat) -> None:
+        """A worker host's heartbeat is a call: its answer is how this worker hears main. Refused (main
+        declared this incarnation dead: it was silent too long, its turns re-queued): exit at once."""
+        ack = self.bus.transport.call(LANES, turns.WORKER_HEARTBEAT, hb, timeout_s=self.heartbeat_s)
+        ok = ack.get("ok") if isinstance(ack, dict) else getattr(ack, "ok", True)
+        if ok is False:
+            self._exit_for_new_incarnation("main's lanes declared this incarnation dead")
+
+    def _exit_if_unheard(self) -> None:
+        silent = time.monotonic() - self._last_heard
+        if silent > self.liveness_s:
+            self._exit_for_new_incarnation(f"main has not answered for {silent:.1f}s")
+
+    @property
+    def liveness_s(self) -> float:
+        """Shorter than lanes' expiry (``LIVENESS`` heartbeats): this side gives up before main could take
+        a late heartbeat of it for a live worker."""
+        return self.heartbeat_s * (LIVENESS - 0.5)
+
+    def _exit_for_new_incarnation(self, why: str) -> None:
+        """Stop this process (SIGTERM: child_main's clean exit); the host's supervisor starts a new
+        incarnation, which registers with lanes afresh (a turn cut here was re-queued by main)."""
+        log.warning("%s#%d: %s; exiting for a new incarnation", self.name, self.incarnation, why)
+        self._stop.set()
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def start_warm_up(self) -> threading.Thread | None:
         """After ``worker.ready``: build the provider a new session would use (the SDK import and client
@@ -478,5 +516,9 @@ def _mode_denylist(mode: str, config: TreeSettings, plan: BoundToolPlan | None) 
 
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:
-    """Registry builder (``actors.tree.registry``): the loop worker of child ``loop-N``."""
-    return LoopWorker(bus, ctx, capacity=ctx.settings.loop.capacity).start()
+    """Registry builder (``actors.tree.registry``): the loop worker of child ``loop-N`` (on a worker host
+    ``HOST/loop-N``: the bus name, over tcp to main's lanes, store and executor)."""
+    from actors.tree.worker_role import WorkerRole
+
+    remote = WorkerRole.from_env() is not None and not ctx.single_process
+    return LoopWorker(bus, ctx, capacity=ctx.settings.loop.capacity, name=bus.name, remote=remote).start()

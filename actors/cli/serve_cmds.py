@@ -16,9 +16,23 @@ if TYPE_CHECKING:
 def serve(
     foreground: bool = typer.Option(False, "--foreground", help="run in this process (supervisord, systemd)"),
     single_process: bool = typer.Option(False, "--single-process", help="all actors in one process (inproc)"),
+    role: str = typer.Option("main", "--role", help="main (the whole tree) or worker (another host)"),
+    connect: str = typer.Option("", "--connect", help="worker: main's [bus] listen, tcp://MAIN:PORT"),
+    server_key: str = typer.Option("", "--server-key", help="worker: main's public key, z85 or @path"),
+    children: str = typer.Option("loop", "--children", help="worker: loop and/or executor (comma-separated)"),
+    roots: str = typer.Option("", "--roots", help="worker: absolute workspace roots its executor serves"),
+    host: str = typer.Option("", "--host", help="worker: this host's name on main (default: hostname)"),
 ) -> None:
     """Start the supervisor tree (daemonized unless --foreground; waits until every child is ready)."""
     home = GeodeHome.from_env()
+    if role not in ("main", "worker"):
+        typer.echo(f"geode serve: --role is main or worker, got {role!r}", err=True)
+        raise typer.Exit(2)
+    if role == "worker":
+        _enter_worker_role(connect, server_key, children, roots, host)
+    elif connect or server_key or roots or host:
+        typer.echo("geode serve: --connect/--server-key/--roots/--host need --role worker", err=True)
+        raise typer.Exit(2)
     if foreground:
         from actors.tree.serve import run_foreground
 
@@ -35,6 +49,31 @@ def serve(
     rc, message = start_daemon_reporting(home, single_process=single_process)  # a failure: its own lines
     typer.echo(message, err=rc != 0)
     raise typer.Exit(rc)
+
+
+def _enter_worker_role(connect: str, server_key: str, children: str, roots: str, host: str) -> None:
+    """Check the worker role's options (one line and exit 78 when wrong) and put them in this process's
+    environment: ``serve --foreground`` (here or the daemon started from here) reads them from there."""
+    import os
+
+    from actors.bus.host_keys import read_peer_key
+    from actors.tree.worker_role import WorkerRole, default_host
+    from geode.protocol.errors import ConfigError
+
+    try:
+        if not connect or not server_key:
+            raise ConfigError("--role worker needs --connect tcp://MAIN:PORT and --server-key")
+        worker = WorkerRole.parse(
+            host=host or default_host(),
+            connect=connect,
+            server_key=read_peer_key(server_key),
+            children=tuple(x.strip() for x in children.split(",") if x.strip()),
+            roots=tuple(x.strip() for x in roots.split(",") if x.strip()),
+        )
+    except ConfigError as exc:
+        typer.echo(f"geode serve: {exc.message or exc}", err=True)
+        raise typer.Exit(78) from exc
+    os.environ.update(worker.env())
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:

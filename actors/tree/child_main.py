@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         from actors.tree.heap_trace import arm
 
         arm(name)
-    bus = Bus(name, incarnation, home).start()
+    from actors.tree.worker_role import bus_name
+
+    bus = Bus(bus_name(name), incarnation, home).start()  # ``HOST/<name>`` on a worker host
     fail_calls_on_exit(bus, name)  # a store call in flight when the store dies is retried at once
     ctx = ChildContext(name, incarnation, home, home.load_config())
     try:

@@ -9,6 +9,7 @@ from typing import Any
 from actors.tree.config_sections import DEFAULT_LOOP_WORKERS, ChildOverride, TreeSettings
 from actors.tree.registry import kind_of
 from actors.tree.spec import ChildSpec
+from actors.tree.worker_role import WorkerRole
 
 __all__ = ["DEFAULT_LOOP_WORKERS", "SHUTDOWN_MS", "child_names", "tree_specs"]
 SHUTDOWN_MS = {"store": 5000, "lanes": 5000}  # the durable writers get longer to flush
@@ -18,18 +19,25 @@ def _typed(config: TreeSettings | Mapping[str, Any]) -> TreeSettings:
     return config if isinstance(config, TreeSettings) else TreeSettings.from_raw(config)
 
 
-def child_names(config: TreeSettings | Mapping[str, Any]) -> list[str]:
-    """store, lanes, executor, loop-1..loop-N (``[loop] workers``), control, messengers."""
+def child_names(config: TreeSettings | Mapping[str, Any], role: WorkerRole | None = None) -> list[str]:
+    """store, lanes, executor, loop-1..loop-N (``[loop] workers``), control, messengers; a worker host
+    (``role``) runs only its ``--children``: executor and/or loop-1..loop-N."""
     n = _typed(config).loop.workers  # 1..64, checked by the schema
-    return ["store", "lanes", "executor", *(f"loop-{i}" for i in range(1, n + 1)), "control", "messengers"]
+    loops = [f"loop-{i}" for i in range(1, n + 1)]
+    if role is not None:
+        executor = ["executor"] if "executor" in role.children else []
+        return [*executor, *(loops if "loop" in role.children else [])]
+    return ["store", "lanes", "executor", *loops, "control", "messengers"]
 
 
-def tree_specs(config: TreeSettings | Mapping[str, Any], python: str = sys.executable) -> list[ChildSpec]:
+def tree_specs(
+    config: TreeSettings | Mapping[str, Any], python: str = sys.executable, role: WorkerRole | None = None
+) -> list[ChildSpec]:
     """Per-child overrides live in ``[supervisor.children.<name or kind>]`` (restart, shutdown_ms)."""
     settings = _typed(config)
     per = settings.supervisor.children
     specs = []
-    for name in child_names(settings):
+    for name in child_names(settings, role):
         over: dict[str, Any] = {}
         for key in (kind_of(name), name):  # the name's own table wins over its kind's
             if key in per:

@@ -1,4 +1,5 @@
-"""``geode serve --foreground``: lock the home, start the supervisor endpoint and run the tree to the end."""
+"""``geode serve --foreground``: lock the home, start the supervisor endpoint and run the tree to the end
+(a worker host, ``--role worker``: only its loop workers and/or executor; their deaths are told to main)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from actors.tree import process_logging
 from actors.tree.child_died import DEFAULT_TARGETS, ChildDiedNotifier
 from actors.tree.child_handle import IncarnationStore
 from actors.tree.children import child_names, tree_specs
-from actors.tree.config_sections import EXIT_CONFIG, start_settings
+from actors.tree.config_sections import EXIT_CONFIG, TreeSettings, start_settings
 from actors.tree.instance_lock import InstanceLock
 from actors.tree.service import SupervisorService
 from actors.tree.single_process import SingleProcessTree
 from actors.tree.supervisor import Supervisor
+from actors.tree.worker_role import WorkerRole
 from geode.home import GeodeHome
 from geode.private_dir import tighten_file
 from geode.protocol.errors import GeodeError
@@ -62,7 +64,13 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     settings, report = start_settings(home, prog="geode serve")
     if settings is None:
         return EXIT_CONFIG
-    names = child_names(settings)
+    role = WorkerRole.from_env()
+    refusal = _tcp_refusal(home, settings, role, single_process)
+    if refusal:
+        print(f"geode serve: {refusal}", file=sys.stderr)
+        print("geode serve: refusing to start; no child was started", file=sys.stderr)
+        return EXIT_CONFIG
+    names = child_names(settings, role)
     incarnations = IncarnationStore(home.root / "incarnations.json")
     inc = incarnations.next(ENDPOINT)
     process_logging.configure(home, ENDPOINT, inc, settings=settings)
@@ -77,17 +85,24 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     if single_process:
         tree = SingleProcessTree(names, home, settings, incarnations)
     else:
-        env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
+        env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1", **(role.env() if role else {})}
         tree = Supervisor(
-            tree_specs(settings),
+            tree_specs(settings, role=role),
             settings.supervisor.tree,
             logs_dir=home.logs_dir,
             incarnations=incarnations,
             env=env,
             publish=bus.publish,
         )
-    notifier = ChildDiedNotifier(bus.transport, [t for t in DEFAULT_TARGETS if t in names])
-    tree.on_child_died(notifier.notify)
+    remote_bus: Bus | None = None
+    if role is None:
+        notifier = ChildDiedNotifier(bus.transport, [t for t in DEFAULT_TARGETS if t in names])
+        tree.on_child_died(notifier.notify)
+    else:  # main's lanes hears of a dead remote loop worker at once (else: by its missed heartbeats)
+        remote_bus = Bus(role.qualified(ENDPOINT), inc, home).start()  # a client only: never publishes
+        notifier = ChildDiedNotifier(remote_bus.transport, ["lanes"] if "loop" in role.children else [])
+        tree.on_child_died(lambda name, i, why: notifier.notify(role.qualified(name), i, why))
+        log.info("worker host %s: children %s, main at %s", role.host, ",".join(names), role.connect)
     try:
         bus.serve(ENDPOINT, SupervisorService(tree, ENDPOINT, inc, single_process=single_process))
         log.info(
@@ -102,7 +117,23 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         return rc
     finally:
         notifier.stop()
+        if remote_bus is not None:
+            remote_bus.stop()
         bus.stop()
+
+
+def _tcp_refusal(home: GeodeHome, settings: TreeSettings, role: WorkerRole | None, single: bool) -> str:
+    """Why tcp cannot start (one line), or "": keys are needed by ``[bus] listen`` and by a worker host."""
+    from actors.bus import host_keys
+
+    if role is None and not settings.bus.listen:
+        return ""
+    if single:
+        return "--single-process serves no tcp: drop [bus] listen / --role worker, or the flag"
+    if host_keys.load(home) is None and not (settings.bus.curve.public_key and settings.bus.curve.secret_key):
+        what = "[bus] listen" if role is None else "--role worker"
+        return f"{what} needs this host's CURVE key pair in {home.keys_dir}: run geode keys init"
+    return ""
 
 
 def _remove_stale_sockets(home: GeodeHome) -> None:

@@ -10,7 +10,7 @@ import re
 import socket
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from geode.protocol.errors import ConfigError
 
@@ -97,13 +97,23 @@ class WorkerRole(BaseModel):
         env = os.environ if environ is None else environ
         if env.get(ROLE_ENV) != "worker":
             return None
-        return cls(
+        return cls.parse(
             host=env.get(HOST_ENV) or default_host(),
             connect=env.get(CONNECT_ENV, ""),
             server_key=env.get(SERVER_KEY_ENV, ""),
             children=_items(env.get(CHILDREN_ENV, "loop")),
             roots=_items(env.get(ROOTS_ENV, "")),
         )
+
+    @classmethod
+    def parse(cls, **fields: object) -> WorkerRole:
+        """Validated, or a one-line ConfigError naming the first problem."""
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "worker role"
+            raise ConfigError(f"--role worker: {where}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def _items(raw: str) -> tuple[str, ...]:

@@ -10,6 +10,15 @@ HEARTBEAT_INTERVAL_S = 1.0
 LIVENESS = 3  # missed heartbeats before a worker is presumed dead
 
 
+def is_remote(name: str) -> bool:
+    """``HOST/loop-1``: a loop worker on a worker host (``geode serve --role worker``)."""
+    return "/" in name
+
+
+def host_of(name: str) -> str | None:
+    return name.split("/", 1)[0] if is_remote(name) else None
+
+
 @dataclass
 class Worker:
     name: str
@@ -134,10 +143,13 @@ class WorkerPool:
         return DeadWorker(w.name, w.incarnation, tuple(sorted(w.turns)))
 
     def reap(self) -> list[DeadWorker]:
-        """Workers silent for longer than the expiry are dead."""
+        """Workers silent for longer than the expiry are dead. A local worker may come back (its supervisor
+        would have said if it died); a remote one (``HOST/loop-1``) is dead for good: a late heartbeat of
+        it after a cut link is refused and it restarts as a new incarnation, never resuming the same one."""
         now = self._clock()
         stale = [w for w in self._workers.values() if now - w.last_seen > self.expiry_s]
-        return [d for d in (self.died(w.name, w.incarnation, known=False) for w in stale) if d is not None]
+        dead = (self.died(w.name, w.incarnation, known=is_remote(w.name)) for w in stale)
+        return [d for d in dead if d is not None]
 
     def snapshot(self) -> list[dict[str, object]]:
         now = self._clock()
