@@ -1,0 +1,235 @@
+"""Scale with sessions: turns/s and host overhead per turn at 1, 10 and 100 concurrent sessions on a real
+`geode serve` tree over ipc, each session running turns back to back against a model with a fixed latency.
+
+Scenario per turn: 2 read-only tool rounds (glob_files) then a text: 3 model calls of 0.5 s each (the fake,
+scripts/bench/fake_anthropic.py, runs in its own process). Each session is one control-socket client (as
+`geode ask` uses: handshake once, then ``cli.prompt`` + follow per turn). "Host overhead" = the turn's wall
+time at the client minus the scripted model time (3 x 0.5 s); it is split, from the fake's timestamps, into
+prompt → first model request, the gaps between model calls, and last reply → result at the client.
+The tree is configured so that every level can run at once: ``[lanes] global_cap`` = the largest level,
+``[loop] workers`` x ``capacity`` >= it. A warm-up round at the largest level runs first (not counted).
+
+Run: .venv/bin/python scripts/bench/sessions_scale.py [--quick] [--levels 1,10,100] [--workers 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_anthropic import FakeProcess, Hit  # noqa: E402
+
+from actors.cli.client import ControlClient  # noqa: E402
+from actors.tree.client import stop_tree  # noqa: E402
+from geode.home import GeodeHome  # noqa: E402
+
+MODEL = "claude-sonnet-5"
+ROUNDS = 2  # tool rounds per turn; model calls per turn = ROUNDS + 1
+
+
+@dataclass
+class Turn:
+    tag: str
+    t0: float
+    t1: float = 0.0
+    reason: str = ""
+    error: str = ""
+
+
+def tree_config(url: str, ws: Path, workers: int, capacity: int, cap: int) -> str:
+    return (
+        f'[providers]\nmodel = "{MODEL}"\n[providers.anthropic]\nbase_url = "{url}"\n'
+        f'[tools]\nroots = ["{ws}"]\n'
+        f"[loop]\nworkers = {workers}\ncapacity = {capacity}\n"
+        f"[lanes]\nglobal_cap = {cap}\n"
+    )
+
+
+def session_loop(
+    home: GeodeHome, ws: Path, name: str, turns: int, start: threading.Barrier, out: list[Turn]
+) -> None:
+    cl = ControlClient(home, client_version="bench-scale")
+    try:
+        cl.connect(timeout_s=60.0, cwd=str(ws), is_tty=False, dangerously_skip_permissions=True, mode="IPC")
+        start.wait()
+        for i in range(turns):
+            tag = f"{name}-{i}"
+            turn = Turn(tag, time.monotonic())
+            try:
+                prompt = f"bench-turn-{tag} k={ROUNDS} find data-<round>.txt each round, then say done"
+                res = cl.run_prompt(prompt, timeout_s=300)
+                turn.reason = str(res.get("termination_reason"))
+                turn.error = str(res.get("error") or "")
+            except Exception as exc:  # a failed turn is reported, not fatal to the run
+                turn.error = f"{type(exc).__name__}: {exc}"
+            turn.t1 = time.monotonic()
+            out.append(turn)
+    except threading.BrokenBarrierError:
+        return
+    finally:
+        cl.close()
+
+
+def run_level(home: GeodeHome, ws: Path, n: int, turns: int, label: str) -> tuple[list[Turn], float]:
+    """``n`` sessions, ``turns`` turns each, all released at once; returns the turns and the level's wall."""
+    out: list[Turn] = []
+    start = threading.Barrier(n + 1, timeout=120)
+    threads = [
+        threading.Thread(
+            target=session_loop, args=(home, ws, f"{label}{n}s{j}", turns, start, out), daemon=True
+        )
+        for j in range(n)
+    ]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.monotonic()
+    for t in threads:
+        t.join(600)
+    return out, time.monotonic() - t0
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] if s else float("nan")
+
+
+def peak_in_flight(hits: list[Hit]) -> int:
+    edges = sorted([(h.t_in, 1) for h in hits] + [(h.t_out, -1) for h in hits])
+    peak = cur = 0
+    for _, d in edges:
+        cur += d
+        peak = max(peak, cur)
+    return peak
+
+
+@dataclass
+class Row:
+    n: int
+    turns: int
+    failed: int
+    wall: float
+    overhead: list[float]
+    first: list[float]
+    gaps: list[float]
+    tail: list[float]
+    model: list[float]
+    peak: int
+    load: tuple[float, float]
+
+
+def analyse(n: int, turns: list[Turn], hits: list[Hit], wall: float, latency: float, load: float) -> Row:
+    by_tag: dict[str, list[Hit]] = {}
+    for h in hits:
+        if h.main:
+            by_tag.setdefault(h.tag, []).append(h)
+    ok = [t for t in turns if t.reason == "natural" and len(by_tag.get(t.tag, [])) == ROUNDS + 1]
+    first, gaps, tail, model = [], [], [], []
+    for t in ok:
+        hs = sorted(by_tag[t.tag], key=lambda h: h.round)
+        first.append(hs[0].t_in - t.t0)
+        gaps += [b.t_in - a.t_out for a, b in itertools.pairwise(hs)]
+        tail.append(t.t1 - hs[-1].t_out)
+        model.append(sum(h.t_out - h.t_in for h in hs))
+    overhead = [(t.t1 - t.t0) - (ROUNDS + 1) * latency for t in ok]
+    return Row(
+        n, len(turns), len(turns) - len(ok), wall, overhead, first, gaps, tail, model,
+        peak_in_flight([h for h in hits if h.main]), (load, os.getloadavg()[0]),
+    )  # fmt: skip
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:8.1f}"
+
+
+def report(rows: list[Row], latency: float, config: str) -> None:
+    print(
+        f"\nscenario: {ROUNDS} glob_files rounds + text = {ROUNDS + 1} model calls of {latency:g} s per turn"
+    )
+    print("tree: " + config.replace("\n", " ").strip())
+    print(
+        f"\n{'sessions':>8} {'turns':>6} {'failed':>6} {'turns/s':>8} {'ideal':>6}"
+        f" {'ovh p50':>8} {'ovh p99':>8}"
+        f" {'→1st req':>8} {'gap p50':>8} {'gap p99':>8} {'tail p50':>8} {'model p50':>9} {'peak':>5} load"
+    )
+    for r in rows:
+        ideal = r.n / ((ROUNDS + 1) * latency)
+        print(
+            f"{r.n:8d} {r.turns:6d} {r.failed:6d} {(r.turns - r.failed) / r.wall:8.2f} {ideal:6.1f}"
+            f" {ms(pct(r.overhead, 0.5))} {ms(pct(r.overhead, 0.99))} {ms(pct(r.first, 0.5))}"
+            f" {ms(pct(r.gaps, 0.5))} {ms(pct(r.gaps, 0.99))} {ms(pct(r.tail, 0.5))}"
+            f" {pct(r.model, 0.5):9.3f} {r.peak:5d} {r.load[0]:.1f}→{r.load[1]:.1f}"
+        )
+    base = rows[0]
+    for r in rows[1:]:
+        p50 = pct(r.overhead, 0.5) / pct(base.overhead, 0.5)
+        p99 = pct(r.overhead, 0.99) / pct(base.overhead, 0.99)
+        print(f"overhead at {r.n} vs {base.n} sessions: p50 {p50:.2f}x, p99 {p99:.2f}x  (goal <= 2x)")
+    print("ms columns: host overhead = turn wall - model time; →1st req = prompt sent → first model request;")
+    print("gap = model reply written → next model request; tail = last reply → result at the client;")
+    print("model = the fake's own time per turn (s); peak = most model calls in flight at once")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--levels", default="1,10,100")
+    ap.add_argument("--quick", action="store_true", help="a few turns per level")
+    ap.add_argument("--latency", type=float, default=0.5, help="model latency per call (s)")
+    ap.add_argument("--workers", type=int, default=4, help="[loop] workers")
+    ap.add_argument("--turns", default="", help="turns per session per level, e.g. 20,4,2")
+    args = ap.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    if args.turns:
+        per = [int(x) for x in args.turns.split(",")]
+    else:
+        per = [max(1 if args.quick else 2, math.ceil((8 if args.quick else 30) / n)) for n in levels]
+    cap = max(levels)
+    capacity = math.ceil(cap / args.workers)
+    with tempfile.TemporaryDirectory(prefix="geode-scale-", dir="/tmp") as tmp:
+        base = Path(tmp)
+        ws = base / "ws"
+        ws.mkdir()
+        for i in range(ROUNDS + 1):
+            (ws / f"data-{i}.txt").write_text(f"line {i}\n")
+        with FakeProcess(str(ws / "data-0.txt"), delay_s=args.latency) as fake:
+            home = GeodeHome(base / "gh").ensure()
+            config = tree_config(fake.base_url, ws, args.workers, capacity, cap)
+            home.config_file.write_text(config)
+            home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
+            env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+            geode = Path(sys.executable).parent / "geode"
+            subprocess.run([str(geode), "serve"], env=env, check=True, cwd=ws, stdout=subprocess.DEVNULL)
+            rows: list[Row] = []
+            try:
+                print(f"warm-up: {cap} sessions, 1 turn each", flush=True)
+                run_level(home, ws, cap, 1, "warm")
+                fake.collect()
+                for n, turns in zip(levels, per, strict=True):
+                    load = os.getloadavg()[0]
+                    print(f"{n} sessions x {turns} turns ...", flush=True)
+                    done, wall = run_level(home, ws, n, turns, "m")
+                    hits, _ = fake.collect()
+                    rows.append(analyse(n, done, hits, wall, args.latency, load))
+                    errs = {t.error or t.reason for t in done if t.reason != "natural"}
+                    if errs:
+                        print(f"  not natural: {sorted(errs)[:5]}")
+            finally:
+                stop_tree(home, timeout_s=30)
+    report(rows, args.latency, config.split("[loop]")[1])
+
+
+if __name__ == "__main__":
+    main()
