@@ -17,6 +17,7 @@ import os
 import queue
 import stat
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from actors.bus.zap import ZapResponder
 from geode.config_schema import ControlSection, GeodeConfig
 from geode.control.core import ControlCore
 from geode.home import GeodeHome
-from geode.protocol import codec
+from geode.protocol import codec, lifecycle
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.envelope import Envelope
@@ -287,7 +288,6 @@ def start_control(
     # the executor's catalogue, asked at start and again in the background when the executor (re)starts: a
     # handshake never waits for it (the built-ins until the first answer; the worker notes a changed plan)
     plans = CataloguePlans(bus.transport, wait=False, who=name)
-    bus.subscribe("supervisor", plans.on_lifecycle)
     plans.prefetch()
     core = ControlCore(
         bus.transport,
@@ -305,6 +305,12 @@ def start_control(
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
         core.on_origin_event(b)
 
+    def on_lifecycle(topic: str, body: Mapping[str, Any]) -> None:
+        plans.on_lifecycle(topic, body)
+        if topic == lifecycle.CHILD_READY and body.get("name") == core.lanes:  # a new lanes: clients catch up
+            pool.submit(core.lanes_restarted, int(body.get("incarnation") or 0))
+
+    bus.subscribe("supervisor", on_lifecycle)
     lanes_push = Dispatch("control (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
     bus.connect_peer("lanes", lanes_push, concurrency=1)  # one handler: the stream stays in order
     sock.start(core)

@@ -2,8 +2,10 @@
 
 One thread uses the socket at a time (a lock guards it): the main thread reads replies and events, a
 heartbeat thread sends ``cli.ping`` casts while the user is answering a prompt. When the daemon's control
-child restarts, the client notices (a ping answered ``ok: false`` or silence), handshakes again with the
-same session and re-attaches from the last sequence number it saw, so the rest of the turn still arrives.
+child restarts, the client notices (its socket reports the disconnection at once; else a ping answered
+``ok: false`` or silence), handshakes again with the same session and re-attaches from the last sequence
+number it saw, so the rest of the turn still arrives. When lanes restarts, control pushes ``cli.notice``
+and the client replays from its last seq at once (the old lanes may have taken events with it).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import zmq
 
+from actors.cli.drop_watch import DropWatch
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
@@ -45,6 +48,9 @@ class ControlClient:
         self.session_id: str | None = None
         self.last_seq: dict[str, int] = {}
         self.reattached = 0
+        self.notices = 0  # cli.notice pushes received (a lanes restart: catch up)
+        self._watch: DropWatch | None = None
+        self._poller = zmq.Poller()
         self.inbox: list[dict[str, Any]] = []  # events that arrived while waiting for some reply
         self._hb_stop = threading.Event()
         self._hb: threading.Thread | None = None
@@ -56,8 +62,25 @@ class ControlClient:
         s.setsockopt(zmq.ROUTING_ID, os.urandom(8))
         s.setsockopt(zmq.RECONNECT_IVL, 100)
         s.setsockopt(zmq.MAXMSGSIZE, 2 * codec.MAX_FRAME_BYTES)
+        self._watch = DropWatch(s)
+        self._poller = zmq.Poller()
+        self._poller.register(s, zmq.POLLIN)
+        self._poller.register(self._watch.mon, zmq.POLLIN)
         s.connect(f"ipc://{self.home.cli_socket}")
         self._sock = s
+
+    @property
+    def disconnects(self) -> int:
+        """How often the socket's peer (the control child) went away since :meth:`open`."""
+        return self._watch.drops if self._watch is not None else 0
+
+    def _close_socket(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
 
     def connect(self, *, timeout_s: float = 5.0, **handshake: Any) -> dict[str, Any]:
         """Open the socket and handshake (session_id, model, cwd, is_tty, skip-permissions)."""
@@ -80,9 +103,7 @@ class ControlClient:
         """Close the socket without ``cli.exit`` (a handshake that got no answer: the next one starts over
         on a new socket, with a new routing id)."""
         with self._lock:
-            if self._sock is not None:
-                self._sock.close(0)
-                self._sock = None
+            self._close_socket()
 
     def close(self) -> None:
         self._hb_stop.set()
@@ -92,8 +113,7 @@ class ControlClient:
             except GeodeError:
                 pass
             with self._lock:
-                self._sock.close(0)
-                self._sock = None
+                self._close_socket()
 
     def _start_heartbeat(self) -> None:
         if self._hb is not None:
@@ -118,10 +138,14 @@ class ControlClient:
             self._sock.send(codec.encode(env), zmq.NOBLOCK)
 
     def _recv(self, timeout_s: float) -> Envelope | None:
+        """The next frame within ``timeout_s``; None at the timeout, or at once when the peer went away."""
         with self._lock:
             if self._sock is None:
                 raise Unavailable("not connected")
-            if not self._sock.poll(int(max(0.0, timeout_s) * 1000)):
+            ready = dict(self._poller.poll(int(max(0.0, timeout_s) * 1000)))
+            if self._watch is not None and self._watch.mon in ready:
+                self._watch.drain()
+            if self._sock not in ready:
                 return None
             frame = self._sock.recv()
         try:
@@ -149,13 +173,30 @@ class ControlClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RequestTimeout(f"no reply to {type_} within {timeout_s:g}s")
+            env = self.wait_reply((mid,), left, on_event=on_event)
+            if env is not None:
+                return unwrap(env)
+
+    def wait_reply(
+        self, mids: Collection[str], timeout_s: float, *, on_event: EventFn | None = None
+    ) -> Envelope | None:
+        """The first reply (ok or error) to any request in ``mids``; None after ``timeout_s``, or as soon as
+        the control child went away (:attr:`disconnects` grew). Events meanwhile go to ``on_event``."""
+        drops = self.disconnects
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.disconnects != drops:
+                return None
             env = self._recv(min(left, 0.2))
             if env is None:
                 continue
-            if env.kind in ("ok", "error") and env.corr == mid:
-                return unwrap(env)
+            if env.kind in ("ok", "error") and env.corr in mids:
+                return env
             if env.type == c.CLI_EVENT and self._note(env.body):
                 (on_event or self.inbox.append)(env.body)
+            elif env.type == c.CLI_NOTICE:
+                self.notices += 1
 
     def _note(self, ev: dict[str, Any]) -> bool:
         sid, seq = ev.get("session_id", ""), int(ev.get("seq", 0))
@@ -218,6 +259,7 @@ class ControlClient:
         give_up_at: float | None = None  # after a Ctrl-C: stop waiting for the cancelled turn's end here
         last_heard = last_event = time.monotonic()
         next_ping = last_reattach = 0.0
+        drops, notices = self.disconnects, self.notices
         pings: dict[str, float] = {}  # our pings in flight → when sent (replies may come late, in a burst)
         pending = list(backlog or [])
         while time.monotonic() < deadline:
@@ -251,6 +293,8 @@ class ControlClient:
                     last_event = now
                     if self._note(env.body):
                         pending.append(env.body)
+                elif env.type == c.CLI_NOTICE:
+                    self.notices += 1
                 elif env.corr in pings and pings.pop(env.corr) >= last_reattach and _unknown_to(env):
                     # a control that does not know this connection (it restarted): any of our pings sent
                     # since the last re-attach says so, not only the latest (a slow control answers late)
@@ -259,6 +303,23 @@ class ControlClient:
                         pending.extend(self.reattach(timeout_s=2.0))
                     except GeodeError:
                         pass  # the next ping tries again
+            if self.disconnects != drops:  # control went away: handshake again now (sent as it comes back)
+                drops = self.disconnects
+                last_reattach = last_heard = last_event = now
+                try:
+                    pending.extend(self.reattach(timeout_s=2.0))
+                except GeodeError:
+                    pass  # not back within 2 s: pings and silence take over
+                continue
+            if self.notices != notices:  # lanes restarted: what died with it is replayed now
+                notices = self.notices
+                last_event = now
+                try:
+                    pending.extend(self.catch_up(timeout_s=2.0))
+                except GeodeError:
+                    pass
+                continue
+            if env is not None:
                 continue
             if now - last_event > CATCHUP_S:  # a quiet stream: ask for anything we may have missed
                 last_event = now

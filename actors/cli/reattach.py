@@ -14,12 +14,15 @@ from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import ErrorCode, GeodeError, RequestTimeout
+from geode.protocol.transport import unwrap
 from geode.sessions.transcript import Exchange, first_prompt, last_exchanges
 
 LAST_EXCHANGES = 3
 ANSWER_LINES = 12
 PICK_MAX = 10
-PROMPT_REPLY_S = 5.0  # one send of cli.prompt waits this long for its reply, then it is sent again
+PROMPT_REPLY_S = 1.0  # one send of cli.prompt waits this long for its reply, then it is sent again
+PROMPT_REPLY_MAX_S = 4.0  # each further wait doubles, up to this (a slow but live control is not flooded)
+HANDSHAKE_WAIT_S = 2.0  # one re-handshake waits this long (a restarting control child comes back in ~0.2 s)
 PROMPT_GIVE_UP_S = 30.0  # re-sent (same turn id) after a re-handshake until this long has passed
 RETRYABLE = (ErrorCode.TIMEOUT, ErrorCode.UNAVAILABLE, ErrorCode.NOT_READY)
 
@@ -53,30 +56,54 @@ def new_turn_id() -> str:
 def submit_prompt(
     cl: Any, body: dict[str, Any], backlog: list[dict[str, Any]], *, give_up_s: float = PROMPT_GIVE_UP_S
 ) -> dict[str, Any]:
-    """Send ``cli.prompt`` (``body`` carries the client's ``turn_id``) until it is acknowledged. A lost reply
-    (control restarted, lanes slow) → handshake again and re-send: lanes' submit is idempotent by turn id,
-    so the retry finds the same turn. Past ``give_up_s``: :class:`TurnContinues` (not acknowledged)."""
+    """Send ``cli.prompt`` (``body`` carries the client's ``turn_id``) until it is acknowledged.
+
+    An unanswered send is sent again after ``PROMPT_REPLY_S`` (then after twice as long, up to
+    ``PROMPT_REPLY_MAX_S``), and at once when the control child went away (``cl.disconnects``) or a new
+    one does not know the connection (``not_ready``): then after a handshake on the same session. lanes'
+    submit is idempotent by turn id, so every send is the same turn, and the reply to any of them answers.
+    Past ``give_up_s``: :class:`TurnContinues` (not acknowledged)."""
     deadline = time.monotonic() + give_up_s
-    why = ""
+    sent: list[str] = []  # the correlation ids of every send of this prompt
+    why, wait, resend_at = "", PROMPT_REPLY_S, 0.0
+    fresh = True  # the connection needs no new handshake before the next send
+    drops = cl.disconnects
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        now = time.monotonic()
+        if now >= deadline:
             sid = str(body.get("session_id") or cl.session_id or "")
             raise TurnContinues(body["turn_id"], sid, f"gave up after {give_up_s:g}s: {why}", accepted=False)
+        if cl.disconnects != drops:  # the control child went away: a lost reply, and a new control
+            drops, fresh, resend_at = cl.disconnects, False, now
+            why = why or "the control child went away"
+        if not fresh:  # handshake on the same session; a late reply to an earlier send still answers
+            hs = cl.send_request(c.HANDSHAKE, {**cl.handshake_body, "session_id": cl.session_id})
+            env = cl.wait_reply([hs, *sent], min(HANDSHAKE_WAIT_S, deadline - now), on_event=backlog.append)
+            if env is None or env.corr == hs:
+                if env is not None and env.kind == "ok":
+                    fresh = True
+                    cl.reattached += 1
+                else:  # no answer yet (control still restarting) or refused: try again, never a busy loop
+                    time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                continue
+        else:
+            if not sent or now >= resend_at:
+                sent.append(cl.send_request(c.PROMPT, body))
+                resend_at, wait = now + wait, min(2 * wait, PROMPT_REPLY_MAX_S)
+            env = cl.wait_reply(sent, min(resend_at, deadline) - now, on_event=backlog.append)
+            if env is None:
+                why = why or f"no reply within {PROMPT_REPLY_S:g}s"
+                continue
         try:
-            wait = min(PROMPT_REPLY_S, left)
-            return dict(cl.request(c.PROMPT, body, timeout_s=wait, on_event=backlog.append))
+            return dict(unwrap(env))
         except GeodeError as exc:
             if exc.code not in RETRYABLE:
                 raise
             why = str(exc)
-        try:  # a restarted control does not know this connection: handshake again on the same session
-            hs = {**cl.handshake_body, "session_id": cl.session_id}
-            cl.request(c.HANDSHAKE, hs, timeout_s=max(0.1, min(2.0, deadline - time.monotonic())))
-            cl.reattached += 1
-        except GeodeError:
-            pass  # still down: the next send waits for its reply again
-        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))  # never a busy loop on quick refusals
+            if env.corr != sent[-1]:
+                continue  # an earlier send's refusal: the latest may still be accepted
+            fresh = fresh and exc.code != ErrorCode.NOT_READY  # a new control: handshake first
+            resend_at = time.monotonic() + 0.1  # again soon, never a busy loop on quick refusals
 
 
 def _clip(text: str, lines: int, width: int = 200) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from geode.control.connection import QUEUE_MAX, Connection, ConnState, Runner
+from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
 from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
@@ -317,6 +318,17 @@ class ControlCore:
                     k.active_turns.discard(ev.turn_id)
         for k in targets:
             self._deliver(k, k.accept(ev))
+
+    def lanes_restarted(self, incarnation: int) -> int:
+        """A new lanes incarnation is ready: its clients catch up at once (blocks until lanes answers)."""
+        return tell_lanes_restarted(
+            self.transport,
+            self.send,
+            self._snapshot(),
+            lanes=self.lanes,
+            origin=self.origin,
+            incarnation=incarnation,
+        )
 
     def _deliver(self, conn: Connection, events: list[lanes_msg.StreamEvent]) -> None:
         for ev in events:

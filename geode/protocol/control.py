@@ -2,7 +2,7 @@
 
 CLI frames are ordinary envelopes (msgpack, 1 MiB cap) on ``$GEODE_HOME/cli.sock``. The client's requests
 (``cli.*``) get one reply each; the server pushes ``cli.event`` casts (a session's stream, ordered by
-``seq``).
+``seq``) and ``cli.notice`` casts (a lanes restart: catch up now).
 """
 
 from __future__ import annotations
@@ -100,6 +100,13 @@ class Attached(BaseModel):
     running: str | None = None
 
 
+class Notice(BaseModel):
+    """Pushed by control: ``lanes_restarted`` (a new lanes answers; replay from your last seq now)."""
+
+    what: Literal["lanes_restarted"]
+    incarnation: int = 0
+
+
 class Empty(BaseModel):
     """No fields."""
 
@@ -136,3 +143,4 @@ RECONCILE = message("cli.reconcile", Reconcile)
 RESTART = message("cli.restart", Restart)
 STOP = message("cli.stop", Empty)
 CLI_EVENT = message("cli.event", StreamEvent, None)
+CLI_NOTICE = message("cli.notice", Notice, None)

@@ -1,56 +1,120 @@
-"""reattach.submit_prompt: a lost cli.prompt reply is re-sent with the same turn id after a re-handshake;
-giving up says which turn may run (TurnContinues, not 'daemon unavailable')."""
+"""reattach.submit_prompt against a fake control socket: an unanswered cli.prompt is re-sent with the same
+turn id after ~1 s (it was 5 s), a late reply to any earlier send answers, a control that does not know the
+connection gets a handshake first, re-sends are bounded, and giving up says which turn may run
+(TurnContinues, not 'daemon unavailable')."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from actors.cli.client import ControlClient
 from actors.cli.reattach import TurnContinues, new_turn_id, submit_prompt
+from geode.home import GeodeHome
 from geode.protocol import control as c
-from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import BadRequest
+from tests.cli.fake_control import FakeControl, welcome
 
 
-class FakeClient:
-    def __init__(self, answers: list[Any]) -> None:
-        self.answers = answers
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-        self.handshake_body: dict[str, Any] = {"protocol_version": "x"}
-        self.session_id = "s-1"
-        self.reattached = 0
+class Script:
+    """Answers prompts as ``on_prompt(n, env)`` says (n counts the prompts); records the prompts' turn ids."""
 
-    def request(self, type_: str, body: dict[str, Any], **_kw: Any) -> dict[str, Any]:
-        self.sent.append((type_, body))
-        if type_ == c.HANDSHAKE:
-            return {"session_id": self.session_id}
-        out = self.answers.pop(0) if self.answers else RequestTimeout("no reply")
-        if isinstance(out, GeodeError):
-            raise out
-        return dict(out)
+    def __init__(self, on_prompt: Any) -> None:
+        self.on_prompt = on_prompt
+        self.turn_ids: list[str] = []
+        self.kinds: list[str] = []
+        self.fc: FakeControl | None = None
+        self.held: list[Envelope] = []
+
+    def __call__(self, env: Envelope, ident: bytes) -> dict[str, Any] | None:
+        self.kinds.append(env.type)
+        if env.type == c.HANDSHAKE:
+            return welcome()
+        if env.type != c.PROMPT:
+            return {"ok": True}
+        self.turn_ids.append(env.body["turn_id"])
+        return self.on_prompt(len(self.turn_ids), env, ident, self)  # type: ignore[no-any-return]
 
 
-def test_a_lost_reply_is_resent_with_the_same_turn_id() -> None:
+def _accepted(env: Envelope) -> dict[str, Any]:
+    return {"turn_id": env.body["turn_id"], "session_id": "s-1", "position": 0}
+
+
+def _submit(tmp_path: Path, script: Script, give_up_s: float = 10.0) -> tuple[dict[str, Any], float, str]:
+    home = GeodeHome(tmp_path / "gh").ensure()
     tid = new_turn_id()
-    cl = FakeClient([RequestTimeout("no reply"), {"turn_id": tid, "session_id": "s-1"}])
-    got = submit_prompt(cl, {"text": "hi", "session_id": "s-1", "turn_id": tid}, [], give_up_s=5)
-    assert got["turn_id"] == tid
-    prompts = [b for t, b in cl.sent if t == c.PROMPT]
-    assert [p["turn_id"] for p in prompts] == [tid, tid]
-    assert [t for t, _ in cl.sent] == [c.PROMPT, c.HANDSHAKE, c.PROMPT] and cl.reattached == 1
+    with FakeControl(home, answer=script) as fc:
+        script.fc = fc
+        cl = ControlClient(home, client_version="test")
+        try:
+            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
+            t0 = time.monotonic()
+            body = {"text": "hi", "session_id": "s-1", "turn_id": tid}
+            got = submit_prompt(cl, body, [], give_up_s=give_up_s)
+            return got, time.monotonic() - t0, tid
+        finally:
+            cl.close()
 
 
-def test_giving_up_names_the_turn() -> None:
-    tid = new_turn_id()
-    cl = FakeClient([])
+def test_an_unanswered_prompt_is_resent_with_the_same_turn_id_after_about_a_second(tmp_path: Path) -> None:
+    script = Script(lambda n, env, ident, s: None if n == 1 else _accepted(env))  # the first reply is lost
+    got, took, tid = _submit(tmp_path, script)
+    assert got["turn_id"] == tid and script.turn_ids == [tid, tid]
+    assert 0.9 <= took < 2.0, f"accepted after {took:.2f}s"  # was 5 s (PROMPT_REPLY_S) plus a handshake
+
+
+def test_a_late_reply_to_an_earlier_send_answers(tmp_path: Path) -> None:
+    """The first send's reply comes only once the second send arrived (a slow control): it is taken, the
+    client does not wait for the second one's reply (never sent)."""
+
+    def on_prompt(n: int, env: Envelope, ident: bytes, s: Script) -> dict[str, Any] | None:
+        if n == 1:
+            s.held.append(env)
+        elif n == 2:
+            assert s.fc is not None
+            first = s.held[0]
+            s.fc.send(ident, first.reply_ok(_accepted(first)))
+        return None
+
+    got, took, tid = _submit(tmp_path, Script(on_prompt))
+    assert got["turn_id"] == tid and took < 2.0, (got, took)
+
+
+def test_a_control_that_does_not_know_the_connection_gets_a_handshake_then_the_prompt(tmp_path: Path) -> None:
+    def on_prompt(n: int, env: Envelope, ident: bytes, s: Script) -> dict[str, Any] | None:
+        if n == 1:
+            assert s.fc is not None
+            s.fc.send(ident, env.reply_error("not_ready", "send cli.handshake first"))
+            return None
+        return _accepted(env)
+
+    script = Script(on_prompt)
+    got, took, tid = _submit(tmp_path, script)
+    assert got["turn_id"] == tid and took < 1.0, took
+    assert script.kinds[:4] == [c.HANDSHAKE, c.PROMPT, c.HANDSHAKE, c.PROMPT], script.kinds
+
+
+def test_resends_are_bounded_and_giving_up_names_the_turn(tmp_path: Path) -> None:
+    script = Script(lambda n, env, ident, s: None)  # never answered
     with pytest.raises(TurnContinues) as info:
-        submit_prompt(cl, {"text": "hi", "session_id": "s-1", "turn_id": tid}, [], give_up_s=0.3)
-    assert info.value.turn_id == tid and info.value.accepted is False
-    assert tid in info.value.explain() and "geode --resume s-1" in info.value.explain()
+        _submit(tmp_path, script, give_up_s=4.0)
+    assert info.value.accepted is False and info.value.turn_id in info.value.explain()
+    assert "geode --resume s-1" in info.value.explain()
+    assert len(set(script.turn_ids)) == 1
+    assert 3 <= len(script.turn_ids) <= 4, script.turn_ids  # at 0, 1, 3 s (each wait doubles), not 40
 
 
-def test_a_refused_prompt_is_not_resent() -> None:
-    cl = FakeClient([BadRequest("too long")])
+def test_a_refused_prompt_is_not_resent(tmp_path: Path) -> None:
+    def on_prompt(n: int, env: Envelope, ident: bytes, s: Script) -> dict[str, Any] | None:
+        assert s.fc is not None
+        s.fc.send(ident, env.reply_error("bad_request", "too long"))
+        return None
+
+    script = Script(on_prompt)
     with pytest.raises(BadRequest):
-        submit_prompt(cl, {"text": "hi", "turn_id": new_turn_id()}, [], give_up_s=5)
-    assert len(cl.sent) == 1
+        _submit(tmp_path, script)
+    assert len(script.turn_ids) == 1

@@ -1,0 +1,38 @@
+"""Notice at once that the control socket's peer went away: a libzmq socket monitor on the CLI's DEALER
+for ``EVENT_DISCONNECTED`` (on ipc the kernel closes a SIGKILLed control's end at once, so the event comes
+within milliseconds, where silence on the heartbeat took seconds)."""
+
+from __future__ import annotations
+
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+
+class DropWatch:
+    """Counts the disconnections of one socket (read with :meth:`drain`, from the thread using it)."""
+
+    def __init__(self, sock: zmq.Socket) -> None:  # type: ignore[type-arg]
+        self._sock = sock
+        self.mon: zmq.Socket = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)  # type: ignore[type-arg]
+        self.drops = 0
+
+    def drain(self) -> int:
+        """Read the pending monitor events; returns the number of disconnections seen so far."""
+        while True:
+            try:
+                frames = self.mon.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return self.drops
+            try:
+                event = parse_monitor_message(frames)
+            except RuntimeError:  # not a monitor message: never expected, never fatal
+                continue
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self.drops += 1
+
+    def close(self) -> None:
+        try:
+            self._sock.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self.mon.close(0)
