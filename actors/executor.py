@@ -3,11 +3,15 @@
 Hosted by ``actors.tree.child_main executor`` through the registry (``build``). Hooks come from the global
 config's ``[hooks]`` tables; approvals go through lanes to the turn's origin; receipts and the timeline go
 to the store. When this process dies, the store marks its admitted receipts uncertain (runtime.child_died).
+On the main host it is also the tool routing (geode/tools/remote_routing.py): a session whose workspace lies
+under a registered remote executor's roots runs its tools there. On a worker host (``--role worker``) it is
+such a remote executor (``build_remote``): a peer of main's executor, owner ``HOST/executor#incarnation``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from actors.tree.registry import ChildContext
+from actors.tree.worker_role import WorkerRole
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
@@ -34,6 +39,8 @@ from geode.tools.builtin.messaging import BusMessenger
 from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
+from geode.tools.remote_agent import RemoteAgent
+from geode.tools.remote_routing import RemoteRouter
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
 from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ENDPOINT = "executor"
+EX_TEMPFAIL = 75  # a remote executor that lost main: restarted as a new incarnation
 SAID = {
     "killed": "killed at its deadline",
     "scheduled": "still within its deadline; will be killed then",
@@ -59,8 +67,14 @@ class ExecutorChild:
     hooks: HookRunner
     mcp: Any = None  # geode.tools.mcp.status.McpRuntime: the MCP servers, closed with the child
     reaper: GroupReaper | None = None
+    router: RemoteRouter | None = None  # main host: the remote executors it routes to
+    agent: RemoteAgent | None = None  # worker host: the link to main's executor
 
     def stop(self) -> None:
+        if self.agent is not None:
+            self.agent.stop()
+        if self.router is not None:
+            self.router.stop()
         if self.reaper is not None:
             self.reaper.stop()  # pending orphan kills stay noted for the next incarnation
         self.executor.shutdown()
@@ -123,7 +137,11 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
 
 
 def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
-    """Registry builder: serve the executor (built-ins + MCP tools) on this child's bus."""
+    """Registry builder: serve the executor (built-ins + MCP tools) on this child's bus; on a worker host,
+    register with main's executor instead (``build_remote``)."""
+    role = WorkerRole.from_env()
+    if role is not None:
+        return build_remote(bus, ctx, role)
     mcp = connect_mcp(ctx.config, ctx.home.root)
     mcp_specs, mcp_handlers = mcp.overlay.specs, mcp.overlay.handlers
     executor = executor_from_config(
@@ -140,18 +158,52 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         catalogue=[*builtin_specs(), *mcp_specs],
         delivery=delivery,
     )
+    # the tool routing: remote executors register here and serve the sessions under their roots
+    router = RemoteRouter(executor, bus.transport, fail_pending=bus.fail_pending).start()
     # `geode mcp-servers`: the servers, their state and tool counts
-    service.dispatch = Dispatch(
-        "the executor", {**service.dispatch.routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows()}
+    dispatch = Dispatch(
+        "the executor",
+        {**service.dispatch.routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows(), **router.routes()},
+        inline=RemoteRouter.INLINE,  # heartbeats never wait behind tool calls
     )
-    service.handle = service.dispatch.handle
     # the messengers child exited: its posts in flight get no reply; fail them now as MessengersLost, so the
     # replies they carried become uncertain at once instead of at their timeout (never re-sent)
     bus.subscribe("supervisor", on_exit_failer(bus, ("messengers",), ctx.name, error=MessengersLost))
-    bus.serve(ENDPOINT, service, concurrency=concurrency)
+    bus.serve(ENDPOINT, dispatch, concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, mcp, reaper)
+    return ExecutorChild(executor, executor.hooks, mcp, reaper, router)
+
+
+def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild:
+    """A worker host's executor: serves the calls main's executor forwards (built-in tools; MCP servers stay
+    on main) as a peer of main's ``executor`` endpoint, and registers ``role.roots`` with heartbeats. Its
+    receipts are owned by ``HOST/executor#incarnation``; when main stops answering it exits (75)."""
+    owner_name = role.qualified(ctx.name)
+    executor = executor_from_config(
+        bus, ctx, owner=f"{owner_name}#{ctx.incarnation}", handlers=builtin_handlers()
+    )
+    reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
+    start_delegate(bus, executor, ctx, list(builtin_specs()))
+    service = ToolService(executor, name=owner_name, incarnation=ctx.incarnation, catalogue=builtin_specs())
+    bus.connect_peer(ENDPOINT, service.dispatch, concurrency=ctx.settings.tools.handlers)
+    ready = tools_msg.ExecutorReady(
+        host=role.host, name=ctx.name, incarnation=ctx.incarnation, roots=list(role.roots), pid=os.getpid()
+    )
+    agent = RemoteAgent(bus.transport, ready, on_lost=_leave).start()
+    log.info(
+        "remote executor %s#%d serving roots %s for %s", owner_name, ctx.incarnation, role.roots, role.connect
+    )
+    assert executor.hooks is not None
+    return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent)
+
+
+def _leave(why: str) -> None:
+    """Main stopped answering: exit now (no handler outlives its incarnation's registration); the supervisor
+    starts a new incarnation, which registers afresh. Admitted receipts become uncertain on main's side."""
+    log.error("leaving: %s", why)
+    logging.shutdown()
+    os._exit(EX_TEMPFAIL)
 
 
 def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: list[ToolSpec]) -> None:
@@ -159,7 +211,7 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
     ``ctx.name``): their stream comes back here and their approvals are relayed to the parent's turn."""
     delegate = LanesDelegate(
         bus.transport,
-        origin=ctx.name,
+        origin=bus.name,  # the name lanes pushes to (host-qualified on a worker host)
         specs=specs,
         global_config=ctx.config,
         limits=DelegateLimits(max_timeout_s=ctx.settings.tools.delegate.max_timeout_s),
@@ -169,7 +221,7 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
         delegate.on_event(b)
 
-    lanes_push = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
+    lanes_push = Dispatch(f"{bus.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
     bus.connect_peer("lanes", lanes_push, concurrency=1)
 
 

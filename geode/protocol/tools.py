@@ -84,3 +84,55 @@ class McpServers(BaseModel):
 
 
 MCP_SERVERS = message("tool.mcp.servers", McpServersQuery, McpServers)
+
+
+class ExecutorReady(BaseModel):
+    """A remote executor (on a worker host) registers with main's executor: it serves the tool calls of
+    sessions whose workspace lies under ``roots``; its receipts are owned by ``HOST/NAME#INCARNATION``."""
+
+    host: str = Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(default="executor", min_length=1, max_length=20)
+    incarnation: int = Field(ge=0)
+    roots: list[str] = Field(default_factory=list, max_length=64)
+    address: str = Field(default="", max_length=200)
+    pid: int = 0
+
+
+class ExecutorHeartbeat(BaseModel):
+    """A registered remote executor is alive (every second; three missed = lost, its effects uncertain)."""
+
+    host: str = Field(min_length=1, max_length=40)
+    name: str = Field(default="executor", min_length=1, max_length=20)
+    incarnation: int = Field(ge=0)
+
+
+class ExecutorKnown(BaseModel):
+    """``known`` False: register again (main's executor restarted, or it already declared this one lost)."""
+
+    known: bool
+    heartbeat_s: float = 1.0
+    liveness_s: float = 3.0
+
+
+class HostsQuery(BaseModel):
+    """The remote executors main's executor routes to (``geode status`` hosts view)."""
+
+
+class HostRow(BaseModel):
+    host: str
+    address: str = ""
+    name: str
+    incarnation: int
+    state: str  # up | lost
+    last_seen_s: float  # seconds since its last heartbeat
+    effects_in_flight: int = 0
+    roots: list[str] = Field(default_factory=list)
+
+
+class Hosts(BaseModel):
+    hosts: list[HostRow] = Field(default_factory=list)
+
+
+EXECUTOR_READY = message("executor.ready", ExecutorReady, ExecutorKnown)
+EXECUTOR_HEARTBEAT = message("executor.heartbeat", ExecutorHeartbeat, ExecutorKnown)
+HOSTS = message("tool.hosts", HostsQuery, Hosts)

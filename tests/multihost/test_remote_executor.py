@@ -1,0 +1,160 @@
+"""Issue 17 (E) on one machine: a remote executor (`--role worker` env, its own GEODE_HOME and keys) registers
+with a served main tree over tcp loopback + CURVE; calls of a session whose workspace is under its roots run
+there, others locally; SIGKILL of the remote mid-command makes the effect uncertain at once, never re-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from actors.bus import Bus, host_keys
+from actors.tree.worker_role import WorkerRole
+from geode.home import GeodeHome
+from geode.protocol import tools as m
+from geode.records.store_client import StoreClient
+from geode.tools.executor_client import ExecutorClient
+from geode.tools.spec import ToolCall, ToolContext, ToolResult
+from tests.actors.tree_kit import ROOT, make_home, serve, stop, wait_for
+from tests.tools.executor_tree import ALLOW_ALL, bound_executor
+
+
+def _free_base_port() -> int:
+    """A port with the two above it free too (lanes = port, store = +1, executor = +2)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port > 65000:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port + 1))
+                b.bind(("127.0.0.1", port + 2))
+            return port
+        except OSError:
+            continue
+    raise AssertionError("no three consecutive free ports")
+
+
+@dataclass
+class TwoHosts:
+    main: GeodeHome
+    worker: GeodeHome
+    remote: subprocess.Popen[bytes]
+    remote_ws: Path
+    local_ws: Path
+    bus: Bus
+
+
+def _hosts(bus: Bus) -> list[m.HostRow]:
+    return m.Hosts.model_validate(bus.transport.call("executor", m.HOSTS, {}, timeout_s=5)).hosts
+
+
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
+    base = tmp_path_factory.mktemp("rx")
+    worker = GeodeHome(base / "w").ensure()
+    worker_pub = host_keys.create(worker)
+    worker.config_file.write_text(ALLOW_ALL)
+    port = _free_base_port()
+    main = make_home(
+        base,
+        f'{ALLOW_ALL}[bus]\nlisten = "tcp://127.0.0.1:{port}"\n'
+        f'[bus.curve]\nauthorized_keys = ["{worker_pub}"]\n',
+    )
+    main_pub = host_keys.create(main)
+    remote_ws, local_ws = base / "remote-ws", base / "local-ws"
+    remote_ws.mkdir()
+    local_ws.mkdir()
+    serve(main, timeout=60)
+    role = WorkerRole(
+        host="w1",
+        connect=f"tcp://127.0.0.1:{port}",
+        server_key=main_pub,
+        children=("executor",),
+        roots=(str(remote_ws),),
+    )
+    env = {**os.environ, "GEODE_HOME": str(worker.root), "PYTHONPATH": str(ROOT), **role.env()}
+    remote = subprocess.Popen([sys.executable, "-m", "actors.tree.child_main", "executor"], env=env)
+    bus = Bus("remote-exec-test", 1, main).start()
+    try:
+        wait_for(
+            lambda: any(h.host == "w1" and h.state == "up" for h in _hosts(bus)),
+            30,
+            what="the remote executor to register with main's executor",
+            swallow=(Exception,),
+        )
+        yield TwoHosts(main, worker, remote, remote_ws, local_ws, bus)
+    finally:
+        if remote.poll() is None:
+            remote.kill()
+        remote.wait(10)
+        bus.stop()
+        stop(main)
+
+
+def _run(client: ExecutorClient, ctx: ToolContext, name: str, args: dict[str, object]) -> ToolResult:
+    return client.execute(ctx, ToolCall(id=f"tu-{ctx.operation_id}", name=name, input=args))
+
+
+def test_a_session_under_the_remote_roots_runs_its_tools_there_others_locally(two_hosts: TwoHosts) -> None:
+    h = two_hosts
+    row = next(x for x in _hosts(h.bus) if x.host == "w1")
+    assert row.roots == [str(h.remote_ws)] and row.incarnation == 1 and row.last_seen_s < 3
+    store = StoreClient(h.bus.transport, timeout_s=5)
+    client, ctx = bound_executor(h.bus, h.remote_ws, "s-remote", "op-remote-1")
+    r = _run(client, ctx, "write_file", {"file_path": "a.txt", "content": "from w1"})
+    assert not r.is_error, r
+    assert (h.remote_ws / "a.txt").read_text() == "from w1"
+    receipt = store.get_receipt("op-remote-1")
+    assert receipt is not None and receipt.owner == "w1/executor#1" and receipt.state.value == "committed"
+    client, ctx = bound_executor(h.bus, h.local_ws, "s-local", "op-local-1")
+    r = _run(client, ctx, "write_file", {"file_path": "b.txt", "content": "from main"})
+    assert not r.is_error, r
+    receipt = store.get_receipt("op-local-1")
+    assert receipt is not None and receipt.owner.startswith("executor#"), receipt.owner
+
+
+def test_killing_the_remote_mid_command_makes_the_effect_uncertain_and_it_never_runs_again(
+    two_hosts: TwoHosts,
+) -> None:
+    h = two_hosts
+    runs, pgid_file = h.remote_ws / "runs", h.remote_ws / "pgid"
+    client, ctx = bound_executor(h.bus, h.remote_ws, "s-cut", "op-cut-1")
+    out: list[ToolResult] = []
+    cmd = "echo $$ > pgid; echo run >> runs; sleep 30"
+    t = threading.Thread(
+        target=lambda: out.append(_run(client, ctx, "run_bash", {"command": cmd, "timeout": 40}))
+    )
+    t.start()
+    pgid = 0
+    try:
+        wait_for(lambda: runs.exists() and pgid_file.exists() and pgid_file.read_text().strip() != "", 20)
+        pgid = int(pgid_file.read_text())
+        wait_for(lambda: next(x for x in _hosts(h.bus) if x.host == "w1").effects_in_flight == 1, 5)
+        os.kill(h.remote.pid, signal.SIGKILL)
+        t.join(15)  # main declares the host lost after 3 s of silence
+        assert out, "the forwarded call got no answer after its host was lost"
+        assert out[0].error_type == "effect_outcome_uncertain", out[0]
+        store = StoreClient(h.bus.transport, timeout_s=5)
+        wait_for(lambda: (r := store.get_receipt("op-cut-1")) is not None and r.state.value == "uncertain", 5)
+        rows = [x for x in _hosts(h.bus) if x.host == "w1"]
+        assert [(x.state, x.effects_in_flight) for x in rows] == [("lost", 0)]
+        again = _run(client, ctx, "run_bash", {"command": cmd, "timeout": 40})  # the loop asking once more
+        assert again.is_error and again.error_type == "executor_host_down", again
+        assert runs.read_text() == "run\n"  # ran once, never re-sent
+    finally:
+        if pgid:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
