@@ -320,11 +320,12 @@ class ControlCore:
             self._deliver(k, k.accept(ev))
 
     def lanes_restarted(self, incarnation: int) -> int:
-        """A new lanes incarnation is ready: its clients catch up at once (blocks until lanes answers)."""
+        """A new lanes incarnation is ready: its clients catch up at once and once more a hello later
+        (blocks the calling thread for about a second)."""
         return tell_lanes_restarted(
             self.transport,
             self.send,
-            self._snapshot(),
+            self._snapshot,
             lanes=self.lanes,
             origin=self.origin,
             incarnation=incarnation,

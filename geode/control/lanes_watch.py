@@ -1,5 +1,7 @@
-"""Control's side of a lanes restart: once the new lanes incarnation answers control (so its pushes reach
-control again), every ready client connection is told to replay its session from the last seq it saw."""
+"""Control's side of a lanes restart: once the new lanes incarnation answers control, every ready client
+connection is told to replay its session from the last seq it saw, and told again one bus hello later: the
+new lanes routes its pushes to control only after control's next hello (every ``HELLO_S``), and what it
+pushed before that was dropped."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from geode.protocol.transport import Transport
 log = logging.getLogger(__name__)
 LINK_WAIT_S = 2.0  # how long to wait for the new lanes to answer before telling the clients anyway
 PING_TIMEOUT_S = 0.3
+HELLO_S = 1.0  # the bus's hello interval (actors/bus Bus(hello_interval_s)): lanes can push to us after it
 
 
 def lanes_answers(transport: Transport, lanes: str, wait_s: float = LINK_WAIT_S) -> bool:
@@ -36,26 +39,35 @@ def lanes_answers(transport: Transport, lanes: str, wait_s: float = LINK_WAIT_S)
 def tell_lanes_restarted(
     transport: Transport,
     send: Callable[[str, Envelope], None],
-    conns: Iterable[Connection],
+    conns: Callable[[], Iterable[Connection]],
     *,
     lanes: str,
     origin: str,
     incarnation: int,
     wait_s: float = LINK_WAIT_S,
+    again_after_s: float = 0.1,
 ) -> int:
-    """Push ``cli.notice`` (``lanes_restarted``) to every ready connection attached to a session, once the
-    new lanes answers. Returns how many connections were told."""
+    """Push ``cli.notice`` (``lanes_restarted``) to every ready connection attached to a session once the
+    new lanes answers, and again ``HELLO_S + again_after_s`` later. Returns how many were told first."""
     linked = lanes_answers(transport, lanes, wait_s)
-    body = c.Notice(what="lanes_restarted", incarnation=incarnation).model_dump()
-    told = 0
-    for k in conns:
-        if k.state is ConnState.READY and k.attached:
-            send(k.conn_id, Envelope(kind="cast", type=c.CLI_NOTICE, body=body, **{"from": origin}))
-            told += 1
+    at = time.monotonic()
+    told = _tell(send, conns(), origin, incarnation)
     log.info(
         "lanes #%d ready (%s): told %d client connections to catch up",
         incarnation,
         "answers" if linked else "no answer yet",
         told,
     )
+    time.sleep(max(0.0, at + HELLO_S + again_after_s - time.monotonic()))
+    _tell(send, conns(), origin, incarnation)  # what lanes pushed before our hello reached it
+    return told
+
+
+def _tell(send: Callable[[str, Envelope], None], conns: Iterable[Connection], origin: str, inc: int) -> int:
+    body = c.Notice(what="lanes_restarted", incarnation=inc).model_dump()
+    told = 0
+    for k in conns:
+        if k.state is ConnState.READY and k.attached:
+            send(k.conn_id, Envelope(kind="cast", type=c.CLI_NOTICE, body=body, **{"from": origin}))
+            told += 1
     return told
