@@ -93,13 +93,16 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         else:
             typer.echo(f"geode is not running (GEODE_HOME={home.root})")
         raise typer.Exit(1)
+    from actors.cli.hosts_view import executor_hosts, hosts_detail, hosts_lines
     from actors.cli.lanes_view import lanes_detail, lanes_lines
     from actors.cli.messengers_view import messengers_detail, poller_lines
 
-    lanes = lanes_detail(home)
-    talk = messengers_detail(home)
+    names = {c.name for c in st.children}  # a worker host (--role worker) has no lanes, no messengers
+    lanes = lanes_detail(home) if "lanes" in names else None
+    talk = messengers_detail(home) if "messengers" in names else None
+    hosts = hosts_detail(lanes, executor_hosts(home)) if "lanes" in names else []  # main: worker hosts
     if as_json:
-        out = {"running": True, **st.model_dump(), "lanes": lanes}
+        out = {"running": True, **st.model_dump(), "lanes": lanes, "hosts": hosts}
         out["messengers"] = talk.get("platforms", []) if talk is not None else None
         typer.echo(json.dumps(out))
         return
@@ -107,7 +110,8 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     typer.echo(f"supervisor pid {st.pid} incarnation {st.incarnation} {st.state}{mode}")
     for line in _tree_lines(st):
         typer.echo(line)
-    for line in [*lanes_lines(lanes), *poller_lines(talk)]:
+    shown = [*lanes_lines(lanes), *hosts_lines(hosts), *poller_lines(talk)] if "lanes" in names else []
+    for line in shown:
         typer.echo(line)
 
 

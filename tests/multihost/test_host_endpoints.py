@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import stat
 from pathlib import Path
 
@@ -21,24 +20,7 @@ from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import ConfigError
 from tests.actors.bus_fixtures import FixtureService
-
-
-def _free_base_port() -> int:
-    """A port with the two above it free too (lanes = port, store = +1, executor = +2)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port > 65000:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port + 1))
-                b.bind(("127.0.0.1", port + 2))
-            return port
-        except OSError:
-            continue
-    raise AssertionError("no three consecutive free ports")
+from tests.multihost.ports import free_base_port
 
 
 def test_keys_init_show_and_refuse_overwrite(tmp_path: Path) -> None:
@@ -73,7 +55,7 @@ def _main_and_worker(tmp_path: Path) -> tuple[GeodeHome, GeodeHome, int]:
     worker = GeodeHome(tmp_path / "w").ensure()
     host_keys.create(main)
     host_keys.create(worker)
-    return main, worker, _free_base_port()
+    return main, worker, free_base_port()
 
 
 def test_listen_binds_ipc_plain_and_tcp_curve(
@@ -120,7 +102,7 @@ def test_listen_binds_ipc_plain_and_tcp_curve(
 
 def test_listen_without_keys_is_refused_with_one_line(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path / "h").ensure()
-    cfg = BusSection.model_validate({"listen": f"tcp://127.0.0.1:{_free_base_port()}"})
+    cfg = BusSection.model_validate({"listen": f"tcp://127.0.0.1:{free_base_port()}"})
     bus = Bus("store", 1, home, endpoints=Endpoints.from_config(home, bus=cfg)).start()
     try:
         with pytest.raises(ConfigError, match="geode keys init"):

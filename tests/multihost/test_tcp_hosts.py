@@ -1,0 +1,186 @@
+"""Issue 17 (D) on one machine over tcp loopback: a main tree (`[bus] listen`, one local loop worker) and a
+worker host (`geode serve --role worker`, its own GEODE_HOME and keys) sharing a scripted provider. Main's
+own loop-1 is SIGSTOPped so lanes presumes it dead (missed heartbeats) and only the worker host's
+`w1/loop-1` can take a turn; then the worker host is SIGKILLed mid-turn and main's loop-1 resumes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from actors.bus.endpoints import CurveKeys
+from actors.tree.client import tree_status
+from geode.home import GeodeHome
+from geode.protocol import codec, runtime
+from geode.protocol.envelope import Envelope
+from geode.providers.scripted import ScriptedServer
+from tests.actors.tree_kit import alive, children, geode, geode_popen, scripted_home, serve, stop, wait_for
+from tests.multihost.ports import free_base_port
+
+SLOW = "slow-marker"
+SEEN: dict[str, int] = {}
+
+
+def _reply(req: Any) -> Any:
+    msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+    first = msgs[0].get("content") if msgs else ""
+    text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first or [])
+    SEEN[text] = SEEN.get(text, 0) + 1
+    if SLOW in text and SEEN[text] == 1:
+        return {"text": "never seen", "delay_s": 60.0}  # the first attempt hangs until its host dies
+    return {"text": f"answer {SEEN[text]} to {text.split()[-1]}"}
+
+
+class Hosts:
+    def __init__(self, main: GeodeHome, worker: GeodeHome, port: int, server: ScriptedServer) -> None:
+        self.main, self.worker, self.port, self.server = main, worker, port, server
+        self.stopped: int | None = None  # main's loop-1, SIGSTOPped
+
+    def status(self) -> dict[str, Any]:
+        r = geode(self.main, "status", "--json", timeout=30)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+    def workers(self) -> list[str]:
+        return sorted(w["worker"] for w in (self.status()["lanes"] or {}).get("workers", []))
+
+    def serve_worker(self) -> None:
+        r = geode(
+            self.worker,
+            "serve",
+            "--role",
+            "worker",
+            "--connect",
+            f"tcp://127.0.0.1:{self.port}",
+            "--server-key",
+            f"@{self.main.host_public_key}",
+            "--host",
+            "w1",
+            timeout=90,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    def stop_local_worker(self) -> None:
+        self.stopped = children(self.main)["loop-1"].pid
+        assert self.stopped
+        os.kill(self.stopped, signal.SIGSTOP)
+        wait_for(lambda: self.workers() == ["w1/loop-1"], 20, what="lanes to presume main's loop-1 dead")
+
+    def continue_local_worker(self) -> None:
+        if self.stopped:
+            os.kill(self.stopped, signal.SIGCONT)
+            self.stopped = None
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
+    base = tmp_path_factory.mktemp("hosts")
+    server = ScriptedServer(_reply).start()
+    main = scripted_home(base / "m", server)
+    worker = scripted_home(base / "w", server)
+    h = Hosts(main, worker, free_base_port(), server)
+    try:
+        for home in (main, worker):
+            r = geode(home, "keys", "init")
+            assert r.returncode == 0, r.stderr
+        wpub = geode(worker, "keys", "show").stdout.strip()
+        cfg = main.config_file.read_text().replace("workers = 2", "workers = 1")
+        cfg += f'\n[bus]\nlisten = "tcp://127.0.0.1:{h.port}"\n[bus.curve]\nauthorized_keys = ["{wpub}"]\n'
+        main.config_file.write_text(cfg)
+        worker.config_file.write_text(worker.config_file.read_text().replace("workers = 2", "workers = 1"))
+        serve(main)
+        h.serve_worker()
+        wait_for(lambda: "w1/loop-1" in h.workers(), 20, what="w1/loop-1 registered with main's lanes")
+        yield h
+    finally:
+        h.continue_local_worker()
+        stop(worker)
+        stop(main)
+        server.stop()
+
+
+def test_status_on_main_lists_the_worker_host(hosts: Hosts) -> None:
+    listed = hosts.status()["hosts"]
+    assert [h["host"] for h in listed] == ["w1"]
+    (loop,) = listed[0]["children"]
+    assert loop["name"] == "w1/loop-1" and loop["kind"] == "loop" and loop["last_heartbeat_s"] < 3
+    assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
+    text = geode(hosts.main, "status").stdout
+    assert "hosts:" in text and "w1/loop-1#" in text
+    on_worker = geode(hosts.worker, "status")  # the worker host shows its own children only
+    assert on_worker.returncode == 0 and "loop-1" in on_worker.stdout and "lanes:" not in on_worker.stdout
+
+
+def test_an_unknown_key_is_refused_and_logged_with_its_address(hosts: Hosts) -> None:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    stranger = CurveKeys.generate()
+    sock.curve_serverkey = hosts.main.host_public_key.read_text().strip().encode()
+    sock.curve_publickey, sock.curve_secretkey = stranger.public, stranger.secret
+    try:
+        sock.connect(f"tcp://127.0.0.1:{hosts.port}")
+        sock.send(codec.encode(Envelope(type=runtime.PING, **{"from": "stranger#1"})))
+        assert not sock.poll(700), "a peer with an unknown key got an answer"
+        log = hosts.main.logs_dir / "lanes.log"
+        wait_for(lambda: "rejected a CURVE client from 127.0.0.1" in log.read_text(), 10)
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def test_a_turn_from_mains_cli_runs_on_the_worker_hosts_loop_worker(hosts: Hosts) -> None:
+    hosts.stop_local_worker()
+    r = geode(hosts.main, "ask", "say remote-one", "--json", timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["text"] == "answer 1 to remote-one" and out["termination_reason"] == "natural"
+    remote_log = (hosts.worker.logs_dir / "loop-1.log").read_text()
+    assert f"turn {out['turn_id']} accepted" in remote_log
+    assert out["turn_id"] not in (hosts.main.logs_dir / "loop-1.log").read_text()
+
+
+def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hosts: Hosts) -> None:
+    if hosts.stopped is None:
+        hosts.stop_local_worker()
+    ask = geode_popen(hosts.main, "ask", f"say {SLOW}", "--json")
+    try:
+        wait_for(lambda: SEEN.get(f"say {SLOW}") == 1, 30, what="the first attempt to reach the model")
+        (w1,) = [c for h in hosts.status()["hosts"] for c in h["children"] if c["kind"] == "loop"]
+        assert len(w1["turns_in_flight"]) == 1  # shown on main while it runs on the worker host
+        hosts.continue_local_worker()
+        wait_for(lambda: "loop-1" in hosts.workers(), 20, what="main's loop-1 back in the pool")
+        st = tree_status(hosts.worker)
+        assert st is not None
+        pids = [st.pid, *(c.pid for c in st.children if c.pid), *([st.zygote.pid] if st.zygote else [])]
+        for pid in pids:  # the whole worker host dies at once: no supervisor reports anything
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not any(alive(p) for p in pids), 10)
+        stdout, stderr = ask.communicate(timeout=60)
+    finally:
+        if ask.poll() is None:
+            ask.kill()
+            ask.wait()
+    assert ask.returncode == 0, stderr
+    out = json.loads(stdout)
+    assert out["text"] == f"answer 2 to {SLOW}" and out["termination_reason"] == "natural"
+    main_log = (hosts.main.logs_dir / "loop-1.log").read_text()
+    assert f"turn {out['turn_id']} accepted (attempt 2 resume)" in main_log, main_log[-2000:]
+    assert SEEN[f"say {SLOW}"] == 2  # asked once per attempt; nothing re-sent blindly
+    lanes_log = (hosts.main.logs_dir / "lanes.log").read_text()
+    assert "worker w1/loop-1#" in lanes_log and "silent for" in lanes_log
+
+
+def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
+    before = hosts.status()["hosts"]
+    assert before == [], before  # the dead host is gone from main's view
+    hosts.serve_worker()
+    wait_for(lambda: "w1/loop-1" in hosts.workers(), 20, what="w1/loop-1 registered again")
+    (loop,) = hosts.status()["hosts"][0]["children"]
+    assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
