@@ -7,6 +7,7 @@ restored hosts rejoin with a new incarnation."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from tests.waiting import poll_for
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
 MARKERS = "markers.txt"
+REFUSED = re.compile(r"reject|refus", re.IGNORECASE)
 
 
 class Model:
@@ -123,7 +125,7 @@ def test_turns_run_on_the_worker_host_and_tools_on_the_executor_host(hosts: tupl
     procs = [ask(c, "pair p1"), ask(c, "pair p2")]
     results = [answer(p) for p in procs]
     assert [r["termination_reason"] for r in results] == ["natural", "natural"], results
-    assert sorted(markers(c)) == ["p1", "p2"]
+    assert [markers(c).count(n) for n in ("p1", "p2")] == [1, 1]
     recs = records(c)
     turn_ids = {r["turn_id"] for r in results}
     workers = sorted(t["worker"] for t in recs["turns"] if t["turn_id"] in turn_ids)
@@ -159,7 +161,7 @@ def test_a_peer_with_an_unknown_key_is_refused_and_logged_with_its_address(
     w1 = c.bed.hosts["w1"].address
 
     def refusal() -> list[str]:
-        return [ln for ln in c.logs("main").splitlines() if w1 in ln and "refus" in ln.lower()]
+        return [ln for ln in c.logs("main").splitlines() if w1 in ln and REFUSED.search(ln)]
 
     lines = poll_for(refusal, 15, interval_s=0.2, what=f"main's log to refuse the peer at {w1}")
     assert lines, lines
@@ -174,7 +176,7 @@ def test_a_cut_worker_host_turn_resumes_elsewhere_once_and_the_host_rejoins(
     procs = [ask(c, "hold c1"), ask(c, "hold c2")]
     with model.cond:
         assert model.cond.wait_for(lambda: {"c1", "c2"} <= model.held, timeout=60), model.held
-    assert sorted(markers(c)) == ["c1", "c2", "p1", "p2"]  # both effects ran, both turns wait for the model
+    assert [markers(c).count(n) for n in ("c1", "c2")] == [1, 1]  # both effects ran; both turns wait
     running = [t for t in records(c)["turns"] if t["state"] == "running"]
     on_w1 = [t for t in running if str(t["worker"]).startswith("w1/")]
     assert len(running) == 2 and len(on_w1) == 1, running
@@ -186,7 +188,7 @@ def test_a_cut_worker_host_turn_resumes_elsewhere_once_and_the_host_rejoins(
         assert [r["termination_reason"] for r in results] == ["natural", "natural"], results
         moved = next(t for t in records(c)["turns"] if t["turn_id"] == on_w1[0]["turn_id"])
         assert moved["state"] == "done" and moved["worker"] == "loop-1", moved  # resumed on main's worker
-        assert sorted(markers(c)) == ["c1", "c2", "p1", "p2"]  # no effect ran twice
+        assert [markers(c).count(n) for n in ("c1", "c2")] == [1, 1]  # no effect ran twice
     finally:
         c.bed.restore("w1")
     inc = int(before["incarnation"])
