@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from actors.tree.registry import ChildContext
-from actors.tree.worker_role import WorkerRole
+from actors.tree.worker_role import WorkerRole, split_tcp
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
@@ -159,7 +160,12 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         delivery=delivery,
     )
     # the tool routing: remote executors register here and serve the sessions under their roots
-    router = RemoteRouter(executor, bus.transport, fail_pending=bus.fail_pending).start()
+    router = RemoteRouter(
+        executor,
+        bus.transport,
+        fail_pending=bus.fail_pending,
+        memory=ctx.home.run_dir / "executor-hosts.json",  # across a restart of this child
+    ).start()
     # `geode mcp-servers`: the servers, their state and tool counts
     dispatch = Dispatch(
         "the executor",
@@ -188,7 +194,12 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
     service = ToolService(executor, name=owner_name, incarnation=ctx.incarnation, catalogue=builtin_specs())
     bus.connect_peer(ENDPOINT, service.dispatch, concurrency=ctx.settings.tools.handlers)
     ready = tools_msg.ExecutorReady(
-        host=role.host, name=ctx.name, incarnation=ctx.incarnation, roots=list(role.roots), pid=os.getpid()
+        host=role.host,
+        name=ctx.name,
+        incarnation=ctx.incarnation,
+        roots=list(role.roots),
+        address=_address_towards(role),
+        pid=os.getpid(),
     )
     agent = RemoteAgent(bus.transport, ready, on_lost=_leave).start()
     log.info(
@@ -196,6 +207,19 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
     )
     assert executor.hooks is not None
     return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent)
+
+
+def _address_towards(role: WorkerRole) -> str:
+    """This host's address on the route to main (what ``geode status`` shows for it); "" if unknown. A UDP
+    connect only picks the route: nothing is sent."""
+    host, port = split_tcp(role.connect)
+    try:
+        family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((host.strip("[]"), port))
+            return str(s.getsockname()[0])
+    except OSError:
+        return ""
 
 
 def _leave(why: str) -> None:

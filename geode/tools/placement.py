@@ -88,6 +88,13 @@ class Placement:
             self._by_key[new.key] = new
             return old if old is not None and old.up else None
 
+    def restore(self, remembered: Iterable[RemoteExecutor], now: float) -> None:
+        """Seed the table after this process restarted: a remembered live executor counts as just heard (its
+        heartbeats carry on, or it is lost after the liveness window), a lost one stays down."""
+        with self._mu:
+            for rx in remembered:
+                self._by_key.setdefault(rx.key, replace(rx, last_seen=now, in_flight=0))
+
     def heartbeat(self, host: str, name: str, incarnation: int, now: float) -> bool:
         """A heartbeat from a registered, live incarnation refreshes it; False tells the sender to register
         (again): this host forgot it (restarted) or already declared it lost."""

@@ -3,10 +3,14 @@ whose roots hold its workspace (placement.py), and turns a lost host's admitted 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from geode.protocol import runtime as rt
@@ -46,7 +50,10 @@ class RemoteRouter:
         placement: Placement | None = None,
         clock: Callable[[], float] = time.monotonic,
         store: str = "store",
+        memory: Path | None = None,
     ) -> None:
+        """``memory``: a file that keeps the table across a restart of this process (run dir), so a session
+        under a remote's roots never runs here in the moment before that remote is heard from again."""
         self.executor = executor
         self.transport = transport
         self.placement = placement or Placement()
@@ -57,6 +64,9 @@ class RemoteRouter:
         self._mu = threading.Lock()
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
+        self._memory = memory
+        if memory is not None:
+            self.placement.restore(_recall(memory), self._clock())
 
     # --- the service ---------------------------------------------------------------------------------
     def routes(self) -> dict[str, Handler]:
@@ -112,6 +122,7 @@ class RemoteRouter:
             log.warning("executor.ready from %s refused: %s", r.sender, exc)
             return m.ExecutorKnown(known=False)
         log.info("remote executor %s/%s#%d registered (roots %s)", b.host, b.name, b.incarnation, b.roots)
+        self._remember()
         if old is not None:
             why = f"replaced by incarnation {b.incarnation}"
             threading.Thread(target=self._declare_lost, args=(old, why), daemon=True).start()
@@ -160,6 +171,8 @@ class RemoteRouter:
     def check(self) -> list[RemoteExecutor]:
         """Declare the remote executors silent past their liveness window lost (returns them)."""
         lost = self.placement.expire(self._clock())
+        if lost:
+            self._remember()
         why = f"no heartbeat for {self.placement.liveness_s:g}s"
         for rx in lost:  # each on its own thread: a store that does not answer delays no other host
             threading.Thread(target=self._declare_lost, args=(rx, why), daemon=True).start()
@@ -187,11 +200,22 @@ class RemoteRouter:
                 return
             except (RequestTimeout, Unavailable) as exc:
                 log.info("child_died %s → store: %s; retrying", who, exc)
-            except GeodeError as exc:
-                log.warning("child_died %s refused by the store: %s", who, exc)
+            except Exception as exc:  # refused, or this process is stopping: say so, never raise on a thread
+                log.warning("child_died %s not taken by the store: %s", who, exc)
                 return
             self._stop.wait(backoff)
             backoff = min(0.5, backoff * 2)
+
+    def _remember(self) -> None:
+        if self._memory is None:
+            return
+        rows = [{**asdict(rx), "roots": list(rx.roots), "in_flight": 0} for rx in self.placement.all()]
+        tmp = self._memory.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(rows))
+            os.replace(tmp, self._memory)
+        except OSError as exc:  # observation only: the table still lives in memory
+            log.warning("cannot keep the remote executors in %s: %s", self._memory, exc)
 
     # --- forwarding ----------------------------------------------------------------------------------
     def _forward(self, rx: RemoteExecutor, ctx: ToolContext, call: ToolCall, timeout_s: float) -> ToolResult:
@@ -260,3 +284,15 @@ def _timeout(r: Request) -> float:
     if deadline is None:
         return DEFAULT_TIMEOUT_S
     return max(1.0, (deadline - now_ms()) / 1000 - MARGIN_S)
+
+
+def _recall(memory: Path) -> list[RemoteExecutor]:
+    """The table a previous incarnation of this process kept (none, or unreadable: an empty one)."""
+    try:
+        rows = json.loads(memory.read_text())
+        return [RemoteExecutor(**{**row, "roots": tuple(row["roots"])}) for row in rows]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        log.warning("ignoring the remote executors kept in %s: %s", memory, exc)
+        return []

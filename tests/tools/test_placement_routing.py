@@ -260,3 +260,29 @@ def test_the_agent_leaves_when_main_no_longer_knows_its_incarnation() -> None:
         assert gone.wait(5)
     finally:
         agent.stop()
+
+
+def test_a_restarted_router_remembers_the_remote_executors(hosts: Hosts, tmp_path: Path) -> None:
+    """main's executor restarted: sessions under a remote's roots must not run locally meanwhile; the remote's
+    heartbeats carry on, and a remote that is gone is lost after the liveness window, as before."""
+    h, memory = hosts, tmp_path / "executor-hosts.json"
+    first = RemoteRouter(
+        h.main.executor, h.net, fail_pending=h.net.fail_pending, clock=h.clock, memory=memory
+    )
+    first.ready(m.ExecutorReady(host="w1", incarnation=1, roots=[str(h.remote_ws)]), _req(PEER))
+    again = RemoteRouter(
+        h.main.executor, h.net, fail_pending=h.net.fail_pending, clock=h.clock, memory=memory
+    )
+    assert again.placement.route(str(h.remote_ws / "x")).kind == "remote"
+    assert again.heartbeat(m.ExecutorHeartbeat(host="w1", incarnation=1), _req(PEER)).known
+    h.clock.now = 10.0
+    assert [rx.host for rx in again.check()] == ["w1"]
+    third = RemoteRouter(
+        h.main.executor, h.net, fail_pending=h.net.fail_pending, clock=h.clock, memory=memory
+    )
+    assert third.placement.route(str(h.remote_ws)).kind == "down"
+    memory.write_text("not json")
+    assert (
+        RemoteRouter(h.main.executor, h.net, fail_pending=h.net.fail_pending, memory=memory).placement.all()
+        == []
+    )
