@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +42,7 @@ class Hosts:
     def __init__(self, main: GeodeHome, worker: GeodeHome, port: int, server: ScriptedServer) -> None:
         self.main, self.worker, self.port, self.server = main, worker, port, server
         self.stopped: int | None = None  # main's loop-1, SIGSTOPped
+        self.procs: list[subprocess.Popen[str]] = []  # the worker host's `serve --foreground`
 
     def status(self) -> dict[str, Any]:
         r = geode(self.main, "status", "--json", timeout=30)
@@ -51,26 +53,20 @@ class Hosts:
         return sorted(w["worker"] for w in (self.status()["lanes"] or {}).get("workers", []))
 
     def serve_worker(self) -> None:
-        r = geode(
-            self.worker,
-            "serve",
-            "--role",
-            "worker",
-            "--connect",
-            f"tcp://127.0.0.1:{self.port}",
-            "--server-key",
-            f"@{self.main.host_public_key}",
-            "--host",
-            "w1",
-            timeout=90,
-        )
-        assert r.returncode == 0, r.stdout + r.stderr
+        """The worker host in the foreground (as under systemd), until w1/loop-1 registered with main's
+        lanes (a loaded machine forks its zygote slowly: no 30 s daemon start budget here)."""
+        args = ["serve", "--role", "worker", "--connect", f"tcp://127.0.0.1:{self.port}"]
+        args += ["--server-key", f"@{self.main.host_public_key}", "--host", "w1", "--foreground"]
+        out = open(self.worker.root / "serve-fg.out", "ab")  # handed to the process
+        self.procs.append(geode_popen(self.worker, *args, stdout=out, stderr=out))
+        out.close()
+        wait_for(lambda: "w1/loop-1" in self.workers(), 90, what="w1/loop-1 registered with main's lanes")
 
     def stop_local_worker(self) -> None:
         self.stopped = children(self.main)["loop-1"].pid
         assert self.stopped
         os.kill(self.stopped, signal.SIGSTOP)
-        wait_for(lambda: self.workers() == ["w1/loop-1"], 20, what="lanes to presume main's loop-1 dead")
+        wait_for(lambda: self.workers() == ["w1/loop-1"], 60, what="lanes to presume main's loop-1 dead")
 
     def continue_local_worker(self) -> None:
         if self.stopped:
@@ -96,11 +92,16 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
         worker.config_file.write_text(worker.config_file.read_text().replace("workers = 2", "workers = 1"))
         serve(main)
         h.serve_worker()
-        wait_for(lambda: "w1/loop-1" in h.workers(), 20, what="w1/loop-1 registered with main's lanes")
         yield h
     finally:
         h.continue_local_worker()
         stop(worker)
+        for p in h.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         stop(main)
         server.stop()
 
@@ -137,7 +138,7 @@ def test_an_unknown_key_is_refused_and_logged_with_its_address(hosts: Hosts) -> 
 
 def test_a_turn_from_mains_cli_runs_on_the_worker_hosts_loop_worker(hosts: Hosts) -> None:
     hosts.stop_local_worker()
-    r = geode(hosts.main, "ask", "say remote-one", "--json", timeout=60)
+    r = geode(hosts.main, "ask", "say remote-one", "--json", timeout=90)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["text"] == "answer 1 to remote-one" and out["termination_reason"] == "natural"
@@ -151,18 +152,18 @@ def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hos
         hosts.stop_local_worker()
     ask = geode_popen(hosts.main, "ask", f"say {SLOW}", "--json")
     try:
-        wait_for(lambda: SEEN.get(f"say {SLOW}") == 1, 30, what="the first attempt to reach the model")
+        wait_for(lambda: SEEN.get(f"say {SLOW}") == 1, 60, what="the first attempt to reach the model")
         (w1,) = [c for h in hosts.status()["hosts"] for c in h["children"] if c["kind"] == "loop"]
         assert len(w1["turns_in_flight"]) == 1  # shown on main while it runs on the worker host
         hosts.continue_local_worker()
-        wait_for(lambda: "loop-1" in hosts.workers(), 20, what="main's loop-1 back in the pool")
+        wait_for(lambda: "loop-1" in hosts.workers(), 60, what="main's loop-1 back in the pool")
         st = tree_status(hosts.worker)
         assert st is not None
         pids = [st.pid, *(c.pid for c in st.children if c.pid), *([st.zygote.pid] if st.zygote else [])]
         for pid in pids:  # the whole worker host dies at once: no supervisor reports anything
             os.kill(pid, signal.SIGKILL)
         wait_for(lambda: not any(alive(p) for p in pids), 10)
-        stdout, stderr = ask.communicate(timeout=60)
+        stdout, stderr = ask.communicate(timeout=90)
     finally:
         if ask.poll() is None:
             ask.kill()
@@ -181,6 +182,30 @@ def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
     before = hosts.status()["hosts"]
     assert before == [], before  # the dead host is gone from main's view
     hosts.serve_worker()
-    wait_for(lambda: "w1/loop-1" in hosts.workers(), 20, what="w1/loop-1 registered again")
     (loop,) = hosts.status()["hosts"][0]["children"]
     assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
+
+
+def test_a_remote_worker_that_hears_nothing_from_main_restarts_as_a_new_incarnation(hosts: Hosts) -> None:
+    wait_for(lambda: "w1/loop-1" in hosts.workers(), 60, what="w1/loop-1 registered")
+    before = children(hosts.worker)["loop-1"]
+    lanes = children(hosts.main)["lanes"].pid
+    assert lanes
+    os.kill(lanes, signal.SIGSTOP)  # main stops answering, as over a cut link
+    try:
+        after = wait_for(
+            lambda: (c := children(hosts.worker)["loop-1"]).incarnation > before.incarnation and c, 60
+        )
+    finally:
+        os.kill(lanes, signal.SIGCONT)
+    log = (hosts.worker.logs_dir / "loop-1.log").read_text()
+    assert "exiting for a new incarnation" in log
+    wait_for(
+        lambda: any(
+            c["name"] == "w1/loop-1" and c["incarnation"] >= after.incarnation
+            for h in hosts.status()["hosts"]
+            for c in h["children"]
+        ),
+        60,
+        what="the new incarnation registered with main",
+    )
