@@ -54,6 +54,7 @@ def hosts_detail(lanes: dict[str, Any] | None, executors: list[dict[str, Any]]) 
             {
                 "name": e.get("name") or f"{host}/executor",
                 "kind": "executor",
+                "state": e.get("state", "up"),  # "lost": missed its heartbeats, its roots are down
                 "incarnation": e.get("incarnation"),
                 "last_heartbeat_s": e.get("last_seen_s"),
                 "effects_in_flight": e.get("effects_in_flight", 0),
@@ -75,7 +76,7 @@ def hosts_lines(hosts: list[dict[str, Any]]) -> list[str]:
             if c["kind"] == "loop":
                 work = f"{len(c['turns_in_flight'])}/{c.get('capacity') or '?'} turns in flight"
             else:
-                work = f"{c.get('effects_in_flight', 0)} effects in flight"
+                work = f"{c.get('state', 'up')} · {c.get('effects_in_flight', 0)} effects in flight"
                 work += f" · roots {','.join(c['roots'])}" if c.get("roots") else ""
             out.append(f"    {c['name']}#{c.get('incarnation')} {c['kind']} · {seen} · {work}")
     return out
