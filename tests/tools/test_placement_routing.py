@@ -286,3 +286,18 @@ def test_a_restarted_router_remembers_the_remote_executors(hosts: Hosts, tmp_pat
         RemoteRouter(h.main.executor, h.net, fail_pending=h.net.fail_pending, memory=memory).placement.all()
         == []
     )
+
+
+def test_a_cancel_reaches_the_remote_executors_calls(hosts: Hosts) -> None:
+    h = hosts
+    probe = _remote_probe(h, "probe_write")
+    probe.release = threading.Event()
+    out: list[ToolResult] = []
+    t = threading.Thread(target=lambda: out.append(_execute(h, "probe_write", h.remote_ws, "op-cancel")))
+    t.start()
+    assert probe.started.wait(5)
+    touched = h.router.cancel(m.ToolCancel(session_id="s1", turn_id="t1"), _req("loop-1#1")).touched
+    assert touched == 1  # the call running on w1 saw the cancel (main's local executor had none)
+    assert (PEER, m.CANCEL) in h.net.sent
+    probe.release.set()
+    t.join(5)
