@@ -300,8 +300,8 @@ class LoopWorker:
         Only requests already sent are failed (never re-sent: the receipt is uncertain, the store marks it);
         calls sent after this go to the next incarnation and run normally."""
         self.plans.on_lifecycle(topic, body)  # a new executor incarnation: ask for its catalogue again
-        if topic != lifecycle.CHILD_EXITED or body.get("name") != EXECUTOR:
-            return
+        if topic != lifecycle.CHILD_EXITED or body.get("name") != EXECUTOR or self.remote:
+            return  # on a worker host the local executor is not the one this worker calls (main's is)
         who = f"{EXECUTOR}#{body.get('incarnation')}"
         err = ExecutorLost(f"{who} exited ({body.get('reason', 'unknown')}) with this request in flight")
         try:

@@ -126,10 +126,13 @@ def _tcp_refusal(home: GeodeHome, settings: TreeSettings, role: WorkerRole | Non
     """Why tcp cannot start (one line), or "": keys are needed by ``[bus] listen`` and by a worker host."""
     from actors.bus import host_keys
 
-    if role is None and not settings.bus.listen:
+    if role is None and (not settings.bus.listen or single):
+        if single and settings.bus.listen:
+            ignored = "[bus] listen is ignored by --single-process (inproc only)"
+            print(f"geode serve: warning: {ignored}", file=sys.stderr)
         return ""
     if single:
-        return "--single-process serves no tcp: drop [bus] listen / --role worker, or the flag"
+        return "--role worker runs separate processes: drop --single-process"
     if host_keys.load(home) is None and not (settings.bus.curve.public_key and settings.bus.curve.secret_key):
         what = "[bus] listen" if role is None else "--role worker"
         return f"{what} needs this host's CURVE key pair in {home.keys_dir}: run geode keys init"

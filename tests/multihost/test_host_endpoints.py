@@ -109,3 +109,22 @@ def test_listen_without_keys_is_refused_with_one_line(tmp_path: Path) -> None:
             bus.serve("store", FixtureService("store", 1))
     finally:
         bus.stop()
+
+
+def test_serve_refuses_listen_without_keys_and_bad_worker_options(tmp_path: Path) -> None:
+    from tests.actors.tree_kit import geode, make_home
+
+    home = make_home(tmp_path, f'[bus]\nlisten = "tcp://127.0.0.1:{free_base_port()}"\n')
+    r = geode(home, "serve", "--foreground", timeout=60)
+    assert r.returncode == 78, r.stderr
+    assert "run geode keys init" in r.stderr and "no child was started" in r.stderr
+    assert not (home.logs_dir / "lanes.log").exists()
+    worker = make_home(tmp_path / "w")
+    bad = geode(worker, "serve", "--role", "worker", "--connect", "tcp://main", "--server-key", "x" * 40)
+    assert bad.returncode == 78 and "tcp://HOST:PORT" in bad.stderr, bad.stderr
+    nokey = geode(worker, "serve", "--role", "worker", "--connect", "tcp://127.0.0.1:7700")
+    assert nokey.returncode == 78 and "--server-key" in nokey.stderr, nokey.stderr
+    main_pub = CurveKeys.generate().public.decode()
+    args = ("serve", "--role", "worker", "--connect", "tcp://127.0.0.1:7700", "--server-key", main_pub)
+    nopair = geode(worker, *args, "--foreground", timeout=60)
+    assert nopair.returncode == 78 and "run geode keys init" in nopair.stderr, nopair.stderr
