@@ -41,7 +41,7 @@ from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
 from geode.tools.remote_agent import RemoteAgent
-from geode.tools.remote_routing import RemoteRouter
+from geode.tools.remote_routing import InlineTypes, RemoteRouter
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
 from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
@@ -170,12 +170,11 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     dispatch = Dispatch(
         "the executor",
         {**service.dispatch.routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows(), **router.routes()},
-        inline=RemoteRouter.INLINE,  # heartbeats never wait behind tool calls
     )
     # the messengers child exited: its posts in flight get no reply; fail them now as MessengersLost, so the
     # replies they carried become uncertain at once instead of at their timeout (never re-sent)
     bus.subscribe("supervisor", on_exit_failer(bus, ("messengers",), ctx.name, error=MessengersLost))
-    bus.serve(ENDPOINT, dispatch, concurrency=concurrency)
+    bus.serve(ENDPOINT, InlineTypes(dispatch, RemoteRouter.INLINE), concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
     return ExecutorChild(executor, executor.hooks, mcp, reaper, router)

@@ -15,7 +15,7 @@ from typing import Any
 
 from geode.protocol import runtime as rt
 from geode.protocol import tools as m
-from geode.protocol.dispatch import Handler
+from geode.protocol.dispatch import Dispatch, Handler
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request, Transport
@@ -36,6 +36,18 @@ class RemoteExecutorLost(Unavailable):
 
 
 FailPending = Callable[[str, GeodeError], int]
+
+
+class InlineTypes:
+    """A Service whose ``inline_types`` the bus answers on its own thread (cheap, never waiting): the
+    routing's heartbeats and registrations never queue behind the tool calls that fill the handler pool."""
+
+    def __init__(self, dispatch: Dispatch, inline: tuple[str, ...]) -> None:
+        self.dispatch = dispatch
+        self.inline_types = frozenset(inline) & dispatch.types
+
+    def handle(self, request: Request) -> Any:
+        return self.dispatch.handle(request)
 
 
 class RemoteRouter:
