@@ -172,6 +172,17 @@ base_url = "{server.base_url}"
 
 
 @dataclass
+class Worker:
+    """A worker host to serve: its children (``loop``, ``executor``, ``loop,executor``) and settings."""
+
+    host: str
+    children: str
+    roots: tuple[Path, ...] = ()
+    loop_workers: int = 1
+    capacity: int = 2
+
+
+@dataclass
 class Cluster:
     """A main tree and worker hosts running in a bed."""
 
@@ -215,29 +226,20 @@ authorized_keys = [{authorized}]
         assert r.returncode == 0, r.stdout + r.stderr
         self.started.append("main")
 
-    def serve_worker(
-        self, host: str, children: str, *more: str, loop_workers: int = 1, capacity: int = 2
-    ) -> None:
-        self.write_config(host, f"[loop]\nworkers = {loop_workers}\ncapacity = {capacity}\n")
+    def serve_workers(self, *workers: Worker) -> None:
+        """`geode serve --role worker` on each host at once (each returns once its tree is up)."""
         main_pub = self.bed.hosts["main"].home.root / "keys" / "host.pub"
-        r = self.bed.geode(
-            host,
-            "serve",
-            "--role",
-            "worker",
-            "--connect",
-            f"tcp://{self.bed.hosts['main'].address}:{PORT}",
-            "--server-key",
-            f"@{main_pub}",
-            "--children",
-            children,
-            "--host",
-            host,
-            *more,
-            timeout=120,
-        )
-        assert r.returncode == 0, r.stdout + r.stderr
-        self.started.append(host)
+        procs = []
+        for w in workers:
+            self.write_config(w.host, f"[loop]\nworkers = {w.loop_workers}\ncapacity = {w.capacity}\n")
+            args = ["--role", "worker", "--connect", f"tcp://{self.bed.hosts['main'].address}:{PORT}"]
+            args += ["--server-key", f"@{main_pub}", "--children", w.children, "--host", w.host]
+            args += ["--roots", ",".join(str(r) for r in w.roots)] if w.roots else []
+            procs.append((w.host, self.bed.geode_popen(w.host, "serve", *args)))
+        for host, p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, f"serve on {host}: {out}{err}"
+            self.started.append(host)
 
     def status(self, host: str = "main") -> dict[str, Any]:
         r = self.bed.geode(host, "status", "--json", timeout=30)
@@ -281,11 +283,19 @@ authorized_keys = [{authorized}]
         return "\n".join(p.read_text(errors="replace") for p in sorted(d.glob("*.log"))) if d.exists() else ""
 
     def stop_all(self) -> None:
-        for host in reversed(self.started):
+        """`geode stop` on the worker hosts at once, then on main; the bed's `down` kills what remains."""
+        workers = [self.bed.geode_popen(h, "stop") for h in self.started if h != "main"]
+        for p in workers:
             try:
-                self.bed.geode(host, "stop", timeout=30)
+                p.communicate(timeout=30)
             except subprocess.TimeoutExpired:
-                pass  # the bed's `down` kills whatever still runs in the namespace
+                p.kill()
+                p.communicate()
+        if "main" in self.started:
+            try:
+                self.bed.geode("main", "stop", timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
         self.started.clear()
 
 

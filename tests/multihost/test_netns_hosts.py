@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.multihost.netns_kit import PORT, Cluster, cluster, unavailable
+from tests.multihost.netns_kit import PORT, Cluster, Worker, cluster, unavailable
 from tests.waiting import poll_for
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
@@ -103,8 +103,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, M
     model = Model(base / "ws")
     with cluster(base, model) as c:
         c.serve_main(loop_workers=1, capacity=1)  # one turn per worker (pairs split)
-        c.serve_worker("w1", "loop", capacity=1)
-        c.serve_worker("w2", "executor", "--roots", str(c.ws))
+        c.serve_workers(Worker("w1", "loop", capacity=1), Worker("w2", "executor", roots=(c.ws,)))
         c.wait_host("w1", lambda k: child(k, "loop-1") is not None)
         c.wait_host("w2", lambda k: child(k, "executor") is not None)
         yield c, model
