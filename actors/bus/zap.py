@@ -1,4 +1,5 @@
-"""A ZAP handler (ZeroMQ RFC 27) run by the bus thread: CURVE clients must hold an allowed public key."""
+"""A ZAP handler (ZeroMQ RFC 27) run by the bus thread: CURVE clients must hold an allowed public key; a
+refusal is logged with the peer's address and public key."""
 
 from __future__ import annotations
 
@@ -50,11 +51,14 @@ class ZapHandler(ZapResponder):
 
     def decide(self, frames: list[bytes]) -> bytes | None:
         mechanism = frames[5] if len(frames) > 5 else b""
-        if mechanism == b"CURVE" and len(frames) > 6 and self.keys.accepts(z85.encode(frames[6])):
+        curve = mechanism == b"CURVE" and len(frames) > 6 and len(frames[6]) == 32
+        key = z85.encode(frames[6]) if curve else b""
+        if key and self.keys.accepts(key):
             return b"geode"
-        log.warning(
-            "rejected a %s client from %s",
+        log.warning(  # a public key (never a secret): what an operator adds to [bus.curve] authorized_keys
+            "rejected a %s client from %s%s",
             mechanism.decode(errors="replace"),
             frames[3].decode(errors="replace") if len(frames) > 3 else "?",
+            f" with unknown key {key.decode()}" if key else "",
         )
         return None

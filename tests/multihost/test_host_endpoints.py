@@ -92,6 +92,7 @@ def test_listen_binds_ipc_plain_and_tcp_curve(
             assert not stranger.poll(700), "an unknown CURVE key got an answer"
         refused = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
         assert refused and "127.0.0.1" in refused[0], refused
+        assert other.public.decode() in refused[0]  # the key an operator would authorize
     finally:
         stranger.close(0)
         ctx.term()
