@@ -275,9 +275,11 @@ class ControlCore:
                 )
             )
         except GeodeError:
-            self._deliver(conn, conn.finish_replay(session_id, []))
+            with conn.lock:
+                self._deliver(conn, conn.finish_replay(session_id, []))
             raise
-        self._deliver(conn, conn.finish_replay(session_id, rep.events))
+        with conn.lock:  # taken and sent under one lock: a live event never overtakes the replay
+            self._deliver(conn, conn.finish_replay(session_id, rep.events))
         return c.Attached(
             session_id=session_id,
             replayed=len(rep.events),
@@ -317,7 +319,8 @@ class ControlCore:
                 with k.lock:
                     k.active_turns.discard(ev.turn_id)
         for k in targets:
-            self._deliver(k, k.accept(ev))
+            with k.lock:  # taken (seq-deduped) and sent in one step: sends to a connection stay in seq order
+                self._deliver(k, k.accept(ev))
 
     def lanes_restarted(self, incarnation: int) -> int:
         """A new lanes incarnation is ready: its clients catch up at once and once more a hello later
