@@ -136,11 +136,13 @@ class LoopWorker:
         heartbeat_s: float = 1.0,
         name: str | None = None,
         remote: bool = False,
+        address: str = "",
     ) -> None:
         self.bus = bus
         self.ctx = ctx
         self.name = name or ctx.name  # ``HOST/loop-1`` on a worker host
         self.remote = remote  # on a worker host: exit for a new incarnation when main stops answering
+        self.address = address  # on a worker host: its address towards main (for main's geode status)
         self._last_heard = time.monotonic()
         self.incarnation = ctx.incarnation
         self.capacity = capacity
@@ -190,7 +192,10 @@ class LoopWorker:
             try:
                 if not announced:
                     body = turns.WorkerReady(
-                        worker=self.name, incarnation=self.incarnation, capacity=self.capacity
+                        worker=self.name,
+                        incarnation=self.incarnation,
+                        capacity=self.capacity,
+                        address=self.address,
                     )
                     self.bus.transport.call(LANES, turns.WORKER_READY, body, timeout_s=2.0)
                     announced = True
@@ -520,5 +525,8 @@ def build(bus: Bus, ctx: ChildContext) -> LoopWorker:
     ``HOST/loop-N``: the bus name, over tcp to main's lanes, store and executor)."""
     from actors.tree.worker_role import WorkerRole
 
-    remote = WorkerRole.from_env() is not None and not ctx.single_process
-    return LoopWorker(bus, ctx, capacity=ctx.settings.loop.capacity, name=bus.name, remote=remote).start()
+    role = None if ctx.single_process else WorkerRole.from_env()
+    address = role.address_towards_main() if role is not None else ""
+    capacity = ctx.settings.loop.capacity
+    remote = role is not None
+    return LoopWorker(bus, ctx, capacity=capacity, name=bus.name, remote=remote, address=address).start()

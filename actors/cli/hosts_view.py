@@ -36,7 +36,9 @@ def hosts_detail(lanes: dict[str, Any] | None, executors: list[dict[str, Any]]) 
         name = str(w.get("worker", ""))
         if "/" not in name:
             continue
-        entry(name.split("/", 1)[0])["children"].append(
+        at = entry(name.split("/", 1)[0])
+        at["address"] = at["address"] or w.get("address")
+        at["children"].append(
             {
                 "name": name,
                 "kind": "loop",

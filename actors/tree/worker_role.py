@@ -78,6 +78,18 @@ class WorkerRole(BaseModel):
         """lanes / store / executor on main."""
         return service_ports(self.connect, "--connect")
 
+    def address_towards_main(self) -> str:
+        """This host's address on the route to main (shown by main's ``geode status``); "" if unknown. A UDP
+        connect only picks the route: nothing is sent."""
+        host, port = split_tcp(self.connect)
+        try:
+            family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect((host.strip("[]"), port))
+                return str(s.getsockname()[0])
+        except OSError:
+            return ""
+
     def qualified(self, name: str) -> str:
         """``w1/loop-1``: how a child of this host is named on main (lanes, status, a message's ``from``)."""
         return f"{self.host}/{name}"

@@ -27,6 +27,7 @@ class Worker:
     last_seen: float
     turns: set[str] = field(default_factory=set)
     assigned_at: dict[str, float] = field(default_factory=dict)
+    address: str = ""  # a worker host's (``HOST/loop-1``), as it reported it
 
     @property
     def free(self) -> int:
@@ -60,7 +61,7 @@ class WorkerPool:
         self._gone: dict[str, int] = {}  # name → highest incarnation known dead (never registered again)
         self._rr = 0
 
-    def ready(self, name: str, incarnation: int, capacity: int = 1) -> DeadWorker | None:
+    def ready(self, name: str, incarnation: int, capacity: int = 1, address: str = "") -> DeadWorker | None:
         """A worker announced itself. A new incarnation of a known name means the old one died. A READY or
         heartbeat of an incarnation known to be dead (it arrived after its death was reported) is ignored."""
         if incarnation <= self._gone.get(name, -1):
@@ -68,10 +69,11 @@ class WorkerPool:
         old = self._workers.get(name)
         if old is not None and old.incarnation == incarnation:
             old.last_seen, old.capacity = self._clock(), capacity
+            old.address = address or old.address
             return None
         if old is not None and old.incarnation > incarnation:
             return None  # a late READY from an older incarnation
-        self._workers[name] = Worker(name, incarnation, capacity, self._clock())
+        self._workers[name] = Worker(name, incarnation, capacity, self._clock(), address=address)
         if old is None:
             return None
         self._gone[name] = max(self._gone.get(name, -1), old.incarnation)
@@ -160,6 +162,7 @@ class WorkerPool:
                 "capacity": w.capacity,
                 "running": sorted(w.turns),
                 "last_seen_s": round(now - w.last_seen, 3),
+                **({"address": w.address} if w.address else {}),
             }
             for w in sorted(self._workers.values(), key=lambda w: w.name)
         ]

@@ -248,7 +248,7 @@ class LanesService(OriginRequests):
             log.info("ignoring READY of %s#%s: that incarnation is dead", b.worker, b.incarnation)
             r.answer(turns.Ack())
             return
-        dead = self.pool.ready(b.worker, b.incarnation, b.capacity)
+        dead = self.pool.ready(b.worker, b.incarnation, b.capacity, b.address)
         if dead is not None:
             self._requeue_dead(dead, "a new incarnation is ready")
         for turn_id, (w, inc, _) in list(self._orphans.items()):

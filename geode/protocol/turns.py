@@ -77,6 +77,7 @@ class WorkerReady(BaseModel):
     worker: str
     incarnation: int = Field(ge=0)
     capacity: int = Field(default=1, ge=1)
+    address: str = Field(default="", max_length=64)  # a worker host's address on its route to main (status)
 
 
 class WorkerHeartbeat(BaseModel):

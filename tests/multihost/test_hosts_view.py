@@ -9,7 +9,14 @@ def test_hosts_merge_loop_workers_and_executors_by_host() -> None:
     lanes = {
         "workers": [
             {"worker": "loop-1", "incarnation": 1, "capacity": 2, "running": [], "last_seen_s": 0.1},
-            {"worker": "w1/loop-1", "incarnation": 4, "capacity": 2, "running": ["t-1"], "last_seen_s": 0.7},
+            {
+                "worker": "w1/loop-1",
+                "incarnation": 4,
+                "capacity": 2,
+                "running": ["t-1"],
+                "last_seen_s": 0.7,
+                "address": "10.77.0.2",
+            },
         ]
     }
     executors = [
@@ -36,7 +43,11 @@ def test_hosts_merge_loop_workers_and_executors_by_host() -> None:
             "turns_in_flight": ["t-1"],
         }
     ]
-    assert hosts[1]["address"] == "10.77.0.3" and hosts[1]["children"][0]["state"] == "lost"
+    assert (
+        hosts[0]["address"] == "10.77.0.2"
+        and hosts[1]["address"] == "10.77.0.3"
+        and hosts[1]["children"][0]["state"] == "lost"
+    )
     text = "\n".join(hosts_lines(hosts))
     assert "w1/loop-1#4 loop · heartbeat 0.7s ago · 1/2 turns in flight" in text
     assert "w2 (10.77.0.3)" in text

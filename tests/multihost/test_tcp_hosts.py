@@ -108,7 +108,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
 
 def test_status_on_main_lists_the_worker_host(hosts: Hosts) -> None:
     listed = hosts.status()["hosts"]
-    assert [h["host"] for h in listed] == ["w1"]
+    assert [(h["host"], h["address"]) for h in listed] == [("w1", "127.0.0.1")]
     (loop,) = listed[0]["children"]
     assert loop["name"] == "w1/loop-1" and loop["kind"] == "loop" and loop["last_heartbeat_s"] < 3
     assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
