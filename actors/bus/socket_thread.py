@@ -8,6 +8,7 @@ owns state posts to its own pykka actor from there, e.g. ``actors/lanes.py``). S
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import queue
@@ -38,7 +39,7 @@ from actors.bus.transport import BusTransport
 from actors.bus.zap import ZapHandler
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime
-from geode.protocol.envelope import Envelope
+from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.errors import (
     BadRequest,
     ErrorCode,
@@ -47,9 +48,13 @@ from geode.protocol.errors import (
     RequestTimeout,
     Unavailable,
 )
-from geode.protocol.transport import Service, dispatch
+from geode.protocol.later import Later
+from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_later
 
 log = logging.getLogger(__name__)
+DEFERRED_GRACE_S = 1.0  # past the caller's deadline before its deferred reply is dropped
+DEFERRED_SWEEP_S = 1.0
+INLINE_MAX_BYTES = 64 * 1024  # a larger frame of an inline type still goes to a handler thread
 
 
 class Bus:
@@ -95,6 +100,11 @@ class Bus:
         self._closed = False
         self._idle = True
         self._peer_clients = 0
+        # deferred replies outstanding: key -> (monotonic deadline, Later); swept on the bus thread
+        self._deferred: dict[int, tuple[float, Later]] = {}
+        self._deferred_seq = itertools.count()
+        self._next_sweep = 0.0
+        self.deferred_dropped = 0
         self.transport = BusTransport(self)
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -306,6 +316,8 @@ class Bus:
                 self._run_ops()
                 if self._has_peer_clients():
                     self._send_hellos(time.monotonic())
+                if self._deferred:
+                    self._sweep_deferred(time.monotonic())
         except Exception:
             log.exception("bus thread %s crashed", self.sender)
         finally:
@@ -439,10 +451,8 @@ class Bus:
                 self._resolve(env)
             elif env.type == runtime.HELLO:
                 self._on_hello(served, prefix[0], env)
-            elif env.type in served.inline:  # declared cheap and non-blocking: no hand-off
-                frame = self._reply_frame(served.service, env)
-                if frame is not None:
-                    self._send_raw(sock, [*prefix, frame])
+            elif env.type in served.inline and len(frame) <= INLINE_MAX_BYTES:  # cheap: no hand-off
+                self._answer(env, self._reply_frame(served.service, env), sock, prefix)
             elif served.pool.full():
                 if env.kind == "request":
                     err = env.reply_error(
@@ -512,15 +522,51 @@ class Bus:
 
     def _handle(self, service: Service, env: Envelope, sock: Any, prefix: list[bytes]) -> None:
         """Worker thread: validate + run the handler, then hand the reply back to the bus thread."""
-        frame = self._reply_frame(service, env)
-        if frame is not None:
-            self._post(partial(self._send_raw, sock, [*prefix, frame]))
+        self._answer(env, self._reply_frame(service, env), sock, prefix)
 
-    def _reply_frame(self, service: Service, env: Envelope) -> bytes | None:
-        """Validate + run the handler; the encoded reply (``None`` for a cast)."""
-        reply = dispatch(service, env, sender=self.sender)
-        if reply is None:
-            return None
+    def _answer(self, env: Envelope, out: bytes | Later | None, sock: Any, prefix: list[bytes]) -> None:
+        """Send a reply: at once on the bus thread, else one post to it; a deferred one when it completes."""
+        if out is None:
+            return
+        if isinstance(out, Later):
+            self._defer(env, out, sock, prefix)
+        elif threading.current_thread() is self._thread:
+            self._send_raw(sock, [*prefix, out])
+        else:
+            self._post(partial(self._send_raw, sock, [*prefix, out]))
+
+    def _defer(self, env: Envelope, later: Later, sock: Any, prefix: list[bytes]) -> None:
+        """Track a deferred reply until it completes (send it) or its caller's deadline passed (drop it)."""
+        left_s = (env.deadline - now_ms()) / 1000 if env.deadline is not None else DEFERRED_CAP_S
+        key = next(self._deferred_seq)
+        self._deferred[key] = (time.monotonic() + max(0.0, left_s) + DEFERRED_GRACE_S, later)
+
+        def complete(ok: bool, reply: Any) -> None:
+            if self._deferred.pop(key, None) is None:
+                return  # dropped: the caller's deadline passed, or the bus stopped
+            if ok and reply is not None:
+                self._answer(env, self._encode_reply(env, reply), sock, prefix)
+
+        later.then(complete)
+
+    def _sweep_deferred(self, now: float) -> None:
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + DEFERRED_SWEEP_S
+        for key, (deadline, later) in list(self._deferred.items()):
+            if deadline < now and self._deferred.pop(key, None) is not None:
+                later.drop()
+                self.deferred_dropped += 1
+                log.warning("bus %s: dropped a deferred reply past its caller's deadline", self.sender)
+
+    def _reply_frame(self, service: Service, env: Envelope) -> bytes | Later | None:
+        """Validate + run the handler; the encoded reply (``None`` for a cast, a ``Later`` if deferred)."""
+        reply = dispatch_later(service, env, sender=self.sender)
+        if reply is None or isinstance(reply, Later):
+            return reply
+        return self._encode_reply(env, reply)
+
+    def _encode_reply(self, env: Envelope, reply: Envelope) -> bytes:
         try:
             return codec.encode(reply)
         except BadRequest as exc:
@@ -559,6 +605,9 @@ class Bus:
             unlink_if_same(*self._pub_file)
         for mid in list(self._pending):
             self._fail(mid, Unavailable("bus stopped"))
+        for _, later in list(self._deferred.values()):
+            later.drop()
+        self._deferred.clear()
 
 
 __all__ = ["Bus", "BusTransport", "PendingReply"]

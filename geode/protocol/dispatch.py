@@ -9,28 +9,45 @@ annotated body model is not the declared one, fails at start-up; a request of a 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel
 
 from geode.protocol.catalog import load_all
 from geode.protocol.errors import BadRequest
-from geode.protocol.transport import Request
+from geode.protocol.later import Later
+from geode.protocol.transport import DEFERRED_CAP_S, Request
 
 Reply = BaseModel | dict[str, Any] | None
 Handler = Callable[[Any, Request], Reply]
+LaterHandler = Callable[[Any, Request], Reply | Later]  # may defer its reply (docs/runtime.md)
 
 
 class Dispatch:
     """The routing table of one service; ``handle`` is what the bus (or a test) calls."""
 
-    def __init__(self, owner: str, routes: Mapping[str, Handler]) -> None:
+    def __init__(
+        self,
+        owner: str,
+        routes: Mapping[str, Handler],
+        *,
+        deferred: Mapping[str, LaterHandler] | None = None,
+        inline: Iterable[str] = (),
+    ) -> None:
+        """``deferred``: routes that may return a ``Later`` (served through :meth:`handle_later`).
+        ``inline``: types cheap and non-blocking enough to run on the bus thread (no lock held across a
+        round trip, no waiting: a handler that must wait returns a ``Later``); the bus reads
+        ``inline_types``."""
         catalogue = load_all()
-        unknown = sorted(t for t in routes if t not in catalogue)
+        both = sorted(set(routes) & set(deferred or {}))
+        if both:
+            raise ValueError(f"{owner}: routed twice: {', '.join(both)}")
+        table: dict[str, LaterHandler] = {**routes, **(deferred or {})}
+        unknown = sorted(t for t in table if t not in catalogue)
         if unknown:
             raise ValueError(f"{owner}: message types not in the protocol catalogue: {', '.join(unknown)}")
-        for type_, handler in routes.items():
+        for type_, handler in table.items():
             declared = catalogue[type_].body
             annotated = _body_annotation(handler)
             if annotated is not None and annotated is not declared and not issubclass(declared, annotated):
@@ -39,20 +56,30 @@ class Dispatch:
                     f"{declared.__name__}"
                 )
         self.owner = owner
-        self.routes: dict[str, Handler] = dict(routes)
+        self.routes = table
+        self.deferred = frozenset(deferred or {})
+        self.inline_types = frozenset(inline)
+        if not self.inline_types <= self.types:
+            raise ValueError(f"{owner}: inline types not routed: {sorted(self.inline_types - self.types)}")
 
     @property
     def types(self) -> frozenset[str]:
         return frozenset(self.routes)
 
     def handle(self, request: Request) -> Reply:
+        """Run the route; a deferred route's reply is waited for here (see :meth:`handle_later`)."""
+        out = self.handle_later(request)
+        return out.result(DEFERRED_CAP_S) if isinstance(out, Later) else out
+
+    def handle_later(self, request: Request) -> Reply | Later:
+        """Run the route; a deferred route may return a ``Later`` (what the bus and ``dispatch`` take)."""
         route = self.routes.get(request.type)
         if route is None:
             raise BadRequest(f"{self.owner} does not handle {request.type!r}")
         return route(request.body, request)
 
 
-def _body_annotation(handler: Handler) -> type[BaseModel] | None:
+def _body_annotation(handler: LaterHandler) -> type[BaseModel] | None:
     """The pydantic model a handler's first parameter is annotated with, if it says."""
     try:
         params = list(inspect.signature(handler).parameters.values())

@@ -7,6 +7,7 @@ Domain services implement :class:`Service`; domain clients take a :class:`Transp
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,10 @@ from pydantic import BaseModel
 
 from geode.protocol import catalog, codec
 from geode.protocol.envelope import Envelope, now_ms
-from geode.protocol.errors import ErrorCode, GeodeError, NotFound, error_from_reply
+from geode.protocol.errors import ErrorCode, GeodeError, NotFound, RequestTimeout, error_from_reply
+from geode.protocol.later import Later
+
+DEFERRED_CAP_S = 300.0  # how long a deferred reply without a deadline may stay outstanding
 
 
 @dataclass(frozen=True)
@@ -41,9 +45,10 @@ class Request:
 
 @runtime_checkable
 class Service(Protocol):
-    """Something that answers requests. Return a reply body (model or dict) or raise ``GeodeError``."""
+    """Something that answers requests. Return a reply body (model or dict) or raise ``GeodeError``; or
+    return a :class:`Later` and complete it from another thread (a deferred reply)."""
 
-    def handle(self, request: Request) -> BaseModel | dict[str, Any] | None: ...
+    def handle(self, request: Request) -> BaseModel | dict[str, Any] | Later | None: ...
 
 
 class Transport(Protocol):
@@ -69,28 +74,60 @@ class Transport(Protocol):
     ) -> None: ...
 
 
-def dispatch(service: Service, env: Envelope, *, sender: str = "") -> Envelope | None:
+def dispatch_later(service: Service, env: Envelope, *, sender: str = "") -> Envelope | Later | None:
     """Validate, run and wrap one request in a reply envelope (``None`` for casts).
 
-    Used by both the bus and :class:`LocalTransport`, so errors map to codes the same way everywhere.
+    A handler that returns a :class:`Later` (a deferred reply) gets back a ``Later`` of the reply envelope,
+    completed on the thread that completes the handler's. Errors map to codes the same way everywhere.
     """
     try:
         body = catalog.parse_body(env.type, env.body)
         if env.expired():
             raise GeodeError("deadline passed before handling", code=ErrorCode.TIMEOUT)
         out = service.handle(Request(env, body))
+    except Exception as exc:
+        return _settle(env, False, exc, sender)
+    if isinstance(out, Later):
         if env.kind == "cast":
             return None
-        return env.reply_ok(catalog.dump(out), sender=sender)
-    except GeodeError as exc:
-        return None if env.kind == "cast" else env.reply_error(exc.code.value, exc.message, sender=sender)
-    except Exception as exc:  # a bug in a handler: an `internal` reply, the actor lives on
-        import logging
+        reply = Later()
+        out.then(lambda ok, value: reply.resolve(_settle(env, ok, value, sender)))
+        return reply
+    return _settle(env, True, out, sender)
 
-        logging.getLogger(__name__).exception("handler for %s failed", env.type)
-        if env.kind == "cast":
-            return None
-        return env.reply_error(ErrorCode.INTERNAL.value, f"{type(exc).__name__}: {exc}"[:500], sender=sender)
+
+def dispatch(service: Service, env: Envelope, *, sender: str = "") -> Envelope | None:
+    """:func:`dispatch_later`, waiting for a deferred reply (up to the request's deadline).
+
+    Used by :class:`LocalTransport` and any caller that cannot take a deferred reply."""
+    out = dispatch_later(service, env, sender=sender)
+    if not isinstance(out, Later):
+        return out
+    left_s = (env.deadline - now_ms()) / 1000 if env.deadline is not None else DEFERRED_CAP_S
+    try:
+        reply: Envelope = out.result(left_s)
+    except RequestTimeout:
+        out.drop()
+        return env.reply_error(ErrorCode.TIMEOUT.value, "deferred reply not completed in time", sender=sender)
+    return reply
+
+
+def _settle(env: Envelope, ok: bool, value: Any, sender: str) -> Envelope | None:
+    """The reply envelope for a handler's outcome: its value, or its exception mapped to an error code."""
+    if env.kind == "cast":
+        if not ok and not isinstance(value, GeodeError):
+            logging.getLogger(__name__).error("handler for %s failed", env.type, exc_info=value)
+        return None
+    if ok:
+        try:
+            return env.reply_ok(catalog.dump(value), sender=sender)
+        except Exception as exc:
+            ok, value = False, exc
+    if isinstance(value, GeodeError):
+        return env.reply_error(value.code.value, value.message, sender=sender)
+    # a bug in a handler: an `internal` reply, the actor lives on
+    logging.getLogger(__name__).error("handler for %s failed", env.type, exc_info=value)
+    return env.reply_error(ErrorCode.INTERNAL.value, f"{type(value).__name__}: {value}"[:500], sender=sender)
 
 
 def unwrap(reply: Envelope) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from geode.protocol.errors import Conflict
+from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import (
     CheckpointSave,
@@ -40,6 +41,10 @@ class CheckpointStore:
     # writes -------------------------------------------------------------------------------------------
     def save(self, save: CheckpointSave) -> SaveResult:
         return self.writer.run(lambda txn: self._save(txn, save))
+
+    def save_later(self, save: CheckpointSave) -> Later:
+        """:meth:`save` without waiting: a ``Later`` of the result, completed after the sync commit."""
+        return self.writer.submit(lambda txn: self._save(txn, save))
 
     def _save(self, txn: Txn, save: CheckpointSave) -> SaveResult:
         sid = save.session_id

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
+from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, unpack
-from geode.records.writer import GroupWriter
+from geode.records.writer import WRITE_TIMEOUT_S, GroupWriter
 
 
 class CursorStore:
@@ -20,13 +21,21 @@ class CursorStore:
         return raw.decode() if raw is not None else None
 
     def set(self, platform: str, account: str, channel: str, position: str) -> None:
+        self.set_later(platform, account, channel, position).result(WRITE_TIMEOUT_S)
+
+    def set_later(self, platform: str, account: str, channel: str, position: str) -> Later:
+        """:meth:`set` without waiting: a ``Later`` completed after the sync commit."""
         k = key(platform, account, channel)
-        self.writer.run(lambda txn: txn.put(k, position.encode(), db=self.renv.db("cursors")))
+        return self.writer.submit(lambda txn: txn.put(k, position.encode(), db=self.renv.db("cursors")))
 
     # dedupe -----------------------------------------------------------------------------------------
     def dedupe(self, dkey: str, *, ttl_s: float, token: str = "") -> bool:
         """True the first time ``dkey`` is seen within its TTL (or again for the same ``token``: a retry)."""
-        return self.writer.run(lambda txn: self._dedupe(txn, dkey, ttl_s, token))
+        return bool(self.dedupe_later(dkey, ttl_s=ttl_s, token=token).result(WRITE_TIMEOUT_S))
+
+    def dedupe_later(self, dkey: str, *, ttl_s: float, token: str = "") -> Later:
+        """:meth:`dedupe` without waiting: a ``Later`` of the bool, completed after the sync commit."""
+        return self.writer.submit(lambda txn: self._dedupe(txn, dkey, ttl_s, token))
 
     def _dedupe(self, txn: Txn, dkey: str, ttl_s: float, token: str) -> bool:
         db, exp_db = self.renv.db("dedupe"), self.renv.db("dd_exp")

@@ -1,4 +1,7 @@
-"""The store endpoint's Service: maps ``store.*`` messages (and ``runtime.child_died``) onto the engine."""
+"""The store endpoint's Service: maps ``store.*`` messages (and ``runtime.child_died``) onto the engine.
+
+Plain durable writes reply from the writer thread after their group commit (deferred replies, ``Later``) and
+are declared inline, so a write parks no handler thread; receipts stay on handler threads (fault points)."""
 
 from __future__ import annotations
 
@@ -11,12 +14,16 @@ from geode.faults import fault
 from geode.protocol import runtime as rt
 from geode.protocol import store as m
 from geode.protocol.dispatch import Dispatch
+from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
 from geode.redaction import canonical_json
 
 log = logging.getLogger(__name__)
 PAGE_BYTES = 512 * 1024
+INLINE_TYPES = frozenset(
+    {m.CHECKPOINT_SAVE, m.TIMELINE_APPEND, m.TURN_PUT, m.CURSOR_SET, m.DEDUPE, rt.PING}
+)
 
 
 class StoreService:
@@ -29,7 +36,6 @@ class StoreService:
         self.dispatch = Dispatch(
             "the store",
             {
-                m.CHECKPOINT_SAVE: self._save,
                 m.CHECKPOINT_LOAD: self._load,
                 m.SESSIONS_LIST: self._list_sessions,
                 m.RECEIPT_ADMIT: self._admit,
@@ -48,7 +54,6 @@ class StoreService:
                     uncertain=engine.owner_died(b.name, b.incarnation)
                 ),
                 rt.CHILD_DIED: self._child_died,
-                m.TIMELINE_APPEND: self._append,
                 m.TIMELINE_READ: self._read_timeline,
                 m.EVIDENCE_APPEND: lambda b, r: m.EvidenceReply(
                     written=engine.append_evidence(
@@ -60,15 +65,10 @@ class StoreService:
                         summary=b.summary,
                     )
                 ),
-                m.TURN_PUT: lambda b, r: m.TurnReply(turn=engine.put_turn(b)),
                 m.TURN_GET: lambda b, r: m.TurnReply(turn=engine.get_turn(b.turn_id)),
                 m.TURN_LIST: self._list_turns,
                 m.CURSOR_GET: lambda b, r: m.CursorReply(
                     position=engine.get_cursor(b.platform, b.account, b.channel)
-                ),
-                m.CURSOR_SET: self._set_cursor,
-                m.DEDUPE: lambda b, r: m.DedupeReply(
-                    first=engine.dedupe(b.key, ttl_s=b.ttl_s, token=b.token)
                 ),
                 m.STATS: lambda b, r: m.StatsReply(stats=self._stats()),
                 m.PRUNE: lambda b, r: m.PruneReply(pruned=engine.prune()),
@@ -77,12 +77,25 @@ class StoreService:
                     name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
                 ),
             },
+            deferred={
+                m.CHECKPOINT_SAVE: self._save,
+                m.TIMELINE_APPEND: self._append,
+                m.TURN_PUT: lambda b, r: engine.turns.put_later(b).map(lambda t: m.TurnReply(turn=t)),
+                m.CURSOR_SET: self._set_cursor,
+                m.DEDUPE: lambda b, r: engine.cursors.dedupe_later(b.key, ttl_s=b.ttl_s, token=b.token).map(
+                    lambda first: m.DedupeReply(first=first)
+                ),
+            },
+            # cheap and non-blocking: validate and queue for the writer (a large frame still goes to a
+            # handler thread: the bus runs inline only small frames)
+            inline=INLINE_TYPES,
         )
-        self.handle = self.dispatch.handle
+        self.inline_types = self.dispatch.inline_types
+        self.handle = self.dispatch.handle_later
 
     # handlers with a little more to do --------------------------------------------------------------
-    def _save(self, b: m.SaveCheckpoint, r: Request) -> BaseModel:
-        return self.engine.save_checkpoint(b)  # SaveCheckpoint is a CheckpointSave
+    def _save(self, b: m.SaveCheckpoint, r: Request) -> Later:
+        return self.engine.checkpoints.save_later(b)  # SaveCheckpoint is a CheckpointSave
 
     def _load(self, b: m.LoadCheckpoint, r: Request) -> BaseModel:
         return m.LoadReply(page=self.engine.checkpoints.load_page(b.session_id, b.from_index, PAGE_BYTES))
@@ -106,8 +119,9 @@ class StoreService:
             )
         return rt.Ack()
 
-    def _append(self, b: m.AppendTimeline, r: Request) -> BaseModel:
-        return m.AppendReply(seq=self.engine.timeline.append(b))  # AppendTimeline is a TimelineEvent
+    def _append(self, b: m.AppendTimeline, r: Request) -> Later:
+        later = self.engine.timeline.append_later(b)  # AppendTimeline is a TimelineEvent
+        return later.map(lambda seq: m.AppendReply(seq=seq))
 
     def _read_timeline(self, b: m.ReadTimeline, r: Request) -> BaseModel:
         rows = self.engine.timeline.read(b.session_id, after_seq=b.after_seq, limit=b.limit + 1)
@@ -151,9 +165,9 @@ class StoreService:
                 rows[i] = rec.model_copy(update={"result": {"omitted": True, "hint": "store.receipt.get"}})
         return m.ReceiptList(receipts=rows)
 
-    def _set_cursor(self, b: m.SetCursor, r: Request) -> BaseModel:
-        self.engine.set_cursor(b.platform, b.account, b.channel, b.position)
-        return m.CursorReply(position=b.position)
+    def _set_cursor(self, b: m.SetCursor, r: Request) -> Later:
+        later = self.engine.cursors.set_later(b.platform, b.account, b.channel, b.position)
+        return later.map(lambda _: m.CursorReply(position=b.position))
 
     def _stats(self) -> dict[str, Any]:
         return self.engine.stats()

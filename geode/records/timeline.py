@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 from geode.protocol.errors import Conflict
+from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, u64, unpack
 from geode.records.models import TimelineEvent, TimelineRow
-from geode.records.writer import GroupWriter
+from geode.records.writer import WRITE_TIMEOUT_S, GroupWriter
 from geode.redaction import canonical_json, redact
 
 SCHEMA = "geode.timeline@1"
@@ -39,8 +40,13 @@ class TimelineStore:
 
     def append(self, event: TimelineEvent) -> int:
         """Append (or find the existing row of) an event; returns its seq within the session."""
+        seq: int = self.append_later(event).result(WRITE_TIMEOUT_S)
+        return seq
+
+    def append_later(self, event: TimelineEvent) -> Later:
+        """:meth:`append` without waiting: a ``Later`` of the seq, completed after the sync commit."""
         text = bounded_payload(event.payload, self.max_payload)
-        return self.writer.run(lambda txn: self._append(txn, event, text))
+        return self.writer.submit(lambda txn: self._append(txn, event, text))
 
     def _append(self, txn: Txn, ev: TimelineEvent, text: str) -> int:
         sid = ev.session_id

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import TurnRecord, TurnState
 from geode.records.writer import GroupWriter
@@ -20,6 +21,10 @@ class TurnStore:
 
     def put(self, turn: TurnRecord) -> TurnRecord:
         return self.writer.run(lambda txn: self._put(txn, turn))
+
+    def put_later(self, turn: TurnRecord) -> Later:
+        """:meth:`put` without waiting: a ``Later`` of the stored record, completed after the sync commit."""
+        return self.writer.submit(lambda txn: self._put(txn, turn))
 
     def _put(self, txn: Txn, turn: TurnRecord) -> TurnRecord:
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")

@@ -1,7 +1,8 @@
 """Group commit: one writer thread applies queued write operations in one transaction, syncs, then answers.
 
 Each operation runs in a nested transaction, so an operation that raises is rolled back alone and the rest of
-the batch still commits. A batch is acknowledged only after the top-level commit (sync on) returned.
+the batch still commits. A batch is acknowledged only after the top-level commit (sync on) returned: each
+operation's :class:`~geode.protocol.later.Later` completes on the writer thread (a deferred reply's callback).
 """
 
 from __future__ import annotations
@@ -10,19 +11,20 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lmdb
 
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
+from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn
 
 log = logging.getLogger(__name__)
 
 WriteFn = Callable[[Txn], Any]
 T = TypeVar("T")
+WRITE_TIMEOUT_S = 30.0  # how long a blocking write waits for its sync commit
 
 
 class _MapFull(Exception):
@@ -32,7 +34,7 @@ class _MapFull(Exception):
 @dataclass
 class _Op:
     fn: WriteFn
-    future: Future[Any] = field(default_factory=Future)
+    future: Later = field(default_factory=Later)
 
 
 @dataclass
@@ -79,7 +81,8 @@ class GroupWriter:
         self._thread.join(timeout_s)
         self._thread = None
 
-    def submit(self, fn: WriteFn) -> Future[Any]:
+    def submit(self, fn: WriteFn) -> Later:
+        """Queue a write; the returned ``Later`` completes (on the writer thread) after its sync commit."""
         op = _Op(fn)
         if self._thread is None:
             raise Unavailable("record store writer is not running")
@@ -89,13 +92,15 @@ class GroupWriter:
             raise Overloaded("record store write queue is full") from None
         return op.future
 
-    def run(self, fn: Callable[[Txn], T], timeout_s: float = 30.0) -> T:
+    def run(self, fn: Callable[[Txn], T], timeout_s: float = WRITE_TIMEOUT_S) -> T:
         """Submit and wait for the durable result (or the operation's own error)."""
-        fut: Future[T] = self.submit(fn)
+        later = self.submit(fn)
         try:
-            return fut.result(timeout=timeout_s)
-        except TimeoutError:
+            value: T = later.result(timeout_s)
+        except RequestTimeout:
+            later.drop()
             raise RequestTimeout("record store write not acknowledged in time") from None
+        return value
 
     def _run(self) -> None:
         while True:
@@ -144,11 +149,15 @@ class GroupWriter:
             self.stats.ops += len(batch)
             self.stats.max_batch = max(self.stats.max_batch, len(batch))
             for op, (ok, value) in zip(batch, results, strict=True):
-                if ok:
-                    op.future.set_result(value)
-                else:
+                if not ok:
                     self.stats.failed_ops += 1
-                    op.future.set_exception(value)
+                try:  # a consumer's callback (e.g. the bus encoding a reply) runs here, after the commit
+                    if ok:
+                        op.future.resolve(value)
+                    else:
+                        op.future.fail(value)
+                except Exception:
+                    log.exception("record store: a write's completion callback failed")
             for hook in self.after_commit:
                 try:
                     hook()
@@ -198,7 +207,10 @@ class GroupWriter:
         self.stats.last_error = exc.message
         for op in batch:
             if not op.future.done():
-                op.future.set_exception(exc)
+                try:
+                    op.future.fail(exc)
+                except Exception:
+                    log.exception("record store: a write's completion callback failed")
 
 
 def _abort(txn: Txn) -> None:

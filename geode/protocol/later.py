@@ -1,0 +1,95 @@
+"""A deferred reply: a handler returns a :class:`Later` and completes it from another thread (docs/runtime.md,
+"Deferred replies"), so no handler thread is parked while, e.g., the store's writer commits."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from geode.protocol.errors import RequestTimeout
+
+Outcome = Callable[[bool, Any], None]  # (ok, value or exception)
+
+
+class Later:
+    """Completed once, from any thread, by :meth:`resolve` or :meth:`fail`; later completions are ignored.
+
+    One consumer registers with :meth:`then` (called on the completing thread, or at once if already done);
+    :meth:`result` blocks for it instead; :meth:`drop` forgets the consumer (the reply is not wanted)."""
+
+    __slots__ = ("_callback", "_done", "_mu", "_outcome")
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._done = threading.Lock()  # held until completed: result() waits on it (one futex)
+        self._done.acquire()
+        self._outcome: tuple[bool, Any] | None = None
+        self._callback: Outcome | None = None
+
+    @classmethod
+    def resolved(cls, value: Any) -> Later:
+        later = cls()
+        later.resolve(value)
+        return later
+
+    def resolve(self, value: Any) -> None:
+        self._complete(True, value)
+
+    def fail(self, exc: BaseException) -> None:
+        self._complete(False, exc)
+
+    def done(self) -> bool:
+        return self._outcome is not None
+
+    def then(self, callback: Outcome) -> None:
+        with self._mu:
+            outcome = self._outcome
+            if outcome is None:
+                self._callback = callback
+                return
+        callback(*outcome)
+
+    def map(self, fn: Callable[[Any], Any]) -> Later:
+        """A Later of ``fn(value)`` (an exception from ``fn`` fails it); failures pass through."""
+        out = Later()
+
+        def settle(ok: bool, value: Any) -> None:
+            if not ok:
+                out.fail(value)
+                return
+            try:
+                mapped = fn(value)
+            except Exception as exc:
+                out.fail(exc)
+                return
+            out.resolve(mapped)
+
+        self.then(settle)
+        return out
+
+    def drop(self) -> None:
+        """Nobody waits any more: forget the consumer so a late completion goes nowhere."""
+        with self._mu:
+            self._callback = None
+
+    def result(self, timeout_s: float) -> Any:
+        """The value (or raise the failure); ``RequestTimeout`` when not completed within ``timeout_s``."""
+        if not self._done.acquire(timeout=max(0.0, timeout_s)):
+            raise RequestTimeout(f"deferred reply not completed within {timeout_s:g}s")
+        self._done.release()  # stay completed for any later result() call
+        assert self._outcome is not None
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
+
+    def _complete(self, ok: bool, value: Any) -> None:
+        with self._mu:
+            if self._outcome is not None:
+                return
+            self._outcome = (ok, value)
+            callback, self._callback = self._callback, None
+        self._done.release()
+        if callback is not None:
+            callback(ok, value)
