@@ -61,10 +61,14 @@ def _has_tool_result(content: Any) -> bool:
     )
 
 
-def pick_tool(tools: list[dict[str, Any]], target: str, i: int) -> tuple[str, dict[str, Any]] | None:
-    """The first read-only tool of READ_TOOLS the request offers, with its input for round ``i``."""
+def pick_tool(
+    tools: list[dict[str, Any]], target: str, i: int, prefer: str = ""
+) -> tuple[str, dict[str, Any]] | None:
+    """The first read-only tool of READ_TOOLS (``prefer`` first) the request offers, with its input for
+    round ``i``."""
     offered = {t.get("name"): t for t in tools if isinstance(t, dict)}
-    for name, key in READ_TOOLS:
+    order = sorted(READ_TOOLS, key=lambda nk: nk[0] != prefer)
+    for name, key in order:
         spec = offered.get(name)
         if spec is None:
             continue
@@ -81,8 +85,8 @@ def pick_tool(tools: list[dict[str, Any]], target: str, i: int) -> tuple[str, di
 class ToolRounds:
     """The reply function: ``delay_s`` before each main reply (the model's latency)."""
 
-    def __init__(self, target: str, delay_s: float = 0.0) -> None:
-        self.target, self.delay_s = target, delay_s
+    def __init__(self, target: str, delay_s: float = 0.0, prefer: str = "") -> None:
+        self.target, self.delay_s, self.prefer = target, delay_s, prefer
         self.local = threading.local()
         self.lock = threading.Lock()
         self.seen: set[tuple[str, int]] = set()
@@ -115,7 +119,7 @@ class ToolRounds:
         delay = self.delay_s if main else 0.0
         if done >= k or not main:
             return {"text": f"done {tag}", "delay_s": delay}
-        tool = pick_tool(body.get("tools") or [], self.target, done)
+        tool = pick_tool(body.get("tools") or [], self.target, done, self.prefer)
         self.local.key = (tag, done, main, len(msgs), stream, tool[0] if tool else "")
         if tool is None:
             return {"text": f"no read-only tool offered ({tag})", "delay_s": delay}
@@ -166,8 +170,8 @@ class _TimedHandler(_Handler):
     do_GET = do_POST
 
 
-def _child(conn: Connection, target: str, delay_s: float) -> None:
-    srv = TimedServer(ToolRounds(target, delay_s)).start()
+def _child(conn: Connection, target: str, delay_s: float, prefer: str) -> None:
+    srv = TimedServer(ToolRounds(target, delay_s, prefer)).start()
     conn.send(srv.base_url)
     while True:
         cmd = conn.recv()
@@ -185,14 +189,15 @@ class FakeProcess:
     """The fake in a forked child (its threads do not share the benchmark's GIL). ``collect()`` returns and
     clears the hits so far."""
 
-    def __init__(self, target: str, delay_s: float = 0.0) -> None:
+    def __init__(self, target: str, delay_s: float = 0.0, prefer: str = "") -> None:
         ctx = multiprocessing.get_context("fork")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_child, args=(child, target, delay_s), daemon=True)
+        self._proc = ctx.Process(target=_child, args=(child, target, delay_s, prefer), daemon=True)
         self._proc.start()
         if not self._conn.poll(30):
             raise RuntimeError("the fake did not start")
         self.base_url: str = self._conn.recv()
+        self.pid: int = self._proc.pid or 0
 
     def collect(self) -> tuple[list[Hit], int]:
         self._conn.send("collect")

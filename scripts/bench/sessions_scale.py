@@ -18,6 +18,7 @@ import argparse
 import itertools
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_anthropic import FakeProcess, Hit  # noqa: E402
 
 from actors.cli.client import ControlClient  # noqa: E402
-from actors.tree.client import stop_tree  # noqa: E402
+from actors.tree.client import stop_tree, tree_status  # noqa: E402
 from geode.home import GeodeHome  # noqa: E402
 
 MODEL = "claude-sonnet-5"
@@ -47,6 +48,7 @@ class Turn:
     t1: float = 0.0
     reason: str = ""
     error: str = ""
+    reattached: int = 0  # the client's re-handshakes during this turn (an unanswered cli.prompt re-sent)
 
 
 def tree_config(url: str, ws: Path, workers: int, capacity: int, cap: int) -> str:
@@ -58,6 +60,9 @@ def tree_config(url: str, ws: Path, workers: int, capacity: int, cap: int) -> st
     )
 
 
+TURN_TIMEOUT_S = 30.0  # a turn takes 1.5 s of model time; one without a result by then is reported stuck
+
+
 def session_loop(
     home: GeodeHome, ws: Path, name: str, turns: int, start: threading.Barrier, out: list[Turn]
 ) -> None:
@@ -67,15 +72,16 @@ def session_loop(
         start.wait()
         for i in range(turns):
             tag = f"{name}-{i}"
-            turn = Turn(tag, time.monotonic())
+            turn, before = Turn(tag, time.monotonic()), cl.reattached
             try:
                 prompt = f"bench-turn-{tag} k={ROUNDS} find data-<round>.txt each round, then say done"
-                res = cl.run_prompt(prompt, timeout_s=300)
+                res = cl.run_prompt(prompt, timeout_s=TURN_TIMEOUT_S)
                 turn.reason = str(res.get("termination_reason"))
                 turn.error = str(res.get("error") or "")
             except Exception as exc:  # a failed turn is reported, not fatal to the run
-                turn.error = f"{type(exc).__name__}: {exc}"
+                turn.error = f"{type(exc).__name__}: {str(exc)[:120]}"
             turn.t1 = time.monotonic()
+            turn.reattached = cl.reattached - before
             out.append(turn)
     except threading.BrokenBarrierError:
         return
@@ -100,6 +106,34 @@ def run_level(home: GeodeHome, ws: Path, n: int, turns: int, label: str) -> tupl
     for t in threads:
         t.join(600)
     return out, time.monotonic() - t0
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` and its threads (s); 0 if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def processes(home: GeodeHome, fake_pid: int) -> dict[str, int]:
+    """The tree's processes by name (supervisor, children), the fake and this process."""
+    st = tree_status(home)
+    out = {"bench clients": os.getpid(), "fake model": fake_pid}
+    if st is not None:
+        out["supervisor"] = st.pid
+        out |= {c.name: c.pid for c in st.children if c.pid}
+    return out
+
+
+def cpu_by_group(procs: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far, loop-N and the like summed per kind of process."""
+    out: dict[str, float] = {}
+    for name, pid in procs.items():
+        kind = name.rstrip("0123456789").rstrip("-") or name
+        out[kind] = out.get(kind, 0.0) + cpu_s(pid)
+    return out
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -128,10 +162,20 @@ class Row:
     tail: list[float]
     model: list[float]
     peak: int
+    reattached: int
     load: tuple[float, float]
+    cpu: dict[str, float]  # CPU seconds per kind of process during the level
 
 
-def analyse(n: int, turns: list[Turn], hits: list[Hit], wall: float, latency: float, load: float) -> Row:
+def analyse(
+    n: int,
+    turns: list[Turn],
+    hits: list[Hit],
+    wall: float,
+    latency: float,
+    load: float,
+    cpu: dict[str, float],
+) -> Row:
     by_tag: dict[str, list[Hit]] = {}
     for h in hits:
         if h.main:
@@ -147,7 +191,8 @@ def analyse(n: int, turns: list[Turn], hits: list[Hit], wall: float, latency: fl
     overhead = [(t.t1 - t.t0) - (ROUNDS + 1) * latency for t in ok]
     return Row(
         n, len(turns), len(turns) - len(ok), wall, overhead, first, gaps, tail, model,
-        peak_in_flight([h for h in hits if h.main]), (load, os.getloadavg()[0]),
+        peak_in_flight([h for h in hits if h.main]), sum(t.reattached for t in turns),
+        (load, os.getloadavg()[0]), cpu,
     )  # fmt: skip
 
 
@@ -163,7 +208,8 @@ def report(rows: list[Row], latency: float, config: str) -> None:
     print(
         f"\n{'sessions':>8} {'turns':>6} {'failed':>6} {'turns/s':>8} {'ideal':>6}"
         f" {'ovh p50':>8} {'ovh p99':>8}"
-        f" {'→1st req':>8} {'gap p50':>8} {'gap p99':>8} {'tail p50':>8} {'model p50':>9} {'peak':>5} load"
+        f" {'→1st req':>8} {'gap p50':>8} {'gap p99':>8} {'tail p50':>8} {'model p50':>9} {'peak':>5}"
+        f" {'resent':>6} load"
     )
     for r in rows:
         ideal = r.n / ((ROUNDS + 1) * latency)
@@ -171,8 +217,17 @@ def report(rows: list[Row], latency: float, config: str) -> None:
             f"{r.n:8d} {r.turns:6d} {r.failed:6d} {(r.turns - r.failed) / r.wall:8.2f} {ideal:6.1f}"
             f" {ms(pct(r.overhead, 0.5))} {ms(pct(r.overhead, 0.99))} {ms(pct(r.first, 0.5))}"
             f" {ms(pct(r.gaps, 0.5))} {ms(pct(r.gaps, 0.99))} {ms(pct(r.tail, 0.5))}"
-            f" {pct(r.model, 0.5):9.3f} {r.peak:5d} {r.load[0]:.1f}→{r.load[1]:.1f}"
+            f" {pct(r.model, 0.5):9.3f} {r.peak:5d} {r.reattached:6d} {r.load[0]:.1f}→{r.load[1]:.1f}"
         )
+    kinds = sorted({k for r in rows for k in r.cpu}, key=lambda k: -sum(r.cpu.get(k, 0) for r in rows))
+    print("\nCPU ms per turn, by process (the level's CPU time / its turns):")
+    print(
+        f"{'sessions':>8} " + " ".join(f"{k[:12]:>12}" for k in kinds) + f" {'total':>8} {'cores busy':>10}"
+    )
+    for r in rows:
+        tot = sum(r.cpu.values())
+        cells = " ".join(f"{r.cpu.get(k, 0) * 1000 / max(1, r.turns):12.1f}" for k in kinds)
+        print(f"{r.n:8d} {cells} {tot * 1000 / max(1, r.turns):8.1f} {tot / r.wall:10.2f}")
     base = rows[0]
     for r in rows[1:]:
         p50 = pct(r.overhead, 0.5) / pct(base.overhead, 0.5)
@@ -180,7 +235,50 @@ def report(rows: list[Row], latency: float, config: str) -> None:
         print(f"overhead at {r.n} vs {base.n} sessions: p50 {p50:.2f}x, p99 {p99:.2f}x  (goal <= 2x)")
     print("ms columns: host overhead = turn wall - model time; →1st req = prompt sent → first model request;")
     print("gap = model reply written → next model request; tail = last reply → result at the client;")
-    print("model = the fake's own time per turn (s); peak = most model calls in flight at once")
+    print("model = the fake's own time per turn (s); peak = most model calls in flight at once;")
+    print(
+        "resent = re-handshakes to re-send an unanswered cli.prompt;"
+        f" failed = no natural end in {TURN_TIMEOUT_S:g} s (or an error)"
+    )
+
+
+def measure(
+    base: Path, levels: list[int], per: list[int], cap: int, capacity: int, workers: int, latency: float
+) -> tuple[list[Row], str]:
+    """Serve a tree in ``base``, warm it up, run every level; the rows and the tree's config."""
+    ws = base / "ws"
+    ws.mkdir()
+    for i in range(ROUNDS + 1):
+        (ws / f"data-{i}.txt").write_text(f"line {i}\n")
+    with FakeProcess(str(ws / "data-0.txt"), delay_s=latency) as fake:
+        home = GeodeHome(base / "gh").ensure()
+        config = tree_config(fake.base_url, ws, workers, capacity, cap)
+        home.config_file.write_text(config)
+        home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
+        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+        geode = Path(sys.executable).parent / "geode"
+        subprocess.run([str(geode), "serve"], env=env, check=True, cwd=ws, stdout=subprocess.DEVNULL)
+        rows: list[Row] = []
+        print(f"GEODE_HOME={home.root}", flush=True)
+        try:
+            print(f"warm-up: {cap} sessions, 1 turn each", flush=True)
+            run_level(home, ws, cap, 1, "warm")
+            fake.collect()
+            for n, turns in zip(levels, per, strict=True):
+                load = os.getloadavg()[0]
+                print(f"{n} sessions x {turns} turns ...", flush=True)
+                procs = processes(home, fake.pid)
+                cpu0 = cpu_by_group(procs)
+                done, wall = run_level(home, ws, n, turns, "m")
+                cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu_by_group(procs).items()}
+                hits, _ = fake.collect()
+                rows.append(analyse(n, done, hits, wall, latency, load, cpu))
+                errs = [t.error or t.reason for t in done if t.reason != "natural"]
+                if errs:
+                    print(f"  {len(errs)} not natural, e.g. {sorted(set(errs))[:3]}")
+        finally:
+            stop_tree(home, timeout_s=30)
+    return rows, config
 
 
 def main() -> None:
@@ -190,6 +288,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5, help="model latency per call (s)")
     ap.add_argument("--workers", type=int, default=4, help="[loop] workers")
     ap.add_argument("--turns", default="", help="turns per session per level, e.g. 20,4,2")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary GEODE_HOME (logs) afterwards")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     if args.turns:
@@ -198,36 +297,12 @@ def main() -> None:
         per = [max(1 if args.quick else 2, math.ceil((8 if args.quick else 30) / n)) for n in levels]
     cap = max(levels)
     capacity = math.ceil(cap / args.workers)
-    with tempfile.TemporaryDirectory(prefix="geode-scale-", dir="/tmp") as tmp:
-        base = Path(tmp)
-        ws = base / "ws"
-        ws.mkdir()
-        for i in range(ROUNDS + 1):
-            (ws / f"data-{i}.txt").write_text(f"line {i}\n")
-        with FakeProcess(str(ws / "data-0.txt"), delay_s=args.latency) as fake:
-            home = GeodeHome(base / "gh").ensure()
-            config = tree_config(fake.base_url, ws, args.workers, capacity, cap)
-            home.config_file.write_text(config)
-            home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
-            env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
-            geode = Path(sys.executable).parent / "geode"
-            subprocess.run([str(geode), "serve"], env=env, check=True, cwd=ws, stdout=subprocess.DEVNULL)
-            rows: list[Row] = []
-            try:
-                print(f"warm-up: {cap} sessions, 1 turn each", flush=True)
-                run_level(home, ws, cap, 1, "warm")
-                fake.collect()
-                for n, turns in zip(levels, per, strict=True):
-                    load = os.getloadavg()[0]
-                    print(f"{n} sessions x {turns} turns ...", flush=True)
-                    done, wall = run_level(home, ws, n, turns, "m")
-                    hits, _ = fake.collect()
-                    rows.append(analyse(n, done, hits, wall, args.latency, load))
-                    errs = {t.error or t.reason for t in done if t.reason != "natural"}
-                    if errs:
-                        print(f"  not natural: {sorted(errs)[:5]}")
-            finally:
-                stop_tree(home, timeout_s=30)
+    base = Path(tempfile.mkdtemp(prefix="geode-scale-", dir="/tmp"))
+    try:
+        rows, config = measure(base, levels, per, cap, capacity, args.workers, args.latency)
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
     report(rows, args.latency, config.split("[loop]")[1])
 
 
