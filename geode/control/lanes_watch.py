@@ -1,7 +1,7 @@
 """Control's side of a lanes restart: once the new lanes incarnation answers control, every ready client
-connection is told to replay its session from the last seq it saw, and told again one bus hello later: the
-new lanes routes its pushes to control only after control's next hello (every ``HELLO_S``), and what it
-pushed before that was dropped."""
+connection is told to replay its session from the last seq it saw, and told again every ``REPEAT_S`` until
+one bus hello later: the new lanes routes its pushes to control only after control's next hello (every
+``HELLO_S``), and what it pushed before that (often the end of a turn a worker re-sent it) was dropped."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 LINK_WAIT_S = 2.0  # how long to wait for the new lanes to answer before telling the clients anyway
 PING_TIMEOUT_S = 0.3
 HELLO_S = 1.0  # the bus's hello interval (actors/bus Bus(hello_interval_s)): lanes can push to us after it
+REPEAT_S = 0.25  # the clients catch up this often until then (a catch-up is one lanes.replay per client)
 
 
 def lanes_answers(transport: Transport, lanes: str, wait_s: float = LINK_WAIT_S) -> bool:
@@ -48,7 +49,8 @@ def tell_lanes_restarted(
     again_after_s: float = 0.1,
 ) -> int:
     """Push ``cli.notice`` (``lanes_restarted``) to every ready connection attached to a session once the
-    new lanes answers, and again ``HELLO_S + again_after_s`` later. Returns how many were told first."""
+    new lanes answers, then every ``REPEAT_S`` for ``HELLO_S + again_after_s``. Returns how many were told
+    first."""
     linked = lanes_answers(transport, lanes, wait_s)
     at = time.monotonic()
     told = _tell(send, conns(), origin, incarnation)
@@ -58,8 +60,10 @@ def tell_lanes_restarted(
         "answers" if linked else "no answer yet",
         told,
     )
-    time.sleep(max(0.0, at + HELLO_S + again_after_s - time.monotonic()))
-    _tell(send, conns(), origin, incarnation)  # what lanes pushed before our hello reached it
+    until = at + HELLO_S + again_after_s
+    while (left := until - time.monotonic()) > 0:  # what lanes pushed before our hello reached it
+        time.sleep(min(REPEAT_S, left))
+        _tell(send, conns(), origin, incarnation)
     return told
 
 
