@@ -200,7 +200,10 @@ def ms(x: float) -> str:
     return f"{x * 1000:8.1f}"
 
 
-def report(rows: list[Row], latency: float, config: str) -> None:
+IDLE_S = 3.0  # the tree's idle CPU is measured for this long after the warm-up
+
+
+def report(rows: list[Row], latency: float, config: str, idle: dict[str, float]) -> None:
     print(
         f"\nscenario: {ROUNDS} glob_files rounds + text = {ROUNDS + 1} model calls of {latency:g} s per turn"
     )
@@ -227,7 +230,13 @@ def report(rows: list[Row], latency: float, config: str) -> None:
     for r in rows:
         tot = sum(r.cpu.values())
         cells = " ".join(f"{r.cpu.get(k, 0) * 1000 / max(1, r.turns):12.1f}" for k in kinds)
-        print(f"{r.n:8d} {cells} {tot * 1000 / max(1, r.turns):8.1f} {tot / r.wall:10.2f}")
+        net = tot - sum(idle.values()) * r.wall
+        print(
+            f"{r.n:8d} {cells} {tot * 1000 / max(1, r.turns):8.1f} {tot / r.wall:10.2f}"
+            f"   net of idle: {net * 1000 / max(1, r.turns):.1f}"
+        )
+    idle_ms = " ".join(f"{k} {v * 1000:.0f}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1]) if v)
+    print(f"idle CPU (ms per s, measured {IDLE_S:g} s with no turns): {idle_ms or '0'}")
     base = rows[0]
     for r in rows[1:]:
         p50 = pct(r.overhead, 0.5) / pct(base.overhead, 0.5)
@@ -244,8 +253,9 @@ def report(rows: list[Row], latency: float, config: str) -> None:
 
 def measure(
     base: Path, levels: list[int], per: list[int], cap: int, capacity: int, workers: int, latency: float
-) -> tuple[list[Row], str]:
-    """Serve a tree in ``base``, warm it up, run every level; the rows and the tree's config."""
+) -> tuple[list[Row], str, dict[str, float]]:
+    """Serve a tree in ``base``, warm it up, run every level; the rows, the tree's config and its idle CPU
+    (s per s, by kind of process)."""
     ws = base / "ws"
     ws.mkdir()
     for i in range(ROUNDS + 1):
@@ -264,6 +274,10 @@ def measure(
             print(f"warm-up: {cap} sessions, 1 turn each", flush=True)
             run_level(home, ws, cap, 1, "warm")
             fake.collect()
+            procs = processes(home, fake.pid)
+            idle0 = cpu_by_group(procs)
+            time.sleep(IDLE_S)  # the tree's background CPU (heartbeats, timers) with no turns
+            idle = {k: (v - idle0.get(k, 0.0)) / IDLE_S for k, v in cpu_by_group(procs).items()}
             for n, turns in zip(levels, per, strict=True):
                 load = os.getloadavg()[0]
                 print(f"{n} sessions x {turns} turns ...", flush=True)
@@ -278,7 +292,7 @@ def measure(
                     print(f"  {len(errs)} not natural, e.g. {sorted(set(errs))[:3]}")
         finally:
             stop_tree(home, timeout_s=30)
-    return rows, config
+    return rows, config, idle
 
 
 def main() -> None:
@@ -299,11 +313,11 @@ def main() -> None:
     capacity = math.ceil(cap / args.workers)
     base = Path(tempfile.mkdtemp(prefix="geode-scale-", dir="/tmp"))
     try:
-        rows, config = measure(base, levels, per, cap, capacity, args.workers, args.latency)
+        rows, config, idle = measure(base, levels, per, cap, capacity, args.workers, args.latency)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    report(rows, args.latency, config.split("[loop]")[1])
+    report(rows, args.latency, config.split("[loop]")[1], idle)
 
 
 if __name__ == "__main__":
