@@ -132,8 +132,8 @@ def test_turns_run_on_the_worker_host_and_tools_on_the_executor_host(hosts: tupl
     sessions = {r["session_id"] for r in results}
     owners = {r["owner"].split("#")[0] for r in recs["receipts"] if r["identity"]["session_id"] in sessions}
     assert owners == {"w2/executor"}, owners  # the workspace lies under w2's roots: w2 ran both tools
-    status = c.status()
-    assert {h.get("host", h.get("name")) for h in status["hosts"]} >= {"w1", "w2"}, status["hosts"]
+    addresses = {h["host"]: h["address"] for h in c.status()["hosts"]}
+    assert addresses == {"w1": "10.77.0.2", "w2": "10.77.0.3"}, addresses  # main's status: hosts, addresses
 
 
 UNKNOWN_PEER = """
@@ -179,6 +179,8 @@ def test_a_cut_worker_host_turn_resumes_elsewhere_once_and_the_host_rejoins(
     running = [t for t in records(c)["turns"] if t["state"] == "running"]
     on_w1 = [t for t in running if str(t["worker"]).startswith("w1/")]
     assert len(running) == 2 and len(on_w1) == 1, running
+    in_flight = child(c.host_children("w1"), "loop-1")
+    assert in_flight is not None and in_flight["turns_in_flight"] == [on_w1[0]["turn_id"]], in_flight
     c.bed.cut("w1")
     try:
         for name in ("c1", "c2"):
@@ -201,6 +203,8 @@ def test_a_cut_executor_host_leaves_its_effect_uncertain_and_rejoins(hosts: tupl
     assert before is not None
     proc = ask(c, "slow e1")
     poll_for(lambda: "e1" in markers(c), 60, interval_s=0.1, what="the slow effect to start on w2")
+    busy = c.wait_host("w2", lambda k: (child(k, "executor") or {}).get("effects_in_flight") == 1, 15)
+    assert child(busy, "executor") is not None  # main's status shows the effect in flight on w2
     c.bed.cut("w2")
     try:
 
