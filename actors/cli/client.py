@@ -62,7 +62,7 @@ class ControlClient:
         s.setsockopt(zmq.ROUTING_ID, os.urandom(8))
         s.setsockopt(zmq.RECONNECT_IVL, 100)
         s.setsockopt(zmq.MAXMSGSIZE, 2 * codec.MAX_FRAME_BYTES)
-        self._watch = DropWatch(s)
+        self._watch = DropWatch(s, owner=self)
         self._poller = zmq.Poller()
         self._poller.register(s, zmq.POLLIN)
         self._poller.register(self._watch.mon, zmq.POLLIN)
@@ -166,7 +166,10 @@ class ControlClient:
         timeout_s: float = 10.0,
         on_event: EventFn | None = None,
     ) -> dict[str, Any]:
-        """One request and its reply; new events meanwhile go to ``on_event`` (else to the inbox)."""
+        """One request and its reply; new events meanwhile go to ``on_event`` (else to the inbox). When the
+        control child goes away while the request is in flight, :class:`Unavailable` at once: its reply may
+        never come (the caller handshakes again and retries, instead of waiting out ``timeout_s``)."""
+        drops = self.drain_drops()  # a drop seen from now on may have taken this request with it
         mid = self.send_request(type_, body or {})
         deadline = time.monotonic() + timeout_s
         while True:
@@ -176,6 +179,15 @@ class ControlClient:
             env = self.wait_reply((mid,), left, on_event=on_event)
             if env is not None:
                 return unwrap(env)
+            if self.disconnects != drops:
+                raise Unavailable(f"the control child went away with {type_} in flight")
+
+    def drain_drops(self) -> int:
+        """Read the socket monitor's pending events now; returns :attr:`disconnects`."""
+        with self._lock:
+            if self._watch is not None:
+                self._watch.drain()
+        return self.disconnects
 
     def wait_reply(
         self, mids: Collection[str], timeout_s: float, *, on_event: EventFn | None = None

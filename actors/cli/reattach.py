@@ -67,7 +67,7 @@ def submit_prompt(
     sent: list[str] = []  # the correlation ids of every send of this prompt
     why, wait, resend_at = "", PROMPT_REPLY_S, 0.0
     fresh = True  # the connection needs no new handshake before the next send
-    drops = cl.disconnects
+    drops = cl.drain_drops()
     while True:
         now = time.monotonic()
         if now >= deadline:

@@ -5,6 +5,7 @@ connection gets a handshake first, re-sends are bounded, and giving up says whic
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from actors.cli.reattach import TurnContinues, new_turn_id, submit_prompt
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
-from geode.protocol.errors import BadRequest
+from geode.protocol.errors import BadRequest, GeodeError, Unavailable
 from tests.cli.fake_control import FakeControl, welcome
+from tests.waiting import poll_for
 
 
 class Script:
@@ -118,3 +120,29 @@ def test_a_refused_prompt_is_not_resent(tmp_path: Path) -> None:
     with pytest.raises(BadRequest):
         _submit(tmp_path, script)
     assert len(script.turn_ids) == 1
+
+
+def test_a_request_in_flight_when_control_goes_away_fails_at_once(tmp_path: Path) -> None:
+    """cli.attach sent, then the control socket closes (its child was killed): the client says so at once
+    instead of waiting out the request's timeout (a re-attach then started 2 s late in the chaos runs)."""
+    home = GeodeHome(tmp_path / "gh").ensure()
+    got: list[BaseException] = []
+    with FakeControl(home, answer=lambda env, ident: welcome() if env.type == c.HANDSHAKE else None) as fc:
+        cl = ControlClient(home, client_version="test")
+        cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
+        asked = threading.Thread(target=lambda: _capture(got, cl, fc))
+        asked.start()
+        poll_for(lambda: c.ATTACH in fc.seen, 5, what="the attach to arrive")
+        t0 = time.monotonic()
+    asked.join(10)  # the fake control closed its socket on leaving the block
+    took, drops = time.monotonic() - t0, cl.disconnects
+    cl.close()
+    assert got and isinstance(got[0], Unavailable), got
+    assert took < 1.0 and drops >= 1, (took, drops)  # before: RequestTimeout after the full 5 s
+
+
+def _capture(got: list[BaseException], cl: ControlClient, fc: FakeControl) -> None:
+    try:
+        cl.request(c.ATTACH, {"session_id": "s-1", "after_seq": 0}, timeout_s=5.0)
+    except GeodeError as exc:
+        got.append(exc)
