@@ -8,8 +8,11 @@ time at the client minus the scripted model time (3 x 0.5 s); it is split, from 
 prompt → first model request, the gaps between model calls, and last reply → result at the client.
 The tree is configured so that every level can run at once: ``[lanes] global_cap`` = the largest level,
 ``[loop] workers`` x ``capacity`` >= it. A warm-up round at the largest level runs first (not counted).
+All sessions start at once and, with a fixed model latency, stay in lockstep (the worst case: every turn's
+prompt arrives in the same instant); ``--stagger S`` spreads their first turns over S seconds instead.
 
 Run: .venv/bin/python scripts/bench/sessions_scale.py [--quick] [--levels 1,10,100] [--workers 4]
+     [--stagger 1.5] [--keep]
 """
 
 from __future__ import annotations
@@ -64,12 +67,20 @@ TURN_TIMEOUT_S = 30.0  # a turn takes 1.5 s of model time; one without a result 
 
 
 def session_loop(
-    home: GeodeHome, ws: Path, name: str, turns: int, start: threading.Barrier, out: list[Turn]
+    home: GeodeHome,
+    ws: Path,
+    name: str,
+    turns: int,
+    start: threading.Barrier,
+    out: list[Turn],
+    offset_s: float = 0.0,
 ) -> None:
     cl = ControlClient(home, client_version="bench-scale")
     try:
         cl.connect(timeout_s=60.0, cwd=str(ws), is_tty=False, dangerously_skip_permissions=True, mode="IPC")
         start.wait()
+        if offset_s:
+            threading.Event().wait(offset_s)  # --stagger: this session's first turn starts later
         for i in range(turns):
             tag = f"{name}-{i}"
             turn, before = Turn(tag, time.monotonic()), cl.reattached
@@ -89,13 +100,18 @@ def session_loop(
         cl.close()
 
 
-def run_level(home: GeodeHome, ws: Path, n: int, turns: int, label: str) -> tuple[list[Turn], float]:
-    """``n`` sessions, ``turns`` turns each, all released at once; returns the turns and the level's wall."""
+def run_level(
+    home: GeodeHome, ws: Path, n: int, turns: int, label: str, stagger_s: float = 0.0
+) -> tuple[list[Turn], float]:
+    """``n`` sessions, ``turns`` turns each, released at once (session j's first turn ``j/n * stagger_s``
+    later); returns the turns and the level's wall."""
     out: list[Turn] = []
     start = threading.Barrier(n + 1, timeout=120)
     threads = [
         threading.Thread(
-            target=session_loop, args=(home, ws, f"{label}{n}s{j}", turns, start, out), daemon=True
+            target=session_loop,
+            args=(home, ws, f"{label}{n}s{j}", turns, start, out, j / n * stagger_s),
+            daemon=True,
         )
         for j in range(n)
     ]
@@ -252,7 +268,14 @@ def report(rows: list[Row], latency: float, config: str, idle: dict[str, float])
 
 
 def measure(
-    base: Path, levels: list[int], per: list[int], cap: int, capacity: int, workers: int, latency: float
+    base: Path,
+    levels: list[int],
+    per: list[int],
+    cap: int,
+    capacity: int,
+    workers: int,
+    latency: float,
+    stagger_s: float = 0.0,
 ) -> tuple[list[Row], str, dict[str, float]]:
     """Serve a tree in ``base``, warm it up, run every level; the rows, the tree's config and its idle CPU
     (s per s, by kind of process)."""
@@ -283,7 +306,7 @@ def measure(
                 print(f"{n} sessions x {turns} turns ...", flush=True)
                 procs = processes(home, fake.pid)
                 cpu0 = cpu_by_group(procs)
-                done, wall = run_level(home, ws, n, turns, "m")
+                done, wall = run_level(home, ws, n, turns, "m", stagger_s)
                 cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu_by_group(procs).items()}
                 hits, _ = fake.collect()
                 rows.append(analyse(n, done, hits, wall, latency, load, cpu))
@@ -303,6 +326,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4, help="[loop] workers")
     ap.add_argument("--turns", default="", help="turns per session per level, e.g. 20,4,2")
     ap.add_argument("--keep", action="store_true", help="keep the temporary GEODE_HOME (logs) afterwards")
+    ap.add_argument(
+        "--stagger",
+        type=float,
+        default=0.0,
+        help="spread the sessions' first turns over this many seconds (0: all at once, in lockstep)",
+    )
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     if args.turns:
@@ -313,10 +342,17 @@ def main() -> None:
     capacity = math.ceil(cap / args.workers)
     base = Path(tempfile.mkdtemp(prefix="geode-scale-", dir="/tmp"))
     try:
-        rows, config, idle = measure(base, levels, per, cap, capacity, args.workers, args.latency)
+        rows, config, idle = measure(
+            base, levels, per, cap, capacity, args.workers, args.latency, args.stagger
+        )
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"\nsessions' first turns spread over {args.stagger:g} s"
+        if args.stagger
+        else "\nall sessions in lockstep"
+    )
     report(rows, args.latency, config.split("[loop]")[1], idle)
 
 
