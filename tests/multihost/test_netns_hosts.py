@@ -140,8 +140,9 @@ UNKNOWN_PEER = """
 import sys, zmq
 ctx = zmq.Context()
 s = ctx.socket(zmq.DEALER)
-s.curve_serverkey = open(sys.argv[1]).read().strip().encode()
-s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
+if sys.argv[1]:  # CURVE with a key main does not know; else a plain (NULL, unauthenticated) peer
+    s.curve_serverkey = open(sys.argv[1]).read().strip().encode()
+    s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
 s.linger = 0
 s.connect(sys.argv[2])
 s.send_multipart([b"", b"hello"])
@@ -149,7 +150,7 @@ print("answered" if s.poll(3000) else "no answer")
 """
 
 
-def test_a_peer_with_an_unknown_key_is_refused_and_logged_with_its_address(
+def test_a_peer_with_an_unknown_key_is_refused_and_logged_with_its_address_a_plain_one_refused(
     hosts: tuple[Cluster, Model],
 ) -> None:
     c, _model = hosts
@@ -164,6 +165,8 @@ def test_a_peer_with_an_unknown_key_is_refused_and_logged_with_its_address(
 
     lines = poll_for(refusal, 15, interval_s=0.2, what=f"main's log to refuse the peer at {w1}")
     assert lines, lines
+    plain = c.bed.python("w2", UNKNOWN_PEER, "", target)  # no CURVE at all: refused too
+    assert plain.returncode == 0 and plain.stdout.strip() == "no answer", plain.stdout + plain.stderr
 
 
 def test_a_cut_worker_host_turn_resumes_elsewhere_once_and_the_host_rejoins(
