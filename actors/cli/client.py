@@ -49,6 +49,7 @@ class ControlClient:
         self.last_seq: dict[str, int] = {}
         self.reattached = 0
         self.notices = 0  # cli.notice pushes received (a lanes restart: catch up)
+        self.on_recovery: Callable[[str], None] | None = None  # "reattached" / "caught_up" (for the harness)
         self._watch: DropWatch | None = None
         self._poller = zmq.Poller()
         self.inbox: list[dict[str, Any]] = []  # events that arrived while waiting for some reply
@@ -390,6 +391,8 @@ class ControlClient:
             on_event=got.append,
         )
         self.reattached += 1
+        if self.on_recovery is not None:
+            self.on_recovery("reattached")
         return got + _durable_outcomes(reply, sid)
 
     def catch_up(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
@@ -402,6 +405,8 @@ class ControlClient:
             timeout_s=timeout_s,
             on_event=got.append,
         )
+        if self.on_recovery is not None:
+            self.on_recovery("caught_up")
         # a restarted lanes lost the buffer: a turn that ended meanwhile is known only by its durable outcome
         return got + _durable_outcomes(reply, sid)
 

@@ -92,6 +92,7 @@ def run_turn(home: GeodeHome, ws: Path, op: Op, timeout_s: float) -> Op:
     """One `geode ask --dangerously-skip-permissions` equivalent through the control client library."""
     tag = op.tag
     cl = ControlClient(home, client_version="chaos")
+    cl.on_recovery = lambda what: op.events.append((time.monotonic(), what, ""))  # in the slow-turn timeline
 
     def deny(_data: dict[str, Any]) -> str:  # skip-permissions should mean nobody is asked; no tty: deny
         op.approvals_asked += 1
