@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from geode.providers.scripted import ScriptedServer
-from tests.multihost.netns_kit import Bed, unavailable
+from tests.multihost.netns_kit import SCRIPT, Bed, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
@@ -59,6 +59,22 @@ def test_hosts_have_their_addresses_and_homes(bed: tuple[Bed, ScriptedServer]) -
     assert server.base_url.startswith("http://10.77.0.1:")
     out = subprocess.run(b.argv("w2", "ip", "-brief", "addr"), capture_output=True, text=True).stdout
     assert "10.77.0.3/24" in out and "lo" in out
+
+
+def test_run_executes_in_the_hosts_namespace_with_its_home(bed: tuple[Bed, ScriptedServer]) -> None:
+    b, _server = bed
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "run", "w1", "--suffix", b.suffix, "--", "sh", "-c", RUN],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 0, r.stderr
+    home, addrs = r.stdout.split("\n", 1)
+    assert home == str(b.hosts["w1"].home.root) and "10.77.0.2/24" in addrs, r.stdout
+
+
+RUN = 'echo "$GEODE_HOME"; ip -brief addr'
 
 
 def test_the_provider_on_main_is_reachable_from_w1_and_a_cut_link_stops_it(
