@@ -18,13 +18,15 @@ from typing import Any
 
 import zmq
 
+from actors.cli import daemon_link
 from actors.cli.drop_watch import DropWatch
+from actors.cli.turn_replies import cancel_pending, durable_outcomes, unknown_to
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
-from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, NotReady, RequestTimeout, Unavailable
+from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import unwrap
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
@@ -283,7 +285,7 @@ class ControlClient:
                     return out
             pending = []
             if give_up_at is not None and time.monotonic() >= give_up_at:
-                return _cancel_pending(turn_id)
+                return cancel_pending(turn_id)
             try:
                 wait = 0.2 if give_up_at is None else min(0.05, max(0.0, give_up_at - time.monotonic()))
                 env = self._recv(wait)
@@ -291,7 +293,7 @@ class ControlClient:
                 if on_interrupt is None or not on_interrupt():
                     raise
                 if give_up_at is not None:  # the second Ctrl-C: stop waiting now
-                    return _cancel_pending(turn_id)
+                    return cancel_pending(turn_id)
                 try:
                     self.cancel(turn_id)
                 except GeodeError:
@@ -308,7 +310,7 @@ class ControlClient:
                         pending.append(env.body)
                 elif env.type == c.CLI_NOTICE:
                     self.notices += 1
-                elif env.corr in pings and pings.pop(env.corr) >= last_reattach and _unknown_to(env):
+                elif env.corr in pings and pings.pop(env.corr) >= last_reattach and unknown_to(env):
                     # a control that does not know this connection (it restarted): any of our pings sent
                     # since the last re-attach says so, not only the latest (a slow control answers late)
                     last_reattach = now
@@ -393,7 +395,7 @@ class ControlClient:
         self.reattached += 1
         if self.on_recovery is not None:
             self.on_recovery("reattached")
-        return got + _durable_outcomes(reply, sid)
+        return got + durable_outcomes(reply, sid)
 
     def catch_up(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
         """Replay events after the last seq we saw (lost in a lanes restart, say); duplicates are dropped."""
@@ -408,75 +410,13 @@ class ControlClient:
         if self.on_recovery is not None:
             self.on_recovery("caught_up")
         # a restarted lanes lost the buffer: a turn that ended meanwhile is known only by its durable outcome
-        return got + _durable_outcomes(reply, sid)
+        return got + durable_outcomes(reply, sid)
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
         return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
 
 
-def _cancel_pending(turn_id: str) -> dict[str, Any]:
-    """What ``follow`` returns when it stops waiting for a turn it cancelled (the daemon ends it)."""
-    return {
-        "termination_reason": "user_cancelled",
-        "turn_id": turn_id,
-        "cancel_pending": True,
-        "error": "cancel sent; the daemon is ending the turn",
-    }
-
-
-def client_version() -> str:
-    """This CLI's version for the handshake (``actors.control.geode_version`` without importing the control
-    child's module: that import alone cost the CLI ~100 ms)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("geode")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
-def serving(home: GeodeHome) -> bool:
-    """A supervisor holds ``home`` and the control socket file exists: a file check, no round trip."""
-    from actors.tree.instance_lock import InstanceLock
-
-    return home.cli_socket.exists() and InstanceLock(home.lock_file).is_held()
-
-
-def connect_daemon(cl: ControlClient, **handshake: Any) -> dict[str, Any]:
-    """Handshake with the daemon in one round trip: when a tree serves the home, the handshake is the first
-    message (no ``cli.ping`` on a socket of its own before it). When none serves it, or the handshake gets
-    no answer (a control child restarting), start the daemon or wait for it as before
-    (:func:`actors.cli.daemon_start.ensure_daemon`) and handshake again on a new socket."""
-    if serving(cl.home):
-        try:
-            return cl.connect(**handshake)
-        except (RequestTimeout, Unavailable, NotReady):
-            cl.drop()
-    from actors.cli.daemon_start import ensure_daemon
-
-    ensure_daemon(cl.home)
-    return cl.connect(**handshake)
-
-
-def _unknown_to(env: Envelope) -> bool:
-    """A ping's reply saying the control child does not know this connection (it restarted)."""
-    if env.kind == "ok":
-        return env.body.get("ok") is False
-    return env.kind == "error" and env.body.get("code") == ErrorCode.NOT_READY.value
-
-
-def _durable_outcomes(reply: dict[str, Any], sid: str) -> list[dict[str, Any]]:
-    """When the replay did not reach back (lanes restarted), the turns' durable outcomes as done events."""
-    if reply.get("complete", True):
-        return []
-    return [
-        {
-            "session_id": sid,
-            "turn_id": o["turn_id"],
-            "seq": 0,
-            "kind": lanes_msg.TURN_DONE,
-            "data": {"result": o["outcome"]},
-        }
-        for o in reply.get("outcomes", [])
-        if o.get("outcome") is not None and o.get("turn_id")
-    ]
+# their old home (``from actors.cli.client import client_version, connect_daemon``)
+client_version = daemon_link.client_version
+connect_daemon = daemon_link.connect_daemon
+serving = daemon_link.serving
