@@ -107,7 +107,8 @@ class Bed:
         assert r.returncode == 0, r.stdout + r.stderr
 
     def down(self) -> None:
-        self.script("down")
+        """Remove the bed; GEODE_NETNS_KEEP=1 keeps the hosts' homes (their logs) to read after a failure."""
+        self.script("down", *(["--keep"] if os.environ.get("GEODE_NETNS_KEEP") == "1" else []))
 
     def cut(self, host: str) -> None:
         self.script("cut", host)
