@@ -46,6 +46,8 @@ class Later:
         with self._mu:
             outcome = self._outcome
             if outcome is None:
+                if self._callback is not None:
+                    raise RuntimeError("a Later has one consumer: then() was already called")
                 self._callback = callback
                 return
         callback(*outcome)

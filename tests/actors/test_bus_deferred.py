@@ -125,3 +125,25 @@ def test_a_later_completed_before_the_handler_returns_is_answered_at_once(buses:
 
     server.serve("ready", Ready())
     assert client.transport.call("ready", ECHO, {"text": "x"}, timeout_s=5)["text"] == "ready"
+
+
+def test_a_later_completes_once_and_has_one_consumer() -> None:
+    later = Later()
+    with pytest.raises(RequestTimeout):
+        later.result(0.01)
+    seen: list[tuple[bool, Any]] = []
+    doubled = later.map(lambda v: v * 2)
+    doubled.then(lambda ok, v: seen.append((ok, v)))
+    with pytest.raises(RuntimeError, match="one consumer"):
+        doubled.then(lambda ok, v: None)
+    later.resolve(21)
+    later.fail(Conflict("too late"))  # ignored: the first completion wins
+    assert later.result(0) == 21 and seen == [(True, 42)]
+    failed = Later()
+    mapped = failed.map(lambda v: v)
+    failed.fail(Conflict("refused"))
+    with pytest.raises(Conflict):
+        mapped.result(0)
+    after: list[bool] = []
+    mapped.then(lambda ok, v: after.append(ok))  # already completed: called at once
+    assert after == [False]
