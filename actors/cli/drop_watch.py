@@ -4,6 +4,8 @@ within milliseconds, where silence on the heartbeat took seconds)."""
 
 from __future__ import annotations
 
+import weakref
+
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
@@ -11,10 +13,12 @@ from zmq.utils.monitor import parse_monitor_message
 class DropWatch:
     """Counts the disconnections of one socket (read with :meth:`drain`, from the thread using it)."""
 
-    def __init__(self, sock: zmq.Socket) -> None:  # type: ignore[type-arg]
+    def __init__(self, sock: zmq.Socket, owner: object) -> None:  # type: ignore[type-arg]
         self._sock = sock
         self.mon: zmq.Socket = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)  # type: ignore[type-arg]
         self.drops = 0
+        # closed with its owner at the latest (a caller that closed only the watched socket leaks no socket)
+        self._close_mon = weakref.finalize(owner, self.mon.close, 0)
 
     def drain(self) -> int:
         """Read the pending monitor events; returns the number of disconnections seen so far."""
@@ -35,4 +39,4 @@ class DropWatch:
             self._sock.disable_monitor()
         except zmq.ZMQError:
             pass
-        self.mon.close(0)
+        self._close_mon()
