@@ -169,7 +169,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     # `geode mcp-servers`: the servers, their state and tool counts
     dispatch = Dispatch(
         "the executor",
-        {**service.dispatch.routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows(), **router.routes()},
+        {**service.dispatch.plain_routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows(), **router.routes()},
     )
     # the messengers child exited: its posts in flight get no reply; fail them now as MessengersLost, so the
     # replies they carried become uncertain at once instead of at their timeout (never re-sent)

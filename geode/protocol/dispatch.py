@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, get_type_hints
+from typing import Any, cast, get_type_hints
 
 from pydantic import BaseModel
 
@@ -61,6 +61,11 @@ class Dispatch:
         self.inline_types = frozenset(inline)
         if not self.inline_types <= self.types:
             raise ValueError(f"{owner}: inline types not routed: {sorted(self.inline_types - self.types)}")
+
+    @property
+    def plain_routes(self) -> dict[str, Handler]:
+        """The routes that never defer (what a wrapper may re-route as plain routes)."""
+        return {t: cast(Handler, h) for t, h in self.routes.items() if t not in self.deferred}
 
     @property
     def types(self) -> frozenset[str]:

@@ -55,7 +55,7 @@ class ToolService:
         )
         if delivery is not None:  # messenger.deliver: a turn's reply as a receipted effect
             self.dispatch = Dispatch(
-                "the executor", {**self.dispatch.routes, mm.DELIVER: lambda b, r: delivery.deliver(b)}
+                "the executor", {**self.dispatch.plain_routes, mm.DELIVER: lambda b, r: delivery.deliver(b)}
             )
         self.handle = self.dispatch.handle
 

@@ -77,7 +77,7 @@ def test_cursor_does_not_move_past_a_turn_lanes_did_not_take() -> None:
     with Rig() as rig:
         rig.lanes.down = True
         rig.translator.push(msg("100", 1, "one"))
-        poll_for(lambda: rig.poller.status.state == "backoff", 5, what="backoff")
+        poll_for(lambda: rig.poller.status.state == "backoff", 15, what="backoff")
         assert rig.cursor() is None
         rig.lanes.down = False
         poll_for(lambda: rig.cursor() == "2", 5, what="the cursor after lanes is back")
@@ -240,7 +240,7 @@ def test_push_batch_failed_half_way_is_retried_not_lost_and_confirmed_only_after
         rig.lanes.down = True
         rig.translator.push(msg("100", 1, "one"))
         rig.translator.push(msg("100", 2, "two"))
-        poll_for(lambda: rig.poller.status.state == "backoff", 5, what="backoff")
+        poll_for(lambda: rig.poller.status.state == "backoff", 15, what="backoff")
         assert rig.translator.confirmed == []  # nothing acked while its turn is not recorded
         rig.lanes.down = False
         poll_for(lambda: rig.translator.confirmed, 5, what="the batch confirmed")
