@@ -92,6 +92,7 @@ class Client:
     service: Service | None = None
     pool: HandlerPool | None = None
     next_hello: float = 0.0
+    monitor: zmq.Socket | None = None  # type: ignore[type-arg]  # handshakes of a peer client's connection
 
 
 @dataclass

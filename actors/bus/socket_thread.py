@@ -189,9 +189,27 @@ class Bus:
             client.service = service
             client.pool = HandlerPool(concurrency, f"{endpoint}-peer")
             client.next_hello = 0.0
+            if client.monitor is None:  # a restarted server learns our name at its first handshake
+                client.monitor = client.sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+                self._register(client.monitor, partial(self._on_peer_handshake, client))
             self._send_hellos(time.monotonic())
 
         self._on_bus(attach)
+
+    def _on_peer_handshake(self, client: Client) -> None:
+        """Our connection to a peer endpoint (re)completed its handshake, e.g. to a restarted lanes: say
+        hello now, not at the next interval, so the new server can push to us (queued turns) at once."""
+        assert client.monitor is not None
+        seen = False
+        for _ in range(64):
+            try:
+                client.monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            seen = True
+        if seen:
+            client.next_hello = 0.0
+            self._send_hellos(time.monotonic())
 
     def peers(self, endpoint: str) -> list[str]:
         """Names (``loop-1``) of peers that announced themselves to our served ``endpoint``."""
@@ -593,6 +611,7 @@ class Bus:
         socks = [s.sock for s in self._served.values()] + [c.sock for c in self._clients.values()]
         socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
         socks += [self._zap.sock] if self._zap is not None else []
+        socks += [c.monitor for c in self._clients.values() if c.monitor is not None]
         for s in socks:
             try:
                 s.close(0)

@@ -211,6 +211,28 @@ def test_server_pushes_to_connected_peer_by_name(home: GeodeHome) -> None:
         lanes.stop()
 
 
+def test_a_restarted_server_learns_a_peer_at_its_reconnect_not_at_the_next_hello(home: GeodeHome) -> None:
+    """A new lanes can push a queued turn to a worker only once it knows the worker's name: the worker says
+    hello when its connection's handshake completes again, not at its next periodic hello (60 s here)."""
+    worker = Bus("loop-1", 7, home, hello_interval_s=60).start()
+    lanes = Bus("lanes", 1, home).start()
+    lanes2: Bus | None = None
+    try:
+        lanes.serve("lanes", FixtureService("lanes", 1))
+        worker.connect_peer("lanes", lambda req: {"ok": True})
+        poll_for(lambda: "loop-1" in lanes.peers("lanes"), 5, what="loop-1 known to lanes#1")
+        lanes.stop()
+        lanes2 = Bus("lanes", 2, home).start()
+        lanes2.serve("lanes", FixtureService("lanes", 2))
+        poll_for(lambda: "loop-1" in lanes2.peers("lanes"), 5, what="loop-1 known to the restarted lanes")
+        assert lanes2.transport.call("loop-1", ECHO, {"text": "run"}, timeout_s=5) == {"ok": True}
+    finally:
+        worker.stop()
+        lanes.stop()
+        if lanes2 is not None:
+            lanes2.stop()
+
+
 def test_casts_and_pubsub(home: GeodeHome) -> None:
     server = Bus("supervisor", 1, home).start()
     sub = Bus("watcher", 1, home).start()
