@@ -35,6 +35,7 @@ from actors.bus.parts import (
     make_socket,
     unlink_if_same,
 )
+from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.transport import BusTransport
 from actors.bus.zap import ZapHandler
 from geode.home import GeodeHome
@@ -93,6 +94,7 @@ class Bus:
         self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
         self._pub_file: tuple[str, int] | None = None
         self._zap: ZapHandler | None = None
+        self._watches: list[HandshakeWatch] = []  # tcp-served endpoints: refused handshakes, logged
         self._poller = zmq.Poller()
         self._poller.register(self._wake_fd, zmq.POLLIN)
         self._thread: threading.Thread | None = None
@@ -175,6 +177,10 @@ class Bus:
             served.inline = frozenset(getattr(service, "inline_types", ()))
             self._served[endpoint] = served
             self._register(sock, partial(self._on_router, served))
+            if self.endpoints.is_tcp(endpoint):  # refusals before ZAP is asked, logged with the address
+                watch = HandshakeWatch(sock, endpoint)
+                self._watches.append(watch)
+                self._register(watch.sock, watch.handle)
 
         self._on_bus(bind)
 
@@ -612,6 +618,7 @@ class Bus:
         socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
         socks += [self._zap.sock] if self._zap is not None else []
         socks += [c.monitor for c in self._clients.values() if c.monitor is not None]
+        socks += [w.sock for w in self._watches]
         for s in socks:
             try:
                 s.close(0)

@@ -21,6 +21,7 @@ from geode.protocol.envelope import Envelope
 from geode.protocol.errors import ConfigError
 from tests.actors.bus_fixtures import FixtureService
 from tests.multihost.ports import free_base_port
+from tests.waiting import poll_for
 
 
 def test_keys_init_show_and_refuse_overwrite(tmp_path: Path) -> None:
@@ -98,6 +99,49 @@ def test_listen_binds_ipc_plain_and_tcp_curve(
         ctx.term()
         remote.stop()
         local.stop()
+        served.stop()
+
+
+def test_a_peer_refused_before_zap_is_logged_with_its_address_once_per_minute(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wrong server key, or no CURVE at all: libzmq refuses the handshake before ZAP is asked and names
+    only the listener; the bus logs the peer's own address, once a minute per host (peers reconnect)."""
+    main, _worker, port = _main_and_worker(tmp_path)
+    cfg = BusSection.model_validate({"listen": f"tcp://127.0.0.1:{port}"})
+    served = Bus("lanes", 1, main, endpoints=Endpoints.from_config(main, bus=cfg)).start()
+    ctx = zmq.Context()
+    wrong = ctx.socket(zmq.DEALER)
+    wrong.curve_serverkey = CurveKeys.generate().public  # not main's key
+    wrong.curve_publickey, wrong.curve_secretkey = zmq.curve_keypair()
+    plain = ctx.socket(zmq.DEALER)
+    for s in (plain, wrong):
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RECONNECT_IVL, 50)
+    ping = codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"}))
+
+    def refusals(source: str) -> list[str]:
+        lines = [r.getMessage() for r in caplog.records]
+        return [line for line in lines if f"refused a tcp peer from {source}:" in line]
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="actors.bus.tcp_refusals"):
+            served.serve("lanes", FixtureService("lanes", 1))
+            wrong.connect(f"tcp://127.0.0.2:0;127.0.0.1:{port}")  # its own source address: its own host
+            wrong.send(ping)
+            plain.connect(f"tcp://127.0.0.3:0;127.0.0.1:{port}")
+            plain.send(ping)
+            # each retries every 50 ms; a refusal whose fd libzmq closed before the monitor was read is
+            # logged without an address, so wait for one that kept it
+            poll_for(lambda: refusals("127.0.0.2") and refusals("127.0.0.3"), 10, what="both refusals logged")
+            assert not wrong.poll(500) and not plain.poll(10), "a refused peer got an answer"
+        assert len(refusals("127.0.0.2")) == 1, refusals("127.0.0.2")  # reconnecting peers: one line a minute
+        assert "on lanes: CURVE handshake failed (a wrong server key?)" in refusals("127.0.0.2")[0]
+        assert len(refusals("127.0.0.3")) == 1 and "on lanes: " in refusals("127.0.0.3")[0]
+    finally:
+        plain.close(0)
+        wrong.close(0)
+        ctx.term()
         served.stop()
 
 
