@@ -5,6 +5,7 @@ outcomes and the client waited until its own deadline although the turn had long
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
+from geode.protocol.errors import GeodeError
 from tests.cli.fake_control import FakeControl, welcome
 
 OUTCOME = {"termination_reason": "natural", "text": "done while lanes restarted"}
@@ -94,3 +96,37 @@ def test_a_control_restart_answered_late_still_makes_the_client_reattach(tmp_pat
             cl.close()
     assert result["termination_reason"] == "natural" and cl.reattached >= 1, result
     assert took < 2.5, f"answered after {took:.2f}s"
+
+
+def test_a_quiet_stream_is_probed_after_half_a_second_then_ever_less_often(tmp_path: Path) -> None:
+    """A lost event is looked for 0.5 s after the stream went quiet (a kill under load: the turn goes on
+    elsewhere); a stream that stays quiet (a long model call) is probed at 0.5, 1.5, 3.5 s, then every 2 s."""
+    home = GeodeHome(tmp_path / "gh").ensure()
+    empty = c.Attached(session_id="s-1", replayed=0, complete=True).model_dump()
+    probes: list[float] = []
+
+    def answer(env: Envelope, ident: bytes) -> dict[str, Any]:
+        if env.type == c.HANDSHAKE:
+            return welcome()
+        if env.type == c.ATTACH:
+            probes.append(time.monotonic())
+            return empty
+        return PROMPTED if env.type == c.PROMPT else {"ok": True}
+
+    with FakeControl(home, answer=answer):
+        cl = ControlClient(home, client_version="test")
+        try:
+            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
+            cl.request(c.PROMPT, {"text": "hi", "session_id": "s-1"})
+            probes.clear()
+            t0 = time.monotonic()
+            try:
+                cl.follow("t-1", timeout_s=4.2)
+            except GeodeError:  # the turn never ends here: the follow times out
+                pass
+        finally:
+            cl.close()
+    at = [round(p - t0, 2) for p in probes]
+    assert at and at[0] < 0.9, at  # the first probe after half a second of quiet (was 1 s)
+    gaps = [b - a for a, b in itertools.pairwise(at)]
+    assert 3 <= len(at) <= 4 and gaps[0] > 0.8 and gaps[1] > 1.6, at  # then ever less often (1 s, 2 s)
