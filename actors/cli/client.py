@@ -31,8 +31,7 @@ from geode.protocol.transport import unwrap
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
 SILENCE_S = 2.0  # no answer to pings for this long: assume the control child restarted
-CATCHUP_S = 0.5  # no stream event for this long while a turn runs: replay from the last seq
-CATCHUP_MAX_S = 2.0  # a stream that stays quiet (a long model call) is probed ever less often, up to this
+CATCHUP_S = 0.5  # no stream event for this long while a turn runs: replay from the last seq (a cheap probe)
 MAX_PINGS_IN_FLIGHT = 64
 
 EventFn = Callable[[dict[str, Any]], None]
@@ -276,7 +275,6 @@ class ControlClient:
         last_heard = last_event = time.monotonic()
         next_ping = last_reattach = 0.0
         drops, notices = self.disconnects, self.notices
-        quiet_s = CATCHUP_S  # the next catch-up after this long without a stream event
         pings: dict[str, float] = {}  # our pings in flight → when sent (replies may come late, in a burst)
         pending = list(backlog or [])
         while time.monotonic() < deadline:
@@ -307,7 +305,7 @@ class ControlClient:
             if env is not None:
                 last_heard = now
                 if env.type == c.CLI_EVENT:
-                    last_event, quiet_s = now, CATCHUP_S
+                    last_event = now
                     if self._note(env.body):
                         pending.append(env.body)
                 elif env.type == c.CLI_NOTICE:
@@ -338,14 +336,12 @@ class ControlClient:
                 continue
             if env is not None:
                 continue
-            if now - last_event > quiet_s:  # a quiet stream: ask for anything we may have missed
-                last_event = now
-                try:
-                    missed = self.catch_up(timeout_s=2.0)
+            if now - last_event > CATCHUP_S:  # a quiet stream: ask for anything we may have missed
+                last_event = now  # not backed off: under repeated kills a probe that found nothing yet
+                try:  # is followed by the one that finds the turn's end (a 600 s chaos run said so)
+                    pending.extend(self.catch_up(timeout_s=2.0))
                 except GeodeError:
-                    missed = []
-                pending.extend(missed)  # nothing missed: probe less often while it stays quiet
-                quiet_s = CATCHUP_S if missed else min(quiet_s * 2, CATCHUP_MAX_S)
+                    pass
             if now - last_heard > SILENCE_S:
                 last_heard = now
                 try:

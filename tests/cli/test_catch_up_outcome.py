@@ -98,9 +98,9 @@ def test_a_control_restart_answered_late_still_makes_the_client_reattach(tmp_pat
     assert took < 2.5, f"answered after {took:.2f}s"
 
 
-def test_a_quiet_stream_is_probed_after_half_a_second_then_ever_less_often(tmp_path: Path) -> None:
-    """A lost event is looked for 0.5 s after the stream went quiet (a kill under load: the turn goes on
-    elsewhere); a stream that stays quiet (a long model call) is probed at 0.5, 1.5, 3.5 s, then every 2 s."""
+def test_a_quiet_stream_is_probed_every_half_second(tmp_path: Path) -> None:
+    """A lost event is looked for 0.5 s after the stream went quiet (a kill: the turn goes on elsewhere, its
+    events died with lanes or control), and again every 0.5 s while it stays quiet (was every 1 s)."""
     home = GeodeHome(tmp_path / "gh").ensure()
     empty = c.Attached(session_id="s-1", replayed=0, complete=True).model_dump()
     probes: list[float] = []
@@ -127,6 +127,6 @@ def test_a_quiet_stream_is_probed_after_half_a_second_then_ever_less_often(tmp_p
         finally:
             cl.close()
     at = [round(p - t0, 2) for p in probes]
-    assert at and at[0] < 0.9, at  # the first probe after half a second of quiet (was 1 s)
+    assert at and at[0] < 0.9, at  # the first probe after half a second of quiet
     gaps = [b - a for a, b in itertools.pairwise(at)]
-    assert 3 <= len(at) <= 4 and gaps[0] > 0.8 and gaps[1] > 1.6, at  # then ever less often (1 s, 2 s)
+    assert len(at) >= 6 and all(0.4 < g < 0.9 for g in gaps), at  # then every half second
