@@ -165,6 +165,7 @@ class LoopWorker:
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._beat_now = threading.Event()  # lanes (re)connected: heartbeat now, not at the next interval
         self._hb: threading.Thread | None = None
         self._warm: threading.Thread | None = None
         self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
@@ -175,7 +176,7 @@ class LoopWorker:
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
         self.bus.subscribe("supervisor", self.on_lifecycle)
-        self.bus.connect_peer(LANES, self.handle, concurrency=2)
+        self.bus.connect_peer(LANES, self.handle, concurrency=2, on_connected=self._beat_now.set)
         self._hb = threading.Thread(target=self._heartbeats, name=f"{self.name}-heartbeat", daemon=True)
         self._hb.start()
         return self
@@ -185,6 +186,7 @@ class LoopWorker:
         the process exiting is exactly a crash, which lanes re-queues and the next incarnation resumes from
         its checkpoint. Finishing them as cancelled here would wrongly record them as done."""
         self._stop.set()
+        self._beat_now.set()
 
     def _heartbeats(self) -> None:
         announced = False
@@ -221,7 +223,9 @@ class LoopWorker:
                 log.info("%s: lanes not reachable yet: %s", self.name, exc)
                 if announced and self.remote:
                     self._exit_if_unheard()
-            self._stop.wait(self.heartbeat_s if announced else 0.2)
+            # a restarted lanes learns at once which turns run here (and pushes an orphan again at once)
+            self._beat_now.wait(self.heartbeat_s if announced else 0.2)
+            self._beat_now.clear()
 
     def _remote_heartbeat(self, hb: turns.WorkerHeartbeat) -> None:
         """A worker host's heartbeat is a call: its answer is how this worker hears main. Refused (main

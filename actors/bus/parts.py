@@ -93,6 +93,7 @@ class Client:
     pool: HandlerPool | None = None
     next_hello: float = 0.0
     monitor: zmq.Socket | None = None  # type: ignore[type-arg]  # handshakes of a peer client's connection
+    on_connected: Callable[[], None] | None = None  # run after the hello of each new handshake
 
 
 @dataclass

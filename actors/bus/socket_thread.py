@@ -184,8 +184,17 @@ class Bus:
 
         self._on_bus(bind)
 
-    def connect_peer(self, endpoint: str, on_cast: PeerHandler | Service, *, concurrency: int = 2) -> None:
-        """Stay connected to ``endpoint`` and handle the casts/requests it pushes to us (by our name)."""
+    def connect_peer(
+        self,
+        endpoint: str,
+        on_cast: PeerHandler | Service,
+        *,
+        concurrency: int = 2,
+        on_connected: Callable[[], None] | None = None,
+    ) -> None:
+        """Stay connected to ``endpoint`` and handle the casts/requests it pushes to us (by our name).
+        ``on_connected`` runs on the bus thread (keep it short) each time the connection's handshake
+        completes again, right after our hello: e.g. a loop worker heartbeats a restarted lanes at once."""
         service = on_cast if isinstance(on_cast, Service) else FnService(on_cast)
 
         def attach() -> None:
@@ -195,6 +204,7 @@ class Bus:
             client.service = service
             client.pool = HandlerPool(concurrency, f"{endpoint}-peer")
             client.next_hello = 0.0
+            client.on_connected = on_connected
             if client.monitor is None:  # a restarted server learns our name at its first handshake
                 client.monitor = client.sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
                 self._register(client.monitor, partial(self._on_peer_handshake, client))
@@ -216,6 +226,11 @@ class Bus:
         if seen:
             client.next_hello = 0.0
             self._send_hellos(time.monotonic())
+            if client.on_connected is not None:
+                try:
+                    client.on_connected()
+                except Exception:  # the owner's hook must not take the bus thread down
+                    log.exception("bus %s: on_connected for %s failed", self.sender, client.target)
 
     def peers(self, endpoint: str) -> list[str]:
         """Names (``loop-1``) of peers that announced themselves to our served ``endpoint``."""

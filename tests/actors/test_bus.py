@@ -219,12 +219,15 @@ def test_a_restarted_server_learns_a_peer_at_its_reconnect_not_at_the_next_hello
     lanes2: Bus | None = None
     try:
         lanes.serve("lanes", FixtureService("lanes", 1))
-        worker.connect_peer("lanes", lambda req: {"ok": True})
+        connected = threading.Event()  # a loop worker heartbeats at once from this hook
+        worker.connect_peer("lanes", lambda req: {"ok": True}, on_connected=connected.set)
         poll_for(lambda: "loop-1" in lanes.peers("lanes"), 5, what="loop-1 known to lanes#1")
         lanes.stop()
+        connected.clear()
         lanes2 = Bus("lanes", 2, home).start()
         lanes2.serve("lanes", FixtureService("lanes", 2))
         poll_for(lambda: "loop-1" in lanes2.peers("lanes"), 5, what="loop-1 known to the restarted lanes")
+        assert connected.wait(5), "the owner was not told of the new connection"
         assert lanes2.transport.call("loop-1", ECHO, {"text": "run"}, timeout_s=5) == {"ok": True}
     finally:
         worker.stop()
