@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from actors.tree.registry import ChildContext
-from actors.tree.worker_role import WorkerRole, split_tcp
+from actors.tree.worker_role import WorkerRole
 from geode.hooks.config import load_hooks
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
@@ -197,7 +196,7 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
         name=ctx.name,
         incarnation=ctx.incarnation,
         roots=list(role.roots),
-        address=_address_towards(role),
+        address=role.address_towards_main(),
         pid=os.getpid(),
     )
     agent = RemoteAgent(bus.transport, ready, on_lost=_leave).start()
@@ -206,19 +205,6 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
     )
     assert executor.hooks is not None
     return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent)
-
-
-def _address_towards(role: WorkerRole) -> str:
-    """This host's address on the route to main (what ``geode status`` shows for it); "" if unknown. A UDP
-    connect only picks the route: nothing is sent."""
-    host, port = split_tcp(role.connect)
-    try:
-        family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
-        with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.connect((host.strip("[]"), port))
-            return str(s.getsockname()[0])
-    except OSError:
-        return ""
 
 
 def _leave(why: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,25 +23,8 @@ from geode.records.store_client import StoreClient
 from geode.tools.executor_client import ExecutorClient
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 from tests.actors.tree_kit import ROOT, make_home, serve, stop, wait_for
+from tests.multihost.ports import free_base_port
 from tests.tools.executor_tree import ALLOW_ALL, bound_executor
-
-
-def _free_base_port() -> int:
-    """A port with the two above it free too (lanes = port, store = +1, executor = +2)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port > 65000:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port + 1))
-                b.bind(("127.0.0.1", port + 2))
-            return port
-        except OSError:
-            continue
-    raise AssertionError("no three consecutive free ports")
 
 
 @dataclass
@@ -65,7 +47,7 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
     worker = GeodeHome(base / "w").ensure()
     worker_pub = host_keys.create(worker)
     worker.config_file.write_text(ALLOW_ALL)
-    port = _free_base_port()
+    port = free_base_port()
     main = make_home(
         base,
         f'{ALLOW_ALL}[bus]\nlisten = "tcp://127.0.0.1:{port}"\n'
