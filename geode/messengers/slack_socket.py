@@ -110,16 +110,18 @@ class SocketHub:
 
     async def _send(self, ws: web.WebSocketResponse, batch: list[JSON]) -> None:
         for i, envelope in enumerate(batch):
+            record = copy.deepcopy(envelope)
+            with self._lock:  # recorded before the write: the client may read it before this task resumes
+                self._sent.append(record)
+                eid = envelope.get("envelope_id", "")
+                self._key_of[eid] = (envelope.get("payload") or {}).get("event_id") or eid
             try:
                 await ws.send_str(json.dumps(envelope))
             except (ConnectionError, RuntimeError):
                 with self._lock:
+                    self._sent.remove(record)  # not written after all: it goes out again on the next link
                     self._outbox.extendleft(reversed(batch[i:]))
                 return
-            with self._lock:
-                self._sent.append(copy.deepcopy(envelope))
-                eid = envelope.get("envelope_id", "")
-                self._key_of[eid] = (envelope.get("payload") or {}).get("event_id") or eid
             if envelope.get("type") == "events_api" and self.loop is not None:
                 self.loop.call_later(self.redeliver_after_s, self._redeliver, envelope)
 
