@@ -19,10 +19,16 @@ def test_twenty_writes_share_one_group_commit_with_a_single_handler_thread(tmp_p
     server = Bus("store", 1, home, single_process=True).start()
     client = Bus("tester", 1, home, single_process=True).start()
     store = start_store(home, bus=server, concurrency=1)
-    gate = threading.Event()
+    gate, inside = threading.Event(), threading.Event()
+
+    def hold(txn: object) -> bool:
+        inside.set()
+        return gate.wait(10)
+
     try:
         writer = store.engine.writer
-        blocker = writer.submit(lambda txn: gate.wait(10))  # holds the writer: the next writes queue up
+        blocker = writer.submit(hold)  # holds the writer: the next writes queue up
+        assert inside.wait(5), "the writer did not start the blocking write"  # none of the 20 joins its batch
         calls = [
             client.transport.call_nowait(
                 "store",
