@@ -230,10 +230,30 @@ class CallBox:
         return out
 
     def signal(self, sig: int) -> None:
-        """Send ``sig`` to every process of the call but its subreaper (which waits for the shell)."""
-        for p in self.members():
-            if p.pid != self.reaper:
-                _kill(p.pid, sig)
+        """Send ``sig`` to every process of the call but its subreaper (which waits for the shell).
+
+        One process at a time would let a shell see its child die first and run the script's next line
+        (``sleep 8; echo done > f`` writes f when only the sleep got the SIGTERM). So each process group is
+        signalled in one ``killpg`` (the kernel marks every member before any of them runs again), and the
+        processes that left their group are signalled after, ancestors before descendants."""
+        procs = [p for p in self.members() if p.pid != self.reaper]
+        reaper = proc_info(self.reaper) if self.reaper else None
+        spared = {os.getpgrp(), reaper.pgid if reaper is not None else 0}
+        for pgid in sorted({p.pgid for p in procs if p.pgid > 1 and p.pgid not in spared}):
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass  # gone already, or not ours: the per-process pass below covers its members
+        by_pid = {p.pid: p for p in procs}
+
+        def depth(p: ProcInfo) -> int:
+            n = 0
+            while p.ppid in by_pid and n < len(by_pid):
+                p, n = by_pid[p.ppid], n + 1
+            return n
+
+        for p in sorted(procs, key=depth):
+            _kill(p.pid, sig)
 
     def close(self) -> int:
         """SIGKILL every process of the call (the subreaper last) and remove the cgroup.
