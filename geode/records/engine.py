@@ -56,6 +56,7 @@ class RecordEngine:
 
     def open(self) -> RecordEngine:
         self.renv.open()
+        self.turns.ensure_session_index()
         self.writer.start()
         self.started_at = time.time()
         return self

@@ -40,6 +40,7 @@ DBS = (
     "tl_ids",  # session \0 event_id -> seq(u64)
     "turns",  # turn_id -> turn record
     "turn_state",  # state \0 turn_id -> b""
+    "turn_session",  # session \0 turn_id -> b"" (built at open for a store that predates it)
     "cursors",  # platform \0 account \0 channel -> position
     "dedupe",  # key -> {expires, token}
     "dd_exp",  # expires_ns(u64) \0 key -> b""

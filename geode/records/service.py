@@ -21,9 +21,7 @@ from geode.redaction import canonical_json
 
 log = logging.getLogger(__name__)
 PAGE_BYTES = 512 * 1024
-INLINE_TYPES = frozenset(
-    {m.CHECKPOINT_SAVE, m.TIMELINE_APPEND, m.TURN_PUT, m.CURSOR_SET, m.DEDUPE, rt.PING}
-)
+INLINE_TYPES = frozenset({m.CHECKPOINT_SAVE, m.TIMELINE_APPEND, m.TURN_PUT, m.CURSOR_SET, m.DEDUPE, rt.PING})
 
 
 class StoreService:

@@ -6,12 +6,19 @@ original ``created_at``. The store stamps ``updated_at``.
 
 from __future__ import annotations
 
+import logging
 import time
 
+import lmdb
+
+from geode.protocol.errors import BadRequest
 from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import TurnRecord, TurnState
 from geode.records.writer import GroupWriter
+
+log = logging.getLogger(__name__)
+SESSION_INDEX = b"index:turn_session"  # in ``meta``: the session index covers every turn record
 
 
 class TurnStore:
@@ -39,6 +46,7 @@ class TurnStore:
         if old is not None:
             txn.delete(key(old.state.value, old.turn_id), db=idx)
         txn.put(key(new.state.value, new.turn_id), b"", db=idx)
+        txn.put(key(new.session_id, new.turn_id), b"", db=self.renv.db("turn_session"))
         txn.put(key(new.turn_id), pack(new.model_dump(mode="json")), db=db)
         return new
 
@@ -47,29 +55,69 @@ class TurnStore:
             raw = txn.get(key(turn_id), db=self.renv.db("turns"))
         return TurnRecord.model_validate(unpack(raw)) if raw else None
 
-    def list(
-        self, *, state: str | None = None, session_id: str | None = None, limit: int = 1000
-    ) -> list[TurnRecord]:
+    def list(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]:
+        """Matching turn records, oldest first. A session's turns are read through the session index, so
+        the cost is that session's turns, not every turn the store ever ran."""
         out: list[TurnRecord] = []
         with self.renv.read() as txn:
             db = self.renv.db("turns")
-            if state is not None:
+            if session_id is not None:
+                if not session_id:
+                    return []
+                for k, _ in scan_prefix(txn, self.renv.db("turn_session"), prefix(session_id)):
+                    raw = txn.get(k.split(b"\x00", 1)[1], db=db)
+                    if raw:
+                        out.append(TurnRecord.model_validate(unpack(raw)))
+                if state is not None:
+                    out = [t for t in out if t.state.value == TurnState(state).value]
+            elif state is not None:
                 for k, _ in scan_prefix(txn, self.renv.db("turn_state"), prefix(TurnState(state).value)):
                     raw = txn.get(k.split(b"\x00", 1)[1], db=db)
                     if raw:
                         out.append(TurnRecord.model_validate(unpack(raw)))
             else:
                 out = [TurnRecord.model_validate(unpack(v)) for _, v in txn.cursor(db=db)]
-        if session_id is not None:
-            out = [t for t in out if t.session_id == session_id]
         out.sort(key=lambda t: (t.created_at, t.turn_id))
         return out
 
+    def ensure_session_index(self) -> int:
+        """Index every turn by session in a store written before the index existed (once, before the writer
+        starts). Returns how many turns were indexed (0 when the index was already complete)."""
+        while True:
+            try:
+                with self.renv.write_scope() as env, env.begin(write=True) as txn:
+                    if txn.get(SESSION_INDEX, db=self.renv.db("meta")) is not None:
+                        return 0
+                    n = 0
+                    sessions = self.renv.db("turn_session")
+                    for k, v in txn.cursor(db=self.renv.db("turns")):
+                        sid = str(unpack(v).get("session_id") or "")
+                        try:
+                            txn.put(key(sid, k.decode()), b"", db=sessions)
+                        except BadRequest:  # not a session id a key can hold: listed by full scans only
+                            log.warning("turn %r: session %r cannot be indexed", k[:40], sid[:40])
+                            continue
+                        n += 1
+                    txn.put(SESSION_INDEX, b"1", db=self.renv.db("meta"))
+                break
+            except lmdb.MapFullError:
+                if not self.renv.grow():
+                    raise
+        if n:
+            log.info("indexed %d turn records by session", n)
+        return n
+
     def delete_sessions(self, txn: Txn, session_ids: set[str]) -> None:
         """Drop pruned sessions' done turns in one scan."""
-        db, idx = self.renv.db("turns"), self.renv.db("turn_state")
-        for k, v in list(txn.cursor(db=db)):
-            t = TurnRecord.model_validate(unpack(v))
-            if t.session_id in session_ids and t.state == TurnState.DONE:
-                txn.delete(key(t.state.value, t.turn_id), db=idx)
-                txn.delete(k, db=db)
+        db, idx, by_session = (self.renv.db(n) for n in ("turns", "turn_state", "turn_session"))
+        for sid in session_ids:
+            for k, _ in list(scan_prefix(txn, by_session, prefix(sid))):
+                turn_key = k.split(b"\x00", 1)[1]
+                raw = txn.get(turn_key, db=db)
+                t = TurnRecord.model_validate(unpack(raw)) if raw else None
+                if t is not None and t.state != TurnState.DONE:
+                    continue
+                if t is not None:
+                    txn.delete(key(t.state.value, t.turn_id), db=idx)
+                    txn.delete(turn_key, db=db)
+                txn.delete(k, db=by_session)

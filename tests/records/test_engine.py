@@ -259,10 +259,10 @@ def test_disk_full_is_unavailable_and_loses_no_acknowledged_write(tmp_path: Path
         check=True,
     )
     report = json.loads(out.stdout)
-    assert (
-        report["error"].startswith("unavailable: record store commit failed")
-        and "File too large" in report["error"]
-    )
+    # EFBIG when a page write starts past the limit; LMDB reports a write cut short at the limit as EIO
+    # (which of the two depends on where the pages fall, so on every earlier write)
+    assert report["error"].startswith("unavailable: record store commit failed")
+    assert "File too large" in report["error"] or "Input/output error" in report["error"], report
     assert len(report["acked"]) > 10
     with RecordEngine(tmp_path / "records", tmp_path / "evidence") as engine:
         assert all(engine.load_checkpoint(s) is not None for s in report["acked"])
