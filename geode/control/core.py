@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from geode.control.connection import QUEUE_MAX, Connection, ConnState, Runner
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
+from geode.control.replay import SessionReplay
 from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
@@ -98,6 +99,7 @@ class ControlCore:
         self.handshake_deadline_s, self.max_connections = handshake_deadline_s, max_connections
         self.session_factory, self.clock = session_factory, clock
         self.operator = OperatorDesk(transport, lanes=lanes)
+        self.replay = SessionReplay(transport, lanes)
         self.slots = SlotTable()
         self.bad_frames = 0
         self.dispatch = Dispatch(
@@ -269,15 +271,11 @@ class ControlCore:
     def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
         conn.attach(session_id, after_seq, replaying=True)
         try:
-            rep = lanes_msg.Replayed.model_validate(
-                self.transport.call(
-                    self.lanes, lanes_msg.REPLAY, lanes_msg.Replay(session_id=session_id, after_seq=after_seq)
-                )
-            )
-        except GeodeError:
+            rep = self.replay.from_lanes(session_id, after_seq)
+        except GeodeError as exc:
             with conn.lock:
                 self._deliver(conn, conn.finish_replay(session_id, []))
-            raise
+            return self.replay.from_store(session_id, exc)
         with conn.lock:  # taken and sent under one lock: a live event never overtakes the replay
             self._deliver(conn, conn.finish_replay(session_id, rep.events))
         return c.Attached(

@@ -12,7 +12,7 @@ from geode.protocol import codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.envelope import Envelope
-from tests.control.harness import Client, ScriptedWorker, Tree
+from tests.control.harness import Client, FnService, ScriptedWorker, Tree
 from tests.waiting import poll_for
 
 
@@ -211,3 +211,29 @@ def test_rehandshake_with_a_session_waits_for_attach(tree: Tree) -> None:
     assert sid not in tree.core._conns["c2"].attached  # no live events before its replay
     assert other.request(c.ATTACH, {"session_id": sid, "after_seq": 0}).kind == "ok"
     assert sid in tree.core._conns["c2"].attached
+
+
+def test_attach_while_lanes_does_not_answer_gives_the_stores_outcomes(tree: Tree) -> None:
+    """lanes killed again and again: a client's catch-up still learns the answer of its turn, which the
+    store holds, instead of waiting for one lanes incarnation to live long enough to reply."""
+    from geode.protocol.errors import Unavailable
+
+    ScriptedWorker(tree.reg).ready()
+    cl = tree.client("c1")
+    sid = cl.session_id  # type: ignore[attr-defined]
+    turn = cl.request(c.PROMPT, {"text": "hello"}).body["turn_id"]
+    cl.wait_done(turn)
+
+    def dead(r: object) -> None:
+        raise Unavailable("lanes is restarting")
+
+    tree.reg.register("lanes", FnService(dead))
+    r = cl.request(c.ATTACH, {"session_id": sid, "after_seq": 0})
+    assert r.kind == "ok", r.body
+    assert r.body["complete"] is False and r.body["replayed"] == 0
+    [got] = [o for o in r.body["outcomes"] if o["turn_id"] == turn]
+    assert got["state"] == "done" and got["outcome"]["text"] == "answer to hello"
+
+    tree.reg.register("store", FnService(dead))  # neither answers: the client hears lanes' error
+    r = cl.request(c.ATTACH, {"session_id": sid, "after_seq": 0})
+    assert r.kind == "error" and r.body["code"] == "unavailable"
