@@ -234,5 +234,7 @@ def check(rec: Record, markers: list[tuple[str, str]], ev: Evidence, seconds: fl
         threshold = TURN_P99_FACTOR * pct(rep.turn_calm, 99)
         slow = slow_turns(ops, kills, threshold, rec.t_chaos)
         rep.slow_turns = slow
-        rep.slow = breakdown(slow, kills, threshold, len(rep.turn_chaos))
+        ends = [op.t_invoke for op in ops if op.t_invoke >= rec.t_chaos]
+        window = (rec.t_chaos, max(ends, default=rec.t_chaos))
+        rep.slow = breakdown(slow, kills, threshold, len(rep.turn_chaos), window)
     return rep

@@ -102,8 +102,7 @@ def world(base: Path, *, workers: int = 2, supervisor: str = DEFAULT_SUPERVISOR)
             # the checker reads every receipt: the shipped receipt_keep (2000) prunes resolved receipts
             # beyond it, and a 600 s run at the tree's speed writes ~6,500, which read as "effect without
             # receipt" for the pruned sessions
-            "[store]\nreceipt_keep = 1000000\n"
-            + (f"[supervisor]\n{supervisor}" if supervisor else "")
+            "[store]\nreceipt_keep = 1000000\n" + (f"[supervisor]\n{supervisor}" if supervisor else "")
         )
         home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
         try:

@@ -69,8 +69,21 @@ def slow_turns(ops: list[Op], kills: list[Kill], threshold_s: float, t_chaos: fl
     return sorted(out, key=lambda s: -s.seconds)
 
 
-def breakdown(slow: list[SlowTurn], kills: list[Kill], threshold_s: float, of: int) -> list[str]:
-    """The report lines: totals by longest gap and by killed child, then the slowest turns one by one."""
+def by_tenth(slow: list[SlowTurn], t0: float, t1: float) -> str:
+    """How many slow turns were invoked in each tenth of the chaos phase: a run that slows as the store
+    grows has its slow turns late."""
+    span = max(t1 - t0, 1e-9)
+    counts = [0] * 10
+    for s in slow:
+        counts[min(9, max(0, int((s.op.t_invoke - t0) / span * 10)))] += 1
+    return "slow turns by tenth of the run: " + " ".join(str(n) for n in counts)
+
+
+def breakdown(
+    slow: list[SlowTurn], kills: list[Kill], threshold_s: float, of: int, window: tuple[float, float]
+) -> list[str]:
+    """The report lines: totals by longest gap, by killed child and by tenth of the run, then the slowest
+    turns one by one."""
     if not slow:
         return [f"slow turns (> {threshold_s:.2f}s, 3x calm p99): 0 of {of}"]
     gaps: Counter[str] = Counter()
@@ -88,6 +101,7 @@ def breakdown(slow: list[SlowTurn], kills: list[Kill], threshold_s: float, of: i
         "slow turns by longest gap: "
         + ", ".join(f"{g} {n}x (mean {gap_s[g] / n:.2f}s)" for g, n in gaps.most_common()),
         "slow turns by child killed in that gap: " + ", ".join(f"{k} {n}" for k, n in by_child.most_common()),
+        by_tenth(slow, *window),
     ]
     out += [f"  {s.line(kills)}" for s in slow[:25]]
     return out

@@ -93,3 +93,14 @@ def test_kill_to_serving_is_measured_from_the_samples() -> None:
     ]
     rep = check(rec, [("a", "x1")], _evidence("a"), 25)
     assert abs(pct(rep.kill_to_serving, 50) - 0.5) < 1e-9 and rep.availability == 0.5
+
+
+def test_slow_turns_are_counted_by_tenth_of_the_run() -> None:
+    """A run that slows as the store grows shows its slow turns in the last tenths."""
+    from tests.chaos.slow import SlowTurn, by_tenth
+
+    def slow(t: float) -> SlowTurn:
+        return SlowTurn(_op(f"x{t}", t0=t), 3.0, "tool_end→end", 2.0, (t, t + 2), (), 1)
+
+    turns = [slow(t) for t in (100.0, 150.0, 905.0, 990.0, 1100.0)]
+    assert by_tenth(turns, 100.0, 1100.0) == "slow turns by tenth of the run: 2 0 0 0 0 0 0 0 2 1"
