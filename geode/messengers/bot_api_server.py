@@ -161,13 +161,13 @@ class LocalBotApi(LocalHttpServer):
         self._notify()
         return update
 
-    def posts(self, chat_id: int | None = None) -> list[JSON]:
-        """Every accepted sendMessage, in order, in its current state (edits applied)."""
+    def posts(self, chat_id: int | None = None, *, start: int = 0) -> list[JSON]:
+        """Every accepted sendMessage, in order, in its current state (edits applied); ``start`` skips that
+        many of them (a poller of a long chat copies only what is new)."""
         with self._lock:
             out = []
-            for chat, mid, parse_mode in self._posts:
-                if chat_id is not None and chat != int(chat_id):
-                    continue
+            mine = [p for p in self._posts if chat_id is None or p[0] == int(chat_id)]
+            for chat, mid, parse_mode in mine[start:]:
                 msg = self._messages[(chat, mid)]
                 out.append({
                     "chat_id": chat, "message_id": mid, "thread_id": msg.get("message_thread_id"),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geode.records.models import TurnRecord
+from tests.chaos.chat import ChatVerdict
 from tests.chaos.driver import Kill, Op, Record, Sample
 from tests.chaos.evidence import Evidence
 from tests.chaos.slow import SlowTurn, breakdown, server_story, slow_turns
@@ -40,6 +41,7 @@ class Report:
     counts: Counter[str] = field(default_factory=Counter)
     slow: list[str] = field(default_factory=list)  # where the slow turns spent their time
     slow_turns: list[SlowTurn] = field(default_factory=list)
+    chat: ChatVerdict | None = None  # the chats' replies (None: the run had no chat)
 
     def violation(self, kind: str, detail: str) -> None:
         self.violations.setdefault(kind, []).append(detail)
@@ -67,7 +69,8 @@ class Report:
         calm = f"{pct(self.turn_calm, 99):.2f}s" if self.turn_calm else "n/a"
         return (
             f"chaos: {self.seconds:.0f}s, {self.kills} kills, {self.turns} turns "
-            f"({self.counts['applied']} applied), {self.n('duplicate')} dup, {self.n('lost')} lost, "
+            f"({self.counts['applied']} applied), {self.n('duplicate')} dup, {self.n('duplicate_post')} dup "
+            f"posts, {self.n('lost') + self.n('lost_reply')} lost, "
             f"{self.n('unexplained_uncertain')} unexplained, {self.n('stuck') + self.n('unfinished')} stuck, "
             f"kill→serving p50 {pct(k2s, 50):.2f}s p99 {pct(k2s, 99):.2f}s, "
             f"availability {self.availability:.0%}, "
@@ -98,7 +101,21 @@ class Report:
             f"p99 {pct(self.turn_chaos, 99):.2f}s ({len(self.turn_chaos)})"
         )
         out.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
+        if self.chat is not None:
+            out.append(self.chat.line())
         return out + self.slow
+
+    def add_chat(self, verdict: ChatVerdict) -> None:
+        """The chats' replies: a duplicate post and a reply neither posted nor uncertain are violations."""
+        self.chat = verdict
+        for d in verdict.duplicate:
+            self.violation("duplicate_post", d)
+        for d in verdict.lost:
+            self.violation("lost_reply", d)
+        for d in verdict.misdirected:
+            self.violation("misdirected_reply", d)
+        if verdict.unsettled:
+            self.violation("stuck", f"messengers owe replies: {verdict.unsettled}")
 
 
 def kills_during(kills: list[Kill], t0: float, t1: float) -> str:

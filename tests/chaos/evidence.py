@@ -97,3 +97,14 @@ def collect(home: GeodeHome, session_ids: list[str], settle_timeout_s: float = 6
     finally:
         bus.stop()
     return ev
+
+
+def uncertain_receipts(home: GeodeHome) -> list[Receipt]:
+    """The store's uncertain receipts now (after the chats' replies settled)."""
+    bus = Bus(f"chaos-check-{os.getpid()}-2", 1, home).start()
+    try:
+        return StoreClient(bus.transport, timeout_s=10.0, attempts=3).list_receipts(
+            uncertain_only=True, limit=2000
+        )
+    finally:
+        bus.stop()

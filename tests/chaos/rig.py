@@ -10,13 +10,15 @@ import shlex
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
+from geode.messengers.bot_api_server import LocalBotApi
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import serve, stop
+from tests.chaos.chat import chat_config, chat_ids
 
 TAG = re.compile(r"chaos-turn-(\S+)")
 # No [supervisor] overrides by default: the run proves the shipped restart policy (per-child intensity, a
@@ -30,6 +32,15 @@ def _text_of(content: Any) -> str:
     return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
 
 
+def _last_prompt(msgs: list[dict[str, Any]]) -> str:
+    """The turn's own prompt: the last user message that is not tool results (a chat's session holds the
+    chat's earlier turns before it)."""
+    for msg in reversed(msgs):
+        if msg.get("role") == "user" and not _tool_results(msg.get("content")):
+            return _text_of(msg.get("content"))
+    return ""
+
+
 def _tool_results(content: Any) -> list[dict[str, Any]]:
     if not isinstance(content, list):
         return []
@@ -37,7 +48,8 @@ def _tool_results(content: Any) -> list[dict[str, Any]]:
 
 
 class MarkerModel:
-    """The model: turn prompt ``chaos-turn-<tag>`` → one run_bash call appending ``<tag> <call id>`` to the
+    """The model: a chat's prompt ``chaos-turn-chat<N>-<n>`` → the text ``replied <tag>``; any other turn
+    prompt ``chaos-turn-<tag>`` → one run_bash call appending ``<tag> <call id>`` to the
     marker file (an O_APPEND write of one short line: atomic, so every execution is exactly one line;
     write_file would overwrite and edit_file read-modify-write would race between concurrent turns) → after
     the tool result, the answer ``applied <tag>`` or ``not-applied <tag>: <why>``."""
@@ -51,9 +63,11 @@ class MarkerModel:
         msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
         if not msgs:
             return {"text": "no messages"}
-        m = TAG.search(_text_of(msgs[0].get("content")))
+        m = TAG.search(_last_prompt(msgs))
         tag = m.group(1) if m else "untagged"
         results = _tool_results(msgs[-1].get("content"))
+        if tag.startswith("chat") and not results:
+            return {"text": f"replied {tag}"}  # a chat's turn: its effect is the reply the bot posts
         if results:
             r = results[-1]
             body = json.dumps(r.get("content"))[:200]
@@ -73,6 +87,8 @@ class World:
     server: ScriptedServer
     ws: Path
     markers: Path
+    api: LocalBotApi | None = None  # the local Telegram server of the chats (None: no chat)
+    chats: list[int] = field(default_factory=list)
 
 
 def read_markers(markers: Path) -> list[tuple[str, str]]:
@@ -88,12 +104,16 @@ def read_markers(markers: Path) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def world(base: Path, *, workers: int = 2, supervisor: str = DEFAULT_SUPERVISOR) -> Iterator[World]:
-    """A served tree (cwd and tool root ``base/ws``) over a MarkerModel; stopped on exit."""
+def world(
+    base: Path, *, workers: int = 2, supervisor: str = DEFAULT_SUPERVISOR, chats: int = 0
+) -> Iterator[World]:
+    """A served tree (cwd and tool root ``base/ws``) over a MarkerModel, its messengers child bound to
+    ``chats`` chats of a local Telegram server; stopped on exit."""
     ws = base / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     markers = base / "markers.log"  # outside the records (GEODE_HOME), inside the tools' root
     server = ScriptedServer(MarkerModel(markers)).start()
+    api = LocalBotApi().start() if chats else None
     try:
         home = GeodeHome(base / "gh").ensure()
         home.config_file.write_text(
@@ -102,13 +122,18 @@ def world(base: Path, *, workers: int = 2, supervisor: str = DEFAULT_SUPERVISOR)
             # the checker reads every receipt: the shipped receipt_keep (2000) prunes resolved receipts
             # beyond it, and a 600 s run at the tree's speed writes ~6,500, which read as "effect without
             # receipt" for the pruned sessions
-            "[store]\nreceipt_keep = 1000000\n" + (f"[supervisor]\n{supervisor}" if supervisor else "")
+            "[store]\nreceipt_keep = 1000000\n"
+            + (chat_config(api, chat_ids(chats)) if api is not None else "")
+            + (f"[supervisor]\n{supervisor}" if supervisor else "")
         )
-        home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
+        token = f"TELEGRAM_BOT_TOKEN={api.token}\n" if api is not None else ""
+        home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n" + token)
         try:
             serve(home, cwd=ws)
-            yield World(home, server, ws, markers)
+            yield World(home, server, ws, markers, api, chat_ids(chats) if api is not None else [])
         finally:
             stop(home)
     finally:
         server.stop()
+        if api is not None:
+            api.stop()

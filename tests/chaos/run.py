@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.chaos.chat import ChatRecord, chat_loop, check_chat, settle_replies
 from tests.chaos.checker import Report, check, pct
 from tests.chaos.driver import Record, client_loop, kill_loop, poll_loop
-from tests.chaos.evidence import collect
+from tests.chaos.evidence import collect, uncertain_receipts
 from tests.chaos.rig import DEFAULT_SUPERVISOR, World, read_markers, world
 from tests.chaos.soak import SoakSampler
 
-DEFAULT_CHILDREN = "store,lanes,executor,loop,control"
+DEFAULT_CHILDREN = "store,lanes,executor,loop,control,messengers"
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -55,8 +56,25 @@ def _start(
     return threads
 
 
+def _chat(
+    w: World, chat: ChatRecord, stop: threading.Event, args: argparse.Namespace
+) -> list[threading.Thread]:
+    if w.api is None:
+        return []
+    t = threading.Thread(
+        target=chat_loop, args=(w.api, w.chats, chat, stop, args.turn_timeout), name="chaos-chat", daemon=True
+    )
+    t.start()
+    return [t]
+
+
 def _finish(
-    rec: Record, w: World, threads: list[threading.Thread], stop: threading.Event, args: argparse.Namespace
+    rec: Record,
+    w: World,
+    threads: list[threading.Thread],
+    stop: threading.Event,
+    args: argparse.Namespace,
+    chat: ChatRecord | None = None,
 ) -> Report:
     stop.set()
     deadline = time.monotonic() + args.turn_timeout + 30  # handshake 5 s + prompt 10 s + the turn
@@ -64,7 +82,13 @@ def _finish(
         t.join(timeout=max(0.1, deadline - time.monotonic()))
     sessions = sorted({op.session_id for op in rec.ops if op.session_id})
     ev = collect(w.home, sessions, settle_timeout_s=args.settle)
+    unsettled = ""
+    if chat is not None and w.api is not None:  # the turns are done; now every reply is posted or uncertain
+        unsettled = settle_replies(w.home, chat, args.settle)
+        ev.uncertain = uncertain_receipts(w.home)  # settling a reply may have made its receipt uncertain
     rep = check(rec, read_markers(w.markers), ev, rec.t_calm_end - rec.t_chaos)
+    if chat is not None and w.api is not None:
+        rep.add_chat(check_chat(w.api, chat, ev.uncertain, unsettled))
     rep.add_stories(w.home.logs_dir)
     return rep
 
@@ -91,6 +115,9 @@ def chaos_main(argv: list[str] | None = None) -> int:
         "--children", default=DEFAULT_CHILDREN, help=f"children to kill (default {DEFAULT_CHILDREN})"
     )
     p.add_argument("--strict-availability", action="store_true", help="also fail on the availability targets")
+    p.add_argument(
+        "--chats", type=int, default=2, help="Telegram chats with a user posting in each (default 2; 0: none)"
+    )
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     names = [n.strip() for n in args.children.split(",") if n.strip()]
@@ -100,12 +127,13 @@ def chaos_main(argv: list[str] | None = None) -> int:
         f"chaos: seed {seed}, {args.clients} clients, kill every {args.kill_every}s of {names}, {base}",
         flush=True,
     )
-    with tmp, world(base, workers=args.workers, supervisor=_supervisor(args)) as w:
+    with tmp, world(base, workers=args.workers, supervisor=_supervisor(args), chats=args.chats) as w:
         rec, stop, kill_stop, poll_stop = Record(), threading.Event(), threading.Event(), threading.Event()
         rec.t_start = time.monotonic()
         poller = threading.Thread(target=poll_loop, args=(w.home, rec, poll_stop), daemon=True)
         poller.start()
-        threads = _start(rec, w, args, stop)
+        chat = ChatRecord()
+        threads = _start(rec, w, args, stop) + _chat(w, chat, stop, args)
         time.sleep(args.calm_seconds)
         rec.t_chaos = time.monotonic()
         killer = threading.Thread(
@@ -117,7 +145,7 @@ def chaos_main(argv: list[str] | None = None) -> int:
         killer.join(timeout=5)
         rec.t_calm_end = time.monotonic()
         try:
-            rep = _finish(rec, w, threads, stop, args)  # the poller keeps sampling while the tree settles
+            rep = _finish(rec, w, threads, stop, args, chat)  # the poller samples while the tree settles
         finally:
             poll_stop.set()
             poller.join(timeout=5)

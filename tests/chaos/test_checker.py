@@ -49,7 +49,7 @@ def _evidence(*tags: str) -> Evidence:
 def test_a_clean_history_passes() -> None:
     rep = check(_record(_op("a"), _op("b")), [("a", "x1"), ("b", "x2")], _evidence("a", "b"), 25)
     assert rep.violations == {}, rep.lines()
-    assert "0 dup, 0 lost, 0 unexplained, 0 stuck" in rep.summary()
+    assert "0 dup, 0 dup posts, 0 lost, 0 unexplained, 0 stuck" in rep.summary()
 
 
 def test_a_marker_twice_is_a_duplicate() -> None:
@@ -104,3 +104,42 @@ def test_slow_turns_are_counted_by_tenth_of_the_run() -> None:
 
     turns = [slow(t) for t in (100.0, 150.0, 905.0, 990.0, 1100.0)]
     assert by_tenth(turns, 100.0, 1100.0) == "slow turns by tenth of the run: 2 0 0 0 0 0 0 0 2 1"
+
+
+def test_chat_replies_posted_twice_or_lost_are_violations() -> None:
+    """Per chat message: one reply is right, two are a duplicate post, none is lost unless the reply's
+    receipt is uncertain, and a reply naming another message is misdirected."""
+    from geode.messengers.bot_api_server import LocalBotApi
+    from tests.chaos.chat import ChatMessage, ChatRecord, check_chat
+
+    chat = -100900
+    with LocalBotApi() as api:
+        rec = ChatRecord()
+        for n in range(5):
+            upd = api.push_message(chat, f"chaos-turn-chat1-{n}", sender_id=1001)
+            rec.messages.append(
+                ChatMessage(f"chat1-{n}", chat, upd["message"]["message_id"], upd["update_id"], 0.0)
+            )
+        m0, m1, _m2, m3, m4 = rec.messages
+        _post(api, chat, "replied chat1-0", m0.message_id)
+        _post(api, chat, "replied chat1-1", m1.message_id)
+        _post(api, chat, "replied chat1-1", m1.message_id)  # twice
+        _post(api, chat, "replied chat1-0", m3.message_id)  # m3 answered with m0's answer
+        uncertain = [_receipt("x", ReceiptState.UNCERTAIN).model_copy(update={"operation_id": m4.reply_op})]
+        v = check_chat(api, rec, uncertain, "")  # m2: no post and no uncertain receipt
+    assert v.messages == 5 and v.replied == 2 and v.uncertain == 1  # m0, and m3 (misdirected)
+    assert [d.split()[0] for d in v.duplicate] == ["chat1-1"]
+    assert [d.split()[0] for d in v.lost] == ["chat1-2"]
+    assert [d.split()[0] for d in v.misdirected] == ["chat1-3"]
+
+
+def _post(api: object, chat: int, text: str, reply_to: int) -> None:
+    """The bot's sendMessage, over HTTP, replying to ``reply_to``."""
+    import json
+    import urllib.request
+
+    body = json.dumps({"chat_id": chat, "text": text, "reply_to_message_id": reply_to}).encode()
+    url = f"{api.base_url}{api.token}/sendMessage"  # type: ignore[attr-defined]
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert json.loads(resp.read())["ok"]
