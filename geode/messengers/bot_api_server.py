@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import signal
 import threading
 import time
@@ -18,6 +19,8 @@ from geode.messengers import bot_api_wire as wire
 from geode.messengers.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
 from geode.messengers.bot_api_wire import JSON
 from geode.messengers.local_http import LocalHttpServer
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN = "123456789:GEODE-local-test-token"
 _DESCRIPTIONS = {
@@ -254,7 +257,11 @@ class LocalBotApi(LocalHttpServer):
             return _reply(ApiError(404, "Not Found").envelope(), 404)
         if token != self.token:
             return _reply(ApiError(401, "Unauthorized").envelope(), 401)
-        params = await _params(request)
+        try:
+            params = await _params(request)
+        except ConnectionResetError:  # the bot's process died mid-request (a chaos kill): one line, no trace
+            log.info("%s: the client went away while sending %s", self.server_name, method)
+            return _reply(ApiError(400, "Bad Request: the request body was cut short").envelope(), 400)
         record: JSON = {"params": params, "at": time.monotonic(), "status": None}
         with self._lock:
             self._calls.setdefault(method, []).append(record)

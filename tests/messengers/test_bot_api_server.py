@@ -256,3 +256,30 @@ def test_runs_by_hand_and_stops_on_sigterm() -> None:
         assert proc.wait(timeout=15) == 0
         proc.stdout.read()
     assert os.access(ROOT / "scripts" / "telegram-server", os.X_OK)
+
+
+def test_a_bot_that_dies_mid_request_costs_one_log_line_and_the_server_serves_on(
+    api: LocalBotApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A messengers child SIGKILLed while sending its body (a chaos kill): the server logs one line, no
+    aiohttp traceback, and answers the next request."""
+    import logging
+    import socket
+    from urllib.parse import urlsplit
+
+    caplog.set_level(logging.INFO)
+    url = urlsplit(api.base_url)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as s:
+        s.sendall(
+            f"POST {url.path}{api.token}/sendMessage HTTP/1.1\r\nHost: x\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 500\r\n\r\n"
+            "chat_id=1&te".encode()
+        )
+    poll_for(
+        lambda: any("went away while sending sendmessage" in r.getMessage() for r in caplog.records),
+        10.0,
+        what="the one log line",
+    )
+    with urllib.request.urlopen(f"{api.base_url}{api.token}/getMe", timeout=10) as resp:
+        assert json.loads(resp.read())["ok"] is True
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
