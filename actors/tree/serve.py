@@ -18,6 +18,7 @@ from actors.tree.service import SupervisorService
 from actors.tree.single_process import SingleProcessTree
 from actors.tree.supervisor import Supervisor
 from actors.tree.worker_role import WorkerRole
+from actors.tree.zygote import WARM_ENV
 from geode.home import GeodeHome
 from geode.private_dir import tighten_file
 from geode.protocol.errors import GeodeError
@@ -86,6 +87,8 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         tree = SingleProcessTree(names, home, settings, incarnations)
     else:
         env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1", **(role.env() if role else {})}
+        if "messengers" in names and (sdks := settings.messengers.sdk_modules()):
+            env[WARM_ENV] = ",".join(sdks)  # the zygote imports them: a restarted messengers child is quick
         tree = Supervisor(
             tree_specs(settings, role=role),
             settings.supervisor.tree,

@@ -47,6 +47,8 @@ CORE = (
 # the provider SDKs, imported before any fork too: ~1.2-1.8 s more at tree start, but no loop worker ever pays
 # them on its first turn, and the tree shares them (PSS 246 MiB instead of 354 at rest, measured)
 WARM = ("httpx", "anthropic", "openai")
+# more to import before any fork, comma-separated: the messenger SDKs of the platforms the config binds
+WARM_ENV = "GEODE_ZYGOTE_WARM"
 PR_SET_PDEATHSIG = 1
 
 _setproctitle: Callable[[str], None] | None
@@ -61,11 +63,20 @@ def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
         sock.send(json.dumps(msg).encode())
 
 
+def warm_modules(environ: dict[str, str] | os._Environ[str]) -> tuple[str, ...]:
+    """What the zygote imports before it forks: every child's code, the provider SDKs, then ``WARM_ENV``."""
+    extra = tuple(m.strip() for m in environ.get(WARM_ENV, "").split(",") if m.strip())
+    return CORE + WARM + extra
+
+
 def _import(name: str) -> None:
+    t0 = time.monotonic()
     try:
         importlib.import_module(name)
     except Exception as exc:  # a child importing it itself will report the real error
         print(f"zygote: cannot import {name}: {exc!r}", file=sys.stderr, flush=True)
+        return
+    print(f"zygote: imported {name} in {time.monotonic() - t0:.2f}s", flush=True)
 
 
 def _die_with_parent() -> int:
@@ -151,7 +162,7 @@ class Server:
         self.children: set[int] = set()
 
     def run(self) -> int:
-        for name in CORE + WARM:
+        for name in warm_modules(os.environ):
             _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
             _import(name)
         gc.collect()

@@ -169,6 +169,12 @@ class MessengersSection(BaseModel):
     def for_platform(self, platform: str) -> list[MessengerBinding]:
         return [b for b in self.bindings if b.platform == platform]
 
+    def sdk_modules(self) -> list[str]:
+        """The translator modules (each imports its platform's SDK) of the platforms enabled with a binding:
+        what the zygote imports before it forks, so a restarted messengers child does not import them."""
+        bound = {b.platform for b in self.bindings}
+        return [f"geode.messengers.{p}" for p in PLATFORMS if p in bound and getattr(self, p).enabled]
+
 
 def platform_token(
     platform: str,

@@ -31,6 +31,7 @@ def test_retried_until_acknowledged(tmp_path: Path, caplog: pytest.LogCaptureFix
         store.serve("store", store_svc.dispatch())
         notifier.notify("loop-1", 3, "killed by SIGKILL")
         wait_for(lambda: store_svc.deaths, 5, what="store ack")
+
         # lanes is not serving yet: the notice is retried (twice at least), not lost
         def retried_twice() -> bool:
             lines = [r.getMessage() for r in caplog.records]

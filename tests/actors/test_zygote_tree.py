@@ -51,6 +51,9 @@ def test_children_are_forked_by_the_zygote_and_look_like_themselves(tree: tuple[
     assert "actors.tree.zygote" in _cmdline(zygote)
     for name, c in kids.items():
         assert _cmdline(c.pid).endswith(f"-m actors.tree.child_main {name}"), _cmdline(c.pid)
+    imported = (home.logs_dir / "zygote.log").read_text()
+    assert "zygote: imported actors.messengers in" in imported
+    assert "geode.messengers.telegram" not in imported  # no chat is bound: no messenger SDK imported
     assert geode(home, "ask", "ping", "--json").returncode == 0
 
 

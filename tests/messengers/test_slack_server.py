@@ -165,7 +165,9 @@ async def test_socket_mode_hello_then_events_and_acks(slack: LocalSlack, socket:
     assert first.payload["type"] == "event_callback" and first.payload["event_id"] == pushed["event_id"]
     assert (event["type"], event["channel"], event["user"]) == ("message", CHANNEL, "U0ALICE01")
     assert (event["text"], event["ts"], event["thread_ts"]) == (
-        f"<@{slack.bot_user}> hi bot", pushed["ts"], "1700000000.000100"
+        f"<@{slack.bot_user}> hi bot",
+        pushed["ts"],
+        "1700000000.000100",
     )
     assert second.payload["event"]["type"] == "app_mention"
     assert second.payload["event_id"] == pushed["event_ids"][1]

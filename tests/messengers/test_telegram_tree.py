@@ -200,6 +200,29 @@ def test_approval_in_the_chat_deny_and_no_answer_both_keep_the_tool_from_running
     poll_for(lambda: any("No answer in time" in t for t in _texts(api)), 15, what="the keyboard expired")
 
 
+def test_the_zygote_imports_the_bound_platforms_sdk_so_a_killed_messengers_child_answers_again(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    """The config binds a Telegram chat: the zygote imports python-telegram-bot before it forks, so a
+    SIGKILLed messengers child comes back without importing it, and the chat is answered again."""
+    import os
+    import signal
+
+    home, api, _ws = tree
+    log = home.logs_dir / "zygote.log"
+    poll_for(lambda: "zygote: imported geode.messengers.telegram" in log.read_text(), 60, what="the import")
+    assert "geode.messengers.slack" not in log.read_text()  # no Slack binding: not imported
+    before = children(home)["messengers"]
+    os.kill(before.pid, signal.SIGKILL)
+    poll_for(
+        lambda: (m := children(home)["messengers"]).incarnation > before.incarnation and m.state == "running",
+        30,
+        what="the messengers child back",
+    )
+    api.push_message(CHAT, "after the kill", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "echo: after the kill") == 1, 30, what="the reply after the kill")
+
+
 def test_restart_resumes_at_the_stored_offset_and_kills_around_a_reply_never_post_twice(
     tree: tuple[GeodeHome, LocalBotApi, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
