@@ -220,8 +220,9 @@ class _PushTranslator(FakeTranslator):
 
     async def poll(self, cursor: str | None) -> Batch:
         batch = await super().poll(None)
-        with self.lock:
-            self.updates = []
+        handed = {did for did, _ in batch.items}
+        with self.lock:  # only what this poll handed out: a push during the poll is for the next one
+            self.updates = [u for u in self.updates if str(u[0]) not in handed]
         return Batch(batch.items, None)
 
 
@@ -238,6 +239,7 @@ def test_push_batch_failed_half_way_is_retried_not_lost_and_confirmed_only_after
     rig.translator.confirm = confirm  # type: ignore[method-assign]
     with rig:
         rig.lanes.down = True
+        poll_for(lambda: rig.translator.poll_times, 5, what="a first poll")  # pushes land while it polls
         rig.translator.push(msg("100", 1, "one"))
         rig.translator.push(msg("100", 2, "two"))
         poll_for(lambda: rig.poller.status.state == "backoff", 15, what="backoff")
