@@ -164,6 +164,7 @@ class LoopWorker:
         self._running: dict[str, pykka.ActorRef[TurnActor]] = {}  # turn id -> the turn's actor
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
+        self._reloading = threading.Lock()  # held while the config is re-read (local files only)
         self._stop = threading.Event()
         self._beat_now = threading.Event()  # lanes (re)connected: heartbeat now, not at the next interval
         self._hb: threading.Thread | None = None
@@ -281,15 +282,19 @@ class LoopWorker:
         seen = _stamp(self.ctx.home.run_dir / RELOAD_STAMP)
         if seen == self._reload_seen:
             return False
-        self._reload_seen = seen
-        try:
-            config = self.ctx.home.load_config()
-            settings = TreeSettings.from_raw(config)
-            hooks = _loop_hooks(config, self.ctx.home.root)
-        except Exception as exc:  # keep running on the config we have
-            log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
-            return False
-        self.config, self.settings, self.hooks = config, settings, hooks
+        with self._reloading:  # the heartbeat and turn threads: one re-read per stamp
+            if seen == self._reload_seen:
+                return False
+            try:
+                config = self.ctx.home.load_config()
+                settings = TreeSettings.from_raw(config)
+                hooks = _loop_hooks(config, self.ctx.home.root)
+            except Exception as exc:  # keep running on the config we have
+                log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
+                self._reload_seen = seen
+                return False
+            self.config, self.settings, self.hooks = config, settings, hooks
+            self._reload_seen = seen  # last: a turn that sees this stamp as seen sees the new config
         self.describe_provider()
         log.info("%s: config re-read for new turns", self.name)
         return True
@@ -375,6 +380,7 @@ class LoopWorker:
     # --- one turn -------------------------------------------------------------------------------------
     def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
         try:
+            self.reload_if_asked()  # a turn after `geode reload` runs on the new config, on any worker
             catalogue = self.plan_factory()
             settings = self.settings_for(run, catalogue)
             provider = self.provider_for(settings.model or None)

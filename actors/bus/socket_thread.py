@@ -14,6 +14,7 @@ import os
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -206,7 +207,9 @@ class Bus:
             client.next_hello = 0.0
             client.on_connected = on_connected
             if client.monitor is None:  # a restarted server learns our name at its first handshake
-                client.monitor = client.sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+                client.monitor = client.sock.get_monitor_socket(
+                    zmq.EVENT_HANDSHAKE_SUCCEEDED, addr=f"inproc://geode-monitor-{uuid.uuid4().hex}"
+                )
                 self._register(client.monitor, partial(self._on_peer_handshake, client))
             self._send_hellos(time.monotonic())
 

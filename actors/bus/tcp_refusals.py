@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
@@ -39,7 +40,9 @@ class HandshakeWatch:
 
     def __init__(self, sock: zmq.Socket, endpoint: str) -> None:  # type: ignore[type-arg]
         self.endpoint = endpoint
-        self.sock: zmq.Socket = sock.get_monitor_socket(EVENTS)  # type: ignore[type-arg]
+        self.sock: zmq.Socket = sock.get_monitor_socket(
+            EVENTS, addr=f"inproc://geode-monitor-{uuid.uuid4().hex}"
+        )  # type: ignore[type-arg]
         self._peers: dict[int, str] = {}  # fd → address, for the connections accepted and still open
         self._failed = ""  # the last failure's reason, waiting for its connection's DISCONNECTED
         self._logged: dict[str, tuple[float, int]] = {}  # host → (last logged at, refusals since)

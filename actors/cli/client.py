@@ -65,7 +65,11 @@ class ControlClient:
         s.setsockopt(zmq.ROUTING_ID, os.urandom(8))
         s.setsockopt(zmq.RECONNECT_IVL, 100)
         s.setsockopt(zmq.MAXMSGSIZE, 2 * codec.MAX_FRAME_BYTES)
-        self._watch = DropWatch(s, owner=self)
+        try:
+            self._watch = DropWatch(s, owner=self)
+        except zmq.ZMQError:
+            s.close(0)  # never left for the garbage collector
+            raise
         self._poller = zmq.Poller()
         self._poller.register(s, zmq.POLLIN)
         self._poller.register(self._watch.mon, zmq.POLLIN)

@@ -4,6 +4,7 @@ within milliseconds, where silence on the heartbeat took seconds)."""
 
 from __future__ import annotations
 
+import uuid
 import weakref
 
 import zmq
@@ -15,7 +16,9 @@ class DropWatch:
 
     def __init__(self, sock: zmq.Socket, owner: object) -> None:  # type: ignore[type-arg]
         self._sock = sock
-        self.mon: zmq.Socket = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)  # type: ignore[type-arg]
+        self.mon: zmq.Socket = sock.get_monitor_socket(
+            zmq.EVENT_DISCONNECTED, addr=f"inproc://geode-monitor-{uuid.uuid4().hex}"
+        )  # type: ignore[type-arg]
         self.drops = 0
         # closed with its owner at the latest (a caller that closed only the watched socket leaks no socket)
         self._close_mon = weakref.finalize(owner, self.mon.close, 0)
