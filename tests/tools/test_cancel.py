@@ -49,7 +49,9 @@ def test_cancel_stops_a_running_command_and_refuses_later_calls(make_rig) -> Non
     )
     t0 = time.monotonic()
     t.start()
-    poll_for(rig.executor.locks.held_keys, 5, interval_s=0.01, what="the call holding its lock")
+    # in flight, not just holding its lock (the lock is taken first: a cancel then is recorded but touches no
+    # running call yet, and the call is refused as it starts; this test is about the running command)
+    poll_for(lambda: rig.executor.in_flight() == 1, 5, interval_s=0.01, what="the call running")
     assert rig.executor.cancel("s1", "T2") == 1
     t.join(10)
     assert time.monotonic() - t0 < 8
