@@ -14,7 +14,7 @@ import pytest
 
 from geode.tools.builtin import bash_containment
 from geode.tools.builtin.bash import BashLimits
-from geode.tools.builtin.bash_containment import CallBox, ProcInfo
+from geode.tools.builtin.bash_containment import CallBox, ProcInfo, ancestors_first
 from tests.waiting import poll_for
 
 
@@ -33,16 +33,7 @@ def _children_first(monkeypatch: pytest.MonkeyPatch) -> None:
     members = CallBox.members
 
     def deepest_first(self: CallBox) -> list[ProcInfo]:
-        procs = members(self)
-        by_pid = {p.pid: p for p in procs}
-
-        def depth(p: ProcInfo) -> int:
-            n = 0
-            while p.ppid in by_pid and n < len(by_pid):
-                p, n = by_pid[p.ppid], n + 1
-            return n
-
-        return sorted(procs, key=depth, reverse=True)
+        return ancestors_first(members(self))[::-1]
 
     kill = bash_containment._kill
 

@@ -173,6 +173,19 @@ def remove_cgroup(d: Path) -> None:
         log.warning("run_bash: could not remove cgroup %s: %s", d, exc)
 
 
+def ancestors_first(procs: list[ProcInfo]) -> list[ProcInfo]:
+    """``procs`` ordered by their depth among themselves: every process before its descendants."""
+    by_pid = {p.pid: p for p in procs}
+
+    def depth(p: ProcInfo) -> int:
+        n = 0
+        while p.ppid in by_pid and n < len(by_pid):
+            p, n = by_pid[p.ppid], n + 1
+        return n
+
+    return sorted(procs, key=depth)
+
+
 # --- one call -------------------------------------------------------------------------------------------
 @dataclass
 class CallBox:
@@ -244,15 +257,7 @@ class CallBox:
                 os.killpg(pgid, sig)
             except OSError:
                 pass  # gone already, or not ours: the per-process pass below covers its members
-        by_pid = {p.pid: p for p in procs}
-
-        def depth(p: ProcInfo) -> int:
-            n = 0
-            while p.ppid in by_pid and n < len(by_pid):
-                p, n = by_pid[p.ppid], n + 1
-            return n
-
-        for p in sorted(procs, key=depth):
+        for p in ancestors_first(procs):
             _kill(p.pid, sig)
 
     def close(self) -> int:
