@@ -33,6 +33,7 @@ PING_EVERY_S = 0.5  # a restarted control answers the first ping after its resta
 SILENCE_S = 2.0  # no answer to pings for this long: assume the control child restarted
 CATCHUP_S = 0.5  # no stream event for this long while a turn runs: replay from the last seq (a cheap probe)
 MAX_PINGS_IN_FLIGHT = 64
+UNACKED_CANCEL_WAIT_S = 10.0  # Ctrl-C before the prompt was acknowledged: follow the cancelled turn this long
 
 EventFn = Callable[[dict[str, Any]], None]
 ApprovalFn = Callable[[dict[str, Any]], str]
@@ -243,8 +244,14 @@ class ControlClient:
         from actors.cli.reattach import TurnContinues, new_turn_id, submit_prompt
 
         backlog: list[dict[str, Any]] = []
-        body = {"text": text, "session_id": self.session_id, "turn_id": new_turn_id()}
-        accepted = submit_prompt(self, body, backlog)
+        mine = new_turn_id()
+        body = {"text": text, "session_id": self.session_id, "turn_id": mine}
+        try:
+            accepted = submit_prompt(self, body, backlog)
+        except KeyboardInterrupt:  # Ctrl-C before the prompt's reply came: the turn may run already
+            if on_interrupt is None or not on_interrupt():
+                raise
+            return self._cancel_unacknowledged(mine, backlog, on_event, on_approval, cancel_wait_s)
         turn_id = accepted["turn_id"]
         try:
             return self.follow(
@@ -259,6 +266,28 @@ class ControlClient:
         except RequestTimeout as exc:
             sid = str(accepted.get("session_id") or self.session_id or "")
             raise TurnContinues(turn_id, sid, exc.message, accepted=True) from exc
+
+    def _cancel_unacknowledged(
+        self,
+        turn_id: str,
+        backlog: list[dict[str, Any]],
+        on_event: EventFn | None,
+        on_approval: ApprovalFn | None,
+        cancel_wait_s: float | None,
+    ) -> dict[str, Any]:
+        """Cancel our turn by its id, then follow it to its end for a while: a turn that ran reports what
+        the cancel stopped (not applied), one that never started gives ``cancel_pending``."""
+        try:
+            self.cancel(turn_id)
+        except GeodeError:
+            pass
+        wait = UNACKED_CANCEL_WAIT_S if cancel_wait_s is None else cancel_wait_s
+        try:
+            return self.follow(
+                turn_id, backlog=backlog, on_event=on_event, on_approval=on_approval, timeout_s=wait
+            )
+        except RequestTimeout:
+            return cancel_pending(turn_id)
 
     def follow(
         self,

@@ -27,7 +27,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 ENV_FD = "GEODE_ZYGOTE_FD"
@@ -63,7 +63,7 @@ def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
         sock.send(json.dumps(msg).encode())
 
 
-def warm_modules(environ: dict[str, str] | os._Environ[str]) -> tuple[str, ...]:
+def warm_modules(environ: Mapping[str, str]) -> tuple[str, ...]:
     """What the zygote imports before it forks: every child's code, the provider SDKs, then ``WARM_ENV``."""
     extra = tuple(m.strip() for m in environ.get(WARM_ENV, "").split(",") if m.strip())
     return CORE + WARM + extra

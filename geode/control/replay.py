@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from geode.lanes.state import RECENT_OUTCOMES
+from geode.lanes.state import RECENT_OUTCOMES, outcome_row
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
@@ -43,10 +43,7 @@ class SessionReplay:
                 "attach %s: neither lanes (%s) nor the store (%s) answered", session_id, lanes_error, exc
             )
             raise lanes_error from None
-        outcomes = [
-            {"turn_id": t.turn_id, "state": t.state.value, "outcome": t.outcome}
-            for t in done[-RECENT_OUTCOMES:]
-        ]
+        outcomes = [outcome_row(t) for t in done[-RECENT_OUTCOMES:]]
         log.info(
             "attach %s: lanes did not answer (%s); %d outcome(s) from the store",
             session_id,

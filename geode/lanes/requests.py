@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.lanes.records import Outcome
-from geode.lanes.state import RECENT_OUTCOMES, Asked, LanesState, copy_record
+from geode.lanes.state import RECENT_OUTCOMES, Asked, LanesState, copy_record, outcome_row
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
 from geode.records.models import TurnRecord, TurnState
@@ -126,11 +126,7 @@ class OriginRequests(LanesState):
                 return
             seen = {o["turn_id"] for o in outcomes}
             done = [t for t in out if t.session_id == q.session_id]
-            older = [
-                {"turn_id": t.turn_id, "state": t.state.value, "outcome": t.outcome}
-                for t in done[-RECENT_OUTCOMES:]
-                if t.turn_id not in seen
-            ]
+            older = [outcome_row(t) for t in done[-RECENT_OUTCOMES:] if t.turn_id not in seen]
             r.answer(
                 lanes_msg.Replayed(
                     events=events, complete=complete, outcomes=older + outcomes, running=running

@@ -49,6 +49,11 @@ class Asked(Request):
     answer: Answer = _drop
 
 
+def outcome_row(rec: TurnRecord) -> dict[str, Any]:
+    """A done turn as a replay's ``outcomes`` carry it (lanes' recent ones, the store's, control's)."""
+    return {"turn_id": rec.turn_id, "state": rec.state.value, "outcome": rec.outcome}
+
+
 def copy_record(rec: TurnRecord) -> TurnRecord:
     return rec.model_copy(deep=True)
 
@@ -150,7 +155,7 @@ class LanesState:
         self.desk.deny_where(turn_id=rec.turn_id, reason="turn_ended")
         self._emit(rec.session_id, rec.turn_id, lanes_msg.TURN_DONE, {"result": rec.outcome or {}})
         recent = self._recent.setdefault(rec.session_id, [])
-        recent.append({"turn_id": rec.turn_id, "state": rec.state.value, "outcome": rec.outcome})
+        recent.append(outcome_row(rec))
         del recent[:-RECENT_OUTCOMES]
         self._recent.move_to_end(rec.session_id)
         while len(self._recent) > 256:

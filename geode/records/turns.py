@@ -94,7 +94,7 @@ class TurnStore:
                         sid = str(unpack(v).get("session_id") or "")
                         try:
                             txn.put(key(sid, k.decode()), b"", db=sessions)
-                        except BadRequest:  # not a session id a key can hold: listed by full scans only
+                        except BadRequest:  # not a session id a key can hold: never listed by session
                             log.warning("turn %r: session %r cannot be indexed", k[:40], sid[:40])
                             continue
                         n += 1
@@ -108,7 +108,7 @@ class TurnStore:
         return n
 
     def delete_sessions(self, txn: Txn, session_ids: set[str]) -> None:
-        """Drop pruned sessions' done turns in one scan."""
+        """Drop pruned sessions' done turns (and their index entries), found through the session index."""
         db, idx, by_session = (self.renv.db(n) for n in ("turns", "turn_state", "turn_session"))
         for sid in session_ids:
             for k, _ in list(scan_prefix(txn, by_session, prefix(sid))):

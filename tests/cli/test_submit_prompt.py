@@ -146,3 +146,48 @@ def _capture(got: list[BaseException], cl: ControlClient, fc: FakeControl) -> No
         cl.request(c.ATTACH, {"session_id": "s-1", "after_seq": 0}, timeout_s=5.0)
     except GeodeError as exc:
         got.append(exc)
+
+
+def test_ctrl_c_before_the_prompt_is_acknowledged_cancels_that_turn_and_reports_its_end(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the prompt's reply has not come (a loaded machine: the turn already runs its tool) used to
+    exit with nothing on stdout. Now the turn is cancelled by its id and followed to its real end."""
+    import os
+    import signal
+
+    cancelled: list[dict[str, Any]] = []
+    outcome = {"termination_reason": "user_cancelled", "text": "run_bash: cancelled, not applied"}
+
+    def answer(env: Envelope, ident: bytes) -> dict[str, Any] | None:
+        if env.type == c.HANDSHAKE:
+            return welcome()
+        if env.type == c.PROMPT:  # accepted and running, but the reply is late: the user presses Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
+            return None
+        if env.type == c.CLI_CANCEL:
+            cancelled.append(dict(env.body))
+            done = {"session_id": "s-1", "turn_id": env.body["turn_id"], "seq": 5, "kind": "turn_done"}
+            server = servers[0]
+            requested = {"turn_id": env.body["turn_id"], "state": "cancellation_requested"}
+            server.send(ident, env.reply_ok(requested))
+            event = Envelope(kind="cast", type=c.CLI_EVENT, body={**done, "data": {"result": outcome}})
+            server.send(ident, event)
+            return None
+        return {"ok": True}
+
+    home = GeodeHome(tmp_path / "gh").ensure()
+    servers: list[FakeControl] = []
+    with FakeControl(home, answer=answer) as fc:
+        servers.append(fc)
+        cl = ControlClient(home, client_version="test")
+        try:
+            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
+            t0 = time.monotonic()
+            got = cl.run_prompt("run the slow command", timeout_s=30, on_interrupt=lambda: True)
+            took = time.monotonic() - t0
+        finally:
+            cl.close()
+    assert [x["turn_id"] for x in cancelled] == [got["turn_id"]]  # the cancel named our turn
+    assert got["text"] == "run_bash: cancelled, not applied" and got["termination_reason"] == "user_cancelled"
+    assert took < 5.0, took
