@@ -91,7 +91,7 @@ def connect_mcp(cfg: dict[str, Any], home_root: Path) -> McpRuntime:
     from geode.tools.mcp.status import McpRuntime
 
     cat = load_mcp_catalogue(cfg, home_root=home_root)
-    runtime = McpRuntime(servers=list(cat.servers), notes=list(cat.notes))
+    runtime = McpRuntime(servers=list(cat.servers), notes=list(cat.notes), pending=list(cat.pending))
     for note in runtime.notes:
         log.warning("MCP config: %s", note)
     enabled = [s for s in runtime.servers if getattr(s, "enabled", True)]

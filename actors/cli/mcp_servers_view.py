@@ -22,8 +22,8 @@ def state_text(row: dict[str, Any]) -> str:
     state = str(row.get("state", "?"))
     if state == "restarting" and row.get("next_try_s") is not None:
         return f"restarting (next try in {row['next_try_s']:.0f} s)"
-    if state == "failed":
-        return f"failed: {row.get('reason') or 'unknown'}"
+    if state in ("failed", "pending approval"):
+        return f"{state}: {row.get('reason') or 'unknown'}"
     return state
 
 

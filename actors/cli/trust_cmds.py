@@ -1,4 +1,5 @@
-"""`geode trust [PATH]`, `--list`, `--remove PATH`: which project directories may start their MCP servers."""
+"""`geode trust [PATH]`, `--list`, `--remove PATH`: which project directories may start their MCP servers
+(bound to the directory as it is, approving the servers it defines; run again to approve new ones)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ EXIT_USAGE, EXIT_RESTART_FAILED = 2, 1
 
 def trust(
     path: str | None = typer.Argument(None, help="project directory (default: the current directory)"),
-    show: bool = typer.Option(False, "--list", help="list the trusted project directories"),
+    show: bool = typer.Option(False, "--list", help="list the trusted project directories and their state"),
     remove: str | None = typer.Option(None, "--remove", metavar="PATH", help="stop trusting PATH"),
 ) -> None:
     """Trust a project directory: its .geode/config.toml and .mcp.json MCP servers are loaded (they run
-    commands on this machine). Recorded in $GEODE_HOME/config.toml (trust.projects); a running daemon
+    commands on this machine). Recorded in $GEODE_HOME/config.toml (trust.projects) and bound to that very
+    directory (device, inode, owner) in $GEODE_HOME/trust.json with the servers it defines now: a server
+    added or changed later waits for approval (`geode trust PATH` again approves it). A running daemon
     restarts its executor so the change takes effect."""
     home = GeodeHome.from_env()
     if sum((show, remove is not None, path is not None)) > 1:
@@ -42,29 +45,37 @@ def trust(
 
 
 def _list(home: GeodeHome) -> None:
-    from geode.tools.mcp.trust import read_trust_list
+    from geode.tools.mcp.trust_bind import trust_states
 
-    projects = read_trust_list(home.config_file)
-    if not projects:
+    states = trust_states(home.config_file, home.root)
+    if not states:
         typer.echo(f"no trusted projects (in {home.config_file})")
-    for entry in projects:
-        typer.echo(entry if Path(entry).is_dir() else f"{entry} (missing)")
+    for entry, state in states:
+        typer.echo(f"{entry}: {state}")
 
 
 def _add(home: GeodeHome, directory: str) -> bool:
-    from geode.tools.mcp.trust import trust_add
+    from geode.tools.mcp.trust_bind import trust_project
 
-    where, changed = trust_add(home.config_file, directory)
-    typer.echo(f"{'trusted' if changed else 'already trusted'}: {where}")
+    report = trust_project(home.config_file, home.root, directory)
+    where = report.path
+    typer.echo(f"{'trusted' if report.added else 'already trusted'}: {where}")
+    if report.rebound:
+        typer.echo(f"  the directory changed since it was trusted ({report.rebound}): trusted as it is now")
     for line in project_server_lines(where, home):
         typer.echo(f"  {line}")
-    return changed
+    for name, why in report.approved:
+        what = "new" if why == "new" else "changed what it runs"
+        typer.echo(f"  approved MCP server {name} ({what})")
+    for name in report.withdrawn:
+        typer.echo(f"  MCP server {name} is no longer defined: its approval is withdrawn")
+    return report.changed
 
 
 def _remove(home: GeodeHome, directory: str) -> bool:
-    from geode.tools.mcp.trust import trust_remove
+    from geode.tools.mcp.trust_bind import untrust_project
 
-    where, changed = trust_remove(home.config_file, directory)
+    where, changed = untrust_project(home.config_file, home.root, directory)
     typer.echo(f"no longer trusted: {where}" if changed else f"not trusted (nothing to change): {where}")
     return changed
 

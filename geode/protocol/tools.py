@@ -70,7 +70,7 @@ class McpServerRow(BaseModel):
     name: str
     transport: str  # stdio | http
     origin: str = "global"  # "global" or the trusted project directory
-    state: str  # running | starting | restarting | failed | disabled | stopped
+    state: str  # running | starting | restarting | failed | disabled | stopped | pending approval
     reason: str = ""
     next_try_s: float | None = None  # restarting: seconds until the next call may restart it
     restarts: int = 0

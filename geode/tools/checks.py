@@ -10,6 +10,7 @@ from typing import Any
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.tools.handlers import HandlerEntry
+from geode.tools.loaded_files import own_class, write_class
 from geode.tools.middleware import RequestMiddleware
 from geode.tools.paths import AllowedRoots, Exclusion, home_exclusion, workspace_of
 from geode.tools.plan import BoundToolPlan
@@ -41,6 +42,7 @@ class Request:
     plan: BoundToolPlan | None = None
     force_ask: bool = False
     ask_reason: str = ""
+    approval_class: str = ""  # a write to a file GEODE executes or loads as instructions (loaded_files)
     rewrites: list[str] = field(default_factory=list)  # "<stage>:<old name>-><new name>" (observation)
 
     def deny(self, stage: str, message: str, error_type: str, **extra: Any) -> Denied:
@@ -155,6 +157,18 @@ class Checks:
             # the rewritten request goes through scope, policy and schema again
             self.policy(req)
             self.schema(req)
+
+    def classify(self, req: Request) -> ToolSpec:
+        """The spec the approval gate decides on: a built-in write to a file GEODE executes or loads into the
+        prompt is its own class (``req.approval_class`` names it), asked every time, never "always"."""
+        assert req.spec is not None
+        entry = self.handlers.get(req.spec.handler)
+        if entry is None or not entry.path_args:
+            return req.spec
+        workspace = self.workspace_for(req.ctx)
+        args = req.call.input
+        req.approval_class = write_class(req.spec, args, entry.path_args, workspace, self.global_config)
+        return own_class(req.spec) if req.approval_class else req.spec
 
     def workspace_for(self, ctx: ToolContext) -> Path:
         return workspace_of(ctx, self.workspace)

@@ -174,8 +174,10 @@ class ToolExecutor:
                 "cancel", "Tool execution cancelled before start.", "tool_cancelled", cancelled=True
             )
         first_use = self.gate is not None and self.gate.asks_first(ctx, spec)  # an MCP server's first use
+        asked = c.classify(req)  # a write to a file GEODE executes or loads as instructions: its own class
+        shown = f"[{req.approval_class}] " if req.approval_class else ""
         verdict = self.approvals.decide(
-            ctx, spec, self._detail(spec, call, req.ask_reason), forced=req.force_ask or first_use
+            ctx, asked, shown + self._detail(spec, call, req.ask_reason), forced=req.force_ask or first_use
         )
         if not verdict.granted:
             raise req.deny(

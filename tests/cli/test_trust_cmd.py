@@ -35,7 +35,7 @@ def test_trust_add_list_remove_as_a_process(tmp_path: Path) -> None:
     assert tomllib.loads(home.config_file.read_text())["trust"]["projects"] == [str(proj)]
 
     listed = geode(home, "trust", "--list")
-    assert listed.returncode == 0 and listed.stdout.splitlines() == [str(proj)]
+    assert listed.returncode == 0 and listed.stdout.splitlines() == [f"{proj}: trusted (servers: notes)"]
 
     gone = geode(home, "trust", "--remove", str(proj))
     assert gone.returncode == 0 and f"no longer trusted: {proj}" in gone.stdout

@@ -12,14 +12,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
 from geode.tools.mcp.config import McpServerConfig, expand_vars, iter_mcp_entries, parse_mcp_servers
-from geode.tools.mcp.trust import project_config_files, read_project_file, trusted_projects
+from geode.tools.mcp.trust import trusted_projects
+from geode.tools.mcp.trust_check import TrustDropped, open_trusted, read_mcp_files
+from geode.tools.mcp.trust_store import Binding, fingerprint, load_store
+
+
+class PendingServer(BaseModel):
+    """A trusted project's server that `geode trust` did not approve (new, or what it runs changed)."""
+
+    model_config = ConfigDict(frozen=True)
+    server: McpServerConfig
+    why: str  # "new" | "changed"
 
 
 class McpCatalogue(BaseModel):
-    """Servers in precedence order (global first) and one note per ignored or invalid thing."""
+    """Servers in precedence order (global first), the project servers waiting for approval (never started)
+    and one note per ignored or invalid thing."""
 
     model_config = ConfigDict(frozen=True)
     servers: list[McpServerConfig] = Field(default_factory=list)
+    pending: list[PendingServer] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
     def enabled(self) -> list[McpServerConfig]:
@@ -29,11 +41,14 @@ class McpCatalogue(BaseModel):
         return next((s for s in self.servers if s.name == name), None)
 
 
-def _project_servers(project: Path, home_root: Path, notes: list[str]) -> list[McpServerConfig]:
+def project_servers(project: Path, files: list[tuple[Path, Any]], notes: list[str]) -> list[McpServerConfig]:
+    """The valid servers of a project's files (``trust_check.read_mcp_files``), a note for each bad one."""
     out: list[McpServerConfig] = []
-    for path in project_config_files(project, home_root=home_root):
+    for path, data in files:
         try:
-            entries = iter_mcp_entries(read_project_file(path), origin=str(project))
+            if isinstance(data, ConfigError):
+                raise data
+            entries = iter_mcp_entries(data, origin=str(project))
         except ConfigError as exc:
             notes.append(f"MCP: {exc.message}; its servers ignored")
             continue
@@ -82,11 +97,18 @@ def load_mcp_catalogue(global_config: Mapping[str, Any], *, home_root: Path) -> 
     owner = {s.name: s.origin for s in declared}  # a name stays taken even if its server was skipped
     projects, trust_notes = trusted_projects(global_config)
     notes.extend(trust_notes)
+    try:
+        bindings = load_store(home_root).projects if projects else {}
+    except ConfigError as exc:
+        notes.append(f"MCP: {exc.message}")
+        bindings = {}
+    pending: list[PendingServer] = []
     for project in projects:
-        if not os.path.isdir(project):  # os.path: an unreadable parent is "not a directory", no error
-            notes.append(f"MCP: trusted project {project} is not a directory; skipped")
+        found = _checked_project(project, bindings.get(str(project)), home_root, notes)
+        if found is None:
             continue
-        found = _project_servers(project, home_root, notes)
+        found, waiting = _approved(found, bindings[str(project)], project, notes)
+        pending.extend(waiting)
         for server in found:
             taken = owner.get(server.name)
             if taken is None:
@@ -96,7 +118,50 @@ def load_mcp_catalogue(global_config: Mapping[str, Any], *, home_root: Path) -> 
             notes.append(f"MCP: server {server.name!r} of project {project} ignored: {winner} has that name")
         mine = [s for s in found if owner[s.name] == str(project)]
         servers.extend(_expanded(mine, environ, notes))
-    return McpCatalogue(servers=servers, notes=notes)
+    return McpCatalogue(servers=servers, pending=pending, notes=notes)
 
 
-__all__ = ["McpCatalogue", "load_mcp_catalogue"]
+def _checked_project(
+    project: Path, binding: Binding | None, home_root: Path, notes: list[str]
+) -> list[McpServerConfig] | None:
+    """The project's servers when its trust still holds (re-checked now); else a note and ``None``."""
+    again = f"run `geode trust {project}` again if you trust it as it is now"
+    if binding is None:
+        notes.append(
+            f"MCP: trust of {project} is not bound to a directory (listed by hand, or trusted by an older "
+            f"GEODE): its servers are not started; {again}"
+        )
+        return None
+    try:
+        fd = open_trusted(project, binding)
+    except TrustDropped as exc:
+        notes.append(f"MCP: trust dropped for {project}: {exc.message}; its servers are not started; {again}")
+        return None
+    try:
+        return project_servers(project, read_mcp_files(fd, project, home_root=home_root), notes)
+    finally:
+        os.close(fd)
+
+
+def _approved(
+    found: list[McpServerConfig], binding: Binding, project: Path, notes: list[str]
+) -> tuple[list[McpServerConfig], list[PendingServer]]:
+    """Split into the servers `geode trust` approved as they are and those waiting for approval."""
+    ok: list[McpServerConfig] = []
+    waiting: list[PendingServer] = []
+    for server in found:
+        approved = binding.servers.get(server.name)
+        if approved == fingerprint(server):
+            ok.append(server)
+            continue
+        why = "new" if approved is None else "changed"
+        waiting.append(PendingServer(server=server, why=why))
+        what = "is new" if approved is None else "runs something else (command, args, cwd, url or env names)"
+        notes.append(
+            f"MCP: server {server.name!r} of project {project} {what} since `geode trust`: pending approval, "
+            f"not started; run `geode trust {project}` to review and approve it"
+        )
+    return ok, waiting
+
+
+__all__ = ["McpCatalogue", "PendingServer", "load_mcp_catalogue", "project_servers"]

@@ -1,5 +1,6 @@
 """The executor's MCP runtime as one object: the catalogue's servers, the hub, the overlay it made, and
-``geode mcp-servers`` rows (name, transport, origin, state, tools offered / refused)."""
+``geode mcp-servers`` rows (name, transport, origin, state, tools offered / refused; a project server
+waiting for approval is listed as "pending approval")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from geode.tools.mcp.transport import transport_of
 class McpRuntime:
     servers: list[Any] = field(default_factory=list)  # every configured McpServerConfig, disabled included
     notes: list[str] = field(default_factory=list)
+    pending: list[Any] = field(default_factory=list)  # catalogue.PendingServer: never started until approved
     hub: Any = None  # geode.tools.mcp.hub.McpHub, or None when no server is enabled
     overlay: Overlay = field(default_factory=Overlay)
 
@@ -46,4 +48,16 @@ class McpRuntime:
             elif getattr(cfg, "enabled", True):
                 row.state = "failed"
             out.append(row)
+        for waiting in self.pending:
+            cfg = waiting.server
+            why = "new" if waiting.why == "new" else "changed what it runs"
+            out.append(
+                m.McpServerRow(
+                    name=cfg.name,
+                    transport=transport_of(cfg),
+                    origin=cfg.origin,
+                    state="pending approval",
+                    reason=f"{why} since `geode trust`; run `geode trust {cfg.origin}` to approve it",
+                )
+            )
         return m.McpServers(servers=out, notes=list(self.notes))

@@ -29,7 +29,8 @@ _PROJECTS_KEY = re.compile(r"^[ \t]*projects[ \t]*=[ \t]*", re.MULTILINE)
 
 
 def trusted_projects(global_config: Mapping[str, Any]) -> tuple[list[Path], list[str]]:
-    """``[trust] projects`` as resolved absolute directories, and a note per entry that is not one."""
+    """``[trust] projects`` as absolute directories (symlinks not resolved), and a note per entry that is not
+    one."""
     trust = global_config.get("trust") or {}
     raw = trust.get("projects", []) if isinstance(trust, Mapping) else []
     if not isinstance(raw, list):
@@ -40,7 +41,7 @@ def trusted_projects(global_config: Mapping[str, Any]) -> tuple[list[Path], list
         if not isinstance(entry, str) or not Path(entry).expanduser().is_absolute():
             notes.append(f"trust.projects: {entry!r} is not an absolute path; ignored")
             continue
-        path = _resolve(entry)
+        path = Path(os.path.abspath(Path(entry).expanduser()))  # never resolved: a symlink is not followed
         if path not in out:
             out.append(path)
     return out, notes
@@ -66,12 +67,18 @@ def project_config_files(project: Path, *, home_root: Path | None) -> list[Path]
 def read_project_file(path: Path) -> dict[str, Any]:
     """``.geode/config.toml`` (TOML) or ``.mcp.json`` (JSON) as a mapping; unreadable → ``ConfigError``."""
     try:
-        if path.suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
-        else:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSON/TOML decode errors are ValueErrors
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return parse_project_file(path, raw)
+
+
+def parse_project_file(path: Path, raw: bytes) -> dict[str, Any]:
+    """The bytes of ``path`` (named for its suffix and in errors) as a mapping; bad → ``ConfigError``."""
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:  # JSON/TOML decode errors are ValueErrors
         first = str(exc).splitlines()[0] if str(exc) else repr(exc)
         raise ConfigError(f"{path}: cannot read: {first}") from None
     if not isinstance(data, dict):

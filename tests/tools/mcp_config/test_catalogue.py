@@ -10,6 +10,7 @@ import pytest
 from geode.protocol.errors import ConfigError
 from geode.tools.mcp.catalogue import load_mcp_catalogue
 from geode.tools.mcp.trust import untrusted_project_note
+from geode.tools.mcp.trust_bind import trust_project
 
 
 def _project(root: Path, *, mcp_json: dict | None = None, toml: str | None = None) -> Path:
@@ -20,6 +21,12 @@ def _project(root: Path, *, mcp_json: dict | None = None, toml: str | None = Non
         (root / ".geode").mkdir(exist_ok=True)
         (root / ".geode" / "config.toml").write_text(toml)
     return root
+
+
+def _trust(home: Path, *projects: Path) -> None:
+    """`geode trust` each project (bound to the directory, its servers approved as they are now)."""
+    for proj in projects:
+        trust_project(home / "config.toml", home, proj)
 
 
 def test_untrusted_project_is_ignored_and_named_in_one_note(tmp_path: Path) -> None:
@@ -47,6 +54,7 @@ def test_trusted_project_servers_carry_their_origin_and_run_in_the_project(tmp_p
         toml='model = "m"\n[mcp.servers.tt]\ncommand = "python"\ncwd = "tools"\nread_only_tools = ["q"]\n',
     )
     cfg = {"trust": {"projects": [str(proj)]}, "mcpServers": {"g": {"command": "g"}}}
+    _trust(tmp_path / "home", proj)
     cat = load_mcp_catalogue(cfg, home_root=tmp_path / "home")
     by = {s.name: s for s in cat.servers}
     assert list(by) == ["g", "tt", "js", "web"] and cat.notes == []
@@ -74,6 +82,7 @@ def test_name_clash_bad_entry_and_missing_project_are_notes(tmp_path: Path) -> N
         "trust": {"projects": [str(proj), str(broken), str(gone), "relative/dir"]},
         "mcp": {"servers": {"g": {"command": "global-g"}}},
     }
+    _trust(tmp_path / "home", proj, broken)
     cat = load_mcp_catalogue(cfg, home_root=tmp_path / "home")
     assert [(s.name, s.command) for s in cat.servers] == [("g", "global-g"), ("ok", "o")]
     text = "\n".join(cat.notes)
@@ -82,7 +91,7 @@ def test_name_clash_bad_entry_and_missing_project_are_notes(tmp_path: Path) -> N
     assert f"server 'g' of project {proj} ignored: the global server has that name" in text
     assert "mcpServers.bad: give either command" in text and "server 'bad' ignored" in text
     assert f"{broken / '.mcp.json'}: cannot read" in text
-    assert f"trusted project {gone} is not a directory" in text
+    assert f"trust of {gone} is not bound to a directory" in text
 
 
 def test_a_bad_global_entry_is_still_a_config_error(tmp_path: Path) -> None:
@@ -94,6 +103,7 @@ def test_geode_home_config_is_not_a_project_config(tmp_path: Path) -> None:
     """With GEODE_HOME = <dir>/.geode, trusting <dir> must not re-read the global config as a project's."""
     user = _project(tmp_path / "user", toml='[mcp.servers.g]\ncommand = "g"\n')
     cfg = {"trust": {"projects": [str(user)]}, "mcp": {"servers": {"g": {"command": "g"}}}}
+    _trust(user / ".geode", user)
     cat = load_mcp_catalogue(cfg, home_root=user / ".geode")
     assert [s.origin for s in cat.servers] == ["global"] and cat.notes == []
     assert untrusted_project_note(user, {}, home_root=user / ".geode") is None
@@ -126,6 +136,7 @@ def test_vars_expand_from_the_environment_then_dotenv_and_unset_ones_skip_the_se
         },
     )
     cfg = {"trust": {"projects": [str(proj)]}, "mcpServers": {"g": {"command": "${MCP_NOPE}"}}}
+    _trust(home, proj)
     cat = load_mcp_catalogue(cfg, home_root=home)
     by = {s.name: s for s in cat.servers}
     assert by["web"].url == "http://127.0.0.1:8931/mcp"  # the environment wins over .env
