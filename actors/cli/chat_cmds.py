@@ -17,6 +17,7 @@ import typer
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol.errors import GeodeError, NotFound
+from geode.visible_text import visible
 
 SUCCESS = {"natural", "forced_text"}
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONTINUES, EXIT_CANCELLED = 1, 2, 3, 4, 130
@@ -181,11 +182,10 @@ def run_ask(
         }
         typer.echo(json.dumps(out))
     elif result.get("text") and not renderer.streamed:
-        typer.echo(result["text"])
+        typer.echo(visible(str(result["text"])))
     if code != 0:
         typer.echo(
-            f"geode: turn ended: {result.get('termination_reason')}"
-            + (f" ({result['error']})" if result.get("error") else ""),
+            f"geode: turn ended: {result.get('termination_reason')}" + _why(result),
             err=True,
         )
     raise typer.Exit(code)
@@ -262,9 +262,7 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
             renderer.end()
             reason = result.get("termination_reason")
             if reason not in SUCCESS:
-                typer.echo(
-                    f"· turn ended: {reason}" + (f" ({result['error']})" if result.get("error") else "")
-                )
+                typer.echo(f"· turn ended: {reason}" + _why(result))
     finally:
         cl.close()
 
@@ -292,10 +290,10 @@ def _reattach(cl: Any, home: GeodeHome) -> None:
     renderer.end()
     if result is not None:
         if result.get("text") and not renderer.streamed:
-            typer.echo(f"⏺ {result['text']}")
+            typer.echo(f"⏺ {visible(str(result['text']))}")
         reason = result.get("termination_reason")
         if reason not in SUCCESS:
-            typer.echo(f"· turn ended: {reason}" + (f" ({result['error']})" if result.get("error") else ""))
+            typer.echo(f"· turn ended: {reason}" + _why(result))
 
 
 def _version(value: bool) -> None:
@@ -356,3 +354,8 @@ def register(app: typer.Typer) -> None:
     app.callback(invoke_without_command=True)(root)
     app.command()(ask)
     app.command()(doctor)
+
+
+def _why(result: dict[str, Any]) -> str:
+    """`` (<the turn's error>)``, escaped (it may quote model text), or ""."""
+    return f" ({visible(str(result['error']), one_line=True)})" if result.get("error") else ""

@@ -16,6 +16,7 @@ from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import ErrorCode, GeodeError, RequestTimeout
 from geode.protocol.transport import unwrap
 from geode.sessions.transcript import Exchange, first_prompt, last_exchanges
+from geode.visible_text import visible
 
 LAST_EXCHANGES = 3
 ANSWER_LINES = 12
@@ -107,7 +108,7 @@ def submit_prompt(
 
 
 def _clip(text: str, lines: int, width: int = 200) -> list[str]:
-    rows = [r[:width] for r in text.strip().splitlines()] or [""]
+    rows = [visible(r, one_line=True)[:width] for r in text.strip().splitlines()] or [""]  # escaped
     if len(rows) > lines:
         rows = [*rows[:lines], f"… ({len(rows) - lines} more lines)"]
     return rows
@@ -188,7 +189,7 @@ def show_where_you_are(
             answer = _clip(str(last["text"]), ANSWER_LINES)
             out.write("\n".join([f"⏺ {answer[0]}", *(f"  {r}" for r in answer[1:])]) + "\n")
     elif last is not None and last.get("termination_reason") not in (None, "natural", "forced_text"):
-        err = f" ({last['error']})" if last.get("error") else ""
+        err = f" ({visible(str(last['error']), one_line=True)})" if last.get("error") else ""
         out.write(f"· the last turn ended: {last.get('termination_reason')}{err}\n")
     out.flush()
     if not running:
@@ -225,7 +226,8 @@ def session_rows(
             "session_id": s["session_id"],
             "age": _age(s.get("updated_at"), now),
             "status": s.get("status", ""),
-            "prompt": " ".join(first_prompt(home.root, s["session_id"]).split())[:70] or "(no prompt)",
+            "prompt": visible(" ".join(first_prompt(home.root, s["session_id"]).split()), one_line=True)[:70]
+            or "(no prompt)",
         }
         for s in rows
     ]

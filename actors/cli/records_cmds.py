@@ -18,6 +18,7 @@ from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 from geode.protocol.store import ListReceipts, ListSessions
 from geode.records.store_client import StoreClient
+from geode.visible_text import visible, visible_json
 
 HOME_OPT = typer.Option(
     None, "--home", help="GEODE_HOME of the running tree (default: $GEODE_HOME or ~/.geode)"
@@ -69,7 +70,7 @@ def _ts(t: float | None) -> str:
 
 
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.write(visible_json(json.dumps(obj, ensure_ascii=False, indent=2, default=str)) + "\n")
 
 
 def _check_limit(limit: int, most: int) -> None:
@@ -106,7 +107,7 @@ def sessions(
     head = f"{'SESSION':36} {'STATUS':10} {'SEQ':>5} {'MSGS':>5} {'UNRESOLVED':>10}  {'UPDATED':19}"
     typer.echo(f"{head}  PROMPT")
     for r in rows:
-        prompt = " ".join(prompts[r.session_id].split())
+        prompt = visible(" ".join(prompts[r.session_id].split()), one_line=True)
         typer.echo(
             f"{r.session_id:36} {r.status.value:10} {r.seq:>5} {r.message_count:>5} "
             f"{r.unresolved_receipts:>10}  {_ts(r.updated_at):19}  {prompt[:60] or '-'}"
@@ -127,11 +128,11 @@ def timeline(
         return
     if jsonl:
         for r in rows:
-            sys.stdout.write(json.dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            sys.stdout.write(visible_json(json.dumps(r.model_dump(mode="json"), ensure_ascii=False)) + "\n")
         return
     for r in rows:
         flag = " CORRUPT" if r.corrupt else ""
-        payload = json.dumps(r.event.payload, ensure_ascii=False)
+        payload = visible_json(json.dumps(r.event.payload, ensure_ascii=False))
         typer.echo(f"{r.seq:>5} {_ts(r.event.ts)} {r.event.kind:24}{flag} {payload[:120]}")
 
 
@@ -154,10 +155,10 @@ def receipts(
         return
     typer.echo(f"{'OPERATION':40} {'STATE':11} {'TOOL':16} {'OWNER':14} SESSION / NOTE")
     for r in rows:
-        note = r.uncertain_reason or r.outcome or ""
+        note = visible(r.uncertain_reason or r.outcome or "", one_line=True)
         typer.echo(
-            f"{r.operation_id:40} {r.state.value:11} {r.identity.tool_name:16} {r.owner:14} "
-            f"{r.identity.session_id} {note}"
+            f"{r.operation_id:40} {r.state.value:11} {visible(r.identity.tool_name, one_line=True):16} "
+            f"{r.owner:14} {visible(r.identity.session_id, one_line=True)} {note}"
         )
     _more(len(rows), more, as_json)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from geode.protocol import lanes as lanes_msg
+from geode.visible_text import visible
 
 if TYPE_CHECKING:
     from actors.cli.spinner import Spinner
@@ -53,7 +55,7 @@ class Renderer:
         if self.spinner is not None:
             self._track(kind, data)
         if kind == "text_delta":
-            text = str(data.get("text", ""))
+            text = visible(str(data.get("text", "")))  # model text: no control character reaches the terminal
             self.streamed = True
             if self.spinner is not None:
                 self.spinner.hold(True)  # erased now, and not drawn again on this open line
@@ -62,13 +64,14 @@ class Renderer:
             if self.spinner is not None and not self._midline:
                 self.spinner.hold(False)
         elif kind == "tool_start":
-            self._line(f"⏺ {data.get('name')}({str(data.get('args_preview', ''))[:120]})")
+            args = visible(str(data.get("args_preview", "")), one_line=True)[:120]
+            self._line(f"⏺ {visible(str(data.get('name')), one_line=True)}({args})")
         elif kind == "tool_end":
             self._line(tool_end_line(data))
         elif kind == lanes_msg.TURN_QUEUED and data.get("position"):
             self._line(f"· queued behind {data['position']} turn(s)")
         elif kind == "llm_retry" and data.get("message"):  # ready: retrying in 1.2 s (…, attempt 1/3)
-            self._line(f"· {data['message']}")
+            self._line(f"· {visible(str(data['message']), one_line=True)}")
 
     def _track(self, kind: Any, data: dict[str, Any]) -> None:
         """Tokens for the spinner; hide it during an approval question, show it again after."""
@@ -106,25 +109,29 @@ class Renderer:
 
 def tool_end_line(data: dict[str, Any]) -> str:
     """``⎿ read_file · read 12 lines`` / ``⎿ write_file ✗ hook_blocked · <the hook's reason>``."""
-    name, summary = data.get("name"), " ".join(str(data.get("summary") or "").split())[:160]
+    name = visible(str(data.get("name")), one_line=True)
+    summary = visible(" ".join(str(data.get("summary") or "").split()), one_line=True)[:160]
     if data.get("error"):
-        return f"  ⎿ {name} ✗ {data['error']}" + (f" · {summary}" if summary else "")
+        error = visible(str(data["error"]), one_line=True)
+        return f"  ⎿ {name} ✗ {error}" + (f" · {summary}" if summary else "")
     return f"  ⎿ {name} · {summary}" if summary else f"  ⎿ {name} ok"
 
 
 _DENY = re.compile(r"^(?:n|no)(?:\s*[:,-]\s*|\s+)(?P<why>\S.*)$", re.IGNORECASE)
 MAX_ASKS = 20  # then the answer is a deny (a runaway stdin never loops forever)
+BAR = "  │ "
 
 
 def parse_answer(line: str, *, sensitive: bool = False) -> str | None:
-    """``y``/``a``/``n``, or ``n: <reason>`` (a denial with the person's reason); None when not an answer."""
+    """``y``/``a``/``n``, or ``n: <reason>`` (a denial with the person's reason); None when not an answer.
+    An empty answer (Enter) denies."""
     answer = line.strip()
     low = answer.lower()
-    if low in ("", "y", "yes"):
+    if low in ("y", "yes"):
         return "y"
     if low in ("a", "always"):
         return None if sensitive else "a"
-    if low in ("n", "no"):
+    if low in ("", "n", "no"):
         return "n"
     m = _DENY.match(answer)
     if m:
@@ -132,22 +139,38 @@ def parse_answer(line: str, *, sensitive: bool = False) -> str | None:
     return None
 
 
+def request_lines(detail: str, width: int) -> list[str]:
+    """The whole request, control characters escaped, hard-wrapped at ``width`` columns (never cut)."""
+    width = max(20, width - len(BAR) - 1)  # never the last column: a full line would join the next
+    out: list[str] = []
+    for line in visible(detail).expandtabs(4).split("\n"):
+        out += [BAR + line[i : i + width] for i in range(0, len(line), width)] or [BAR.rstrip()]
+    return out
+
+
 def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: TextIO | None = None) -> str:
-    """``◆ Approval · tool (category)``; ``y allow · n deny · a always`` (no "always" for sensitive).
+    """``◆ Approval · tool (category)``, the whole request, what "always" covers, then
+    ``y allow · n deny · a always`` (no "always" when it is not offered). Enter denies.
 
     Anything else asks again; ``n: <reason>`` denies and the reason reaches the model.
     """
     stdin, out = stdin or sys.stdin, out or sys.stderr
     level = str(data.get("safety_level", "write"))  # e.g. "mutate/public", "execute/public", "read/personal"
     effect, _, data_class = level.partition("/")
-    sensitive = level == "sensitive" or data_class == "personal"
-    out.write(f"\n◆ Approval · {data.get('tool_name')} ({CATEGORY.get(effect, effect)})\n")
-    detail = " ".join(str(data.get("detail", "")).split())
+    covers = visible(str(data.get("always_covers", "")), one_line=True)
+    sensitive = level == "sensitive" or data_class == "personal" or not covers
+    name = visible(str(data.get("tool_name")), one_line=True)
+    out.write(f"\n◆ Approval · {name} ({CATEGORY.get(effect, visible(effect, one_line=True))})\n")
+    detail = str(data.get("detail", ""))
     if detail:
-        out.write(f"  {detail[:80]}\n")
+        width = shutil.get_terminal_size((100, 24)).columns
+        out.write(f"  the whole request ({len(detail)} characters):\n")
+        out.write("\n".join(request_lines(detail, width)) + "\n")
+    if not sensitive:
+        out.write(f"  a always covers: {covers}\n")
     choices = "y allow this request · n deny" if sensitive else "y allow · n deny · a always"
     for _ in range(MAX_ASKS):
-        out.write(f"  {choices} (n: why, to tell the model) > ")
+        out.write(f"  {choices} (Enter denies; n: why, to tell the model) > ")
         out.flush()
         try:
             line = stdin.readline()
@@ -159,5 +182,6 @@ def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: Text
         if decision is not None:
             return decision
         allowed = "y, n or n: <reason>" if sensitive else "y, a, n or n: <reason>"
-        out.write(f"  ? {line.strip()[:40]!r} is not an answer: type {allowed}\n")
+        shown = visible(line.strip()[:40], one_line=True)
+        out.write(f"  ? {shown!r} is not an answer: type {allowed}\n")
     return "n"

@@ -11,9 +11,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
-from geode.messengers.approvals import DONE_LABEL, ApprovalBoard, parse_data
+from geode.messengers.approvals import DONE_LABEL, ApprovalBoard, TooLong, ask_parts, parse_data
 from geode.messengers.bindings import Bindings
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.journal import PollerState
@@ -232,11 +233,19 @@ class Outbox:
         if info is None or binding is None or not Bindings.has_approvers(binding):
             await self._reply(ask.approval_id, "n", reason="no_origin")  # nobody here may answer: denied
             return
-        token, buttons = self.approvals.open(ask, info.channel_key)
+        try:
+            parts = ask_parts(ask, self.platform)
+        except TooLong as exc:  # never a cut request shown as if whole: denied, and the model is told why
+            log.info("%s approval %s not asked: %s", self.platform, ask.approval_id, exc)
+            await self._reply(ask.approval_id, "n", note=f"not asked in the chat: {exc}")
+            return
+        token, buttons = self.approvals.open(ask, info.channel_key, parts[-1])
         entry = self.approvals.get(token)
         assert entry is not None
         self.status.approvals_open = len(self.approvals)
         try:
+            for part in parts[:-1]:  # the request's first parts, then its last with the keyboard
+                await self.call(partial(self.translator.send_text, info.channel_key, part))
             mid = await self.call(lambda: self.translator.ask_approval(info.channel_key, entry.text, buttons))
         except PlatformError as exc:
             log.warning("%s could not ask approval %s: %s", self.platform, ask.approval_id, exc)
@@ -286,9 +295,11 @@ class Outbox:
                 "edit", lambda: self.translator.edit_text(entry.channel_key, entry.message_id, text)
             )
 
-    async def _reply(self, approval_id: str, decision: lanes_msg.Decision, reason: str = "user") -> bool:
+    async def _reply(
+        self, approval_id: str, decision: lanes_msg.Decision, reason: str = "user", note: str = ""
+    ) -> bool:
         """Answer lanes; False when the approval is no longer pending there (timed out, turn ended)."""
-        body = lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision, reason=reason)  # type: ignore[arg-type]
+        body = lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision, reason=reason, note=note)  # type: ignore[arg-type]
         try:
             return await asyncio.to_thread(self.lanes.approval_reply, body)
         except GeodeError as exc:  # lanes denies at its timeout

@@ -70,6 +70,11 @@ class Cancelled(BaseModel):
     state: str = "none"  # none | queued_cancelled | cancellation_requested | already_done
 
 
+# characters of an approval's detail: at most 512 KiB of UTF-8, inside the bus's 1 MiB frame with the rest of
+# the event; a larger request is denied without asking (never shown cut as if whole)
+APPROVAL_DETAIL_MAX = 128 * 1024
+
+
 class ApprovalAsk(BaseModel):
     """Executor → lanes: ask the turn's origin for a decision; the reply is the decision (timeout → ``n``)."""
 
@@ -77,9 +82,11 @@ class ApprovalAsk(BaseModel):
     session_id: str
     turn_id: str = ""
     tool_name: str = Field(max_length=128)
-    detail: str = Field(default="", max_length=2048)
+    # the whole request, unredacted (only this transient message carries it: never logged or recorded)
+    detail: str = Field(default="", max_length=APPROVAL_DETAIL_MAX)
     safety_level: str = Field(default="write", max_length=32)
     timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    always_covers: str = Field(default="", max_length=256)  # what "always" covers; "" = not offered
 
 
 class ApprovalDecision(BaseModel):

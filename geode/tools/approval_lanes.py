@@ -7,6 +7,7 @@ import uuid
 
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.transport import Transport
+from geode.tools.always_scope import covers
 from geode.tools.approvals import APPROVAL_TIMEOUT_S
 from geode.tools.spec import SafetyPolicy, ToolContext
 
@@ -47,8 +48,9 @@ class LanesApprovalChannel:
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             tool_name=tool_name[:128],
-            detail=detail[:2048],
+            detail=detail,  # whole: the gate denies a request too large to show without asking
             safety_level=f"{safety.effect.value}/{safety.data_class.value}"[:32],
+            always_covers=covers(tool_name, safety),
             timeout_s=self.origin_timeouts.get(ctx.origin, self.timeout_s),
         )
         reply = self.transport.call(

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
+from geode.protocol.lanes import APPROVAL_DETAIL_MAX
 from geode.tools.locks import KeyedLocks
 from geode.tools.policy import COMPUTER_TOOLS, computer_allowed_in_daemon, is_headless
 from geode.tools.spec import ApprovalMode, DataClass, SafetyPolicy, ToolContext, ToolSpec
@@ -21,6 +22,13 @@ MAX_SESSIONS = 1024
 # approvers answer there, and a binding without approvers denies at once (DESIGN §6).
 CHAT_ORIGIN = "messengers"
 CHANNEL_DENIALS = ("timeout", "disconnected", "cancelled", "no_origin")
+
+
+def too_large(tool_name: str, chars: int) -> str:
+    return (
+        f"'{tool_name}' denied without asking: its request is {chars} characters, more than an approval "
+        f"prompt carries whole ({APPROVAL_DETAIL_MAX}). Split it into smaller calls."
+    )
 
 
 def asks_in_channel(ctx: ToolContext) -> bool:
@@ -87,8 +95,10 @@ class ApprovalGate:
             return frozenset(self._always.get(session_id, ()))
 
     def decide(
-        self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False
+        self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False, scope: str = ""
     ) -> Verdict:
+        """``scope``: what an "always" answer is remembered under (``always_scope.always_key``: a shell
+        call's exact command); the tool's name when empty."""
         # No call skips its prompt for what its arguments look like (a "read-only" shell command list ran
         # code); only a person, a hook, the turn's skip flag or the policy decide.
         pol = spec.policy
@@ -96,7 +106,7 @@ class ApprovalGate:
             return Verdict(True, "not_required")
         if spec.name in COMPUTER_TOOLS and ctx.mode == "DAEMON" and computer_allowed_in_daemon(self._config):
             return Verdict(True, "operator_opt_in")
-        if not forced and self._remembered(ctx, spec):
+        if not forced and self._remembered(ctx, spec, scope):
             return Verdict(True, "always")
         hook = self._permission_hook(ctx, spec, detail)
         if hook is not None:
@@ -107,23 +117,25 @@ class ApprovalGate:
             return Verdict(True, "skip_permissions")
         if self._channel is None:
             return Verdict(False, "no_channel", f"No approval channel for '{spec.name}'.")
+        if len(detail) > APPROVAL_DETAIL_MAX:  # never asked with a cut request shown as if whole
+            return Verdict(False, "too_large", too_large(spec.name, len(detail)))
         locks = self._prompt_locks.acquire((f"approval:{ctx.session_id}",), self._timeout_s * 2)
         if locks is None:
             return Verdict(False, "timeout", "Timed out waiting for an earlier approval prompt.")
         try:
-            if not forced and self._remembered(ctx, spec):  # an earlier prompt answered "always"
+            if not forced and self._remembered(ctx, spec, scope):  # an earlier prompt answered "always"
                 return Verdict(True, "always")
             answer = self._ask(ctx, spec, detail)
         finally:
             locks.release()
-        return self._apply(ctx, spec, answer)
+        return self._apply(ctx, spec, answer, scope)
 
     # --- internals -----------------------------------------------------------------------------------
-    def _remembered(self, ctx: ToolContext, spec: ToolSpec) -> bool:
+    def _remembered(self, ctx: ToolContext, spec: ToolSpec, scope: str = "") -> bool:
         if spec.policy.approval is not ApprovalMode.CACHED or spec.policy.data_class is DataClass.PERSONAL:
             return False
         with self._mu:
-            return spec.name in self._always.get(ctx.session_id, ())
+            return (scope or spec.name) in self._always.get(ctx.session_id, ())
 
     def _permission_hook(self, ctx: ToolContext, spec: ToolSpec, detail: str) -> Verdict | None:
         if self._hooks is None:
@@ -184,7 +196,7 @@ class ApprovalGate:
             return "n:" + " ".join(note.split())[:500]
         return answer if answer in ("y", "n", "a", *CHANNEL_DENIALS) else "invalid"
 
-    def _apply(self, ctx: ToolContext, spec: ToolSpec, answer: str) -> Verdict:
+    def _apply(self, ctx: ToolContext, spec: ToolSpec, answer: str, scope: str = "") -> Verdict:
         answer, _, note = answer.partition(":")  # "n:<the person's reason>"
         if answer == "y":
             return Verdict(True, "y")
@@ -195,7 +207,7 @@ class ApprovalGate:
             )
             if rememberable:
                 with self._mu:
-                    self._always.setdefault(ctx.session_id, set()).add(spec.name)
+                    self._always.setdefault(ctx.session_id, set()).add(scope or spec.name)
                     self._always.move_to_end(ctx.session_id)
                     while len(self._always) > MAX_SESSIONS:
                         self._always.popitem(last=False)

@@ -274,16 +274,17 @@ class LanesDelegate:
         decision, note = "n", "the sub-agent's parent call is no longer waiting"
         if waiter is not None:
             p = waiter.parent
-            relayed = lanes_msg.ApprovalAsk(
-                approval_id=f"sub:{ask.approval_id}"[:128],
-                session_id=p.session_id,
-                turn_id=p.turn_id,
-                tool_name=ask.tool_name,
-                detail=f"[sub-agent {ev.session_id}] {ask.detail}"[:2048],
-                safety_level=ask.safety_level,
-                timeout_s=max(1.0, ask.timeout_s - RETURN_MARGIN_S),
-            )
-            try:
+            try:  # a request too large for an approval message is a ValueError: denied, said why
+                relayed = lanes_msg.ApprovalAsk(
+                    approval_id=f"sub:{ask.approval_id}"[:128],
+                    session_id=p.session_id,
+                    turn_id=p.turn_id,
+                    tool_name=ask.tool_name,
+                    detail=f"[sub-agent {ev.session_id}] {ask.detail}",
+                    safety_level=ask.safety_level,
+                    always_covers=ask.always_covers,
+                    timeout_s=max(1.0, ask.timeout_s - RETURN_MARGIN_S),
+                )
                 reply = self.transport.call(
                     self.target,
                     lanes_msg.APPROVAL,

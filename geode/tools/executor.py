@@ -17,7 +17,8 @@ from geode.faults import fault
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.records.client import RecordClient
-from geode.redaction import redact, redact_text
+from geode.redaction import redact_text
+from geode.tools.always_scope import always_key
 from geode.tools.approvals import APPROVAL_TIMEOUT_S, ApprovalChannel, ApprovalGate
 from geode.tools.checks import Checks, Denied, Request, correlation
 from geode.tools.dispatch import Outcome, run_with_deadline
@@ -177,7 +178,11 @@ class ToolExecutor:
         asked = c.classify(req)  # a write to a file GEODE executes or loads as instructions: its own class
         shown = f"[{req.approval_class}] " if req.approval_class else ""
         verdict = self.approvals.decide(
-            ctx, asked, shown + self._detail(spec, call, req.ask_reason), forced=req.force_ask or first_use
+            ctx,
+            asked,
+            shown + self._detail(spec, call, req.ask_reason),
+            forced=req.force_ask or first_use,
+            scope=always_key(spec.name, call.input),
         )
         if not verdict.granted:
             raise req.deny(
@@ -285,10 +290,13 @@ class ToolExecutor:
 
     @staticmethod
     def _detail(spec: ToolSpec, call: ToolCall, why: str = "") -> str:
+        """What the person approves: the whole call, unredacted and uncut (a redacted or cut command hid
+        what ran). It travels only in the transient approval message; personal data shows argument names."""
         note = f" (hook: {why[:200]})" if why else ""
         if spec.policy.data_class is DataClass.PERSONAL:
-            return f"{call.name} {OMITTED}{note}"
-        return f"{call.name} {json.dumps(redact(call.input, max_str=300), ensure_ascii=False)}"[:600] + note
+            names = ", ".join(sorted(map(str, call.input))) or "none"
+            return f"{call.name} (arguments: {names}) {OMITTED}{note}"
+        return f"{call.name} {json.dumps(call.input, ensure_ascii=False)}{note}"
 
     @staticmethod
     def _result(

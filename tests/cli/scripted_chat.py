@@ -2,7 +2,8 @@
 
 ``write NAME`` → a write_file call, ``read NAME`` → a read_file call, then a final text quoting the tool
 results (so a denial's reason is visible in the next request); ``slow NAME`` → a text after a delay;
-anything else → ``echo: <prompt>``.
+``bash KEY`` → a run_bash call of ``commands(ws)[KEY]``; ``trap`` → a text full of terminal sequences, then a
+write_file call; anything else → ``echo: <prompt>``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,19 @@ from pathlib import Path
 from typing import Any
 
 SLOW_S = 3.0
+# a reply that would hide what follows (conceal), copy to the clipboard (OSC 52), set the title, clear
+TRAP_TEXT = "see\x1b[8m hidden \x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\x1b[2J\x9b31m end"
+
+
+def commands(ws: Path) -> dict[str, str]:
+    """run_bash commands by key: what a prompt must show whole, and the scope of "always"."""
+    return {
+        "hidden": f"export token=$(echo${{IFS}}X>{ws}/flag_hidden)",  # redaction showed [REDACTED]
+        "long": "echo " + "benign-" * 425 + f"; touch {ws}/flag_long",  # 3,000 characters; the tail runs
+        "ls": "ls -la",
+        "lsetc": "ls /etc",
+        "bashc": f"bash -c 'touch {ws}/flag_bashc'",
+    }
 
 
 def _text(msg: dict[str, Any]) -> str:
@@ -36,6 +50,11 @@ def make_reply(ws: Path):  # type: ignore[no-untyped-def]
             return {"tool_calls": [{"name": "write_file", "input": {"file_path": path, "content": name}}]}
         if verb == "read":
             return {"tool_calls": [{"name": "read_file", "input": {"file_path": str(ws / f"{name}.txt")}}]}
+        if verb == "bash":
+            return {"tool_calls": [{"name": "run_bash", "input": {"command": commands(ws)[name]}}]}
+        if verb == "trap":
+            call = {"name": "write_file", "input": {"file_path": str(ws / "trap.txt"), "content": "t"}}
+            return {"text": TRAP_TEXT, "tool_calls": [call]}
         if verb == "slow":
             return {"text": f"slow answer {name}", "delay_s": SLOW_S}
         return {"text": "echo: " + " ".join(words)}

@@ -1,6 +1,7 @@
-"""The interactive chat (`geode`) driven in a real terminal (tmux): an invalid approval answer asks again,
-`n: <reason>` reaches the model, `⎿` lines summarise results, and re-attaching after the client was
-SIGKILLed mid-turn shows the answer."""
+"""The interactive chat (`geode`) and `geode ask` driven in a real terminal (tmux): an invalid approval answer
+asks again, `n: <reason>` reaches the model, `⎿` lines summarise results, re-attaching after the client was
+SIGKILLed mid-turn shows the answer; an approval shows the whole command unredacted and Enter denies it,
+"always" covers that exact command only, and a model's terminal sequences are shown escaped."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 
 from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import ROOT, scripted_tree, wait_for
-from tests.cli.scripted_chat import make_reply
+from tests.actors.tree_kit import ROOT, geode, scripted_tree, wait_for
+from tests.cli.scripted_chat import commands, make_reply
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
@@ -47,8 +48,12 @@ class Term:
         self.tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "50", "-c", str(self.cwd), *cmd)
         self.tmux("set-option", "-t", name, "remain-on-exit", "on")
 
-    def screen(self, name: str) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-t", name, "-S", "-500")
+    def screen(self, name: str, *, styled: bool = False) -> str:
+        """The pane's text (``styled``: with the escape sequences of its cells' colours and attributes)."""
+        return self.tmux("capture-pane", "-p", "-J", *(["-e"] if styled else []), "-t", name, "-S", "-500")
+
+    def enter(self, name: str) -> None:
+        self.tmux("send-keys", "-t", name, "Enter")
 
     def type(self, name: str, text: str) -> None:
         self.tmux("send-keys", "-t", name, "-l", text)
@@ -130,3 +135,119 @@ def test_reattach_after_sigkill_mid_turn_shows_the_answer(term: tuple[Term, Scri
     screen = t.wait("back", "slow answer omega")
     assert "type a prompt" in screen
     t.type("back", "exit")
+
+
+def _shown_request(screen: str) -> str:
+    """The request the last approval prompt on ``screen`` shows (its ``│`` lines, joined)."""
+    lines = screen.splitlines()
+    start = max(i for i, ln in enumerate(lines) if "◆ Approval" in ln)
+    shown = []
+    for ln in lines[start + 1 :]:
+        if ln.startswith("  │"):
+            shown.append(ln[4:])
+        elif shown:
+            break
+    return "".join(shown)
+
+
+def _whole(command: str) -> str:
+    """The run_bash request as the executor asks it, blanks dropped (the terminal trims a line's end)."""
+    return "".join(f"run_bash {json.dumps({'command': command}, ensure_ascii=False)}".split())
+
+
+def _session(screen: str) -> str:
+    return screen.split("· session ", 1)[1].split()[0]
+
+
+def test_the_whole_command_is_shown_unredacted_and_enter_denies(
+    term: tuple[Term, ScriptedServer, Path],
+) -> None:
+    """A 3,000-character command with its `; touch` tail and an `export token=$(…)` shown whole (was: the
+    first 80 characters, the token redacted); an empty answer denies (was: approved); the unredacted text
+    is in no log and not on the timeline."""
+    t, _server, ws = term
+    cmds = commands(ws)
+    t.start("whole")
+    head = t.wait("whole", "type a prompt")
+    t.type("whole", "bash long")
+    screen = t.wait("whole", "(Enter denies")
+    assert "".join(_shown_request(screen).split()) == _whole(cmds["long"])
+    t.enter("whole")
+    t.wait("whole", "⎿ run_bash ✗")
+    t.type("whole", "bash hidden")
+    screen = t.wait("whole", "(Enter denies", times=2)
+    assert "".join(_shown_request(screen).split()) == _whole(cmds["hidden"])
+    assert "$(echo${IFS}X>" in screen and "[REDACTED]" not in screen
+    t.enter("whole")
+    t.wait("whole", "⎿ run_bash ✗", times=2)
+    assert not (ws / "flag_long").exists() and not (ws / "flag_hidden").exists()
+    t.type("whole", "exit")
+    secret = "echo${IFS}X>"
+    timeline = geode(t.home, "timeline", _session(head), "--json")
+    assert timeline.returncode == 0, timeline.stderr
+    assert "run_bash" in timeline.stdout and secret not in timeline.stdout
+    logs = [f for f in t.home.logs_dir.rglob("*") if f.is_file()]
+    assert logs and not [f for f in logs if secret.encode() in f.read_bytes()]
+
+
+def test_always_covers_only_that_exact_command(term: tuple[Term, ScriptedServer, Path]) -> None:
+    """"a" on `ls -la` (the prompt says: this exact command) approves `ls -la` again, never `ls /etc` nor
+    `bash -c …` (was: every later run_bash of the session)."""
+    t, _server, ws = term
+    t.start("always")
+    t.wait("always", "type a prompt")
+    t.type("always", "bash ls")
+    screen = t.wait("always", "◆ Approval · run_bash")
+    assert "a always covers: this exact command" in screen
+    t.type("always", "a")
+    t.wait("always", "⎿ run_bash · exit 0")
+    t.type("always", "bash lsetc")
+    t.wait("always", "◆ Approval · run_bash", times=2)
+    t.type("always", "n")
+    t.wait("always", "⎿ run_bash ✗")
+    t.type("always", "bash bashc")
+    t.wait("always", "◆ Approval · run_bash", times=3)
+    t.type("always", "n")
+    t.wait("always", "⎿ run_bash ✗", times=2)
+    assert not (ws / "flag_bashc").exists()
+    t.type("always", "bash ls")
+    screen = t.wait("always", "⎿ run_bash · exit 0", times=2)
+    assert screen.count("◆ Approval · run_bash") == 3  # the exact command again: remembered
+    t.type("always", "exit")
+
+
+def _assert_trap_escaped(t: Term, name: str) -> None:
+    screen = t.wait(name, "◆ Approval · write_file")
+    assert "see^[[8m hidden ^[]52;c;ZXZpbA==\\x07^[]0;pwned\\x07^[[2J\\x9b31m end" in screen
+    styled = t.screen(name, styled=True)
+    assert "\x1b[8m" not in styled and "\x1b[2J" not in styled  # nothing concealed below the reply
+    assert t.tmux("display-message", "-p", "-t", name, "#{pane_title}").strip() != "pwned"
+    assert "evil" not in t.tmux("list-buffers")  # OSC 52 did not reach the clipboard
+
+
+def test_model_terminal_sequences_are_shown_escaped_in_chat_and_ask(
+    term: tuple[Term, ScriptedServer, Path],
+) -> None:
+    """A reply with conceal, OSC 52, title and clear-screen sequences is printed escaped and the approval
+    prompt after it is visible, in the chat and in `geode ask`; `geode ask` shows the whole command too and
+    Enter denies it there."""
+    t, _server, ws = term
+    t.tmux("start-server")
+    t.tmux("set-option", "-s", "set-clipboard", "on")  # an OSC 52 write would make a paste buffer
+    t.start("trap")
+    t.wait("trap", "type a prompt")
+    t.type("trap", "trap")
+    _assert_trap_escaped(t, "trap")
+    t.type("trap", "n")
+    t.wait("trap", "⎿ write_file ✗")
+    t.type("trap", "exit")
+    t.start("asktrap", "ask", "trap")
+    _assert_trap_escaped(t, "asktrap")
+    t.enter("asktrap")
+    t.wait("asktrap", "⎿ write_file ✗")
+    t.start("asklong", "ask", "bash long")
+    screen = t.wait("asklong", "(Enter denies")
+    assert "".join(_shown_request(screen).split()) == _whole(commands(ws)["long"])
+    t.enter("asklong")
+    t.wait("asklong", "⎿ run_bash ✗")
+    assert not (ws / "trap.txt").exists() and not (ws / "flag_long").exists()
