@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from geode.config_file import read_config
 from geode.config_schema import DOMAIN_SCHEMAS, OPEN_SECTIONS, Schema, loc_path
-from geode.protocol.errors import GeodeError
+from geode.protocol.errors import ConfigError, GeodeError
 
 TOP_LEVEL_SCALARS = {"model": str}  # the only key allowed outside a table
 Validator = Callable[[dict[str, Any]], object]  # raises GeodeError (ConfigError) on a bad config
@@ -27,6 +27,7 @@ class ConfigReport:
     config: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    source: bytes = b""  # the file's bytes as checked (the running tree's last good copy when ok)
 
     @property
     def ok(self) -> bool:
@@ -58,15 +59,10 @@ def check_file(
     """Read and check ``path``; an absent file is the empty (default) config."""
     report = ConfigReport(path)
     try:
-        with open(path, "rb") as f:
-            report.config = tomllib.load(f)
-    except FileNotFoundError:
-        return report
-    except tomllib.TOMLDecodeError as exc:
-        report.errors.append(f"{path}: invalid TOML: {exc}; fix the syntax (see config/geode.toml)")
-        return report
-    except OSError as exc:
-        report.errors.append(f"{path}: cannot read: {exc}")
+        report.config, report.source = read_config(path)
+    except ConfigError as exc:
+        fix = "; fix the syntax (see config/geode.toml)" if "invalid TOML" in exc.message else ""
+        report.errors.append(exc.message + fix)
         return report
     check_config(report, schemas=schemas, validators=validators)
     return report

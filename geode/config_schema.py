@@ -70,6 +70,7 @@ class BashSection(BaseModel):
 
     cpu_s: int | None = Field(default=BashLimits.cpu_s, ge=1)
     fsize_bytes: int = Field(default=BashLimits.fsize_bytes, ge=1)
+    pid_namespace: bool = BashLimits.pid_namespace  # false: no PID namespace per call (weaker; said so)
 
 
 def _allow_entries(value: list[str]) -> list[str]:
@@ -92,6 +93,12 @@ class DelegateSection(BaseModel):
     max_timeout_s: float = Field(default=600.0, gt=0, le=3600)
 
 
+class SendMessageSection(BaseModel):
+    """``[tools.send_message]``: at most this many send_message posts per turn (``SendRule``)."""
+
+    max_per_turn: int = Field(default=10, ge=0, le=1000)
+
+
 class ToolsSection(BaseModel):
     """``[tools]`` (read by ``actors/executor.py``)."""
 
@@ -101,6 +108,7 @@ class ToolsSection(BaseModel):
     bash: BashSection = BashSection()
     web_fetch: WebFetchSection = WebFetchSection()
     delegate: DelegateSection = DelegateSection()
+    send_message: SendMessageSection = SendMessageSection()
 
 
 class VendorSection(BaseModel):
@@ -239,8 +247,11 @@ class GeodeConfig(BaseModel):
 
     @classmethod
     def from_home(cls, home: Any) -> Self:
-        """``$GEODE_HOME/config.toml`` (a :class:`~geode.home.GeodeHome`), typed."""
-        return cls.from_raw(home.load_config())
+        """``$GEODE_HOME/config.toml`` (a :class:`~geode.home.GeodeHome`), typed; a broken file (a bad value
+        too) is the running tree's last good config, else a one-line ``ConfigError`` naming the file."""
+        from geode.config_file import serving
+
+        return serving(home, cls.from_raw)
 
     def computer_use_in_daemon(self) -> bool:
         """``[daemon]`` or ``[gateway]`` ``allow_computer_use = true`` (a literal ``true`` only)."""

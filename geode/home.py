@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,14 +124,11 @@ class GeodeHome:
         return ep
 
     def load_config(self) -> dict[str, Any]:
-        """The global ``config.toml`` as a dict (empty when absent). A broken file is a ConfigError."""
-        try:
-            with open(self.config_file, "rb") as f:
-                return tomllib.load(f)
-        except FileNotFoundError:
-            return {}
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{self.config_file}: invalid TOML: {exc}") from exc
+        """The global ``config.toml`` as a dict (empty when absent). A broken file (not UTF-8, bad TOML) is
+        the running tree's last good config (``geode.config_file.serving``), else a one-line ConfigError."""
+        from geode.config_file import serving
+
+        return serving(self, dict)
 
     def load_dotenv(self) -> dict[str, str]:
         """Secrets from ``$GEODE_HOME/.env`` (KEY=VALUE lines; quotes stripped). Never logged."""

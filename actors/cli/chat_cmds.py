@@ -127,7 +127,12 @@ def run_ask(
     """``geode ask`` and ``geode -p``: one prompt, streamed, then exit with the turn's code."""
     from actors.cli.reattach import TurnContinues
     from actors.cli.render import Renderer, ask_terminal
+    from geode.lone_surrogates import undecodable
 
+    bad = undecodable(prompt)  # argv bytes that are not UTF-8 (surrogateescape): say so, send nothing
+    if bad:
+        typer.echo(f"geode: the prompt is not UTF-8 text ({bad}); nothing was sent", err=True)
+        raise typer.Exit(EXIT_USAGE)
     home = GeodeHome.from_env()
     tty = sys.stdin.isatty()
     renderer = Renderer(quiet=as_json)

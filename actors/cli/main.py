@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:  # imported in build_app: `geode mcp` answers its host before typer is loaded
     import typer
 
+EXIT_CONFIG = 78  # EX_CONFIG: a command whose config is broken
 HOT_ENV = "GEODE_CLI_HOT"  # "0": `geode ask` and the chat go through the typer app too (tests compare both)
 
 # Command modules, each exposing ``register(app: typer.Typer) -> None``.
@@ -130,9 +131,17 @@ def main() -> None:
         from actors.cli.mcp_cmds import main as mcp_main
 
         raise SystemExit(mcp_main(argv[1:]))
-    if os.environ.get(HOT_ENV, "1") != "0" and _run_hot(argv):
-        return
-    build_app()(args=optional_resume(argv), prog_name="geode")
+    from actors.cli.config_note import note_broken_config
+    from geode.protocol.errors import ConfigError
+
+    try:
+        note_broken_config(argv)
+        if os.environ.get(HOT_ENV, "1") != "0" and _run_hot(argv):
+            return
+        build_app()(args=optional_resume(argv), prog_name="geode")
+    except ConfigError as exc:  # a config a command needs is broken: its one line, never a traceback
+        print(f"geode: {exc.message or exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
 
 
 if __name__ == "__main__":

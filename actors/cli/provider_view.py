@@ -75,6 +75,7 @@ def reload_daemon(home: GeodeHome, *, echo: Callable[..., None], wait_s: float =
     from actors.loop_worker import RELOAD_STAMP
     from actors.tree.client import is_running
     from actors.tree.config_sections import check_home_config
+    from geode.config_file import remember_good
     from geode.providers.live import daemon_view
 
     if not is_running(home):
@@ -88,6 +89,7 @@ def reload_daemon(home: GeodeHome, *, echo: Callable[..., None], wait_s: float =
             echo(f"geode reload: {line}", err=True)
         echo("geode reload: config not re-read; the daemon keeps its current one", err=True)
         return EXIT_CONFIG
+    remember_good(home, report.source)  # the tree's fallback while the file is broken from now on
     asked = time.time()
     stamp = home.run_dir / RELOAD_STAMP
     stamp.write_text(f"{asked:.6f}\n")

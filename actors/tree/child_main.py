@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from actors.bus import Bus
     from actors.tree import process_logging
+    from actors.tree.config_sections import TreeSettings
     from actors.tree.peer_exits import fail_calls_on_exit
     from actors.tree.registry import ChildContext, build_child
     from geode.home import GeodeHome
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bus = Bus(bus_name(name), incarnation, home).start()  # ``HOST/<name>`` on a worker host
     fail_calls_on_exit(bus, name)  # a store call in flight when the store dies is retried at once
-    ctx = ChildContext(name, incarnation, home, home.load_config())
+    ctx = ChildContext(name, incarnation, home, TreeSettings.from_home(home).raw)  # broken: the last good
     try:
         hosted = build_child(bus, ctx)
     except GeodeError as exc:  # a named start-up failure (store cannot open, bad config): say why, exit 75

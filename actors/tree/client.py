@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from actors.bus import Bus
+from actors.bus.endpoints import Endpoints
 from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from geode.protocol import runtime
-from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
+from geode.protocol.errors import ConfigError, GeodeError, RequestTimeout, Unavailable
 
 ENDPOINT = "supervisor"
 
@@ -27,11 +28,20 @@ _buses = itertools.count(1)
 def client_bus(home: GeodeHome) -> Iterator[Bus]:
     """A short-lived bus. Its name (the DEALER routing id) is unique per bus, not per process: two at once
     under one id would make the supervisor's ROUTER (ROUTER_HANDOVER) send one's replies to the other."""
-    bus = Bus(f"cli-{os.getpid()}-{next(_buses)}", 1, home).start()
+    bus = Bus(f"cli-{os.getpid()}-{next(_buses)}", 1, home, endpoints=_endpoints(home)).start()
     try:
         yield bus
     finally:
         bus.stop()
+
+
+def _endpoints(home: GeodeHome) -> Endpoints:
+    """The home's endpoints; with a broken config and no last good one, the defaults (ipc under the home's
+    run directory, where the supervisor listens): `geode stop`, `status`, `restart` never need the file."""
+    try:
+        return Endpoints.from_config(home)
+    except ConfigError:
+        return Endpoints(home)
 
 
 def is_running(home: GeodeHome) -> bool:

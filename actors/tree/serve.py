@@ -19,6 +19,7 @@ from actors.tree.single_process import SingleProcessTree
 from actors.tree.supervisor import Supervisor
 from actors.tree.worker_role import WorkerRole
 from actors.tree.zygote import WARM_ENV
+from geode.config_file import remember_good
 from geode.home import GeodeHome
 from geode.private_dir import tighten_file
 from geode.protocol.errors import GeodeError
@@ -65,6 +66,7 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     settings, report = start_settings(home, prog="geode serve")
     if settings is None:
         return EXIT_CONFIG
+    remember_good(home, report.source)  # what the tree serves on while the file is broken later
     role = WorkerRole.from_env()
     refusal = _tcp_refusal(home, settings, role, single_process)
     if refusal:

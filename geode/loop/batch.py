@@ -11,6 +11,7 @@ from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.faults import fault
+from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
@@ -74,6 +75,16 @@ def over_cap_result(call: ToolCall | ToolUseBlock, cap: int) -> ToolResult:
     return ToolResult.error(
         tc, f"too many tool calls in one reply: only the first {cap} run", "too_many_tool_calls"
     )
+
+
+def not_unicode_result(call: ToolUseBlock, where: str) -> ToolResult:
+    """The error tool_result of a call whose arguments are not valid Unicode (a lone surrogate): not run."""
+    tc = ToolCall(id=call.id, name=call.name, input=call.input)
+    why = (
+        f"argument {where!r} is not valid Unicode (it has a lone surrogate): the call did not run; "
+        "send the text without it (a file whose name is not UTF-8 cannot be named by a tool)"
+    )
+    return ToolResult.error(tc, why, "invalid_tool_input")
 
 
 def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> PendingBatch:
@@ -285,8 +296,11 @@ def process_batch(
     over = calls[cap:]
     if over:
         log.warning("turn %s: %d tool calls in one reply, only %d run", state.turn_id, len(calls), cap)
-    state.history.append(assistant_message(snapshot, text, calls, cap if over else 0))
-    calls = calls[:cap]
+    bad = {c.id: where for c in calls if (where := first_lone_surrogate(c.input))}  # not valid Unicode
+    calls = tuple(c.model_copy(update={"input": escape_tree(c.input)}) if c.id in bad else c for c in calls)
+    state.history.append(assistant_message(snapshot, escape_text(text), calls, cap if over else 0))
+    refused = [c for c in calls[:cap] if c.id in bad]  # answered below, never sent to the executor
+    calls = tuple(c for c in calls[:cap] if c.id not in bad)
     try:
         seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
     except CheckpointUnavailable as exc:
@@ -306,6 +320,7 @@ def process_batch(
     for (ctx, _), r in zip(jobs, results, strict=True):  # Verify escalates even before the store marks it
         if r.error_type == "effect_outcome_uncertain" and ctx.operation_id not in state.unresolved:
             state.unresolved.append(ctx.operation_id)
+    results += [not_unicode_result(c, bad[c.id]) for c in refused]
     results += [over_cap_result(c, cap) for c in over]  # every tool_use gets its tool_result
     state.history.append(results_message(results, settings))
     tripped: Terminal | None = None

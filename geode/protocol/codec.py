@@ -7,6 +7,7 @@ from typing import Any
 import msgpack
 from pydantic import ValidationError
 
+from geode.lone_surrogates import escape_tree
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
 
@@ -15,8 +16,12 @@ MAX_FRAME_BYTES = 1024 * 1024  # 1 MiB: the bus and control-socket cap
 
 def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
     """Pack an envelope; refuses one larger than ``max_frame`` (a sender-side ``BadRequest``)."""
+    obj = env.model_dump(by_alias=True, exclude_none=True)
     try:
-        data = msgpack.packb(env.model_dump(by_alias=True, exclude_none=True), use_bin_type=True)
+        try:
+            data = msgpack.packb(obj, use_bin_type=True)
+        except UnicodeEncodeError:  # a lone surrogate (model text, a file name's byte): sent escaped
+            data = msgpack.packb(escape_tree(obj), use_bin_type=True)
     except (TypeError, OverflowError, ValueError) as exc:
         raise BadRequest(f"body is not encodable: {exc}") from exc
     if len(data) > max_frame:

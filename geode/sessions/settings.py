@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from geode.home import GeodeHome
 from geode.providers.selection import resolve_settings
@@ -30,20 +30,21 @@ def current_model(
     on every call, so a running daemon honours config edits. A bad config raises ``ConfigError``.
     """
     env = os.environ if env is None else env
-    cfg = home.load_config()
+    typed = _from_home(home)  # a broken file: the running tree's last good config
+    cfg = typed.raw
     settings = resolve_settings(override, home=home, env=env, config=cfg)
     if override:
         origin = "override"
     elif env.get("GEODE_MODEL"):
         origin = "env"
-    elif _typed(cfg).providers.model:
+    elif typed.providers.model:
         origin = "config"
     else:
         origin = "default"
     return ModelChoice(settings.model, settings.provider, origin)
 
 
-def _typed(cfg: Mapping[str, Any]) -> GeodeConfig:
+def _from_home(home: GeodeHome) -> GeodeConfig:
     from geode.config_schema import GeodeConfig  # lazy: the schema imports the control core, which imports us
 
-    return GeodeConfig.from_raw(cfg)
+    return GeodeConfig.from_home(home)

@@ -1,0 +1,95 @@
+"""Reading ``config.toml``: one-line errors naming file, line and byte, and the daemon's last good copy.
+
+A running tree keeps serving on the last config that passed the full check (``geode serve`` at start,
+``geode reload``): that copy is kept in the home's private run directory, so a child restarted while the
+file is broken starts on it too. Each process logs a broken file once per distinct error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from geode.protocol.errors import ConfigError
+
+if TYPE_CHECKING:
+    from geode.home import GeodeHome
+
+log = logging.getLogger("geode.config")
+LAST_GOOD = "config.good.toml"  # under the run directory (0700): the last config the full check passed
+T = TypeVar("T")
+_logged: set[str] = set()
+
+
+def parse_config(raw: bytes, path: Path | str) -> dict[str, Any]:
+    """``raw`` as TOML; not UTF-8 or bad syntax is a one-line ``ConfigError`` naming ``path``, line, byte."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        bad = raw[exc.start : exc.end].hex(" ")
+        raise ConfigError(
+            f"{path}: line {line}, byte {exc.start}: not UTF-8 (0x{bad}); save the file as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message ends "(at line L, column C)"
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def read_config(path: Path) -> tuple[dict[str, Any], bytes]:
+    """The parsed file and its bytes (``({}, b"")`` when absent); a problem is a one-line ``ConfigError``."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, b""
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_config(raw, path), raw
+
+
+def last_good_path(home: GeodeHome) -> Path:
+    return home.run_dir / LAST_GOOD
+
+
+def remember_good(home: GeodeHome, raw: bytes) -> None:
+    """Keep ``raw`` (a config the full check passed) as the one a broken file falls back to."""
+    home.ensure_run_dir()
+    target = last_good_path(home)
+    tmp = target.with_name(f".{LAST_GOOD}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(raw)
+    os.replace(tmp, target)
+
+
+def last_good(home: GeodeHome) -> dict[str, Any] | None:
+    """The last good config of this home's tree, or None when there is none (or it cannot be read)."""
+    try:
+        raw = last_good_path(home).read_bytes()
+        return parse_config(raw, last_good_path(home))
+    except (OSError, ConfigError):
+        return None
+
+
+def serving(home: GeodeHome, build: Callable[[dict[str, Any]], T]) -> T:
+    """``build`` of the config file as it is now; when it is broken (unreadable, not TOML, a bad value) and
+    this home's tree has a last good config, ``build`` of that one, with one log line per distinct error.
+    With no last good config the ``ConfigError`` is raised (``geode serve`` refuses to start)."""
+    try:
+        return build(read_config(home.config_file)[0])
+    except ConfigError as exc:
+        message = exc.message or str(exc)
+        if not message.startswith(str(home.config_file)):
+            message = f"{home.config_file}: {message}"
+        good = last_good(home)
+        if good is None:
+            raise ConfigError(message) from None
+        if message not in _logged:
+            _logged.add(message)
+            log.warning("config: %s; keeping the last good config (fix it, then geode reload)", message)
+        return build(good)
