@@ -7,7 +7,8 @@ also connects to ``lanes`` as a peer named ``control``: turn streams arrive ther
 
 Only the daemon's own user connects: the socket is 0600 in a 0700 directory we own (checked at bind, else
 the child refuses to start), and a ZAP handler on the socket's own context admits a peer only when the
-kernel's credentials of its ipc connection (libzmq's SO_PEERCRED address ``:uid:gid:pid``) carry our uid.
+kernel's credentials of its ipc connection (libzmq's SO_PEERCRED address ``:uid:gid:pid``) carry our uid
+and its pid is no process of a run_bash call (``bash_peers``: an approved command never drives the daemon).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from geode.protocol.dispatch import Dispatch
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
+from geode.tools.builtin.bash_peers import run_bash_membership
 from geode.tools.catalogue_plans import CataloguePlans
 
 if TYPE_CHECKING:
@@ -67,20 +69,38 @@ def peer_uid(address: bytes) -> int | None:
     return int(parts[1])
 
 
+def peer_pid(address: bytes) -> int | None:
+    """The pid in the same address (0: the peer is in no descendant of our PID namespace)."""
+    parts = address.decode(errors="replace").rsplit(":", 3)
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
+
+
 class PeerGate(ZapResponder):
-    """ZAP (RFC 27) for the control socket: a connecting peer must run as the daemon's uid."""
+    """ZAP (RFC 27) for the control socket: a connecting peer must run as the daemon's uid, outside every
+    run_bash call."""
 
     refusal = b"wrong user"
 
     def __init__(self, ctx: zmq.Context, uid: int | None = None) -> None:  # type: ignore[type-arg]
         self.uid = os.getuid() if uid is None else uid
         self.rejected = 0
+        self.refused_calls = 0  # peers of our uid inside a run_bash call
+        self._logged: set[int | None] = set()
         super().__init__(ctx)
 
     def decide(self, frames: list[bytes]) -> bytes | None:
-        uid = peer_uid(frames[3] if len(frames) > 3 else b"")
+        address = frames[3] if len(frames) > 3 else b""
+        uid, pid = peer_uid(address), peer_pid(address)
         if uid is not None and uid == self.uid:
-            return str(uid).encode()
+            why = run_bash_membership(pid) if pid is not None else "no pid in its credentials"
+            if why is None:
+                return str(uid).encode()
+            self.refused_calls += 1
+            if pid not in self._logged:  # once per peer process: a reconnecting client does not flood the log
+                self._logged = self._logged if len(self._logged) < 1000 else set()
+                self._logged.add(pid)
+                log.warning("control socket: refused pid %s (uid %d): %s", pid, uid, why)
+            return None
         self.rejected += 1
         if self.rejected == 1 or self.rejected % 100 == 0:  # a retrying peer does not flood the log
             log.warning("control socket: refused uid %s (only uid %d connects)", uid, self.uid)

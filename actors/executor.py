@@ -111,7 +111,9 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
     """Compose the executor from the typed ``[tools]`` section and the config's ``[hooks]`` tables."""
     cfg = ctx.config  # the file as read: the free-form [hooks] tables and [daemon]/[gateway] for approvals
     tools = ctx.settings.tools
-    limits = BashLimits(cpu_s=tools.bash.cpu_s, fsize_bytes=tools.bash.fsize_bytes)
+    limits = BashLimits(
+        cpu_s=tools.bash.cpu_s, fsize_bytes=tools.bash.fsize_bytes, pid_namespace=tools.bash.pid_namespace
+    )
     hooks = HookRunner(load_hooks(cfg, base_dir=ctx.home.root))
     # a call without a session workspace never falls back to the daemon's cwd
     default_ws = Path(tools.default_workspace or ctx.home.root / "workspace").expanduser()

@@ -19,6 +19,7 @@ import pytest
 
 from geode.home import GeodeHome
 from tests.actors.tree_kit import geode, geode_popen, scripted_tree, status_children, wait_for
+from tests.processes import kill_bash_calls_in
 
 SLOW = "echo $$ > pgid; echo run >> runs.log; sleep 30; echo done >> runs.log"
 
@@ -67,12 +68,7 @@ def tree(tmp_path: Path) -> Iterator[tuple[GeodeHome, Path]]:
         try:
             yield home, ws
         finally:
-            pgid = ws / "pgid"  # the orphaned bash group of the killed executor: its outcome was never known
-            if pgid.exists():
-                try:
-                    os.killpg(int(pgid.read_text()), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
+            kill_bash_calls_in(ws)  # the orphaned call of the killed executor: its outcome was never known
 
 
 def _geode(home: GeodeHome, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -24,6 +24,7 @@ from geode.tools.executor_client import ExecutorClient
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 from tests.actors.tree_kit import ROOT, make_home, serve, stop, wait_for
 from tests.multihost.ports import free_base_port
+from tests.processes import kill_bash_calls_in
 from tests.tools.executor_tree import ALLOW_ALL, bound_executor
 
 
@@ -136,7 +137,4 @@ def test_killing_the_remote_mid_command_makes_the_effect_uncertain_and_it_never_
         assert runs.read_text() == "run\n"  # ran once, never re-sent
     finally:
         if pgid:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_bash_calls_in(h.remote_ws)

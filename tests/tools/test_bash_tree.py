@@ -1,12 +1,17 @@
 """A real `geode serve` tree whose scripted model proposes run_bash (issue 10): finding 1, a "read-only"
 pipeline (`cat payload | sort --compress-program=sh`) no longer runs without a person, so `geode ask` without
 a terminal denies it and nothing is written; finding 3, with --dangerously-skip-permissions `setsid`,
-`setsid -f` and double forks leave no process once the call returns; and the shell sees no secret."""
+`setsid -f` and double forks leave no process once the call returns; and the shell sees no secret. Issue
+26: a process that leaves the call's cgroup, drops its environment and kills its subreaper still dies with
+the call (its PID namespace); a command cannot drive the daemon through the control socket; with
+`[tools.bash] pid_namespace = false` the result says the call ran without one."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +22,8 @@ import pytest
 
 from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
+from geode.tools.builtin.bash_containment import cgroup2_mount
+from tests.actors.tree_kit import ROOT, children, geode, scripted_tree, tool_results, wait_children, wait_for
 
 PREFIX = "run: "
 
@@ -111,3 +117,104 @@ def test_the_shell_sees_no_secret_and_no_home(rig: Rig) -> None:
     [result] = tool_results(rig.model, tag)
     assert "end-of-env" in result and "PATH=" in result, result
     assert "sk-test-key" not in result and "GEODE_HOME=" not in result and str(rig.home.root) not in result
+
+
+def _kill_left(marker: str) -> None:
+    for pid in _left_behind(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# a `setsid env -i` child moves itself to the root cgroup, walks up its ancestry to the call's subreaper
+# and SIGKILLs it, then sleeps; the shell waits until it did all that, then ends the call (the pattern's
+# [r] keeps it from matching the shell, whose command line holds this text)
+ESCAPE = (
+    'setsid env -i /bin/sh -c \'{move} p=$$; while [ "$p" -gt 0 ]; do p=$(cut -d" " -f4 /proc/$p/stat); '
+    'case "$(tr "\\0" " " < /proc/$p/cmdline)" in *bash_subreape[r].py*) kill -9 $p; break;; esac; done; '
+    "touch {flag}; exec sleep {marker}' & "
+    "i=0; while [ ! -e {flag} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo probe-{marker}"
+)
+
+
+def test_an_escaped_process_that_kills_its_subreaper_still_dies_with_the_call(rig: Rig) -> None:
+    marker = f"300.{os.getpid()}{uuid.uuid4().int % 10**6:06d}"
+    root = cgroup2_mount()
+    move = f"echo 0 > {root}/cgroup.procs;" if root is not None else ""
+    flag = rig.outside / f"escaped-{marker}"
+    tag = f"esc-{uuid.uuid4().hex[:8]}"
+    try:
+        _ask(
+            rig,
+            f"{tag} {PREFIX}{ESCAPE.format(move=move, flag=flag, marker=marker)}",
+            "--dangerously-skip-permissions",
+        )
+        assert flag.exists(), "the probe did not run"
+        wait_for(lambda: _left_behind(marker) == [], timeout_s=5, what="the escaped process to die")
+        [result] = tool_results(rig.model, tag)
+        assert f"probe-{marker}" in result and "pid_namespace" in result, result
+    finally:
+        _kill_left(marker)
+
+
+def test_a_command_cannot_drive_the_daemon_through_the_control_socket(rig: Rig) -> None:
+    """The probe of issue 26: an approved command runs `geode ask --dangerously-skip-permissions` against the
+    daemon's home; control refuses the connection (it is inside a run_bash call) and logs it."""
+    inner, target = f"inner-{uuid.uuid4().hex[:8]}", rig.outside / f"ctl-{uuid.uuid4().hex[:8]}"
+    log = rig.home.logs_dir / "control.log"
+    said = "inside a run_bash call"
+    cli = (
+        f"n0=$(grep -c '{said}' {log} 2>/dev/null); GEODE_HOME={rig.home.root} PYTHONPATH={ROOT} "
+        f"{sys.executable} -m actors.cli.main ask '{inner} {PREFIX}touch {target}' "
+        "--dangerously-skip-permissions --json & c=$!; i=0; "  # until control logged its refusal (or 15 s)
+        f'while [ "$(grep -c \'{said}\' {log} 2>/dev/null)" -le "${{n0:-0}}" ] && [ $i -lt 300 ]; '
+        "do sleep 0.05; i=$((i+1)); done; sleep 1; kill $c 2>/dev/null; wait $c; echo cli-rc=$?"
+    )
+    tag = f"ctl-{uuid.uuid4().hex[:8]}"
+    _ask(rig, f"{tag} {PREFIX}{cli}", "--dangerously-skip-permissions")
+    [result] = tool_results(rig.model, tag)
+    assert "cli-rc=" in result and "cli-rc=0" not in result, result
+    assert not target.exists()
+    assert not _asked(rig, inner), "the inner turn reached the model"
+    text = log.read_text()
+    assert "control socket: refused pid" in text and f"{said}'s PID namespace" in text, text[-2000:]
+
+
+def _asked(rig: Rig, marker: str) -> bool:
+    """Whether a conversation whose first message starts with ``marker`` reached the model."""
+    for r in rig.model.requests:
+        msgs = r.body.get("messages", []) if isinstance(r.body, dict) else []
+        first = msgs[0].get("content") if msgs else ""
+        text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first or [])
+        if text.startswith(marker):
+            return True
+    return False
+
+
+def _restart_executor(rig: Rig) -> None:
+    before = children(rig.home)["executor"].incarnation
+    r = geode(rig.home, "restart", "executor", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_children(
+        rig.home,
+        lambda k: k["executor"].state == "running" and k["executor"].incarnation > before,
+        timeout_s=60,
+    )
+
+
+def test_without_a_pid_namespace_the_result_says_so(rig: Rig) -> None:
+    cfg = rig.home.config_file.read_text()
+    rig.home.config_file.write_text(cfg + "\n[tools.bash]\npid_namespace = false\n")
+    try:
+        _restart_executor(rig)
+        tag = f"nons-{uuid.uuid4().hex[:8]}"
+        _ask(rig, f"{tag} {PREFIX}echo $$", "--dangerously-skip-permissions")
+        [result] = tool_results(rig.model, tag)
+        body = json.loads(json.loads(result)["content"])
+        assert body["containment"] == "subreaper", body
+        assert "without a PID namespace (turned off: [tools.bash] pid_namespace = false)" in body["note"]
+        assert body["stdout"].strip() == str(body["pgid"])  # the shell's own pid: no namespace of its own
+    finally:
+        rig.home.config_file.write_text(cfg)
+        _restart_executor(rig)

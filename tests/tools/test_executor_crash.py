@@ -16,6 +16,7 @@ from geode.home import GeodeHome
 from geode.records.store_client import StoreClient
 from geode.tools.spec import ToolCall
 from tests.actors.tree_kit import children, geode, wait_children, wait_for
+from tests.processes import kill_bash_calls_in
 from tests.tools.executor_tree import allow_all_tree, bound_executor, fire
 
 
@@ -29,7 +30,6 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
     ws = tmp_path / "ws"
     ws.mkdir()
     bus = Bus("crash-test", 1, tree).start()
-    pgid_file = ws / "pgid"
     try:
         client, ctx = bound_executor(bus, ws, "crash-s", "op-crash-1")
         store = StoreClient(bus.transport, timeout_s=5)
@@ -70,9 +70,5 @@ def test_sigkill_mid_handler_leaves_an_uncertain_receipt(tree: GeodeHome, tmp_pa
         )
         assert not ok.is_error, ok
     finally:
-        if pgid_file.exists():
-            try:
-                os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+        kill_bash_calls_in(ws)
         bus.stop()

@@ -2,8 +2,9 @@
 
 The boundary is the approval (run_bash always asks in IPC/REPL; modes without a person deny it), the
 environment (``bash_env.shell_env``: no provider/messenger keys, nothing from ``$GEODE_HOME/.env``, no
-``GEODE_*``) and containment (``bash_containment``: a cgroup v2 per call, else a token/ancestry walk under a
-child subreaper; nothing of the call outlives it). Plus rlimits (CPU, file size), capped output, a deadline.
+``GEODE_*``) and containment (a PID namespace per call where one can be made, see ``bash_subreaper``; a
+cgroup v2 per call for accounting; a token/ancestry walk; nothing of the call outlives it). Plus rlimits
+(CPU, file size), capped output, a deadline.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class BashLimits:
     fsize_bytes: int = 50 * 1024 * 1024
     grace_s: float = GRACE_S
     cgroup: bool = True  # False: contain by the token/ancestry walk alone (the fallback, also used in tests)
+    pid_namespace: bool = True  # False: no PID namespace ([tools.bash] pid_namespace = false; the fallback)
+
+
+NO_PIDNS_NOTE = (
+    "run without a PID namespace ({why}): a process of this command that leaves its cgroup, drops its "
+    "environment and kills its subreaper can outlive the call"
+)
 
 
 def clamp_timeout(args: dict[str, Any]) -> int:
@@ -119,7 +127,8 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     notes: GroupNotes | None = env.service("bash_groups")  # survives us: a new executor enforces the deadline
     token = GroupNotes.new_token()
     box = CallBox.open(token, use_cgroup=limits.cgroup)
-    proc, pgid, gate = _start(command, wrapper_args(limits, timeout), env, token, box)
+    ulimits = wrapper_args(limits, timeout)
+    proc, pgid, gate, mode = _start(command, ulimits, env, token, box, limits.pid_namespace)
     out, err = _Capped(proc.stdout, STDOUT_CAP), _Capped(proc.stderr, STDERR_CAP)  # type: ignore[arg-type]
     timed_out = cancelled = False
     noted = None
@@ -153,7 +162,10 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         "stdout_truncated": out_cut,
         "stderr_truncated": err_cut,
         "pgid": pgid,
+        "containment": "pid_namespace" if box.init is not None else "subreaper",
     }
+    if box.init is None:
+        body["note"] = NO_PIDNS_NOTE.format(why=_why(mode))
     if proc.returncode is not None and proc.returncode < 0:
         body["signal"] = signal.Signals(-proc.returncode).name
     if cancelled:
@@ -170,15 +182,44 @@ def wrapper_args(limits: BashLimits, timeout: int) -> tuple[int, int]:
     return limits.cpu_s or timeout, max(1, limits.fsize_bytes // 1024)
 
 
+def _why(mode: str) -> str:
+    if mode == "off":
+        return "turned off: [tools.bash] pid_namespace = false"
+    return "none could be made here: " + mode.removeprefix("none:")
+
+
 def _start(
-    command: str, ulimits: tuple[int, int], env: ToolEnv, token: str, box: CallBox
-) -> tuple[subprocess.Popen[bytes], int, _Gate]:
-    """Start the call's subreaper with the shell waiting at its gate; returns (subreaper, shell pid, gate)."""
+    command: str, ulimits: tuple[int, int], env: ToolEnv, token: str, box: CallBox, pidns: bool
+) -> tuple[subprocess.Popen[bytes], int, _Gate, str]:
+    """Start the call's subreaper with the shell waiting at its gate: (subreaper, shell pid, gate, mode).
+
+    With ``pidns``, in a PID namespace of its own; where its init could not be set up (``none:...``), the
+    call starts again without one (the mode says why)."""
+    proc, shell, init, gate, mode = _spawn(command, ulimits, env, token, box, pidns)
+    if pidns and shell == 0 and mode.startswith("none:"):
+        log.warning("run_bash: no PID namespace for this call (%s); contained by its subreaper", mode[5:])
+        with proc:
+            proc.wait()
+        proc, shell, init, gate, _ = _spawn(command, ulimits, env, token, box, False)
+    if shell == 0:
+        gate.close()
+        with proc:  # kills, then closes its pipes and reaps it on the way out
+            proc.kill()
+        box.close()
+        raise ToolFailure("The shell could not be started.", "bash_start_failed")
+    box.init = init or None
+    return proc, shell, gate, mode
+
+
+def _spawn(
+    command: str, ulimits: tuple[int, int], env: ToolEnv, token: str, box: CallBox, pidns: bool
+) -> tuple[subprocess.Popen[bytes], int, int, _Gate, str]:
     gate_r, gate_fd = os.pipe()
     report_r, report_w = os.pipe()
     gate = _Gate(gate_fd)
     wrapper = _WRAPPER.format(cpu=ulimits[0], fsize_kb=ulimits[1], fd=gate_r)
-    argv = [sys.executable, "-I", "-S", SUBREAPER, str(report_w), "/bin/bash", "-c", wrapper]
+    ns = "pidns" if pidns else "nopidns"
+    argv = [sys.executable, "-I", "-S", SUBREAPER, str(report_w), ns, "/bin/bash", "-c", wrapper]
     try:
         proc = subprocess.Popen(
             [*argv, "geode-bash", command],
@@ -197,26 +238,29 @@ def _start(
     finally:
         os.close(gate_r)
         os.close(report_w)
-    shell = _read_pid(report_r, 10.0)
-    if shell is None:
+    shell, init, mode = _read_report(report_r, 10.0)
+    if shell == 0:
         gate.close()
-        with proc:  # kills, then closes its pipes and reaps it on the way out
-            proc.kill()
-        box.close()
-        raise ToolFailure("The shell could not be started.", "bash_start_failed")
-    return proc, shell, gate
+    return proc, shell, init, gate, mode
 
 
-def _read_pid(fd: int, timeout_s: float) -> int | None:
+def _read_report(fd: int, timeout_s: float) -> tuple[int, int, str]:
+    """The subreaper's line ``<shell pid> <init pid or 0> <mode>``; (0, 0, ...) when none came in time."""
+    raw, end = b"", time.monotonic() + timeout_s
     try:
-        ready, _, _ = select.select([fd], [], [], timeout_s)
-        raw = os.read(fd, 32) if ready else b""
+        while not raw.endswith(b"\n") and (left := end - time.monotonic()) > 0:
+            if not select.select([fd], [], [], left)[0]:
+                break
+            chunk = os.read(fd, 256)
+            if not chunk:
+                break
+            raw += chunk
     finally:
         os.close(fd)
-    try:
-        return int(raw.strip())
-    except ValueError:
-        return None
+    parts = raw.decode(errors="replace").split()
+    if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return 0, 0, "none:no-report"
+    return int(parts[0]), int(parts[1]), parts[2]
 
 
 class _Gate:
@@ -265,6 +309,7 @@ def _note(
             timeout_s=timeout,
             grace_s=grace_s,
             cgroup=str(box.cgroup) if box.cgroup is not None else None,
+            init=box.init,
         )
     except OSError as exc:  # the call still runs and is still killed at its deadline by this process
         log.warning("run_bash: could not note process group %d: %s", pgid, exc)

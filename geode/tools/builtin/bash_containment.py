@@ -1,8 +1,10 @@
-"""Containment of one run_bash call: a per-call subreaper, a cgroup v2 of its own where writable, its token.
+"""Containment of one run_bash call: a PID namespace and a subreaper, a cgroup v2 where writable, its token.
 
-The shell runs under ``bash_subreaper.py``, a child subreaper of its own: every orphan of the call
-(``setsid``, ``nohup``, double forks) is reparented to it, so the call's processes are exactly the
-subreaper's descendants; when the shell exits it SIGKILLs them all. Every process also carries
+The shell runs under ``bash_subreaper.py``, a child subreaper of its own which, where it can, gives the call
+a PID namespace: the namespace's init (``CallBox.init``) is then every orphan's parent, no process can leave
+the namespace, and when the init dies the kernel kills every member. Without one, every orphan of the call
+(``setsid``, ``nohup``, double forks) is reparented to the subreaper; when the shell exits it SIGKILLs its
+descendants (a process that kills its subreaper and leaves the cgroup escapes this). Every process carries
 ``GEODE_BASH_GROUP=<token>`` in its environment, and with cgroup v2 (a writable ``cgroup.kill``) the
 shell is moved into ``geode-bash-<token>`` under the executor's own cgroup before it runs the command.
 At the end the executor SIGKILLs everything found by any of the three (cgroup, descendants, token) until
@@ -189,11 +191,12 @@ def ancestors_first(procs: list[ProcInfo]) -> list[ProcInfo]:
 # --- one call -------------------------------------------------------------------------------------------
 @dataclass
 class CallBox:
-    """The processes of one call. ``cgroup`` is None without cgroup v2 (subreaper and token only)."""
+    """The processes of one call; ``cgroup`` None without cgroup v2, ``init`` None without a PID namespace."""
 
     token: str
     cgroup: Path | None = None
     reaper: int | None = None  # the call's subreaper (the executor's child)
+    init: int | None = None  # the init of the call's PID namespace (the subreaper's child): all die with it
     seen: dict[int, int] = field(default_factory=dict)  # pid -> start ticks, every member ever found
 
     @classmethod
@@ -204,15 +207,18 @@ class CallBox:
         return cls(token, make_cgroup(token, parent))
 
     def adopt(self, reaper: int, shell: int) -> bool:
-        """Record the call's subreaper and move its (still waiting) shell into the cgroup; False without."""
+        """Record the call's subreaper; move its namespace's init and its (still waiting) shell into the
+        cgroup; False without one."""
         self.reaper = reaper
-        for pid in (reaper, shell):
-            if (st := proc_info(pid)) is not None:
+        for pid in (reaper, self.init, shell):
+            if pid and (st := proc_info(pid)) is not None:
                 self.seen[pid] = st.start
         if self.cgroup is None:
             return False
         try:
-            (self.cgroup / "cgroup.procs").write_text(str(shell))
+            for pid in (self.init, shell):
+                if pid:
+                    (self.cgroup / "cgroup.procs").write_text(str(pid))
             return True
         except OSError as exc:
             log.warning("run_bash: could not move the shell into %s: %s", self.cgroup, exc)
@@ -301,9 +307,12 @@ def _kill(pid: int, sig: int) -> None:
         pass
 
 
-def close_leftover(token: str, cgroup: str | None) -> bool:
-    """For a dead executor's call: SIGKILL its cgroup and every token holder; True when anything was alive."""
+def close_leftover(token: str, cgroup: str | None, init: tuple[int, int] | None = None) -> bool:
+    """For a dead executor's call: SIGKILL its cgroup, every token holder and its namespace's init (``init``:
+    pid and start ticks, when it is still that process); True when anything was alive."""
     box = CallBox(token, Path(cgroup) if cgroup and Path(cgroup).is_dir() else None)
+    if init is not None and (st := proc_info(init[0])) is not None and st.start == init[1]:
+        box.seen[init[0]] = init[1]
     alive = bool(box.members()) or (box.cgroup is not None and cgroup_populated(box.cgroup))
     box.close()
     return alive

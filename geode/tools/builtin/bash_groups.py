@@ -2,7 +2,8 @@
 
 run_bash notes each call it starts (one small JSON file: process group, env token, cgroup) and removes the
 note once the call is reaped. A new executor incarnation runs ``GroupReaper.reap()``: the processes of a call
-whose owner is dead (its cgroup, every process holding its token, its process group) die at its deadline.
+whose owner is dead (its PID namespace's init, its cgroup, every process holding its token, its process
+group) die at its deadline.
 """
 
 from __future__ import annotations
@@ -60,10 +61,19 @@ class GroupNote(BaseModel):
     grace_s: float  # then SIGKILL
     deadline_unix: float  # the same moment, for people reading the file
     cgroup: str | None = None  # the call's cgroup v2 directory (None: contained by the token walk alone)
+    init: int | None = None  # the init of the call's PID namespace (None: no namespace)
+    init_start_ticks: int | None = None
 
     @property
     def kill_at(self) -> float:
         return self.deadline_boot_s + self.grace_s
+
+    def live_init(self) -> tuple[int, int] | None:
+        """(pid, start ticks) of the call's namespace init while that very process lives."""
+        pid, start = self.init, self.init_start_ticks
+        if pid is None or start is None or start_ticks(pid) != start:
+            return None
+        return pid, start
 
 
 class GroupNotes:
@@ -89,6 +99,7 @@ class GroupNotes:
         timeout_s: float,
         grace_s: float,
         cgroup: str | None = None,
+        init: int | None = None,
     ) -> Path:
         """Write the note atomically (temp file + rename); returns its path for ``forget``."""
         body = GroupNote(
@@ -104,6 +115,8 @@ class GroupNotes:
             grace_s=grace_s,
             deadline_unix=time.time() + timeout_s,
             cgroup=cgroup,
+            init=init,
+            init_start_ticks=start_ticks(init) if init else None,
         )
         path = self.dir / f"{pgid}-{token}.json"
         tmp = path.with_suffix(".tmp")
@@ -134,8 +147,9 @@ def _pgid_is_ours(note: GroupNote) -> bool:
 
 
 def is_recorded_group(note: GroupNote) -> bool:
-    """Whether anything of the noted call still runs: its process group, a token holder, its cgroup."""
-    if _pgid_is_ours(note):
+    """Whether anything of the noted call still runs: its process group, a token holder, its cgroup, the
+    init of its PID namespace."""
+    if _pgid_is_ours(note) or note.live_init() is not None:
         return True
     if note.cgroup and cgroup_populated(Path(note.cgroup)):
         return True
@@ -147,9 +161,11 @@ def signal_call(note: GroupNote, sig: int) -> None:
     if _pgid_is_ours(note):
         _killpg(note.pgid, sig)
     if sig == signal.SIGKILL:
-        close_leftover(note.token, note.cgroup)
+        close_leftover(note.token, note.cgroup, note.live_init())
     else:
         box = CallBox(note.token, Path(note.cgroup) if note.cgroup and Path(note.cgroup).is_dir() else None)
+        if (init := note.live_init()) is not None:
+            box.seen[init[0]] = init[1]  # every member descends from it
         box.signal(sig)
 
 
