@@ -8,6 +8,7 @@ waiting but the turn continues (or may) in the daemon (its id is printed), 130 c
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import Any
@@ -229,6 +230,10 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
         if note:
             typer.echo(note)
     live = sys.stdout.isatty()
+    from geode.lone_surrogates import undecodable
+
+    if isinstance(sys.stdin, io.TextIOWrapper):  # a line that is not UTF-8 is refused below, not a traceback
+        sys.stdin.reconfigure(errors="surrogateescape")
     try:
         if resume is not None or cont:
             _reattach(cl, home)
@@ -241,6 +246,10 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
             if line.strip() in ("exit", "quit", "/quit", "q"):
                 break
             if not line.strip():
+                continue
+            bad = undecodable(line)
+            if bad:
+                typer.echo(f"geode: that line is not UTF-8 text ({bad}); nothing was sent", err=True)
                 continue
             renderer = Renderer(spinner=_spinner() if live else None)
             try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 
 from geode.home import GeodeHome
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import children, geode, scripted_tree, tool_results, wait_children, wait_for
+from tests.actors.tree_kit import children, env, geode, scripted_tree, tool_results, wait_children, wait_for
 from tests.cli.scripted_chat import make_reply
 
 BAD_NAME = b"odd\xffname.txt"  # a workspace file whose name is not UTF-8
@@ -110,6 +112,18 @@ def test_a_prompt_that_is_not_utf8_is_refused_in_one_line(
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == "geode: the prompt is not UTF-8 text (byte 6: 0xff); nothing was sent"
     assert len(server.requests) == before
+    chat = subprocess.run(  # the chat off a terminal: the bad line is refused, the next one is answered
+        [sys.executable, "-m", "actors.cli.main"],
+        input=b"bad \xfe line\nsecond line\nexit\n",
+        env=env(home),
+        cwd=ws,
+        capture_output=True,
+        timeout=90,
+    )
+    out, err = chat.stdout.decode(), chat.stderr.decode()
+    assert chat.returncode == 0 and "Traceback" not in err, err
+    assert "geode: that line is not UTF-8 text (byte 4: 0xfe); nothing was sent" in err
+    assert "echo: second line" in out and len(server.requests) == before + 1  # only the good line was sent
 
 
 def test_a_lone_surrogate_tool_argument_is_invalid_input_and_the_turn_completes(
