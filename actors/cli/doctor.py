@@ -29,6 +29,7 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
         out.append(_check("config", True, f"{home.config_file} ({state}, valid)"))
         out.extend(_check("mcp", True, n, warn=True) for n in _trust_notes(home, report.config))
     out.extend(_secret_file_checks(home))
+    out.append(_bash_check(report.config if report.ok else {}))
     try:
         from geode.providers.report import provider_report
 
@@ -48,6 +49,15 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
 
         out.extend(daemon_checks(home))
     return out
+
+
+def _bash_check(config: dict[str, Any]) -> dict[str, Any]:
+    """Whether each run_bash call gets a PID namespace here (else a process of a command can outlive it)."""
+    from geode.tools.builtin.bash import pidns_line, pidns_probe
+
+    enabled = (config.get("tools") or {}).get("bash", {}).get("pid_namespace", True) is not False
+    holds, line = pidns_line(enabled, pidns_probe() if enabled else "off")
+    return _check("run_bash", True, line, warn=not holds)
 
 
 def _secret_file_checks(home: GeodeHome) -> list[dict[str, Any]]:

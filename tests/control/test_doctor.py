@@ -57,3 +57,18 @@ def test_unused_providers_are_not_failures_but_the_selected_ones_missing_key_is(
         assert next(ln for ln in r.stdout.splitlines() if "key:anthropic" in ln).startswith("✗")
     finally:
         p.close()
+
+
+def test_doctor_says_whether_run_bash_calls_get_a_pid_namespace(tmp_path: Path) -> None:
+    """Issue 26 breach 4: without a PID namespace a command's process can outlive its call; doctor says so
+    (here: turned off in the config; root on this machine can always make one)."""
+    p = Procs(tmp_path)
+    try:
+        ok = _checks(p)["run_bash"]
+        assert not ok["warn"] and "PID namespace of its own" in ok["detail"], ok
+        p.home.config_file.write_text("[tools.bash]\npid_namespace = false\n")
+        off = _checks(p)["run_bash"]
+        assert off["warn"] and "without a PID namespace" in off["detail"], off
+        assert "pid_namespace = false" in off["detail"] and "can outlive the call" in off["detail"], off
+    finally:
+        p.close()

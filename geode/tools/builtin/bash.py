@@ -177,6 +177,29 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     return body
 
 
+def pidns_probe(timeout_s: float = 10.0) -> str:
+    """What a run_bash call gets here: ``pidns``, ``userns`` or ``none:<why>`` (for ``geode doctor``)."""
+    try:
+        r = subprocess.run(
+            [sys.executable, "-I", "-S", SUBREAPER, "--probe"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=shell_env(),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"none:{type(exc).__name__}"
+    return r.stdout.strip() or f"none:exit-{r.returncode}"
+
+
+def pidns_line(enabled: bool, mode: str) -> tuple[bool, str]:
+    """(holds, one line) on run_bash's containment, for ``geode doctor``."""
+    if enabled and mode in ("pidns", "userns"):
+        how = "" if mode == "pidns" else " (inside a user namespace of this uid)"
+        return True, f"each call runs in a PID namespace of its own{how}"
+    return False, "calls " + NO_PIDNS_NOTE.format(why=_why(mode if enabled else "off")).replace("this", "a")
+
+
 def wrapper_args(limits: BashLimits, timeout: int) -> tuple[int, int]:
     """(CPU seconds, file-size KiB) for the shell's ulimits."""
     return limits.cpu_s or timeout, max(1, limits.fsize_bytes // 1024)
