@@ -42,6 +42,7 @@ from geode.tools.executor import ToolExecutor
 from geode.tools.remote_agent import RemoteAgent
 from geode.tools.remote_routing import InlineTypes, RemoteRouter
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
+from geode.tools.send_rule import SendRule
 from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
 
@@ -133,6 +134,11 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         },
         roots=tuple(tools.roots),
         default_workspace=default_ws,
+        send_rule=SendRule(
+            ctx.settings.messengers.bindings,
+            StoreClient(bus.transport, attempts=3),
+            max_per_turn=tools.send_message.max_per_turn,
+        ),
     )
     kw.update(overrides)
     return ToolExecutor(**kw)

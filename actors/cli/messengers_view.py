@@ -45,6 +45,10 @@ def poller_lines(detail: dict[str, Any] | None) -> list[str]:
             f"cursor {p.get('cursor') or '-'} · in {p.get('in', 0)} · ignored {sum(ignored.values())} "
             f"({why}) · replies out {p.get('replies_out', 0)}"
         )
+        unhandled = p.get("unhandled") or {}
+        if unhandled:  # messages it could not handle (answered with a short error, skipped)
+            kinds = ", ".join(f"{k} {v}" for k, v in sorted(unhandled.items()))
+            out.append(f"  not handled: {sum(unhandled.values())} ({kinds})")
         if p.get("last_error"):
             out.append(f"  last error: {p['last_error']}")
     return out

@@ -98,6 +98,19 @@ def canonical_channel_id(platform: str, channel_id: str) -> str:
     return f"{chat}:{thread}" if thread else chat
 
 
+def canonical_destination(text: str) -> str:
+    """A ``send_message`` channel, ``"<platform>:<chat_id>[:<thread_id>]"``, in its one spelling
+    (``"telegram:-0100"`` → ``"telegram:-100"``); ``ValueError`` says why it is not one."""
+    platform, _, channel = str(text).strip().partition(":")
+    if platform not in PLATFORMS or not channel:
+        raise ValueError(f"{text!r}: a chat is written platform:chat_id, e.g. telegram:-1001234567890")
+    return f"{platform}:{canonical_channel_id(platform, channel)}"
+
+
+def _destinations(values: list[str]) -> list[str]:
+    return [canonical_destination(v) for v in values]
+
+
 IdText = Annotated[str, BeforeValidator(_id_text)]
 IdList = Annotated[list[IdText], BeforeValidator(_id_list), AfterValidator(_no_blank)]
 
@@ -123,6 +136,8 @@ class MessengerBinding(BaseModel):
     approvers: IdList = Field(default_factory=list)  # empty: allowed_senders (empty: nobody; deny)
     allowed_tools: Annotated[list[str] | None, AfterValidator(_tool_names)] = None  # None: what DAEMON allows
     time_budget_s: float = Field(default=120.0, gt=0, le=MAX_TIME_BUDGET_S)
+    # other bound chats this chat's turns may post to with send_message ("telegram:-100…"); its own always
+    send_to: Annotated[list[str], AfterValidator(_destinations)] = Field(default_factory=list)
 
     @field_validator("channel_id")
     @classmethod
@@ -154,6 +169,11 @@ def _unique(bindings: list[MessengerBinding]) -> list[MessengerBinding]:
                 f"bindings[{seen[b.key]}] and bindings[{i}] both bind {b.platform} {b.channel_id!r}"
             )
         seen[b.key] = i
+    for i, b in enumerate(bindings):
+        for dest in b.send_to:
+            platform, _, channel = dest.partition(":")
+            if (platform, channel) not in seen:
+                raise ValueError(f"bindings[{i}].send_to names {dest!r}, which is not a bound chat")
     return bindings
 
 

@@ -16,7 +16,7 @@ import yarl
 from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
 from geode.messengers.discord_errors import discord_call
 from geode.messengers.errors import PlatformError, Rejected
-from geode.messengers.model import Batch, CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 from geode.messengers.replies import split_reply
 
 # discord.py's voice player imports audioop (deprecated since 3.11); GEODE uses no voice
@@ -27,7 +27,7 @@ with warnings.catch_warnings():
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Item = InboundMessage | CallbackPress | None
+Item = InboundMessage | CallbackPress | Unhandled | None
 
 MAX_CONTENT = 2000
 MAX_CUSTOM_ID = 100
@@ -57,11 +57,14 @@ class _Client(discord.Client):
         self._translator = translator
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
-        if event == "message":
-            self._translator._on_message(args[0])
-        elif event == "interaction":
-            self._translator._on_interaction(args[0])
-        elif event == "connect":  # READY parsed
+        try:  # never raise into the gateway's parsing: the events after this one would be lost
+            if event == "message":
+                self._translator._on_message(args[0])
+            elif event == "interaction":
+                self._translator._on_interaction(args[0])
+        except Exception:
+            log.exception("discord %s event not handled", event)
+        if event == "connect":  # READY parsed
             self._translator._ready_seen.set()
         elif event == "resumed":
             log.info("discord gateway session resumed")
@@ -187,10 +190,26 @@ class DiscordTranslator:
         self._last_seen[channel_id] = message.id
         if self.bot_id and message.author.id == int(self.bot_id):
             return  # the gateway echoes the bot's own posts (Telegram never shows them): not even an item
-        self._inbox.append((self._delivery_id(), self._normalise(message)))
+        self._inbox.append((self._delivery_id(), self._item(message)))
         self._arrived.set()
 
-    def _normalise(self, message: discord.Message) -> InboundMessage | None:
+    def _item(self, message: discord.Message) -> InboundMessage | Unhandled | None:
+        """``_normalise``, never raising (it runs inside the gateway's parsing: an exception there would
+        lose the events after it): a message it cannot read is Unhandled (the poller answers and skips it)."""
+        try:
+            return self._normalise(message)
+        except Exception as exc:
+            log.warning("discord message %s not understood (%s)", message.id, type(exc).__name__)
+            try:
+                chat_id, thread_id = _chat_of(message.channel)
+            except Exception:
+                chat_id, thread_id = str(message.channel.id), ""
+            return unhandled(
+                "malformed", platform=self.platform, chat_id=chat_id, thread_id=thread_id,
+                message_id=message.id, sender_id=message.author.id, from_bot=message.author.bot,
+            )  # fmt: skip
+
+    def _normalise(self, message: discord.Message) -> InboundMessage | Unhandled | None:
         author = message.author
         if message.type not in _USER_MESSAGES:
             return None  # joins, pins, thread starts: not messages to answer
@@ -198,7 +217,7 @@ class DiscordTranslator:
         me = int(self.bot_id) if self.bot_id else -1
         resolved = message.reference.resolved if message.reference is not None else None
         replies_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me
-        return InboundMessage(
+        return inbound(
             platform=self.platform,
             chat_id=chat_id,
             thread_id=thread_id,

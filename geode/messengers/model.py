@@ -4,8 +4,9 @@ and one poll's batch of them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 MAX_ID = 256  # chat, thread, message, sender and callback ids
 MAX_TEXT = 64 * 1024
@@ -51,14 +52,85 @@ class CallbackPress(BaseModel):
         return channel_key_of(self.chat_id, self.thread_id)
 
 
-Item = InboundMessage | CallbackPress | None
+# Why a message cannot be handled. The chats issue adds its kinds (a photo, a voice note ...) here.
+UnhandledReason = Literal["too_long", "bad_text", "malformed"]
+UNHANDLED_REPLIES: dict[str, str] = {
+    "too_long": f"Sorry, that message is too long for me (over {MAX_TEXT:,} characters); it was not read.",
+    "bad_text": "Sorry, that message has text I cannot read (not valid Unicode); it was not read.",
+    "malformed": "Sorry, I could not read that message; it was not handled.",
+}
+
+
+class Unhandled(BaseModel):
+    """A chat message GEODE does not handle (too long, text that is not valid Unicode, a shape the translator
+    could not read): the poller counts it by ``reason``, answers an allowed sender in a bound chat once with
+    a short error, and skips it (its cursor or ack goes on). Ids are cleaned so this always builds."""
+
+    platform: str = Field(min_length=1, max_length=32)
+    chat_id: str = Field(max_length=MAX_ID)
+    thread_id: str = Field(default="", max_length=MAX_ID)
+    message_id: str = Field(max_length=MAX_ID)
+    sender_id: str = Field(max_length=MAX_ID)
+    reason: UnhandledReason
+    mentioned: bool = False
+    from_bot: bool = False
+    edited: bool = False
+
+    @property
+    def channel_key(self) -> str:
+        return channel_key_of(self.chat_id, self.thread_id)
+
+    @property
+    def reply_text(self) -> str:
+        return UNHANDLED_REPLIES[self.reason]
+
+
+def clean_text(value: object, limit: int = MAX_ID) -> str:
+    """``value`` as printable-safe UTF-8 text of at most ``limit`` characters (lone surrogates replaced)."""
+    text = value if isinstance(value, str) else str(value)
+    return text[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
+def text_problem(text: str) -> UnhandledReason | None:
+    """Why a message's text cannot be handled, or None."""
+    if len(text) > MAX_TEXT:
+        return "too_long"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "bad_text"
+    return None
+
+
+def inbound(**fields: Any) -> InboundMessage | Unhandled:
+    """The translators' one way to build a message: an :class:`InboundMessage`, or :class:`Unhandled` when
+    its text is too long or not valid Unicode, or any field is out of bounds (``malformed``). Never raises."""
+    fields["sender_name"] = clean_text(fields.get("sender_name", ""))
+    reason = text_problem(str(fields.get("text", "")))
+    if reason is None:
+        try:
+            return InboundMessage(**fields)
+        except ValidationError:
+            reason = "malformed"
+    return unhandled(reason, **fields)
+
+
+def unhandled(reason: UnhandledReason, **fields: Any) -> Unhandled:
+    """An :class:`Unhandled` of whatever ids ``fields`` carry (missing ones empty)."""
+    ids = {k: clean_text(fields.get(k, "")) for k in ("chat_id", "thread_id", "message_id", "sender_id")}
+    flags = {k: bool(fields.get(k, False)) for k in ("mentioned", "from_bot", "edited")}
+    return Unhandled(platform=clean_text(fields.get("platform") or "?", 32), reason=reason, **ids, **flags)
+
+
+Item = InboundMessage | CallbackPress | Unhandled | None
 
 
 @dataclass
 class Batch:
     """One poll of a platform: ``items`` are ``(delivery id, normalised item or None)`` in arrival order (the
     delivery id is the Telegram update id, the Slack envelope id, the Discord ``session:sequence``; None for
-    kinds GEODE ignores). ``next_cursor`` is what the poller stores once every item's turn is recorded
+    kinds GEODE ignores, :class:`Unhandled` for messages it cannot handle). ``next_cursor`` is what the poller
+    stores once every item's turn is recorded
     (Telegram: the next ``offset``); None: nothing to store (push platforms). The poller then calls the
     translator's ``confirm(batch)`` (Slack acks the envelopes there)."""
 

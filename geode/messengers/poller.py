@@ -21,7 +21,7 @@ from geode.messengers.bindings import Bindings, Command, Ignore
 from geode.messengers.config import MessengerBinding
 from geode.messengers.errors import Conflict, PlatformError, RateLimited
 from geode.messengers.journal import PollerState
-from geode.messengers.model import Batch, CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage, Item, Unhandled
 from geode.messengers.outbox import Outbox, TurnInfo
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
 from geode.messengers.schedule import Backoff, PollerStatus, RateGate
@@ -246,7 +246,7 @@ class Poller:
             self.status.last_error = f"confirm: {exc}"[:500]
             log.info("%s batch not confirmed (it comes again): %s", self.platform, exc)
 
-    async def _handle_or_skip(self, uid: str, item: InboundMessage | CallbackPress | None) -> None:
+    async def _handle_or_skip(self, uid: str, item: Item) -> None:
         """Handle one update; one that can never be handled (refused, or a bug) is logged, counted as
         ``error`` and skipped, so it cannot hold the chat's cursor forever. Transient failures propagate:
         the batch is retried."""
@@ -263,9 +263,11 @@ class Poller:
             self.status.ignored["error"] += 1
             log.exception("%s update %s failed, skipped", self.platform, uid)
 
-    async def _handle(self, item: InboundMessage | CallbackPress | None) -> None:
+    async def _handle(self, item: Item) -> None:
         if item is None:
             self.status.ignored["kind"] += 1
+        elif isinstance(item, Unhandled):
+            await self._unhandled(item)
         elif isinstance(item, CallbackPress):
             await self.out.press(item)
         else:
@@ -312,6 +314,34 @@ class Poller:
         await asyncio.to_thread(state.set_last_turn, key, turn_id)
         self.status.messages_in += 1
         self.status.pending_replies = len(state.pending)
+
+    async def _unhandled(self, item: Unhandled) -> None:
+        """The one path of a message GEODE does not handle: counted by reason; an allowed sender in a bound
+        chat (a mention where the binding requires one) gets one short error, posted once as a receipted
+        reply (a redelivery finds the receipt); anyone else gets nothing. The caller then moves on."""
+        self.status.unhandled[item.reason] += 1
+        log.info("%s message %s not handled: %s", self.platform, item.message_id, item.reason)
+        binding = self.bindings.find(self.platform, item.chat_id, item.thread_id) if item.chat_id else None
+        if binding is None or item.from_bot or item.edited or not item.message_id:
+            return
+        if binding.allowed_senders and item.sender_id not in binding.allowed_senders:
+            return
+        if binding.require_mention and not item.mentioned:
+            return
+        state = self.out.state
+        assert state is not None
+        key = item.channel_key
+        gen = await asyncio.to_thread(state.generation, key)
+        turn_id = turn_id_for(self.platform, key, item.message_id)
+        req = messengers_msg.DeliverReply(
+            operation_id=reply_operation_id(turn_id),
+            session_id=session_id_for(self.platform, key, gen),
+            turn_id=turn_id,
+            channel=f"{self.platform}:{key}",
+            text=item.reply_text,
+            reply_to=item.message_id,
+        )
+        self.out.spawn(self.out.command_reply(req))
 
     async def _command(self, msg: InboundMessage, name: str) -> None:
         state = self.out.state

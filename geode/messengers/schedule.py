@@ -62,6 +62,7 @@ class PollerStatus:
     cursor: int | str | None = None  # Telegram's offset (a number); push platforms have none
     messages_in: int = 0
     ignored: Counter[str] = field(default_factory=Counter)
+    unhandled: Counter[str] = field(default_factory=Counter)  # messages not handled, by reason (answered)
     replies_out: int = 0
     last_error: str = ""
     restarts: int = 0
@@ -83,6 +84,7 @@ class PollerStatus:
             "cursor": self.cursor,
             "in": self.messages_in,
             "ignored": dict(self.ignored),
+            "unhandled": dict(self.unhandled),
             "replies_out": self.replies_out,
             "last_error": self.last_error,
             "restarts": self.restarts,

@@ -17,14 +17,14 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
-from geode.messengers.model import Batch, CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled
 from geode.messengers.replies import split_reply
 from geode.messengers.slack_format import to_mrkdwn
-from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise
+from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise, unreadable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Item = InboundMessage | CallbackPress | None
+Item = InboundMessage | CallbackPress | Unhandled | None
 
 _RETRYABLE = {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
 _AUTH = {
@@ -141,9 +141,9 @@ class SlackTranslator:
                     request.type, request.payload,
                     bot_id=self.bot_id, bot_bid=self._bot_bid, bot_name=self.bot_name,
                 )  # fmt: skip
-            except ValueError as exc:  # pydantic: ids or text out of bounds; acked like an ignored kind
+            except Exception as exc:  # a shape it cannot read: an unhandled message (answered), acked
                 log.warning("slack envelope %s not understood (%s)", request.envelope_id, type(exc).__name__)
-                item = None
+                item = unreadable(request.type, request.payload or {})
             batch.items.append((request.envelope_id, item))
         return batch
 

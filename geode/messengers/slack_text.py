@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from geode.messengers.model import MAX_TEXT, CallbackPress, InboundMessage
+from geode.messengers.model import CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 
 PLATFORM = "slack"
 MAX_BUTTON_VALUE = 2_000
@@ -30,7 +30,7 @@ def slack_to_plain(text: str, *, bot_id: str, bot_name: str) -> str:
 
 def normalise(
     kind: str, payload: dict[str, Any], *, bot_id: str, bot_bid: str = "", bot_name: str = ""
-) -> InboundMessage | CallbackPress | None:
+) -> InboundMessage | CallbackPress | Unhandled | None:
     """One Socket Mode envelope (``kind`` is its type) as GEODE sees it; None for what GEODE ignores: the
     bot's own posts, edits, joins and other subtypes, other event and interaction types."""
     if kind == "events_api" and payload.get("type") == "event_callback":
@@ -40,7 +40,23 @@ def normalise(
     return None
 
 
-def _message(event: dict[str, Any], *, bot_id: str, bot_bid: str, bot_name: str) -> InboundMessage | None:
+def unreadable(kind: str, payload: dict[str, Any]) -> Unhandled | None:
+    """An envelope ``normalise`` could not read, as Unhandled when it is a message event (None otherwise)."""
+    event = payload.get("event") if kind == "events_api" and isinstance(payload, dict) else None
+    if not isinstance(event, dict) or event.get("type") not in ("message", "app_mention"):
+        return None
+    im = event.get("channel_type") == "im"
+    thread = event.get("thread_ts") or ("" if im else event.get("ts"))
+    return unhandled(
+        "malformed", platform=PLATFORM, chat_id=event.get("channel") or "", thread_id=thread or "",
+        message_id=event.get("ts") or "", sender_id=event.get("user") or "",
+        from_bot=bool(event.get("bot_id")),
+    )  # fmt: skip
+
+
+def _message(
+    event: dict[str, Any], *, bot_id: str, bot_bid: str, bot_name: str
+) -> InboundMessage | Unhandled | None:
     kind = event.get("type")
     if kind not in ("message", "app_mention") or event.get("hidden"):
         return None
@@ -58,13 +74,13 @@ def _message(event: dict[str, Any], *, bot_id: str, bot_bid: str, bot_name: str)
     # A top-level message starts its own thread (the reply goes there, and a follow-up in that thread is
     # the same conversation); a DM stays flat unless the user threads.
     thread = str(event.get("thread_ts") or ("" if im else ts))
-    return InboundMessage(
+    return inbound(
         platform=PLATFORM,
         chat_id=channel,
         thread_id=thread,
         message_id=ts,  # the same for the message and app_mention events of one message, and on a retry
         sender_id=user,
-        text=slack_to_plain(raw, bot_id=bot_id, bot_name=bot_name)[:MAX_TEXT],
+        text=slack_to_plain(raw, bot_id=bot_id, bot_name=bot_name),
         mentioned=mentioned,
         from_bot=bool(event.get("bot_id")),
     )

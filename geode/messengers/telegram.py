@@ -23,7 +23,7 @@ from telegram.constants import ChatAction, MessageEntityType, ParseMode
 from telegram.request import HTTPXRequest
 
 from geode.messengers.errors import Conflict, PlatformError, RateLimited, Rejected
-from geode.messengers.model import Batch, CallbackPress, InboundMessage
+from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 from geode.messengers.replies import split_reply
 
 PLATFORM = "telegram"
@@ -31,6 +31,7 @@ READ_SLACK_S = 10.0  # a long poll's read timeout is its `timeout` plus this
 MAX_CALLBACK_DATA = 64  # bytes, Telegram's limit
 _UPDATES = ["message", "edited_message", "callback_query"]
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class _RedactToken(logging.Filter):
@@ -93,29 +94,41 @@ class TelegramTranslator:
             )
         )
         fresh = [u for u in updates if offset is None or u.update_id >= offset]
-        items = [(str(u.update_id), self.normalise(u)) for u in fresh]
+        items = [(str(u.update_id), self._item(u)) for u in fresh]
         last = max((u.update_id for u in fresh), default=None)
         return Batch(items, None if last is None else str(last + 1))
 
     async def confirm(self, batch: Batch) -> None:
         """Nothing to do: the next poll's ``offset`` confirms the batch to Telegram."""
 
-    def normalise(self, update: Update) -> InboundMessage | CallbackPress | None:
+    def _item(self, update: Update) -> InboundMessage | CallbackPress | Unhandled | None:
+        """``normalise``, never raising: an update it cannot read is Unhandled (the poller skips it)."""
+        try:
+            return self.normalise(update)
+        except Exception as exc:
+            log.warning("telegram update %s not understood (%s)", update.update_id, type(exc).__name__)
+            msg = update.message or update.edited_message
+            chat = msg.chat.id if msg is not None else ""
+            sender = msg.from_user.id if msg is not None and msg.from_user is not None else ""
+            mid = msg.message_id if msg is not None else ""
+            return unhandled("malformed", platform=PLATFORM, chat_id=chat, message_id=mid, sender_id=sender)
+
+    def normalise(self, update: Update) -> InboundMessage | CallbackPress | Unhandled | None:
         if update.callback_query is not None:
             return self._press(update.callback_query)
         msg = update.message or update.edited_message
         if msg is None or msg.from_user is None:
             return None
         sender = msg.from_user
-        return InboundMessage(
+        return inbound(
             platform=PLATFORM,
             chat_id=str(msg.chat.id),
             thread_id=_thread(msg),
             message_id=str(msg.message_id),
             sender_id=str(sender.id),
-            sender_name=(sender.username or sender.full_name)[:256],
+            sender_name=sender.username or sender.full_name,
             text=msg.text or msg.caption or "",
-            mentioned=self._mentions_me(msg),
+            mentioned=self._mentions_readable(msg),
             from_bot=sender.is_bot,
             edited=update.edited_message is not None,
         )
@@ -182,6 +195,13 @@ class TelegramTranslator:
                 chat_id, text, parse_mode=mode, message_thread_id=thread_id, reply_parameters=reply
             )
         )
+
+    def _mentions_readable(self, msg: Message) -> bool:
+        """``_mentions_me``; False when the text cannot be read (a lone surrogate has no UTF-16 offsets)."""
+        try:
+            return self._mentions_me(msg)
+        except UnicodeError:
+            return False
 
     def _mentions_me(self, msg: Message) -> bool:
         me = f"@{self.username}".lower()

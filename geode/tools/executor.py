@@ -28,6 +28,7 @@ from geode.tools.middleware import RequestMiddleware
 from geode.tools.plan import BoundToolPlan
 from geode.tools.plan_cache import PlanCache
 from geode.tools.receipts import OMITTED, Receipts, needs_receipt, uncertain_result
+from geode.tools.send_rule import SendRule, check_send
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 from geode.tools.timeline import ToolTimeline
 
@@ -57,6 +58,7 @@ class ToolExecutor:
         locks: KeyedLocks | None = None,
         approval_timeout_s: float = APPROVAL_TIMEOUT_S,
         gate: Any = None,
+        send_rule: SendRule | None = None,
     ) -> None:
         if handlers is None:
             from geode.tools.builtin.catalogue import builtin_handlers
@@ -89,6 +91,7 @@ class ToolExecutor:
             gate=gate,
         )
         self.gate = gate  # geode.tools.mcp.gate.McpGate (or None): MCP refusals and first-use approvals
+        self.send_rule = send_rule  # where send_message may post, and how often per turn (the daemon's)
 
     # --- public API ----------------------------------------------------------------------------------
     def bind_plan(self, plan: BoundToolPlan) -> None:
@@ -158,6 +161,7 @@ class ToolExecutor:
         c.policy(req)
         c.schema(req)
         c.pre_tool_use(req)
+        check_send(self.send_rule, req)  # send_message: where it may post, how often per turn
         spec, call, ctx = req.spec, req.call, req.ctx
         assert spec is not None
         entry = self._handlers.get(spec.handler)

@@ -5,7 +5,9 @@ tree, and the crash cells around a turn (lanes, store, loop worker) one message 
 from __future__ import annotations
 
 import fnmatch
+import html
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +41,34 @@ def prompt_of(req: Any) -> str:
     return ""
 
 
+def long_write(ws: Path) -> dict[str, Any]:
+    """A write_file of 3,000 characters (run_bash is not offered to a chat's turn): a benign prefix, then
+    the part an approval once hid (it showed the first 1,000 characters)."""
+    return {"file_path": str(ws / "long.txt"), "content": "benign-" * 425 + "; THE-HIDDEN-TAIL"}
+
+
+
+def shown_request(texts: list[str]) -> str:
+    """The request an approval's messages show, their parts joined (part labels, code fences, Slack's
+    escapes and blanks dropped: a platform may trim a message's blanks)."""
+    body = re.sub(r"\[request part \d+/\d+\]", "", "".join(texts)).replace("```", "")
+    return "".join(html.unescape(body).split())
+
+
+
+def whole_request(tool: str, arguments: dict[str, Any]) -> str:
+    """A request as ``shown_request`` should find it: whole and unredacted."""
+    return "".join(f"{tool} {json.dumps(arguments, ensure_ascii=False)}".split())
+
+
+
+def no_log_has(home: GeodeHome, text: str) -> bool:
+    """No log file of the tree contains ``text`` (an approval's unredacted request is only in its message)."""
+    logs = [f for f in home.logs_dir.rglob("*") if f.is_file()]
+    return bool(logs) and not [f for f in logs if text.encode() in f.read_bytes()]
+
+
+
 def echo_or_write(ws: Path):  # type: ignore[no-untyped-def]
     """Echo the prompt; "write X" asks for write_file (needs approval), "read X" for read_file (does not),
     then reports the tool result."""
@@ -52,6 +82,8 @@ def echo_or_write(ws: Path):  # type: ignore[no-untyped-def]
             return {
                 "tool_calls": [{"name": "read_file", "input": {"file_path": str(ws / prompt.split()[-1])}}]
             }
+        if prompt.startswith("long write"):  # a 3,000-character request whose tail must be shown
+            return {"tool_calls": [{"name": "write_file", "input": long_write(ws)}]}
         if prompt.startswith("write "):
             name = prompt.split()[-1]
             return {

@@ -22,7 +22,13 @@ from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import children, geode, scripted_home, serve, stop
-from tests.messengers.chat_tree_kit import echo_or_write
+from tests.messengers.chat_tree_kit import (
+    echo_or_write,
+    long_write,
+    no_log_has,
+    shown_request,
+    whole_request,
+)
 from tests.waiting import poll_for
 
 CHAT, OTHER = -100123, -100999
@@ -198,6 +204,25 @@ def test_approval_in_the_chat_deny_and_no_answer_both_keep_the_tool_from_running
     assert not (ws / "beta.txt").exists()
     assert "timed out" in [t for t in _texts(api) if t.startswith("tool result:")][-1]
     poll_for(lambda: any("No answer in time" in t for t in _texts(api)), 15, what="the keyboard expired")
+
+
+def test_a_3000_character_request_is_asked_whole_in_the_chat(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    """Breach 5: the approval shows the whole request (a 3,000-character write), its tail included, split
+    over messages the Bot API accepts, the keyboard with the last (was: the first 1,000 characters); no log
+    has it."""
+    home, api, ws = tree
+    before = _answered(api, "tool result:")
+    n0 = len(api.posts(CHAT))
+    api.push_message(CHAT, "long write", sender_id=APPROVER)
+    poll_for(lambda: _keyboards(api, n0), 60, what="the approval keyboard")
+    asked = [p["text"] for p in api.posts(CHAT)[n0:] if "request part" in p["text"] or p["reply_markup"]]
+    assert whole_request("write_file", long_write(ws)) in shown_request(asked), asked
+    poll_for(lambda: _answered(api, "tool result:") == before + 1, 60, what="the reply after 3 s: denied")
+    assert not (ws / "long.txt").exists()
+    assert no_log_has(home, "benign-benign-benign")
+
 
 
 def test_the_zygote_imports_the_bound_platforms_sdk_so_a_killed_messengers_child_answers_again(

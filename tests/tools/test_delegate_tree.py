@@ -179,7 +179,9 @@ def test_cancelling_the_parent_cancels_the_child(rig: Rig) -> None:
 
 
 def test_send_message_says_the_platform_is_not_enabled(rig: Rig) -> None:
-    r = geode(rig.home, "ask", "SEND: hello", "--json", cwd=rig.ws, timeout=90)
+    # the skip flag answers the prompt an IPC send_message asks (send_rule): the child then refuses it
+    skip = "--dangerously-skip-permissions"
+    r = geode(rig.home, "ask", "SEND: hello", "--json", skip, cwd=rig.ws, timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
     [result] = tool_results(rig.model, "SEND: hello")
     assert "slack messenger platform is not enabled" in result and "SLACK_BOT_TOKEN" in result, result
