@@ -1,15 +1,17 @@
-"""Resolving tool paths against the session workspace and refusing anything outside the allowed roots or
-inside the GEODE home (the home and the run dir are never a workspace, whatever the roots say)."""
+"""Resolving tool paths against the session workspace and refusing anything outside the allowed roots, inside
+the GEODE home (the home and the run dir are never a workspace, whatever the roots say), inside another GEODE
+home or a credential file (``secret_files``)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 from geode.home import GeodeHome
+from geode.tools.secret_files import CREDENTIAL, GEODE_HOME, SecretFiles
 from geode.tools.spec import ToolContext
 
 PATH_MAX = 4096  # bytes, Linux
@@ -39,10 +41,12 @@ def within(path: Path, roots: Iterable[Path]) -> bool:
 @dataclass(frozen=True)
 class Exclusion:
     """Subtrees no file tool may touch or list whatever the allowed roots are (``paths``), except the
-    ``carve_outs`` inside them (the home's own default workspace). All resolved."""
+    ``carve_outs`` inside them (the home's own default workspace). All resolved. ``home``: the home whose
+    own secret files are also refused by identity (a hardlink to them anywhere)."""
 
     paths: tuple[Path, ...]
     carve_outs: tuple[Path, ...] = ()
+    home: Path | None = None
 
     @classmethod
     def of_home(cls, home: GeodeHome) -> Exclusion:
@@ -53,7 +57,8 @@ class Exclusion:
             paths.append(_real(home.run_dir))
         except Exception:  # a run dir that cannot be computed: the home alone is still excluded
             pass
-        return cls.carving(tuple(dict.fromkeys(paths)), (_real(home.root / "workspace"),))
+        carved = cls.carving(tuple(dict.fromkeys(paths)), (_real(home.root / "workspace"),))
+        return replace(carved, home=_real(home.root))
 
     @classmethod
     def carving(cls, paths: tuple[Path, ...], carve_outs: tuple[Path, ...]) -> Exclusion:
@@ -95,23 +100,28 @@ class AllowedRoots(tuple[Path, ...]):
 
 @dataclass(frozen=True)
 class Boundary:
-    """Allowed roots minus the exclusion: ``verdict`` of a resolved path is None (allowed) or the reason."""
+    """Allowed roots minus the exclusion and the secret files: ``verdict`` of a resolved path is None
+    (allowed) or the reason (``outside_roots`` | ``geode_home`` | ``credential_file``)."""
 
     roots: tuple[Path, ...]
     excluded: Exclusion
+    secrets: SecretFiles = field(default_factory=lambda: SecretFiles({}), compare=False)
 
     @classmethod
     def of(cls, roots: tuple[Path, ...]) -> Boundary:
-        """Roots as the executor gives them; plain tuples get the default (home) exclusion."""
+        """Roots as the executor gives them; plain tuples get the default (home) exclusion. The secret files'
+        identities are taken now, once per call."""
         excluded = roots.excluded if isinstance(roots, AllowedRoots) else home_exclusion()
-        return cls(tuple(_real(r) for r in roots), excluded)
+        secrets = SecretFiles.scan(excluded.home, excluded.paths)
+        return cls(tuple(_real(r) for r in roots), excluded, secrets)
 
-    def verdict(self, real: Path) -> str | None:
+    def verdict(self, real: Path, st: os.stat_result | None = None) -> str | None:
+        """Why the resolved ``real`` (whose ``stat`` the caller may pass) may not be touched, or None."""
         if self.excluded.covers(real):
-            return "geode_home"
+            return GEODE_HOME
         if not within(real, self.roots):
             return "outside_roots"
-        return None
+        return self.secrets.verdict(real, st)
 
 
 def workspace_of(ctx: ToolContext, default: Path | None = None) -> Path:
@@ -144,12 +154,18 @@ def resolve_in(workspace: Path, raw: str) -> Path:
 
 def checked_path(workspace: Path, roots: tuple[Path, ...], raw: str) -> Path:
     """The resolved path; InvalidPath for a malformed one; PathOutsideRoots (reason ``outside_roots`` or
-    ``geode_home``) when it lies outside every root or inside the excluded home."""
+    ``geode_home`` or ``credential_file``) when it lies outside every root, inside a GEODE home (or is one of
+    the daemon home's files by a hardlink), or is a credential file."""
     validate_raw(raw)
     p = resolve_in(workspace, raw)
     why = Boundary.of(roots).verdict(p)
-    if why == "geode_home":
-        raise PathOutsideRoots(f"path {raw!r} resolves inside the GEODE home", why)
+    if why == GEODE_HOME:
+        raise PathOutsideRoots(
+            f"path {raw!r} resolves inside a GEODE home (or is one of its files); file tools never open one",
+            why,
+        )
+    if why == CREDENTIAL:
+        raise PathOutsideRoots(f"path {raw!r} is a credential file; file tools never open credentials", why)
     if why is not None:
         raise PathOutsideRoots(f"path {raw!r} resolves outside the allowed roots", why)
     return p

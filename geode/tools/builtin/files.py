@@ -29,7 +29,7 @@ def resolve(env: ToolEnv, raw: str | None) -> Path:
 
 
 def boundary(env: ToolEnv) -> Boundary:
-    """The allowed roots of this call minus the excluded GEODE home."""
+    """The allowed roots of this call minus GEODE homes and credential files."""
     return Boundary.of(env.roots)
 
 
@@ -156,7 +156,7 @@ def list_dir(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         if len(entries) >= MAX_ENTRIES:
             break
         before = skips.not_regular
-        is_dir = classify(child, bound, skips)  # symlinks out and the home: skipped and counted
+        is_dir = classify(child, bound, skips)  # symlinks out, homes, credentials: skipped and counted
         if is_dir is None and skips.not_regular > before:  # a FIFO, socket or device: named, never opened
             entries.append({"name": child.name, "type": "other", "size": None})
             skips.not_regular = before
@@ -164,7 +164,12 @@ def list_dir(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
             size = None if is_dir else _size(child)
             entries.append({"name": child.name, "type": "dir" if is_dir else "file", "size": size})
     result = {"path": str(path), "entries": entries, "truncated": len(entries) >= MAX_ENTRIES}
-    return {**result, "skipped_outside_roots": skips.outside_roots, "skipped_geode_home": skips.geode_home}
+    return {
+        **result,
+        "skipped_outside_roots": skips.outside_roots,
+        "skipped_geode_home": skips.geode_home,
+        "skipped_credential_files": skips.credential_files,
+    }
 
 
 def _size(p: Path) -> int | None:

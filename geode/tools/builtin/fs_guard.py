@@ -1,6 +1,6 @@
-"""Opening and walking files inside the boundary: symlinks out and the GEODE home are skipped (counted),
-special files (FIFOs, sockets, devices) are never opened (stat first, O_NONBLOCK against a swap), and every
-opened descriptor is checked again by where it really points (``/proc/self/fd``)."""
+"""Opening and walking files inside the boundary: symlinks out, GEODE homes and credential files are skipped
+(counted), special files (FIFOs, sockets, devices) are never opened (stat first, O_NONBLOCK against a swap),
+and every opened descriptor is checked again by where it really points (``/proc/self/fd``) and what it is."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ class Refused(OSError):
         self.message = message
         self.error_type = error_type
         self.reason = reason
+
+
+REFUSALS = {
+    "outside_roots": "resolves outside the allowed roots",
+    "geode_home": "is inside a GEODE home or one of its files; file tools never open one",
+    "credential_file": "is a credential file; file tools never open credentials",
+}
 
 
 def kind_of(mode: int) -> str:
@@ -58,11 +65,12 @@ def open_regular(path: Path, boundary: Boundary) -> int:
         raise Refused(f"{path} is a {kind}, not a regular file", error_type)
     fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in after the stat does not block
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise Refused(f"{path} is not a regular file", "not_a_regular_file")
-        why = boundary.verdict(fd_path(fd, path))
+        why = boundary.verdict(fd_path(fd, path), st)  # the opened file's identity: a hardlink is itself
         if why is not None:
-            raise Refused(f"{path} resolves outside the allowed roots", "tool_policy_denied", why)
+            raise Refused(f"{path} {REFUSALS.get(why, REFUSALS['outside_roots'])}", "tool_policy_denied", why)
     except BaseException:
         os.close(fd)
         raise
@@ -93,11 +101,14 @@ class Skips:
 
     outside_roots: int = 0
     geode_home: int = 0
+    credential_files: int = 0
     not_regular: int = 0
 
     def count(self, reason: str) -> None:
         if reason == "geode_home":
             self.geode_home += 1
+        elif reason == "credential_file":
+            self.credential_files += 1
         elif reason == "outside_roots":
             self.outside_roots += 1
         else:
@@ -107,6 +118,7 @@ class Skips:
         return {
             "skipped_outside_roots": self.outside_roots,
             "skipped_geode_home": self.geode_home,
+            "skipped_credential_files": self.credential_files,
             "skipped_not_regular": self.not_regular,
         }
 
@@ -125,18 +137,22 @@ def classify(path: Path, boundary: Boundary, skips: Skips) -> bool | None:
     """For one directory entry: True (a directory), False (a regular file), None (skipped and counted, or
     gone). A symlink counts by where it resolves; nothing is opened."""
     try:
-        lmode = os.lstat(path).st_mode
+        lst = os.lstat(path)
     except OSError:
         return None
-    real = Path(os.path.realpath(path)) if stat.S_ISLNK(lmode) else path
-    why = boundary.verdict(real)
+    link = stat.S_ISLNK(lst.st_mode)
+    real = Path(os.path.realpath(path)) if link else path
+    try:
+        st = os.stat(path) if link else lst
+    except OSError:  # a dangling link
+        st = None
+    why = boundary.verdict(real, st)
     if why is not None:
         skips.count(why)
         return None
-    try:
-        mode = os.stat(path).st_mode if stat.S_ISLNK(lmode) else lmode
-    except OSError:  # a dangling link
+    if st is None:
         return None
+    mode = st.st_mode
     if stat.S_ISDIR(mode):
         return True
     if stat.S_ISREG(mode):
@@ -155,7 +171,7 @@ def walk(
     cancel: threading.Event | None = None,
 ) -> Iterator[Entry]:
     """Depth-first, names sorted, under the resolved directory ``base``; real directories only are descended
-    (up to ``max_depth`` levels), the excluded home subtree and anything pointing out are skipped."""
+    (up to ``max_depth`` levels), GEODE homes, credential files and anything pointing out are skipped."""
     stack: list[tuple[Path, tuple[str, ...]]] = [(base, ())]
     while stack:
         here, rel = stack.pop()

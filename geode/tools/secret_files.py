@@ -1,0 +1,156 @@
+"""Files no file tool opens wherever they are found: the daemon home's own secrets by identity (device, inode:
+a hardlink elsewhere is the same file), any other GEODE home by its marker files, and the known credential
+files of the daemon user's home, by identity and, where they are met, by name."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GEODE_HOME = "geode_home"
+CREDENTIAL = "credential_file"
+
+# The known credential files, relative to a user's home. Those of the daemon user's home are refused by
+# identity; any file whose path ends like one of these is refused by name (``~/.ssh/id_*`` keys below).
+CREDENTIAL_FILES: tuple[str, ...] = (
+    ".codex/auth.json",
+    ".claude/.credentials.json",
+    ".aws/credentials",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".config/gh/hosts.yml",
+    ".docker/config.json",
+    ".kube/config",
+    ".azure/accessTokens.json",
+    ".config/gcloud/credentials.db",
+    ".config/gcloud/access_tokens.db",
+    ".config/gcloud/application_default_credentials.json",
+)
+# refused by name wherever they are met (a project's own .npmrc is ordinary configuration: identity only)
+_BY_NAME = tuple(tuple(p.split("/")[-2:]) if "/" in p else (p,) for p in CREDENTIAL_FILES if p != ".npmrc")
+
+
+def credential_name(path: Path) -> bool:
+    """Whether ``path`` is named like a credential file (``.aws/credentials``, ``.ssh/id_ed25519`` ...)."""
+    parts = path.parts
+    if len(parts) >= 2 and parts[-2] == ".ssh" and parts[-1].startswith("id_"):
+        return not parts[-1].endswith(".pub")
+    return any(tuple(parts[-len(s) :]) == s for s in _BY_NAME)
+
+
+def is_geode_home(d: Path) -> bool:
+    """A GEODE home by its markers: ``keys/host.secret``; or ``records/`` and ``evidence/`` (what every home
+    gets on its first start); or ``config.toml`` with ``.env`` or ``records/``."""
+    j = os.path.join
+    if os.path.isfile(j(d, "keys", "host.secret")):
+        return True
+    records = os.path.isdir(j(d, "records"))
+    if records and os.path.isdir(j(d, "evidence")):
+        return True
+    return os.path.isfile(j(d, "config.toml")) and (records or os.path.isfile(j(d, ".env")))
+
+
+def _files(d: Path) -> Iterator[Path]:
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        yield d / name
+
+
+def _home_secrets(root: Path) -> Iterator[Path]:
+    """The daemon home's own files: every file at its top (``.env``, ``config.toml``, tokens), ``keys/*``,
+    ``records/*``."""
+    yield from _files(root)
+    yield from _files(root / "keys")
+    yield from _files(root / "records")
+
+
+def _user_credentials(user_home: Path) -> Iterator[Path]:
+    for rel in CREDENTIAL_FILES:
+        yield user_home / rel
+    for p in _files(user_home / ".ssh"):
+        if p.name.startswith("id_") and not p.name.endswith(".pub"):
+            yield p
+    codex = os.environ.get("CODEX_HOME")
+    if codex:
+        yield Path(codex).expanduser() / "auth.json"
+
+
+def _identities(paths: Iterator[Path], reason: str, into: dict[tuple[int, int], str]) -> None:
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            into.setdefault((st.st_dev, st.st_ino), reason)
+
+
+def user_home() -> Path | None:
+    """The daemon user's home (``$HOME``, else the password database)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        return None
+
+
+@dataclass
+class SecretFiles:
+    """One call's view of the secret files: identities taken when it was made (a file created later is
+    still refused by name or by its home's markers), GEODE homes found on the way cached per directory.
+    ``handled``: the homes the path exclusion already decides (the daemon's own, whose ``workspace/`` stays
+    usable)."""
+
+    ids: dict[tuple[int, int], str]
+    handled: tuple[Path, ...] = ()
+    _homes: dict[Path, bool] = field(default_factory=dict)
+
+    @classmethod
+    def scan(cls, home_root: Path | None, handled: tuple[Path, ...] = ()) -> SecretFiles:
+        ids: dict[tuple[int, int], str] = {}
+        if home_root is not None:
+            _identities(_home_secrets(home_root), GEODE_HOME, ids)
+        uh = user_home()
+        if uh is not None:
+            _identities(_user_credentials(uh), CREDENTIAL, ids)
+        return cls(ids, handled)
+
+    def verdict(self, real: Path, st: os.stat_result | None = None) -> str | None:
+        """None, or why the resolved ``real`` may not be touched (``geode_home`` | ``credential_file``)."""
+        if st is None:
+            try:
+                st = os.stat(real)
+            except (OSError, ValueError):
+                st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            why = self.ids.get((st.st_dev, st.st_ino))
+            if why is not None:
+                return why
+        if credential_name(real):
+            return CREDENTIAL
+        is_dir = st is not None and stat.S_ISDIR(st.st_mode)
+        return GEODE_HOME if self.in_other_home(real if is_dir else real.parent) else None
+
+    def in_other_home(self, d: Path) -> bool:
+        """Whether directory ``d`` is, or lies inside, a GEODE home not in ``handled`` (outside its
+        ``workspace/``)."""
+        child: Path | None = None
+        for here in (d, *d.parents):
+            if here not in self.handled and self._home(here):
+                if child is None or child.name != "workspace":
+                    return True
+            child = here
+        return False
+
+    def _home(self, d: Path) -> bool:
+        found = self._homes.get(d)
+        if found is None:
+            found = self._homes[d] = is_geode_home(d)
+        return found
