@@ -30,11 +30,15 @@ from tests.messengers.chat_tree_kit import (
     Chat,
     echo_or_write,
     kill_around_each_turn,
+    long_write,
+    no_log_has,
     pollers,
     prompt_of,
     settled,
+    shown_request,
     status_messengers,
     uncertain_operations,
+    whole_request,
 )
 from tests.waiting import poll_for
 
@@ -168,6 +172,22 @@ def test_approval_by_button_only_an_approver_decides_and_deny_keeps_the_tool_fro
 
 def _op(message: dict[str, Any]) -> str:
     return reply_operation_id(turn_id_for("discord", str(CHAN), str(message["id"])))
+
+
+def test_a_3000_character_request_is_asked_whole_in_the_channel(tree: Tree) -> None:
+    """Breach 5: the approval shows the whole request (a 3,000-character write) over several messages of at
+    most 2,000 characters (the buttons with the last); Deny keeps it from being written; no log has it."""
+    home, dc, _, ws = tree
+    before = _answered(dc, "tool result:")
+    n0 = len(dc.posts(CHAN))
+    dc.push_message(CHAN, "long write", author_id=APPROVER, author_name="boss")
+    kb = poll_for(lambda: _keyboards(dc, n0), 60, what="the approval buttons")[0]
+    asked = [p["content"] for p in dc.posts(CHAN)[n0:] if "request part" in p["content"] or p["components"]]
+    assert len(asked) > 1 and whole_request("write_file", long_write(ws)) in shown_request(asked), asked
+    dc.push_button(CHAN, kb["message_id"], _buttons(kb)["Deny"], user_id=APPROVER, user_name="boss")
+    poll_for(lambda: _answered(dc, "tool result:") == before + 1, 60, what="the turn's reply after Deny")
+    assert not (ws / "long.txt").exists()
+    assert no_log_has(home, "benign-benign-benign")
 
 
 def test_kills_around_a_reply_never_post_twice(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,11 +30,15 @@ from tests.messengers.chat_tree_kit import (
     Chat,
     echo_or_write,
     kill_around_each_turn,
+    long_write,
+    no_log_has,
     pollers,
     prompt_of,
     settled,
+    shown_request,
     status_messengers,
     uncertain_operations,
+    whole_request,
 )
 from tests.waiting import poll_for
 
@@ -186,6 +190,22 @@ def test_approval_by_button_only_an_approver_decides_and_deny_keeps_the_tool_fro
 
 def _op(sent: dict[str, Any]) -> str:
     return reply_operation_id(turn_id_for("slack", f"{CHAN}:{sent['ts']}", sent["ts"]))
+
+
+def test_a_3000_character_request_is_asked_whole_in_the_thread(tree: Tree) -> None:
+    """Breach 5: the approval shows the whole request (a 3,000-character write), split in the thread, the
+    buttons with the last part; Deny keeps it from being written; no log has it."""
+    home, slack, _, ws = tree
+    before = _answered(slack, "tool result:")
+    n0 = len(slack.posts(CHAN))
+    slack.push_message(CHAN, "long write", user=APPROVER)
+    kb = poll_for(lambda: _keyboards(slack, n0), 60, what="the approval buttons")[0]
+    asked = [p["text"] for p in slack.posts(CHAN)[n0:] if "request part" in p["text"] or p["blocks"]]
+    assert len(asked) > 1 and whole_request("write_file", long_write(ws)) in shown_request(asked), asked
+    slack.push_action(CHAN, kb["ts"], *_buttons(kb)["Deny"], user=APPROVER)
+    poll_for(lambda: _answered(slack, "tool result:") == before + 1, 60, what="the turn's reply after Deny")
+    assert not (ws / "long.txt").exists()
+    assert no_log_has(home, "benign-benign-benign")
 
 
 def test_kills_between_store_and_ack_and_around_the_reply_never_post_twice(
