@@ -41,11 +41,22 @@ def prompt_of(req: Any) -> str:
     return ""
 
 
+def _sends(prompt: str) -> list[dict[str, Any]]:
+    """ "send <channel> <text>": one send_message; "flood <n> <channel>": n of them in one reply."""
+    words = prompt.split(" ", 2)
+    if words[0] == "send" and len(words) == 3:
+        return [{"name": "send_message", "input": {"channel": words[1], "recipient": "r", "text": words[2]}}]
+    if words[0] == "flood" and len(words) == 3:
+        n, channel = int(words[1]), words[2]
+        post = {"channel": channel, "recipient": "r"}
+        return [{"name": "send_message", "input": {**post, "text": f"flood {i}"}} for i in range(n)]
+    return []
+
+
 def long_write(ws: Path) -> dict[str, Any]:
     """A write_file of 3,000 characters (run_bash is not offered to a chat's turn): a benign prefix, then
     the part an approval once hid (it showed the first 1,000 characters)."""
     return {"file_path": str(ws / "long.txt"), "content": "benign-" * 425 + "; THE-HIDDEN-TAIL"}
-
 
 
 def shown_request(texts: list[str]) -> str:
@@ -55,11 +66,9 @@ def shown_request(texts: list[str]) -> str:
     return "".join(html.unescape(body).split())
 
 
-
 def whole_request(tool: str, arguments: dict[str, Any]) -> str:
     """A request as ``shown_request`` should find it: whole and unredacted."""
     return "".join(f"{tool} {json.dumps(arguments, ensure_ascii=False)}".split())
-
 
 
 def no_log_has(home: GeodeHome, text: str) -> bool:
@@ -68,10 +77,9 @@ def no_log_has(home: GeodeHome, text: str) -> bool:
     return bool(logs) and not [f for f in logs if text.encode() in f.read_bytes()]
 
 
-
 def echo_or_write(ws: Path):  # type: ignore[no-untyped-def]
     """Echo the prompt; "write X" asks for write_file (needs approval), "read X" for read_file (does not),
-    then reports the tool result."""
+    "send <channel> <text>" / "flood <n> <channel>" for send_message; then reports the tool result."""
 
     def reply(req: Any) -> Any:
         prompt = prompt_of(req)
@@ -82,6 +90,8 @@ def echo_or_write(ws: Path):  # type: ignore[no-untyped-def]
             return {
                 "tool_calls": [{"name": "read_file", "input": {"file_path": str(ws / prompt.split()[-1])}}]
             }
+        if sends := _sends(prompt):
+            return {"tool_calls": sends}
         if prompt.startswith("long write"):  # a 3,000-character request whose tail must be shown
             return {"tool_calls": [{"name": "write_file", "input": long_write(ws)}]}
         if prompt.startswith("write "):
