@@ -81,10 +81,20 @@ def _allow_entries(value: list[str]) -> list[str]:
     return value
 
 
+def _host_entries(value: list[str]) -> list[str]:
+    from geode.tools.builtin.web_guard import parse_host_entry  # lazy: httpx, only when hosts are listed
+
+    for entry in value:
+        parse_host_entry(entry)  # ValueError names the entry
+    return value
+
+
 class WebFetchSection(BaseModel):
-    """``[tools.web_fetch]``: hosts and CIDRs web_fetch may reach although not public (``WebAllow``)."""
+    """``[tools.web_fetch]``: ``allow_hosts``, hosts and CIDRs web_fetch may reach although not public;
+    ``hosts``, hosts it fetches without asking (any other host asks once per session, ``WebAllow``)."""
 
     allow_hosts: Annotated[list[str], AfterValidator(_allow_entries)] = Field(default_factory=list)
+    hosts: Annotated[list[str], AfterValidator(_host_entries)] = Field(default_factory=list)
 
 
 class DelegateSection(BaseModel):

@@ -1,7 +1,8 @@
 """Secret masking and bounding for anything written to logs, the timeline or the evidence ledger.
 
-``redact(obj)`` returns a JSON-safe copy with secrets masked and sizes bounded; ``fingerprint(obj)`` is the
-sha256 of the canonical JSON of an object (sorted keys, compact separators).
+``redact(obj)`` returns a JSON-safe copy with secrets masked and sizes bounded; ``mask_secrets(text)`` masks
+the same shapes with a label each (tool results); ``fingerprint(obj)`` is the sha256 of the canonical JSON of
+an object (sorted keys, compact separators).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import enum
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 MASK = "[REDACTED]"
@@ -26,22 +29,97 @@ _SECRET_KEYS = re.compile(
     r"token|password|passwd|passphrase|secret|client_secret|private_?key|credential|session_?key|x_api_key|"
     r"headers?)",
 )
-# Values that look like credentials wherever they appear in a string.
-_SECRET_VALUES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE), "Bearer " + MASK),
-    (re.compile(r"\bBasic\s+[A-Za-z0-9+/=]{8,}"), "Basic " + MASK),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), MASK),
-    (re.compile(r"\bxox[abposre]-[A-Za-z0-9\-]{6,}"), MASK),  # slack bot/user/refresh tokens
-    (re.compile(r"\bxapp-[A-Za-z0-9\-]{6,}"), MASK),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{16,}"), MASK),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), MASK),
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A credential's shape wherever it appears in a string: ``template`` replaces a match (``{mask}`` is the
+    mask; backreferences keep a prefix such as ``Bearer ``); ``entropy`` keeps matches whose last group
+    lacks a digit or a letter (code such as ``token = self.token_for_the_user``)."""
+
+    label: str
+    pattern: re.Pattern[str]
+    template: str = "{mask}"
+    entropy: bool = False
+
+    def sub(self, text: str, mask: str, counts: Counter[str] | None = None) -> str:
+        repl = self.template.replace("{mask}", mask)
+
+        def one(m: re.Match[str]) -> str:
+            if self.entropy:
+                value = m.group(m.lastindex or 0)
+                if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+                    return m.group(0)
+            if counts is not None:
+                counts[self.label] += 1
+            return m.expand(repl)
+
+        return self.pattern.sub(one, text)
+
+
+# The one list of secret shapes: logs, the timeline and the ledger mask them as MASK, tool results as
+# "[REDACTED:<label>]" (geode/tools/result_redaction.py). Order matters: a PEM block before what it contains,
+# the specific before the generic.
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "private-key",
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
+    ),
+    Shape("bearer-token", re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE), r"\1{mask}"),
+    Shape("basic-auth", re.compile(r"\b(Basic\s+)[A-Za-z0-9+/=]{8,}"), r"\1{mask}"),
+    Shape("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    Shape("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{6,}")),
+    Shape("openai-key", re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")),  # sk-…, sk-proj-…
+    Shape("github-token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
+    Shape("slack-token", re.compile(r"\b(xox[abposre]-[A-Za-z0-9\-]{6,}|xapp-[A-Za-z0-9\-]{6,})")),
+    Shape("aws-access-key-id", re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")),
+    Shape(
+        "aws-secret",
+        re.compile(
+            r"(?i)\b(aws_secret_access_key|aws_session_token|secret_?access_?key)(['\"]?\s*[=:]\s*['\"]?)"
+            r"[A-Za-z0-9/+=]{16,}"
+        ),
+        r"\1\2{mask}",
+    ),
     # telegram bot token, also inside a Bot API URL (".../bot<token>/getUpdates", as httpx logs it)
-    (re.compile(r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}"), MASK),
+    Shape("telegram-bot-token", re.compile(r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}")),
     # discord bot token (base64 user id . timestamp . hmac)
-    (re.compile(r"\b[A-Za-z0-9_\-]{24,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"), MASK),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"), MASK),
-    (re.compile(r"(?i)\b(api[_-]?key|token|password|secret)=([^\s&;,]+)"), r"\1=" + MASK),
+    Shape(
+        "discord-bot-token", re.compile(r"\b[A-Za-z0-9_\-]{24,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}")
+    ),
+    # a long, mixed value assigned to a secret-named key ("client_secret": "…", API_TOKEN=…)
+    Shape(
+        "secret-assignment",
+        re.compile(
+            r"(?i)\b([A-Za-z0-9_]*(?:api[_-]?key|secret|token|password|passwd)['\"]?\s*[=:]\s*['\"]?)"
+            r"([A-Za-z0-9/+_\-.=]{16,})"
+        ),
+        r"\1{mask}",
+        entropy=True,
+    ),
 )
+# logs only: any value of api_key=/token=/password=/secret= (a tool result keeps code such as token=tok)
+_LOG_SHAPES = (
+    *SHAPES,
+    Shape(
+        "secret-assignment",
+        re.compile(r"(?i)\b(api[_-]?key|token|password|secret)=([^\s&;,]+)"),
+        r"\1={mask}",
+    ),
+)
+
+
+def mask_secrets(text: str, literals: Sequence[tuple[str, str]] = ()) -> tuple[str, Counter[str]]:
+    """``text`` with every known secret shape, and every ``(label, value)`` literal, replaced by
+    ``[REDACTED:<label>]``; and how many of each were replaced."""
+    counts: Counter[str] = Counter()
+    for label, value in literals:
+        if value and value in text:
+            counts[label] += text.count(value)
+            text = text.replace(value, f"[REDACTED:{label}]")
+    for shape in SHAPES:
+        text = shape.sub(text, f"[REDACTED:{shape.label}]", counts)
+    return text, counts
 
 
 def is_secret_key(key: str) -> bool:
@@ -66,8 +144,8 @@ def is_secret_key(key: str) -> bool:
 
 def redact_text(text: str, max_len: int = MAX_STR) -> str:
     """Mask credential-looking substrings and truncate to ``max_len`` characters."""
-    for pattern, repl in _SECRET_VALUES:
-        text = pattern.sub(repl, text)
+    for shape in _LOG_SHAPES:
+        text = shape.sub(text, MASK)
     return _truncate(text, max_len)
 
 

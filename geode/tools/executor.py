@@ -28,9 +28,11 @@ from geode.tools.middleware import RequestMiddleware
 from geode.tools.plan import BoundToolPlan
 from geode.tools.plan_cache import PlanCache
 from geode.tools.receipts import OMITTED, Receipts, needs_receipt, uncertain_result
+from geode.tools.result_redaction import ResultRedactor
 from geode.tools.send_rule import SendRule, check_send
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 from geode.tools.timeline import ToolTimeline
+from geode.tools.web_hosts import WebHosts
 
 MAX_CANCELLED = 4096
 log = logging.getLogger(__name__)
@@ -91,6 +93,9 @@ class ToolExecutor:
             gate=gate,
         )
         self.gate = gate  # geode.tools.mcp.gate.McpGate (or None): MCP refusals and first-use approvals
+        self.web_hosts = WebHosts(self.services)  # web_fetch asks once per new host in a session
+        self.services.setdefault("web_hosts", self.web_hosts)  # and its handler checks every hop
+        self.redactor = ResultRedactor()  # secrets masked in every result before anything sees it
         self.send_rule = send_rule  # where send_message may post, and how often per turn (the daemon's)
 
     # --- public API ----------------------------------------------------------------------------------
@@ -181,13 +186,15 @@ class ToolExecutor:
         first_use = self.gate is not None and self.gate.asks_first(ctx, spec)  # an MCP server's first use
         asked = c.classify(req)  # a write to a file GEODE executes or loads as instructions: its own class
         shown = f"[{req.approval_class}] " if req.approval_class else ""
-        verdict = self.approvals.decide(
+        host = self.web_hosts.new_host(ctx, spec, call)  # web_fetch to a host this session has not approved
+        verdict = self.web_hosts.earlier(ctx, host) or self.approvals.decide(
             ctx,
             asked,
-            shown + self._detail(spec, call, req.ask_reason),
-            forced=req.force_ask or first_use,
+            shown + self._detail(spec, call, req.ask_reason) + self.web_hosts.note(host),
+            forced=req.force_ask or first_use or host is not None,
             scope=always_key(spec.name, call.input),
         )
+        verdict = self.web_hosts.settle(ctx, host, verdict)
         if not verdict.granted:
             raise req.deny(
                 "approval",
@@ -260,6 +267,7 @@ class ToolExecutor:
         result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
         if env.cancel.is_set() and outcome.status == "failed":
             result, unknown = cancelled_result(call, result, receipted)
+        result = self.redactor.apply(result)  # before hooks, receipts, the timeline and the model
         if unknown and receipted:
             why = {"timeout": "deadline passed", "failed": "cancelled while it ran"}.get(outcome.status)
             self.receipts.mark_uncertain(ctx, why or "handler crashed")

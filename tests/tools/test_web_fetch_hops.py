@@ -37,12 +37,16 @@ def server() -> Iterator[LocalServer]:
     s.close()
 
 
-def _rig(make_rig: Any, *allow: str) -> Any:
-    return make_rig(services={"web_fetch": WebAllow.parse(allow)})
+# [tools.web_fetch] hosts: these tests check addresses, so their hosts are fetched without asking
+NO_ASK = ("127.0.0.1", "*.test")
+
+
+def _rig(make_rig: Any, *allow: str, no_ask: tuple[str, ...] = NO_ASK) -> Any:
+    return make_rig(services={"web_fetch": WebAllow.parse(allow, no_ask)})
 
 
 def test_a_loopback_server_is_refused_unless_allowlisted(make_rig: Any, server: LocalServer) -> None:
-    res = make_rig().call("web_fetch", {"url": f"{server.base}/.env"})
+    res = _rig(make_rig).call("web_fetch", {"url": f"{server.base}/.env"})
     assert res.is_error and res.error_type == BLOCKED and res.content["address_class"] == "loopback"
     assert server.seen == []  # refused before connecting
     for allow in ("127.0.0.1", "127.0.0.0/8"):
@@ -69,6 +73,18 @@ def test_each_redirect_hop_is_checked(
         and res.content["address_class"] == cls
     )
     assert [p for p, _ in server.seen] == [path]  # the hop itself was never requested
+
+
+def test_a_redirect_to_a_host_the_session_has_not_approved_is_not_followed(
+    make_rig: Any, server: LocalServer
+) -> None:
+    """The hop's address may be reached (allow_hosts) but its host was never asked for: the model gets the
+    URL to fetch (and be asked for) itself."""
+    rig = _rig(make_rig, "127.0.0.0/8", no_ask=("127.0.0.1",))
+    res = rig.call("web_fetch", {"url": server.base + "/to-127.0.0.2"})
+    assert res.error_type == "web_fetch_new_host" and res.content["host"] == "127.0.0.2", res.content
+    assert res.content["url"] == f"http://127.0.0.2:{server.port}/secret"
+    assert [p for p, _ in server.seen] == ["/to-127.0.0.2"]
 
 
 def test_redirects_are_followed_by_the_tool_within_limits(make_rig: Any, server: LocalServer) -> None:
@@ -119,7 +135,7 @@ def test_dns_rebinding_cannot_move_the_connection(make_rig: Any, monkeypatch: py
     monkeypatch.setattr(
         web, "_client", lambda timeout: httpx.Client(transport=httpx.MockTransport(transport))
     )
-    rig = make_rig()
+    rig = _rig(make_rig)
     for url in ("http://rebind.test/a", "https://rebind.test:8443/b"):
         asked = patch_resolver(monkeypatch, {"rebind.test": [["93.184.216.34"], ["127.0.0.1"]]})
         res = rig.call("web_fetch", {"url": url})

@@ -1,5 +1,5 @@
 """web_fetch {url}: an HTTP(S) GET through httpx with size and time caps, HTML reduced to readable text;
-every hop checked and connected by address (web_guard)."""
+every hop checked and connected by address (web_guard) and to a host the session approved (web_hosts)."""
 
 from __future__ import annotations
 
@@ -80,8 +80,21 @@ def _send(client: httpx.Client, target: Target) -> httpx.Response:
     raise failure
 
 
+def new_host(target: Target, hop: int) -> ToolFailure:
+    """A hop to a host this session has not approved (a redirect: the executor asked for the first)."""
+    return ToolFailure(
+        f"web_fetch was redirected to a new host, {target.host}, that this session has not approved; "
+        f"to fetch it, call web_fetch with this URL (approval is asked per host): {target.url}",
+        "web_fetch_new_host",
+        host=target.host,
+        url=str(target.url),
+        hop=hop,
+    )
+
+
 def web_fetch(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     allow = env.service("web_fetch") or WebAllow()
+    hosts = env.service("web_hosts")  # geode.tools.web_hosts.WebHosts: who approved which host
     url: str | httpx.URL = args["url"]
     timeout = min(TIMEOUT_S, env.deadline_s * 0.8)  # fail cleanly before the executor gives up
     body = bytearray()
@@ -91,6 +104,8 @@ def web_fetch(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
                 if env.cancel.is_set():
                     raise ToolFailure("fetch failed: cancelled at its deadline", "fetch_failed")
                 target = check_target(url, allow)  # every hop: form, name, every resolved address
+                if hosts is not None and not hosts.allows(env.ctx, target.host):
+                    raise new_host(target, _hop)
                 resp = _send(client, target)
                 try:
                     if resp.has_redirect_location:

@@ -1,5 +1,6 @@
 """web_fetch's address checks: which URLs may be fetched and which IPs a host resolved to may be reached
-(loopback, link-local, private, multicast, reserved and cloud metadata refused unless allowlisted)."""
+(loopback, link-local, private, multicast, reserved and cloud metadata refused unless allowlisted), and the
+hosts fetched without asking."""
 
 from __future__ import annotations
 
@@ -116,28 +117,59 @@ def parse_allow_entry(entry: str) -> str | Net:
     return name
 
 
+def parse_host_entry(entry: str) -> str:
+    """A ``[tools.web_fetch] hosts`` entry: a hostname, ``*.`` and a domain (its subdomains), or an IP
+    address; lowercased, no trailing dot. ValueError for anything else."""
+    text = entry.strip().lower().rstrip(".")
+    bare = text.removeprefix("*.")
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        ip = None
+    if ip is not None and bare == text:
+        return str(ip)
+    if ip is None and "/" not in bare and isinstance(parse_allow_entry(bare), str):
+        return text
+    raise ValueError(f"not a hostname, *.domain or IP address: {entry!r}")
+
+
+def host_of(url: httpx.URL) -> str:
+    """The host a checked URL names, as every check compares it (lowercase, no trailing dot)."""
+    return url.raw_host.decode("ascii").lower().rstrip(".")
+
+
 @dataclass(frozen=True)
 class WebAllow:
-    """``[tools.web_fetch] allow_hosts``: hostnames and CIDRs that may be fetched although not public."""
+    """``[tools.web_fetch] allow_hosts``: hostnames and CIDRs that may be fetched although not public;
+    ``[tools.web_fetch] hosts`` (``fetch_hosts``): hosts fetched without asking (``*.domain``: subdomains)."""
 
     hosts: frozenset[str] = frozenset()
     nets: tuple[Net, ...] = ()
+    fetch_hosts: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, entries: Iterable[str]) -> WebAllow:
+    def parse(cls, entries: Iterable[str], fetch_hosts: Iterable[str] = ()) -> WebAllow:
         parsed = [parse_allow_entry(e) for e in entries]
         return cls(
             hosts=frozenset(p for p in parsed if isinstance(p, str)),
             nets=tuple(p for p in parsed if not isinstance(p, str)),
+            fetch_hosts=frozenset(parse_host_entry(h) for h in fetch_hosts),
         )
 
     @classmethod
     def from_section(cls, section: WebFetchSection) -> WebAllow:
         """From the typed ``[tools.web_fetch]`` (its entries already checked at start)."""
-        return cls.parse(section.allow_hosts)
+        return cls.parse(section.allow_hosts, section.hosts)
 
     def names(self, host: str) -> bool:
         return host in self.hosts
+
+    def without_asking(self, host: str) -> bool:
+        """Whether ``hosts`` lists ``host`` (or a ``*.`` entry of a domain it is under)."""
+        if host in self.fetch_hosts:
+            return True
+        labels = host.split(".")
+        return any("*." + ".".join(labels[i:]) in self.fetch_hosts for i in range(1, len(labels)))
 
     def covers(self, ip: IP) -> bool:
         inner = embedded_v4(ip)
@@ -205,7 +237,7 @@ def check_target(url: str | httpx.URL, allow: WebAllow) -> Target:
     """Check one hop: URL form, host name, and EVERY address the host resolves to (resolved once here; the
     fetch must connect to one of ``Target.addresses``, never resolve again)."""
     parsed = check_url(url)
-    host = parsed.raw_host.decode("ascii").lower().rstrip(".")
+    host = host_of(parsed)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     named = allow.names(host)
     if host in METADATA_NAMES and not named:

@@ -1,0 +1,80 @@
+"""Tool results masked before the model, the receipts and the timeline see them: the known secret shapes
+(``geode.redaction.SHAPES``) and the literal values of the home's ``.env`` and of the daemon's secret-named
+environment variables, each replaced by ``[REDACTED:<what>]`` and counted in the result (``redacted``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from geode.home import GeodeHome
+from geode.redaction import is_secret_key, mask_secrets
+from geode.tools.spec import ToolResult
+
+MIN_LITERAL = 8  # shorter values ("1", "true", a port) would mask ordinary text
+MAX_DEPTH = 32
+
+
+class ResultRedactor:
+    """Masks one result at a time; the ``.env`` is re-read when it changed (same key the providers use)."""
+
+    def __init__(self, home_root: Path | None = None, environ: Mapping[str, str] | None = None) -> None:
+        self._home = GeodeHome(home_root) if home_root is not None else GeodeHome.from_env()
+        self._environ = os.environ if environ is None else environ
+        self._mu = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._dotenv: dict[str, str] = {}
+
+    def literals(self) -> list[tuple[str, str]]:
+        """``(label, value)`` pairs, longest value first: ``.env`` values, then secret-named variables'."""
+        found: dict[str, str] = {}
+        for name, value in self._env_values().items():
+            found.setdefault(value, f"env:{name}")
+        for name, value in self._environ.items():
+            if is_secret_key(name):
+                found.setdefault(value, f"env:{name}")
+        pairs = [(label, v) for v, label in found.items() if len(v) >= MIN_LITERAL]
+        return sorted(pairs, key=lambda p: -len(p[1]))
+
+    def _env_values(self) -> dict[str, str]:
+        try:
+            st = os.stat(self._home.env_file)
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = None
+        with self._mu:
+            if stamp != self._stamp:
+                try:
+                    self._dotenv = self._home.load_dotenv() if stamp is not None else {}
+                except (OSError, UnicodeDecodeError):
+                    self._dotenv = {}
+                self._stamp = stamp
+            return dict(self._dotenv)
+
+    def apply(self, result: ToolResult) -> ToolResult:
+        """``result`` with its secrets masked; a dict result also says how many of each (``redacted``)."""
+        counts: Counter[str] = Counter()
+        content = _mask(result.content, self.literals(), counts, 0)
+        if not counts:
+            return result
+        if isinstance(content, dict):
+            content["redacted"] = dict(sorted(counts.items()))
+        return result.model_copy(update={"content": content})
+
+
+def _mask(obj: Any, literals: list[tuple[str, str]], counts: Counter[str], depth: int) -> Any:
+    if isinstance(obj, str):
+        text, found = mask_secrets(obj, literals)
+        counts.update(found)
+        return text
+    if depth >= MAX_DEPTH:
+        return obj
+    if isinstance(obj, dict):
+        return {k: _mask(v, literals, counts, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_mask(v, literals, counts, depth + 1) for v in obj]
+    return obj
