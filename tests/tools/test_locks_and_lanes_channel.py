@@ -86,3 +86,18 @@ def test_lanes_channel_error_denies() -> None:
     gate = ApprovalGate(LanesApprovalChannel(LocalTransport({"lanes": _Lanes("raise")})))
     v = gate.decide(_ctx(), SPEC, "w {}")
     assert not v.granted and v.how == "disconnected"
+
+
+def test_lanes_channel_carries_the_whole_request_and_a_larger_one_is_denied_without_asking() -> None:
+    """Breach 5: a 20,000-character request reaches the asker whole (was: cut at 2,048 on the wire), with
+    what "always" covers; one larger than an approval message carries is denied, said why, never asked."""
+    lanes = _Lanes("n")
+    gate = ApprovalGate(LanesApprovalChannel(LocalTransport({"lanes": lanes})))
+    detail = "w " + "x" * 20_000 + "; tail"
+    assert not gate.decide(_ctx(), SPEC, detail).granted
+    [ask] = lanes.asks
+    assert ask.detail == detail and ask.always_covers == "every w call, for the rest of this session"
+    huge = "w " + "x" * lanes_msg.APPROVAL_DETAIL_MAX
+    v = gate.decide(_ctx(), SPEC, huge)
+    assert not v.granted and v.how == "too_large" and "denied without asking" in v.message
+    assert len(lanes.asks) == 1  # nobody was shown a cut request
