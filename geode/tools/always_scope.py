@@ -26,7 +26,7 @@ def normalize_command(command: str) -> str:
         return text
     out: list[str] = []
     quote = ""
-    escaped = False
+    escaped = blank = False  # blank: the last character kept is a separating (unquoted, unescaped) blank
     for ch in text:
         if escaped:
             escaped = False
@@ -38,10 +38,12 @@ def normalize_command(command: str) -> str:
         elif ch in "'\"":
             quote = ch
         elif ch in " \t":
-            if out and out[-1] == " ":
-                continue
-            ch = " "
+            if not blank:
+                out.append(" ")
+            blank = True
+            continue
         out.append(ch)
+        blank = False
     return "".join(out)
 
 
