@@ -44,15 +44,15 @@ def credential_name(path: Path) -> bool:
 
 
 def is_geode_home(d: Path) -> bool:
-    """A GEODE home by its markers: ``keys/host.secret``; or ``records/`` and ``evidence/`` (what every home
-    gets on its first start); or ``config.toml`` with ``.env`` or ``records/``."""
+    """A GEODE home by its markers: ``keys/host.secret``; or a ``records/`` directory with ``evidence/`` (what
+    every home gets on its first start) or with ``config.toml``. Not ``config.toml`` with ``.env`` alone: many
+    projects have both."""
     j = os.path.join
     if os.path.isfile(j(d, "keys", "host.secret")):
         return True
-    records = os.path.isdir(j(d, "records"))
-    if records and os.path.isdir(j(d, "evidence")):
-        return True
-    return os.path.isfile(j(d, "config.toml")) and (records or os.path.isfile(j(d, ".env")))
+    if not os.path.isdir(j(d, "records")):
+        return False
+    return os.path.isdir(j(d, "evidence")) or os.path.isfile(j(d, "config.toml"))
 
 
 def _files(d: Path) -> Iterator[Path]:
