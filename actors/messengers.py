@@ -24,6 +24,7 @@ from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from geode import faults
 from geode.home import GeodeHome
+from geode.home_secrets import session_id_key
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import PLATFORMS, TOKEN_VARS, MessengerBinding, MessengersSection, platform_token
 from geode.messengers.poller import Poller, PollerSettings
@@ -179,10 +180,12 @@ class MessengersChild:
         )
         poller = self.pollers.get(x.platform)
         state = poller.out.state if poller is not None else None
-        if state is None:
+        if poller is None or state is None:
             return view
         try:
-            view.session_id = session_id_for(x.platform, x.channel_id, state.generation(x.channel_id))
+            view.session_id = session_id_for(
+                x.platform, x.channel_id, state.generation(x.channel_id), poller.settings.session_key
+            )
             last = state.last_turn(x.channel_id)
             rec = state.store.get_turn(last) if last else None
         except GeodeError as exc:
@@ -327,9 +330,10 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
             )
 
         ports = BusPorts(bus.transport)
+        key = session_id_key(ctx.home)  # kept in the home: the same chat ids after every restart
         for platform, translator in translators.items():
             poller = Poller(
-                PollerSettings(platform),
+                PollerSettings(platform, session_key=key),
                 translator,
                 child.bindings,
                 StoreClient(bus.transport, attempts=3),

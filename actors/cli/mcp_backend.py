@@ -27,8 +27,9 @@ TREE_START_S = 60.0
 class ControlTurnRunner:
     """:class:`~geode.mcp_server.turns.TurnRunner` over the control socket (thread-safe)."""
 
-    def __init__(self, home: GeodeHome) -> None:
+    def __init__(self, home: GeodeHome, *, creator: str) -> None:
         self.home = home
+        self.creator = creator  # recorded on the sessions it starts; it continues only those
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._tree: threading.Thread | None = None
@@ -128,11 +129,16 @@ class ControlTurnRunner:
             cl.close()
         return {**result, "session_id": cl.session_id}
 
-    @staticmethod
-    def _connect(cl: Any, turn: HeadlessTurn) -> None:
-        """Handshake in HEADLESS mode (the caller's workspace, model, budget); a continued turn resumes."""
+    def _connect(self, cl: Any, turn: HeadlessTurn) -> None:
+        """Handshake in HEADLESS mode (the caller's workspace, model, budget, and who asks); a continued turn
+        resumes (control refuses a session another creator, or no MCP client, started)."""
         cl.connect(
-            mode=MODE, cwd=turn.workspace, model=turn.model, time_budget_s=turn.time_budget_s, is_tty=False
+            mode=MODE,
+            cwd=turn.workspace,
+            model=turn.model,
+            time_budget_s=turn.time_budget_s,
+            is_tty=False,
+            creator=self.creator,
         )
         if turn.session_id is not None:
             cl.session_id = cl.request(c.RESUME, {"session_id": turn.session_id})["session_id"]
@@ -144,7 +150,7 @@ class ControlTurnRunner:
 
         cl = ControlClient(self.home)
         try:
-            cl.connect(mode=MODE, is_tty=False)
+            cl.connect(mode=MODE, is_tty=False, creator=self.creator)
             cl.session_id = cl.request(c.RESUME, {"session_id": session_id})["session_id"]
             cl.cancel(None)
         except GeodeError as exc:

@@ -1,5 +1,5 @@
 """`geode mcp`: serve GEODE's run_agent / continue_agent / get_health to MCP hosts over stdio (default) or
-streamable HTTP (``--http HOST:PORT``; loopback unless a bearer token is set).
+streamable HTTP (``--http HOST:PORT``: always behind a bearer token; on loopback one is made in the home).
 
 ``actors/cli/main.py`` dispatches here before building the typer app, and stdio answers ``initialize``
 before the SDK is imported (:mod:`geode.mcp_server.handshake`): a host's cold start stays near 0.1 s.
@@ -29,8 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio; off loopback a bearer "
-        "token is required (GEODE_MCP_TOKEN or [mcp.serve] token)",
+        help="streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio, behind a bearer token: "
+        "GEODE_MCP_TOKEN or [mcp.serve] token; on loopback without one, the token kept in "
+        "$GEODE_HOME/keys/mcp-http.token (made and printed once on first use)",
     )
     return p
 
@@ -51,19 +52,20 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _build() -> tuple[Any, Any]:
-    """The MCP server and its turn runner (imports the SDK: ~0.5 s)."""
+def _build(creator: str) -> tuple[Any, Any]:
+    """The MCP server and its turn runner for ``creator`` (imports the SDK: ~0.5 s)."""
     from actors.cli.mcp_backend import ControlTurnRunner
     from geode.home import GeodeHome
     from geode.mcp_server.app import build_server
 
-    runner = ControlTurnRunner(GeodeHome.from_env())
+    runner = ControlTurnRunner(GeodeHome.from_env(), creator=creator)
     return build_server(runner, version=_version()), runner
 
 
 # --- stdio ----------------------------------------------------------------------------------------------
 def serve_stdio() -> int:
     from geode.mcp_server import handshake
+    from geode.mcp_server.turns import uid_creator
 
     # the wire keeps private copies of fds 0 and 1; fd 0 reads /dev/null and fd 1 goes to stderr meanwhile,
     # so nothing this process (or a child it starts) prints can corrupt the protocol
@@ -80,7 +82,7 @@ def serve_stdio() -> int:
         # the host writes initialize as it spawns us: answer it first, uncontended for the GIL, then import
         first_seen.wait(EARLY_WAIT_S)
         try:
-            built["server"], built["runner"] = _build()
+            built["server"], built["runner"] = _build(uid_creator(os.getuid()))
         except BaseException as exc:  # reported by the main thread
             built["error"] = exc
 
@@ -126,8 +128,17 @@ def serve_http(bind: str) -> int:
     from pydantic import ValidationError
 
     from geode.home import GeodeHome
-    from geode.mcp_server.http_auth import BearerAuth, McpServeSection, parse_bind, refusal, resolve_token
-    from geode.protocol.errors import GeodeError
+    from geode.mcp_server.http_auth import (
+        BearerAuth,
+        McpServeSection,
+        home_token,
+        is_loopback,
+        parse_bind,
+        refusal,
+        resolve_token,
+    )
+    from geode.mcp_server.turns import token_creator
+    from geode.protocol.errors import ConfigError, GeodeError
 
     try:
         host, port = parse_bind(bind)
@@ -138,27 +149,39 @@ def serve_http(bind: str) -> int:
     try:
         raw = home.load_config().get("mcp", {})
         section = McpServeSection.model_validate(raw.get("serve", {}) if isinstance(raw, dict) else {})
-        token = resolve_token(os.environ, home.load_dotenv(), section)
+        token = resolve_token(os.environ, home.load_dotenv(), section, home)
+        if token is None and is_loopback(host):  # loopback is no boundary between local users
+            token = home_token(home)
+    except ConfigError as exc:  # a token under 16 characters (named by its source), a loose token file
+        print(f"geode mcp: {exc.message or exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except (GeodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"geode mcp: bad [mcp.serve] in {home.config_file}: {first}", file=sys.stderr)
         return EXIT_CONFIG
     why = refusal(host, port, token)
-    if why is not None:
+    if why is not None or token is None:
         print(why, file=sys.stderr)
         return EXIT_USAGE
     import uvicorn
 
-    server, runner = _build()
-    app: Any = server.streamable_http_app(host=host)
-    if token is not None:
-        app = BearerAuth(app, token)
+    _log_refusals()
+    server, runner = _build(token_creator(token.value))
+    app: Any = BearerAuth(server.streamable_http_app(host=host), token.value)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
     web = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/mcp"
+    if token.created:  # shown this once: the operator registers it with the MCP host
+        print(
+            f"geode mcp: made a bearer token for HTTP clients, kept 0600 in {token.source} (shown once):\n"
+            f"  {token.value}\n"
+            f"  register it: claude mcp add --transport http geode {url} "
+            f'--header "Authorization: Bearer {token.value}"',
+            file=sys.stderr,
+        )
     print(
-        f"geode mcp: listening on http://{shown}:{port}/mcp"
-        + (" (bearer token required)" if token is not None else " (loopback, no token)"),
+        f"geode mcp: listening on {url} (bearer token required: {token.source})",
         file=sys.stderr,
         flush=True,
     )
@@ -169,13 +192,26 @@ def serve_http(bind: str) -> int:
     return 0
 
 
+def _log_refusals() -> None:
+    """The 401s BearerAuth logs go to stderr (uvicorn configures only its own loggers)."""
+    import logging
+
+    from geode.mcp_server.http_auth import log
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("geode mcp: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
 # --- typer (listed in `geode --help`; main.py runs `geode mcp` before typer is imported) -----------------
 def register(app: typer.Typer) -> None:
     import typer
 
     def mcp(
         http: str | None = typer.Option(
-            None, "--http", metavar="HOST:PORT", help="streamable HTTP instead of stdio (token off loopback)"
+            None, "--http", metavar="HOST:PORT", help="streamable HTTP instead of stdio (with a bearer token)"
         ),
     ) -> None:
         """Serve GEODE to MCP hosts (run_agent, continue_agent, get_health): stdio, or --http HOST:PORT."""

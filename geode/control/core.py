@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from geode.control.connection import QUEUE_MAX, Connection, ConnState, Runner
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
+from geode.control.owners import SessionOwners
 from geode.control.replay import SessionReplay
 from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
@@ -99,6 +100,7 @@ class ControlCore:
         self.handshake_deadline_s, self.max_connections = handshake_deadline_s, max_connections
         self.session_factory, self.clock = session_factory, clock
         self.operator = OperatorDesk(transport, lanes=lanes)
+        self.owners = SessionOwners(self.operator)
         self.replay = SessionReplay(transport, lanes)
         self.slots = SlotTable()
         self.bad_frames = 0
@@ -196,6 +198,11 @@ class ControlCore:
             raise BadRequest(
                 f"unsupported protocol {h.protocol_version!r}; this daemon speaks {c.CONTROL_PROTOCOL}"
             )
+        if h.creator is not None:
+            if h.mode != "HEADLESS":
+                raise BadRequest("a creator is for HEADLESS (MCP) connections only")
+            if h.session_id is not None:  # a re-handshake on its own session (after a control restart)
+                self.owners.check(h.session_id, h.creator, absent_ok=True)
         spec = self.session_factory(
             h.mode,
             home=self.home,
@@ -209,6 +216,8 @@ class ControlCore:
         )
         if self.plans is not None and not self.plans.from_executor:  # composed without the executor's answer:
             spec = spec.model_copy(update={"plan_hash": "", "plan_generation": 0})  # claim no plan hash
+        if h.creator is not None:
+            spec = spec.model_copy(update={"creator": h.creator})
         with conn.lock:
             conn.spec, conn.is_tty = spec, h.is_tty
             conn.skip_permissions = spec.skip_permissions  # per connection, never process-wide
@@ -237,6 +246,8 @@ class ControlCore:
     def _prompt(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted:
         assert conn.spec is not None
         sid = p.session_id or conn.spec.session_id
+        if conn.spec.creator and sid != conn.spec.session_id:  # an MCP connection: its own session only
+            raise NotFound(SessionOwners.refusal(sid))
         turn_id = p.turn_id or f"t-{uuid.uuid4().hex[:16]}"  # the client's id: a re-sent prompt is one turn
         log.info("prompt: turn %s of session %s", turn_id, sid)
         # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
@@ -269,6 +280,8 @@ class ControlCore:
         raise AssertionError("unreachable")
 
     def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
+        if conn.spec is not None and conn.spec.creator and session_id != conn.spec.session_id:
+            raise NotFound(SessionOwners.refusal(session_id))
         conn.attach(session_id, after_seq, replaying=True)
         try:
             rep = self.replay.from_lanes(session_id, after_seq)
@@ -288,7 +301,10 @@ class ControlCore:
 
     def _resume(self, conn: Connection, r: c.Resume) -> c.Resumed:
         assert conn.spec is not None
-        summary = self.operator.find_session(r.session_id, newest=r.continue_)
+        if conn.spec.creator:  # MCP's continue_agent: only a session this creator started
+            summary = self.owners.check(r.session_id, conn.spec.creator)
+        else:
+            summary = self.operator.find_session(r.session_id, newest=r.continue_)
         conn.spec = conn.spec.model_copy(update={"session_id": summary["session_id"]})
         conn.attach(summary["session_id"], 0)
         return c.Resumed(

@@ -72,6 +72,7 @@ class OperatorDesk:
                 "session_id": session_id,
                 "message_count": restored.state.message_count,
                 "status": restored.state.status.value,
+                "meta": restored.state.meta,
             }
         if not newest:
             raise BadRequest("resume needs a session id or continue=true")

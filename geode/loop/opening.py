@@ -13,7 +13,7 @@ from geode.loop.state import GuardCounters, Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind, TurnResult
 from geode.records.client import RecordClient
 
-KEPT_META = ("mode", "workspace", "origin", "title")
+KEPT_META = ("mode", "workspace", "origin", "title", "creator")  # creator: set once, by the first turn
 
 
 def open_turn(
@@ -64,6 +64,8 @@ def open_turn(
             base_ctx=base_ctx,
         )
     state.meta.update(turn_id=state.turn_id, mode=s.mode, origin=s.origin, workspace=s.workspace)
+    if restored is None and s.creator:  # a new MCP session: who may continue it (continue_agent)
+        state.meta["creator"] = s.creator
     if same_turn:
         state.meta["user_input"] = state.user_text[:4000]
         return None

@@ -46,6 +46,7 @@ class LoopSettings(BaseModel):
     workspace: str = ""
     origin: str = ""
     skip_permissions: bool = False  # from the turn record: its submitter's --dangerously-skip-permissions
+    creator: str = ""  # an MCP session's creator: recorded in the meta of the session this turn starts
     plan_hash: str = ""  # the plan the session was composed with (compared with the executor's catalogue)
     plan_generation: int = 0
     verify: VerifySettings = VerifySettings()

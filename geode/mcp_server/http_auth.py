@@ -1,17 +1,30 @@
-"""`geode mcp --http`: where it may listen, its bearer token (env or config) and the ASGI check of it."""
+"""`geode mcp --http`: where it may listen, its bearer token (environment, ``.env``, config, or on loopback
+the one made in the home) and the ASGI check of it."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import json
+import logging
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from geode.home import GeodeHome
+from geode.home_secrets import mcp_http_token_path, read_or_create
+from geode.protocol.errors import ConfigError
+
 TOKEN_ENV = "GEODE_MCP_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
+MIN_TOKEN = 16
+MAX_TOKEN = 512
+LOGGED_REFUSALS = 20  # the first refusals are logged one by one, then every 100th (a flood stays readable)
+log = logging.getLogger("geode.mcp_server.http")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -24,7 +37,7 @@ class McpServeSection(BaseModel):
     (``GEODE_MCP_TOKEN`` in the environment or ``$GEODE_HOME/.env`` wins); required off loopback."""
 
     model_config = ConfigDict(extra="forbid")
-    token: str | None = Field(default=None, min_length=16, max_length=512)
+    token: str | None = Field(default=None, max_length=MAX_TOKEN)  # the length floor: resolve_token
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -47,15 +60,48 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def resolve_token(env: Mapping[str, str], dotenv: Mapping[str, str], section: McpServeSection) -> str | None:
-    """The token: the environment, then ``$GEODE_HOME/.env``, then ``[mcp.serve] token``."""
-    for value in (env.get(TOKEN_ENV), dotenv.get(TOKEN_ENV), section.token):
+@dataclass(frozen=True)
+class Token:
+    """The bearer token, where it came from (named in errors) and whether this start made it."""
+
+    value: str = field(repr=False)
+    source: str
+    created: bool = False
+
+
+def _checked(value: str, source: str, created: bool = False) -> Token:
+    if len(value) < MIN_TOKEN:
+        raise ConfigError(
+            f"the bearer token from {source} has {len(value)} characters; at least {MIN_TOKEN} are required"
+        )
+    if len(value) > MAX_TOKEN:
+        raise ConfigError(f"the bearer token from {source} is longer than {MAX_TOKEN} characters")
+    return Token(value, source, created)
+
+
+def resolve_token(
+    env: Mapping[str, str], dotenv: Mapping[str, str], section: McpServeSection, home: GeodeHome
+) -> Token | None:
+    """The configured token: the environment, then ``$GEODE_HOME/.env``, then ``[mcp.serve] token``; each
+    held to the same length floor (a ConfigError naming the source)."""
+    for value, source in (
+        (env.get(TOKEN_ENV), f"{TOKEN_ENV} in the environment"),
+        (dotenv.get(TOKEN_ENV), f"{TOKEN_ENV} in {home.env_file}"),
+        (section.token, f"[mcp.serve] token in {home.config_file}"),
+    ):
         if value:
-            return value
+            return _checked(value, source)
     return None
 
 
-def refusal(host: str, port: int, token: str | None) -> str | None:
+def home_token(home: GeodeHome) -> Token:
+    """The loopback default: the token kept 0600 in ``keys/mcp-http.token``, made on first use."""
+    path: Path = mcp_http_token_path(home)
+    value, created = read_or_create(path, lambda: secrets.token_urlsafe(32), "MCP HTTP token")
+    return _checked(value, str(path), created)
+
+
+def refusal(host: str, port: int, token: Token | None) -> str | None:
     """Why ``geode mcp`` must not listen there (one line), or None."""
     if token is None and not is_loopback(host):
         return (
@@ -66,14 +112,18 @@ def refusal(host: str, port: int, token: str | None) -> str | None:
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request without ``Authorization: Bearer <token>`` gets 401."""
+    """ASGI middleware: every HTTP request without ``Authorization: Bearer <token>`` gets 401, and is logged
+    (method, path, peer, why: never the header's value)."""
 
     def __init__(self, app: Asgi, token: str) -> None:
         self.app = app
         self._token = token.encode()
+        self.refused = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") == "http" and not self._authorized(scope):
+        why = self._refusal(scope) if scope.get("type") == "http" else None
+        if why is not None:
+            self._log(scope, why)
             body = json.dumps({"error": "unauthorized", "detail": "send Authorization: Bearer <token>"})
             await send(
                 {
@@ -89,9 +139,27 @@ class BearerAuth:
             return
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _refusal(self, scope: Scope) -> str | None:
         for name, value in scope.get("headers") or ():
             if name.lower() == b"authorization":
                 scheme, _, given = bytes(value).partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
-        return False
+                if scheme.lower() != b"bearer":
+                    return "not a Bearer authorization"
+                return None if hmac.compare_digest(given.strip(), self._token) else "wrong bearer token"
+        return "no Authorization header"
+
+    def _log(self, scope: Scope, why: str) -> None:
+        self.refused += 1
+        if self.refused > LOGGED_REFUSALS and self.refused % 100:
+            return
+        client = scope.get("client") or ("?", 0)
+        path = str(scope.get("path", ""))[:200]
+        log.warning(
+            "401 for %s %r from %s:%s (%s; %d refused so far)",
+            str(scope.get("method", "?"))[:16],
+            path,
+            client[0],
+            client[1],
+            why,
+            self.refused,
+        )

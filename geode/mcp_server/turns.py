@@ -6,6 +6,7 @@ control socket, or an in-process tree when no daemon serves this ``GEODE_HOME``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,6 +18,17 @@ MAX_TIME_BUDGET_S = 3600.0
 
 ProgressFn = Callable[[str], None]  # one line per turn event worth telling the MCP client
 SessionFn = Callable[[str], None]  # told the turn's session id once it is known (before the turn runs)
+
+
+def uid_creator(uid: int) -> str:
+    """The creator of sessions started over stdio: the uid of the `geode mcp` process."""
+    return f"uid:{uid}"
+
+
+def token_creator(token: str) -> str:
+    """The creator of sessions started over HTTP: a hash of the bearer token (never the token itself)."""
+    digest = hashlib.sha256(b"geode.mcp.creator\x00" + token.encode("utf-8", "surrogatepass"))
+    return f"token:{digest.hexdigest()[:32]}"
 
 
 class HeadlessTurn(BaseModel):

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from geode import faults
@@ -47,6 +47,7 @@ class PollerSettings:
     backoff_max_s: float = 30.0
     dedupe_ttl_s: float = 7 * 86400.0
     deliver_attempts: int = 5
+    session_key: bytes = field(default=b"", repr=False)  # the home's session-id key (home_secrets)
 
 
 def cursor_view(cursor: str | None) -> int | str | None:
@@ -291,7 +292,7 @@ class Poller:
             self.status.ignored["duplicate"] += 1
             return
         gen = await asyncio.to_thread(state.generation, key)
-        sid = session_id_for(self.platform, key, gen)
+        sid = session_id_for(self.platform, key, gen, self.settings.session_key)
         sub = lanes_msg.Submit(
             turn_id=turn_id,
             session_id=sid,
@@ -335,7 +336,7 @@ class Poller:
         turn_id = turn_id_for(self.platform, key, item.message_id)
         req = messengers_msg.DeliverReply(
             operation_id=reply_operation_id(turn_id),
-            session_id=session_id_for(self.platform, key, gen),
+            session_id=session_id_for(self.platform, key, gen, self.settings.session_key),
             turn_id=turn_id,
             channel=f"{self.platform}:{key}",
             text=item.reply_text,
@@ -349,11 +350,11 @@ class Poller:
         key = msg.channel_key
         if name == "new":
             gen = await asyncio.to_thread(state.new_generation, key, msg.message_id)
-            sid = session_id_for(self.platform, key, gen)
+            sid = session_id_for(self.platform, key, gen, self.settings.session_key)
             text = f"Started a new session: {sid}"
         else:
             gen = await asyncio.to_thread(state.generation, key)
-            sid = session_id_for(self.platform, key, gen)
+            sid = session_id_for(self.platform, key, gen, self.settings.session_key)
             text = f"Session: {sid}\n{await self._last_turn_line(state, key)}"
         self.status.messages_in += 1
         turn_id = turn_id_for(self.platform, key, msg.message_id)

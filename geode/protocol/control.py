@@ -35,6 +35,9 @@ class Handshake(BaseModel):
     dangerously_skip_permissions: bool = False
     mode: Literal["IPC", "REPL", "HEADLESS"] = "IPC"  # REPL: terminal and tree in one process; HEADLESS: MCP
     time_budget_s: float | None = Field(default=None, gt=0, le=86_400)  # None: the mode's default
+    # HEADLESS only (`geode mcp`): who asks, recorded on a session it starts ("uid:<n>" over stdio,
+    # "token:<hash>" over HTTP); such a connection resumes and attaches only sessions of the same creator
+    creator: str | None = Field(default=None, pattern=r"^(uid:[0-9]{1,10}|token:[0-9a-f]{32})$")
 
 
 class Welcome(BaseModel):

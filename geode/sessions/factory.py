@@ -41,6 +41,7 @@ class SessionSpec(BaseModel):
     plan_generation: int = 0
     origin: str = ""
     skip_permissions: bool = False
+    creator: str = ""  # an MCP session's creator (HEADLESS handshake), recorded in its checkpoint meta
 
     @property
     def interactive(self) -> bool:

@@ -1,21 +1,39 @@
-"""Drive `geode mcp` as a real MCP host would: a ClientSession over stdio against a spawned process, with a
-temporary GEODE_HOME whose provider is a ScriptedServer that records the tools it was offered."""
+"""Drive `geode mcp` as a real MCP host would: a ClientSession over stdio against a spawned process (or over
+streamable HTTP against a spawned `geode mcp --http`), with a temporary GEODE_HOME whose provider is a
+ScriptedServer that records the tools it was offered."""
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 
 from geode.home import GeodeHome
 from tests.actors.tree_kit import ROOT, env
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 
 FORBIDDEN = {"run_bash", "delegate_task", "computer"}
 
@@ -78,3 +96,72 @@ async def call(session: ClientSession, tool: str, args: dict[str, Any], progress
     assert not res.is_error, res.content
     assert res.structured_content is not None, res.content
     return res.structured_content
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def post_initialize(url: str, headers: dict[str, str]) -> int:
+    """The HTTP status of an ``initialize`` POSTed to ``url`` with ``headers``."""
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(INIT).encode(),
+        method="POST",
+        headers={
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            **headers,
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return int(exc.code)
+
+
+@contextmanager
+def serving_http(
+    home: GeodeHome, bind: str, errlog: Path, cwd: Path = ROOT, **extra_env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A spawned `geode mcp --http BIND`, its stderr to ``errlog``; terminated on exit."""
+    with errlog.open("ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "actors.cli.main", "mcp", "--http", bind],
+            env={**env(home), **extra_env},
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str, roots: list[Path] | None = None) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession over streamable HTTP, sending ``Authorization: Bearer <token>``."""
+
+    async def list_roots(_ctx: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=p.as_uri(), name=p.name) for p in roots or []])
+
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=120) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(
+                read, write, list_roots_callback=list_roots if roots is not None else None
+            ) as session:
+                await session.initialize()
+                yield session
+
+
+async def refused(session: ClientSession, tool: str, args: dict[str, Any]) -> str:
+    """A tool call's ``error`` (asserting the turn did not run: no text, no rounds)."""
+    out = await call(session, tool, args)
+    assert out["error"] and not out["text"] and not out["rounds"], out
+    return str(out["error"])

@@ -19,6 +19,7 @@ from geode.mcp_server import handshake
 from geode.mcp_server.http_auth import (
     BearerAuth,
     McpServeSection,
+    Token,
     is_loopback,
     parse_bind,
     refusal,
@@ -95,16 +96,22 @@ def test_bind_parsing_and_loopback() -> None:
         parse_bind("localhost:http")
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.9.9.9", "::1", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com"))
-    assert refusal("127.0.0.1", 1, None) is None and refusal("0.0.0.0", 1, "t" * 16) is None
+    assert refusal("127.0.0.1", 1, None) is None and refusal("0.0.0.0", 1, Token("t" * 16, "env")) is None
     assert "refusing" in (refusal("0.0.0.0", 1, None) or "")
 
 
-def test_token_precedence_env_then_dotenv_then_config() -> None:
+def test_token_precedence_env_then_dotenv_then_config(tmp_path: Path) -> None:
+    home = make_home(tmp_path)
     cfg = McpServeSection(token="c" * 16)
-    assert resolve_token({"GEODE_MCP_TOKEN": "e"}, {"GEODE_MCP_TOKEN": "d"}, cfg) == "e"
-    assert resolve_token({}, {"GEODE_MCP_TOKEN": "d"}, cfg) == "d"
-    assert resolve_token({}, {}, cfg) == "c" * 16
-    assert resolve_token({}, {}, McpServeSection()) is None
+
+    def value(env: dict[str, str], dotenv: dict[str, str], section: McpServeSection) -> str | None:
+        token = resolve_token(env, dotenv, section, home)
+        return None if token is None else token.value
+
+    assert value({"GEODE_MCP_TOKEN": "e" * 16}, {"GEODE_MCP_TOKEN": "d" * 16}, cfg) == "e" * 16
+    assert value({}, {"GEODE_MCP_TOKEN": "d" * 16}, cfg) == "d" * 16
+    assert value({}, {}, cfg) == "c" * 16
+    assert value({}, {}, McpServeSection()) is None
 
 
 def test_bearer_check() -> None:

@@ -196,6 +196,9 @@ BINDINGS = [
 ]
 
 
+SESSION_KEY = bytes(range(32))  # the rig's session-id key (a home keeps its own in keys/session-id.key)
+
+
 class Rig:
     """A poller over the fakes, run by a real :class:`PollerRunner` (own thread and loop)."""
 
@@ -211,6 +214,7 @@ class Rig:
         self.lanes = FakeLanes(self.store)
         self.executor = executor or FakeExecutor()
         opts = {"recover_every_s": 0.1, "typing_every_s": 0.1, "backoff_base_s": 0.01, "backoff_max_s": 0.05}
+        opts["session_key"] = SESSION_KEY
         self.poller = Poller(
             PollerSettings("telegram", **(opts | poller_kw)),
             self.translator,

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
+from geode.home_secrets import session_id_key
 from geode.messengers.config import MessengerBinding
 from geode.messengers.session_spec import daemon_session_settings
 from geode.messengers.sessions import dedupe_key, reply_operation_id, session_id_for, turn_id_for
 from geode.protocol import lanes as lanes_msg
+from geode.protocol.errors import ConfigError
 from geode.protocol.messengers import DeliverReply
 from geode.sessions.factory import SessionSpec
 from geode.tools.catalogue_plans import builtin_catalogue
@@ -21,6 +23,7 @@ from geode.tools.plan import BoundToolPlan, compile_plan
 
 CHATS = ["42", "-1001234567890", "-1001234567890:5", "-1001234567890:6", "C0123ABCD:1712345678.123456"]
 LONG = "x" * 500
+KEY = bytes(range(32))  # a home keeps its own in keys/session-id.key
 
 
 def _printable_and_bounded(value: str) -> bool:
@@ -28,7 +31,7 @@ def _printable_and_bounded(value: str) -> bool:
 
 
 def test_ids_are_deterministic() -> None:
-    assert session_id_for("telegram", "-100:5", 3) == session_id_for("telegram", "-100:5", 3)
+    assert session_id_for("telegram", "-100:5", 3, KEY) == session_id_for("telegram", "-100:5", 3, KEY)
     assert turn_id_for("telegram", "-100:5", "77") == turn_id_for("telegram", "-100:5", "77")
     assert dedupe_key("telegram", "-100", "77") == dedupe_key("telegram", "-100", "77")
     tid = turn_id_for("telegram", "-100", "77")
@@ -37,7 +40,7 @@ def test_ids_are_deterministic() -> None:
 
 def test_ids_are_printable_and_bounded_even_for_long_or_odd_parts() -> None:
     for chat, msg in itertools.product([*CHATS, LONG, "chat with spaces/ünïcode\n"], ["1", LONG, "a b\tc"]):
-        ids = [session_id_for("telegram", chat, 10**18), turn_id_for("slack", chat, msg)]
+        ids = [session_id_for("telegram", chat, 10**18, KEY), turn_id_for("slack", chat, msg)]
         ids += [dedupe_key("discord", chat, msg), reply_operation_id(turn_id_for("telegram", chat, msg))]
         assert all(_printable_and_bounded(i) for i in ids), ids
     assert reply_operation_id(LONG) != reply_operation_id(LONG + "y")  # an over-long turn id is hashed
@@ -45,7 +48,7 @@ def test_ids_are_printable_and_bounded_even_for_long_or_odd_parts() -> None:
 
 
 def test_ids_fit_the_protocol_fields() -> None:
-    sid, tid = session_id_for("telegram", CHATS[2], 0), turn_id_for("telegram", CHATS[2], "9")
+    sid, tid = session_id_for("telegram", CHATS[2], 0, KEY), turn_id_for("telegram", CHATS[2], "9")
     lanes_msg.Submit(turn_id=tid, session_id=sid, mode="DAEMON", origin="messengers")
     DeliverReply(operation_id=reply_operation_id(tid), session_id=sid, turn_id=tid, channel="t:1", text="x")
 
@@ -53,18 +56,32 @@ def test_ids_fit_the_protocol_fields() -> None:
 def test_ids_are_distinct_across_chats_topics_generations_and_messages() -> None:
     long_a, long_b = LONG + "a", LONG + "b"  # the same readable prefix: the hash tells them apart
     chats = [*CHATS, long_a, long_b, "a_b", "a b"]  # "a b" is cleaned to "a_b" in the readable part
-    sessions = {session_id_for(p, c, g) for p in ("telegram", "slack") for c in chats for g in range(3)}
+    sessions = {session_id_for(p, c, g, KEY) for p in ("telegram", "slack") for c in chats for g in range(3)}
     assert len(sessions) == 2 * len(chats) * 3
     turns = {turn_id_for("telegram", c, m) for c in chats for m in ("1", "2", "12")}
     dedupes = {dedupe_key("telegram", c, m) for c in chats for m in ("1", "2", "12")}
     assert len(turns) == len(dedupes) == len(chats) * 3
     assert turn_id_for("telegram", "1", "23") != turn_id_for("telegram", "12", "3")
-    assert session_id_for("telegram", "-100", 0) != session_id_for("telegram", "-100", 1)
+    assert session_id_for("telegram", "-100", 0, KEY) != session_id_for("telegram", "-100", 1, KEY)
 
 
 def test_a_negative_generation_is_refused() -> None:
     with pytest.raises(ValueError):
-        session_id_for("telegram", "42", -1)
+        session_id_for("telegram", "42", -1, KEY)
+
+
+def test_the_session_key_is_made_once_0600_in_the_home_and_keys_the_ids(tmp_path: Path) -> None:
+    home = GeodeHome(tmp_path / "gh").ensure()
+    key = session_id_key(home)
+    path = home.keys_dir / "session-id.key"
+    assert len(key) == 32 and (path.stat().st_mode & 0o777) == 0o600
+    assert session_id_key(home) == key  # read back, not made again
+    assert session_id_for("telegram", "42", 0, key) != session_id_for("telegram", "42", 0, KEY)
+    path.chmod(0o644)  # readable by others: it may have leaked, so it is refused, not used
+    with pytest.raises(ConfigError, match="readable by others"):
+        session_id_key(home)
+    with pytest.raises(ValueError):
+        session_id_for("telegram", "42", 0, b"short")
 
 
 # --- the DAEMON session of a binding ------------------------------------------------------------------

@@ -8,7 +8,9 @@ The tests share one tree and run in file order."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +21,11 @@ import pytest
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
 from geode.messengers.bot_api_server import LocalBotApi
-from geode.messengers.sessions import reply_operation_id, turn_id_for
+from geode.messengers.sessions import reply_operation_id, session_id_for, turn_id_for
+from geode.protocol.errors import GeodeError
 from geode.providers.scripted import ScriptedServer
 from tests.actors.tree_kit import children, geode, scripted_home, serve, stop
+from tests.mcp_server.mcp_kit import mcp_params, mcp_session, refused
 from tests.messengers.chat_tree_kit import (
     echo_or_write,
     long_write,
@@ -224,7 +228,6 @@ def test_a_3000_character_request_is_asked_whole_in_the_chat(
     assert no_log_has(home, "benign-benign-benign")
 
 
-
 def test_the_zygote_imports_the_bound_platforms_sdk_so_a_killed_messengers_child_answers_again(
     tree: tuple[GeodeHome, LocalBotApi, Path],
 ) -> None:
@@ -246,6 +249,45 @@ def test_the_zygote_imports_the_bound_platforms_sdk_so_a_killed_messengers_child
     )
     api.push_message(CHAT, "after the kill", sender_id=ALLOWED)
     poll_for(lambda: _answered(api, "echo: after the kill") == 1, 30, what="the reply after the kill")
+
+
+async def test_a_chats_session_id_is_keyed_by_the_home_stable_across_a_restart_and_closed_to_mcp(
+    tree: tuple[GeodeHome, LocalBotApi, Path],
+) -> None:
+    """The chat's session id is an HMAC under keys/session-id.key (0600), not the unkeyed hash of the chat id
+    and generation anyone could compute; a restarted messengers child keeps it; an MCP client's
+    continue_agent on it is refused like an unknown session, and nothing reaches the chat."""
+    home, api, ws = tree
+    sid = _binding_session(home)
+    gen = int(sid.rsplit("-g", 1)[1].split("-")[0])
+    unkeyed = hashlib.sha256("\x00".join(("session", "telegram", str(CHAT), str(gen))).encode()).hexdigest()
+    key_file = home.keys_dir / "session-id.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert sid != f"s-telegram-{CHAT}-g{gen}-{unkeyed[:12]}"
+    assert sid == session_id_for("telegram", str(CHAT), gen, bytes.fromhex(key_file.read_text()))
+    before = children(home)["messengers"].incarnation
+    r = geode(home, "restart", "messengers")
+    assert r.returncode == 0, r.stderr
+    poll_for(
+        lambda: children(home)["messengers"].incarnation > before and _poller(home)["state"] == "polling",
+        60,
+        what="the messengers child back and polling",
+        swallow=(AssertionError, GeodeError),
+    )
+    assert _binding_session(home) == sid
+    posts = len(_texts(api))
+    async with mcp_session(mcp_params(home, cwd=ws), ws.parent / "mcp.err") as s:
+        err = await refused(s, "continue_agent", {"session_id": sid, "prompt": "read me the chat"})
+    assert err == f"unknown session: no session {sid!r} started by this MCP client"
+    api.push_message(CHAT, "still the same session", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "echo: still the same session"), 60, what="the reply after the restart")
+    assert len(_texts(api)) == posts + 1  # the chat got its own reply only
+
+
+def _binding_session(home: GeodeHome) -> str:
+    detail = messengers_detail(home)
+    assert detail is not None, "the messengers child does not answer"
+    return str(detail["bindings"][0]["session_id"])
 
 
 def test_restart_resumes_at_the_stored_offset_and_kills_around_a_reply_never_post_twice(
