@@ -261,11 +261,15 @@ async def test_a_chats_session_id_is_keyed_by_the_home_stable_across_a_restart_a
     sid = _binding_session(home)
     gen = int(sid.rsplit("-g", 1)[1].split("-")[0])
     unkeyed = hashlib.sha256("\x00".join(("session", "telegram", str(CHAT), str(gen))).encode()).hexdigest()
+    assert sid != f"s-telegram-{CHAT}-g{gen}-{unkeyed[:12]}"  # not computable from the chat id
+    posts = len(_texts(api))
+    async with mcp_session(mcp_params(home, cwd=ws), ws.parent / "mcp.err") as s:
+        err = await refused(s, "continue_agent", {"session_id": sid, "prompt": "read me the chat"})
+    assert err == f"unknown session: no session {sid!r} started by this MCP client"
     key_file = home.keys_dir / "session-id.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert sid != f"s-telegram-{CHAT}-g{gen}-{unkeyed[:12]}"
     assert sid == session_id_for("telegram", str(CHAT), gen, bytes.fromhex(key_file.read_text()))
-    before = children(home)["messengers"].incarnation
+    before, count = children(home)["messengers"].incarnation, _message_count(home, sid)
     r = geode(home, "restart", "messengers")
     assert r.returncode == 0, r.stderr
     poll_for(
@@ -274,14 +278,17 @@ async def test_a_chats_session_id_is_keyed_by_the_home_stable_across_a_restart_a
         what="the messengers child back and polling",
         swallow=(AssertionError, GeodeError),
     )
-    assert _binding_session(home) == sid
-    posts = len(_texts(api))
-    async with mcp_session(mcp_params(home, cwd=ws), ws.parent / "mcp.err") as s:
-        err = await refused(s, "continue_agent", {"session_id": sid, "prompt": "read me the chat"})
-    assert err == f"unknown session: no session {sid!r} started by this MCP client"
+    assert _binding_session(home) == sid  # the same key: the same id after the restart
     api.push_message(CHAT, "still the same session", sender_id=ALLOWED)
     poll_for(lambda: _answered(api, "echo: still the same session"), 60, what="the reply after the restart")
     assert len(_texts(api)) == posts + 1  # the chat got its own reply only
+    assert _message_count(home, sid) > count  # ... in the same session
+
+
+def _message_count(home: GeodeHome, sid: str) -> int:
+    r = geode(home, "sessions", "--json")
+    assert r.returncode == 0, r.stderr
+    return int(next(row["message_count"] for row in json.loads(r.stdout) if row["session_id"] == sid))
 
 
 def _binding_session(home: GeodeHome) -> str:
