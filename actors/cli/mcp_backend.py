@@ -149,9 +149,8 @@ class ControlTurnRunner:
         from actors.cli.client import ControlClient
 
         cl = ControlClient(self.home)
-        try:
-            cl.connect(mode=MODE, is_tty=False, creator=self.creator)
-            cl.session_id = cl.request(c.RESUME, {"session_id": session_id})["session_id"]
+        try:  # a handshake on the session (not cli.resume): a turn still queued has no checkpoint yet
+            cl.connect(mode=MODE, is_tty=False, creator=self.creator, session_id=session_id)
             cl.cancel(None)
         except GeodeError as exc:
             log.warning("could not cancel the turn of session %s: %s", session_id, exc)
