@@ -34,12 +34,13 @@ from geode.tools.builtin.bash import BashLimits
 Schema = Any  # a pydantic model class or a stdlib dataclass
 
 # [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
-# origin, verify, skip_permissions, the session's plan hash/generation) are always overridden by the turn's
-# own settings, so they are not configuration (skip_permissions is only the submitting connection's flag).
+# origin, verify, skip_permissions, creator, the session's plan hash/generation) are always overridden by the
+# turn's own settings, so they are not configuration (skip_permissions is only the submitting connection's flag;
+# creator only an MCP connection's handshake: a config value must never make sessions continuable over MCP).
 PER_TURN_LOOP_KEYS = frozenset(
     {
         *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
-        *("skip_permissions", "plan_hash", "plan_generation"),
+        *("skip_permissions", "creator", "plan_hash", "plan_generation"),
     }
 )
 LoopSection = create_model(  # type: ignore[call-overload]
