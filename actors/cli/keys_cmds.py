@@ -27,7 +27,7 @@ def init(force: bool = typer.Option(False, "--force", help="replace an existing 
 
 @keys_app.command("show")
 def show() -> None:
-    """Print this host's public key (one line): add it to main's [bus.curve] authorized_keys."""
+    """Print this host's public key (one line): add it to main's \\[bus.curve] authorized_keys."""
     from actors.bus import host_keys
     from geode.protocol.errors import ConfigError
 

@@ -17,7 +17,7 @@ def serve(
     foreground: bool = typer.Option(False, "--foreground", help="run in this process (supervisord, systemd)"),
     single_process: bool = typer.Option(False, "--single-process", help="all actors in one process (inproc)"),
     role: str = typer.Option("main", "--role", help="main (the whole tree) or worker (another host)"),
-    connect: str = typer.Option("", "--connect", help="worker: main's [bus] listen, tcp://MAIN:PORT"),
+    connect: str = typer.Option("", "--connect", help="worker: main's \\[bus] listen, tcp://MAIN:PORT"),
     server_key: str = typer.Option("", "--server-key", help="worker: main's public key, z85 or @path"),
     children: str = typer.Option("loop", "--children", help="worker: loop and/or executor (comma-separated)"),
     roots: str = typer.Option("", "--roots", help="worker: absolute workspace roots its executor serves"),
@@ -183,7 +183,7 @@ def restart(child: str = typer.Argument(..., help="child name, e.g. store or loo
 
 def reload() -> None:
     """Re-read config.toml and $GEODE_HOME/.env for new sessions, without a restart (the loop workers'
-    [loop], [verify], hooks and providers; providers also follow the files at every new turn)."""
+    \\[loop], \\[verify], hooks and providers; providers also follow the files at every new turn)."""
     from actors.cli.provider_view import reload_daemon
 
     raise typer.Exit(reload_daemon(GeodeHome.from_env(), echo=typer.echo))
