@@ -286,9 +286,10 @@ async def test_a_chats_session_id_is_keyed_by_the_home_stable_across_a_restart_a
 
 
 def _message_count(home: GeodeHome, sid: str) -> int:
+    """The session's stored message count; 0 while the chat has no stored session yet (run alone)."""
     r = geode(home, "sessions", "--json")
     assert r.returncode == 0, r.stderr
-    return int(next(row["message_count"] for row in json.loads(r.stdout) if row["session_id"] == sid))
+    return next((int(row["message_count"]) for row in json.loads(r.stdout) if row["session_id"] == sid), 0)
 
 
 def _binding_session(home: GeodeHome) -> str:

@@ -143,10 +143,11 @@ def _daemon_turn(rig: Rig, text: str) -> list[str]:
 def test_daemon_turn_gets_the_refusal_not_the_key(rig: Rig) -> None:
     """127.0.0.1 is not listed in [tools.web_fetch] hosts and nobody can approve in DAEMON: denied before
     any address is looked at, naming the config key."""
+    seen = len(rig.seen)  # what earlier tests of the module fetched from the shared server
     results = _daemon_turn(rig, f"daemon: read {rig.env_url}?daemon")
     assert len(results) == 1, results
     assert "permission_denied" in results[0] and "[tools.web_fetch] hosts" in results[0], results
-    assert "127.0.0.1" in results[0] and FAKE_KEY not in results[0] and rig.seen == []
+    assert "127.0.0.1" in results[0] and FAKE_KEY not in results[0] and rig.seen[seen:] == []
 
 
 def test_daemon_fetches_a_listed_host_but_not_its_redirect_to_a_new_host(rig: Rig) -> None:
