@@ -22,7 +22,7 @@ COMMAND_MODULES = (
     "actors.cli.provider_cmds",  # scripted-provider
     "actors.cli.chat_cmds",  # interactive chat, ask, doctor
     "actors.cli.messengers_view",  # messengers
-    "actors.cli.mcp_servers_view",  # mcp-servers
+    "actors.cli.mcp_servers_cmds",  # mcp-servers [list], add, remove
     "actors.cli.mcp_cmds",  # mcp (dispatched early by main())
     "actors.cli.trust_cmds",  # trust
     "actors.cli.keys_cmds",  # keys init, keys show

@@ -1,5 +1,6 @@
-"""`geode mcp-servers`: the executor's MCP servers (name, transport, origin, state, tools offered / refused)
-and the config lines it ignored, asked over the bus (``tool.mcp.servers``)."""
+"""`geode mcp-servers [list]`: the executor's MCP servers (name, transport, origin, state, tools offered /
+refused) and the config lines it ignored, asked over the bus (``tool.mcp.servers``); registered with add and
+remove by ``mcp_servers_cmds``."""
 
 from __future__ import annotations
 
@@ -49,7 +50,3 @@ def server_lines(detail: dict[str, Any]) -> list[str]:
 def mcp_servers(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
     """List the MCP servers the executor runs, their state and tool counts (exit 1: not running)."""
     show("executor", mcp_servers_detail, server_lines, as_json)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("mcp-servers")(mcp_servers)

@@ -41,7 +41,7 @@ def trust(
         typer.echo(f"geode trust: {exc.message}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
     if changed:
-        raise typer.Exit(_restart_executor(home))
+        raise typer.Exit(restart_executor(home))
 
 
 def _list(home: GeodeHome) -> None:
@@ -100,8 +100,9 @@ def project_server_lines(project: Path, home: GeodeHome) -> list[str]:
     return lines or ["no .geode/config.toml or .mcp.json with MCP servers here (yet)"]
 
 
-def _restart_executor(home: GeodeHome) -> int:
-    """A running daemon restarts its executor child, which re-reads config.toml and the trusted projects."""
+def restart_executor(home: GeodeHome, command: str = "geode trust") -> int:
+    """A running daemon restarts its executor child, which re-reads config.toml and the trusted projects
+    (``command`` names the CLI command in the failure line)."""
     from actors.tree.client import is_running, restart_child
 
     if not is_running(home):
@@ -111,7 +112,7 @@ def _restart_executor(home: GeodeHome) -> int:
         restart_child(home, "executor")
     except GeodeError as exc:
         typer.echo(
-            f"geode trust: the daemon did not restart its executor ({exc}); run `geode restart executor`",
+            f"{command}: the daemon did not restart its executor ({exc}); run `geode restart executor`",
             err=True,
         )
         return EXIT_RESTART_FAILED

@@ -165,7 +165,7 @@ def trust_add(config_file: Path, directory: str | os.PathLike[str]) -> tuple[Pat
     path = _resolve(directory)
     if not path.is_dir():
         raise ConfigError(f"{path}: not a directory; trust a project directory")
-    with _edit_lock(config_file):
+    with edit_lock(config_file):
         current = read_trust_list(config_file)
         if any(_resolve(p) == path for p in current if Path(p).expanduser().is_absolute()):
             return path, False
@@ -180,7 +180,7 @@ def trust_remove(config_file: Path, directory: str | os.PathLike[str]) -> tuple[
     def matches(entry: str) -> bool:
         return entry == str(directory) or (Path(entry).expanduser().is_absolute() and _resolve(entry) == path)
 
-    with _edit_lock(config_file):
+    with edit_lock(config_file):
         current = read_trust_list(config_file)
         kept = [p for p in current if not matches(p)]
         if len(kept) == len(current):
@@ -190,8 +190,9 @@ def trust_remove(config_file: Path, directory: str | os.PathLike[str]) -> tuple[
 
 
 @contextmanager
-def _edit_lock(config_file: Path) -> Iterator[None]:
-    """Two ``geode trust`` at once: one read-modify-write after the other (a lock on the home directory)."""
+def edit_lock(config_file: Path) -> Iterator[None]:
+    """Two edits of the global config at once (`geode trust`, `geode mcp-servers add`): one read-modify-write
+    after the other (a lock on the home directory)."""
     config_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(config_file.parent, os.O_RDONLY)
     try:
@@ -236,7 +237,7 @@ def _write_projects(config_file: Path, projects: list[str]) -> None:
             f"{config_file}: cannot edit [trust] automatically (it is written in an unusual form); "
             f"set it by hand: [trust] projects = {json.dumps(projects)}"
         )
-    _atomic_write(config_file, new_text)
+    atomic_write(config_file, new_text)
 
 
 def _render(projects: list[str]) -> str:
@@ -297,7 +298,7 @@ def _array_end(text: str, i: int) -> int:
     raise ConfigError("[trust] projects: unterminated array")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         mode = path.stat().st_mode & 0o777
