@@ -1,5 +1,5 @@
 """A ZAP handler (ZeroMQ RFC 27) run by the bus thread: CURVE clients must hold an allowed public key; a
-refusal is logged with the peer's address and public key."""
+refusal is logged with the peer's address and public key, one line a minute per host and key."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import zmq
 from zmq.utils import z85
 
 from actors.bus.endpoints import CurveKeys
+from actors.bus.tcp_refusals import REPEAT_S, PeerLogGate, more_since
 
 log = logging.getLogger(__name__)
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
@@ -47,6 +48,7 @@ class ZapHandler(ZapResponder):
 
     def __init__(self, ctx: zmq.Context, keys: CurveKeys) -> None:  # type: ignore[type-arg]
         self.keys = keys
+        self.gate = PeerLogGate(REPEAT_S)  # a refused client reconnects every few hundred ms
         super().__init__(ctx)
 
     def decide(self, frames: list[bytes]) -> bytes | None:
@@ -55,10 +57,15 @@ class ZapHandler(ZapResponder):
         key = z85.encode(frames[6]) if curve else b""
         if key and self.keys.accepts(key):
             return b"geode"
-        log.warning(  # a public key (never a secret): what an operator adds to [bus.curve] authorized_keys
-            "rejected a %s client from %s%s",
-            mechanism.decode(errors="replace"),
-            frames[3].decode(errors="replace") if len(frames) > 3 else "?",
-            f" with unknown key {key.decode()}" if key else "",
-        )
+        address = frames[3].decode(errors="replace") if len(frames) > 3 else "?"
+        now, since = self.gate.admit(f"{address} {key.decode()}")
+        if now:
+            # a public key (never a secret): what an operator adds to [bus.curve] authorized_keys
+            log.warning(
+                "rejected a %s client from %s%s%s",
+                mechanism.decode(errors="replace"),
+                address,
+                f" with unknown key {key.decode()}" if key else "",
+                more_since(since),
+            )
         return None
