@@ -39,6 +39,7 @@ from geode.tools.builtin.messaging import BusMessenger
 from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
+from geode.tools.observation import ObservationSweep
 from geode.tools.remote_agent import RemoteAgent
 from geode.tools.remote_routing import InlineTypes, RemoteRouter
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
@@ -70,8 +71,11 @@ class ExecutorChild:
     reaper: GroupReaper | None = None
     router: RemoteRouter | None = None  # main host: the remote executors it routes to
     agent: RemoteAgent | None = None  # worker host: the link to main's executor
+    sweep: ObservationSweep | None = None  # settles uncertain write/edit receipts by looking at the files
 
     def stop(self) -> None:
+        if self.sweep is not None:
+            self.sweep.stop()
         if self.agent is not None:
             self.agent.stop()
         if self.router is not None:
@@ -156,6 +160,8 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         bus, ctx, handlers={**builtin_handlers(), **mcp_handlers}, gate=mcp.overlay.gate
     )
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
+    # at start and every SWEEP_S: what an earlier incarnation left uncertain and can be observed is settled
+    sweep = ObservationSweep(StoreClient(bus.transport, attempts=3), executor.owner).start()
     start_delegate(bus, executor, ctx, [*builtin_specs(), *mcp_specs])
     concurrency = ctx.settings.tools.handlers
     delivery = ReplyDelivery(StoreClient(bus.transport, attempts=3), bus.transport, owner=executor.owner)
@@ -172,6 +178,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         bus.transport,
         fail_pending=bus.fail_pending,
         memory=ctx.home.run_dir / "executor-hosts.json",  # across a restart of this child
+        records=StoreClient(bus.transport, attempts=3),  # remote receipts a main restart forgot
     ).start()
     # `geode mcp-servers`: the servers, their state and tool counts
     dispatch = Dispatch(
@@ -184,7 +191,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     bus.serve(ENDPOINT, InlineTypes(dispatch, RemoteRouter.INLINE), concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, mcp, reaper, router)
+    return ExecutorChild(executor, executor.hooks, mcp, reaper, router, sweep=sweep)
 
 
 def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild:
@@ -196,6 +203,8 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
         bus, ctx, owner=f"{owner_name}#{ctx.incarnation}", handlers=builtin_handlers()
     )
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
+    # at start and every SWEEP_S: what an earlier incarnation left uncertain and can be observed is settled
+    sweep = ObservationSweep(StoreClient(bus.transport, attempts=3), executor.owner).start()
     start_delegate(bus, executor, ctx, list(builtin_specs()))
     service = ToolService(executor, name=owner_name, incarnation=ctx.incarnation, catalogue=builtin_specs())
     bus.connect_peer(ENDPOINT, service.dispatch, concurrency=ctx.settings.tools.handlers)
@@ -212,7 +221,7 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
         "remote executor %s#%d serving roots %s for %s", owner_name, ctx.incarnation, role.roots, role.connect
     )
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent)
+    return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent, sweep=sweep)
 
 
 def _leave(why: str) -> None:

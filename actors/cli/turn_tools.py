@@ -12,6 +12,7 @@ from geode.conversation import Message
 from geode.home import GeodeHome
 
 _ERROR_TYPE = re.compile(r'"error_type":\s*"([^"]+)"')
+_INTERRUPTED = re.compile(r'"outcome":\s*"interrupted"')
 
 
 def _error_type(text: str) -> str:
@@ -34,7 +35,8 @@ def _of_turn(msg: Message, turn_id: str) -> bool:
 
 def turn_tool_calls(messages: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
     """One row per tool call the turn's model proposed, in order: ``{id, name, error}`` where ``error`` is
-    the result's error type (None: it succeeded; ``"no_result"``: no result was saved for it)."""
+    the result's error type (None: it succeeded; ``"no_result"``: no result was saved for it), plus
+    ``outcome: "interrupted"`` for a command GEODE stopped after it began (it may have partly run)."""
     parsed = [Message.model_validate(m) for m in messages]
     rows: list[dict[str, Any]] = []
     for i, msg in enumerate(parsed):
@@ -48,7 +50,10 @@ def turn_tool_calls(messages: list[dict[str, Any]], turn_id: str) -> list[dict[s
         for use in msg.tool_uses:
             res = answers.get(use.id)
             error = "no_result" if res is None else (_error_type(res.content) if res.is_error else None)
-            rows.append({"id": use.id, "name": use.name, "error": error})
+            row: dict[str, Any] = {"id": use.id, "name": use.name, "error": error}
+            if res is not None and res.is_error and _INTERRUPTED.search(res.content):
+                row["outcome"] = "interrupted"
+            rows.append(row)
     return rows
 
 

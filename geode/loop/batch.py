@@ -346,7 +346,8 @@ def process_batch(
 
 
 def cancel_report(results: list[ToolResult]) -> str:
-    """One clause per call of a cancelled batch: ran, cancelled and not applied, not started, or unknown."""
+    """One clause per call of a cancelled batch: ran, interrupted (GEODE stopped it after it began: it may
+    have partly run), cancelled before it began, not started, or unknown."""
     parts = []
     for r in results:
         content = r.content if isinstance(r.content, dict) else {}
@@ -354,8 +355,12 @@ def cancel_report(results: list[ToolResult]) -> str:
             what = "not started"
         elif r.error_type == "too_many_tool_calls":
             what = "not run (over the per-reply cap)"
-        elif r.error_type == "tool_cancelled" or content.get("applied") is False:
-            what = "cancelled, not applied"
+        elif content.get("outcome") == "interrupted":
+            secs = content.get("seconds")
+            after = f" after {secs:.1f}s" if isinstance(secs, int | float) else ""
+            what = f"interrupted{after}, may have partly run"
+        elif r.error_type == "tool_cancelled":
+            what = "cancelled before it began"
         elif r.executed is None:
             what = "cancelled, outcome unknown (see geode receipts --uncertain)"
         elif r.is_error:

@@ -14,6 +14,7 @@ from geode.protocol.catalog import message
 from geode.records.models import (
     AdmitResult,
     CheckpointSave,
+    Observation,
     Receipt,
     ReceiptIdentity,
     RestorePage,
@@ -63,6 +64,7 @@ class AdmitReceipt(BaseModel):
     owner: str = Field(default="", max_length=128)  # "<name>#<incarnation>"; defaults to the sender
     effect: str = Field(default="", max_length=64)
     attempt: str = Field(default="", max_length=64)  # same token on a retried request = same admission
+    observation: Observation | None = None  # how to settle it by looking if its outcome becomes unknown
 
 
 class CommitReceipt(BaseModel):
@@ -106,8 +108,9 @@ class ReconcileReceipt(BaseModel):
 
     operation_id: str = Id
     outcome: Literal["applied", "not_applied", "not-applied"]
-    by: str = Field(default="", max_length=128)  # defaults to the sender
+    by: str = Field(default="", max_length=128)  # defaults to the sender; "observation" needs ``evidence``
     note: str = Field(default="", max_length=2000)
+    evidence: Observation | None = None  # what GEODE looked at (``observed`` set) when by="observation"
 
 
 class OwnerDied(BaseModel):

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 from geode.records.models import (
     AdmitResult,
     CheckpointSave,
+    Observation,
     Receipt,
     ReceiptIdentity,
     Restored,
@@ -28,7 +29,13 @@ class RecordClient(Protocol):
 
     # effect receipts
     def admit(
-        self, operation_id: str, identity: ReceiptIdentity, *, owner: str, effect: str
+        self,
+        operation_id: str,
+        identity: ReceiptIdentity,
+        *,
+        owner: str,
+        effect: str,
+        observation: Observation | None = None,
     ) -> AdmitResult: ...
     def commit(self, operation_id: str, result: dict[str, Any]) -> None: ...
     def mark_uncertain(self, operation_id: str, reason: str) -> None: ...
@@ -36,7 +43,15 @@ class RecordClient(Protocol):
     def list_receipts(
         self, *, session_id: str | None = None, uncertain_only: bool = False
     ) -> list[Receipt]: ...
-    def reconcile(self, operation_id: str, *, outcome: str, by: str, note: str = "") -> Receipt: ...
+    def reconcile(
+        self,
+        operation_id: str,
+        *,
+        outcome: str,
+        by: str,
+        note: str = "",
+        evidence: Observation | None = None,
+    ) -> Receipt: ...
     def owner_died(self, name: str, incarnation: int) -> int: ...
 
     # timeline (observation only; never read back as state by the loop)

@@ -18,6 +18,7 @@ from geode.records.lmdb_env import RecordEnv, StoreConfig
 from geode.records.models import (
     AdmitResult,
     CheckpointSave,
+    Observation,
     Receipt,
     ReceiptIdentity,
     Restored,
@@ -86,9 +87,18 @@ class RecordEngine:
 
     # receipts ---------------------------------------------------------------------------------------
     def admit(
-        self, operation_id: str, identity: ReceiptIdentity, *, owner: str, effect: str = "", attempt: str = ""
+        self,
+        operation_id: str,
+        identity: ReceiptIdentity,
+        *,
+        owner: str,
+        effect: str = "",
+        attempt: str = "",
+        observation: Observation | None = None,
     ) -> AdmitResult:
-        return self.receipts.admit(operation_id, identity, owner=owner, effect=effect, attempt=attempt)
+        return self.receipts.admit(
+            operation_id, identity, owner=owner, effect=effect, attempt=attempt, observation=observation
+        )
 
     def commit(self, operation_id: str, result: dict[str, Any]) -> None:
         self.receipts.commit(operation_id, result)
@@ -102,8 +112,16 @@ class RecordEngine:
     def list_receipts(self, *, session_id: str | None = None, uncertain_only: bool = False) -> list[Receipt]:
         return self.receipts.list(session_id=session_id, uncertain_only=uncertain_only)
 
-    def reconcile(self, operation_id: str, *, outcome: str, by: str, note: str = "") -> Receipt:
-        return self.receipts.reconcile(operation_id, outcome=outcome, by=by, note=note)
+    def reconcile(
+        self,
+        operation_id: str,
+        *,
+        outcome: str,
+        by: str,
+        note: str = "",
+        evidence: Observation | None = None,
+    ) -> Receipt:
+        return self.receipts.reconcile(operation_id, outcome=outcome, by=by, note=note, evidence=evidence)
 
     def owner_died(self, name: str, incarnation: int) -> int:
         return self.receipts.owner_died(name, incarnation)

@@ -127,6 +127,29 @@ class AdmitResult(BaseModel):
     blocking_operation: str | None = None
 
 
+class Observation(BaseModel):
+    """How an effect can be settled by looking instead of asking a person. ``kind`` names the probe
+    (``file_sha256``: a file's sha256 hex, ``absent`` when missing; a chat post can use its own kind),
+    ``target`` what is looked at, ``before`` its state at admission, ``intended`` the state the effect leaves,
+    ``observed`` what a settle found (set only on the evidence of a reconciliation)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: str = Field(min_length=1, max_length=32)
+    target: str = Field(min_length=1, max_length=4096)
+    before: str = Field(max_length=128)
+    intended: str = Field(max_length=128)
+    observed: str | None = Field(default=None, max_length=128)
+
+    def verdict(self, found: str) -> str | None:
+        """``applied`` when ``found`` is the intended state, ``not_applied`` when it is still the state
+        before, None (stays uncertain) for anything else."""
+        if found == self.intended:
+            return "applied"
+        if found == self.before:
+            return "not_applied"
+        return None
+
+
 class Receipt(BaseModel):
     operation_id: str
     identity: ReceiptIdentity
@@ -137,11 +160,13 @@ class Receipt(BaseModel):
     updated_at: float
     result: dict[str, Any] | None = None
     uncertain_reason: str | None = None
-    outcome: str | None = None  # "applied" | "not_applied" once reconciled
-    reconciled_by: str | None = None
+    # "applied" | "not_applied" once reconciled; "interrupted" on a committed command GEODE itself stopped
+    outcome: str | None = None
+    reconciled_by: str | None = None  # "operator", or "observation" (``observation`` then holds the evidence)
     note: str | None = None
     reconciled_at: float | None = None
     attempt: str | None = None  # admission token: an admit retried with it is the same admission
+    observation: Observation | None = None  # recorded at admission; with ``observed`` once settled by it
 
 
 class TimelineEvent(BaseModel):

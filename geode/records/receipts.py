@@ -12,13 +12,22 @@ from typing import Any
 
 from geode.protocol.errors import Conflict, NotFound, Unavailable
 from geode.records.lmdb_env import RecordEnv, StoreConfig, Txn, key, pack, prefix, scan_prefix, unpack
-from geode.records.models import AdmitKind, AdmitResult, Receipt, ReceiptIdentity, ReceiptState
+from geode.records.models import (
+    AdmitKind,
+    AdmitResult,
+    Observation,
+    Receipt,
+    ReceiptIdentity,
+    ReceiptState,
+)
 from geode.records.writer import GroupWriter
 from geode.redaction import bound, fingerprint
 
 PERSONAL = "personal-data-redacted"
 RESULT_MAX_BYTES = 32 * 1024
 OUTCOMES = ("applied", "not_applied")
+INTERRUPTED = "interrupted"  # a committed result whose content says GEODE stopped the command after it began
+BY_OBSERVATION = "observation"
 
 
 def bound_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -30,6 +39,14 @@ def bound_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
     if len(text.encode()) > RESULT_MAX_BYTES:
         return {"truncated": True, "bytes": len(text.encode()), "preview": text[:8000]}
     return out if isinstance(out, dict) else {"value": out}
+
+
+def committed_outcome(result: dict[str, Any] | None) -> str | None:
+    """``interrupted`` when a committed result says GEODE stopped the command after it began, else None."""
+    content = (result or {}).get("content")
+    if isinstance(content, dict) and content.get("outcome") == INTERRUPTED:
+        return INTERRUPTED
+    return None
 
 
 def _owner_incarnation(owner: str) -> tuple[str, int]:
@@ -68,12 +85,29 @@ class ReceiptStore:
 
     # admit ------------------------------------------------------------------------------------------
     def admit(
-        self, op_id: str, identity: ReceiptIdentity, *, owner: str, effect: str = "", attempt: str = ""
+        self,
+        op_id: str,
+        identity: ReceiptIdentity,
+        *,
+        owner: str,
+        effect: str = "",
+        attempt: str = "",
+        observation: Observation | None = None,
     ) -> AdmitResult:
-        return self.writer.run(lambda txn: self._admit(txn, op_id, identity, owner, effect, attempt))
+        """``observation``: what to look at to settle the effect if its outcome becomes unknown."""
+        return self.writer.run(
+            lambda txn: self._admit(txn, op_id, identity, owner, effect, attempt, observation)
+        )
 
     def _admit(
-        self, txn: Txn, op_id: str, ident: ReceiptIdentity, owner: str, effect: str, attempt: str
+        self,
+        txn: Txn,
+        op_id: str,
+        ident: ReceiptIdentity,
+        owner: str,
+        effect: str,
+        attempt: str,
+        observation: Observation | None,
     ) -> AdmitResult:
         r = self._get(txn, op_id)
         if r is not None:
@@ -110,6 +144,7 @@ class ReceiptStore:
             created_at=now,
             updated_at=now,
             attempt=attempt or None,
+            observation=observation,
         )
         self._put(txn, new, None)
         return AdmitResult(kind=AdmitKind.NEW)
@@ -127,9 +162,8 @@ class ReceiptStore:
             raise Conflict(f"receipt {op_id} already committed with a different result")
         if r.state == ReceiptState.RECONCILED:
             raise Conflict(f"receipt {op_id} was reconciled by {r.reconciled_by}; it cannot be committed")
-        new = r.model_copy(
-            update={"state": ReceiptState.COMMITTED, "result": stored, "updated_at": time.time()}
-        )
+        update = {"state": ReceiptState.COMMITTED, "result": stored, "updated_at": time.time()}
+        new = r.model_copy(update={**update, "outcome": committed_outcome(stored)})
         self._put(txn, new, r)
         return new
 
@@ -150,13 +184,20 @@ class ReceiptStore:
         self._put(txn, new, r)
         return new
 
-    def reconcile(self, op_id: str, *, outcome: str, by: str, note: str = "") -> Receipt:
-        return self.writer.run(lambda txn: self._reconcile(txn, op_id, outcome, by, note))
+    def reconcile(
+        self, op_id: str, *, outcome: str, by: str, note: str = "", evidence: Observation | None = None
+    ) -> Receipt:
+        """An operator's verdict, or GEODE's by observation (``by="observation"`` with ``evidence``)."""
+        return self.writer.run(lambda txn: self._reconcile(txn, op_id, outcome, by, note, evidence))
 
-    def _reconcile(self, txn: Txn, op_id: str, outcome: str, by: str, note: str) -> Receipt:
+    def _reconcile(
+        self, txn: Txn, op_id: str, outcome: str, by: str, note: str, evidence: Observation | None
+    ) -> Receipt:
         outcome = outcome.replace("-", "_")
         if outcome not in OUTCOMES:
             raise Conflict(f"outcome must be applied or not_applied, not {outcome!r}")
+        if (by == BY_OBSERVATION) != (evidence is not None and evidence.observed is not None):
+            raise Conflict("a reconciliation by observation needs its evidence (and only it has one)")
         r = self._require(txn, op_id)
         if r.state == ReceiptState.RECONCILED:
             if r.outcome == outcome:
@@ -165,13 +206,15 @@ class ReceiptStore:
         if r.state == ReceiptState.COMMITTED:
             raise Conflict(f"receipt {op_id} is committed; there is nothing to reconcile")
         now = time.time()
-        result = {
-            "reconciled_by_operator": True,
+        result: dict[str, Any] = {
+            "reconciled_by_operator": evidence is None,
             "external_effect_applied": outcome == "applied",
             "outcome": outcome,
             "by": by,
             "note": note[:2000],
         }
+        if evidence is not None:
+            result["evidence"] = evidence.model_dump(mode="json")
         new = r.model_copy(
             update={
                 "state": ReceiptState.RECONCILED,
@@ -181,6 +224,7 @@ class ReceiptStore:
                 "reconciled_at": now,
                 "updated_at": now,
                 "result": result,
+                "observation": evidence or r.observation,
             }
         )
         self._put(txn, new, r)

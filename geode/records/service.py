@@ -45,7 +45,11 @@ class StoreService:
                 m.RECEIPT_LIST: self._list_receipts,
                 m.RECEIPT_RECONCILE: lambda b, r: m.ReceiptReply(
                     receipt=engine.reconcile(
-                        b.operation_id, outcome=b.outcome, by=b.by or r.sender, note=b.note
+                        b.operation_id,
+                        outcome=b.outcome,
+                        by=b.by or r.sender,
+                        note=b.note,
+                        evidence=b.evidence,
                     )
                 ),
                 m.RECEIPT_OWNER_DIED: lambda b, r: m.OwnerDiedReply(
@@ -100,7 +104,14 @@ class StoreService:
 
     def _admit(self, b: m.AdmitReceipt, r: Request) -> BaseModel:
         owner = b.owner or r.sender
-        out = self.engine.admit(b.operation_id, b.identity, owner=owner, effect=b.effect, attempt=b.attempt)
+        out = self.engine.admit(
+            b.operation_id,
+            b.identity,
+            owner=owner,
+            effect=b.effect,
+            attempt=b.attempt,
+            observation=b.observation,
+        )
         fault("store.after_admit")
         return out
 

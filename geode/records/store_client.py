@@ -16,6 +16,7 @@ from geode.protocol.transport import Transport
 from geode.records.models import (
     AdmitResult,
     CheckpointSave,
+    Observation,
     Receipt,
     ReceiptIdentity,
     Restored,
@@ -104,7 +105,14 @@ class StoreClient:
 
     # receipts ---------------------------------------------------------------------------------------
     def admit(
-        self, operation_id: str, identity: ReceiptIdentity, *, owner: str, effect: str = "", attempt: str = ""
+        self,
+        operation_id: str,
+        identity: ReceiptIdentity,
+        *,
+        owner: str,
+        effect: str = "",
+        attempt: str = "",
+        observation: Observation | None = None,
     ) -> AdmitResult:
         body = m.AdmitReceipt(
             operation_id=operation_id,
@@ -112,6 +120,7 @@ class StoreClient:
             owner=owner,
             effect=effect,
             attempt=attempt or _token(),
+            observation=observation,
         )
         return AdmitResult.model_validate(self._call(m.RECEIPT_ADMIT, body, session=identity.session_id))
 
@@ -131,8 +140,18 @@ class StoreClient:
         body = m.ListReceipts(session_id=session_id, uncertain_only=uncertain_only, limit=limit)
         return m.ReceiptList.model_validate(self._call(m.RECEIPT_LIST, body)).receipts
 
-    def reconcile(self, operation_id: str, *, outcome: str, by: str, note: str = "") -> Receipt:
-        body = m.ReconcileReceipt(operation_id=operation_id, outcome=outcome, by=by, note=note)
+    def reconcile(
+        self,
+        operation_id: str,
+        *,
+        outcome: str,
+        by: str,
+        note: str = "",
+        evidence: Observation | None = None,
+    ) -> Receipt:
+        body = m.ReconcileReceipt(
+            operation_id=operation_id, outcome=outcome, by=by, note=note, evidence=evidence
+        )
         receipt = m.ReceiptReply.model_validate(self._call(m.RECEIPT_RECONCILE, body)).receipt
         assert receipt is not None
         return receipt

@@ -1,6 +1,6 @@
-"""ToolExecutor: scope → middleware → policy → schema → PreToolUse → approval → receipt → locks → dispatch →
-PostToolUse → commit → reply. Every denial is an error result without dispatch, and every outcome is on the
-timeline."""
+"""ToolExecutor: scope → middleware → policy → schema → PreToolUse → approval → receipt (with what to observe)
+→ locks → dispatch → outcome (geode/tools/outcomes.py) → PostToolUse → commit → reply. Every denial is an
+error result without dispatch, and every outcome is on the timeline."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ from geode.faults import fault
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.records.client import RecordClient
+from geode.records.models import Observation
 from geode.redaction import redact_text
 from geode.tools.always_scope import always_key
 from geode.tools.approvals import APPROVAL_TIMEOUT_S, ApprovalChannel, ApprovalGate
 from geode.tools.checks import Checks, Denied, Request, correlation
-from geode.tools.dispatch import Outcome, run_with_deadline
+from geode.tools.dispatch import run_with_deadline
 from geode.tools.handlers import HandlerEntry, ToolEnv
 from geode.tools.locks import KeyedLocks, ResourceKeyError, resource_keys
 from geode.tools.middleware import RequestMiddleware
+from geode.tools.outcomes import handler_result, is_interrupted
 from geode.tools.plan import BoundToolPlan
 from geode.tools.plan_cache import PlanCache
-from geode.tools.receipts import OMITTED, Receipts, needs_receipt, uncertain_result
+from geode.tools.post_tool_use import post_tool_use
+from geode.tools.receipts import OMITTED, Receipts, needs_receipt
 from geode.tools.result_redaction import ResultRedactor
 from geode.tools.send_rule import SendRule, check_send
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
@@ -207,7 +210,8 @@ class ToolExecutor:
         receipted = needs_receipt(spec)
         if receipted:
             fault("executor.before_admit")
-            early = self.receipts.admit(ctx, call, spec)
+            observation = observe(entry, spec, call, workspace, c.roots_for(ctx))
+            early = self.receipts.admit(ctx, call, spec, observation=observation)
             if early is not None:
                 kind = "tool.replayed" if not early.is_error else "tool.denied"
                 self.timeline.write(kind, ctx, call, spec, early, stage="receipt")
@@ -264,19 +268,17 @@ class ToolExecutor:
             with self._mu:
                 self._inflight.pop(id(env), None)
         fault("executor.after_handler")
-        result, unknown = self._result(call, spec, outcome, env.deadline_s, receipted)
-        if env.cancel.is_set() and outcome.status == "failed":
-            result, unknown = cancelled_result(call, result, receipted)
+        # a command GEODE stopped after it began (cancel, deadline) is interrupted: a known end, committed
+        result, unknown = handler_result(call, outcome, env.deadline_s, receipted)
         result = self.redactor.apply(result)  # before hooks, receipts, the timeline and the model
         if unknown and receipted:
-            why = {"timeout": "deadline passed", "failed": "cancelled while it ran"}.get(outcome.status)
+            why = {"timeout": "deadline passed"}.get(outcome.status)
             self.receipts.mark_uncertain(ctx, why or "handler crashed")
-        result = self._post_tool_use(ctx, spec, call, result)
+        stopped = {"outcome": "interrupted"} if is_interrupted(result) else {}
+        result = post_tool_use(self.hooks, ctx, spec, call, result)
         if receipted and not unknown:
             result = self.receipts.commit(ctx, spec, result)
             fault("executor.after_commit")
-        body = result.content if isinstance(result.content, dict) else {}
-        stopped = {"cancelled": True, "applied": False} if body.get("applied") is False else {}
         self.timeline.write("tool.completed", ctx, call, spec, result, **stopped)
         self._observe(
             HookEvent.TOOL_EXEC_ENDED,
@@ -310,85 +312,16 @@ class ToolExecutor:
             return f"{call.name} (arguments: {names}) {OMITTED}{note}"
         return f"{call.name} {json.dumps(call.input, ensure_ascii=False)}{note}"
 
-    @staticmethod
-    def _result(
-        call: ToolCall, spec: ToolSpec, out: Outcome, deadline_s: float, receipted: bool
-    ) -> tuple[ToolResult, bool]:
-        """(result, outcome unknown?)"""
-        if out.status == "ok":
-            content = out.value if out.value is not None else {"ok": True}
-            return ToolResult(tool_use_id=call.id, name=call.name, content=content, executed=True), False
-        if out.status == "failed":
-            exc = out.error
-            msg, etype, extra = exc.message, exc.error_type, exc.extra  # type: ignore[union-attr]
-            return ToolResult.error(call, msg, etype, executed=True, **extra), False
-        if out.status == "timeout":
-            extra: dict[str, Any] = {"timeout": True, "recoverable": False}
-            if receipted:
-                extra["outcome_uncertain"] = True
-            msg = (
-                f"{call.name} exceeded its {deadline_s:.0f}s deadline and was aborted by the harness. "
-                "The operation may still be running."
-            )
-            return ToolResult.error(call, msg, "tool_timeout", executed=None, **extra), True
-        err = out.error
-        if receipted:
-            return uncertain_result(call, f"the handler raised {type(err).__name__}: {err}"[:300]), True
-        return ToolResult.error(
-            call, f"{type(err).__name__}: {err}"[:500], "tool_error", executed=True
-        ), False
 
-    def _post_tool_use(
-        self, ctx: ToolContext, spec: ToolSpec, call: ToolCall, result: ToolResult
-    ) -> ToolResult:
-        if self.hooks is None:
-            return result
-        personal = spec.policy.data_class is DataClass.PERSONAL
-        payload = {
-            "tool_name": call.name,
-            "tool_input": {} if personal else dict(call.input),
-            "tool_response": OMITTED if personal else result.content,
-            "has_error": result.is_error,
-            "executed": result.executed,
-        }
-        out = self.hooks.run(HookEvent.POST_TOOL_USE, payload, correlation(ctx, call))
-        if out.blocked:
-            body = {
-                "error": "Tool result withheld by PostToolUse hook",
-                "error_type": "hook_blocked",
-                "blocked_by_hook": True,
-                "recoverable": False,
-            }
-            if out.reason:
-                body["reason"] = out.reason
-            return result.model_copy(
-                update={
-                    "content": body,
-                    "is_error": True,
-                    "error_type": "hook_blocked",
-                    "additional_context": out.additional_context,
-                }
-            )
-        if out.additional_context:
-            joined = "\n".join(x for x in (result.additional_context, out.additional_context) if x)
-            return result.model_copy(update={"additional_context": joined})
-        return result
-
-
-def cancelled_result(call: ToolCall, result: ToolResult, receipted: bool) -> tuple[ToolResult, bool]:
-    """A handler that stopped because its turn was cancelled: *not applied* when it provably did not finish
-    (run_bash's group was killed by a signal before it exited), else *uncertain* (it may have finished).
-    Any other failure seen after a cancel keeps its own, known outcome. Returns (result, outcome unknown?)."""
-    content = result.content if isinstance(result.content, dict) else {}
-    if result.error_type != "bash_cancelled":
-        return result, False
-    if content.get("signal"):  # killed before it exited: the command did not finish
-        msg = f"Cancelled: '{call.name}' was killed before it finished; it was not applied."
-        keep = {k: v for k, v in content.items() if k not in ("error", "error_type")}
-        return ToolResult.error(
-            call, msg, "bash_cancelled", executed=False, cancelled=True, applied=False, **keep
-        ), False
-    if not receipted:
-        return result, False
-    why = f"'{call.name}' was cancelled but had already exited; it may have finished"
-    return uncertain_result(call, why), True
+def observe(
+    entry: HandlerEntry, spec: ToolSpec, call: ToolCall, workspace: Path, roots: tuple[Path, ...]
+) -> Observation | None:
+    """What the handler's effect would leave, worked out before it runs (None: not observable). Personal-data
+    tools are never observed: their receipts keep no detail of the call."""
+    if entry.observe is None or spec.policy.data_class is DataClass.PERSONAL:
+        return None
+    try:
+        return entry.observe(dict(call.input), workspace, roots)
+    except Exception as exc:  # looking must never stop the call: it is only settled by a person then
+        log.info("no observation for %s: %s", call.name, redact_text(f"{type(exc).__name__}: {exc}", 300))
+        return None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from geode.records.models import Observation
 from geode.tools.spec import ToolContext
 
 
@@ -48,9 +49,12 @@ class HandlerEntry:
 
     ``path_args`` name arguments holding file-system paths (checked against the allowed roots by policy).
     ``deadline`` may derive a per-call deadline from the arguments (e.g. run_bash's own timeout).
+    ``observe`` works out, before the handler runs, what its effect would leave (recorded at admission to
+    settle an unknown outcome by looking; geode/tools/observation.py).
     No argument shape skips the human prompt: only a person, a hook or the policy decide (docs/security.md).
     """
 
     fn: Handler
     path_args: tuple[str, ...] = ()
     deadline: Callable[[dict[str, Any]], float] | None = None
+    observe: Callable[[dict[str, Any], Path, tuple[Path, ...]], Observation | None] | None = None

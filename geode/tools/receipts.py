@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from geode.records.client import RecordClient
-from geode.records.models import AdmitKind, AdmitResult, ReceiptIdentity
+from geode.records.models import AdmitKind, AdmitResult, Observation, ReceiptIdentity
 from geode.redaction import fingerprint, redact, redact_text
 from geode.tools.spec import DataClass, EffectClass, ToolCall, ToolContext, ToolResult, ToolSpec
 
@@ -38,8 +38,11 @@ class Receipts:
         self._records = records
         self.owner = owner
 
-    def admit(self, ctx: ToolContext, call: ToolCall, spec: ToolSpec) -> ToolResult | None:
-        """``None`` → admitted now, run the handler. A ToolResult → return it without dispatch."""
+    def admit(
+        self, ctx: ToolContext, call: ToolCall, spec: ToolSpec, *, observation: Observation | None = None
+    ) -> ToolResult | None:
+        """``None`` → admitted now, run the handler. A ToolResult → return it without dispatch.
+        ``observation``: how to settle it by looking if its outcome becomes unknown (kept in the receipt)."""
         if self._records is None or not ctx.operation_id:
             why = "no record store" if self._records is None else "no operation id"
             return ToolResult.error(
@@ -50,7 +53,11 @@ class Receipts:
             )
         try:
             res: AdmitResult = self._records.admit(
-                ctx.operation_id, identity(ctx, call, spec), owner=self.owner, effect=spec.policy.effect.value
+                ctx.operation_id,
+                identity(ctx, call, spec),
+                owner=self.owner,
+                effect=spec.policy.effect.value,
+                observation=observation,
             )
         except Exception as exc:
             log.warning("receipt admit failed for %s: %s", ctx.operation_id, redact_text(str(exc), 500))

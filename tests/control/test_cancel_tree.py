@@ -1,17 +1,31 @@
-"""Cancel means cancel, on a real `geode serve` tree: SIGINT to `geode ask` while an approved run_bash
-`sleep 8; echo done > f` runs kills its process group at once; f never appears, the receipt settles as not
-applied, and both the answer and the timeline say the call was cancelled and not applied."""
+"""An interrupted effect is never "not applied", on a real `geode serve` tree. A command that writes before
+it sleeps, stopped by GEODE after it began — SIGINT to `geode ask` (Ctrl-C), its own deadline, a turn cancel
+in the executor — is a known end with an unknown effect: the partial write stays, every view (the CLI's tool
+line, `geode ask --json`, the model's tool_result, the timeline, `geode receipts`) says `interrupted`, the
+receipt is `committed` (nothing quarantined), and the session takes its next mutating call without a
+reconcile."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.actors.tree_kit import geode, geode_popen, scripted_tree, wait_for
+import pytest
+
+from actors.bus import Bus
+from geode.home import GeodeHome
+from geode.providers.scripted import ScriptedServer
+from geode.tools.spec import ToolCall, ToolResult
+from tests.actors.tree_kit import geode, geode_popen, scripted_tree, tool_results, wait_for
+from tests.tools.executor_tree import ALLOW_ALL, bound_executor
+
+NOT_APPLIED = ("not applied", '"applied": false', "not_applied")
 
 
 def _members(pgid: int) -> list[int]:
@@ -29,62 +43,153 @@ def _members(pgid: int) -> list[int]:
     return found
 
 
-def _running(proc: Any, pgid_file: Path) -> bool:
-    assert proc.poll() is None, proc.communicate()
-    return pgid_file.exists() and bool(pgid_file.read_text().strip())
+def _prompt(req: Any) -> str:
+    msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+    content = msgs[-1].get("content") if msgs else None
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return ""
+    return " ".join(str(b.get("text", "")) for b in blocks)
 
 
 def _reply(ws: Path):  # type: ignore[no-untyped-def]
-    command = f"echo $$ > {ws}/pgid; sleep 8; echo done > {ws}/f"
+    commands = {
+        "ctrl-c": (f"echo $$ > {ws}/pgid; echo started > {ws}/c.txt; sleep 8; echo done >> {ws}/c.txt", 60),
+        "deadline": (f"echo started > {ws}/d.txt; sleep 8; echo done >> {ws}/d.txt", 1),
+    }
 
     def reply(req: Any) -> Any:
-        msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
-        content = msgs[-1].get("content") if msgs else None
-        if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+        prompt = _prompt(req)
+        if not prompt:
             return {"text": "the command finished"}
-        return {"tool_calls": [{"name": "run_bash", "input": {"command": command, "timeout": 60}}]}
+        if prompt.startswith("write "):
+            name = prompt.split()[1]
+            return {"tool_calls": [{"name": "write_file", "input": {"file_path": name, "content": "next\n"}}]}
+        command, timeout = commands[prompt]
+        return {"tool_calls": [{"name": "run_bash", "input": {"command": command, "timeout": timeout}}]}
 
     return reply
 
 
-def test_sigint_to_ask_kills_the_running_bash_and_reports_it_not_applied(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GeodeHome, ScriptedServer, Path]]:
+    base = tmp_path_factory.mktemp("interrupted")
+    ws = base / "ws"
     ws.mkdir()
-    with scripted_tree(tmp_path, _reply(ws), ws, cwd=ws) as (home, _server):
-        proc = geode_popen(
-            home, "ask", "run the slow command", "--json", "--dangerously-skip-permissions", cwd=ws
-        )
-        pgid = 0
-        try:
-            wait_for(lambda: _running(proc, ws / "pgid"), timeout_s=60, what="the command never started")
-            # the shell's $$ is its pid in the call's PID namespace; the executor's note has its group
-            notes = list((home.run_dir / "executor-groups").glob("*.json"))
-            assert len(notes) == 1, notes
-            pgid = int(notes[0].name.split("-")[0])
-            assert _members(pgid), "the command runs"
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
-            took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        wait_for(lambda: not _members(pgid), timeout_s=5, what="the process group outlived the cancel")
-        print(f"\ngeode ask returned {took:.2f}s after SIGINT")
-        assert took < 6, took  # long before `sleep 8` could have ended
-        assert not (ws / "f").exists()
-        assert proc.returncode == 130, (out, err)
-        result = json.loads(out)
-        assert result["termination_reason"] == "user_cancelled"
-        assert "run_bash: cancelled, not applied" in result["text"], result
-        rows = json.loads(geode(home, "timeline", result["session_id"], "--json").stdout)
-        done = [r["event"]["payload"] for r in rows if r["event"]["kind"] == "tool.completed"]
-        assert done and done[-1]["tool_name"] == "run_bash", rows
-        assert done[-1]["cancelled"] is True and done[-1]["applied"] is False
-        assert done[-1]["executed"] is False and done[-1]["error_type"] == "bash_cancelled"
-        kinds = [r["event"]["kind"] for r in rows]
-        assert kinds.index("tool.completed") < kinds.index("turn.ended"), kinds
-        receipts = json.loads(geode(home, "receipts", "--session", result["session_id"], "--json").stdout)
-        assert [r["state"] for r in receipts] == ["committed"], receipts
-        assert receipts[0]["result"]["executed"] is False
-        assert not (ws / "f").exists()
+    with scripted_tree(base, _reply(ws), ws, extra=ALLOW_ALL, cwd=ws) as (home, server):
+        yield home, server, ws
+
+
+def _says_interrupted_nowhere_not_applied(text: str) -> None:
+    assert "interrupted" in text.lower(), text
+    for lie in NOT_APPLIED:
+        assert lie not in text.lower(), (lie, text)
+
+
+def _records_say_interrupted(home: GeodeHome, session: str, by: str, *, table: bool = False) -> None:
+    """The timeline's completed row and the receipt (JSON and the table) say interrupted, none not applied."""
+    rows = json.loads(geode(home, "timeline", session, "--json").stdout)
+    done = [r["event"]["payload"] for r in rows if r["event"]["kind"] == "tool.completed"]
+    assert done and done[0]["tool_name"] == "run_bash", rows
+    assert done[0]["outcome"] == "interrupted" and done[0]["executed"] is True, done[0]
+    assert done[0]["summary"]["interrupted_by"] == by and done[0]["summary"]["may_have_partly_run"] is True
+    _says_interrupted_nowhere_not_applied(json.dumps(done[0]))
+    receipts = json.loads(geode(home, "receipts", "--session", session, "--json").stdout)
+    bash = [r for r in receipts if r["identity"]["tool_name"] == "run_bash"]
+    assert [(r["state"], r["outcome"]) for r in bash] == [("committed", "interrupted")], receipts
+    assert bash[0]["result"]["executed"] is True and bash[0]["result"]["content"]["signal"], bash[0]
+    _says_interrupted_nowhere_not_applied(json.dumps(bash[0]))
+    if table:  # the people's view (one test reads it: each CLI run costs a process start)
+        text = geode(home, "receipts", "--session", session).stdout
+        assert any("committed" in ln and "interrupted" in ln for ln in text.splitlines()), text
+
+
+def _next_write_runs(home: GeodeHome, ws: Path, session: str, name: str) -> None:
+    """The session is not quarantined: its next mutating call runs (no `geode reconcile` in between)."""
+    r = geode(home, "ask", f"write {name}", "--resume", session, "--json", cwd=ws, timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)["tool_calls"] == [{"id": ANY_ID, "name": "write_file", "error": None}]
+    assert (ws / name).read_text() == "next\n"
+    assert json.loads(geode(home, "receipts", "--uncertain", "--json").stdout) == []
+
+
+class _AnyId:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+
+ANY_ID = _AnyId()
+
+
+def test_ctrl_c_during_a_command_says_interrupted_everywhere(tree: Any) -> None:
+    home, _server, ws = tree
+    proc = geode_popen(home, "ask", "ctrl-c", "--json", cwd=ws)
+    pgid = 0
+    try:
+        wait_for(lambda: (ws / "c.txt").exists() and proc.poll() is None, timeout_s=60, what="not started")
+        notes = list((home.run_dir / "executor-groups").glob("*.json"))
+        assert len(notes) == 1, notes
+        pgid = int(notes[0].name.split("-")[0])
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_for(lambda: not _members(pgid), timeout_s=5, what="the process group outlived the cancel")
+    assert took < 6, took  # long before `sleep 8` could have ended
+    assert (ws / "c.txt").read_text() == "started\n"  # it partly ran: "not applied" would be a lie
+    assert proc.returncode == 130, (out, err)
+    result = json.loads(out)
+    assert result["termination_reason"] == "user_cancelled"
+    assert "run_bash: interrupted after" in result["text"] and "may have partly run" in result["text"]
+    assert [c.get("outcome") for c in result["tool_calls"]] == ["interrupted"], result
+    _says_interrupted_nowhere_not_applied(out)
+    _records_say_interrupted(home, result["session_id"], "cancel", table=True)
+    _next_write_runs(home, ws, result["session_id"], "after-c.txt")
+
+
+def test_a_command_past_its_deadline_says_interrupted_everywhere(tree: Any) -> None:
+    home, server, ws = tree
+    known = {s["session_id"] for s in json.loads(geode(home, "sessions", "--json").stdout)}
+    r = geode(home, "ask", "deadline", cwd=ws, timeout=60)  # the text view: the CLI's tool line
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (ws / "d.txt").read_text() == "started\n"
+    line = [ln for ln in r.stdout.splitlines() if "⎿ run_bash" in ln]
+    assert line and "Interrupted by its deadline after" in line[0], r.stdout
+    _says_interrupted_nowhere_not_applied(r.stdout)
+    seen = [s.replace('\\"', '"') for s in tool_results(server, "deadline")]  # what the model was told
+    assert seen and '"outcome": "interrupted"' in seen[0], seen
+    _says_interrupted_nowhere_not_applied(seen[0])
+    (session,) = {s["session_id"] for s in json.loads(geode(home, "sessions", "--json").stdout)} - known
+    _records_say_interrupted(home, session, "deadline")
+    _next_write_runs(home, ws, session, "after-d.txt")
+
+
+def test_a_turn_cancel_in_the_executor_says_interrupted(tree: Any) -> None:
+    home, _server, ws = tree
+    bus = Bus("turn-cancel-test", 1, home).start()
+    try:
+        client, ctx = bound_executor(bus, ws, "turn-cancel-s", "op-turn-cancel-1")
+        command = f"echo started > {ws}/t.txt; sleep 8; echo done >> {ws}/t.txt"
+        call = ToolCall(id="tu-1", name="run_bash", input={"command": command, "timeout": 60})
+        out: dict[str, ToolResult] = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", client.execute(ctx, call)), daemon=True)
+        t.start()
+        wait_for(lambda: (ws / "t.txt").exists(), timeout_s=30, what="the command never started")
+        assert client.cancel("turn-cancel-s", "t1") >= 1  # what the loop sends when its turn is cancelled
+        t.join(15)
+        result = out["r"]
+        assert result.content["outcome"] == "interrupted" and result.executed is True, result
+        assert (ws / "t.txt").read_text() == "started\n"
+        _says_interrupted_nowhere_not_applied(result.model_dump_json())
+        _records_say_interrupted(home, "turn-cancel-s", "cancel")
+        later = ctx.model_copy(update={"turn_id": "t2", "step_id": "st2", "operation_id": "op-turn-cancel-2"})
+        write = ToolCall(id="tu-2", name="write_file", input={"file_path": "after-t.txt", "content": "x"})
+        ok = client.execute(later, write)
+        assert not ok.is_error, ok
+    finally:
+        bus.stop()

@@ -129,6 +129,7 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     box = CallBox.open(token, use_cgroup=limits.cgroup)
     ulimits = wrapper_args(limits, timeout)
     proc, pgid, gate, mode = _start(command, ulimits, env, token, box, limits.pid_namespace)
+    began = time.monotonic()
     out, err = _Capped(proc.stdout, STDOUT_CAP), _Capped(proc.stderr, STDERR_CAP)  # type: ignore[arg-type]
     timed_out = cancelled = False
     noted = None
@@ -153,6 +154,7 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
             proc.wait()
         if noted is not None:
             GroupNotes.forget(noted)
+    seconds = round(time.monotonic() - began, 2)
     stdout, out_cut = out.text(2.0)
     stderr, err_cut = err.text(2.0)
     body = {
@@ -163,16 +165,26 @@ def run_bash(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         "stderr_truncated": err_cut,
         "pgid": pgid,
         "containment": "pid_namespace" if box.init is not None else "subreaper",
+        "seconds": seconds,
     }
     if box.init is None:
         body["note"] = NO_PIDNS_NOTE.format(why=_why(mode))
     if proc.returncode is not None and proc.returncode < 0:
         body["signal"] = signal.Signals(-proc.returncode).name
+    # stopped by GEODE after it began: the executor reports it interrupted (it may have partly run)
     if cancelled:
-        raise ToolFailure("Command cancelled; all its processes were killed.", "bash_cancelled", **body)
+        raise ToolFailure(
+            "Command cancelled; all its processes were killed.",
+            "bash_cancelled",
+            interrupted_by="cancel",
+            **body,
+        )
     if timed_out:
         raise ToolFailure(
-            f"Command timed out after {timeout}s; all its processes were killed.", "bash_timeout", **body
+            f"Command timed out after {timeout}s; all its processes were killed.",
+            "bash_timeout",
+            interrupted_by="deadline",
+            **body,
         )
     return body
 

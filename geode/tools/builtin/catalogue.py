@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.tools.builtin import bash, computer, delegate, files, messaging, search, web
+from geode.tools.builtin.file_observation import observe_edit, observe_write
 from geode.tools.handlers import HandlerEntry
 from geode.tools.spec import ApprovalMode as A
 from geode.tools.spec import EffectClass as E
@@ -184,8 +185,8 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
     """Handler identity → implementation, with the path arguments policy must check."""
     return {
         "builtin:read_file": HandlerEntry(files.read_file, ("file_path",)),
-        "builtin:write_file": HandlerEntry(files.write_file, ("file_path",)),
-        "builtin:edit_file": HandlerEntry(files.edit_file, ("file_path",)),
+        "builtin:write_file": HandlerEntry(files.write_file, ("file_path",), observe=observe_write),
+        "builtin:edit_file": HandlerEntry(files.edit_file, ("file_path",), observe=observe_edit),
         "builtin:list_dir": HandlerEntry(files.list_dir, ("path",)),
         "builtin:glob_files": HandlerEntry(search.glob_files, ("path",)),
         "builtin:grep_files": HandlerEntry(search.grep_files, ("path",)),
