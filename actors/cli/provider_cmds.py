@@ -26,10 +26,16 @@ def scripted_provider(
         raise typer.BadParameter("give exactly one of --scenario FILE or --function module:callable")
     if function is not None:
         module, _, attr = function.partition(":")
-        source = getattr(importlib.import_module(module), attr or "reply")
+        try:
+            source = getattr(importlib.import_module(module), attr or "reply")
+        except (ImportError, AttributeError) as exc:  # a typo in the README's command: one line, no traceback
+            raise typer.BadParameter(f"{function}: {exc}", param_hint="--function") from None
     else:
         source = load_scenario(scenario)
-    server = ScriptedServer(source, port=port).start()
+    try:
+        server = ScriptedServer(source, port=port).start()
+    except OSError as exc:  # e.g. the port is taken (a second scripted provider)
+        raise typer.BadParameter(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
