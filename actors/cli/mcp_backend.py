@@ -64,7 +64,7 @@ class ControlTurnRunner:
 
         def run() -> None:
             try:
-                run_in_process_tree(self.home, hold, timeout_s=TREE_START_S)
+                run_in_process_tree(self.home, hold, timeout_s=TREE_START_S, holder="geode mcp")
             except GeodeError as exc:
                 self._tree_error = exc.message or str(exc)
             except BaseException as exc:  # typer.Exit on a config `geode serve` would refuse

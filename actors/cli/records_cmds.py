@@ -1,4 +1,5 @@
-"""`geode sessions`, `geode timeline`, `geode receipts`, `geode reconcile`: the record store over the bus."""
+"""`geode sessions`, `timeline`, `receipts`: the records read directly (read-only, no bus: with the daemon
+down or beside it); `geode reconcile`, `geode store-stats`: the store child over the bus."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import typer
 from pydantic import ValidationError
 
 from geode.home import GeodeHome
-from geode.protocol.errors import GeodeError
+from geode.protocol.errors import GeodeError, NotFound
 from geode.protocol.store import ListReceipts, ListSessions
+from geode.records.models import TimelineRow
+from geode.records.reader import RecordReader
 from geode.records.store_client import StoreClient
 from geode.visible_text import visible, visible_json
 
@@ -65,6 +68,21 @@ def _run(home: str | None, fn: Callable[[StoreClient], Any]) -> Any:
         raise typer.Exit(1) from None
 
 
+def _read(home: str | None, fn: Callable[[RecordReader], Any], empty: Any) -> Any:
+    """``fn`` over a read-only handle on the home's records (no daemon needed, no bus connection). A home
+    where nothing was recorded yet reads as ``empty`` (said on stderr); unreadable records: a line, exit 1."""
+    gh = GeodeHome.from_env(home)
+    try:
+        with RecordReader.for_home(gh) as reader:
+            return fn(reader)
+    except NotFound as exc:
+        typer.echo(f"note: {exc.message or exc}", err=True)
+        return empty
+    except GeodeError as exc:
+        typer.echo(f"error: {exc.message or exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _ts(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
 
@@ -94,9 +112,8 @@ def sessions(
     from geode.sessions.transcript import first_prompt
 
     _check_limit(limit, MAX_SESSIONS)
-    page = _run(home, lambda c: c.sessions_page(limit=min(limit + 1, MAX_SESSIONS)))
-    rows = page.sessions
-    more = len(rows) > limit or page.truncated  # truncated: the store cut the list to fit one reply
+    rows = _read(home, lambda r: r.sessions(limit=limit + 1), [])
+    more = len(rows) > limit
     rows = rows[:limit]
     root = GeodeHome.from_env(home).root
     prompts = {r.session_id: first_prompt(root, r.session_id) for r in rows}
@@ -122,7 +139,7 @@ def timeline(
     jsonl: bool = typer.Option(False, "--jsonl", help="export as JSON lines"),
 ) -> None:
     """A session's timeline (observation rows; corrupt rows are flagged)."""
-    rows = _run(home, lambda c: c.read_timeline(session))
+    rows = _read(home, lambda r: r.timeline(session), [])
     if as_json:
         _print_json([r.model_dump(mode="json") for r in rows])
         return
@@ -131,9 +148,17 @@ def timeline(
             sys.stdout.write(visible_json(json.dumps(r.model_dump(mode="json"), ensure_ascii=False)) + "\n")
         return
     for r in rows:
-        flag = " CORRUPT" if r.corrupt else ""
-        payload = visible_json(json.dumps(r.event.payload, ensure_ascii=False))
-        typer.echo(f"{r.seq:>5} {_ts(r.event.ts)} {r.event.kind:24}{flag} {payload[:120]}")
+        typer.echo(_timeline_line(r))
+
+
+def _timeline_line(r: TimelineRow) -> str:
+    """One text row: seq, time, kind, then the tool's name (a tool row) before its payload, which is cut."""
+    flag = " CORRUPT" if r.corrupt else ""
+    payload = dict(r.event.payload)
+    tool = payload.pop("tool_name", None)
+    name = f"{visible(tool, one_line=True)} " if isinstance(tool, str) else ""
+    text = visible_json(json.dumps(payload if name else r.event.payload, ensure_ascii=False))
+    return f"{r.seq:>5} {_ts(r.event.ts)} {r.event.kind:24}{flag} {name}{text[:120]}"
 
 
 def receipts(
@@ -145,8 +170,8 @@ def receipts(
 ) -> None:
     """Effect receipts, newest first (a line says so when there are more than --limit)."""
     _check_limit(limit, MAX_RECEIPTS)
-    asked = min(limit + 1, MAX_RECEIPTS)
-    rows = _run(home, lambda c: c.list_receipts(session_id=session, uncertain_only=uncertain, limit=asked))
+    ask = {"session_id": session, "uncertain_only": uncertain, "limit": limit + 1}
+    rows = _read(home, lambda r: r.receipts(**ask), [])
     more = len(rows) > limit
     rows = rows[:limit]
     if as_json:

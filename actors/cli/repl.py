@@ -19,8 +19,11 @@ START_TIMEOUT_S = 30.0
 PROG = "geode --repl"  # the prefix of its start-up lines (``geode serve`` prints the same after its own)
 
 
-def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT_S):  # type: ignore[no-untyped-def]
-    """Start the single-process tree under the instance lock, run ``fn()``, stop the tree.
+def run_in_process_tree(  # type: ignore[no-untyped-def]
+    home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT_S, holder: str = PROG
+):
+    """Start the single-process tree under the instance lock (naming ``holder``, the command it runs in, for
+    `geode serve` and `geode status` to say), run ``fn()``, stop the tree.
 
     A config ``geode serve`` would refuse is refused here with the same lines, exiting ``EXIT_CONFIG``.
     """
@@ -34,7 +37,7 @@ def run_in_process_tree(home: GeodeHome, fn, *, timeout_s: float = START_TIMEOUT
 
     home.ensure()
     lock = InstanceLock(home.lock_file)
-    if not lock.acquire():
+    if not lock.acquire(holder):
         raise GeodeError(
             f"a daemon already serves {home.root} (pid {lock.holder_pid()}); run `geode` without --repl"
         )

@@ -78,10 +78,13 @@ def _enter_worker_role(connect: str, server_key: str, children: str, roots: str,
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
     """Show every child: pid, incarnation, state, uptime, restarts, RSS and PSS. Exit 1 when not running."""
-    from actors.tree.client import tree_status
+    from actors.tree.client import in_process_tree, tree_status
     from geode.protocol.errors import GeodeError
 
     home = GeodeHome.from_env()
+    if (inside := in_process_tree(home)) is not None:  # running, but no supervisor socket to ask
+        _in_process(inside, as_json)
+        return
     try:
         st = tree_status(home)
     except GeodeError as exc:
@@ -113,6 +116,15 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     shown = [*lanes_lines(lanes), *hosts_lines(hosts), *poller_lines(talk)] if "lanes" in names else []
     for line in shown:
         typer.echo(line)
+
+
+def _in_process(inside: str, as_json: bool) -> None:
+    """`geode status` of a tree inside another command's process (`geode mcp`): it runs, children unlisted."""
+    if as_json:
+        typer.echo(json.dumps({"running": True, "in_process": inside, "children": []}))
+        return
+    typer.echo(f"{inside}; its children are threads of that process, with no supervisor to list them")
+    typer.echo("`geode sessions`, `geode receipts` and `geode timeline` read its records")
 
 
 def _mib(n: int | None) -> str:

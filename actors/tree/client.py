@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from actors.bus import Bus
 from actors.bus.endpoints import Endpoints
-from actors.tree.instance_lock import InstanceLock
+from actors.tree.instance_lock import SERVE, InstanceLock
 from geode.home import GeodeHome
 from geode.protocol import runtime
 from geode.protocol.errors import ConfigError, GeodeError, RequestTimeout, Unavailable
@@ -46,6 +46,18 @@ def _endpoints(home: GeodeHome) -> Endpoints:
 
 def is_running(home: GeodeHome) -> bool:
     return InstanceLock(home.lock_file).is_held()
+
+
+def in_process_tree(home: GeodeHome) -> str | None:
+    """When the home's tree runs inside another command's process (`geode mcp`, `geode --repl`), the line
+    that says so, the same for `geode serve` and `geode status` (such a tree has no supervisor socket to ask);
+    None when a `geode serve` daemon, or nothing, holds the home."""
+    lock = InstanceLock(home.lock_file)
+    if not lock.is_held() or (holder := lock.holder()) == SERVE:
+        return None
+    pid = lock.holder_pid()
+    who = f" (pid {pid})" if pid else ""
+    return f"a {holder} process{who} runs an in-process tree for GEODE_HOME={home.root}"
 
 
 def tree_status(home: GeodeHome, timeout_s: float = 3.0) -> runtime.TreeStatus | None:

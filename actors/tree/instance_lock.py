@@ -7,15 +7,18 @@ import fcntl
 import os
 from pathlib import Path
 
+SERVE = "geode serve"  # the holder of a daemon's lock; other holders run an in-process tree (`geode mcp`)
+
 
 class InstanceLock:
-    """Held for the life of the supervisor; the file also records its pid. Released by the kernel on death."""
+    """Held for the life of the supervisor; the file also records its pid and which command holds it (a line
+    each). Released by the kernel on death."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self) -> bool:
+    def acquire(self, holder: str = SERVE) -> bool:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -23,7 +26,7 @@ class InstanceLock:
             os.close(fd)
             return False
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}\n{holder}\n".encode())
         self._fd = fd
         return True
 
@@ -50,9 +53,18 @@ class InstanceLock:
             os.close(fd)
         return False
 
-    def holder_pid(self) -> int | None:
+    def _lines(self) -> list[str]:
         try:
-            text = self.path.read_text().strip()
+            return self.path.read_text().split("\n")
         except OSError:
-            return None
-        return int(text) if text.isdigit() else None
+            return []
+
+    def holder_pid(self) -> int | None:
+        first = (self._lines() or [""])[0].strip()
+        return int(first) if first.isdigit() else None
+
+    def holder(self) -> str:
+        """Which command holds the lock: ``geode serve`` (also for a file written before holders were named)
+        or the command running an in-process tree (``geode mcp``, ``geode --repl``)."""
+        lines = self._lines()
+        return lines[1].strip() if len(lines) > 1 and lines[1].strip() else SERVE

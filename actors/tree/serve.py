@@ -31,6 +31,10 @@ __all__ = ["EXIT_ALREADY_RUNNING", "EXIT_CONFIG", "already_running_message", "ru
 
 
 def already_running_message(home: GeodeHome, pid: int | None) -> str:
+    from actors.tree.client import in_process_tree
+
+    if (inside := in_process_tree(home)) is not None:
+        return f"{inside}; `geode serve` can start once that process exits"
     who = f" (pid {pid})" if pid else ""
     return (
         f"geode serve is already running for GEODE_HOME={home.root}{who}; "

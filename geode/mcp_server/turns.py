@@ -10,11 +10,13 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 MODE = "HEADLESS"  # every turn `geode mcp` submits: the default denylist holds, approvals are denied
 DEFAULT_TIME_BUDGET_S = 120.0
 MAX_TIME_BUDGET_S = 3600.0
+MAX_PROMPT = 500_000
+MAX_ID = 128  # session ids and model names
 
 ProgressFn = Callable[[str], None]  # one line per turn event worth telling the MCP client
 SessionFn = Callable[[str], None]  # told the turn's session id once it is known (before the turn runs)
@@ -35,11 +37,68 @@ class HeadlessTurn(BaseModel):
     """One turn a client asked for: a new session (``session_id`` None) or a continued one."""
 
     model_config = ConfigDict(frozen=True)
-    prompt: str = Field(min_length=1, max_length=500_000)
-    session_id: str | None = Field(default=None, max_length=128)
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT)
+    session_id: str | None = Field(default=None, max_length=MAX_ID)
     time_budget_s: float = Field(default=DEFAULT_TIME_BUDGET_S, gt=0, le=MAX_TIME_BUDGET_S)
-    model: str | None = Field(default=None, max_length=128)
+    model: str | None = Field(default=None, max_length=MAX_ID)
     workspace: str  # the MCP client's root, else the server's cwd
+
+
+# --- the tools' arguments: validated before a tool runs, and published as each tool's input schema -------
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)  # an unknown argument is an error, not ignored
+_PROMPT = Field(min_length=1, max_length=MAX_PROMPT, description="what to ask the agent")
+
+
+class RunAgentArgs(BaseModel):
+    model_config = _STRICT
+    prompt: str = _PROMPT
+    time_budget_s: float = Field(
+        default=DEFAULT_TIME_BUDGET_S,
+        gt=0,
+        le=MAX_TIME_BUDGET_S,
+        description=f"seconds the turn may run (more than 0, at most {MAX_TIME_BUDGET_S:g})",
+    )
+    model: str | None = Field(
+        default=None, min_length=1, max_length=MAX_ID, description="a model id (default: GEODE's own)"
+    )
+
+
+class ContinueAgentArgs(BaseModel):
+    model_config = _STRICT
+    session_id: str = Field(
+        min_length=1, max_length=MAX_ID, description="the session_id a run_agent result gave"
+    )
+    prompt: str = _PROMPT
+
+
+class GetHealthArgs(BaseModel):
+    model_config = _STRICT
+
+
+TOOL_ARGS: dict[str, type[BaseModel]] = {
+    "run_agent": RunAgentArgs,
+    "continue_agent": ContinueAgentArgs,
+    "get_health": GetHealthArgs,
+}
+
+
+def invalid_arguments(tool: str, exc: ValidationError) -> str:
+    """The first problem of a tool call's arguments as one line (names the argument, never echoes a value)."""
+    errors = exc.errors()
+    err: dict[str, Any] = dict(errors[0]) if errors else {}
+    where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        takes = ", ".join(TOOL_ARGS[tool].model_fields) or "no arguments"
+        return f"invalid arguments: {tool} has no argument {where!r} (it takes {takes})"
+    if kind == "missing":
+        return f"invalid arguments: {tool} needs {where!r}"
+    return f"invalid {where}: {one_line(str(err.get('msg', exc)))}"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (an MCP error's reason is one line)."""
+    return " ".join(text.split())
 
 
 class AgentResult(BaseModel):

@@ -158,6 +158,9 @@ class Poller:
         pending = await asyncio.to_thread(state.load)
         self.cursor = await asyncio.to_thread(state.cursor)
         self.out.state = state
+        attach = getattr(self.translator, "attach_positions", None)
+        if attach is not None:  # Discord reads history after them after each new gateway session
+            attach(state, [b.channel_id for b in self.bindings.for_platform(self.platform)])
         self.status.cursor = cursor_view(self.cursor)
         self.status.pending_replies = len(pending)
         log.info(
@@ -239,6 +242,8 @@ class Poller:
             await asyncio.to_thread(self.out.state.set_cursor, nxt)
             self.cursor = nxt
             self.status.cursor = cursor_view(nxt)
+        for channel, position in batch.positions.items():
+            await asyncio.to_thread(self.out.state.set_position, channel, position)
         self._batch, self._handled = None, set()
         self.status.state = "polling"
         try:

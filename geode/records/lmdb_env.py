@@ -1,7 +1,9 @@
 """The one LMDB environment of the record store: named sub-databases, key/value encoding, map growth.
 
-Only the store process opens it (LMDB allows one handle per process). Reads run in read transactions on any
-thread; writes go through :class:`geode.records.writer.GroupWriter`.
+Only the store process opens it for writing (LMDB allows one handle per process). Reads run in read
+transactions on any thread; writes go through :class:`geode.records.writer.GroupWriter`. Another process may
+open it read-only beside the writer (:meth:`RecordEnv.open_readonly`, the operator views of
+:mod:`geode.records.reader`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import msgpack
 from pydantic import BaseModel, Field, ValidationError
 
 from geode.private_dir import tighten_file
-from geode.protocol.errors import BadRequest, ConfigError, Unavailable
+from geode.protocol.errors import BadRequest, ConfigError, NotFound, Unavailable
 
 # A transaction opened without ``buffers=True``: keys and values come back as ``bytes``.
 Txn: TypeAlias = "lmdb.Transaction[bytes]"
@@ -202,6 +204,37 @@ class RecordEnv:
         self.env = env
         return self
 
+    def open_readonly(self) -> RecordEnv:
+        """Open an existing store read-only, beside its writer or with none (LMDB readers take a slot in
+        ``lock.mdb`` and see committed snapshots): creates nothing, writes nothing. ``NotFound`` when no store
+        was ever written here."""
+        if not (self.path / "data.mdb").is_file():
+            raise NotFound(f"no record store at {self.path} (nothing was recorded for this GEODE_HOME yet)")
+        try:  # map_size=0: the size the writer last set (read from the file)
+            env = lmdb.open(
+                str(self.path),
+                readonly=True,
+                create=False,
+                map_size=0,
+                max_dbs=len(DBS) + 4,
+                subdir=True,
+                lock=True,
+                readahead=False,
+            )
+        except lmdb.Error as exc:
+            raise Unavailable(f"cannot read the record store at {self.path}: {exc}") from exc
+        try:
+            for name in DBS:  # each in a read transaction of its own (py-lmdb keeps the handle)
+                try:
+                    self._dbs[name] = env.open_db(name.encode(), create=False)
+                except lmdb.NotFoundError:  # a store written by an older version: read what it has
+                    continue
+        except lmdb.Error as exc:
+            env.close()
+            raise Unavailable(f"cannot read the record store at {self.path}: {exc}") from exc
+        self.env = env
+        return self
+
     def close(self) -> None:
         if self.env is not None:
             with self._lock.exclusive():
@@ -221,7 +254,12 @@ class RecordEnv:
         """A read transaction (snapshot) usable on the calling thread."""
         with self._lock.shared():
             env = self._live()
-            with env.begin(write=False) as txn:
+            try:
+                txn = env.begin(write=False)
+            except lmdb.MapResizedError:  # a read-only handle: the writer grew the map since we opened
+                env.set_mapsize(0)
+                txn = env.begin(write=False)
+            with txn:
                 yield txn
 
     @contextmanager

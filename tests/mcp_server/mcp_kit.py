@@ -160,8 +160,22 @@ async def http_session(url: str, token: str, roots: list[Path] | None = None) ->
                 yield session
 
 
+async def tool_error(session: ClientSession, tool: str, args: dict[str, Any]) -> str:
+    """A tool call's one-line reason, asserting the result is ``isError: true``."""
+    res = await session.call_tool(tool, args, read_timeout_seconds=120)
+    assert res.is_error, res
+    assert len(res.content) == 1 and isinstance(res.content[0], types.TextContent), res.content
+    reason = res.content[0].text
+    assert reason and "\n" not in reason, reason
+    return reason
+
+
 async def refused(session: ClientSession, tool: str, args: dict[str, Any]) -> str:
-    """A tool call's ``error`` (asserting the turn did not run: no text, no rounds)."""
-    out = await call(session, tool, args)
+    """A tool call's ``error``: ``isError: true`` with that one line as its text, and the turn did not run
+    (no text, no rounds)."""
+    res = await session.call_tool(tool, args, read_timeout_seconds=120)
+    out = res.structured_content
+    assert res.is_error and out is not None, res
     assert out["error"] and not out["text"] and not out["rounds"], out
+    assert [c.text for c in res.content if isinstance(c, types.TextContent)] == [out["error"]], res
     return str(out["error"])
