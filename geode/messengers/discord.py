@@ -1,39 +1,40 @@
 """The Discord translator: discord.py's gateway client receives messages and button presses (MESSAGE_CONTENT
-intent), its REST client posts replies (message_reference, threads), approvals as message components."""
+intent); after every new gateway session (READY, not RESUMED) the bound channels are read back from REST
+history after their durable positions (:mod:`discord_backfill`), since Discord delivers nothing sent while no
+session was connected. Posting is :mod:`discord_posts`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import warnings
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import aiohttp
 import yarl
 
+from geode.messengers import discord_backfill as backfill
+from geode.messengers.discord_config import DEFAULT_BACKFILL_MAX_AGE_S as MAX_AGE_S
 from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
 from geode.messengers.discord_errors import discord_call
-from geode.messengers.errors import PlatformError, Rejected
+from geode.messengers.discord_posts import DiscordPosts
+from geode.messengers.errors import PlatformError
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled, inbound, unhandled
-from geode.messengers.replies import split_reply
 
 # discord.py's voice player imports audioop (deprecated since 3.11); GEODE uses no voice
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
     import discord
-    from discord.http import MultipartParameters
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Item = InboundMessage | CallbackPress | Unhandled | None
+Where = tuple[str, int] | None  # (the channel whose position it moves, the message id), for a bound channel
 
-MAX_CONTENT = 2000
-MAX_CUSTOM_ID = 100
 MAX_RATELIMIT_WAIT_S = 30.0  # discord.py waits out a shorter 429 itself; a longer one raises (its minimum)
 _USER_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
-_NO_PINGS = {"parse": [], "replied_user": False}  # a reply never pings @everyone, roles, users
 _PRESSES_KEPT = 256  # presses kept for answer_press (an interaction token lives 15 min); older ones go
 
 
@@ -45,7 +46,9 @@ def point_at(base_url: str, gateway_url: str) -> None:
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
 
 
-DiscordBatch = Batch  # one poll's events: ``(<session id>:<sequence>, item)``; no cursor, nothing to ack
+# one poll's events: ``(<session id>:<sequence> | history:<message id>, item)``; no cursor, nothing to ack;
+# ``positions``: the newest message id of each bound channel (or thread) in it, stored once its turns are
+DiscordBatch = Batch
 
 
 class _Client(discord.Client):
@@ -64,14 +67,16 @@ class _Client(discord.Client):
                 self._translator._on_interaction(args[0])
         except Exception:
             log.exception("discord %s event not handled", event)
-        if event == "connect":  # READY parsed
-            self._translator._ready_seen.set()
+        if event == "connect":  # READY parsed: a new session, which missed whatever came without one
+            self._translator._on_ready()
+        elif event == "socket_event_type" and args and args[0] == "GUILD_CREATE":
+            asyncio.get_running_loop().call_soon(self._translator._guilds_changed.set)  # once it is parsed
         elif event == "resumed":
             log.info("discord gateway session resumed")
         super().dispatch(event, *args, **kwargs)
 
 
-class DiscordTranslator:
+class DiscordTranslator(DiscordPosts):
     """One Discord bot. Every method runs on the poller's own event loop (the gateway task runs there)."""
 
     platform = "discord"
@@ -86,20 +91,28 @@ class DiscordTranslator:
         connect_timeout_s: float = 30.0,
         guild_ready_timeout_s: float = 2.0,
         max_batch: int = 100,
+        backfill_max_age_s: float = MAX_AGE_S,
     ) -> None:
         self._token, self._base_url, self._gateway_url = token, base_url, gateway_url
         self._poll_timeout_s, self._connect_timeout_s = poll_timeout_s, connect_timeout_s
         self._guild_ready_timeout_s, self._max_batch = guild_ready_timeout_s, max_batch
+        self._backfill_max_age_s = backfill_max_age_s
         self.bot_id = ""
         self.bot_name = ""
         self._client: _Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready_seen = asyncio.Event()
-        self._inbox: deque[tuple[str, Item]] = deque()  # taken only by poll, never lost to a cancel
+        self._inbox: deque[tuple[str, Item, Where]] = deque()  # taken only by poll, never lost to a cancel
         self._arrived = asyncio.Event()
         self._last_seen: dict[int, int] = {}  # channel (or thread) id -> the newest message id delivered
         self._presses: OrderedDict[str, tuple[discord.Interaction, asyncio.Task[None]]] = OrderedDict()
         self.dropped_replays = 0  # messages the gateway delivered again (after a resume) and were dropped
+        self._positions: backfill.Positions | None = None  # attach_positions; None: nothing is read back
+        self._bound: frozenset[str] = frozenset()  # bound channel keys: "<channel>" or "<channel>:<thread>"
+        self._backfill_due = False  # a new session began: read back before delivering its messages
+        self._held: list[tuple[str, discord.Message]] = []  # its messages meanwhile (delivery id, message)
+        self._guilds_changed = asyncio.Event()
+        self.read_back = 0  # messages read back from history after a new session (not all new)
 
     @classmethod
     def from_settings(cls, token: str, settings: DiscordSettings) -> DiscordTranslator:
@@ -107,7 +120,14 @@ class DiscordTranslator:
         return cls(
             token, base_url=settings.base_url, gateway_url=settings.gateway_url,
             poll_timeout_s=settings.poll_timeout_s, connect_timeout_s=settings.connect_timeout_s,
+            backfill_max_age_s=settings.backfill_max_age_s,
         )  # fmt: skip
+
+    def attach_positions(self, positions: backfill.Positions, bound: Sequence[str]) -> None:
+        """The poller's durable positions and the bound channel keys: from now on each batch carries the
+        newest message id of each bound channel (``Batch.positions``) and every new gateway session reads
+        back what was sent in them after those positions."""
+        self._positions, self._bound = positions, frozenset(bound)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> str:
@@ -116,6 +136,7 @@ class DiscordTranslator:
         new client and session; messages already delivered stay delivered."""
         point_at(self._base_url, self._gateway_url)
         self._arrived = asyncio.Event()  # a restart may run on another loop; undelivered items stay
+        self._guilds_changed = asyncio.Event()
         intents = discord.Intents.default()
         intents.message_content = True
         client = _Client(
@@ -182,16 +203,63 @@ class DiscordTranslator:
         ws = self._client.ws if self._client is not None else None
         return f"{getattr(ws, 'session_id', None) or ''}:{getattr(ws, 'sequence', None) or 0}"
 
+    def _on_ready(self) -> None:
+        """READY: a new gateway session (a RESUME is not one). It carries nothing sent while no session was
+        connected, so its messages wait until the bound channels were read back (the next poll does it)."""
+        self._backfill_due = True
+        self._ready_seen.set()
+        self._arrived.set()  # a poll waiting on the old session reads back now
+
     def _on_message(self, message: discord.Message) -> None:
+        if self._backfill_due:  # read back first: history up to now, then these (the newer ones)
+            self._held.append((self._delivery_id(), message))
+            return
+        self._accept(self._delivery_id(), message)
+
+    def _accept(self, delivery_id: str, message: discord.Message) -> None:
+        """Into the inbox once per message id (a RESUME or the history may bring it again), the bot's own
+        posts left out (the gateway echoes them; Telegram never shows them: not even an item)."""
         channel_id = message.channel.id
         if message.id <= self._last_seen.get(channel_id, 0):
-            self.dropped_replays += 1  # already delivered (a resumed gateway sent it again)
+            self.dropped_replays += 1
             return
         self._last_seen[channel_id] = message.id
         if self.bot_id and message.author.id == int(self.bot_id):
-            return  # the gateway echoes the bot's own posts (Telegram never shows them): not even an item
-        self._inbox.append((self._delivery_id(), self._item(message)))
+            return
+        item = self._item(message)
+        self._inbox.append((delivery_id, item, self._where(message, item)))
         self._arrived.set()
+
+    def _where(self, message: discord.Message, item: Item) -> Where:
+        """The position this message moves once handled: its channel's (or thread's), if that is bound."""
+        if isinstance(item, InboundMessage | Unhandled):
+            chat_id, thread_id = item.chat_id, item.thread_id
+        else:
+            try:
+                chat_id, thread_id = _chat_of(message.channel)
+            except Exception:
+                return None
+        if not backfill.tracked(self._bound, chat_id, thread_id):
+            return None
+        return (str(message.channel.id), message.id)
+
+    async def _catch_up(self) -> None:
+        """After a new session: each bound channel's history after its position, oldest first, then the
+        messages the session delivered meanwhile (those already read back are dropped by id). A failure
+        raises and the next poll starts again (nothing delivered twice: the ids seen stay)."""
+        client = self._client
+        if client is not None and self._positions is not None and self._backfill_max_age_s > 0:
+            await backfill.guilds_known(client, self._guilds_changed, self._guild_ready_timeout_s)
+            floor = backfill.age_floor(self._backfill_max_age_s)
+            for channel, after in await backfill.targets(client, sorted(self._bound), self._positions, floor):
+                after = max(after, self._last_seen.get(channel.id, 0))
+                n = await backfill.read_back(channel, after, lambda m: self._accept(f"history:{m.id}", m))
+                self.read_back += n
+                if n:
+                    log.info("discord: %d message(s) of %s read back after %s", n, channel.id, after)
+        held, self._held, self._backfill_due = self._held, [], False
+        for delivery_id, message in held:
+            self._accept(delivery_id, message)
 
     def _item(self, message: discord.Message) -> InboundMessage | Unhandled | None:
         """``_normalise``, never raising (it runs inside the gateway's parsing: an exception there would
@@ -260,7 +328,7 @@ class DiscordTranslator:
             callback_id=callback_id,
             data=custom_id,
         )
-        self._inbox.append((self._delivery_id(), press))
+        self._inbox.append((self._delivery_id(), press, None))
         self._arrived.set()
 
     async def _ack(self, interaction: discord.Interaction) -> None:
@@ -272,19 +340,24 @@ class DiscordTranslator:
     async def poll(self, cursor: str | None = None) -> DiscordBatch:
         """The messages and presses received since the last poll (waits up to ``poll_timeout_s`` for the
         first), normalised: non-user messages (joins, pins) are None, other bots' messages ``from_bot``; the
-        bot's own posts are left out. Raises PlatformError if the gateway task ended (a refused token), or
-        if nothing came and the gateway is down (so the poller's status shows it)."""
+        bot's own posts are left out; after a new session, first what it missed (:meth:`_catch_up`). Raises
+        PlatformError if the gateway task ended (a refused token), if nothing came and the gateway is down
+        (so the poller's status shows it), or if the history could not be read (the next poll reads it)."""
         task = self._task
         if task is None:
             raise PlatformError("the Discord translator is not started")
+        if self._backfill_due:
+            await self._catch_up()
         if not self._inbox and not task.done():
             self._arrived.clear()
             try:
                 await asyncio.wait_for(
                     self._arrived.wait(), self._poll_timeout_s
-                )  # set by the gateway's end too
+                )  # set by the gateway's end and a new session too
             except TimeoutError:
                 pass
+            if self._backfill_due:
+                await self._catch_up()
         if not self._inbox:
             if task.done():
                 await discord_call("gateway", task)
@@ -292,106 +365,17 @@ class DiscordTranslator:
             if not self.connected:
                 raise PlatformError("the Discord gateway is not connected (discord.py reconnects)")
         batch = DiscordBatch()
+        newest: dict[str, int] = {}
         while self._inbox and len(batch.items) < self._max_batch:
-            batch.items.append(self._inbox.popleft())
+            delivery_id, item, where = self._inbox.popleft()
+            batch.items.append((delivery_id, item))
+            if where is not None:
+                newest[where[0]] = max(newest.get(where[0], 0), where[1])
+        batch.positions = {channel: str(message_id) for channel, message_id in newest.items()}
         return batch
 
     async def confirm(self, batch: DiscordBatch) -> None:
         """Nothing to confirm: the gateway needs no ack (the durable dedupe is the message id)."""
-
-    # -- outbound --------------------------------------------------------------------------------------
-    async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
-        """Post ``text`` in the channel (or its thread), the first part replying to ``reply_to``, split at
-        2000 characters on line boundaries. Returns the posted message ids."""
-        channel = _target(channel_key)
-        http = self._http()
-        posted: list[str] = []
-        for part in split_reply(text, MAX_CONTENT):
-            # a nonce Discord enforces: discord.py's own retry of this POST (after a 5xx or a reset
-            # connection) returns the message already created instead of posting it twice
-            payload: dict[str, Any] = {"content": part, "allowed_mentions": _NO_PINGS, **_once()}
-            if reply_to and not posted:
-                payload["message_reference"] = {
-                    "message_id": int(reply_to), "channel_id": channel, "fail_if_not_exists": False,
-                }  # fmt: skip
-            sent = await discord_call("send_message", http.send_message(channel, params=_params(payload)))
-            posted.append(str(sent["id"]))
-        return posted
-
-    async def ask_approval(self, channel_key: str, text: str, buttons: list[tuple[str, str]]) -> str:
-        """A message with one button per ``(label, custom_id)`` (at most 25; ids ≤ 100 characters)."""
-        if not buttons or len(buttons) > 25:
-            raise Rejected("an approval needs 1 to 25 buttons")
-        if any(not 1 <= len(custom_id) <= MAX_CUSTOM_ID for _label, custom_id in buttons):
-            raise Rejected(f"a button's custom_id must be 1 to {MAX_CUSTOM_ID} characters")
-        styles = (discord.ButtonStyle.success, discord.ButtonStyle.danger)
-        row: list[dict[str, Any]] = [
-            {"type": 2, "style": (styles[i] if i < 2 else discord.ButtonStyle.secondary).value,
-             "label": label[:80], "custom_id": custom_id}
-            for i, (label, custom_id) in enumerate(buttons)
-        ]  # fmt: skip
-        components = [{"type": 1, "components": row[i : i + 5]} for i in range(0, len(row), 5)]
-        payload = {
-            "content": text[:MAX_CONTENT], "components": components, "allowed_mentions": _NO_PINGS, **_once(),
-        }  # fmt: skip
-        channel = _target(channel_key)
-        sent = await discord_call("send_message", self._http().send_message(channel, params=_params(payload)))
-        return str(sent["id"])
-
-    async def answer_press(self, callback_id: str, text: str = "") -> None:
-        """Answer a press: ``text`` goes to the presser alone (an ephemeral follow-up to the acknowledgement
-        sent on arrival; a response if that failed). An unknown or already answered press is Rejected."""
-        entry = self._presses.pop(callback_id, None)
-        if entry is None:
-            raise Rejected(f"interaction {callback_id} is unknown or was answered already")
-        interaction, ack = entry
-        await asyncio.wait({ack})
-        content = text[:MAX_CONTENT]
-        if interaction.response.is_done():
-            if content:
-                await discord_call("followup", interaction.followup.send(content, ephemeral=True))
-        elif content:
-            await discord_call(
-                "interaction_callback", interaction.response.send_message(content, ephemeral=True)
-            )
-        else:
-            await discord_call("interaction_callback", interaction.response.defer())
-
-    async def edit_text(self, channel_key: str, message_id: str, text: str) -> None:
-        """Replace the message's text and drop its buttons."""
-        payload = {"content": text[:MAX_CONTENT], "components": [], "allowed_mentions": _NO_PINGS}
-        channel = _target(channel_key)
-        await discord_call(
-            "edit_message", self._http().edit_message(channel, int(message_id), params=_params(payload))
-        )
-
-    async def typing(self, channel_key: str) -> None:
-        """Show "<bot> is typing…" in the channel (or thread) for about 10 s."""
-        await discord_call("typing", self._http().send_typing(_target(channel_key)))
-
-    # -- helpers ---------------------------------------------------------------------------------------
-    def _http(self) -> discord.http.HTTPClient:
-        if self._client is None:
-            raise PlatformError("the Discord translator is not started")
-        return self._client.http
-
-
-def _once() -> dict[str, Any]:
-    """A fresh ``nonce`` (at most 25 characters) that Discord checks for uniqueness (``enforce_nonce``)."""
-    return {"nonce": secrets.token_hex(12), "enforce_nonce": True}
-
-
-def _params(payload: dict[str, Any]) -> MultipartParameters:
-    return MultipartParameters(payload=payload, multipart=None, files=None)
-
-
-def _target(channel_key: str) -> int:
-    """Where a post goes: the thread of ``"<channel>:<thread>"``, else the channel."""
-    chat, _, thread = channel_key.partition(":")
-    try:
-        return int(thread or chat)
-    except ValueError:
-        raise Rejected(f"{channel_key!r} is not a Discord channel key") from None
 
 
 def _chat_of(channel: Any) -> tuple[str, str]:

@@ -1,5 +1,7 @@
 """The gateway half of the local Discord server: HELLO, heartbeat ACKs, IDENTIFY → READY + GUILD_CREATE,
-RESUME replaying the dispatches after the client's last sequence number, and dropped connections."""
+RESUME replaying the dispatches after the client's last sequence number, and dropped connections. As on
+Discord, an event reaches only the current session: none before the first IDENTIFY, and a new IDENTIFY
+gets nothing dispatched before it (the client reads REST history for what it missed)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ class _Session:
 
 class GatewaySessions:
     """The gateway state of :class:`~geode.messengers.discord_server.LocalDiscord`, on its loop only: one
-    current session (a new IDENTIFY replaces it); dispatches before any IDENTIFY wait for the first."""
+    current session (a new IDENTIFY replaces it, and the old one's undelivered events go with it); a
+    dispatch while there is no session reaches no one (``undelivered`` counts it)."""
 
     token: str
     bot_id: int
@@ -51,7 +54,8 @@ class GatewaySessions:
 
     def __init__(self) -> None:
         self._session: _Session | None = None
-        self._pending: list[tuple[str, JSON]] = []
+        self._after_identify: list[tuple[str, JSON]] = []  # push_on_identify: sent right after READY
+        self.undelivered = 0  # dispatches no session was there to take
         self._conns: set[_Conn] = set()
         self._identifies = self._resumes = 0
         self._closing = False
@@ -72,7 +76,7 @@ class GatewaySessions:
     def _dispatch(self, event: str, data: JSON) -> None:
         session = self._session
         if session is None:
-            self._pending.append((event, data))
+            self.undelivered += 1
             return
         frame = ev.dispatch(event, session.seq + 1, copy.deepcopy(data))  # later edits change no log entry
         session.log.append(frame)
@@ -154,8 +158,8 @@ class GatewaySessions:
         self._session, session.conn, conn.session = session, conn, session
         self._dispatch("READY", self.ready_payload(session.session_id))
         self._dispatch("GUILD_CREATE", self.guild_payload())
-        pending, self._pending = self._pending, []
-        for event, data in pending:
+        after, self._after_identify = self._after_identify, []
+        for event, data in after:
             self._dispatch(event, data)
 
     def _resume(self, conn: _Conn, session: _Session, seq: int) -> None:

@@ -32,7 +32,10 @@ ROUTES: dict[str, tuple[str, str]] = {
     "typing": ("POST", "/channels/{channel_id}/typing"),
     "interaction_callback": ("POST", "/interactions/{interaction_id}/{token}/callback"),
     "followup": ("POST", "/webhooks/{application_id}/{token}"),
+    "get_channel": ("GET", "/channels/{channel_id}"),  # these two: discord_channels.ChannelRoutes
+    "get_messages": ("GET", "/channels/{channel_id}/messages"),
 }
+Handler = Callable[[web.Request, JSON], Awaitable[tuple[int, Any]]]
 _NO_AUTH = {"interaction_callback", "followup"}  # authorised by the interaction token in the path
 
 
@@ -172,24 +175,26 @@ class RestRoutes:
             )
 
     # -- HTTP ------------------------------------------------------------------------------------------
-    def add_rest_routes(self, app: web.Application, prefix: str) -> None:
-        handlers: dict[str, Callable[[web.Request, JSON], Awaitable[tuple[int, Any]]]] = {
+    def handlers(self) -> dict[str, Handler]:
+        """The handler of each route in ``ROUTES`` this class serves (a subclass adds its own)."""
+        return {
             "get_user": self._get_user, "application_info": self._application,
             "get_gateway": self._get_gateway, "get_bot_gateway": self._get_gateway,
             "send_message": self._send_message, "edit_message": self._edit_message,
             "typing": self._typing, "interaction_callback": self._interaction_callback,
             "followup": self._followup,
         }  # fmt: skip
-        for name, (method, path) in ROUTES.items():
-            app.router.add_route(method, prefix + path, self._wrap(name, handlers[name]))
+
+    def add_rest_routes(self, app: web.Application, prefix: str) -> None:
+        for name, handler in self.handlers().items():
+            method, path = ROUTES[name]
+            app.router.add_route(method, prefix + path, self._wrap(name, handler))
         app.router.add_route("*", prefix + "/{tail:.*}", self._not_found)
 
     async def _not_found(self, request: web.Request) -> web.Response:
         return ApiError(404, "404: Not Found", 0).response()
 
-    def _wrap(
-        self, name: str, handler: Callable[[web.Request, JSON], Awaitable[tuple[int, Any]]]
-    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _wrap(self, name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             at = time.monotonic()
             body: JSON = {}

@@ -1,5 +1,7 @@
 """A local Discord server (REST under ``/api/v10``, the gateway websocket at ``/gw``; aiohttp, own thread and
-loop) that discord.py runs against unchanged, with a thread-safe test API in Python. One bot, one guild."""
+loop) that discord.py runs against unchanged, with a thread-safe test API in Python. One bot, one guild.
+Like Discord, a message posted while no gateway session is connected stays in the channel's REST history
+only (a RESUME replays its own session's events; a new IDENTIFY gets nothing from before it)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from geode.messengers import discord_events as ev
+from geode.messengers.discord_channels import ChannelRoutes
 from geode.messengers.discord_events import JSON
 from geode.messengers.discord_gateway import GatewaySessions
-from geode.messengers.discord_rest import ApiError, RestRoutes, json_response
+from geode.messengers.discord_rest import ApiError, json_response
 from geode.messengers.local_http import LocalHttpServer
 
 DEFAULT_TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GEODE.local-discord-test-token"
@@ -28,7 +31,7 @@ USER_ID = 1500000000000000001
 _T = TypeVar("_T")
 
 
-class LocalDiscord(LocalHttpServer, RestRoutes, GatewaySessions):
+class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
     """``with LocalDiscord() as dc:`` then point discord.py at ``dc.api_base`` and ``dc.gateway_url``.
     REST state is guarded by one lock; gateway state lives on the server's loop only."""
 
@@ -48,7 +51,7 @@ class LocalDiscord(LocalHttpServer, RestRoutes, GatewaySessions):
         message_content_enabled: bool = True,
     ) -> None:
         LocalHttpServer.__init__(self, host, port)
-        RestRoutes.__init__(self)
+        ChannelRoutes.__init__(self)
         GatewaySessions.__init__(self)
         self.token, self.bot_name = token, bot_name
         self.bot_id, self.guild_id = BOT_ID, GUILD_ID
@@ -100,8 +103,9 @@ class LocalDiscord(LocalHttpServer, RestRoutes, GatewaySessions):
         reply_to: int | str | None = None,
     ) -> JSON:
         """A user's (or another bot's) message in a channel, or in ``thread_id`` (a thread of that channel),
-        dispatched as MESSAGE_CREATE; returns the message. ``mention_bot`` prefixes ``<@bot id>``;
-        ``reply_to`` makes it a reply to that message of the same channel (pinging its author)."""
+        dispatched as MESSAGE_CREATE to the current session (with none connected, it is in the channel's
+        history only); returns the message. ``mention_bot`` prefixes ``<@bot id>``; ``reply_to`` makes it a
+        reply to that message of the same channel (pinging its author)."""
         msg = self._user_message(int(channel_id), content, author_id=int(author_id), author_name=author_name,
                                  bot=bot, mention_bot=mention_bot, thread_id=thread_id,
                                  reply_to=None if reply_to is None else int(reply_to))  # fmt: skip
@@ -121,6 +125,15 @@ class LocalDiscord(LocalHttpServer, RestRoutes, GatewaySessions):
     def push_raw(self, event: str, data: JSON) -> None:
         """Dispatch any gateway event as it is (a system message, an event the server does not model)."""
         self._on_loop(lambda: self._dispatch_async(event, copy.deepcopy(data)))
+
+    def push_on_identify(self, event: str, data: JSON) -> None:
+        """Dispatch ``data`` right after the next IDENTIFY's READY and GUILD_CREATE (an event in the first
+        moment of a session, before discord.py's ``on_ready``)."""
+
+        async def queue() -> None:
+            self._after_identify.append((event, copy.deepcopy(data)))
+
+        self._on_loop(queue)
 
     def drop_gateway(self, code: int = 4000, *, replay_seen: bool = False) -> None:
         """Close the gateway connection(s) with ``code`` (4000: the client RESUMEs; the session and its

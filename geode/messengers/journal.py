@@ -1,5 +1,5 @@
-"""The poller's durable state in the store's cursors table: the update offset, each chat's session
-generation and last turn, and the journal of submitted turns whose reply is not settled yet.
+"""The poller's durable state in the store's cursors table: the update offset, per-channel positions, each
+chat's session generation and last turn, and the journal of submitted turns whose reply is not settled yet.
 
 The journal is a ring of numbered slots: entry ``n`` lives at ``pending#<n mod RING>`` as ``"<n>:<turn id>"``
 ("" once its reply settled), ``pending.head`` is the next entry, ``pending.tail`` the oldest unsettled one. A
@@ -64,6 +64,13 @@ class PollerState:
 
     def set_offset(self, offset: int) -> None:
         self.put(UPDATES, str(offset))
+
+    # --- per-channel positions (Discord: the newest message id handled; history is read after it) ------
+    def position(self, channel: str) -> str | None:
+        return self.get(f"after:{channel}") or None
+
+    def set_position(self, channel: str, position: str) -> None:
+        self.put(f"after:{channel}", position)
 
     # --- sessions -------------------------------------------------------------------------------------
     def generation(self, channel_key: str) -> int:

@@ -136,3 +136,6 @@ class Batch:
 
     items: list[tuple[str, Item]] = field(default_factory=list)
     next_cursor: str | None = None
+    # per channel, stored like ``next_cursor`` (Discord: each bound channel's newest message id in the batch,
+    # which a new gateway session reads history after)
+    positions: dict[str, str] = field(default_factory=dict)

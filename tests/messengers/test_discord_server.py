@@ -19,6 +19,7 @@ import pytest
 
 from geode.messengers.discord_gateway import MESSAGE_CONTENT_INTENT
 from geode.messengers.discord_server import BOT_ID, CHANNELS, GUILD_ID, THREADS, USER_ID, LocalDiscord
+from tests.waiting import poll_for
 
 with warnings.catch_warnings():  # discord.py imports audioop (deprecated); see geode/messengers/discord.py
     warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
@@ -132,41 +133,40 @@ async def _connect(http: aiohttp.ClientSession, url: str) -> _Gateway:
 async def test_the_gateway_identifies_dispatches_in_sequence_and_resumes_only_unseen_events(
     dc: LocalDiscord, http: aiohttp.ClientSession
 ) -> None:
-    early = dc.push_message(CHANNEL, "before anyone connected")  # held for the first session
+    dc.push_message(CHANNEL, "before anyone connected")  # no session: in the history only, never dispatched
     gw = await _connect(http, dc.gateway_url)
     hello = await gw.recv()
     assert hello["op"] == 10 and hello["d"]["heartbeat_interval"] > 0
     await gw.send(1, None)
     assert (await gw.recv())["op"] == 11
     await gw.send(2, {"token": dc.token, "intents": MESSAGE_CONTENT_INTENT, "properties": {}})
-    ready, guild, held = await gw.recv(), await gw.recv(), await gw.recv()
+    ready, guild = await gw.recv(), await gw.recv()
     assert (ready["t"], ready["s"], guild["t"], guild["s"]) == ("READY", 1, "GUILD_CREATE", 2)
     assert ready["d"]["resume_gateway_url"] == dc.gateway_url and ready["d"]["user"]["id"] == str(BOT_ID)
     session_id = ready["d"]["session_id"]
     assert guild["d"]["id"] == str(GUILD_ID)
     assert [c["id"] for c in guild["d"]["channels"]] == [str(c) for c in CHANNELS]
     assert [(t["id"], t["parent_id"]) for t in guild["d"]["threads"]] == [(str(THREAD), str(CHANNEL))]
-    assert (held["t"], held["s"], held["d"]["id"]) == ("MESSAGE_CREATE", 3, early["id"])
     seen = dc.push_message(CHANNEL, "seen", thread_id=THREAD)
     frame = await gw.recv()
-    assert (frame["s"], frame["d"]["id"], frame["d"]["channel_id"]) == (4, seen["id"], str(THREAD))
-    unseen = dc.push_message(CHANNEL, "on the wire, lost with the connection")  # s=5
+    assert (frame["s"], frame["d"]["id"], frame["d"]["channel_id"]) == (3, seen["id"], str(THREAD))
+    unseen = dc.push_message(CHANNEL, "on the wire, lost with the connection")  # s=4
     dropping = asyncio.create_task(asyncio.to_thread(dc.drop_gateway, 4000))
     lost = await gw.recv()
-    assert (lost["s"], lost["d"]["id"]) == (5, unseen["id"])
+    assert (lost["s"], lost["d"]["id"]) == (4, unseen["id"])
     closed = await asyncio.wait_for(gw.ws.receive(), 5)
     assert closed.type is aiohttp.WSMsgType.CLOSE and closed.data == 4000
     await gw.ws.close()
     await dropping
-    away = dc.push_message(CHANNEL, "while away")  # s=6, buffered in the session
+    away = dc.push_message(CHANNEL, "while away")  # s=5, buffered in the session
     gw = await _connect(http, ready["d"]["resume_gateway_url"])
     assert (await gw.recv())["op"] == 10
-    await gw.send(6, {"token": dc.token, "session_id": session_id, "seq": 4})
+    await gw.send(6, {"token": dc.token, "session_id": session_id, "seq": 3})
     replayed = [await gw.recv() for _ in range(3)]
     assert [(f["t"], f["s"]) for f in replayed] == [
+        ("MESSAGE_CREATE", 4),
         ("MESSAGE_CREATE", 5),
-        ("MESSAGE_CREATE", 6),
-        ("RESUMED", 7),
+        ("RESUMED", 6),
     ]
     assert [f["d"]["id"] for f in replayed[:2]] == [unseen["id"], away["id"]]
     assert (dc.identify_count(), dc.resume_count()) == (1, 1)
@@ -176,6 +176,53 @@ async def test_the_gateway_identifies_dispatches_in_sequence_and_resumes_only_un
     await gw.send(6, {"token": dc.token, "session_id": "not-a-session", "seq": 1})
     assert (await gw.recv())["op"] == 9  # INVALID_SESSION: the client identifies anew
     await gw.ws.close()
+
+
+async def _identify(http: aiohttp.ClientSession, dc: LocalDiscord) -> _Gateway:
+    """A new session (READY and GUILD_CREATE read)."""
+    gw = await _connect(http, dc.gateway_url)
+    assert (await gw.recv())["op"] == 10
+    await gw.send(2, {"token": dc.token, "intents": MESSAGE_CONTENT_INTENT, "properties": {}})
+    assert [(await gw.recv())["t"] for _ in range(2)] == ["READY", "GUILD_CREATE"]
+    return gw
+
+
+async def test_a_message_posted_while_no_session_is_connected_is_only_in_the_history(
+    dc: LocalDiscord, http: aiohttp.ClientSession
+) -> None:
+    """Like Discord: a new session (IDENTIFY) gets nothing dispatched while no session was connected, and
+    the channel's REST history pages it (``after``/``before``/``limit``, newest first)."""
+    before_any = dc.push_message(CHANNEL, "before any session")
+    gw = await _identify(http, dc)
+    first = dc.push_message(CHANNEL, "to the first session")
+    assert (await gw.recv())["d"]["id"] == first["id"]
+    await gw.ws.close()
+    await asyncio.to_thread(poll_for, lambda: not dc.connected(), 5, what="the session disconnected")
+    away = [dc.push_message(CHANNEL, f"while away {i}") for i in range(3)]
+    in_thread = dc.push_message(CHANNEL, "away in the thread", thread_id=THREAD)
+    gw = await _identify(http, dc)
+    live = dc.push_message(CHANNEL, "to the second session")
+    frame = await gw.recv()
+    assert (frame["t"], frame["d"]["id"]) == ("MESSAGE_CREATE", live["id"])  # the first thing it gets
+    await gw.ws.close()
+    assert dc.undelivered == 1 and dc.identify_count() == 2
+
+    async def history(channel: int, **query: Any) -> tuple[int, Any]:
+        url = f"{dc.api_base}/channels/{channel}/messages"
+        async with http.get(url, params={k: str(v) for k, v in query.items()}, headers=_auth(dc)) as resp:
+            return resp.status, await resp.json()
+
+    ids = [m["id"] for m in away]
+    status, page = await history(CHANNEL, after=first["id"])
+    assert status == 200 and [m["id"] for m in page] == [live["id"], *reversed(ids)]  # newest first
+    assert [m["id"] for m in (await history(CHANNEL, after=first["id"], limit=2))[1]] == ids[1::-1]
+    assert [m["id"] for m in (await history(CHANNEL, before=first["id"]))[1]] == [before_any["id"]]
+    assert [m["id"] for m in (await history(THREAD, after=first["id"]))[1]] == [in_thread["id"]]
+    assert page[-1]["content"] == "while away 0" and page[-1]["author"]["id"] == str(USER_ID)
+    for bad in ({"limit": 0}, {"limit": 101}, {"after": "x"}):
+        assert (await history(CHANNEL, **bad))[0] == 400
+    async with http.get(f"{dc.api_base}/channels/{THREAD}", headers=_auth(dc)) as resp:
+        assert (await resp.json())["parent_id"] == str(CHANNEL)
 
 
 async def test_without_the_message_content_intent_content_is_empty_unless_mentioned(

@@ -85,7 +85,8 @@ async def test_the_settings_point_the_translator_at_the_server(dc: LocalDiscord)
 
 
 async def test_a_mention_that_arrives_with_ready_is_recognised(dc: LocalDiscord) -> None:
-    dc.push_message(CHANNEL, "early?", mention_bot=True)  # held until IDENTIFY: parsed right after READY
+    early_msg = dc.push_message(CHANNEL, "early?", mention_bot=True)  # no session yet: not delivered, so
+    dc.push_on_identify("MESSAGE_CREATE", early_msg)  # sent again right after READY, before on_ready
     translator = _translator(dc)
     try:
         await translator.start()

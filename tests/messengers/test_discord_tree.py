@@ -13,6 +13,8 @@ The tests share one tree and run in file order."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from geode.home import GeodeHome
 from geode.messengers.discord_server import CHANNELS, THREADS, USER_ID, LocalDiscord
 from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.providers.scripted import ScriptedServer
-from tests.actors.tree_kit import children, scripted_home, serve, stop
+from tests.actors.tree_kit import children, scripted_home, serve, stop, wait_children
 from tests.messengers.chat_tree_kit import (
     FAULTS_AROUND_A_REPLY,
     FAULTS_AROUND_THE_TURN,
@@ -188,6 +190,42 @@ def test_a_3000_character_request_is_asked_whole_in_the_channel(tree: Tree) -> N
     poll_for(lambda: _answered(dc, "tool result:") == before + 1, 60, what="the turn's reply after Deny")
     assert not (ws / "long.txt").exists()
     assert no_log_has(home, "benign-benign-benign")
+
+
+def test_messages_sent_while_the_messengers_child_is_down_are_each_answered_once(tree: Tree) -> None:
+    """Issue 27 item 8: the messengers child SIGKILLed; messages posted in the bound channel and its thread
+    while it is dead and while it restarts (Discord delivers none of them to the new gateway session) are
+    read back from the history after the stored positions and each answered once, in order, with the
+    message sent once it is back; nothing answered before is answered again."""
+    home, dc, model, _ = tree
+    before = children(home)["messengers"]
+    identifies = dc.identify_count()
+    old_posts = {p["message_id"] for p in dc.posts(CHAN) + dc.posts(THREAD)}
+    assert before.pid is not None
+    os.kill(before.pid, signal.SIGKILL)
+    poll_for(lambda: not dc.connected(), 30, what="the gateway session gone with the child")
+    away = [dc.push_message(CHAN, f"while away {i}", author_id=ALLOWED) for i in range(3)]
+    away.append(dc.push_message(CHAN, "away in the thread", author_id=ALLOWED, thread_id=THREAD))
+    away.append(dc.push_message(OTHER, "away unbound", author_id=ALLOWED))  # unbound: never answered
+    wait_children(home, lambda kids: kids["messengers"].incarnation > before.incarnation, timeout_s=60)
+    away.append(dc.push_message(CHAN, "while restarting", author_id=ALLOWED))  # maybe before its READY
+    poll_for(lambda: dc.identify_count() > identifies and dc.connected(), 60, what="a new gateway session")
+    back = dc.push_message(CHAN, "back again", author_id=ALLOWED)
+    *bound, unbound, restarting = away
+    for message in [*bound, restarting, back]:
+        where = THREAD if message is away[3] else CHAN
+        poll_for(lambda m=message, w=where: _replies_to(dc, m, w), 60, what=f"the reply to {message}")
+    poll_for(lambda: settled(home, "discord", min_in=0), 30, what="settled", swallow=(AssertionError,))
+    for message in [*bound, restarting, back]:
+        where = THREAD if message is away[3] else CHAN
+        assert [p["content"] for p in _replies_to(dc, message, where)] == [f"echo: {message['content']}"]
+        assert [prompt_of(r) for r in model.requests].count(message["content"]) == 1
+    assert dc.posts(OTHER) == [] and not _replies_to(dc, unbound, OTHER)
+    prompts = [prompt_of(r) for r in model.requests]
+    order = [prompts.index(m["content"]) for m in away[:3]]
+    assert order == sorted(order)  # read back oldest first
+    new_posts = [p for p in dc.posts(CHAN) + dc.posts(THREAD) if p["message_id"] not in old_posts]
+    assert len(new_posts) == 6  # one reply each, nothing old answered again
 
 
 def test_kills_around_a_reply_never_post_twice(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
