@@ -3,7 +3,8 @@
 The CLI composes nothing itself: it talks to the daemon's control socket (starting the daemon when it is
 not running) and renders the turn's stream. Exit codes of ``ask``: 0 success, 1 the turn ended with any
 other termination reason (printed), 2 nothing to resume, 3 the daemon is unreachable, 4 the client stopped
-waiting but the turn continues (or may) in the daemon (its id is printed), 130 cancelled.
+waiting but the turn continues (or may) in the daemon (its id is printed), 77 a call needed approval and
+nobody could be asked (no terminal; the ways to allow it are printed), 130 cancelled.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def ask(
 ) -> None:
     """Run one prompt and exit: 0 success; 1 the turn ended otherwise (reason printed); 2 nothing to
     resume; 3 daemon unavailable; 4 the client stopped waiting but the turn continues in the daemon (its
-    id and session are printed: `geode --resume SESSION` follows it); 130 cancelled."""
+    id and session are printed: `geode --resume SESSION` follows it); 77 a call needed approval and nobody
+    could be asked (no terminal); 130 cancelled."""
     run_ask(prompt, as_json=as_json, resume=resume, cont=cont, model=model, skip=skip, timeout=timeout)
 
 
@@ -128,6 +130,7 @@ def run_ask(
     """``geode ask`` and ``geode -p``: one prompt, streamed, then exit with the turn's code."""
     from actors.cli.reattach import TurnContinues
     from actors.cli.render import Renderer, ask_terminal
+    from actors.cli.unasked import Unasked
     from geode.lone_surrogates import undecodable
 
     bad = undecodable(prompt)  # argv bytes that are not UTF-8 (surrogateescape): say so, send nothing
@@ -138,7 +141,8 @@ def run_ask(
     tty = sys.stdin.isatty()
     renderer = Renderer(quiet=as_json)
     cl = _connect_or_exit(home, model=model, skip=skip, tty=tty, resume=resume, cont=cont)
-    approve = ask_terminal if (tty and not as_json) else (lambda _data: "n")  # no terminal: deny
+    unasked = Unasked("--json does not ask" if tty else "no terminal")
+    approve = ask_terminal if (tty and not as_json) else unasked  # nobody to ask: said so, not "denied"
     try:
         result = cl.run_prompt(
             prompt, on_event=renderer, on_approval=approve, timeout_s=timeout, on_interrupt=lambda: True
@@ -173,7 +177,7 @@ def run_ask(
     finally:
         renderer.end()
         cl.close()
-    code = exit_code(result)
+    code = unasked.exit_code(exit_code(result))
     if as_json:
         out = {
             "text": result.get("text", ""),
@@ -184,12 +188,15 @@ def run_ask(
             "rounds": result.get("rounds", 0),
             "usage": result.get("usage", {}),
             "error": result.get("error"),
+            "approvals_unasked": unasked.tools,  # needed approval, nobody could be asked: not run
             "exit_code": code,
         }
         typer.echo(json.dumps(out))
     elif result.get("text") and not renderer.streamed:
         typer.echo(visible(str(result["text"])))
-    if code != 0:
+    if unasked.tools:
+        typer.echo(unasked.message(), err=True)
+    if code != 0 and exit_code(result) != 0:
         typer.echo(
             f"geode: turn ended: {result.get('termination_reason')}" + _why(result),
             err=True,
@@ -212,7 +219,7 @@ def _recorded_tool_calls(home: GeodeHome, session_id: str | None, turn_id: str |
 def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:
     """Interactive chat: a spinner while the model works (terminal only), streamed text, tool lines,
     approvals; Ctrl-C cancels the running turn and returns to the prompt at once."""
-    from actors.cli.render import Renderer, ask_terminal
+    from actors.cli.render import Renderer
 
     home = GeodeHome.from_env()
     cl = _connect_or_exit(
@@ -256,7 +263,7 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
                 result = cl.run_prompt(
                     line,
                     on_event=renderer,
-                    on_approval=ask_terminal,
+                    on_approval=renderer.ask,  # Ctrl-C at the prompt cancels the turn; then the spinner again
                     on_interrupt=lambda: True,
                     cancel_wait_s=CANCEL_WAIT_S,  # Ctrl-C: back to the prompt within this, whatever the model
                 )

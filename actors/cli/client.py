@@ -36,7 +36,8 @@ MAX_PINGS_IN_FLIGHT = 64
 UNACKED_CANCEL_WAIT_S = 10.0  # Ctrl-C before the prompt was acknowledged: follow the cancelled turn this long
 
 EventFn = Callable[[dict[str, Any]], None]
-ApprovalFn = Callable[[dict[str, Any]], str]
+ApprovalFn = Callable[[dict[str, Any]], str]  # "y" / "a" / "n" / "n: why", or NO_ONE; Ctrl-C cancels the turn
+NO_ONE = "no_one"  # an approval callback's answer when it has nobody to ask (sent as reason "no_terminal")
 
 
 class ControlClient:
@@ -310,29 +311,42 @@ class ControlClient:
         drops, notices = self.disconnects, self.notices
         pings: dict[str, float] = {}  # our pings in flight → when sent (replies may come late, in a burst)
         pending = list(backlog or [])
+
+        def interrupted() -> bool:
+            """Ctrl-C: cancel the turn and keep following it (for a while) to its end; True: stop now."""
+            nonlocal give_up_at
+            if on_interrupt is None or not on_interrupt():
+                raise KeyboardInterrupt
+            if give_up_at is not None:  # the second Ctrl-C: stop waiting now
+                return True
+            try:
+                self.cancel(turn_id)  # lanes denies the turn's pending approvals ("cancelled") and stops it
+            except GeodeError:
+                pass
+            if cancel_wait_s is not None:
+                give_up_at = time.monotonic() + cancel_wait_s
+            return False
+
         while time.monotonic() < deadline:
             pending, self.inbox = [*pending, *self.inbox], []
-            for ev in pending:
-                out = self._on_turn_event(ev, turn_id, on_event, on_approval)
+            while pending:
+                ev = pending.pop(0)
+                try:
+                    out = self._on_turn_event(ev, turn_id, on_event, on_approval)
+                except KeyboardInterrupt:  # Ctrl-C at the approval prompt: the turn is cancelled, not denied
+                    if interrupted():
+                        return cancel_pending(turn_id)
+                    continue
                 if out is not None:
                     return out
-            pending = []
             if give_up_at is not None and time.monotonic() >= give_up_at:
                 return cancel_pending(turn_id)
             try:
                 wait = 0.2 if give_up_at is None else min(0.05, max(0.0, give_up_at - time.monotonic()))
                 env = self._recv(wait)
-            except KeyboardInterrupt:  # Ctrl-C: cancel the turn, keep following it (for a while) to its end
-                if on_interrupt is None or not on_interrupt():
-                    raise
-                if give_up_at is not None:  # the second Ctrl-C: stop waiting now
+            except KeyboardInterrupt:
+                if interrupted():
                     return cancel_pending(turn_id)
-                try:
-                    self.cancel(turn_id)
-                except GeodeError:
-                    pass
-                if cancel_wait_s is not None:
-                    give_up_at = time.monotonic() + cancel_wait_s
                 continue
             now = time.monotonic()
             if env is not None:
@@ -395,18 +409,15 @@ class ControlClient:
             on_event(ev)
         if ev.get("kind") == lanes_msg.APPROVAL_REQUEST:
             data = ev.get("data") or {}
-            answer = on_approval(data) if on_approval is not None else "n"
+            answer = on_approval(data) if on_approval is not None else NO_ONE
             decision, _, note = answer.partition(":")  # "n: <reason>" carries the reason to the model
+            reply = {"approval_id": data.get("approval_id", ""), "decision": decision.strip() or "n"}
+            if answer == NO_ONE:  # nobody was asked: said as such, never as a person's "n"
+                reply = {**reply, "decision": "n", "reason": "no_terminal"}
+            else:
+                reply["note"] = note.strip()[:1024]
             try:
-                self.request(
-                    c.APPROVAL_RESPONSE,
-                    {
-                        "approval_id": data.get("approval_id", ""),
-                        "decision": decision.strip() or "n",
-                        "note": note.strip()[:1024],
-                    },
-                    timeout_s=5.0,
-                )
+                self.request(c.APPROVAL_RESPONSE, reply, timeout_s=5.0)
             except GeodeError:
                 pass  # an unknown or stale approval: the daemon already decided
         if ev.get("kind") == lanes_msg.TURN_DONE and ev.get("turn_id") == turn_id:

@@ -99,6 +99,14 @@ class Renderer:
         if self.spinner is not None:
             self.spinner.hold(False)
 
+    def ask(self, data: dict[str, Any]) -> str:
+        """The approval prompt (:func:`ask_terminal`); once it is answered the spinner shows again while the
+        tool runs. Ctrl-C there propagates: the client cancels the turn."""
+        answer = ask_terminal(data)
+        if self.spinner is not None and not self._midline:
+            self.spinner.hold(False)
+        return answer
+
     def end(self) -> None:
         if self.spinner is not None:
             self.spinner.stop()
@@ -152,7 +160,8 @@ def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: Text
     """``◆ Approval · tool (category)``, the whole request, what "always" covers, then
     ``y allow · n deny · a always`` (no "always" when it is not offered). Enter denies.
 
-    Anything else asks again; ``n: <reason>`` denies and the reason reaches the model.
+    Anything else asks again; ``n: <reason>`` denies and the reason reaches the model. Ctrl-C is not an
+    answer: it propagates (the turn is cancelled, as the chat's header says).
     """
     stdin, out = stdin or sys.stdin, out or sys.stderr
     level = str(data.get("safety_level", "write"))  # e.g. "mutate/public", "execute/public", "read/personal"
@@ -174,7 +183,11 @@ def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: Text
         out.flush()
         try:
             line = stdin.readline()
-        except (KeyboardInterrupt, EOFError):
+        except KeyboardInterrupt:
+            out.write("\n")
+            out.flush()
+            raise
+        except EOFError:
             return "n"
         if not line:
             return "n"

@@ -73,6 +73,8 @@ class ApprovalResponse(BaseModel):
     approval_id: str = Field(min_length=1, max_length=128)
     decision: Decision
     note: str = Field(default="", max_length=1024)  # "n: because …": the reason goes to the model
+    # no_terminal: nobody could be asked (`geode ask` without a terminal): never reported as a person's "n"
+    reason: Literal["user", "no_terminal"] = "user"
 
 
 class Resume(BaseModel):

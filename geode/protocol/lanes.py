@@ -93,7 +93,8 @@ class ApprovalDecision(BaseModel):
     approval_id: str
     decision: Decision
     # who decided: "user" (a person) | "timeout" | "disconnect" / "worker_died" (the origin or the turn's
-    # worker is gone) | "cancelled" / "turn_ended" | "no_origin" (nobody to ask) | "duplicate_or_full"
+    # worker is gone) | "cancelled" / "turn_ended" | "no_origin" (nobody to ask) | "duplicate_or_full" |
+    # "no_terminal" (the attached client had no one to ask: `geode ask` without a terminal)
     reason: str = ""
     note: str = ""  # the person's words with a denial ("n: because …"), passed on to the model
 
@@ -104,7 +105,8 @@ class ApprovalReply(BaseModel):
     approval_id: str = Field(min_length=1, max_length=128)
     decision: Decision
     note: str = Field(default="", max_length=1024)  # why (a denial's reason for the model)
-    reason: Literal["user", "no_origin"] = "user"  # no_origin: the origin had nobody attached to ask
+    # no_origin: the origin had nobody attached to ask; no_terminal: the client attached had no one to ask
+    reason: Literal["user", "no_origin", "no_terminal"] = "user"
 
 
 class Replay(BaseModel):

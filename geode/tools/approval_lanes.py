@@ -20,6 +20,7 @@ NOT_A_PERSON = {
     "cancelled": "cancelled",
     "turn_ended": "cancelled",
     "no_origin": "no_origin",
+    "no_terminal": "no_terminal",  # the client had no one to ask (`geode ask` without a terminal)
     "duplicate_or_full": "no_origin",
     "unknown": "no_origin",
 }

@@ -21,13 +21,34 @@ MAX_SESSIONS = 1024
 # A DAEMON turn from a chat binding asks in its chat (the messengers child, the turn's origin): the binding's
 # approvers answer there, and a binding without approvers denies at once (DESIGN §6).
 CHAT_ORIGIN = "messengers"
-CHANNEL_DENIALS = ("timeout", "disconnected", "cancelled", "no_origin")
+CHANNEL_DENIALS = ("timeout", "disconnected", "cancelled", "no_origin", "no_terminal")
 
 
 def too_large(tool_name: str, chars: int) -> str:
     return (
         f"'{tool_name}' denied without asking: its request is {chars} characters, more than an approval "
         f"prompt carries whole ({APPROVAL_DETAIL_MAX}). Split it into smaller calls."
+    )
+
+
+def ways_to_allow(tool_name: str) -> str:
+    """How an operator lets ``tool_name`` run where nobody can be asked (said to the model and the user)."""
+    hook = f'a PermissionRequest hook that allows it ([[hooks.PermissionRequest]] matcher = "{tool_name}")'
+    if tool_name.startswith("mcp__") and tool_name.count("__") >= 2:
+        server, tool = tool_name.removeprefix("mcp__").split("__", 1)
+        return (
+            f'{hook}, read_only_tools = ["{tool}"] in [mcp.servers.{server}] of the global config (a '
+            "read-only tool; the server's own readOnlyHint is not enough), or --dangerously-skip-permissions"
+        )
+    return f"{hook}, or --dangerously-skip-permissions"
+
+
+def no_one_to_ask(tool_name: str) -> str:
+    """The denial of a call that needed approval when nobody could be asked (not a person's "no")."""
+    return (
+        f"'{tool_name}' needs approval and nobody could be asked: the client has no terminal to ask on "
+        f"(geode ask without a terminal, or with --json), so it was not run. No user saw or denied it. Do "
+        f"not retry it in this turn; tell the user. To allow it: {ways_to_allow(tool_name)}."
     )
 
 
@@ -223,5 +244,6 @@ class ApprovalGate:
             "shutdown": f"Shutting down; '{spec.name}' denied.",
             "cancelled": f"The turn was cancelled; '{spec.name}' denied.",
             "no_origin": f"Nobody was there to approve '{spec.name}' (no origin to ask); denied.",
+            "no_terminal": no_one_to_ask(spec.name),
         }
         return Verdict(False, answer, messages.get(answer, f"Invalid approval answer; '{spec.name}' denied."))

@@ -25,6 +25,8 @@ def commands(ws: Path) -> dict[str, str]:
         "ls": "ls -la",
         "lsetc": "ls /etc",
         "bashc": f"bash -c 'touch {ws}/flag_bashc'",
+        "cancel": f"touch {ws}/flag_cancel",  # Ctrl-C at its approval prompt: never runs
+        "sleep": "sleep 3",  # approved: the spinner shows while it runs
     }
 
 

@@ -1,7 +1,8 @@
 """The interactive chat (`geode`) and `geode ask` driven in a real terminal (tmux): an invalid approval answer
 asks again, `n: <reason>` reaches the model, `⎿` lines summarise results, re-attaching after the client was
 SIGKILLed mid-turn shows the answer; an approval shows the whole command unredacted and Enter denies it,
-"always" covers that exact command only, and a model's terminal sequences are shown escaped."""
+"always" covers that exact command only, and a model's terminal sequences are shown escaped; Ctrl-C at the
+approval prompt cancels the turn, and the spinner is back while an approved command runs."""
 
 from __future__ import annotations
 
@@ -251,3 +252,56 @@ def test_model_terminal_sequences_are_shown_escaped_in_chat_and_ask(
     t.enter("asklong")
     t.wait("asklong", "⎿ run_bash ✗")
     assert not (ws / "trap.txt").exists() and not (ws / "flag_long").exists()
+
+
+def _turn_ended(t: Term, session: str) -> str | None:
+    """The reason on the session's last ``turn.ended`` timeline row, once there is one."""
+    out = geode(t.home, "timeline", session, "--json")
+    if out.returncode != 0:
+        return None
+    ended = [r["event"] for r in json.loads(out.stdout) if r["event"]["kind"] == "turn.ended"]
+    return str(ended[-1]["payload"].get("reason")) if ended else None
+
+
+def test_ctrl_c_at_the_approval_prompt_cancels_the_turn(term: tuple[Term, ScriptedServer, Path]) -> None:
+    """Ctrl-C at the approval prompt ends the turn `user_cancelled` (the header promises it): the command
+    does not run and the model is not asked again (was: a denial, and the model ran another round)."""
+    t, server, ws = term
+    t.start("cancel")
+    head = t.wait("cancel", "type a prompt")
+    t.type("cancel", "bash cancel")
+    t.wait("cancel", "(Enter denies")
+    asked = len(server.requests)
+    t.tmux("send-keys", "-t", "cancel", "C-c")
+
+    def over() -> str:
+        screen = t.screen("cancel")
+        return screen if "turn ended:" in screen or "done after" in screen else ""
+
+    screen = wait_for(over, 60, interval_s=0.1, what="the turn never ended after Ctrl-C")
+    assert "turn ended: user_cancelled" in screen and "done after" not in screen, screen
+    reason = wait_for(lambda: _turn_ended(t, _session(head)), 30, what="the turn.ended row")
+    assert reason == "user_cancelled"
+    assert len(server.requests) == asked and not (ws / "flag_cancel").exists()
+    t.type("cancel", "still here")  # back at the prompt
+    t.wait("cancel", "echo: still here")
+    t.type("cancel", "exit")
+
+
+def test_the_spinner_is_back_while_an_approved_command_runs(term: tuple[Term, ScriptedServer, Path]) -> None:
+    """After "y" the spinner line shows again while `sleep 3` runs (was: hidden until the turn's end)."""
+    t, _server, _ws = term
+    t.start("spin")
+    t.wait("spin", "type a prompt")
+    t.type("spin", "bash sleep")
+    t.wait("spin", "(Enter denies")
+    t.type("spin", "y")
+
+    def spinning() -> str:
+        screen = t.screen("spin")
+        after = screen[screen.rindex("(Enter denies") :]
+        return screen if "working ·" in after and "⎿ run_bash" not in after else ""
+
+    wait_for(spinning, 20, interval_s=0.05, what=f"no spinner while the command ran:\n{t.screen('spin')}")
+    t.wait("spin", "⎿ run_bash · exit 0")
+    t.type("spin", "exit")

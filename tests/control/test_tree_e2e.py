@@ -76,9 +76,11 @@ def test_approval_y_through_the_socket_runs_the_real_tool(tree: tuple[GeodeHome,
 def test_ask_without_tty_denies_and_skip_permissions_allows(tree: tuple[GeodeHome, Path]) -> None:
     home, ws = tree
     denied = _geode(home, ws, "ask", "please write beta", "--json")
-    assert denied.returncode == 0, denied.stderr
+    assert denied.returncode == 77, denied.stderr  # a call needed approval and nobody could be asked
+    assert "write_file needed approval and nobody could be asked (no terminal)" in denied.stderr
     out = json.loads(denied.stdout)
     assert out["termination_reason"] == "natural" and not (ws / "beta.txt").exists()
+    assert out["approvals_unasked"] == ["write_file"] and out["exit_code"] == 77, out
     allowed = _geode(home, ws, "ask", "please write gamma", "--json", "--dangerously-skip-permissions")
     assert allowed.returncode == 0, allowed.stderr
     assert (ws / "gamma.txt").read_text() == "gamma"

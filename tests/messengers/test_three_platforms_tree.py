@@ -159,12 +159,12 @@ def test_a_chat_turn_posts_only_to_its_own_chat_and_its_send_to_and_at_most_max_
 
 def test_a_cli_session_asks_before_send_message(tree: Tree) -> None:
     """Breach 7: an IPC turn's send_message (even to a bound chat) asks; `geode ask` without a terminal
-    answers no, so it is denied by the person's answer and nothing is posted."""
+    cannot ask, so it is denied as such (not as a person's "no", exit 77) and nothing is posted."""
     home, (tg, _slack, _dc), model = tree
     r = geode(home, "ask", f"send telegram:{TG_B} from the cli", "--json", timeout=90)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 77, r.stdout + r.stderr
     [result] = _results(model, f"send telegram:{TG_B} from the cli")
-    assert "User denied 'send_message'" in result, result
+    assert "'send_message' needs approval and nobody could be asked" in result, result
     assert not _has(_tg_texts(tg, TG_B), "from the cli")
 
 

@@ -128,10 +128,11 @@ tools = {{ add = {{}} }}
             plan_generation=plan.generation,
             workspace=str(tmp_path),
         )
-        # the first use of a server in an IPC session asks: nobody to ask here → denied, nothing sent
-        asked = client.execute(ctx, ToolCall(id="c0", name="mcp__t__add", input={"a": 4, "b": 5}))
-        assert asked.error_type == "permission_denied", asked
-        ctx = ctx.model_copy(update={"skip_permissions": True})  # the turn's own flag approves it
+        # the global config declares `add` read-only (tools = { add = {} }): its first use does not ask
+        # (a server's own readOnlyHint does: tests/tools/test_mcp_runtime_tree.py)
+        unasked = client.execute(ctx, ToolCall(id="c0", name="mcp__t__add", input={"a": 4, "b": 5}))
+        assert unasked.content == {"result": 9}, unasked
+        ctx = ctx.model_copy(update={"skip_permissions": True})
         assert client.execute(ctx, ToolCall(id="c", name="mcp__t__add", input={"a": 4, "b": 5})).content == {
             "result": 9
         }

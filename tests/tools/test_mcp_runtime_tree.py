@@ -4,7 +4,10 @@ streamable HTTP (``[mcpServers.web]``, the mcpServers shape, with a bearer heade
 
 - the read-only tool (annotated readOnlyHint) is offered in the provider's request and runs in a turn; its
   fake secret is redacted in the result and in the server's stderr copied to the executor log;
-- the first use of a server in an IPC session asks (a non-terminal `geode ask` denies: nothing runs);
+- the first use of a server in an IPC session asks, though the server hints readOnlyHint; a non-terminal
+  `geode ask` cannot ask: nothing runs, the model is told nobody could be asked (not "User denied") and the
+  command exits 77 naming the reason and the ways to allow it; a tool the global config declares
+  `read_only_tools` runs unasked;
 - the mutating tool of a server without resource keys is not offered and a call by name is refused before
   dispatch with a reason saying how to declare it (no effect);
 - with resource keys it runs once, with a committed receipt, a lock on the declared key (timeline), and a
@@ -51,6 +54,7 @@ CALLS = {
     "mut-web": ("mcp__web__append", {"line": "http-once"}),
     "first-use": ("mcp__st__lookup", {"key": "k0"}),
     "ro-pj": ("mcp__pj__lookup", {"key": "k3"}),
+    "declared-ro": ("mcp__ro__lookup", {"key": "k4"}),
 }
 
 
@@ -130,6 +134,11 @@ args = [{srv}]
 env = {{ EFFECTS_FILE = {json.dumps(str(base / "fx-st"))} }}
 resource_keys = ["ledger"]
 
+[mcp.servers.ro]
+command = {py}
+args = [{srv}]
+read_only_tools = ["lookup"]
+
 [mcp.servers.nk]
 command = {py}
 args = [{srv}]
@@ -177,11 +186,28 @@ def test_read_only_tools_are_offered_and_run_over_stdio_and_http(rig: Rig) -> No
     assert "MCP server st stderr: lookup k1" in log and SECRET not in log  # stderr → log, redacted
 
 
-def test_first_use_of_a_server_in_an_ipc_session_asks(rig: Rig) -> None:
-    rig.ask("first-use: look k0 up", skip=False)  # not a terminal: the CLI answers the prompt with no
-    result = rig.result("first-use")
-    assert result["block"].get("is_error") and "permission_denied" in json.dumps(result), result
-    assert "value-of-k0" not in json.dumps(result)
+def test_first_use_asks_and_without_a_terminal_says_nobody_could_be_asked(rig: Rig) -> None:
+    """The server's own readOnlyHint does not lift the first-use prompt; `geode ask` with no terminal cannot
+    ask: exit 77, and the user and the model are told nobody could be asked and how to allow it (was: "User
+    denied … Do NOT retry", exit 0)."""
+    r = geode(rig.home, "ask", "first-use: look k0 up", "--json", cwd=rig.ws, timeout=90)
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert json.loads(r.stdout)["approvals_unasked"] == ["mcp__st__lookup"], r.stdout
+    why = r.stderr
+    assert "mcp__st__lookup needed approval and nobody could be asked (no terminal)" in why, why
+    assert 'read_only_tools = ["lookup"] in [mcp.servers.st]' in why, why
+    assert "--dangerously-skip-permissions" in why and "PermissionRequest" in why, why
+    text = json.dumps(rig.result("first-use"))
+    assert "permission_denied" in text and "nobody could be asked" in text, text
+    assert "User denied" not in text and "value-of-k0" not in text, text
+    log = (rig.home.logs_dir / "executor.log").read_text(errors="replace")
+    assert "lookup k0" not in log  # the server never ran it
+
+
+def test_a_tool_the_global_config_declares_read_only_runs_unasked(rig: Rig) -> None:
+    out = rig.ask("declared-ro: look k4 up", skip=False)  # no terminal, no skip flag: not asked, it ran
+    assert "value-of-k4" in json.dumps(rig.result("declared-ro")), rig.result("declared-ro")
+    assert out["exit_code"] == 0 and out.get("approvals_unasked") == [], out
 
 
 def test_undeclared_mutating_tool_is_not_offered_and_refused_before_dispatch(rig: Rig) -> None:

@@ -118,6 +118,8 @@ def describe(hub: McpHub, cfg: Any, tools: Iterable[Any], overlay: Overlay) -> N
         )
         if pol.offered:
             read_only = pol.policy.effect.value == "read"
+            if read_only and origin == "global" and pol.source in ("read_only_tools", "config"):
+                overlay.gate.declared.add(name)  # the operator lifts the first-use ask; a hint does not
             overlay.handlers[handler_id] = _handler(hub, cfg, t.name, read_only)
             counts.offered.append(name)
         else:

@@ -1,6 +1,7 @@
 """The executor's MCP gate: the reason an undeclared MCP tool is refused, project servers kept to their
 project's workspaces, and the first use of a server in an interactive session asking for approval (once per
-server per session)."""
+server per session; not for a tool the operator's global config declares read-only — a server's own
+readOnlyHint is its claim, not the operator's, so it still asks)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,18 @@ def server_of(spec: ToolSpec) -> str | None:
 
 class McpGate:
     """Thread-safe. ``refused`` maps undeclared tool names to their reason; ``origins`` maps a project
-    server's name to its project directory (global servers are absent)."""
+    server's name to its project directory (global servers are absent); ``declared`` holds the tools the
+    operator's global config declares read-only (``read_only_tools``, or a ``tools.<t>`` read policy)."""
 
-    def __init__(self, refused: dict[str, str] | None = None, origins: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        refused: dict[str, str] | None = None,
+        origins: dict[str, str] | None = None,
+        declared: set[str] | None = None,
+    ) -> None:
         self.refused = dict(refused or {})
         self.origins = {k: Path(v) for k, v in (origins or {}).items()}
+        self.declared = set(declared or ())
         self._approved: OrderedDict[str, set[str]] = OrderedDict()  # session → servers approved in it
         self._mu = threading.Lock()
 
@@ -60,9 +68,10 @@ class McpGate:
         return None
 
     def asks_first(self, ctx: ToolContext, spec: ToolSpec) -> bool:
-        """True for the first call of a server's tools in an interactive session (until one is granted)."""
+        """True for the first call of a server's tools in an interactive session (until one is granted),
+        unless the operator declared this tool read-only."""
         server = server_of(spec)
-        if server is None or ctx.mode not in INTERACTIVE:
+        if server is None or ctx.mode not in INTERACTIVE or spec.name in self.declared:
             return False
         with self._mu:
             return server not in self._approved.get(ctx.session_id, ())
