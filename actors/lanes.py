@@ -23,7 +23,7 @@ import pykka
 from actors.bus import Bus
 from geode.config_schema import GeodeConfig, LanesSection
 from geode.home import GeodeHome
-from geode.lanes.queue import LaneQueue
+from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
 from geode.protocol.envelope import now_ms
@@ -31,6 +31,7 @@ from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request
 from geode.records.models import TurnState
 from geode.records.store_client import StoreClient
+from geode.tools.catalogue_plans import EXECUTOR, EXECUTOR_CHANGES
 
 if TYPE_CHECKING:
     from actors.tree.registry import ChildContext
@@ -115,7 +116,7 @@ class _PeerSeen:
     name: str
 
 
-TICK, SCHEDULE = "tick", "schedule"
+TICK, SCHEDULE, EXECUTOR_CHANGED = "tick", "schedule", "executor-changed"
 
 
 def _answerer(op: _Op) -> Callable[[Reply | BaseException], None]:
@@ -178,6 +179,8 @@ class LanesActor(pykka.ThreadingActor):
             if self.core.peer_seen(message.name):
                 log.info("asked %s again for its pending approvals (it (re)appeared)", message.name)
             self.core.schedule()
+        elif message == EXECUTOR_CHANGED:
+            self.core.executor_changed()
         elif message == TICK:
             self.core.tick()
         elif message == SCHEDULE:
@@ -233,7 +236,7 @@ class LanesHandle:
         future.get(timeout=timeout_s)
 
     def tell(self, message: str) -> None:
-        """``TICK`` or ``SCHEDULE``."""
+        """``TICK``, ``SCHEDULE`` or ``EXECUTOR_CHANGED``."""
         self._tell(message)
 
     def peer_seen(self, name: str, incarnation: int = 0) -> None:
@@ -334,7 +337,11 @@ def start_lanes(
             StoreClient(bus.transport, attempts=3),
             bus.transport,
             load_timeout_s=store_timeout_s,
-            queue=LaneQueue(global_cap=cfg.global_cap, session_queue_max=cfg.session_queue_max),
+            queue=LaneQueue(
+                global_cap=cfg.global_cap or min(cfg.max_global_cap, DEFAULT_GLOBAL_CAP),
+                session_queue_max=cfg.session_queue_max,
+            ),
+            cap_ceiling=None if cfg.global_cap else cfg.max_global_cap,
             routable=lambda w: w in bus.peers(ENDPOINT),
             name=name,
             incarnation=incarnation,
@@ -346,6 +353,16 @@ def start_lanes(
             bus.stop()
         raise
     child = LanesChild(lanes, bus, owns)
+
+    def on_lifecycle(topic: str, body: dict[str, Any]) -> None:
+        """Main's executor started, became ready or exited: remote loop workers hear it in their beats."""
+        if topic in EXECUTOR_CHANGES and body.get("name") == EXECUTOR:
+            try:
+                lanes.tell(EXECUTOR_CHANGED)
+            except Unavailable:
+                pass
+
+    bus.subscribe("supervisor", on_lifecycle)
     try:
         bus.serve(ENDPOINT, lanes, concurrency=cfg.handlers, on_peer=lanes.peer_seen)
     except BaseException:

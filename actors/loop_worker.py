@@ -144,6 +144,7 @@ class LoopWorker:
         self.remote = remote  # on a worker host: exit for a new incarnation when main stops answering
         self.address = address  # on a worker host: its address towards main (for main's geode status)
         self._last_heard = time.monotonic()
+        self._catalogue_stamp = ""  # main's executor as lanes last told it (remote workers only)
         self.incarnation = ctx.incarnation
         self.capacity = capacity
         self.heartbeat_s = heartbeat_s
@@ -235,6 +236,12 @@ class LoopWorker:
         ok = ack.get("ok") if isinstance(ack, dict) else getattr(ack, "ok", True)
         if ok is False:
             self._exit_for_new_incarnation("main's lanes declared this incarnation dead")
+        stamp = ack.get("catalogue") if isinstance(ack, dict) else getattr(ack, "catalogue", "")
+        if stamp and stamp != self._catalogue_stamp:
+            if self._catalogue_stamp:  # main's executor changed: its catalogue may have (MCP servers, trust)
+                log.info("%s: main's executor changed; asking for its tool catalogue again", self.name)
+                self.plans.on_lifecycle(lifecycle.CHILD_READY, {"name": EXECUTOR})
+            self._catalogue_stamp = stamp
 
     def _exit_if_unheard(self) -> None:
         silent = time.monotonic() - self._last_heard

@@ -18,7 +18,7 @@ from pydantic import (
 
 from geode.control.connection import QUEUE_MAX
 from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
-from geode.lanes.queue import DEFAULT_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
+from geode.lanes.queue import DEFAULT_MAX_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
 from geode.lanes.state import MAX_REQUEUES
 from geode.loop.settings import LoopSettings, VerifySettings
 from geode.mcp_server.http_auth import McpServeSection
@@ -52,7 +52,10 @@ LoopSection = create_model(  # type: ignore[call-overload]
 class LanesSection(BaseModel):
     """``[lanes]`` (read by ``actors/lanes.py``)."""
 
-    global_cap: int = Field(default=DEFAULT_GLOBAL_CAP, ge=1)
+    # turns running at once across the tree; unset: the capacity the registered loop workers offer, up to
+    # max_global_cap (the cap also bounds provider spend)
+    global_cap: int | None = Field(default=None, ge=1)
+    max_global_cap: int = Field(default=DEFAULT_MAX_GLOBAL_CAP, ge=1)
     session_queue_max: int = Field(default=DEFAULT_SESSION_QUEUE, ge=1)
     handlers: int = Field(default=32, ge=1)
     max_requeues: int = Field(default=MAX_REQUEUES, ge=0)  # worker losses a turn survives (then worker_lost)

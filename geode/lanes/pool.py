@@ -105,6 +105,10 @@ class WorkerPool:
     def free_slots(self, usable: Callable[[str], bool] | None = None) -> int:
         return sum(w.free for w in self._workers.values() if usable is None or usable(w.name))
 
+    def capacity(self) -> int:
+        """The turns the registered workers can run at once (their declared capacities)."""
+        return sum(w.capacity for w in self._workers.values())
+
     def assign(self, name: str, turn_id: str) -> None:
         self._workers[name].turns.add(turn_id)
         self._workers[name].assigned_at[turn_id] = self._clock()

@@ -179,6 +179,7 @@ class LanesService(OriginRequests):
         before it is pushed to its worker. Returns how many started."""
         started = 0
         self._start_failed = False
+        self.follow_capacity()  # every pool change (ready, death, silence) ends in a schedule
         while not self._start_failed and self.pool.free_slots(self.routable) > 0:
             grants = self.queue.grant(limit=1)
             if not grants:
@@ -259,7 +260,7 @@ class LanesService(OriginRequests):
 
     def heartbeat(self, hb: turns.WorkerHeartbeat, r: Asked) -> None:
         if self.pool.is_dead(hb.worker, hb.incarnation):  # a late heartbeat of a dead incarnation
-            r.answer(turns.Ack(ok=False))
+            r.answer(turns.HeartbeatAck(ok=False))
             return
         if not self.pool.heartbeat(hb.worker, hb.incarnation):  # unknown (lanes restarted): register
             dead = self.pool.ready(hb.worker, hb.incarnation, max(1, len(hb.running) + hb.free))
@@ -282,7 +283,7 @@ class LanesService(OriginRequests):
                     self.lost_run_grace_s,
                 )
                 self._requeue(turn_id)
-        r.answer(turns.Ack(ok=True))
+        r.answer(turns.HeartbeatAck(ok=True, catalogue=self.catalogue_stamp))
         self.schedule()
 
     def child_died(self, b: runtime.ChildDied, r: Asked) -> None:

@@ -87,8 +87,11 @@ class LanesState:
         incarnation: int = 0,
         max_pending_approvals: int = 1024,
         max_requeues: int = MAX_REQUEUES,
+        cap_ceiling: int | None = None,
     ) -> None:
         self.name, self.incarnation = name, incarnation
+        self.cap_ceiling = cap_ceiling  # set: the global cap follows the workers' capacity up to it
+        self.executor_changes = 0  # main's executor lifecycle events seen (its catalogue may have changed)
         self.max_requeues = max_requeues
         self.records = records  # blocking calls: only ever made through ``runner``
         self.runner = runner
@@ -110,6 +113,25 @@ class LanesState:
         self._recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._start_failed = False
         self.inflight = 0  # store round trips issued and not yet continued
+
+    @property
+    def catalogue_stamp(self) -> str:
+        """Changes whenever main's executor (re)started or exited: told to remote workers in heartbeats."""
+        return f"{self.incarnation}.{self.executor_changes}"
+
+    def executor_changed(self) -> None:
+        self.executor_changes += 1
+
+    def follow_capacity(self) -> None:
+        """With no ``[lanes] global_cap`` set, the cap is the capacity the registered loop workers offer (at
+        least 1, at most the ceiling): a host that joins raises it; one that leaves lowers it, and turns
+        already running beyond the new cap run to their end (the queue only grants fewer)."""
+        if self.cap_ceiling is None:
+            return
+        cap = max(1, min(self.cap_ceiling, self.pool.capacity()))
+        if cap != self.queue.global_cap:
+            log.info("global cap %d -> %d (the loop workers' capacity)", self.queue.global_cap, cap)
+            self.queue.global_cap = cap
 
     def _io(self, key: str, call: Callable[[], Any], then: Callable[[Outcome], None]) -> None:
         """One store round trip, continued by ``then`` on this state machine's thread."""
@@ -206,7 +228,7 @@ class LanesState:
 
     def status(self) -> dict[str, Any]:
         return {
-            "lanes": self.queue.stats(),
+            "lanes": {**self.queue.stats(), "global_cap_follows": self.cap_ceiling is not None},
             "turns": self.turn_ages(),
             "workers": self.pool.snapshot(),
             "pending_approvals": len(self.desk.pending()),

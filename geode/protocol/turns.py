@@ -95,6 +95,15 @@ class Ack(BaseModel):
     ok: bool = True
 
 
+class HeartbeatAck(Ack):
+    """A heartbeat's answer. ``ok`` false: that incarnation is dead (a late beat). ``catalogue`` changes
+    whenever main's executor starts, becomes ready or exits (its tool catalogue may have changed: MCP servers,
+    trust): a remote loop worker that sees it change asks for the catalogue again, as a local one does on
+    those lifecycle events."""
+
+    catalogue: str = Field(default="", max_length=64)
+
+
 # --- turns ------------------------------------------------------------------------------------------
 
 
@@ -178,7 +187,7 @@ class TurnCancel(BaseModel):
 
 
 WORKER_READY = message("worker.ready", WorkerReady, Ack)
-WORKER_HEARTBEAT = message("worker.heartbeat", WorkerHeartbeat, Ack)
+WORKER_HEARTBEAT = message("worker.heartbeat", WorkerHeartbeat, HeartbeatAck)
 TURN_RUN = message("turn.run", TurnRun, TurnRunAccepted)
 TURN_EVENT = message("turn.event", TurnEvent)
 TURN_DONE = message("turn.done", TurnDone, Ack)

@@ -22,6 +22,7 @@ from geode.protocol.transport import Request, Transport
 from geode.tools.executor import ToolExecutor
 from geode.tools.placement import HEARTBEAT_S, Placement, RemoteExecutor
 from geode.tools.receipts import uncertain_result
+from geode.tools.remote_receipts import ReceiptRecords, settle_after
 from geode.tools.service import bounded
 from geode.tools.spec import EffectClass, ToolCall, ToolContext, ToolResult
 
@@ -63,9 +64,11 @@ class RemoteRouter:
         clock: Callable[[], float] = time.monotonic,
         store: str = "store",
         memory: Path | None = None,
+        records: ReceiptRecords | None = None,
     ) -> None:
         """``memory``: a file that keeps the table across a restart of this process (run dir), so a session
-        under a remote's roots never runs here in the moment before that remote is heard from again."""
+        under a remote's roots never runs here in the moment before that remote is heard from again.
+        ``records``: the store, swept once after start for receipts of remote incarnations it forgot."""
         self.executor = executor
         self.transport = transport
         self.placement = placement or Placement()
@@ -77,6 +80,7 @@ class RemoteRouter:
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
         self._memory = memory
+        self._records = records
         if memory is not None:
             self.placement.restore(_recall(memory), self._clock())
 
@@ -169,7 +173,13 @@ class RemoteRouter:
             target=self._watch, args=(interval_s,), name="remote-executors", daemon=True
         )
         self._monitor.start()
+        if self._records is not None:  # after the window in which a remote it still knows heartbeats again
+            settle_after(self._records, self._is_live, self.placement.liveness_s + 1.0, self._stop)
         return self
+
+    def _is_live(self, owner_name: str, incarnation: int) -> bool:
+        live = self.placement.live()
+        return any(rx.owner_name == owner_name and rx.incarnation == incarnation for rx in live)
 
     def stop(self) -> None:
         self._stop.set()

@@ -4,13 +4,15 @@ The main tree runs in geode-main; its one local loop worker is SIGSTOPped before
 presumes it dead (3 missed heartbeats) and every turn runs on a worker host's loop workers (the bench counts
 the turns by the worker recorded in each turn record and says so if main did any). The model is the scripted
 provider on main's address answering each call after ``--latency`` seconds (one call per turn, no tools).
-Main's ``[lanes] global_cap`` (turns running at once, default 4) is raised to ``--global-cap``: at 4 it, not
-the hosts, bounds the throughput. ``--concurrency`` clients, each its own session over main's control socket,
-send turns back to back. Phase 1: worker host w1 alone; phase 2: w2 joins with the same children. Printed:
-turns/s per phase (turns ending in the measured window, after ``--warm`` s) and the ratio.
+Main's ``[lanes] global_cap`` (turns running at once) is left unset by default: it follows the capacity
+the registered loop workers offer (up to ``max_global_cap``, 64). ``--global-cap N`` sets it instead (at a
+fixed 4, it, not the hosts, bounds the throughput). ``--concurrency`` clients, each its own session over
+main's control socket, send turns back to back. Phase 1: worker host w1 alone; phase 2: w2 joins with the
+same children. Printed: turns/s per phase (turns ending in the measured window, after ``--warm`` s) and
+the ratio.
 
 Run (root): .venv/bin/python scripts/bench/hosts_throughput.py [--latency 0.3] [--seconds 20]
-            [--concurrency 16] [--workers 2] [--capacity 2] [--global-cap 64]
+            [--concurrency 16] [--workers 2] [--capacity 2] [--global-cap N]
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=16, help="clients sending turns back to back")
     p.add_argument("--workers", type=int, default=2, help="loop workers per worker host")
     p.add_argument("--capacity", type=int, default=2, help="turns per loop worker")
-    p.add_argument("--global-cap", type=int, default=64, help="main's [lanes] global_cap (default 4)")
+    p.add_argument("--global-cap", type=int, default=None, help="main's [lanes] global_cap (default: unset)")
     a = p.parse_args()
     if (why := unavailable()) is not None:
         print(f"hosts_throughput: {why}")
@@ -136,7 +138,8 @@ def main() -> int:
         c = Cluster(bed, server, base / "ws")
         for h in bed.hosts:
             c.keys_init(h)
-        c.serve_main(loop_workers=1, capacity=1, extra=f"[lanes]\nglobal_cap = {a.global_cap}\n")
+        cap = f"[lanes]\nglobal_cap = {a.global_cap}\n" if a.global_cap else ""
+        c.serve_main(loop_workers=1, capacity=1, extra=cap)
         stopped = local_worker_pid(c)
         os.kill(stopped, signal.SIGSTOP)
         poll_for(lambda: "loop-1" not in lanes_workers(c), 20, interval_s=0.5, what="lanes to drop loop-1")
@@ -146,17 +149,19 @@ def main() -> int:
         c.wait_host("w1", lambda k: {n.split("/")[-1] for n in k} >= names, 60)
         print(
             f"latency {a.latency} s/call, {a.concurrency} clients, {a.workers} loop workers x {a.capacity} "
-            f"turns per worker host; main's [lanes] global_cap {a.global_cap}; main's local loop worker "
-            f"stopped (pid {stopped})"
+            f"turns per worker host; main's [lanes] global_cap {a.global_cap or 'unset'}; "
+            f"main's local loop worker stopped (pid {stopped})"
         )
         since = time.time()
         n1, s1, l1 = measure(c, a.seconds, a.concurrency, a.warm)
         one = report("one host", n1, s1, l1, turns_by_worker(c, since))
+        print(f"  lanes' global cap with w1: {c.status()['lanes']['lanes']['global_cap']}")
         c.serve_workers(Worker("w2", "loop", **spec))  # type: ignore[arg-type]
         c.wait_host("w2", lambda k: {n.split("/")[-1] for n in k} >= names, 60)
         since = time.time()
         n2, s2, l2 = measure(c, a.seconds, a.concurrency, a.warm)
         two = report("two hosts", n2, s2, l2, turns_by_worker(c, since))
+        print(f"  lanes' global cap with w1 and w2: {c.status()['lanes']['lanes']['global_cap']}")
         print(f"ratio two/one: {two / one:.2f}x (goal >= 1.7x)" if one else "ratio: no turns in phase 1")
     finally:
         if stopped:

@@ -80,15 +80,15 @@ def test_the_loop_worker_bounds_turns_from_the_typed_loop_section() -> None:
 
 
 def test_a_wrong_type_is_refused_at_start_with_the_schemas_line(home: GeodeHome) -> None:
-    home.config_file.write_text('[lanes]\nglobal_cap = "many"\n')
+    home.config_file.write_text('[lanes]\nsession_queue_max = "many"\n')
     err = io.StringIO()
     settings, report = start_settings(home, prog="geode serve", err=err)
     assert settings is None and not report.ok
     first = err.getvalue().splitlines()[0]
-    assert first.startswith(f"geode serve: {home.config_file}: [lanes] global_cap: Input should be")
-    assert "(got 'many')" in first and "default global_cap = " in first
-    with pytest.raises(ConfigError, match=r"\[lanes\] global_cap: Input should be a valid integer"):
-        ChildContext("lanes", 1, home, {"lanes": {"global_cap": "many"}}).settings  # noqa: B018
+    assert first.startswith(f"geode serve: {home.config_file}: [lanes] session_queue_max: Input should be")
+    assert "(got 'many')" in first and "default session_queue_max = " in first
+    with pytest.raises(ConfigError, match=r"\[lanes\] session_queue_max: Input should be a valid integer"):
+        ChildContext("lanes", 1, home, {"lanes": {"session_queue_max": "many"}}).settings  # noqa: B018
 
 
 def test_every_checked_section_is_a_typed_attribute() -> None:

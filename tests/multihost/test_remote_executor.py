@@ -1,6 +1,8 @@
 """Issue 17 (E) on one machine: a remote executor (`--role worker` env, its own GEODE_HOME and keys) registers
 with a served main tree over tcp loopback + CURVE; calls of a session whose workspace is under its roots run
-there, others locally; SIGKILL of the remote mid-command makes the effect uncertain at once, never re-run."""
+there, others locally; SIGKILL of the remote mid-command makes the effect uncertain at once, never re-run.
+Issue 27: after a main restart that forgot the remote (its run dir gone, as after a reboot), the remote's
+admitted receipt becomes uncertain with the reason, shown by `geode receipts --uncertain`."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from geode.protocol import tools as m
 from geode.records.store_client import StoreClient
 from geode.tools.executor_client import ExecutorClient
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
-from tests.actors.tree_kit import ROOT, make_home, serve, stop, wait_for
+from tests.actors.tree_kit import ROOT, geode, make_home, serve, stop, wait_for
 from tests.multihost.ports import free_base_port
 from tests.processes import kill_bash_calls_in
 from tests.tools.executor_tree import ALLOW_ALL, bound_executor
@@ -36,6 +38,20 @@ class TwoHosts:
     remote_ws: Path
     local_ws: Path
     bus: Bus
+    env: dict[str, str]
+
+    def respawn(self) -> None:
+        """The remote executor again (a test killed it or it left), registered with main."""
+        if self.remote.poll() is None:
+            return
+        argv = [sys.executable, "-m", "actors.tree.child_main", "executor"]
+        self.remote = subprocess.Popen(argv, env=self.env)
+        wait_for(
+            lambda: any(h.host == "w1" and h.state == "up" for h in _hosts(self.bus)),
+            30,
+            what="the remote executor to register with main's executor",
+            swallow=(Exception,),
+        )
 
 
 def _hosts(bus: Bus) -> list[m.HostRow]:
@@ -69,6 +85,7 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
     env = {**os.environ, "GEODE_HOME": str(worker.root), "PYTHONPATH": str(ROOT), **role.env()}
     remote = subprocess.Popen([sys.executable, "-m", "actors.tree.child_main", "executor"], env=env)
     bus = Bus("remote-exec-test", 1, main).start()
+    h = TwoHosts(main, worker, remote, remote_ws, local_ws, bus, env)
     try:
         wait_for(
             lambda: any(h.host == "w1" and h.state == "up" for h in _hosts(bus)),
@@ -76,12 +93,12 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
             what="the remote executor to register with main's executor",
             swallow=(Exception,),
         )
-        yield TwoHosts(main, worker, remote, remote_ws, local_ws, bus)
+        yield h
     finally:
-        if remote.poll() is None:
-            remote.kill()
-        remote.wait(10)
-        bus.stop()
+        if h.remote.poll() is None:
+            h.remote.kill()
+        h.remote.wait(10)
+        h.bus.stop()
         stop(main)
 
 
@@ -91,6 +108,7 @@ def _run(client: ExecutorClient, ctx: ToolContext, name: str, args: dict[str, ob
 
 def test_a_session_under_the_remote_roots_runs_its_tools_there_others_locally(two_hosts: TwoHosts) -> None:
     h = two_hosts
+    h.respawn()
     row = next(x for x in _hosts(h.bus) if x.host == "w1")
     assert row.roots == [str(h.remote_ws)] and row.incarnation == 1 and row.last_seen_s < 3
     store = StoreClient(h.bus.transport, timeout_s=5)
@@ -104,13 +122,14 @@ def test_a_session_under_the_remote_roots_runs_its_tools_there_others_locally(tw
     r = _run(client, ctx, "write_file", {"file_path": "b.txt", "content": "from main"})
     assert not r.is_error, r
     receipt = store.get_receipt("op-local-1")
-    assert receipt is not None and receipt.owner.startswith("executor#"), receipt.owner
+    assert receipt is not None and receipt.owner.startswith("executor#"), receipt
 
 
 def test_killing_the_remote_mid_command_makes_the_effect_uncertain_and_it_never_runs_again(
     two_hosts: TwoHosts,
 ) -> None:
     h = two_hosts
+    h.respawn()
     runs, pgid_file = h.remote_ws / "runs", h.remote_ws / "pgid"
     client, ctx = bound_executor(h.bus, h.remote_ws, "s-cut", "op-cut-1")
     out: list[ToolResult] = []
@@ -138,3 +157,40 @@ def test_killing_the_remote_mid_command_makes_the_effect_uncertain_and_it_never_
     finally:
         if pgid:
             kill_bash_calls_in(h.remote_ws)
+
+
+def test_a_main_restart_that_forgot_the_remote_makes_its_admitted_receipt_uncertain_visibly(
+    two_hosts: TwoHosts,
+) -> None:
+    h = two_hosts
+    h.respawn()
+    runs = h.remote_ws / "restart-runs"
+    client, ctx = bound_executor(h.bus, h.remote_ws, "s-restart", "op-restart-1")
+    cmd = "echo run >> restart-runs; sleep 30"
+    threading.Thread(
+        target=lambda: _run(client, ctx, "run_bash", {"command": cmd, "timeout": 40}), daemon=True
+    ).start()
+    try:
+        wait_for(lambda: runs.exists(), 20, what="the command to start on the remote")
+        h.bus.stop()
+        stop(h.main)
+        (h.main.run_dir / "executor-hosts.json").unlink(missing_ok=True)  # a reboot empties the run dir
+        serve(h.main, timeout=60)
+        h.bus = Bus("remote-exec-test", 2, h.main).start()
+        store = StoreClient(h.bus.transport, timeout_s=5)
+        wait_for(
+            lambda: (r := store.get_receipt("op-restart-1")) is not None and r.state.value != "admitted",
+            30,
+            what="the remote receipt to leave admitted",
+            swallow=(Exception,),
+        )
+        receipt = store.get_receipt("op-restart-1")
+        assert receipt is not None and receipt.state.value == "uncertain", receipt
+        assert receipt.owner == "w1/executor#1", receipt.owner
+        shown = geode(h.main, "receipts", "--uncertain")
+        row = next(ln for ln in shown.stdout.splitlines() if ln.startswith("op-restart-1"))
+        assert "uncertain" in row and "did not register again" in shown.stdout, shown.stdout
+        assert runs.read_text() == "run\n"  # never re-sent
+    finally:
+        kill_bash_calls_in(h.remote_ws)
+        h.respawn()

@@ -1,7 +1,9 @@
 """Issue 17 (D) on one machine over tcp loopback: a main tree (`[bus] listen`, one local loop worker) and a
 worker host (`geode serve --role worker`, its own GEODE_HOME and keys) sharing a scripted provider. Main's
 own loop-1 is SIGSTOPped so lanes presumes it dead (missed heartbeats) and only the worker host's
-`w1/loop-1` can take a turn; then the worker host is SIGKILLed mid-turn and main's loop-1 resumes it."""
+`w1/loop-1` can take a turn; then the worker host is SIGKILLed mid-turn and main's loop-1 resumes it.
+Issue 27: a catalogue change on main reaches `w1/loop-1`; main's global cap follows the registered workers'
+capacity. Each test sets up what it needs (the worker host up, main's loop-1 stopped), so any order works."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +30,8 @@ from tests.multihost.ports import free_base_port
 
 SLOW = "slow-marker"
 SEEN: dict[str, int] = {}
+OFFERED: dict[str, list[str]] = {}  # the prompt → the tools the model was offered for it
+MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_server.py"
 
 
 def _reply(req: Any) -> Any:
@@ -33,6 +39,7 @@ def _reply(req: Any) -> Any:
     first = msgs[0].get("content") if msgs else ""
     text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first or [])
     SEEN[text] = SEEN.get(text, 0) + 1
+    OFFERED[text] = [t.get("name", "") for t in (req.body.get("tools") or [])]
     if SLOW in text and SEEN[text] == 1:
         return {"text": "never seen", "delay_s": 60.0}  # the first attempt hangs until its host dies
     return {"text": f"answer {SEEN[text]} to {text.split()[-1]}"}
@@ -52,6 +59,36 @@ class Hosts:
     def workers(self) -> list[str]:
         return sorted(w["worker"] for w in (self.status()["lanes"] or {}).get("workers", []))
 
+    def cap(self) -> tuple[int, int, bool]:
+        """Lanes' global cap, the registered workers' capacity, and whether the cap follows it."""
+        lanes = self.status()["lanes"] or {}
+        offered = sum(int(w["capacity"]) for w in lanes.get("workers", []))
+        return lanes["lanes"]["global_cap"], offered, bool(lanes["lanes"].get("global_cap_follows"))
+
+    def ensure_worker(self) -> None:
+        """The worker host up and w1/loop-1 registered (a test before may have killed it)."""
+        st = tree_status(self.worker)
+        if st is None or "w1/loop-1" not in self.workers():
+            if st is not None:
+                self.kill_worker_host()
+            self.serve_worker()
+
+    def kill_worker_host(self) -> None:
+        """The whole worker host dies at once (no supervisor reports anything); main forgets it."""
+        st = tree_status(self.worker)
+        assert st is not None
+        pids = [st.pid, *(c.pid for c in st.children if c.pid), *([st.zygote.pid] if st.zygote else [])]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not any(alive(p) for p in pids), 10)
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs.clear()
+
     def serve_worker(self) -> None:
         """The worker host in the foreground (as under systemd), until w1/loop-1 registered with main's
         lanes (a loaded machine forks its zygote slowly: no 30 s daemon start budget here)."""
@@ -63,9 +100,11 @@ class Hosts:
         wait_for(lambda: "w1/loop-1" in self.workers(), 90, what="w1/loop-1 registered with main's lanes")
 
     def stop_local_worker(self) -> None:
-        self.stopped = children(self.main)["loop-1"].pid
-        assert self.stopped
-        os.kill(self.stopped, signal.SIGSTOP)
+        self.ensure_worker()
+        if self.stopped is None:
+            self.stopped = children(self.main)["loop-1"].pid
+            assert self.stopped
+            os.kill(self.stopped, signal.SIGSTOP)
         wait_for(lambda: self.workers() == ["w1/loop-1"], 60, what="lanes to presume main's loop-1 dead")
 
     def continue_local_worker(self) -> None:
@@ -107,6 +146,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
 
 
 def test_status_on_main_lists_the_worker_host(hosts: Hosts) -> None:
+    hosts.ensure_worker()
     listed = hosts.status()["hosts"]
     assert [(h["host"], h["address"]) for h in listed] == [("w1", "127.0.0.1")]
     (loop,) = listed[0]["children"]
@@ -148,8 +188,7 @@ def test_a_turn_from_mains_cli_runs_on_the_worker_hosts_loop_worker(hosts: Hosts
 
 
 def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hosts: Hosts) -> None:
-    if hosts.stopped is None:
-        hosts.stop_local_worker()
+    hosts.stop_local_worker()
     ask = geode_popen(hosts.main, "ask", f"say {SLOW}", "--json")
     try:
         wait_for(lambda: SEEN.get(f"say {SLOW}") == 1, 60, what="the first attempt to reach the model")
@@ -157,12 +196,9 @@ def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hos
         assert len(w1["turns_in_flight"]) == 1  # shown on main while it runs on the worker host
         hosts.continue_local_worker()
         wait_for(lambda: "loop-1" in hosts.workers(), 60, what="main's loop-1 back in the pool")
-        st = tree_status(hosts.worker)
-        assert st is not None
-        pids = [st.pid, *(c.pid for c in st.children if c.pid), *([st.zygote.pid] if st.zygote else [])]
-        for pid in pids:  # the whole worker host dies at once: no supervisor reports anything
-            os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not any(alive(p) for p in pids), 10)
+        both, offered, follows = hosts.cap()  # unset in config: the cap is what both hosts' workers offer
+        assert follows and both == offered, (both, offered)
+        hosts.kill_worker_host()
         stdout, stderr = ask.communicate(timeout=90)
     finally:
         if ask.poll() is None:
@@ -176,18 +212,56 @@ def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hos
     assert SEEN[f"say {SLOW}"] == 2  # asked once per attempt; nothing re-sent blindly
     lanes_log = (hosts.main.logs_dir / "lanes.log").read_text()
     assert "worker w1/loop-1#" in lanes_log and "silent for" in lanes_log
+    # the host left: the cap shrank to main's own worker (the resumed turn above ran under it)
+    assert hosts.workers() == ["loop-1"]
+    cap, offered, _ = hosts.cap()
+    assert cap == offered < both, (cap, offered, both)
 
 
 def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
-    before = hosts.status()["hosts"]
-    assert before == [], before  # the dead host is gone from main's view
+    hosts.continue_local_worker()
+    if tree_status(hosts.worker) is not None:
+        hosts.kill_worker_host()
+    wait_for(lambda: hosts.status()["hosts"] == [], 30, what="the dead host gone from main's view")
+    wait_for(lambda: hosts.workers() == ["loop-1"], 60, what="main's loop-1 alone in the pool")
+    shrunk, _, _ = hosts.cap()
     hosts.serve_worker()
     (loop,) = hosts.status()["hosts"][0]["children"]
     assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
+    wait_for(lambda: "loop-1" in hosts.workers(), 60, what="main's loop-1 in the pool")
+    cap, offered, follows = hosts.cap()  # grown back by the rejoined host's capacity
+    assert follows and cap == offered > shrunk, (cap, offered, shrunk)
+
+
+def test_a_catalogue_change_on_main_reaches_the_worker_hosts_loop_worker(hosts: Hosts) -> None:
+    """An MCP server added on main (then its executor restarted, as `geode trust` and `geode mcp-servers`
+    do) is offered to the model by w1/loop-1, which had cached main's catalogue without it."""
+    hosts.stop_local_worker()
+    r = geode(hosts.main, "ask", "say catalogue-before", "--json", timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert "read_file" in OFFERED["say catalogue-before"]
+    assert "mcp__t__add" not in OFFERED["say catalogue-before"]
+    cfg = hosts.main.config_file.read_text()
+    if "[mcp.servers.t]" not in cfg:
+        cfg += f"\n[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
+        cfg += f"args = [{json.dumps(str(MCP_SERVER))}]\ntools = {{ add = {{}} }}\n"
+        hosts.main.config_file.write_text(cfg)
+    before = children(hosts.main)["executor"].incarnation
+    assert geode(hosts.main, "restart", "executor").returncode == 0
+    wait_for(
+        lambda: (c := children(hosts.main)["executor"]).incarnation > before and c.state == "running",
+        60,
+        what="main's executor restarted",
+    )
+    r = geode(hosts.main, "ask", "say catalogue-after", "--json", timeout=90)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert f"turn {out['turn_id']} accepted" in (hosts.worker.logs_dir / "loop-1.log").read_text()
+    assert "mcp__t__add" in OFFERED["say catalogue-after"], OFFERED["say catalogue-after"]
 
 
 def test_a_remote_worker_that_hears_nothing_from_main_restarts_as_a_new_incarnation(hosts: Hosts) -> None:
-    wait_for(lambda: "w1/loop-1" in hosts.workers(), 60, what="w1/loop-1 registered")
+    hosts.ensure_worker()
     before = children(hosts.worker)["loop-1"]
     lanes = children(hosts.main)["lanes"].pid
     assert lanes
@@ -198,6 +272,7 @@ def test_a_remote_worker_that_hears_nothing_from_main_restarts_as_a_new_incarnat
         )
     finally:
         os.kill(lanes, signal.SIGCONT)
+    assert not isinstance(after, bool)
     log = (hosts.worker.logs_dir / "loop-1.log").read_text()
     assert "exiting for a new incarnation" in log
     wait_for(
