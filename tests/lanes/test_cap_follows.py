@@ -1,5 +1,5 @@
 """With no ``[lanes] global_cap`` set, lanes' cap follows the capacity the registered loop workers offer, up
-to ``max_global_cap``; a worker host that leaves lowers it and no turn still running elsewhere is cancelled."""
+to ``max_global_cap``; a worker host that leaves lowers it and no turn running elsewhere is cancelled."""
 
 from __future__ import annotations
 
