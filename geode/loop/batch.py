@@ -150,7 +150,7 @@ def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolR
     if receipt.state == ReceiptState.RECONCILED:
         return ToolResult.error(
             call,
-            f"effect reconciled by an operator as {receipt.outcome}",
+            f"effect reconciled by {receipt.settled_by()} as {receipt.outcome}",
             "effect_reconciled",
             executed=receipt.outcome == "applied",
             outcome=receipt.outcome,

@@ -104,7 +104,7 @@ def repair(
         elif receipt.state == ReceiptState.RECONCILED:
             results[tu.id] = ToolResult.error(
                 call,
-                f"effect reconciled by an operator as {receipt.outcome}",
+                f"effect reconciled by {receipt.settled_by()} as {receipt.outcome}",
                 "effect_reconciled",
                 executed=receipt.outcome == "applied",
                 outcome=receipt.outcome,

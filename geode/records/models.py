@@ -168,6 +168,12 @@ class Receipt(BaseModel):
     attempt: str | None = None  # admission token: an admit retried with it is the same admission
     observation: Observation | None = None  # recorded at admission; with ``observed`` once settled by it
 
+    def settled_by(self) -> str:
+        """Who reconciled it, as a person or the model reads it."""
+        if self.reconciled_by == "observation":
+            return "observation (GEODE looked at its target)"
+        return "an operator"
+
 
 class TimelineEvent(BaseModel):
     """An append-only observation row. Idempotent by (session_id, event_id)."""
