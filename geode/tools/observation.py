@@ -120,13 +120,14 @@ class ObservationSweep:
         self._stop.set()
 
     def _run(self) -> None:
-        first = True
+        first, wait_s = True, self._retry_s
         while not self._stop.is_set():
             try:
                 if first and self.incarnation > 0:  # an earlier incarnation is dead: its effects are unknown
                     self._records.owner_died(self.name, self.incarnation - 1)
                 settle_uncertain(self._records, self.name)
-                first = False
-            except Exception as exc:  # the store does not answer yet (start-up): try again soon
+                first, wait_s = False, self._interval_s
+            except Exception as exc:  # the store does not answer (yet): again, backing off to the interval
                 log.info("observation sweep: %s", redact_text(str(exc), 300))
-            self._stop.wait(self._retry_s if first else self._interval_s)
+                wait_s = min(self._interval_s, wait_s * 2)
+            self._stop.wait(wait_s)
