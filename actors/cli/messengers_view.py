@@ -19,10 +19,21 @@ def messengers_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any]
     return ask_child(home, "messengers", messengers_msg.BINDINGS, query, reply, timeout_s)
 
 
+WAITING = ("polling", "backoff", "conflict")  # states of a started poller (a restart is "starting" again)
+
+
 def _ago(ts: Any) -> str:
     if not isinstance(ts, (int, float)) or ts <= 0:
         return "never"
     return f"{max(0.0, time.time() - ts):.1f}s ago"
+
+
+def _last_poll(p: dict[str, Any]) -> str:
+    """When a poll last answered; before the first answer (a long poll holds up to poll_timeout_s), since
+    when the started poller has been waiting for it."""
+    if p.get("last_poll_ok_at") or not p.get("started_at") or p.get("state") not in WAITING:
+        return f"last poll {_ago(p.get('last_poll_ok_at'))}"
+    return f"started {_ago(p.get('started_at'))}, first poll waiting"
 
 
 def poller_lines(detail: dict[str, Any] | None) -> list[str]:
@@ -41,7 +52,7 @@ def poller_lines(detail: dict[str, Any] | None) -> list[str]:
         ignored = p.get("ignored") or {}
         why = ", ".join(f"{k} {v}" for k, v in sorted(ignored.items())) or "none"
         out.append(
-            f"messenger {p.get('platform')}: {state} · last poll {_ago(p.get('last_poll_ok_at'))} · "
+            f"messenger {p.get('platform')}: {state} · {_last_poll(p)} · "
             f"cursor {p.get('cursor') or '-'} · in {p.get('in', 0)} · ignored {sum(ignored.values())} "
             f"({why}) · replies out {p.get('replies_out', 0)}"
         )

@@ -163,6 +163,7 @@ class Poller:
             attach(state, [b.channel_id for b in self.bindings.for_platform(self.platform)])
         self.status.cursor = cursor_view(self.cursor)
         self.status.pending_replies = len(pending)
+        self.status.started()  # shown at once: a long poll may not answer for poll_timeout_s
         log.info(
             "%s poller started as @%s at cursor %s (%d replies pending)",
             self.platform,

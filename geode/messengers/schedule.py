@@ -59,6 +59,7 @@ class PollerStatus:
     state: State = "starting"
     reason: str = ""
     last_poll_ok_at: float | None = None  # wall clock
+    started_at: float | None = None  # wall clock: the platform answered and the journal is loaded
     cursor: int | str | None = None  # Telegram's offset (a number); push platforms have none
     messages_in: int = 0
     ignored: Counter[str] = field(default_factory=Counter)
@@ -71,6 +72,11 @@ class PollerStatus:
     conflicts: int = 0
     rate_limited: int = 0
 
+    def started(self) -> None:
+        """The poller's start succeeded: it is polling now, though a long poll may not answer for a while."""
+        self.state = "polling"
+        self.started_at = time.time()
+
     def error(self, state: State, message: str) -> None:
         self.state = state
         self.last_error = message[:500]
@@ -81,6 +87,7 @@ class PollerStatus:
             "state": self.state,
             "reason": self.reason,
             "last_poll_ok_at": self.last_poll_ok_at,
+            "started_at": self.started_at,
             "cursor": self.cursor,
             "in": self.messages_in,
             "ignored": dict(self.ignored),

@@ -51,3 +51,14 @@ def test_bindings_list_their_sessions() -> None:
     )
     assert rows[1].split() == ["telegram", "-1001:7", "(mention)", "tg-abc", "tg-t1", "done", "natural"]
     assert "[[messengers.bindings]]" in binding_lines({"bindings": []})[0]
+
+
+def test_a_started_poller_before_its_first_poll_answers_says_so() -> None:
+    now = time.time()
+    base = {"platform": "telegram", "last_poll_ok_at": None, "started_at": now - 2}
+    (line,) = poller_lines({"platforms": [{**base, "state": "polling"}]})
+    assert line.startswith("messenger telegram: polling · started 2.") and "first poll waiting" in line
+    (again,) = poller_lines({"platforms": [{**base, "state": "starting"}]})  # restarting: no old start shown
+    assert again.startswith("messenger telegram: starting · last poll never")
+    (polled,) = poller_lines({"platforms": [{**base, "state": "polling", "last_poll_ok_at": now - 1}]})
+    assert polled.startswith("messenger telegram: polling · last poll 1.")
