@@ -25,6 +25,10 @@ def state_text(row: dict[str, Any]) -> str:
         return f"restarting (next try in {row['next_try_s']:.0f} s)"
     if state in ("failed", "pending approval"):
         return f"{state}: {row.get('reason') or 'unknown'}"
+    if state == "exited":  # a stdio server that ended while idle (hub.py): the next call starts it again
+        wait = row.get("next_try_s")
+        later = f", {wait:.0f} s from now or later" if wait else ""
+        return f"exited ({row.get('reason') or 'code unknown'}): restarts on the next call{later}"
     return state
 
 

@@ -70,9 +70,9 @@ class McpServerRow(BaseModel):
     name: str
     transport: str  # stdio | http
     origin: str = "global"  # "global" or the trusted project directory
-    state: str  # running | starting | restarting | failed | disabled | stopped | pending approval
-    reason: str = ""
-    next_try_s: float | None = None  # restarting: seconds until the next call may restart it
+    state: str  # running | starting | restarting | exited | failed | disabled | stopped | pending approval
+    reason: str = ""  # exited: how ("killed by SIGKILL while idle", "exited with code 1 while idle")
+    next_try_s: float | None = None  # restarting / exited: seconds until the next call may restart it
     restarts: int = 0
     offered: list[str] = Field(default_factory=list)  # tool names the model is offered
     refused: list[str] = Field(default_factory=list)  # undeclared tools: never offered, refused by name

@@ -2,9 +2,10 @@
 task per server holding its session; calls run concurrently on that session with a request timeout.
 
 A server found dead (its transport closed) is restarted on the first call after a cooldown (5 s, doubling
-to 60 s; back to 5 s after a minute of stable running). A call whose server went away while it was in
-flight, or that timed out, has an unknown outcome (:class:`McpCallLost`); a call to a server that is down
-is never sent (:class:`McpUnavailable`).
+to 60 s; back to 5 s after a minute of stable running). A stdio server that exits while idle is seen at once
+(its stdout ends): ``exited`` with its code, restarted the same way. A call whose server went away while it
+was in flight, or that timed out, has an unknown outcome (:class:`McpCallLost`); a call to a server that is
+down is never sent (:class:`McpUnavailable`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
 from geode.redaction import redact_text
-from geode.tools.mcp.transport import open_streams, transport_of
+from geode.tools.mcp.transport import Link, describe_exit, open_streams, transport_of
 
 log = logging.getLogger(__name__)
 CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses when the transport closed
@@ -27,6 +28,7 @@ REQUEST_TIMEOUT = -32001  # the SDK's code for a request that got no answer in t
 COOLDOWN_S = 5.0
 MAX_COOLDOWN_S = 60.0
 PING_TIMEOUT_S = 5.0
+RESTARTABLE = ("restarting", "exited")  # the next call after the cooldown restarts the server
 
 
 class McpUnavailable(RuntimeError):
@@ -47,9 +49,9 @@ class ServerState:
 
     name: str
     transport: str
-    state: str  # running | starting | restarting | failed | stopped
+    state: str  # running | starting | restarting | exited | failed | stopped
     reason: str = ""
-    next_try_s: float | None = None  # restarting: seconds until the next call may restart it
+    next_try_s: float | None = None  # restarting / exited: seconds until the next call may restart it
     restarts: int = 0
 
 
@@ -66,21 +68,26 @@ class _Server:
         self.next_try = 0.0
         self.started_at = 0.0
         self.restarts = 0
+        self.calls = 0  # calls in flight (a server ending under one is the call's to report)
         self.lock = threading.Lock()  # one (re)start at a time
 
     async def run(self, ready: asyncio.Future[list[Any]]) -> None:
         self.stop = asyncio.Event()
+        link: Link | None = None
         try:
-            async with open_streams(self.cfg) as (read, write):
+            async with open_streams(self.cfg) as link:
                 from mcp.client.session import ClientSession
 
-                async with ClientSession(read, write) as session:
+                async with ClientSession(link.read, link.write) as session:
                     await session.initialize()
                     tools = await _list_tools(session)
                     self.session, self.state, self.reason = session, "running", ""
                     self.started_at = self.clock()
                     ready.set_result(tools)
-                    await self.stop.wait()
+                    await _first(self.stop.wait(), link.ended.wait())
+                    if not self.stop.is_set() and not self.calls:  # a stdio server exited while idle
+                        await _reaped(link)
+                        self.died(f"{describe_exit(link.exit_code())} while idle", state="exited")
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -90,19 +97,22 @@ class _Server:
                 raise
         finally:
             self.session = None
+        if self.state == "exited" and link is not None and self.reason == "exited while idle":
+            self.reason = f"{describe_exit(link.exit_code())} while idle"  # reaped now: its code is known
 
-    def died(self, why: str) -> None:
-        """The transport closed: calls are refused until the cooldown passed, then the next one restarts."""
+    def died(self, why: str, state: str = "restarting") -> None:
+        """The transport closed (``exited``: a stdio server's process ended while idle): calls are refused
+        until the cooldown passed, then the next one restarts it."""
         if self.state != "running":
             return
         now = self.clock()
         if self.started_at and now - self.started_at >= MAX_COOLDOWN_S:
             self.cooldown_s = COOLDOWN_S  # it ran stably: a fresh cooldown
-        self.state, self.reason, self.session = "restarting", why[:300], None
+        self.state, self.reason, self.session = state, why[:300], None
         self.next_try = now + self.cooldown_s
         self.cooldown_s = min(self.cooldown_s * 2, MAX_COOLDOWN_S)
         log.warning(
-            "MCP server %s went away (%s); next try in %.0f s",
+            "MCP server %s went away (%s); restarted on the next call after %.0f s",
             self.cfg.name,
             redact_text(why, 300),
             self.next_try - now,
@@ -110,11 +120,29 @@ class _Server:
 
     def snapshot(self) -> ServerState:
         wait = None
-        if self.state == "restarting":
+        if self.state in RESTARTABLE:
             wait = max(0.0, round(self.next_try - self.clock(), 1))
         return ServerState(
             self.cfg.name, transport_of(self.cfg), self.state, self.reason, wait, self.restarts
         )
+
+
+async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
+    """Wait until the first of ``waits`` finishes (the others are cancelled)."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+async def _reaped(link: Link, within_s: float = 1.0) -> None:
+    """Give a stdio server whose stdout ended a moment to be reaped, so its exit code can be told."""
+    for _ in range(int(within_s / 0.02)):
+        if link.process is None or link.exit_code() is not None:
+            return
+        await asyncio.sleep(0.02)
 
 
 async def _list_tools(session: Any) -> list[Any]:
@@ -199,14 +227,14 @@ class McpHub:
         with srv.lock:
             if srv.state == "running":
                 return
-            if srv.state != "restarting":
+            if srv.state not in RESTARTABLE:
                 raise McpUnavailable(
                     f"MCP server {srv.cfg.name!r} is not running ({srv.reason or srv.state})"
                 )
             wait = srv.next_try - self.clock()
             if wait > 0:
                 raise McpUnavailable(
-                    f"MCP server {srv.cfg.name!r} is restarting (next try in {wait:.0f} s): {srv.reason}"
+                    f"MCP server {srv.cfg.name!r} is {srv.state} (next try in {wait:.0f} s): {srv.reason}"
                 )
             self._stop_task(srv)
             srv.restarts += 1
@@ -230,6 +258,13 @@ class McpHub:
         late = f"MCP server {server!r} did not answer within {timeout_s:.3g}s"
 
         async def go() -> Any:
+            srv.calls += 1  # on the hub's loop: a server that ends now ends during a call, not idle
+            try:
+                return await one_call()
+            finally:
+                srv.calls -= 1
+
+        async def one_call() -> Any:
             session = srv.session
             if session is None:
                 raise McpUnavailable(f"MCP server {server!r} is not running")
