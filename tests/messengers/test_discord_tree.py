@@ -2,11 +2,12 @@
 and gateway), with the real discord.py inside the messengers child: one reply per message of a bound channel,
 replying to the message, in its thread when it came from one; nothing for an unbound channel or another
 sender; a gateway drop (4000) and RESUME, even one that replays the session's messages, answers no old
-message again; an approval by button (only an approver decides; Deny → the tool did not run); and (last: it
-restarts the tree with faults) SIGKILLs after the turn record, after the post, and in the executor after the
-send: each message posted once, the replies whose commit was lost `uncertain`; then SIGKILLs of lanes, the
-store and a loop worker around a reply, one message each: each posted once, committed, and the chat's next
-message answered.
+message again; an approval by button (only an approver decides; Deny → the tool did not run); messages
+sent while the messengers child is SIGKILLed and restarting answered once each (read back from history);
+and (last: it restarts the tree with faults) SIGKILLs after the turn record, after the post, and in the
+executor after the send: each message posted once, the replies whose commit was lost `uncertain`; then
+SIGKILLs of lanes, the store and a loop worker around a reply, one message each: each posted once,
+committed, and the chat's next message answered.
 
 The tests share one tree and run in file order."""
 
