@@ -196,8 +196,8 @@ def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hos
         assert len(w1["turns_in_flight"]) == 1  # shown on main while it runs on the worker host
         hosts.continue_local_worker()
         wait_for(lambda: "loop-1" in hosts.workers(), 60, what="main's loop-1 back in the pool")
-        both, offered, follows = hosts.cap()  # unset in config: the cap is what both hosts' workers offer
-        assert follows and both == offered, (both, offered)
+        both, offered, _ = hosts.cap()  # unset in config: the cap is what both hosts' workers offer
+        assert both == offered, (both, offered)
         hosts.kill_worker_host()
         stdout, stderr = ask.communicate(timeout=90)
     finally:
@@ -214,8 +214,8 @@ def test_killing_the_worker_host_mid_turn_resumes_the_turn_on_another_worker(hos
     assert "worker w1/loop-1#" in lanes_log and "silent for" in lanes_log
     # the host left: the cap shrank to main's own worker (the resumed turn above ran under it)
     assert hosts.workers() == ["loop-1"]
-    cap, offered, _ = hosts.cap()
-    assert cap == offered < both, (cap, offered, both)
+    cap, offered, follows = hosts.cap()
+    assert cap == offered < both and follows, (cap, offered, both)
 
 
 def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
@@ -230,7 +230,7 @@ def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
     assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
     wait_for(lambda: "loop-1" in hosts.workers(), 60, what="main's loop-1 in the pool")
     cap, offered, follows = hosts.cap()  # grown back by the rejoined host's capacity
-    assert follows and cap == offered > shrunk, (cap, offered, shrunk)
+    assert cap == offered > shrunk and follows, (cap, offered, shrunk)
 
 
 def test_a_catalogue_change_on_main_reaches_the_worker_hosts_loop_worker(hosts: Hosts) -> None:
