@@ -85,9 +85,12 @@ class _Server:
                     self.started_at = self.clock()
                     ready.set_result(tools)
                     await _first(self.stop.wait(), link.ended.wait())
-                    if not self.stop.is_set() and not self.calls:  # a stdio server exited while idle
-                        await _reaped(link)
-                        self.died(f"{describe_exit(link.exit_code())} while idle", state="exited")
+                    if not self.stop.is_set() and not self.calls:  # the server ended its side while idle
+                        if link.process is None:  # HTTP (or a process the SDK did not show us)
+                            self.died("closed the connection while idle")
+                        else:
+                            await _reaped(link)
+                            self.died(f"{describe_exit(link.exit_code())} while idle", state="exited")
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
