@@ -12,7 +12,7 @@ from geode.protocol.errors import BadRequest
 def test_messages_are_catalogued_with_their_models() -> None:
     for type_, body, reply in [
         (turns.WORKER_READY, turns.WorkerReady, turns.Ack),
-        (turns.WORKER_HEARTBEAT, turns.WorkerHeartbeat, turns.Ack),
+        (turns.WORKER_HEARTBEAT, turns.WorkerHeartbeat, turns.HeartbeatAck),
         (turns.TURN_RUN, turns.TurnRun, turns.TurnRunAccepted),
         (turns.TURN_EVENT, turns.TurnEvent, None),
         (turns.TURN_DONE, turns.TurnDone, turns.Ack),
