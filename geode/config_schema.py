@@ -35,8 +35,8 @@ Schema = Any  # a pydantic model class or a stdlib dataclass
 
 # [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
 # origin, verify, skip_permissions, creator, the session's plan hash/generation) are always overridden by the
-# turn's own settings, so they are not configuration (skip_permissions is only the submitting connection's flag;
-# creator only an MCP connection's handshake: a config value must never make sessions continuable over MCP).
+# turn's own settings, so they are not configuration (skip_permissions is only the submitting connection's
+# flag; creator only an MCP connection's handshake: no config value may make sessions continuable over MCP).
 PER_TURN_LOOP_KEYS = frozenset(
     {
         *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
