@@ -93,7 +93,10 @@ def test_finding1_sort_compress_program_is_not_run_without_a_person(rig: Rig) ->
         lambda: [e for e in _timeline(rig, out["session_id"]) if e["kind"].startswith("tool.")],
         what="no tool row in the timeline",
     )
-    assert [(e["kind"], e["payload"]["summary"]["approval"]) for e in events] == [("tool.denied", "n")]
+    # geode ask without a terminal: nobody could be asked (not "the user denied"), and the timeline says so
+    rows = [(e["kind"], e["payload"]["summary"]["approval"]) for e in events]
+    assert rows == [("tool.denied", "no_terminal")]
+    assert out.get("approvals_unasked"), out
     assert not any(e["payload"].get("approval") == "read_only" for e in events)
 
 
