@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from actors.bus import Bus, socket_thread
+from actors.bus import Bus, inbound
 from geode.home import GeodeHome
 from geode.protocol.errors import Conflict, RemoteError, RequestTimeout
 from geode.protocol.later import Later
@@ -98,8 +98,8 @@ def test_a_deferred_failure_is_the_callers_named_error(buses: tuple[Bus, Bus]) -
 def test_a_deferred_reply_never_completed_times_out_and_its_handle_is_dropped(
     buses: tuple[Bus, Bus], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(socket_thread, "DEFERRED_GRACE_S", 0.0)
-    monkeypatch.setattr(socket_thread, "DEFERRED_SWEEP_S", 0.0)
+    monkeypatch.setattr(inbound, "DEFERRED_GRACE_S", 0.0)
+    monkeypatch.setattr(inbound, "DEFERRED_SWEEP_S", 0.0)
     server, client = buses
     svc = DeferringService()
     server.serve("later", svc)

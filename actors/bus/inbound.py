@@ -1,0 +1,173 @@
+"""Frames arriving on a Bus's sockets: requests run (inline or on a handler pool) and are answered, at
+once or when a deferred reply completes; replies resolve pending requests; hellos name peers; events reach
+subscribers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import partial
+from typing import Any
+
+import zmq
+from pydantic import ValidationError
+
+from actors.bus.parts import ERROR_TYPE, Client, Served, Sub
+from actors.bus.poll_loop import PollLoop
+from geode.protocol import codec, runtime
+from geode.protocol.envelope import Envelope, now_ms
+from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
+from geode.protocol.later import Later
+from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_later
+
+log = logging.getLogger("actors.bus.socket_thread")
+DEFERRED_GRACE_S = 1.0  # past the caller's deadline before its deferred reply is dropped
+DEFERRED_SWEEP_S = 1.0
+INLINE_MAX_BYTES = 64 * 1024  # a larger frame of an inline type still goes to a handler thread
+
+
+class Inbound(PollLoop):
+    """The receiving half of a Bus, run on its bus thread (handlers on their pools)."""
+
+    def _on_router(self, served: Served) -> None:
+        sock = served.sock
+        for _ in range(512):
+            try:  # recv until empty: cheaper than asking getsockopt(ZMQ_EVENTS) before every frame
+                parts = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(parts) < 2:
+                continue
+            prefix, frame = parts[:-1], parts[-1]
+            try:
+                env = codec.decode(frame)
+            except BadRequest as exc:
+                self._send_raw(served.sock, [*prefix, self._bad_request_frame(frame, exc)])
+                continue
+            if env.kind in ("ok", "error"):
+                self._resolve(env)
+            elif env.type == runtime.HELLO:
+                self._on_hello(served, prefix[0], env)
+            elif env.type in served.inline and len(frame) <= INLINE_MAX_BYTES:  # cheap: no hand-off
+                self._answer(env, self._reply_frame(served.service, env), sock, prefix)
+            elif served.pool.full():
+                if env.kind == "request":
+                    err = env.reply_error(
+                        ErrorCode.OVERLOADED.value,
+                        f"{served.name}: {served.pool.max_backlog} requests queued",
+                        sender=self.sender,
+                    )
+                    self._send_raw(sock, [*prefix, codec.encode(err)])
+            else:
+                served.pool.submit(partial(self._handle, served.service, env, served.sock, prefix))
+
+    def _on_hello(self, served: Served, rid: bytes, env: Envelope) -> None:
+        try:
+            hello = runtime.Hello.model_validate(env.body)
+        except ValidationError:
+            return
+        is_new = served.peers.get(hello.name) != rid
+        for k in [k for k in served.peers if k == hello.name or k.startswith(hello.name + "#")]:
+            del served.peers[k]
+        served.peers[hello.name] = rid
+        served.peers[f"{hello.name}#{hello.incarnation}"] = rid
+        if is_new and served.on_peer is not None:
+            served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
+
+    def _on_dealer(self, client: Client) -> None:
+        for _ in range(512):
+            try:
+                frame = client.sock.recv_multipart(zmq.NOBLOCK)[-1]
+            except zmq.Again:
+                return
+            try:
+                env = codec.decode(frame)
+            except BadRequest as exc:
+                log.warning("dropped a malformed frame from %s: %s", client.target, exc)
+                continue
+            if env.kind in ("ok", "error"):
+                self._resolve(env)
+            elif client.service is None or client.pool is None:
+                if env.kind == "request":
+                    err = env.reply_error(
+                        ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", sender=self.sender
+                    )
+                    self._send_raw(client.sock, [codec.encode(err)])
+            else:
+                client.pool.submit(partial(self._handle, client.service, env, client.sock, []))
+
+    def _on_sub(self, sub: Sub) -> None:
+        for _ in range(512):
+            try:
+                parts = sub.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                env = codec.decode(parts[-1])
+            except BadRequest:
+                continue
+            sub.pool.submit(partial(sub.on_event, env.type, env.body))
+
+    def _bad_request_frame(self, frame: bytes, exc: GeodeError) -> bytes:
+        mid, typ = codec.peek_reply_address(frame)
+        body = {"code": ErrorCode.BAD_REQUEST.value, "message": exc.message[:2048]}
+        try:
+            env = Envelope(kind="error", type=typ or ERROR_TYPE, corr=mid, body=body, **{"from": self.sender})
+        except ValidationError:
+            env = Envelope(kind="error", type=ERROR_TYPE, body=body, **{"from": self.sender})
+        return codec.encode(env)
+
+    def _handle(self, service: Service, env: Envelope, sock: Any, prefix: list[bytes]) -> None:
+        """Worker thread: validate + run the handler, then hand the reply back to the bus thread."""
+        self._answer(env, self._reply_frame(service, env), sock, prefix)
+
+    def _answer(self, env: Envelope, out: bytes | Later | None, sock: Any, prefix: list[bytes]) -> None:
+        """Send a reply: at once on the bus thread, else one post to it; a deferred one when it completes."""
+        if out is None:
+            return
+        if isinstance(out, Later):
+            self._defer(env, out, sock, prefix)
+        elif threading.current_thread() is self._thread:
+            self._send_raw(sock, [*prefix, out])
+        else:
+            self._post(partial(self._send_raw, sock, [*prefix, out]))
+
+    def _defer(self, env: Envelope, later: Later, sock: Any, prefix: list[bytes]) -> None:
+        """Track a deferred reply until it completes (send it) or its caller's deadline passed (drop it)."""
+        left_s = (env.deadline - now_ms()) / 1000 if env.deadline is not None else DEFERRED_CAP_S
+        key = next(self._deferred_seq)
+        self._deferred[key] = (time.monotonic() + max(0.0, left_s) + DEFERRED_GRACE_S, later)
+
+        def complete(ok: bool, reply: Any) -> None:
+            if self._deferred.pop(key, None) is None:
+                return  # dropped: the caller's deadline passed, or the bus stopped
+            if ok and reply is not None:
+                self._answer(env, self._encode_reply(env, reply), sock, prefix)
+
+        later.then(complete)
+
+    def _sweep_deferred(self, now: float) -> None:
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + DEFERRED_SWEEP_S
+        for key, (deadline, later) in list(self._deferred.items()):
+            if deadline < now and self._deferred.pop(key, None) is not None:
+                later.drop()
+                self.deferred_dropped += 1
+                log.warning("bus %s: dropped a deferred reply past its caller's deadline", self.sender)
+
+    def _reply_frame(self, service: Service, env: Envelope) -> bytes | Later | None:
+        """Validate + run the handler; the encoded reply (``None`` for a cast, a ``Later`` if deferred)."""
+        reply = dispatch_later(service, env, sender=self.sender)
+        if reply is None or isinstance(reply, Later):
+            return reply
+        return self._encode_reply(env, reply)
+
+    def _encode_reply(self, env: Envelope, reply: Envelope) -> bytes:
+        try:
+            return codec.encode(reply)
+        except BadRequest as exc:
+            return codec.encode(
+                env.reply_error(ErrorCode.INTERNAL.value, f"reply not encodable: {exc}", sender=self.sender)
+            )

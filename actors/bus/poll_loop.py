@@ -1,0 +1,282 @@
+"""The bus thread of :class:`actors.bus.socket_thread.Bus`: its poll loop, the queue other threads post work
+to, the sockets it alone owns, and sending frames to peers (replies resolve or fail the pending requests)."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from actors.bus.endpoints import Endpoints
+from actors.bus.handler_pool import HandlerPool
+from actors.bus.parts import Client, PendingReply, Served, Sub, make_socket, unlink_if_same
+from actors.bus.tcp_refusals import HandshakeWatch
+from actors.bus.zap import ZapHandler
+from geode.protocol import codec, runtime
+from geode.protocol.envelope import Envelope
+from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
+from geode.protocol.later import Later
+
+log = logging.getLogger("actors.bus.socket_thread")
+
+
+class PollLoop:
+    """The bus thread's half of a Bus; the state is set up by ``Bus.__init__``."""
+
+    name: str
+    incarnation: int
+    sender: str
+    endpoints: Endpoints
+    _ctx: zmq.Context  # type: ignore[type-arg]
+    _hello_interval: float
+    _ops: queue.SimpleQueue[Callable[[], object]]
+    _wake_fd: int
+    _wake_lock: threading.Lock
+    _pending: dict[str, PendingReply]
+    _served: dict[str, Served]
+    _clients: dict[str, Client]
+    _subs: dict[Any, Sub]
+    _handlers: dict[Any, Callable[[], None]]
+    _pub: zmq.Socket | None  # type: ignore[type-arg]
+    _pub_file: tuple[str, int] | None
+    _zap: ZapHandler | None
+    _watches: list[HandshakeWatch]
+    _poller: zmq.Poller
+    _thread: threading.Thread | None
+    _stopping: bool
+    _closed: bool
+    _idle: bool
+    _peer_clients: int
+    _deferred: dict[int, tuple[float, Later]]
+    _deferred_seq: itertools.count[int]
+    _next_sweep: float
+    deferred_dropped: int
+
+    if TYPE_CHECKING:  # defined by actors.bus.inbound.Inbound
+
+        def _on_dealer(self, client: Client) -> None: ...
+
+        def _sweep_deferred(self, now: float) -> None: ...
+
+    # ---- plumbing (other threads) ----------------------------------------------------------------
+    def _wake(self) -> None:
+        with self._wake_lock:  # never write to a closed (and maybe reused) fd number
+            if self._wake_fd >= 0:
+                try:
+                    os.eventfd_write(self._wake_fd, 1)
+                except OSError:
+                    pass
+
+    def _post(self, op: Callable[[], object]) -> None:
+        if self._closed and (self._thread is None or not self._thread.is_alive()):
+            return  # the bus is gone: nothing will run it
+        self._ops.put(op)
+        if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
+            self._wake()
+
+    def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
+        """Run ``fn`` on the bus thread and re-raise its exception here (inline before start)."""
+        if self._thread is None or threading.current_thread() is self._thread:
+            fn()
+            return
+        done = threading.Event()
+        err: list[BaseException] = []
+
+        def op() -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                err.append(exc)
+            finally:
+                done.set()
+
+        self._post(op)
+        if not done.wait(timeout_s):
+            raise RequestTimeout("bus thread did not answer")
+        if err:
+            raise err[0]
+
+    def _pools(self) -> list[HandlerPool]:
+        pools = [s.pool for s in self._served.values()] + [s.pool for s in self._subs.values()]
+        return pools + [c.pool for c in self._clients.values() if c.pool is not None]
+
+    # ---- bus thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                timeout = 1000 if not self._has_peer_clients() else max(1, int(self._hello_interval * 500))
+                self._idle = True  # posters now wake us; re-check the queue so no post is missed
+                ready = self._poller.poll(0 if not self._ops.empty() else timeout)
+                self._idle = False
+                for sock, _ in ready:
+                    if sock == self._wake_fd:
+                        self._drain_wake()
+                        continue
+                    try:
+                        self._handlers[sock]()
+                    except Exception:  # one bad socket event must not take the bus thread down
+                        log.exception("bus %s: socket handler failed", self.sender)
+                self._run_ops()
+                if self._has_peer_clients():
+                    self._send_hellos(time.monotonic())
+                if self._deferred:
+                    self._sweep_deferred(time.monotonic())
+        except Exception:
+            log.exception("bus thread %s crashed", self.sender)
+        finally:
+            self._close_sockets()
+
+    def _drain_wake(self) -> None:
+        try:
+            os.eventfd_read(self._wake_fd)
+        except BlockingIOError:
+            pass
+
+    def _run_ops(self) -> None:
+        ops = self._ops
+        while not ops.empty():
+            op = ops.get_nowait()
+            try:
+                op()
+            except Exception:
+                log.exception("bus op failed")
+
+    def _socket(self, kind: int, *, heartbeats: bool = False) -> zmq.Socket:  # type: ignore[type-arg]
+        self._owned()
+        return make_socket(self._ctx, kind, self.sender, heartbeats=heartbeats)
+
+    def _owned(self) -> None:
+        """Sockets are not thread-safe: only the bus thread (or anyone before it starts / after it ended)."""
+        t = self._thread
+        if t is not None and threading.current_thread() is not t and t.is_alive():
+            who = threading.current_thread().name
+            raise RuntimeError(f"bus {self.sender}: zmq socket used from thread {who!r}, not the bus thread")
+
+    def _register(self, sock: Any, handler: Callable[[], None]) -> None:
+        self._handlers[sock] = handler
+        self._poller.register(sock, zmq.POLLIN)
+
+    def _client(self, target: str) -> Client:
+        client = self._clients.get(target)
+        if client is None:
+            sock = self._socket(zmq.DEALER, heartbeats=self.endpoints.is_tcp(target))
+            try:
+                self.endpoints.connect(sock, target)
+            except Exception:
+                sock.close(0)
+                raise
+            client = Client(target, sock)
+            self._clients[target] = client
+            self._register(sock, partial(self._on_dealer, client))
+        return client
+
+    def _has_peer_clients(self) -> bool:
+        return self._peer_clients > 0
+
+    def _send_hellos(self, now: float) -> None:
+        for c in self._clients.values():
+            if c.service is not None and now >= c.next_hello:
+                c.next_hello = now + self._hello_interval
+                body = runtime.Hello(name=self.name, incarnation=self.incarnation, pid=os.getpid())
+                env = Envelope(
+                    kind="cast", type=runtime.HELLO, body=body.model_dump(), **{"from": self.sender}
+                )
+                self._send_raw(c.sock, [codec.encode(env)])
+
+    def _send_raw(self, sock: Any, frames: list[bytes]) -> bool:
+        self._owned()
+        try:
+            sock.send_multipart(frames, zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError as exc:
+            log.warning("send dropped: %s", exc)
+            return False
+
+    def _peer_route(self, target: str) -> tuple[Any, bytes] | None:
+        for served in self._served.values():
+            rid = served.peers.get(target)
+            if rid is not None:
+                return served.sock, rid
+        return None
+
+    def _forget_rid(self, rid: bytes) -> None:
+        for served in self._served.values():
+            for k in [k for k, v in served.peers.items() if v == rid]:
+                del served.peers[k]
+
+    def _send_to(self, target: str, frame: bytes, mid: str | None) -> None:
+        self._owned()
+        try:
+            route = self._peer_route(target)
+            if route is not None:
+                route[0].send_multipart([route[1], frame], zmq.NOBLOCK)
+            else:
+                self._client(target).sock.send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            self._fail(mid, Overloaded(f"send queue to {target!r} is full"))
+        except zmq.ZMQError as exc:
+            if exc.errno == errno.EHOSTUNREACH and route is not None:
+                self._forget_rid(route[1])
+            self._fail(mid, Unavailable(f"cannot reach {target!r}: {exc}"))
+        except GeodeError as exc:
+            self._fail(mid, exc)
+
+    def _fail(self, mid: str | None, err: GeodeError) -> None:
+        p = self._pending.pop(mid, None) if mid else None
+        if p is None:
+            log.warning("cast dropped: %s", err)
+            return
+        p.error = err
+        p.set()
+
+    def _resolve(self, env: Envelope) -> None:
+        p = self._pending.pop(env.corr, None) if env.corr else None
+        if p is not None:
+            p.reply = env
+            p.set()
+
+    def _send_pub(self, topic: bytes, frame: bytes) -> None:
+        if self._pub is None:
+            self._pub = self._socket(zmq.PUB)
+            self.endpoints.bind(self._pub, f"{self.name}.events")
+            self._pub_file = self._ipc_file(f"{self.name}.events")
+        self._send_raw(self._pub, [topic, frame])
+
+    def _ipc_file(self, endpoint: str) -> tuple[str, int] | None:
+        path = self.endpoints.ipc_path(endpoint)
+        try:
+            return (path, os.stat(path).st_ino) if path else None
+        except OSError:
+            return None
+
+    def _close_sockets(self) -> None:
+        self._owned()
+        socks = [s.sock for s in self._served.values()] + [c.sock for c in self._clients.values()]
+        socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
+        socks += [self._zap.sock] if self._zap is not None else []
+        socks += [c.monitor for c in self._clients.values() if c.monitor is not None]
+        socks += [w.sock for w in self._watches]
+        for s in socks:
+            try:
+                s.close(0)
+            except zmq.ZMQError:
+                pass
+        for served in self._served.values():
+            if served.ipc_file is not None:
+                unlink_if_same(*served.ipc_file)
+        if self._pub_file is not None:
+            unlink_if_same(*self._pub_file)
+        for mid in list(self._pending):
+            self._fail(mid, Unavailable("bus stopped"))
+        for _, later in list(self._deferred.values()):
+            later.drop()
+        self._deferred.clear()
