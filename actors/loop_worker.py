@@ -10,11 +10,10 @@ supervisor reports the executor exited, the calls in flight to it fail at once (
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import pykka
@@ -22,19 +21,16 @@ import pykka
 from actors.bus import Bus
 from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
-from geode.lanes.pool import LIVENESS
 from geode.loop import AgenticLoop, LoopSettings
-from geode.loop.events import cancellable_sleep, relay_provider_event
-from geode.prompt import PromptSources
+from geode.loop.membership import PoolMembership
+from geode.loop.turn_providers import ProviderFactory, TurnProviders
 from geode.protocol import lifecycle, turns
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request, Transport
-from geode.providers.adapter_base import WireAdapter
-from geode.providers.live import LiveProviders
-from geode.providers.types import Provider
 from geode.records.store_client import StoreClient
 from geode.sessions.transcript import TranscriptingRecords
+from geode.sessions.turn_setup import loop_hooks, turn_prompt, turn_settings
 from geode.tools.catalogue_plans import CataloguePlans
 from geode.tools.executor_client import ExecutorClient, ExecutorLost
 from geode.tools.plan import BoundToolPlan
@@ -42,8 +38,6 @@ from geode.tools.plan import BoundToolPlan
 log = logging.getLogger(__name__)
 LANES = "lanes"
 EXECUTOR = "executor"
-WARM_ENV = "GEODE_WARM_WORKER"  # "0": no background warm-up after ready (scripts/bench/cli_start.py)
-ProviderFactory = Callable[[str | None], Provider]
 PlanFactory = Callable[[], BoundToolPlan | None]  # the whole catalogue as a plan (None: no tools)
 
 
@@ -143,8 +137,6 @@ class LoopWorker:
         self.name = name or ctx.name  # ``HOST/loop-1`` on a worker host
         self.remote = remote  # on a worker host: exit for a new incarnation when main stops answering
         self.address = address  # on a worker host: its address towards main (for main's geode status)
-        self._last_heard = time.monotonic()
-        self._catalogue_stamp = ""  # main's executor as lanes last told it (remote workers only)
         self.incarnation = ctx.incarnation
         self.capacity = capacity
         self.heartbeat_s = heartbeat_s
@@ -152,136 +144,54 @@ class LoopWorker:
         self.records = TranscriptingRecords(StoreClient(bus.transport, attempts=4), ctx.home.root)
         self.tools = ExecutorClient(bus.transport)
         self.sink = LanesSink(bus.transport)
-        self.live: LiveProviders | None = None
-        if provider_factory is None:  # the current config and .env at each turn (see geode.providers.live)
-            self.live = LiveProviders(
-                ctx.home, on_event=relay_provider_event, sleep=cancellable_sleep, who=self.name
-            )
-        self.provider_factory = provider_factory or self.live.get  # type: ignore[union-attr]
+        self.providers = TurnProviders(ctx.home, self.name, provider_factory)
         # the executor's catalogue (built-ins + MCP overlay), cached until the executor's incarnation changes
         self.plans = CataloguePlans(bus.transport, who=ctx.name)
         self.plan_factory = plan_factory or self.plans.base
-        self._providers: dict[str | None, Provider] = {}
         self._running: dict[str, pykka.ActorRef[TurnActor]] = {}  # turn id -> the turn's actor
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
         self._reloading = threading.Lock()  # held while the config is re-read (local files only)
-        self._stop = threading.Event()
-        self._beat_now = threading.Event()  # lanes (re)connected: heartbeat now, not at the next interval
-        self._hb: threading.Thread | None = None
-        self._warm: threading.Thread | None = None
+        ready = turns.WorkerReady(
+            worker=self.name, incarnation=self.incarnation, capacity=capacity, address=address
+        )
+        self.membership = PoolMembership(
+            bus.transport,
+            ready,
+            heartbeat_s=heartbeat_s,
+            remote=remote,
+            running=self._running_ids,
+            on_ready=self._on_ready,
+            on_beat=self.reload_if_asked,
+            on_executor_changed=partial(self.plans.on_lifecycle, lifecycle.CHILD_READY, {"name": EXECUTOR}),
+        )
         self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
         self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
-        self.hooks = _loop_hooks(self.config, ctx.home.root)
+        self.hooks = loop_hooks(self.config, ctx.home.root)
         self._reload_seen = _stamp(ctx.home.run_dir / RELOAD_STAMP)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
         self.bus.subscribe("supervisor", self.on_lifecycle)
-        self.bus.connect_peer(LANES, self.handle, concurrency=2, on_connected=self._beat_now.set)
-        self._hb = threading.Thread(target=self._heartbeats, name=f"{self.name}-heartbeat", daemon=True)
-        self._hb.start()
+        # lanes (re)connected: heartbeat now, not at the next interval
+        self.bus.connect_peer(LANES, self.handle, concurrency=2, on_connected=self.membership.beat_now.set)
+        self.membership.start()
         return self
 
     def stop(self) -> None:
         """Stop announcing. Running turns are left alone (their threads are daemons): a turn cut short by
         the process exiting is exactly a crash, which lanes re-queues and the next incarnation resumes from
         its checkpoint. Finishing them as cancelled here would wrongly record them as done."""
-        self._stop.set()
-        self._beat_now.set()
+        self.membership.stop()
 
-    def _heartbeats(self) -> None:
-        announced = False
-        while not self._stop.is_set():
-            try:
-                if not announced:
-                    body = turns.WorkerReady(
-                        worker=self.name,
-                        incarnation=self.incarnation,
-                        capacity=self.capacity,
-                        address=self.address,
-                    )
-                    self.bus.transport.call(LANES, turns.WORKER_READY, body, timeout_s=2.0)
-                    announced = True
-                    self.describe_provider()
-                    log.info("%s#%d ready with capacity %d", self.name, self.incarnation, self.capacity)
-                    self.start_warm_up()
-                else:
-                    with self._lock:
-                        running = list(self._running)
-                    hb = turns.WorkerHeartbeat(
-                        worker=self.name,
-                        incarnation=self.incarnation,
-                        running=running,
-                        free=max(0, self.capacity - len(running)),
-                    )
-                    if self.remote:
-                        self._remote_heartbeat(hb)
-                    else:
-                        self.bus.transport.cast(LANES, turns.WORKER_HEARTBEAT, hb)
-                    self.reload_if_asked()
-                self._last_heard = time.monotonic()
-            except GeodeError as exc:
-                log.info("%s: lanes not reachable yet: %s", self.name, exc)
-                if announced and self.remote:
-                    self._exit_if_unheard()
-            # a restarted lanes learns at once which turns run here (and pushes an orphan again at once)
-            self._beat_now.wait(self.heartbeat_s if announced else 0.2)
-            self._beat_now.clear()
+    def _on_ready(self) -> None:
+        self.providers.describe()
+        log.info("%s#%d ready with capacity %d", self.name, self.incarnation, self.capacity)
+        self.providers.start_warm_up()
 
-    def _remote_heartbeat(self, hb: turns.WorkerHeartbeat) -> None:
-        """A worker host's heartbeat is a call: its answer is how this worker hears main. Refused (main
-        declared this incarnation dead: it was silent too long, its turns re-queued): exit at once."""
-        ack = self.bus.transport.call(LANES, turns.WORKER_HEARTBEAT, hb, timeout_s=self.heartbeat_s)
-        ok = ack.get("ok") if isinstance(ack, dict) else getattr(ack, "ok", True)
-        if ok is False:
-            self._exit_for_new_incarnation("main's lanes declared this incarnation dead")
-        stamp = ack.get("catalogue") if isinstance(ack, dict) else getattr(ack, "catalogue", "")
-        if stamp and stamp != self._catalogue_stamp:
-            if self._catalogue_stamp:  # main's executor changed: its catalogue may have (MCP servers, trust)
-                log.info("%s: main's executor changed; asking for its tool catalogue again", self.name)
-                self.plans.on_lifecycle(lifecycle.CHILD_READY, {"name": EXECUTOR})
-            self._catalogue_stamp = stamp
-
-    def _exit_if_unheard(self) -> None:
-        silent = time.monotonic() - self._last_heard
-        if silent > self.liveness_s:
-            self._exit_for_new_incarnation(f"main has not answered for {silent:.1f}s")
-
-    @property
-    def liveness_s(self) -> float:
-        """Shorter than lanes' expiry (``LIVENESS`` heartbeats): this side gives up before main could take
-        a late heartbeat of it for a live worker."""
-        return self.heartbeat_s * (LIVENESS - 0.5)
-
-    def _exit_for_new_incarnation(self, why: str) -> None:
-        """Stop this process (SIGTERM: child_main's clean exit); the host's supervisor starts a new
-        incarnation, which registers with lanes afresh (a turn cut here was re-queued by main)."""
-        log.warning("%s#%d: %s; exiting for a new incarnation", self.name, self.incarnation, why)
-        self._stop.set()
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    def start_warm_up(self) -> threading.Thread | None:
-        """After ``worker.ready``: build the provider a new session would use (the SDK import and client
-        construction, ~1 s cold) on a background thread, so the first turn finds it built. A restarted
-        worker forked from a warm zygote only constructs the client. ``GEODE_WARM_WORKER=0`` turns it off."""
-        if self.live is None or os.environ.get(WARM_ENV, "1") == "0" or self._warm is not None:
-            return None
-        self._warm = threading.Thread(target=self._warm_up, name=f"{self.name}-warm-up", daemon=True)
-        self._warm.start()
-        return self._warm
-
-    def _warm_up(self) -> None:
-        t0 = time.monotonic()
-        try:
-            provider = self.live.get(None)  # type: ignore[union-attr]  # cached: the first turn reuses it
-            for p in (provider, getattr(provider, "primary", None), getattr(provider, "inner", None)):
-                if isinstance(p, WireAdapter):  # a fallback chain's primary, the Codex provider's adapter
-                    _ = p.client  # the SDK import and client construction (built on first use)
-        except Exception as exc:  # an unusable config is reported when a turn needs it
-            log.info("%s: provider not warmed: %s", self.name, exc)
-            return
-        log.info("%s: provider warmed in %.2fs", self.name, time.monotonic() - t0)
+    def _running_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
 
     def reload_if_asked(self) -> bool:
         """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and
@@ -295,25 +205,16 @@ class LoopWorker:
             try:
                 config = self.ctx.home.load_config()
                 settings = TreeSettings.from_raw(config)
-                hooks = _loop_hooks(config, self.ctx.home.root)
+                hooks = loop_hooks(config, self.ctx.home.root)
             except Exception as exc:  # keep running on the config we have
                 log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
                 self._reload_seen = seen
                 return False
             self.config, self.settings, self.hooks = config, settings, hooks
             self._reload_seen = seen  # last: a turn that sees this stamp as seen sees the new config
-        self.describe_provider()
+        self.providers.describe()
         log.info("%s: config re-read for new turns", self.name)
         return True
-
-    def describe_provider(self) -> None:
-        """Publish what a new session would use (``run/providers.json``, read by doctor and reload)."""
-        if self.live is None:
-            return
-        try:
-            self.live.describe(None)
-        except Exception as exc:  # an unusable config is reported when a turn needs it
-            log.warning("%s: provider not resolved: %s", self.name, exc)
 
     def on_lifecycle(self, topic: str, body: dict[str, Any]) -> None:
         """Supervisor events: the executor exited → its in-flight calls get no reply; fail them now.
@@ -389,8 +290,8 @@ class LoopWorker:
         try:
             self.reload_if_asked()  # a turn after `geode reload` runs on the new config, on any worker
             catalogue = self.plan_factory()
-            settings = self.settings_for(run, catalogue)
-            provider = self.provider_for(settings.model or None)
+            settings = turn_settings(run, self.settings, catalogue)
+            provider = self.providers.get(settings.model or None)
             loop = AgenticLoop(
                 provider,
                 self.tools,
@@ -398,7 +299,7 @@ class LoopWorker:
                 plan=self.plan_for(run, settings, catalogue),
                 events=self.sink,
                 settings=settings,
-                prompt=self.prompt_for(settings),
+                prompt=turn_prompt(settings, self.ctx.home.rules_dir),
                 hooks=self.hooks,
             )
             return loop.run_turn(
@@ -415,31 +316,6 @@ class LoopWorker:
                 termination_reason=turns.TerminationReason.INTERNAL_ERROR,
                 error=f"{type(exc).__name__}: {exc}"[:500],
             )
-
-    def settings_for(self, run: turns.TurnRun, plan: BoundToolPlan | None = None) -> LoopSettings:
-        """Turn settings (the session spec lanes forwards) over ``[loop]`` / ``[verify]`` config."""
-        raw = dict(run.settings)
-        if raw.get("time_budget_s") is None:
-            raw.pop("time_budget_s", None)
-            budget = _mode_budget(run.mode)
-            if budget:
-                raw["time_budget_s"] = budget
-        if raw.get("denied_tools") is None:
-            raw["denied_tools"] = sorted(_mode_denylist(run.mode, self.settings, plan))
-        loop = self.settings.loop
-        base: dict[str, Any] = {k: v for k, v in loop if k in LoopSettings.model_fields}
-        base.update(verify=self.settings.verify, mode=run.mode, origin=run.origin)
-        settings = LoopSettings.from_mapping(raw, **base)
-        window_set = "context_window_tokens" in raw or "context_window_tokens" in loop.model_fields_set
-        if not window_set and settings.model:
-            try:
-                from geode.providers.catalogue import model_info
-
-                window = model_info(settings.model).context_window
-                settings = settings.model_copy(update={"context_window_tokens": window})
-            except Exception as exc:  # an unknown model keeps the default window
-                log.debug("no context window for %s: %s", settings.model, exc)
-        return settings
 
     def plan_for(
         self, run: turns.TurnRun, settings: LoopSettings, catalogue: BoundToolPlan | None
@@ -458,24 +334,6 @@ class LoopWorker:
             records=self.records,
         )
 
-    def prompt_for(self, settings: LoopSettings) -> PromptSources:
-        from pathlib import Path
-
-        ws = Path(settings.workspace) if settings.workspace else None
-        return PromptSources(workspace=ws, home_rules=self.ctx.home.rules_dir)
-
-    def provider_for(self, model: str | None) -> Provider:
-        """The live providers follow config and .env (their own cache); an injected factory is cached here."""
-        if self.live is not None:
-            return self.live.get(model)
-        with self._lock:
-            p = self._providers.get(model)
-        if p is None:
-            p = self.provider_factory(model)
-            with self._lock:
-                self._providers[model] = p
-        return p
-
     def report_done(self, run: turns.TurnRun, result: turns.TurnResult, *, give_up_s: float = 120.0) -> None:
         """``turn.done`` until lanes acknowledges (it is idempotent by turn id)."""
         done = turns.TurnDone(
@@ -486,7 +344,7 @@ class LoopWorker:
             result=result,
         )
         deadline, delay = time.monotonic() + give_up_s, 0.1
-        while not self._stop.is_set():
+        while not self.membership.stopped.is_set():
             try:
                 self.bus.transport.call(LANES, turns.TURN_DONE, done, session=run.session_id, timeout_s=5.0)
                 log.info("turn %s done (%s), acknowledged", run.turn_id, result.termination_reason.value)
@@ -495,7 +353,7 @@ class LoopWorker:
                 if time.monotonic() > deadline:
                     log.error("turn.done for %s not acknowledged: %s", run.turn_id, exc)
                     return
-                self._stop.wait(delay)  # small steps: a lanes restart takes well under a second
+                self.membership.stopped.wait(delay)  # small steps: a lanes restart takes well under a second
                 delay = min(delay * 2, 0.25)
 
 
@@ -507,34 +365,6 @@ def _stamp(path: Any) -> str:
         return path.read_text()
     except OSError:
         return ""
-
-
-def _loop_hooks(config: dict[str, Any], base_dir: Any = None) -> Any:
-    """UserPromptSubmit / PostVerify / Stop hooks from the global ``[hooks]`` tables (shared HookRunner)."""
-    from geode.hooks.config import load_hooks
-    from geode.hooks.runner import HookRunner
-    from geode.loop.hook_bridge import RunnerHooks
-
-    return RunnerHooks(HookRunner(load_hooks(config, base_dir=base_dir)))
-
-
-def _mode_budget(mode: str) -> float | None:
-    from geode.sessions.modes import MODES, SessionMode
-
-    try:
-        return MODES[SessionMode(mode)].time_budget_s
-    except (ValueError, KeyError):  # not a session mode: no mode budget
-        return None
-
-
-def _mode_denylist(mode: str, config: TreeSettings, plan: BoundToolPlan | None) -> frozenset[str]:
-    """The mode's default denylist when the turn did not carry one (deny by default without a person)."""
-    from geode.sessions.modes import default_denylist
-
-    try:
-        return default_denylist(mode, global_config=config, plan_tools=plan.specs if plan else ())
-    except ValueError:  # not a session mode: no default denylist
-        return frozenset()
 
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:

@@ -11,7 +11,6 @@ import pytest
 from actors.bus.endpoints import Endpoints
 from actors.executor import executor_from_config
 from actors.lanes import lanes_config
-from actors.loop_worker import LoopWorker
 from actors.tree.children import child_names, tree_specs
 from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
@@ -26,6 +25,7 @@ from geode.protocol import turns
 from geode.providers.selection import resolve_settings
 from geode.records.lmdb_env import StoreConfig
 from geode.sessions.modes import default_denylist
+from geode.sessions.turn_setup import turn_settings
 from geode.tools.mcp.config import load_mcp_servers
 from geode.tools.policy import computer_allowed_in_daemon
 from tests.config.config_kit import uncommented, uncommented_text
@@ -81,10 +81,7 @@ def test_executor(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", ["IPC", "DAEMON"])
 def test_loop_worker_turn_settings(mode: str) -> None:
     run = turns.TurnRun(turn_id="t", session_id="s", mode=mode, settings={"model": "claude-opus-5-5"})
-    got = [
-        LoopWorker.settings_for(SimpleNamespace(settings=TreeSettings.from_raw(cfg)), run)  # type: ignore[arg-type]
-        for cfg in ({}, uncommented())
-    ]
+    got = [turn_settings(run, TreeSettings.from_raw(cfg)) for cfg in ({}, uncommented())]
     assert got[0] == got[1]
     assert TreeSettings.from_raw(uncommented()).loop == TreeSettings().loop  # capacity, workers and bounds
     assert VerifySettings(**uncommented()["verify"]) == VerifySettings()

@@ -70,12 +70,12 @@ def test_the_executor_reads_its_typed_section_not_the_raw_file(home: GeodeHome) 
 
 
 def test_the_loop_worker_bounds_turns_from_the_typed_loop_section() -> None:
-    from actors.loop_worker import LoopWorker
     from geode.protocol import turns
+    from geode.sessions.turn_setup import turn_settings
 
     settings = TreeSettings(loop=LoopShellSection(max_rounds=5, context_window_tokens=1000))
     run = turns.TurnRun(turn_id="t", session_id="s", mode="IPC", settings={"model": "claude-opus-5-5"})
-    got = LoopWorker.settings_for(SimpleNamespace(settings=settings), run)  # type: ignore[arg-type]
+    got = turn_settings(run, settings)
     assert (got.max_rounds, got.context_window_tokens) == (5, 1000)
 
 

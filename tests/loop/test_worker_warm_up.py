@@ -13,10 +13,11 @@ import pytest
 import geode.providers.live as live
 from actors.bus import Bus
 from actors.lanes import start_lanes
-from actors.loop_worker import WARM_ENV, LoopWorker
+from actors.loop_worker import LoopWorker
 from actors.store import start_store
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
+from geode.loop.turn_providers import WARM_ENV
 from geode.protocol import lanes as lanes_msg
 from geode.providers.anthropic_messages import AnthropicMessagesAdapter
 from geode.providers.scripted import ScriptedServer
@@ -60,7 +61,7 @@ def _run_one_turn(home: GeodeHome) -> tuple[LoopWorker, dict[str, Any]]:
     worker = LoopWorker(buses[3], ChildContext("loop-1", 1, home), plan_factory=lambda: None, heartbeat_s=0.2)
     try:
         worker.start()
-        warm = poll_for(lambda: worker._warm, 10.0, interval_s=0.02, what="the warm-up thread")
+        warm = poll_for(lambda: worker.providers.warm, 10.0, interval_s=0.02, what="the warm-up thread")
         assert warm is not None
         warm.join(30)
         assert not warm.is_alive()
@@ -95,5 +96,5 @@ def test_warm_up_can_be_turned_off(
     monkeypatch.setenv(WARM_ENV, "0")
     bus = Bus("loop-1", 1, home, single_process=True)
     worker = LoopWorker(bus, ChildContext("loop-1", 1, home), plan_factory=lambda: None)
-    assert worker.start_warm_up() is None
+    assert worker.providers.start_warm_up() is None
     assert built_on == []
