@@ -110,7 +110,7 @@ def main() -> int:
     from actors.tree.client import tree_status
     from geode.home import GeodeHome
     from geode.protocol import lanes as lanes_msg
-    from geode.providers.scripted import ScriptedServer
+    from geode.testing.scripted import ScriptedServer
 
     base = Path(tempfile.mkdtemp(prefix="geode-agent-demo-"))
     ws = base / "ws"

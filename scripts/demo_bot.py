@@ -1,5 +1,5 @@
 """The bot part of scripts/demo (no token, no network): a Telegram bot on the running tree, against the local
-Bot API server (geode/messengers/bot_api_server.py) with the real python-telegram-bot client in the tree's
+Bot API server (geode/testing/bot_api_server.py) with the real python-telegram-bot client in the tree's
 messengers child and the scripted provider as the model.
 
 Steps, each printed: a message in the bound chat gets one reply; the messengers child is SIGKILLed while a
@@ -72,9 +72,9 @@ def main() -> int:
     from actors.cli.messengers_view import messengers_detail
     from actors.tree.client import tree_status
     from geode.home import GeodeHome
-    from geode.messengers.bot_api_server import LocalBotApi
     from geode.messengers.sessions import reply_operation_id, turn_id_for
-    from geode.providers.scripted import ScriptedServer
+    from geode.testing.bot_api_server import LocalBotApi
+    from geode.testing.scripted import ScriptedServer
 
     base = Path(tempfile.mkdtemp(prefix="geode-bot-demo-"))
     api = LocalBotApi().start()

@@ -82,3 +82,85 @@ def test_actors_top_level_is_the_process_list() -> None:
     processes = {ref.partition(":")[0].removeprefix("actors.") for ref in BUILDERS.values()}
     assert modules == processes == {"store", "lanes", "executor", "loop_worker", "control", "messengers"}
     assert packages == {"bus", "tree", "cli"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every import of every module of geode/ and actors/ (module-level, function-level and TYPE_CHECKING
+    alike), resolved to the modules of the two packages it loads, parent packages included."""
+    paths = {_module_name(p): p for p in _py_files("geode", "actors")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join([*base, node.module] if node.module else base)
+                else:
+                    module = node.module or ""
+                targets.add(module)
+                targets.update(f"{module}.{a.name}" for a in node.names)
+        loaded = set()
+        for target in targets:
+            parts = target.split(".")
+            loaded.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        graph[name] = {m for m in loaded if m in paths and m != name}
+    return graph
+
+
+def test_no_runtime_child_imports_the_fakes() -> None:
+    """The local Telegram/Slack/Discord servers and the scripted provider are in geode/testing, and nothing a
+    child process runs (its actor module, the child entry point, the zygote) imports them, even lazily."""
+    from actors.tree.registry import BUILDERS
+
+    graph = _import_graph()
+    roots = [ref.partition(":")[0] for ref in BUILDERS.values()]
+    roots += ["actors.tree.child_main", "actors.tree.zygote", "actors.tree.supervisor"]
+    reached: set[str] = set()
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(graph[module])
+    assert {"geode.messengers.poller", "geode.messengers.telegram", "geode.loop"} <= reached  # graph sanity
+    fakes = {f"geode.testing.{m}" for m in ("bot_api_server", "slack_server", "discord_server", "scripted")}
+    assert fakes <= graph.keys()  # not vacuous: the fakes are there to be (not) reached
+    assert sorted(m for m in reached if m.split(".")[:2] == ["geode", "testing"]) == []
+
+
+def test_the_fakes_live_in_geode_testing() -> None:
+    """A module of geode/ that serves HTTP (aiohttp.web, http.server, socketserver) is a fake for tests and
+    demos, and so is what ``scripts/*-server`` runs: all of them are in geode/testing, none beside the
+    runtime they stand in for."""
+    servers = {"aiohttp.web", "http.server", "socketserver"}
+    misplaced = []
+    for path in _py_files("geode"):
+        if path.relative_to(ROOT).parts[1] == "testing":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            else:
+                continue
+            if names & servers:
+                misplaced.append(str(path.relative_to(ROOT)))
+    assert misplaced == []
+    launched = [
+        line.split(" -m ", 1)[1].split()[0]
+        for script in sorted((ROOT / "scripts").glob("*-server"))
+        for line in script.read_text().splitlines()
+        if " -m " in line and not line.startswith("#")
+    ]
+    assert len(launched) == 3
+    assert [m for m in launched if not m.startswith("geode.testing.")] == []

@@ -19,8 +19,8 @@ def scripted_provider(
     """Serve a scripted LLM endpoint; prints its base URL, then serves until SIGINT/SIGTERM."""
     import importlib
 
-    from geode.providers.scenario import load_scenario
-    from geode.providers.scripted import ScriptedServer
+    from geode.testing.scenario import load_scenario
+    from geode.testing.scripted import ScriptedServer
 
     if (scenario is None) == (function is None):
         raise typer.BadParameter("give exactly one of --scenario FILE or --function module:callable")

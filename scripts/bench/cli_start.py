@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from actors.tree.client import stop_tree  # noqa: E402
 from geode.home import GeodeHome  # noqa: E402
-from geode.providers.scenario import ScriptedReply  # noqa: E402
-from geode.providers.scripted import ScriptedServer  # noqa: E402
+from geode.testing.scenario import ScriptedReply  # noqa: E402
+from geode.testing.scripted import ScriptedServer  # noqa: E402
 
 CONFIG = """
 [providers]

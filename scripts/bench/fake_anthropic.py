@@ -4,7 +4,7 @@ gets K read-only tool rounds then a text, and every request's arrival and reply-
 The prompt carries ``bench-turn-<tag> k=<K>``; the fake calls the first read-only tool the request offers
 (``glob_files`` for ``data-<round>.txt``, else ``read_file``/``list_dir`` on ``target``), and answers
 ``done <tag>`` once the conversation holds K tool rounds since the prompt. Built on
-geode/providers/scripted.py (same wire, TCP_NODELAY); times are ``time.monotonic()``, one clock for every
+geode/testing/scripted.py (same wire, TCP_NODELAY); times are ``time.monotonic()``, one clock for every
 process on the machine.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from geode.providers.scripted import ScriptedServer, _Handler, _QuietServer
+from geode.testing.scripted import ScriptedServer, _Handler, _QuietServer
 
 TAG = re.compile(r"bench-turn-([A-Za-z0-9_.-]+)(?:\s+k=(\d+))?")
 # read-only tools by preference: (tool name, key of the path argument)

@@ -35,12 +35,12 @@ from geode.loop.batch import result_block
 from geode.prompt import PromptSources, build_system_prompt
 from geode.protocol.transport import LocalTransport
 from geode.providers.retry import RetryPolicy
-from geode.providers.scripted import ScriptedServer
 from geode.providers.selection import ProviderSettings, provider_from_settings
 from geode.providers.types import ModelRequest
 from geode.records.engine import RecordEngine
 from geode.records.service import StoreService
 from geode.records.store_client import StoreClient
+from geode.testing.scripted import ScriptedServer
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
 from geode.tools.executor import ToolExecutor
 from geode.tools.plan import BoundToolPlan

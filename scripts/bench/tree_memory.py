@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from actors.tree.proc_memory import rollup  # noqa: E402
 from geode.home import GeodeHome  # noqa: E402
-from geode.providers.scripted import ScriptedServer  # noqa: E402
+from geode.testing.scripted import ScriptedServer  # noqa: E402
 
 MIB = 2**20
 GOAL_REST, GOAL_TURNS = 120, 160  # MiB of tree PSS (issue 16)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import alive, geode, scripted_tree, wait_children
 from tests.waiting import poll_for
 

@@ -15,7 +15,7 @@ from typing import Any
 from actors.tree.client import stop_tree, tree_status
 from geode.home import GeodeHome
 from geode.protocol.runtime import ChildInfo
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ from typing import Any
 
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
-from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.protocol.errors import GeodeError
 from geode.records.models import Receipt
+from geode.testing.bot_api_server import LocalBotApi
 
 SENDER = 1001
 REPLIED = re.compile(r"replied (chat\d+-\d+)")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.messengers.bot_api_server import LocalBotApi
-from geode.providers.scripted import ScriptedServer
+from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import serve, stop
 from tests.chaos.chat import chat_config, chat_ids
 

@@ -109,7 +109,7 @@ def test_slow_turns_are_counted_by_tenth_of_the_run() -> None:
 def test_chat_replies_posted_twice_or_lost_are_violations() -> None:
     """Per chat message: one reply is right, two are a duplicate post, none is lost unless the reply's
     receipt is uncertain, and a reply naming another message is misdirected."""
-    from geode.messengers.bot_api_server import LocalBotApi
+    from geode.testing.bot_api_server import LocalBotApi
     from tests.chaos.chat import ChatMessage, ChatRecord, check_chat
 
     chat = -100900

@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from geode.providers.scenario import RecordedRequest
+from geode.testing.scenario import RecordedRequest
 from tests.actors.tree_kit import geode_popen, wait_children
 from tests.loop.tree_rig import ALLOW, _wait, launch, ws  # noqa: F401  (fixtures)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import ROOT, geode, scripted_tree, wait_for
 
 STREAM = tuple(f"w{i} " for i in range(1, 9))  # 8 chunks…

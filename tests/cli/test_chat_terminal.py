@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import ROOT, geode, scripted_tree, wait_for
 from tests.cli.scripted_chat import commands, make_reply
 

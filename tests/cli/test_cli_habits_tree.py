@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
 from geode.sessions.transcript import transcript_path
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, geode_popen, scripted_tree, wait_for
 from tests.cli.scripted_chat import make_reply
 

@@ -25,7 +25,7 @@ import pytest
 from actors.cli.client import ControlClient
 from actors.cli.reattach import new_turn_id, submit_prompt
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import scripted_tree, wait_children
 from tests.cli.scripted_chat import make_reply
 from tests.waiting import poll_for

@@ -22,7 +22,7 @@ import pytest
 from actors.cli.mcp_servers_view import mcp_servers_detail
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
-from geode.messengers.bot_api_server import LocalBotApi
+from geode.testing.bot_api_server import LocalBotApi
 from tests.actors.tree_kit import geode, make_home, serve, stop
 from tests.tools.test_mcp_idle_exit import SERVER, server_pids
 from tests.waiting import poll_for

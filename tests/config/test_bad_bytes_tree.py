@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import children, env, geode, scripted_tree, tool_results, wait_children, wait_for
 from tests.cli.scripted_chat import make_reply
 

@@ -20,7 +20,7 @@ import pytest
 
 from actors.bus import Bus
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from geode.tools.spec import ToolCall, ToolResult
 from tests.actors.tree_kit import geode, geode_popen, scripted_tree, tool_results, wait_for
 from tests.tools.executor_tree import ALLOW_ALL, bound_executor

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, make_home, scripted_home, stop
 
 

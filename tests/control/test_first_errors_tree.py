@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, serve, stop
 
 NO_KEY = "no ANTHROPIC_API_KEY for claude-sonnet-5: set it in $GEODE_HOME/.env or the daemon's environment"

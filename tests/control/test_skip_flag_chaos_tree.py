@@ -21,7 +21,7 @@ from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import scripted_tree, status_children, tool_results, wait_children
 from tests.waiting import poll_for
 

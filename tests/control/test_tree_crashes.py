@@ -17,7 +17,7 @@ from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import scripted_tree, serve, status_children
 from tests.waiting import poll_for
 

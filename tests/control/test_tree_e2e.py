@@ -14,7 +14,7 @@ import pytest
 
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, geode_popen, scripted_home, scripted_tree, stop
 
 MODELS_SEEN: list[str | None] = []

@@ -18,7 +18,7 @@ import pytest
 
 from geode.faults import marker
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, serve, stop, wait_children
 
 ALLOW_ALL = """

@@ -11,7 +11,7 @@ import pytest
 
 from geode.loop import AgenticLoop, ListSink, LoopSettings
 from geode.prompt import PromptSources
-from geode.providers.function_model import FunctionModel
+from geode.testing.function_model import FunctionModel
 from geode.tools.plan import BoundToolPlan, PlanRegistry
 from tests.loop.fakes import FakeExecutor, FlakyRecords, open_store, read_spec, write_spec
 from tests.loop.tree_rig import launch, ws  # noqa: F401  (fixtures for the real-tree tests)

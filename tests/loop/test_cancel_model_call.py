@@ -7,7 +7,7 @@ import threading
 import time
 
 from geode.protocol.turns import TerminationReason as R
-from geode.providers.function_model import FunctionModel
+from geode.testing.function_model import FunctionModel
 from tests.loop.conftest import Rig
 
 

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from geode.providers.scenario import RecordedRequest
+from geode.testing.scenario import RecordedRequest
 from tests.actors.tree_kit import wait_children
 from tests.loop.tree_rig import _answered_once, _done, _submit, _wait
 

@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from geode.providers.scenario import RecordedRequest
 from geode.records.store_client import StoreClient
+from geode.testing.scenario import RecordedRequest
 from tests.actors.tree_kit import wait_children
 from tests.loop.tree_rig import _answered_once, _done, _submit, _wait
 

@@ -9,8 +9,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from geode.providers.scenario import RecordedRequest
 from geode.records.store_client import StoreClient
+from geode.testing.scenario import RecordedRequest
 from tests.actors.tree_kit import geode, wait_children
 from tests.loop.tree_rig import _done, _submit, _wait
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from geode.loop import HookOutcome, LoopSettings, NoHooks
 from geode.protocol.turns import TerminationReason as R
-from geode.providers.function_model import FunctionModel
 from geode.providers.types import ModelResponse, ProviderError, ProviderErrorKind, StopReason
+from geode.testing.function_model import FunctionModel
 from tests.loop.conftest import Rig, tool
 
 

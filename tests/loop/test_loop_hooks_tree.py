@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_tree
 
 BLOCK_REASON = "cite a source for the claim"

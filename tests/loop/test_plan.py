@@ -6,7 +6,7 @@ import pytest
 
 from geode.loop.snapshot import StepSnapshot, operation_id
 from geode.protocol.turns import TerminationReason
-from geode.providers.function_model import FunctionModel
+from geode.testing.function_model import FunctionModel
 from geode.tools.plan import BoundToolPlan, PlanError, PlanRegistry
 from geode.tools.spec import EffectClass, SafetyPolicy, ToolCall, ToolSpec
 from tests.loop.conftest import Rig, tool

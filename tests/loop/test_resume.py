@@ -83,7 +83,7 @@ def test_crash_between_rounds_continues_from_checkpoint(fake_rig: Rig) -> None:
             return {"tool_calls": [tool("write", "a", text="A")]}
         raise Crash("model call")
 
-    from geode.providers.function_model import FunctionModel
+    from geode.testing.function_model import FunctionModel
 
     with pytest.raises(Crash):
         rig.loop(FunctionModel(fn), settings=SEQ).run_turn("s4", "turn-1", "go")

@@ -8,8 +8,8 @@ import threading
 from typing import Any
 
 from geode.protocol.turns import TerminationReason as R
-from geode.providers.function_model import FunctionModel
 from geode.providers.types import ModelRequest, ModelResponse
+from geode.testing.function_model import FunctionModel
 from tests.loop.conftest import Rig
 from tests.waiting import poll_for
 

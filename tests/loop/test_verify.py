@@ -9,9 +9,9 @@ from geode.hooks.runner import HookRunner
 from geode.loop import HookOutcome, LoopSettings, VerifySettings
 from geode.loop.hook_bridge import RunnerHooks
 from geode.protocol.turns import TerminationReason
-from geode.providers.function_model import FunctionModel
 from geode.providers.types import ProviderError, ProviderErrorKind
 from geode.records.models import SessionStatus
+from geode.testing.function_model import FunctionModel
 from tests.loop.conftest import Rig
 
 

@@ -17,8 +17,8 @@ from actors.store import start_store
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
-from geode.providers.function_model import FunctionModel
 from geode.records.store_client import StoreClient
+from geode.testing.function_model import FunctionModel
 from geode.tools.executor import ToolExecutor
 from geode.tools.handlers import HandlerEntry
 from geode.tools.plan import PlanRegistry

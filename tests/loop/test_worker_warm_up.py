@@ -20,7 +20,7 @@ from geode.home import GeodeHome
 from geode.loop.turn_providers import WARM_ENV
 from geode.protocol import lanes as lanes_msg
 from geode.providers.anthropic_messages import AnthropicMessagesAdapter
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.waiting import poll_for
 
 

@@ -11,7 +11,7 @@ import pytest
 from actors.bus import Bus
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, make_home, stop
 from tests.waiting import poll_for
 

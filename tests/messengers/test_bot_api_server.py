@@ -19,9 +19,9 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram import error as tg
 from telegram.ext import ApplicationBuilder, CallbackQueryHandler, CommandHandler
 
-from geode.messengers.bot_api_client import LocalBotApiClient
-from geode.messengers.bot_api_server import LocalBotApi
-from geode.messengers.bot_api_wire import entities, parse_error
+from geode.testing.bot_api_client import LocalBotApiClient
+from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.bot_api_wire import entities, parse_error
 from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,7 +245,7 @@ def test_entity_offsets_count_utf16_units() -> None:
 
 def test_runs_by_hand_and_stops_on_sigterm() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "geode.messengers.bot_api_server", "--port", "0"]
+    cmd = [sys.executable, "-m", "geode.testing.bot_api_server", "--port", "0"]
     with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from geode.messengers.discord import DiscordTranslator
-from geode.messengers.discord_server import CHANNELS, THREADS, LocalDiscord
 from geode.messengers.errors import RateLimited
 from geode.messengers.model import Batch, InboundMessage
+from geode.testing.discord_server import CHANNELS, THREADS, LocalDiscord
 
 CHANNEL, OTHER = CHANNELS
 THREAD = next(iter(THREADS))

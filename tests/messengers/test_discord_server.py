@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from geode.messengers.discord_gateway import MESSAGE_CONTENT_INTENT
-from geode.messengers.discord_server import BOT_ID, CHANNELS, GUILD_ID, THREADS, USER_ID, LocalDiscord
+from geode.testing.discord_gateway import MESSAGE_CONTENT_INTENT
+from geode.testing.discord_server import BOT_ID, CHANNELS, GUILD_ID, THREADS, USER_ID, LocalDiscord
 from tests.waiting import poll_for
 
 with warnings.catch_warnings():  # discord.py imports audioop (deprecated); see geode/messengers/discord.py

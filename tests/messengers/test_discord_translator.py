@@ -13,9 +13,9 @@ from geode.messengers.bindings import Bindings, Ignore, Turn
 from geode.messengers.config import MessengerBinding
 from geode.messengers.discord import DiscordTranslator
 from geode.messengers.discord_config import DiscordSettings
-from geode.messengers.discord_server import BOT_ID, CHANNELS, THREADS, USER_ID, LocalDiscord
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
+from geode.testing.discord_server import BOT_ID, CHANNELS, THREADS, USER_ID, LocalDiscord
 
 CHANNEL = CHANNELS[0]
 THREAD = next(iter(THREADS))

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.messengers.discord_server import CHANNELS, THREADS, USER_ID, LocalDiscord
 from geode.messengers.sessions import reply_operation_id, turn_id_for
-from geode.providers.scripted import ScriptedServer
+from geode.testing.discord_server import CHANNELS, THREADS, USER_ID, LocalDiscord
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import children, scripted_home, serve, stop, wait_children
 from tests.messengers.chat_tree_kit import (
     FAULTS_AROUND_A_REPLY,

@@ -24,9 +24,9 @@ import pytest
 
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
-from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.sessions import reply_operation_id, turn_id_for
-from geode.providers.scripted import ScriptedServer
+from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, serve, stop, wait_children
 from tests.messengers.chat_tree_kit import prompt_of
 from tests.waiting import poll_for

@@ -21,7 +21,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from geode.messengers.slack_server import LocalSlack
+from geode.testing.slack_server import LocalSlack
 
 ROOT = Path(__file__).resolve().parents[2]
 CHANNEL = "C0GENERAL1"
@@ -242,7 +242,7 @@ async def test_disconnect_makes_the_sdk_reconnect(slack: LocalSlack, socket: Soc
 
 def test_the_server_runs_by_hand_with_an_http_test_api() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "geode.messengers.slack_server", "--port", "0"],
+        [sys.executable, "-m", "geode.testing.slack_server", "--port", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     try:

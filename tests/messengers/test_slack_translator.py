@@ -15,7 +15,7 @@ from geode.messengers.config import MessengerBinding
 from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.slack import SlackBatch, SlackTranslator
-from geode.messengers.slack_server import LocalSlack
+from geode.testing.slack_server import LocalSlack
 
 CHANNEL = "C0GENERAL1"
 ALICE = "U0ALICE01"

@@ -21,8 +21,8 @@ import pytest
 
 from geode.home import GeodeHome
 from geode.messengers.sessions import reply_operation_id, turn_id_for
-from geode.messengers.slack_server import DEFAULT_USER, LocalSlack
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
+from geode.testing.slack_server import DEFAULT_USER, LocalSlack
 from tests.actors.tree_kit import children, scripted_home, serve, stop
 from tests.messengers.chat_tree_kit import (
     FAULTS_AROUND_A_REPLY,

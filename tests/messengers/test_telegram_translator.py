@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from telegram import Bot
 
-from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.errors import Conflict, PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.telegram import TelegramTranslator
+from geode.testing.bot_api_server import LocalBotApi
 from tests.waiting import poll_for
 
 CHAT = -100_555

@@ -20,10 +20,10 @@ import pytest
 
 from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
-from geode.messengers.bot_api_server import LocalBotApi
 from geode.messengers.sessions import reply_operation_id, session_id_for, turn_id_for
 from geode.protocol.errors import GeodeError
-from geode.providers.scripted import ScriptedServer
+from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import children, geode, scripted_home, serve, stop
 from tests.mcp_server.mcp_kit import mcp_params, mcp_session, refused
 from tests.messengers.chat_tree_kit import (

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from geode.home import GeodeHome
-from geode.messengers.bot_api_server import LocalBotApi
-from geode.messengers.discord_server import CHANNELS, LocalDiscord
-from geode.messengers.slack_server import LocalSlack
-from geode.providers.scripted import ScriptedServer
+from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.discord_server import CHANNELS, LocalDiscord
+from geode.testing.scripted import ScriptedServer
+from geode.testing.slack_server import LocalSlack
 from tests.actors.tree_kit import geode, scripted_home, serve, stop
 from tests.messengers.chat_tree_kit import echo_or_write, pollers, prompt_of, status_messengers
 from tests.waiting import poll_for

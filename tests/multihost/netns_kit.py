@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]

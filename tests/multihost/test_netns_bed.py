@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.multihost.netns_kit import SCRIPT, Bed, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))

@@ -24,7 +24,7 @@ from actors.tree.client import tree_status
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import alive, children, geode, geode_popen, scripted_home, serve, stop, wait_for
 from tests.multihost.ports import free_base_port
 

@@ -12,9 +12,9 @@ from geode.conversation import Message
 from geode.providers.adapter_base import Endpoint, WireAdapter
 from geode.providers.events import ProviderEvent
 from geode.providers.retry import Retrier
-from geode.providers.scripted import ScriptedServer
 from geode.providers.types import ModelRequest, SystemSection, ToolSchema
 from geode.providers.vendors import make_adapter
+from geode.testing.scripted import ScriptedServer
 
 WIRES = ("anthropic-messages", "openai-chat", "openai-responses")
 MODELS = {"anthropic-messages": "claude-opus-5-5", "openai-chat": "glm-5.3", "openai-responses": "gpt-6-sol"}

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from geode.providers.scenario import Scenario, ScriptedReply, ScriptedToolCall, ScriptedUsage
 from geode.providers.types import StopReason, SystemSection
+from geode.testing.scenario import Scenario, ScriptedReply, ScriptedToolCall, ScriptedUsage
 from tests.providers.conftest import MODELS, WIRES, build, request
 
 pytestmark = pytest.mark.parametrize("wire", WIRES)

@@ -12,9 +12,9 @@ import pytest
 
 from geode.providers.codex import CodexAuth, CodexProvider, jwt_exp
 from geode.providers.retry import Retrier
-from geode.providers.scenario import Scenario, ScriptedError, ScriptedReply
 from geode.providers.selection import build_provider
 from geode.providers.types import ProviderError, ProviderErrorKind
+from geode.testing.scenario import Scenario, ScriptedError, ScriptedReply
 from tests.providers.conftest import request
 
 

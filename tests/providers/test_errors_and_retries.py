@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from geode.providers.scenario import Scenario, ScriptedError, ScriptedReply
 from geode.providers.types import ProviderError, ProviderErrorKind
+from geode.testing.scenario import Scenario, ScriptedError, ScriptedReply
 from tests.providers.conftest import WIRES, build, request
 
 K = ProviderErrorKind

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from geode.providers.function_model import FunctionModel
 from geode.providers.types import ModelResponse, ProviderError, ProviderErrorKind, StopReason
+from geode.testing.function_model import FunctionModel
 from tests.providers.conftest import request
 
 

@@ -9,7 +9,7 @@ import sys
 def test_sdks_are_imported_lazily():
     code = (
         "import sys, geode, geode.providers.catalogue, geode.providers.selection, geode.providers.report,"
-        " geode.providers.scripted, geode.providers.function_model, geode.providers.vendors;"
+        " geode.testing.scripted, geode.testing.function_model, geode.providers.vendors;"
         " from geode.providers.selection import build_provider;"
         " build_provider('claude-opus-5-5', env={}, config={});"
         " print(sorted(m for m in ('anthropic', 'openai', 'httpx2', 'httpx') if m in sys.modules))"

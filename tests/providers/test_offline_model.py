@@ -1,4 +1,4 @@
-"""The shipped offline example model (``geode.providers.offline_model``) on the OpenAI Chat wire (the README
+"""The shipped offline example model (``geode.testing.offline_model``) on the OpenAI Chat wire (the README
 test drives the Anthropic one through a real chat), and ``scripted-provider --function`` with a bad name."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 import subprocess
 import sys
 
-from geode.providers.offline_model import reply
-from geode.providers.scenario import RecordedRequest
+from geode.testing.offline_model import reply
+from geode.testing.scenario import RecordedRequest
 from tests.actors.tree_kit import ROOT
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("read_file", "list_dir")]

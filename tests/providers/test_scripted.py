@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from geode.providers.scenario import RecordedRequest, Scenario, ScriptedReply, load_scenario
-from geode.providers.scripted import ScriptedServer
 from geode.providers.types import ProviderError
+from geode.testing.scenario import RecordedRequest, Scenario, ScriptedReply, load_scenario
+from geode.testing.scripted import ScriptedServer
 from tests.processes import Child
 from tests.providers.conftest import build, request
 

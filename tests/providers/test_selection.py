@@ -9,9 +9,9 @@ import pytest
 from geode.home import GeodeHome
 from geode.providers.fallback import FallbackProvider
 from geode.providers.report import provider_report
-from geode.providers.scenario import Scenario, ScriptedError, ScriptedReply
 from geode.providers.selection import build_provider, resolve_settings
 from geode.providers.types import ProviderError, ProviderErrorKind
+from geode.testing.scenario import Scenario, ScriptedError, ScriptedReply
 from tests.providers.conftest import request
 
 SECRET = "sk-ant-VERY-SECRET-0123456789"

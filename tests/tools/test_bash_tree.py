@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from geode.tools.builtin.bash_containment import cgroup2_mount
 from tests.actors.tree_kit import ROOT, children, geode, scripted_tree, tool_results, wait_children, wait_for
 

@@ -20,8 +20,8 @@ from actors.bus import Bus
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
-from geode.providers.scripted import ScriptedServer
 from geode.sessions.factory import create_session
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
 
 

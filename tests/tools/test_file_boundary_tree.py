@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_tree
 
 KEY = "sk-test-key"  # what scripted_home writes into the home's .env

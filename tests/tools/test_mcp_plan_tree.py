@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_tree, tool_results
 
 SERVER = Path(__file__).with_name("mcp_server.py")

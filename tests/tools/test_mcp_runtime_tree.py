@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
 
 SERVER = Path(__file__).with_name("mcp_policy_server.py")

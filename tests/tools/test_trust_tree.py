@@ -26,7 +26,7 @@ import pytest
 
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
-from geode.providers.scripted import ScriptedServer
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, serve, stop, wait_for
 
 WRITES = [  # (file relative to the workspace, whether it is a file GEODE executes or loads as instructions)

@@ -26,8 +26,8 @@ import pytest
 from actors.bus import Bus
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
-from geode.providers.scripted import ScriptedServer
 from geode.sessions.factory import create_session
+from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_tree, tool_results, wait_for
 
 FAKE_KEY = "sk-ant-FAKE-web-fetch-0123456789abcdef"

@@ -13,8 +13,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from geode.messengers import slack_events as ev
-from geode.messengers.slack_events import JSON
+from geode.testing import slack_events as ev
+from geode.testing.slack_events import JSON
 
 
 class SocketHub:

@@ -8,8 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from geode.messengers.discord_events import JSON
-from geode.messengers.discord_rest import EPHEMERAL, ApiError, Handler, RestRoutes
+from geode.testing.discord_events import JSON
+from geode.testing.discord_rest import EPHEMERAL, ApiError, Handler, RestRoutes
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 50

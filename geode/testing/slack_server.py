@@ -14,11 +14,11 @@ from typing import Any
 
 from aiohttp import web
 
-from geode.messengers import slack_events as ev
-from geode.messengers import slack_web
-from geode.messengers.local_http import LocalHttpServer
-from geode.messengers.slack_events import JSON, SlackError
-from geode.messengers.slack_socket import SocketHub
+from geode.testing import slack_events as ev
+from geode.testing import slack_web
+from geode.testing.local_http import LocalHttpServer
+from geode.testing.slack_events import JSON, SlackError
+from geode.testing.slack_socket import SocketHub
 
 BOT_TOKEN = "xoxb-0000000001-geode-local-bot-token"
 APP_TOKEN = "xapp-1-A0GEODE01-geode-local-app-token"

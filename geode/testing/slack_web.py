@@ -7,11 +7,11 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from geode.messengers import slack_events as ev
-from geode.messengers.slack_events import JSON, SlackError
+from geode.testing import slack_events as ev
+from geode.testing.slack_events import JSON, SlackError
 
 if TYPE_CHECKING:
-    from geode.messengers.slack_server import LocalSlack
+    from geode.testing.slack_server import LocalSlack
 
 BOT = "bot"  # the kinds of token a method needs
 APP = "app"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from geode.providers.scenario import ScriptedError, ScriptedReply
+from geode.testing.scenario import ScriptedError, ScriptedReply
 
 ERROR_TYPES = {
     400: "invalid_request_error",

@@ -1,5 +1,5 @@
 """A model to try GEODE with no API key and no network: a reply function for the scripted provider's
-``--function`` mode (``geode scripted-provider --function geode.providers.offline_model``).
+``--function`` mode (``geode scripted-provider --function geode.testing.offline_model``).
 
 It answers from the last message of each request, so a hand-typed chat never gets out of step (a scenario
 file serves its replies in one global order). ``list [DIR]``, ``read FILE``, ``find PATTERN``, ``write FILE
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from geode.providers.scenario import RecordedRequest
+from geode.testing.scenario import RecordedRequest
 
 RESULT_CHARS = 600  # of each tool result quoted back
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from geode.providers.scenario import ScriptedError, ScriptedReply
+from geode.testing.scenario import ScriptedError, ScriptedReply
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_exceeded"}
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from geode.messengers import bot_api_wire as wire
-from geode.messengers.bot_api_wire import JSON
+from geode.testing import bot_api_wire as wire
+from geode.testing.bot_api_wire import JSON
 
 if TYPE_CHECKING:
-    from geode.messengers.bot_api_server import LocalBotApi
+    from geode.testing.bot_api_server import LocalBotApi
 
 MAX_TEXT = 4096
 MAX_POLL_S = 50.0

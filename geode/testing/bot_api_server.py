@@ -15,10 +15,10 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from geode.messengers import bot_api_wire as wire
-from geode.messengers.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
-from geode.messengers.bot_api_wire import JSON
-from geode.messengers.local_http import LocalHttpServer
+from geode.testing import bot_api_wire as wire
+from geode.testing.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
+from geode.testing.bot_api_wire import JSON
+from geode.testing.local_http import LocalHttpServer
 
 log = logging.getLogger(__name__)
 

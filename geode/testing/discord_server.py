@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from geode.messengers import discord_events as ev
-from geode.messengers.discord_channels import ChannelRoutes
-from geode.messengers.discord_events import JSON
-from geode.messengers.discord_gateway import GatewaySessions
-from geode.messengers.discord_rest import ApiError, json_response
-from geode.messengers.local_http import LocalHttpServer
+from geode.testing import discord_events as ev
+from geode.testing.discord_channels import ChannelRoutes
+from geode.testing.discord_events import JSON
+from geode.testing.discord_gateway import GatewaySessions
+from geode.testing.discord_rest import ApiError, json_response
+from geode.testing.local_http import LocalHttpServer
 
 DEFAULT_TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GEODE.local-discord-test-token"
 BOT_ID = 1100000000000000001

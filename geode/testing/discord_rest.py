@@ -14,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from geode.messengers import discord_events as ev
-from geode.messengers.discord_events import JSON
+from geode.testing import discord_events as ev
+from geode.testing.discord_events import JSON
 
 MAX_CONTENT = 2000
 MAX_CUSTOM_ID = 100
@@ -101,7 +101,7 @@ class _Failure:
 
 
 class RestRoutes:
-    """The REST state and handlers of :class:`~geode.messengers.discord_server.LocalDiscord`."""
+    """The REST state and handlers of :class:`~geode.testing.discord_server.LocalDiscord`."""
 
     token: str
     bot_id: int

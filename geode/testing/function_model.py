@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from geode.conversation import ToolUseBlock
-from geode.providers.scenario import split_words
 from geode.providers.types import (
     DeltaCallback,
     ModelRequest,
@@ -18,6 +17,7 @@ from geode.providers.types import (
     StopReason,
     Usage,
 )
+from geode.testing.scenario import split_words
 
 FunctionResult = ModelResponse | str | ProviderError | dict[str, Any]
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSMsgType, web
 
-from geode.messengers import discord_events as ev
-from geode.messengers.discord_events import JSON
+from geode.testing import discord_events as ev
+from geode.testing.discord_events import JSON
 
 MESSAGE_CONTENT_INTENT = 1 << 15
 
@@ -43,7 +43,7 @@ class _Session:
 
 
 class GatewaySessions:
-    """The gateway state of :class:`~geode.messengers.discord_server.LocalDiscord`, on its loop only: one
+    """The gateway state of :class:`~geode.testing.discord_server.LocalDiscord`, on its loop only: one
     current session (a new IDENTIFY replaces it, and the old one's undelivered events go with it); a
     dispatch while there is no session reaches no one (``undelivered`` counts it)."""
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from geode.providers import scripted_anthropic, scripted_openai
-from geode.providers.scenario import (
+from geode.testing import scripted_anthropic, scripted_openai
+from geode.testing.scenario import (
     RecordedRequest,
     ReplyFunction,
     Scenario,
