@@ -1,232 +1,37 @@
-"""The thin CLI's control-socket client: a DEALER on ``cli.sock``, handshake, requests, streamed turns.
+"""The thin CLI's control client: a prompt sent as a turn and its events streamed until ``turn_done``.
 
-One thread uses the socket at a time (a lock guards it): the main thread reads replies and events, a
-heartbeat thread sends ``cli.ping`` casts while the user is answering a prompt. When the daemon's control
-child restarts, the client notices (its socket reports the disconnection at once; else a ping answered
-``ok: false`` or silence), handshakes again with the same session and re-attaches from the last sequence
-number it saw, so the rest of the turn still arrives. When lanes restarts, control pushes ``cli.notice``
-and the client replays from its last seq at once (the old lanes may have taken events with it).
+Over :class:`actors.cli.control_socket.ControlSocket`. While a turn runs, the client notices a restarted
+control child (its socket reports the disconnection at once; else a ping answered ``ok: false`` or silence),
+handshakes again with the same session and re-attaches from the last sequence number it saw, so the rest of
+the turn still arrives. When lanes restarts, control pushes ``cli.notice`` and the client replays from its
+last seq at once (the old lanes may have taken events with it).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
-import zmq
-
 from actors.cli import daemon_link
-from actors.cli.drop_watch import DropWatch
-from actors.cli.turn_replies import cancel_pending, durable_outcomes, unknown_to
-from geode.home import GeodeHome
-from geode.protocol import catalog, codec
+from actors.cli.control_socket import PING_EVERY_S, ControlSocket, EventFn
+from actors.cli.turn_replies import cancel_pending, unknown_to
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
-from geode.protocol.envelope import Envelope
-from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
-from geode.protocol.transport import unwrap
+from geode.protocol.errors import GeodeError, RequestTimeout
 
-PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
 SILENCE_S = 2.0  # no answer to pings for this long: assume the control child restarted
 CATCHUP_S = 0.5  # no stream event for this long while a turn runs: replay from the last seq (a cheap probe)
 MAX_PINGS_IN_FLIGHT = 64
 UNACKED_CANCEL_WAIT_S = 10.0  # Ctrl-C before the prompt was acknowledged: follow the cancelled turn this long
 
-EventFn = Callable[[dict[str, Any]], None]
 ApprovalFn = Callable[[dict[str, Any]], str]  # "y" / "a" / "n" / "n: why", or NO_ONE; Ctrl-C cancels the turn
 NO_ONE = "no_one"  # an approval callback's answer when it has nobody to ask (sent as reason "no_terminal")
 
 
-class ControlClient:
-    def __init__(self, home: GeodeHome, *, client_version: str = "", ctx: zmq.Context | None = None) -> None:  # type: ignore[type-arg]
-        self.home = home
-        self.client_version = client_version
-        self._ctx = ctx or zmq.Context.instance()
-        self._lock = threading.RLock()
-        self._sock: zmq.Socket | None = None  # type: ignore[type-arg]
-        self.handshake_body: dict[str, Any] = {}
-        self.welcome: dict[str, Any] = {}
-        self.session_id: str | None = None
-        self.last_seq: dict[str, int] = {}
-        self.reattached = 0
-        self.notices = 0  # cli.notice pushes received (a lanes restart: catch up)
-        self.on_recovery: Callable[[str], None] | None = None  # "reattached" / "caught_up" (for the harness)
-        self._watch: DropWatch | None = None
-        self._poller = zmq.Poller()
-        self.inbox: list[dict[str, Any]] = []  # events that arrived while waiting for some reply
-        self._hb_stop = threading.Event()
-        self._hb: threading.Thread | None = None
+class ControlClient(ControlSocket):
+    """A control-socket client that runs and follows turns (the CLI's, the chaos driver's, the benches')."""
 
-    # --- connection --------------------------------------------------------------------------------------
-    def open(self) -> None:
-        s = self._ctx.socket(zmq.DEALER)
-        s.setsockopt(zmq.LINGER, 0)
-        s.setsockopt(zmq.ROUTING_ID, os.urandom(8))
-        s.setsockopt(zmq.RECONNECT_IVL, 100)
-        s.setsockopt(zmq.MAXMSGSIZE, 2 * codec.MAX_FRAME_BYTES)
-        try:
-            self._watch = DropWatch(s, owner=self)
-        except zmq.ZMQError:
-            s.close(0)  # never left for the garbage collector
-            raise
-        self._poller = zmq.Poller()
-        self._poller.register(s, zmq.POLLIN)
-        self._poller.register(self._watch.mon, zmq.POLLIN)
-        s.connect(f"ipc://{self.home.cli_socket}")
-        self._sock = s
-
-    @property
-    def disconnects(self) -> int:
-        """How often the socket's peer (the control child) went away since :meth:`open`."""
-        return self._watch.drops if self._watch is not None else 0
-
-    def _close_socket(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-        if self._sock is not None:
-            self._sock.close(0)
-            self._sock = None
-
-    def connect(self, *, timeout_s: float = 5.0, **handshake: Any) -> dict[str, Any]:
-        """Open the socket and handshake (session_id, model, cwd, is_tty, skip-permissions)."""
-        if self._sock is None:
-            self.open()
-        body = {
-            "protocol_version": c.CONTROL_PROTOCOL,
-            "features": list(c.FEATURES),
-            "client_version": self.client_version,
-            "cwd": os.getcwd(),
-            **handshake,
-        }
-        self.handshake_body = {k: v for k, v in body.items() if v is not None}
-        self.welcome = self.request(c.HANDSHAKE, self.handshake_body, timeout_s=timeout_s)
-        self.session_id = self.welcome["session_id"]
-        self._start_heartbeat()
-        return self.welcome
-
-    def drop(self) -> None:
-        """Close the socket without ``cli.exit`` (a handshake that got no answer: the next one starts over
-        on a new socket, with a new routing id)."""
-        with self._lock:
-            self._close_socket()
-
-    def close(self) -> None:
-        self._hb_stop.set()
-        if self._sock is not None:
-            try:
-                self.request(c.EXIT, {}, timeout_s=1.0)
-            except GeodeError:
-                pass
-            with self._lock:
-                self._close_socket()
-
-    def _start_heartbeat(self) -> None:
-        if self._hb is not None:
-            return
-
-        def beat() -> None:
-            while not self._hb_stop.wait(PING_EVERY_S):
-                try:
-                    self._send(Envelope(kind="cast", type=c.PING, body={}))
-                except (GeodeError, zmq.ZMQError):
-                    if self._sock is None:
-                        return
-
-        self._hb = threading.Thread(target=beat, name="cli-heartbeat", daemon=True)
-        self._hb.start()
-
-    # --- frames --------------------------------------------------------------------------------------------
-    def _send(self, env: Envelope) -> None:
-        with self._lock:
-            if self._sock is None:
-                raise Unavailable("not connected")
-            self._sock.send(codec.encode(env), zmq.NOBLOCK)
-
-    def _recv(self, timeout_s: float) -> Envelope | None:
-        """The next frame within ``timeout_s``; None at the timeout, or at once when the peer went away."""
-        with self._lock:
-            if self._sock is None:
-                raise Unavailable("not connected")
-            ready = dict(self._poller.poll(int(max(0.0, timeout_s) * 1000)))
-            if self._watch is not None and self._watch.mon in ready:
-                self._watch.drain()
-            if self._sock not in ready:
-                return None
-            frame = self._sock.recv()
-        try:
-            return codec.decode(frame)
-        except BadRequest:
-            return None
-
-    def send_request(self, type_: str, body: dict[str, Any]) -> str:
-        env = Envelope(type=type_, body=catalog.dump(body), session=self.session_id)
-        self._send(env)
-        return env.id
-
-    def request(
-        self,
-        type_: str,
-        body: dict[str, Any] | None = None,
-        *,
-        timeout_s: float = 10.0,
-        on_event: EventFn | None = None,
-    ) -> dict[str, Any]:
-        """One request and its reply; new events meanwhile go to ``on_event`` (else to the inbox). When the
-        control child goes away while the request is in flight, :class:`Unavailable` at once: its reply may
-        never come (the caller handshakes again and retries, instead of waiting out ``timeout_s``)."""
-        drops = self.drain_drops()  # a drop seen from now on may have taken this request with it
-        mid = self.send_request(type_, body or {})
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RequestTimeout(f"no reply to {type_} within {timeout_s:g}s")
-            env = self.wait_reply((mid,), left, on_event=on_event)
-            if env is not None:
-                return unwrap(env)
-            if self.disconnects != drops:
-                raise Unavailable(f"the control child went away with {type_} in flight")
-
-    def drain_drops(self) -> int:
-        """Read the socket monitor's pending events now; returns :attr:`disconnects`."""
-        with self._lock:
-            if self._watch is not None:
-                self._watch.drain()
-        return self.disconnects
-
-    def wait_reply(
-        self, mids: Collection[str], timeout_s: float, *, on_event: EventFn | None = None
-    ) -> Envelope | None:
-        """The first reply (ok or error) to any request in ``mids``; None after ``timeout_s``, or as soon as
-        the control child went away (:attr:`disconnects` grew). Events meanwhile go to ``on_event``."""
-        drops = self.disconnects
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.disconnects != drops:
-                return None
-            env = self._recv(min(left, 0.2))
-            if env is None:
-                continue
-            if env.kind in ("ok", "error") and env.corr in mids:
-                return env
-            if env.type == c.CLI_EVENT and self._note(env.body):
-                (on_event or self.inbox.append)(env.body)
-            elif env.type == c.CLI_NOTICE:
-                self.notices += 1
-
-    def _note(self, ev: dict[str, Any]) -> bool:
-        sid, seq = ev.get("session_id", ""), int(ev.get("seq", 0))
-        if seq <= self.last_seq.get(sid, 0):
-            return False
-        self.last_seq[sid] = seq
-        return True
-
-    # --- turns ---------------------------------------------------------------------------------------------
     def run_prompt(
         self,
         text: str,
@@ -423,41 +228,6 @@ class ControlClient:
         if ev.get("kind") == lanes_msg.TURN_DONE and ev.get("turn_id") == turn_id:
             return {**(ev.get("data") or {}).get("result", {}), "turn_id": turn_id}
         return None
-
-    def reattach(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
-        """Handshake again on the same session and replay what we missed (the rest of the turn)."""
-        body = {**self.handshake_body, "session_id": self.session_id}
-        got: list[dict[str, Any]] = []
-        self.request(c.HANDSHAKE, body, timeout_s=timeout_s)
-        sid = self.session_id or ""
-        reply = self.request(
-            c.ATTACH,
-            {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
-            timeout_s=timeout_s,
-            on_event=got.append,
-        )
-        self.reattached += 1
-        if self.on_recovery is not None:
-            self.on_recovery("reattached")
-        return got + durable_outcomes(reply, sid)
-
-    def catch_up(self, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
-        """Replay events after the last seq we saw (lost in a lanes restart, say); duplicates are dropped."""
-        sid = self.session_id or ""
-        got: list[dict[str, Any]] = []
-        reply = self.request(
-            c.ATTACH,
-            {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
-            timeout_s=timeout_s,
-            on_event=got.append,
-        )
-        if self.on_recovery is not None:
-            self.on_recovery("caught_up")
-        # a restarted lanes lost the buffer: a turn that ended meanwhile is known only by its durable outcome
-        return got + durable_outcomes(reply, sid)
-
-    def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
-        return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
 
 
 # their old home (``from actors.cli.client import client_version, connect_daemon``)
