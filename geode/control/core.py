@@ -7,14 +7,13 @@ connection on ``runner`` threads, bounded (``overloaded`` when full). Streams co
 handshaken within ``handshake_deadline_s`` is dropped (its traffic does not keep it); when the table is
 full, such silent connections are evicted first, oldest first. An approval is answered only by a
 connection it was delivered to; the skip-permissions flag belongs to the turn (the executor reads it).
+The session requests (handshake, prompt, attach, resume) are ``geode/control/session_requests.py``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
 from geode.control.replay import SessionReplay
+from geode.control.session_requests import SessionRequests
 from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
@@ -40,8 +40,6 @@ from geode.protocol.errors import (
     NotFound,
     NotReady,
     Overloaded,
-    RequestTimeout,
-    Unavailable,
 )
 from geode.protocol.transport import Request, Transport
 from geode.redaction import redact_text
@@ -73,7 +71,9 @@ def conn_of(request: Request) -> Connection:
     return request.conn
 
 
-class ControlCore:
+class ControlCore(SessionRequests):
+    """Frames in, streams out, the connection table; the session requests are :class:`SessionRequests`."""
+
     def __init__(
         self,
         transport: Transport,
@@ -191,127 +191,6 @@ class ControlCore:
         self._forget_approval(b.approval_id)
         self.transport.cast(self.lanes, lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(**b.model_dump()))
         return lanes_msg.Ok()
-
-    # --- handlers -----------------------------------------------------------------------------------------
-    def _handshake(self, conn: Connection, h: c.Handshake) -> c.Welcome:
-        if h.protocol_version != c.CONTROL_PROTOCOL:
-            raise BadRequest(
-                f"unsupported protocol {h.protocol_version!r}; this daemon speaks {c.CONTROL_PROTOCOL}"
-            )
-        if h.creator is not None:
-            if h.mode != "HEADLESS":
-                raise BadRequest("a creator is for HEADLESS (MCP) connections only")
-            if h.session_id is not None:  # a re-handshake on its own session (after a control restart)
-                self.owners.check(h.session_id, h.creator, absent_ok=True)
-        spec = self.session_factory(
-            h.mode,
-            home=self.home,
-            session_id=h.session_id or conn.session_id,
-            workspace=h.cwd or self._default_workspace(),
-            model_override=h.model,
-            time_budget_override=h.time_budget_s,
-            origin=self.origin,
-            skip_permissions=h.dangerously_skip_permissions,
-            plan=self.plans.base() if self.plans is not None else None,  # built-ins if the executor is down
-        )
-        if self.plans is not None and not self.plans.from_executor:  # composed without the executor's answer:
-            spec = spec.model_copy(update={"plan_hash": "", "plan_generation": 0})  # claim no plan hash
-        if h.creator is not None:
-            spec = spec.model_copy(update={"creator": h.creator})
-        with conn.lock:
-            conn.spec, conn.is_tty = spec, h.is_tty
-            conn.skip_permissions = spec.skip_permissions  # per connection, never process-wide
-            conn.features = tuple(f for f in c.FEATURES if f in h.features)
-            conn.state = ConnState.READY
-            if h.session_id is None:  # a named session is attached by cli.attach or its next prompt, so a
-                conn.attach(spec.session_id, 0)  # re-attach never sees live events ahead of its replay
-        return c.Welcome(
-            protocol_version=c.CONTROL_PROTOCOL,
-            features=list(conn.features),
-            server_version=self.server_version,
-            connection_id=conn.conn_id,
-            session_id=spec.session_id,
-            model=spec.model,
-            provider=spec.provider,
-            workspace=spec.workspace,
-        )
-
-    def _default_workspace(self) -> str:
-        """A handshake without ``cwd`` works in ``$GEODE_HOME/workspace`` (0700), never the daemon's cwd."""
-        ws = self.home.root / "workspace"
-        ws.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(ws, 0o700)
-        return str(ws)
-
-    def _prompt(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted:
-        assert conn.spec is not None
-        sid = p.session_id or conn.spec.session_id
-        if conn.spec.creator and sid != conn.spec.session_id:  # an MCP connection: its own session only
-            raise NotFound(SessionOwners.refusal(sid))
-        turn_id = p.turn_id or f"t-{uuid.uuid4().hex[:16]}"  # the client's id: a re-sent prompt is one turn
-        log.info("prompt: turn %s of session %s", turn_id, sid)
-        # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
-        settings = conn.spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
-        conn.attach(sid, conn.attached.get(sid, 0))
-        sub = lanes_msg.Submit(
-            turn_id=turn_id,
-            session_id=sid,
-            mode=conn.spec.mode.value,
-            origin=self.origin,
-            input={"text": p.text},
-            settings=settings,
-        )
-        out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
-        with conn.lock:
-            conn.active_turns.add(turn_id)
-        return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
-
-    def _submit(self, sub: lanes_msg.Submit, sid: str) -> dict[str, Any]:
-        """``lanes.submit`` is idempotent by turn id, so a timeout (lanes restarting) is retried."""
-        delay = 0.2
-        for attempt in range(4):
-            try:
-                return self.transport.call(self.lanes, lanes_msg.SUBMIT, sub, session=sid, timeout_s=3.0)
-            except (RequestTimeout, Unavailable):
-                if attempt == 3:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
-
-    def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
-        if conn.spec is not None and conn.spec.creator and session_id != conn.spec.session_id:
-            raise NotFound(SessionOwners.refusal(session_id))
-        conn.attach(session_id, after_seq, replaying=True)
-        try:
-            rep = self.replay.from_lanes(session_id, after_seq)
-        except GeodeError as exc:
-            with conn.lock:
-                self._deliver(conn, conn.finish_replay(session_id, []))
-            return self.replay.from_store(session_id, exc)
-        with conn.lock:  # taken and sent under one lock: a live event never overtakes the replay
-            self._deliver(conn, conn.finish_replay(session_id, rep.events))
-        return c.Attached(
-            session_id=session_id,
-            replayed=len(rep.events),
-            complete=rep.complete,
-            outcomes=rep.outcomes,
-            running=rep.running,
-        )
-
-    def _resume(self, conn: Connection, r: c.Resume) -> c.Resumed:
-        assert conn.spec is not None
-        if conn.spec.creator:  # MCP's continue_agent: only a session this creator started
-            summary = self.owners.check(r.session_id, conn.spec.creator)
-        else:
-            summary = self.operator.find_session(r.session_id, newest=r.continue_)
-        conn.spec = conn.spec.model_copy(update={"session_id": summary["session_id"]})
-        conn.attach(summary["session_id"], 0)
-        return c.Resumed(
-            session_id=summary["session_id"],
-            message_count=int(summary.get("message_count", 0)),
-            status=str(summary.get("status", "active")),
-        )
 
     # --- streams out --------------------------------------------------------------------------------------
     def on_origin_event(self, ev: lanes_msg.StreamEvent) -> None:
