@@ -5,6 +5,7 @@ the rest keeps serving; only a tree-wide storm (``tree_intensity``) stops the tr
 starts only. All child state is owned by the thread that calls :meth:`Supervisor.run`; other threads (bus
 handlers, signal handlers) only enqueue commands. Exit code of :meth:`run`: 0 after a requested stop, 1 after
 a restart storm (or when every child is fatal).
+What an exit leads to (restart, backoff, fatal, storm) is ``actors/tree/restarts.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from actors.tree.child_handle import ChildRun, IncarnationStore, exit_reason
+from actors.tree.child_handle import ChildRun, IncarnationStore
+from actors.tree.restarts import DiedCallback, RestartRules
 from actors.tree.spec import ChildSpec, TreeConfig
 from actors.tree.zygote_client import Zygote
 from geode.protocol import lifecycle
@@ -33,12 +35,10 @@ from geode.protocol.runtime import ChildInfo
 
 log = logging.getLogger(__name__)
 
-DiedCallback = Callable[[str, int, str], None]
 Publish = Callable[[str, dict[str, Any]], None]
-EXIT_ESCALATED = 1
 
 
-class Supervisor:
+class Supervisor(RestartRules):
     """A one-level OTP-style supervisor of OS processes."""
 
     def __init__(
@@ -251,23 +251,6 @@ class Supervisor:
                     c.kill_at = now
             c.kill_if_due(now)
 
-    def _keep_pools_alive(self, now: float) -> None:
-        """A worker pool never waits in backoff as a whole: when no member is up or starting, the member
-        due first starts now (the others keep their backoff, so the pool is staggered)."""
-        pools: dict[str, list[ChildRun]] = {}
-        for c in self.children.values():
-            if c.spec.pool is not None:
-                pools.setdefault(c.spec.pool, []).append(c)
-        for members in pools.values():
-            if any(m.proc is not None for m in members):
-                continue
-            waiting = [m for m in members if m.state == "backoff" and m.restart_at and not m.after]
-            if waiting:
-                first = min(waiting, key=lambda m: m.restart_at or 0.0)
-                if first.restart_at is not None and first.restart_at > now:
-                    log.info("%s: no %s worker is up: starting it now", first.name, first.spec.pool)
-                    first.restart_at = now
-
     # ---- transitions -----------------------------------------------------------------------------
     def _start(self, c: ChildRun, now: float) -> None:
         inc = self._incarnations.next(c.name)
@@ -284,91 +267,6 @@ class Supervisor:
         self._sel.register(c.ready_fd, selectors.EVENT_READ, c)
         log.info("started %s#%d pid %s", c.name, inc, c.pid)
         self._emit(lifecycle.CHILD_STARTED, c)
-
-    def _schedule(self, c: ChildRun, delay: float, after: str | None = None) -> None:
-        c.state = "backoff"
-        c.restart_at = time.monotonic() + delay
-        c.after = after
-
-    def _on_exit(self, c: ChildRun, rc: int, now: float) -> None:
-        if c.ready_fd is not None:
-            self._sel.unregister(c.ready_fd)
-            c.close_pipe()
-        reason, was_ready = exit_reason(rc), c.ready_at
-        c.proc, c.kill_at, then = None, None, c.then
-        c.then = None
-        intended = self.state != "running" or then is not None
-        log.log(
-            logging.INFO if intended else logging.WARNING, "%s#%d exited: %s", c.name, c.incarnation, reason
-        )
-        self._emit(lifecycle.CHILD_EXITED, c, reason=reason)
-        for cb in self._died if self.state == "running" else ():
-            try:
-                cb(c.name, c.incarnation, reason)
-            except Exception:
-                log.exception("child-died callback failed")
-        if self.state != "running" or then == "stop":
-            c.state = "stopped"
-            return
-        if then == "restart":  # asked for (restart command, rest_for_one): not counted as a failure
-            self._schedule(c, 0.0, c.after)
-            return
-        if not c.spec.restarts_after(rc):
-            c.state = "stopped"
-            return
-        started = was_ready is not None and now - was_ready >= self.config.stable_s
-        n = c.restarted_within(now, self.config.period_s)
-        if n > self.config.intensity:
-            self._fatal(c, f"{n} restarts within {self.config.period_s:g} s")
-            return
-        c.failures = 0 if started else c.failures + 1
-        if self.config.start_retries and c.failures > self.config.start_retries:
-            self._fatal(c, f"{c.failures} failed starts in a row ({reason})")
-            return
-        self._restarts.append(now)
-        while self._restarts and self._restarts[0] < now - self.config.tree_period_s:
-            self._restarts.popleft()
-        if len(self._restarts) > self.config.tree_intensity:
-            log.error(
-                "restart storm: %d restarts of the tree's children within %gs: stopping the tree",
-                len(self._restarts),
-                self.config.tree_period_s,
-            )
-            c.state, c.why = "fatal", "restart storm"
-            self.state = "stopping"
-            self.exit_code = EXIT_ESCALATED
-            return
-        self._schedule(c, 0.0 if started else self.config.backoff(c.failures))
-        if c.failures and c.restart_at is not None:
-            log.warning("%s: failed start #%d: next try in %.2fs", c.name, c.failures, c.restart_at - now)
-        if self.config.strategy == "rest_for_one":
-            self._restart_rest(c, now)
-
-    def _fatal(self, c: ChildRun, why: str) -> None:
-        c.state, c.why, c.restart_at = "fatal", why, None
-        log.error(
-            "%s is fatal: %s; the rest of the tree keeps serving (`geode restart %s`)", c.name, why, c.name
-        )
-        if all(o.state in ("fatal", "stopped") for o in self.children.values()):
-            log.error("every child is fatal or stopped: stopping the tree")
-            self.state = "stopping"
-            self.exit_code = EXIT_ESCALATED
-
-    def _restart_rest(self, failed: ChildRun, now: float) -> None:
-        prev = failed.name
-        for name in self._order[self._order.index(failed.name) + 1 :]:
-            sib = self.children[name]
-            keep = sib.spec.restart != "temporary"
-            if sib.proc is not None:
-                sib.then = "restart" if keep else "stop"
-                sib.after = prev if keep else None
-                sib.terminate(now)
-            elif sib.state == "backoff":
-                sib.after = prev
-            else:
-                continue
-            if keep:
-                prev = name
 
     def _shutdown(self) -> None:
         """Stop the children in reverse start order: SIGTERM, grace, SIGKILL (all at once when forced)."""
