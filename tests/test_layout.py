@@ -165,3 +165,13 @@ def test_the_fakes_live_in_geode_testing() -> None:
     ]
     assert len(launched) == 3
     assert [m for m in launched if not m.startswith("geode.testing.")] == []
+
+
+def test_the_readme_layout_names_every_package() -> None:
+    """README's Layout block has a line for every package of geode/ and actors/ (and geode/defaults/)."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    listed = {line.split()[0] for line in block.splitlines() if line.strip()}
+    packages = {p.parent.name + "/" for top in ("geode", "actors") for p in (ROOT / top).rglob("__init__.py")}
+    assert len(packages) > 15  # not vacuous
+    assert packages | {"defaults/"} <= listed, "packages missing from README's Layout"
