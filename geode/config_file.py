@@ -8,12 +8,12 @@ file is broken starts on it too. Each process logs a broken file once per distin
 from __future__ import annotations
 
 import logging
-import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from geode.private_dir import write_private
 from geode.protocol.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -59,12 +59,7 @@ def last_good_path(home: GeodeHome) -> Path:
 def remember_good(home: GeodeHome, raw: bytes) -> None:
     """Keep ``raw`` (a config the full check passed) as the one a broken file falls back to."""
     home.ensure_run_dir()
-    target = last_good_path(home)
-    tmp = target.with_name(f".{LAST_GOOD}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(raw)
-    os.replace(tmp, target)
+    write_private(last_good_path(home), raw)
 
 
 def last_good(home: GeodeHome) -> dict[str, Any] | None:

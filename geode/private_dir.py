@@ -1,5 +1,6 @@
 """Private directories and secret files: create a directory 0700, or refuse one another user could
-reach (a symlink, someone else's, group/world-accessible); tighten a loose secret file to 0600."""
+reach (a symlink, someone else's, group/world-accessible); tighten a loose secret file to 0600; replace a
+private file atomically."""
 
 from __future__ import annotations
 
@@ -106,3 +107,19 @@ def private_file(path: Path) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     os.close(fd)
     tighten_file(path)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically with ``data``, 0600: written and synced beside it (never through a
+    symlink), then renamed over it; a failed write leaves the old file and no temporary one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

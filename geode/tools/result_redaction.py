@@ -26,21 +26,12 @@ class ResultRedactor:
         self._home = GeodeHome(home_root) if home_root is not None else GeodeHome.from_env()
         self._environ = os.environ if environ is None else environ
         self._mu = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
-        self._dotenv: dict[str, str] = {}
+        self._stamp: tuple[int, int, int] | bool | None = False  # False: not read yet
+        self._literals: list[tuple[str, str]] = []
 
     def literals(self) -> list[tuple[str, str]]:
-        """``(label, value)`` pairs, longest value first: ``.env`` values, then secret-named variables'."""
-        found: dict[str, str] = {}
-        for name, value in self._env_values().items():
-            found.setdefault(value, f"env:{name}")
-        for name, value in self._environ.items():
-            if is_secret_key(name):
-                found.setdefault(value, f"env:{name}")
-        pairs = [(label, v) for v, label in found.items() if len(v) >= MIN_LITERAL]
-        return sorted(pairs, key=lambda p: -len(p[1]))
-
-    def _env_values(self) -> dict[str, str]:
+        """``(label, value)`` pairs, longest value first: ``.env`` values, then secret-named variables'.
+        Worked out again only when the ``.env`` changed (one ``stat`` per result otherwise)."""
         try:
             st = os.stat(self._home.env_file)
             stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -48,12 +39,23 @@ class ResultRedactor:
             stamp = None
         with self._mu:
             if stamp != self._stamp:
-                try:
-                    self._dotenv = self._home.load_dotenv() if stamp is not None else {}
-                except (OSError, UnicodeDecodeError):
-                    self._dotenv = {}
+                self._literals = self._collect(stamp is not None)
                 self._stamp = stamp
-            return dict(self._dotenv)
+            return self._literals
+
+    def _collect(self, dotenv_exists: bool) -> list[tuple[str, str]]:
+        try:
+            dotenv = self._home.load_dotenv() if dotenv_exists else {}
+        except (OSError, UnicodeDecodeError):
+            dotenv = {}
+        found: dict[str, str] = {}
+        for name, value in dotenv.items():
+            found.setdefault(value, f"env:{name}")
+        for name, value in self._environ.items():
+            if is_secret_key(name):
+                found.setdefault(value, f"env:{name}")
+        pairs = [(label, v) for v, label in found.items() if len(v) >= MIN_LITERAL]
+        return sorted(pairs, key=lambda p: -len(p[1]))
 
     def apply(self, result: ToolResult) -> ToolResult:
         """``result`` with its secrets masked; a dict result also says how many of each (``redacted``)."""

@@ -107,3 +107,44 @@ def test_masks_are_labelled_and_counted(tmp_path: Path) -> None:
     res = ToolResult(tool_use_id="t", name="run_bash", content={"stdout": "plain-value-without-shape abc"})
     out = red.apply(res).content
     assert out == {"stdout": "[REDACTED:env:PLAIN] abc", "redacted": {"env:PLAIN": 1}}, out
+
+
+
+class _CountedEnviron(dict[str, str]):
+    """An environment that counts how often it is walked."""
+
+    walks = 0
+
+    def items(self):  # type: ignore[override]
+        type(self).walks += 1
+        return super().items()
+
+
+def test_the_secrets_to_mask_are_worked_out_once_per_dotenv_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Masking is on every tool result's path: the ``.env`` is parsed and the environment walked once per
+    change of the ``.env``, not once per result; a changed value is masked from the next result on."""
+    from geode.home import GeodeHome
+
+    reads: list[Path] = []
+    real = GeodeHome.load_dotenv
+
+    def counted(self: GeodeHome) -> dict[str, str]:
+        reads.append(self.env_file)
+        return real(self)
+
+    monkeypatch.setattr(GeodeHome, "load_dotenv", counted)
+    env = tmp_path / ".env"
+    env.write_text("FIRST=first-secret-value\n")
+    environ = _CountedEnviron(API_TOKEN="third-secret-value")
+    red = ResultRedactor(tmp_path, environ=environ)
+    text = "first-secret-value second-secret-value third-secret-value"
+    res = ToolResult(tool_use_id="t", name="read_file", content={"text": text})
+    for _ in range(20):
+        assert red.apply(res).content["redacted"] == {"env:API_TOKEN": 1, "env:FIRST": 1}
+    assert (len(reads), _CountedEnviron.walks) == (1, 1)
+    env.write_text("FIRST=first-secret-value\nSECOND=second-secret-value\n")
+    os.utime(env, ns=(1, 1))  # a new mtime even within the clock's granularity
+    assert red.apply(res).content["redacted"] == {"env:API_TOKEN": 1, "env:FIRST": 1, "env:SECOND": 1}
+    assert (len(reads), _CountedEnviron.walks) == (2, 2)

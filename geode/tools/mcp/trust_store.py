@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from geode.private_dir import write_private
 from geode.protocol.errors import ConfigError
 from geode.tools.mcp.config import McpServerConfig
 
@@ -99,20 +100,6 @@ def edit_store(home_root: Path) -> Iterator[TrustStore]:
         except ConfigError:
             store = TrustStore()  # a damaged record is replaced by what this command trusts
         yield store
-        _write(store_path(home_root), store.model_dump_json(indent=1) + "\n")
+        write_private(store_path(home_root), (store.model_dump_json(indent=1) + "\n").encode())
     finally:
         os.close(fd)
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
