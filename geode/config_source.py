@@ -1,6 +1,6 @@
 """One process's configuration: the current immutable snapshot of ``config.toml`` and ``.env``.
 
-In a tree child the snapshot is the tree's validated copy (``run/config.good.toml``, written by ``geode serve``
+In a tree child the snapshot is the tree's validated copy (``run/config.good.toml``, written by `geode serve`
 at start and by ``geode reload`` after the full check), so saving ``config.toml`` alone changes nothing: the
 snapshot changes only when the child starts and when ``geode reload`` has validated a new file. Outside a tree
 (CLI commands, tests) it is the file itself. ``.env`` is read with it, and re-read only on :meth:`reload`.
