@@ -5,22 +5,32 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from actors.bus.parts import PendingReply
 from geode.protocol import catalog
 from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.transport import unwrap
 
-if TYPE_CHECKING:
-    from actors.bus import Bus
+
+class BusLink(Protocol):
+    """What the transport needs of its bus (``actors.bus.Bus`` is one): its sender name and three sends."""
+
+    sender: str
+
+    def request(self, target: str, env: Envelope, timeout_s: float) -> Envelope: ...
+
+    def request_nowait(self, target: str, env: Envelope) -> PendingReply: ...
+
+    def send_cast(self, target: str, env: Envelope) -> None: ...
 
 
 class BusTransport:
     """``call`` blocks for the reply (or raises its error / ``RequestTimeout``); ``cast`` is one-way."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: BusLink) -> None:
         self._bus = bus
         # unique ids without a getrandom() syscall per message: a random per-bus prefix and a counter
         self._prefix = os.urandom(5).hex()

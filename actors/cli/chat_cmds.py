@@ -44,7 +44,8 @@ def _connect(  # type: ignore[no-untyped-def]
     cont: bool,
     repl: bool = False,
 ):
-    from actors.cli.client import ControlClient, client_version, connect_daemon
+    from actors.cli.client import ControlClient
+    from actors.cli.daemon_link import client_version, connect_daemon
 
     cl = ControlClient(home, client_version=client_version())
     hello: dict[str, Any] = {"model": model, "is_tty": tty, "dangerously_skip_permissions": skip}

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from actors.cli import daemon_link
 from actors.cli.control_socket import PING_EVERY_S, ControlSocket, EventFn
 from actors.cli.turn_replies import cancel_pending, unknown_to
 from geode.protocol import control as c
@@ -228,9 +227,3 @@ class ControlClient(ControlSocket):
         if ev.get("kind") == lanes_msg.TURN_DONE and ev.get("turn_id") == turn_id:
             return {**(ev.get("data") or {}).get("result", {}), "turn_id": turn_id}
         return None
-
-
-# their old home (``from actors.cli.client import client_version, connect_daemon``)
-client_version = daemon_link.client_version
-connect_daemon = daemon_link.connect_daemon
-serving = daemon_link.serving

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from geode.testing import bot_api_wire as wire
 from geode.testing.bot_api_wire import JSON
-
-if TYPE_CHECKING:
-    from geode.testing.bot_api_server import LocalBotApi
 
 MAX_TEXT = 4096
 MAX_POLL_S = 50.0
@@ -51,11 +49,30 @@ class Poll:
     terminated: bool = False
 
 
+class BotApi(Protocol):
+    """What a Bot API method reads and changes of the fake (``bot_api_server.LocalBotApi`` is one); a method
+    takes the fake's lock itself where it needs it."""
+
+    bot_id: int
+    bot_user: JSON
+    _lock: threading.Lock
+    _updates: list[JSON]
+    _messages: dict[tuple[int, int], JSON]
+    _posts: list[tuple[int, int, str | None]]
+    _actions: list[JSON]
+    _callbacks: dict[str, bool]
+    _webhook: str
+    _poll: Poll | None
+    _closing: bool
+
+    def _message_id(self, chat_id: int, wanted: int | None = None) -> int: ...
+
+
 def _error(status: int, description: str) -> ApiError:
     return ApiError(status, description)
 
 
-async def get_updates(api: LocalBotApi, p: JSON) -> list[JSON]:
+async def get_updates(api: BotApi, p: JSON) -> list[JSON]:
     """Long poll: confirm updates before ``offset``, answer at once when some are pending, else wait up to
     ``timeout`` s for one. A newer getUpdates terminates the waiting one with 409, as Telegram does."""
     if api._webhook:
@@ -94,30 +111,30 @@ async def get_updates(api: LocalBotApi, p: JSON) -> list[JSON]:
             api._poll = None
 
 
-def get_me(api: LocalBotApi, p: JSON) -> JSON:
+def get_me(api: BotApi, p: JSON) -> JSON:
     return {
         **api.bot_user, "can_join_groups": True, "can_read_all_group_messages": False,
         "supports_inline_queries": False, "can_connect_to_business": False, "has_main_web_app": False,
     }  # fmt: skip
 
 
-def set_webhook(api: LocalBotApi, p: JSON) -> bool:
+def set_webhook(api: BotApi, p: JSON) -> bool:
     api._webhook = str(p.get("url") or "")
     return True
 
 
-def delete_webhook(api: LocalBotApi, p: JSON) -> bool:
+def delete_webhook(api: BotApi, p: JSON) -> bool:
     api._webhook = ""
     if _bool(p, "drop_pending_updates"):
         api._updates.clear()
     return True
 
 
-def get_webhook_info(api: LocalBotApi, p: JSON) -> JSON:
+def get_webhook_info(api: BotApi, p: JSON) -> JSON:
     return {"url": api._webhook, "has_custom_certificate": False, "pending_update_count": len(api._updates)}
 
 
-def send_message(api: LocalBotApi, p: JSON) -> JSON:
+def send_message(api: BotApi, p: JSON) -> JSON:
     chat_id = _chat(p)
     text, parse_mode = _text(p)
     thread_id = _int(p, "message_thread_id", required=False)
@@ -141,7 +158,7 @@ def send_message(api: LocalBotApi, p: JSON) -> JSON:
     return msg
 
 
-def send_chat_action(api: LocalBotApi, p: JSON) -> bool:
+def send_chat_action(api: BotApi, p: JSON) -> bool:
     chat_id, action = _chat(p), str(p.get("action") or "")
     if action not in wire.CHAT_ACTIONS:
         raise _error(400, "Bad Request: wrong parameter action in request")
@@ -152,7 +169,7 @@ def send_chat_action(api: LocalBotApi, p: JSON) -> bool:
     return True
 
 
-def answer_callback_query(api: LocalBotApi, p: JSON) -> bool:
+def answer_callback_query(api: BotApi, p: JSON) -> bool:
     query_id = str(p.get("callback_query_id") or "")
     if api._callbacks.get(query_id, True):
         raise _error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
@@ -160,18 +177,18 @@ def answer_callback_query(api: LocalBotApi, p: JSON) -> bool:
     return True
 
 
-def edit_message_text(api: LocalBotApi, p: JSON) -> JSON:
+def edit_message_text(api: BotApi, p: JSON) -> JSON:
     key, old = _own_message(api, p)
     text, parse_mode = _text(p)
     return _edit(api, key, old, text=text, markup=_markup(p), with_entities=parse_mode is None)
 
 
-def edit_message_reply_markup(api: LocalBotApi, p: JSON) -> JSON:
+def edit_message_reply_markup(api: BotApi, p: JSON) -> JSON:
     key, old = _own_message(api, p)
     return _edit(api, key, old, text=old["text"], markup=_markup(p), with_entities="entities" in old)
 
 
-METHODS: dict[str, Callable[[LocalBotApi, JSON], Any]] = {
+METHODS: dict[str, Callable[[BotApi, JSON], Any]] = {
     "getme": get_me,
     "setwebhook": set_webhook,
     "deletewebhook": delete_webhook,
@@ -185,7 +202,7 @@ METHODS: dict[str, Callable[[LocalBotApi, JSON], Any]] = {
 
 
 def _edit(
-    api: LocalBotApi, key: tuple[int, int], old: JSON, *, text: str, markup: JSON | None, with_entities: bool
+    api: BotApi, key: tuple[int, int], old: JSON, *, text: str, markup: JSON | None, with_entities: bool
 ) -> JSON:
     if old["text"] == text and old.get("reply_markup") == markup:
         raise _error(400, NOT_MODIFIED)
@@ -199,7 +216,7 @@ def _edit(
     return msg
 
 
-def _own_message(api: LocalBotApi, p: JSON) -> tuple[tuple[int, int], JSON]:
+def _own_message(api: BotApi, p: JSON) -> tuple[tuple[int, int], JSON]:
     if p.get("inline_message_id"):
         raise _error(400, "Bad Request: inline messages are not supported by the local server")
     key = (_chat(p), _int(p, "message_id") or 0)

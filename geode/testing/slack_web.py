@@ -5,16 +5,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from geode.testing import slack_events as ev
 from geode.testing.slack_events import JSON, SlackError
-
-if TYPE_CHECKING:
-    from geode.testing.slack_server import LocalSlack
+from geode.testing.slack_socket import SocketHub
 
 BOT = "bot"  # the kinds of token a method needs
 APP = "app"
+
+
+class Workspace(Protocol):
+    """What a Web API method reads and changes of the fake workspace (``slack_server.LocalSlack`` is one);
+    a method runs with the workspace's lock held."""
+
+    bot_user: str
+    bot_name: str
+    bot_id: str
+    echo_bot_posts: bool
+    hub: SocketHub
+    _clock: ev.Clock
+    _messages: dict[tuple[str, str], JSON]
+    _posts: list[tuple[str, str]]
+    _ephemeral: list[JSON]
+    _reactions: list[JSON]
+
+    @property
+    def ws_url(self) -> str: ...
+
+    def _queue_event(self, event: JSON) -> JSON: ...
 
 
 def _channel(params: JSON) -> str:
@@ -42,7 +61,7 @@ def _text(params: JSON) -> str:
     return text if isinstance(text, str) else ""
 
 
-def auth_test(slack: LocalSlack, params: JSON) -> JSON:
+def auth_test(slack: Workspace, params: JSON) -> JSON:
     return {
         "url": "https://geode-local.slack.com/",
         "team": "GEODE Local",
@@ -54,13 +73,13 @@ def auth_test(slack: LocalSlack, params: JSON) -> JSON:
     }
 
 
-def connections_open(slack: LocalSlack, params: JSON) -> JSON:
+def connections_open(slack: Workspace, params: JSON) -> JSON:
     ticket = ev.Clock.ticket()
     slack.hub.tickets.add(ticket)
     return {"url": f"{slack.ws_url}?ticket={ticket}&app_id={ev.APP_ID}"}
 
 
-def post_message(slack: LocalSlack, params: JSON) -> JSON:
+def post_message(slack: Workspace, params: JSON) -> JSON:
     channel, blocks, text = _channel(params), _blocks(params), _text(params)
     ev.check_message(text, blocks)
     thread_ts = str(params["thread_ts"]) if params.get("thread_ts") else None
@@ -82,7 +101,7 @@ def post_message(slack: LocalSlack, params: JSON) -> JSON:
     return {"channel": channel, "ts": ts, "message": reply}
 
 
-def update(slack: LocalSlack, params: JSON) -> JSON:
+def update(slack: Workspace, params: JSON) -> JSON:
     channel, ts = _channel(params), str(params.get("ts") or "")
     msg = slack._messages.get((channel, ts))
     if msg is None:
@@ -99,7 +118,7 @@ def update(slack: LocalSlack, params: JSON) -> JSON:
     return {"channel": channel, "ts": ts, "text": msg["text"], "message": dict(msg)}
 
 
-def post_ephemeral(slack: LocalSlack, params: JSON) -> JSON:
+def post_ephemeral(slack: Workspace, params: JSON) -> JSON:
     channel, text, blocks = _channel(params), _text(params), _blocks(params)
     user = params.get("user")
     if not user:
@@ -112,7 +131,7 @@ def post_ephemeral(slack: LocalSlack, params: JSON) -> JSON:
     return {"message_ts": ts}
 
 
-def reactions_add(slack: LocalSlack, params: JSON) -> JSON:
+def reactions_add(slack: Workspace, params: JSON) -> JSON:
     channel, ts, name = _channel(params), str(params.get("timestamp") or ""), params.get("name")
     if (channel, ts) not in slack._messages:
         raise SlackError("message_not_found")
@@ -125,7 +144,7 @@ def reactions_add(slack: LocalSlack, params: JSON) -> JSON:
     return {}
 
 
-Method = Callable[["LocalSlack", JSON], JSON]
+Method = Callable[[Workspace, JSON], JSON]
 METHODS: dict[str, tuple[str, Method]] = {
     "auth.test": (BOT, auth_test),
     "apps.connections.open": (APP, connections_open),
