@@ -88,11 +88,10 @@ class LanesService(WorkerRequests):
             self._orphans[rec.turn_id] = (rec.worker, rec.incarnation, deadline)
         for rec in sorted(queued, key=lambda t: (t.created_at, t.turn_id)):
             self._recs[rec.turn_id] = rec
-            resume = bool(rec.input.get("_resume"))
             self.queue.enqueue(
                 rec.turn_id,
                 rec.session_id,
-                front=resume,
+                front=rec.resume,
                 first_at=self._first_at(rec),
                 requeues=requeues_of(rec),
             )
@@ -143,7 +142,9 @@ class LanesService(WorkerRequests):
             session_id=s.session_id,
             mode=s.mode,
             origin=s.origin,
-            input={**s.input, "_settings": s.settings, "_resume": s.resume},
+            input=s.input,
+            settings=s.settings,
+            resume=s.resume,
             created_at=now,
             updated_at=now,
         )
@@ -210,7 +211,7 @@ class LanesService(WorkerRequests):
             self._start_failed = True  # the tick tries again
             return
         fault("lanes.after_turn_stored")  # the running record is stored; the turn is not pushed yet
-        resume = bool(rec.input.get("_resume")) or rec.attempts > 1
+        resume = rec.resume or rec.attempts > 1
         self.pool.assign(owner.name, g.turn_id)  # its lost-run grace counts from the push, not the slow write
         self._emit(
             rec.session_id,

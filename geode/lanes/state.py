@@ -31,7 +31,6 @@ ORPHAN_GRACE_S = 3.0
 LOST_RUN_GRACE_S = 3.0  # a turn.run its worker never reported in a heartbeat after this long was lost
 RECENT_OUTCOMES = 8
 MAX_REQUEUES = 5  # worker losses a turn survives; the next one ends it worker_lost
-REQUEUES = "_requeues"  # the turn record's input key counting its worker losses (durable)
 STATUS_TURNS = 50  # the oldest active turns listed in lanes.status
 
 Reply = BaseModel | dict[str, Any] | None
@@ -60,10 +59,7 @@ def copy_record(rec: TurnRecord) -> TurnRecord:
 
 def requeues_of(rec: TurnRecord) -> int:
     """How many times the turn went back to the queue because its worker was lost."""
-    try:
-        return max(0, int(rec.input.get(REQUEUES) or 0))
-    except (TypeError, ValueError):
-        return 0
+    return rec.requeues
 
 
 class LanesState:
@@ -185,16 +181,15 @@ class LanesState:
         self._recs.pop(rec.turn_id, None)
 
     def _send_run(self, worker: str, rec: TurnRecord, resume: bool) -> None:
-        inp = {k: v for k, v in rec.input.items() if not k.startswith("_")}
         run = turns.TurnRun(
             turn_id=rec.turn_id,
             session_id=rec.session_id,
             mode=rec.mode,
             origin=rec.origin,
-            input=turns.TurnInput.model_validate(inp),
+            input=turns.TurnInput.model_validate(rec.input),
             resume=resume,
             attempt=rec.attempts,
-            settings=dict(rec.input.get("_settings") or {}),
+            settings=dict(rec.settings),
         )
         self.transport.cast(worker, turns.TURN_RUN, run, session=rec.session_id)
 

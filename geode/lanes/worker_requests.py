@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from geode.lanes.pool import DeadWorker
 from geode.lanes.records import Outcome
 from geode.lanes.requests import OriginRequests
-from geode.lanes.state import REQUEUES, Asked, copy_record, requeues_of
+from geode.lanes.state import Asked, copy_record, requeues_of
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.errors import GeodeError
@@ -137,7 +137,7 @@ class WorkerRequests(OriginRequests):
             return
         self.queue.requeue(turn_id)
         rec.state, rec.worker, rec.incarnation = TurnState.QUEUED, None, None
-        rec.input = {**rec.input, "_resume": True, REQUEUES: requeues}
+        rec.resume, rec.requeues = True, requeues
         rec.updated_at = self._wall()
         # the in-memory queue holds it either way; if this write fails the next start re-derives it
         self._put(rec, lambda out: self._log_failed(f"re-queue of {turn_id}", out))
@@ -154,7 +154,7 @@ class WorkerRequests(OriginRequests):
         final = copy_record(rec)
         final.state, final.worker, final.incarnation = TurnState.DONE, None, None
         final.outcome = worker_lost_result(requeues + 1)
-        final.input = {**final.input, REQUEUES: requeues}
+        final.requeues = requeues
         final.updated_at = self._wall()
         rec.state = TurnState.DONE  # no other path may start or re-queue it meanwhile
         self._finishing[rec.turn_id] = []

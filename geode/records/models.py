@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class SessionStatus(StrEnum):
@@ -198,8 +198,17 @@ class TurnState(StrEnum):
     DONE = "done"
 
 
+# the ``_``-keys a record stored by an older version carries in its input instead of the typed fields
+_LEGACY_INPUT_KEYS = {"_settings": "settings", "_resume": "resume", "_requeues": "requeues"}
+
+
 class TurnRecord(BaseModel):
-    """A durable turn: queued → running on worker W incarnation N → done with an outcome."""
+    """A durable turn: queued → running on worker W incarnation N → done with an outcome.
+
+    ``input`` is the user's input only (text, attachments); ``settings`` is the session spec the loop worker
+    composes the turn from, ``resume`` says it runs from its checkpoint, ``requeues`` counts the losses of
+    its worker. A record stored before these were fields (``_settings`` / ``_resume`` / ``_requeues`` in its
+    input) is read into them (:meth:`_from_legacy_input`)."""
 
     turn_id: str
     session_id: str
@@ -207,12 +216,37 @@ class TurnRecord(BaseModel):
     mode: str = "IPC"
     origin: str = ""
     input: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    resume: bool = False
+    requeues: int = Field(default=0, ge=0)
     worker: str | None = None
     incarnation: int | None = None
     attempts: int = 0
     outcome: dict[str, Any] | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_legacy_input(cls, data: Any) -> Any:
+        """Move an older record's ``_``-keys out of its input into the typed fields (a field already set
+        wins); a count that is not a count reads as 0, as the older reader took it."""
+        if not isinstance(data, dict) or not isinstance(data.get("input"), dict):
+            return data
+        inp = data["input"]
+        if not any(k in inp for k in _LEGACY_INPUT_KEYS):
+            return data
+        data = {**data, "input": {k: v for k, v in inp.items() if k not in _LEGACY_INPUT_KEYS}}
+        for old, field in _LEGACY_INPUT_KEYS.items():
+            if old in inp and field not in data:
+                data[field] = inp[old]
+        data["settings"] = data.get("settings") if isinstance(data.get("settings"), dict) else {}
+        data["resume"] = bool(data.get("resume"))
+        try:
+            data["requeues"] = max(0, int(data.get("requeues") or 0))
+        except (TypeError, ValueError):
+            data["requeues"] = 0
+        return data
 
 
 class SessionSummary(BaseModel):

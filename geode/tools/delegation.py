@@ -166,9 +166,8 @@ class LanesDelegate:
             raise ToolFailure(
                 f"The parent turn's settings are unreadable: {exc}", "tool_unavailable"
             ) from None
-        inp = rec.get("input") if isinstance(rec, dict) else None
-        settings = (inp or {}).get("_settings") if isinstance(inp, dict) else None
-        return dict(settings or {})
+        settings = rec.get("settings") if isinstance(rec, dict) else None  # a TurnRecord's (older: migrated)
+        return dict(settings) if isinstance(settings, dict) else {}
 
     def _child_settings(
         self, parent: dict[str, Any], ctx: ToolContext, session_id: str, budget: float, depth: int

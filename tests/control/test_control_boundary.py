@@ -158,11 +158,11 @@ def test_the_skip_flag_is_stored_in_the_turn_and_survives_a_control_restart(tree
     a = tree.client("a", dangerously_skip_permissions=True)
     turn = a.request(c.PROMPT, {"text": "sleep:0.3"}).body["turn_id"]
     rec = tree.lanes.records.get_turn(turn)
-    assert rec is not None and rec.input["_settings"]["skip_permissions"] is True
+    assert rec is not None and rec.settings["skip_permissions"] is True
     plain = tree.client("plain")
     t2 = plain.request(c.PROMPT, {"text": "sleep:0"}).body["turn_id"]
     rec2 = tree.lanes.records.get_turn(t2)
-    assert rec2 is not None and rec2.input["_settings"]["skip_permissions"] is False
+    assert rec2 is not None and rec2.settings["skip_permissions"] is False
     tree.start_control()  # a new control incarnation knows no connection; the turn keeps its flag
     _done(tree, turn)
     assert [r.settings.get("skip_permissions") for r in w.runs if r.turn_id == turn] == [True]

@@ -33,7 +33,7 @@ def test_a_late_heartbeat_of_a_dead_worker_does_not_take_the_turn_back() -> None
         svc.worker_ready("loop-1", 2)
         assert [(r["_worker"], r["attempt"]) for r in tr.runs()] == [("loop-1", 1), ("loop-1", 2)]
         rec = store.get_turn("t1")
-        assert rec is not None and rec.input["_requeues"] == 1 and rec.incarnation == 2
+        assert rec is not None and rec.requeues == 1 and "_requeues" not in rec.input and rec.incarnation == 2
     finally:
         svc.stop()
 

@@ -125,7 +125,7 @@ def test_a_turn_whose_worker_keeps_dying_keeps_its_place_and_shows_its_age(
         rec_b = poll_for(lambda: _done(home, second), 60, what="the second turn done", swallow=(GeodeError,))
         assert rec_a["outcome"]["termination_reason"] == "natural"
         assert rec_b["outcome"]["termination_reason"] == "natural"
-        assert rec_a["input"]["_requeues"] == KILLS and rec_a["attempts"] == KILLS + 1
+        assert rec_a["requeues"] == KILLS and rec_a["attempts"] == KILLS + 1
         assert rec_b["attempts"] == 1  # it never started before the first turn finished
         events = _lanes(home, lanes_msg.REPLAY, {"session_id": a.session_id, "after_seq": 0})["events"]
         started = [e["data"] for e in events if e["kind"] == lanes_msg.TURN_STARTED]

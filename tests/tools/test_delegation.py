@@ -41,7 +41,7 @@ class FakeLanes:
         self.calls.append((type_, body))
         if type_ == lanes_msg.TURN:
             if body.turn_id == "t-parent":
-                return {"turn_id": "t-parent", "state": "running", "input": {"_settings": self.parent}}
+                return {"turn_id": "t-parent", "state": "running", "input": {}, "settings": self.parent}
             if body.turn_id in self.submitted and self.outcome is not None:
                 return {"turn_id": body.turn_id, "state": "done", "outcome": self.outcome}
             return {"turn_id": body.turn_id, "state": "running"} if body.turn_id in self.submitted else {}
