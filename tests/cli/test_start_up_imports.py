@@ -1,0 +1,62 @@
+"""`geode --version` and `geode status` (no daemon) import no more modules than they did (issue 28): counted
+in a fresh interpreter, not timed: a new import on the start-up path shows here before anyone feels it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Ceilings measured on main at f76865a (before the issue 28 moves landed), each command run once in a
+# fresh `python -c` that imports actors.cli.main, calls main() with the command's argv (as the `geode`
+# console script does) and counts sys.modules at exit; GEODE_HOME absent, no daemon running:
+#   geode --version  -> 493 modules in all, 140 of them geode.* / actors.*
+#   geode status     -> 499 modules in all, 144 of them geode.* / actors.*
+# "In all" counts the standard library and third-party packages too (a new pydantic-ai, SDK or zmq import on
+# the path shows there); a Python or dependency upgrade that moves it is re-measured the same way.
+CEILINGS: dict[tuple[str, ...], tuple[int, int]] = {
+    ("--version",): (493, 140),
+    ("status",): (499, 144),
+}
+
+_COUNT = """
+import json, sys
+sys.argv = ["geode", *json.loads(sys.argv[1])]
+from actors.cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+ours = sorted(m for m in sys.modules if m.split(".")[0] in ("geode", "actors"))
+print(json.dumps({"total": len(sys.modules), "ours": ours}), file=sys.__stderr__)
+"""
+
+
+def _imported(argv: tuple[str, ...], home: Path) -> tuple[int, list[str], str]:
+    """How many modules the command imported in all, which of them are ours, and what it printed."""
+    env = {**os.environ, "GEODE_HOME": str(home)}
+    out = subprocess.run(
+        [sys.executable, "-c", _COUNT, json.dumps(list(argv))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=home.parent,
+    )
+    last = (out.stderr.strip().splitlines() or [""])[-1]
+    assert last.startswith("{"), f"geode {' '.join(argv)} did not finish:\n{out.stderr}"
+    counted = json.loads(last)
+    return int(counted["total"]), list(counted["ours"]), out.stdout
+
+
+@pytest.mark.parametrize("argv", sorted(CEILINGS))
+def test_cli_start_up_imports_do_not_grow(argv: tuple[str, ...], tmp_path: Path) -> None:
+    total, ours, printed = _imported(argv, tmp_path / "home")
+    assert printed, "the command printed nothing: it did not run"
+    total_ceiling, ours_ceiling = CEILINGS[argv]
+    assert len(ours) <= ours_ceiling, f"geode {' '.join(argv)} imports {len(ours)} of our modules: {ours}"
+    assert total <= total_ceiling, f"geode {' '.join(argv)} imports {total} modules"
