@@ -18,7 +18,6 @@ import os
 import queue
 import stat
 import threading
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,12 +324,12 @@ def start_control(
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
         core.on_origin_event(b)
 
-    def on_lifecycle(topic: str, body: Mapping[str, Any]) -> None:
-        plans.on_lifecycle(topic, body)
-        if topic == lifecycle.CHILD_READY and body.get("name") == core.lanes:  # a new lanes: clients catch up
-            pool.submit(core.lanes_restarted, int(body.get("incarnation") or 0))
+    def on_lifecycle(topic: str, event: lifecycle.ChildEvent) -> None:
+        plans.on_lifecycle(topic, event)
+        if topic == lifecycle.CHILD_READY and event.name == core.lanes:  # a new lanes: clients catch up
+            pool.submit(core.lanes_restarted, event.incarnation)
 
-    bus.subscribe("supervisor", on_lifecycle)
+    bus.subscribe("supervisor", lifecycle.on_child_events(on_lifecycle))
     lanes_push = Dispatch("control (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
     bus.connect_peer("lanes", lanes_push, concurrency=1)  # one handler: the stream stays in order
     sock.start(core)

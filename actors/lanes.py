@@ -26,6 +26,7 @@ from geode.home import GeodeHome
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
+from geode.protocol import lifecycle
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request
@@ -354,15 +355,15 @@ def start_lanes(
         raise
     child = LanesChild(lanes, bus, owns)
 
-    def on_lifecycle(topic: str, body: dict[str, Any]) -> None:
+    def on_lifecycle(topic: str, event: lifecycle.ChildEvent) -> None:
         """Main's executor started, became ready or exited: remote loop workers hear it in their beats."""
-        if topic in EXECUTOR_CHANGES and body.get("name") == EXECUTOR:
+        if topic in EXECUTOR_CHANGES and event.name == EXECUTOR:
             try:
                 lanes.tell(EXECUTOR_CHANGED)
             except Unavailable:
                 pass
 
-    bus.subscribe("supervisor", on_lifecycle)
+    bus.subscribe("supervisor", lifecycle.on_child_events(on_lifecycle))
     try:
         bus.serve(ENDPOINT, lanes, concurrency=cfg.handlers, on_peer=lanes.peer_seen)
     except BaseException:

@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any, cast
 
 import pykka
@@ -163,7 +162,7 @@ class LoopWorker:
             running=self._running_ids,
             on_ready=self._on_ready,
             on_beat=self.reload_if_asked,
-            on_executor_changed=partial(self.plans.on_lifecycle, lifecycle.CHILD_READY, {"name": EXECUTOR}),
+            on_executor_changed=self.plans.executor_changed,
         )
         self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
         self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
@@ -172,7 +171,7 @@ class LoopWorker:
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
-        self.bus.subscribe("supervisor", self.on_lifecycle)
+        self.bus.subscribe("supervisor", lifecycle.on_child_events(self.on_lifecycle))
         # lanes (re)connected: heartbeat now, not at the next interval
         self.bus.connect_peer(LANES, self.handle, concurrency=2, on_connected=self.membership.beat_now.set)
         self.membership.start()
@@ -216,16 +215,16 @@ class LoopWorker:
         log.info("%s: config re-read for new turns", self.name)
         return True
 
-    def on_lifecycle(self, topic: str, body: dict[str, Any]) -> None:
+    def on_lifecycle(self, topic: str, event: lifecycle.ChildEvent) -> None:
         """Supervisor events: the executor exited → its in-flight calls get no reply; fail them now.
 
         Only requests already sent are failed (never re-sent: the receipt is uncertain, the store marks it);
         calls sent after this go to the next incarnation and run normally."""
-        self.plans.on_lifecycle(topic, body)  # a new executor incarnation: ask for its catalogue again
-        if topic != lifecycle.CHILD_EXITED or body.get("name") != EXECUTOR or self.remote:
+        self.plans.on_lifecycle(topic, event)  # a new executor incarnation: ask for its catalogue again
+        if topic != lifecycle.CHILD_EXITED or event.name != EXECUTOR or self.remote:
             return  # on a worker host the local executor is not the one this worker calls (main's is)
-        who = f"{EXECUTOR}#{body.get('incarnation')}"
-        err = ExecutorLost(f"{who} exited ({body.get('reason', 'unknown')}) with this request in flight")
+        who = f"{EXECUTOR}#{event.incarnation}"
+        err = ExecutorLost(f"{who} exited ({event.reason or 'unknown'}) with this request in flight")
         try:
             n = self.bus.fail_pending(EXECUTOR, err)
         except GeodeError as exc:

@@ -34,8 +34,8 @@ from geode.messengers.schedule import PollerStatus
 from geode.messengers.session_spec import daemon_session_settings
 from geode.messengers.sessions import session_id_for
 from geode.protocol import lanes as lanes_msg
+from geode.protocol import lifecycle, runtime
 from geode.protocol import messengers as messengers_msg
-from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request, Transport
@@ -320,7 +320,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
             translators[name] = made
     if translators:
         plans = CataloguePlans(bus.transport, wait=False, who=ctx.name, cache=False)
-        bus.subscribe("supervisor", plans.on_lifecycle)
+        bus.subscribe("supervisor", lifecycle.on_child_events(plans.on_lifecycle))
         plans.prefetch()
         ws = workspace(ctx.home, settings.tools.default_workspace)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from geode.protocol import lifecycle
@@ -36,27 +36,27 @@ class PeerExited(Unavailable):
 
 def on_exit_failer(
     bus: Any, targets: Iterable[str], who: str, *, error: type[Unavailable] = PeerExited
-) -> Callable[[str, dict[str, Any]], None]:
+) -> Callable[[str, Mapping[str, Any]], None]:
     """A ``supervisor`` event handler: on ``child_exited`` of one of ``targets``, fail what is in flight with
     ``error`` (a caller that must not retry blindly gets its own type, e.g. the executor's posts in flight to
     the messengers child: ``MessengersLost`` leaves their receipts uncertain)."""
     names = frozenset(targets)
 
-    def on_event(topic: str, body: dict[str, Any]) -> None:
-        name = body.get("name")
+    def on_event(topic: str, event: lifecycle.ChildEvent) -> None:
+        name = event.name
         if topic != lifecycle.CHILD_EXITED or name not in names or name == who:
             return
-        dead = f"{name}#{body.get('incarnation')}"
-        err = error(f"{dead} exited ({body.get('reason', 'unknown')}) with this request in flight")
+        dead = f"{name}#{event.incarnation}"
+        err = error(f"{dead} exited ({event.reason or 'unknown'}) with this request in flight")
         try:
-            n = bus.fail_pending(str(name), err)
+            n = bus.fail_pending(name, err)
         except GeodeError as exc:  # our bus is stopping
             log.info("could not fail the calls in flight to %s: %s", dead, exc)
             return
         if n:
             log.info("%s exited: %d call(s) in flight to it failed at once (%s)", dead, n, error.__name__)
 
-    return on_event
+    return lifecycle.on_child_events(on_event)  # the body validated as a ChildEvent first
 
 
 def fail_calls_on_exit(bus: Any, who: str, targets: Iterable[str] | None = None) -> None:

@@ -303,15 +303,17 @@ class Supervisor(RestartRules):
 
     def _emit(self, topic: str, c: ChildRun, **extra: Any) -> None:
         if self._publish is not None:
-            body = {"name": c.name, "incarnation": c.incarnation, "pid": c.pid, "state": c.state, **extra}
             try:
-                self._publish(topic, body)
+                event = lifecycle.ChildEvent(
+                    name=c.name, incarnation=c.incarnation, pid=c.pid, state=c.state, **extra
+                )
+                self._publish(topic, event.model_dump(mode="json"))
             except Exception:
                 log.exception("publish failed")
 
     def _emit_tree(self, topic: str) -> None:
         if self._publish is not None:
             try:
-                self._publish(topic, {"pid": os.getpid()})
+                self._publish(topic, lifecycle.TreeEvent(pid=os.getpid()).model_dump(mode="json"))
             except Exception:
                 log.exception("publish failed")

@@ -6,7 +6,13 @@ until acknowledged); a loop worker uses ``child_exited`` of the executor to fail
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+log = logging.getLogger(__name__)
 
 CHILD_STARTED = "runtime.event.child_started"
 CHILD_READY = "runtime.event.child_ready"
@@ -15,11 +21,48 @@ TREE_STOPPING = "runtime.event.tree_stopping"
 TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED, TREE_STOPPING)
 
 
-class ChildEvent(BaseModel):
-    """The body of ``child_started`` / ``child_ready`` / ``child_exited`` (``reason`` only on an exit)."""
+CHILD_TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED)
 
-    name: str
-    incarnation: int
+
+class ChildEvent(BaseModel):
+    """The body of ``child_started`` / ``child_ready`` / ``child_exited`` (``reason`` only on an exit): built
+    by the supervisor, validated again by every subscriber (:func:`on_child_events`)."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str = Field(min_length=1, max_length=128)
+    incarnation: int = Field(ge=0)
     pid: int | None = None
-    state: str = ""
-    reason: str = ""
+    state: str = Field(default="", max_length=32)
+    reason: str = Field(default="", max_length=512)
+
+
+class TreeEvent(BaseModel):
+    """The body of ``tree_stopping``: the supervisor's pid."""
+
+    pid: int
+
+
+ChildEventHandler = Callable[[str, ChildEvent], None]
+
+
+def child_event(topic: str, body: Mapping[str, Any] | None) -> ChildEvent | None:
+    """The typed body of a child lifecycle event; None for another topic or a body that is not a
+    ``ChildEvent`` (logged with the topic, never raised into the subscriber's thread)."""
+    if topic not in CHILD_TOPICS:
+        return None
+    try:
+        return ChildEvent.model_validate(body or {})
+    except ValidationError as exc:
+        log.warning("lifecycle event %s with a bad body ignored: %s", topic, exc.errors()[0].get("msg", exc))
+        return None
+
+
+def on_child_events(handler: ChildEventHandler) -> Callable[[str, Mapping[str, Any]], None]:
+    """A ``bus.subscribe("supervisor", ...)`` handler that passes ``handler`` each child event, typed."""
+
+    def on_event(topic: str, body: Mapping[str, Any]) -> None:
+        event = child_event(topic, body)
+        if event is not None:
+            handler(topic, event)
+
+    return on_event

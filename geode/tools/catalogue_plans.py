@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -75,11 +75,15 @@ class CataloguePlans:
         self._asking = False  # one ask at a time: concurrent callers use the last plan (or the built-ins)
         self._served = threading.local()  # .source: where the plan base() last returned on a thread came from
 
-    def on_lifecycle(self, topic: str, body: Mapping[str, Any]) -> None:
+    def on_lifecycle(self, topic: str, event: lifecycle.ChildEvent) -> None:
         """A supervisor event: the executor started, became ready or exited → ask for its catalogue again."""
-        if topic in EXECUTOR_CHANGES and body.get("name") == self.target:
-            with self._lock:
-                self._stale, self._down_until = True, 0.0
+        if topic in EXECUTOR_CHANGES and event.name == self.target:
+            self.executor_changed()
+
+    def executor_changed(self) -> None:
+        """The executor (re)started or exited: the next plan asks for its catalogue again."""
+        with self._lock:
+            self._stale, self._down_until = True, 0.0
 
     def base(self) -> BoundToolPlan:
         """The whole catalogue as a plan. Only one caller asks the executor at a time; the others (and every

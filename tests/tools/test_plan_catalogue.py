@@ -67,10 +67,10 @@ def test_catalogue_is_cached_until_the_executor_changes() -> None:
     first = plans.base()
     assert "mcp__t__add" in first and plans.source == "executor"
     assert plans.base() is first and ex.asked == 1
-    plans.on_lifecycle(lifecycle.CHILD_STARTED, {"name": "lanes", "incarnation": 2})
+    plans.on_lifecycle(lifecycle.CHILD_STARTED, lifecycle.ChildEvent(name="lanes", incarnation=2))
     assert plans.base() is first and ex.asked == 1
     ex.specs = list(builtin_specs())  # the next incarnation has no MCP server
-    plans.on_lifecycle(lifecycle.CHILD_STARTED, {"name": "executor", "incarnation": 2})
+    plans.on_lifecycle(lifecycle.CHILD_STARTED, lifecycle.ChildEvent(name="executor", incarnation=2))
     second = plans.base()
     assert ex.asked == 2 and "mcp__t__add" not in second and second.generation == first.generation + 1
 
@@ -90,7 +90,7 @@ def test_executor_down_falls_back_to_builtins_logged_and_asks_again(caplog: pyte
     assert "mcp__t__add" in plans.base() and ex.asked == 2  # a fallback is never kept
     ex.down = True
     plans.base()
-    plans.on_lifecycle(lifecycle.CHILD_READY, {"name": "executor", "incarnation": 3})
+    plans.on_lifecycle(lifecycle.CHILD_READY, lifecycle.ChildEvent(name="executor", incarnation=3))
     ex.down = False
     assert "mcp__t__add" in plans.base() and ex.asked == 4  # a restarted executor is asked at once
 
