@@ -17,8 +17,7 @@ class ScheduleSection(BaseModel):
     enabled: StrictBool = True  # false: the daemon starts no scheduler child (the ledger stays readable)
     # an instant first seen more than this after its fire time was missed: the job's catch-up policy decides
     grace_s: float = Field(default=DEFAULT_GRACE_S, ge=0, le=86_400)
-    # terminal occurrences (and missed range rows) older than this many days are pruned from the ledger
-    retention_days: int = Field(default=30, ge=1, le=3650)
+    # (the ledger's retention is the store's: [records] schedule_retention_days and schedule_keep_per_job)
     jobs: list[JobSpec] = Field(default_factory=list)
 
     @field_validator("jobs")

@@ -90,7 +90,7 @@ def test_what_only_a_new_job_must_satisfy() -> None:
 def test_the_schedule_section_takes_declarative_operator_jobs() -> None:
     text = """
     [schedule]
-    retention_days = 7
+    grace_s = 30
     [[schedule.jobs]]
     name = "backup"
     cron = "30 2 * * *"
@@ -105,7 +105,7 @@ def test_the_schedule_section_takes_declarative_operator_jobs() -> None:
     session_name = "digests"
     """
     section = ScheduleSection.model_validate(tomllib.loads(text)["schedule"])
-    assert [j.name for j in section.jobs] == ["backup", "digest"] and section.grace_s == 60.0
+    assert [j.name for j in section.jobs] == ["backup", "digest"] and section.grace_s == 30.0
     twice = tomllib.loads(text.replace('"digest"', '"backup"'))["schedule"]
     with pytest.raises(ValidationError, match="both named 'backup'"):
         ScheduleSection.model_validate(twice)
