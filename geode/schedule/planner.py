@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from geode.schedule.instants import every_count, every_instant, fire_at, iter_instants
-from geode.schedule.jobs import Job
+from geode.schedule.jobs import Job, JobSpec
 from geode.schedule.occurrences import turn_id_for
 from geode.schedule.outcomes import Missed, Outcome, counts_as_failure
 from geode.schedule.settings import DEFAULT_GRACE_S
@@ -114,6 +114,25 @@ def resume_bound(bound: datetime | None, now: datetime) -> datetime:
     occurrences, and a bound never moves back."""
     now = now.astimezone(UTC).replace(microsecond=0)
     return max(bound, now) if bound is not None else now
+
+
+_TIMING = ("cron", "every", "at", "tz")
+
+
+def redefine(
+    stored: Job | None, spec: JobSpec, bound: datetime | None, now: datetime
+) -> tuple[Job, datetime | None]:
+    """The stored job and bound after (re)defining it as ``spec`` at ``now`` (add, or a reload of config):
+    a new job, or one whose timing (cron, every, at, tz) changed, is anchored at ``now`` and its new instants
+    start there (occurrences already decided keep their course, none is decided again; plan the old definition
+    up to ``now`` first); any other change keeps the anchor and the bound. Check a new or re-timed job with
+    :func:`geode.schedule.jobs.check_new` first."""
+    now = now.astimezone(UTC).replace(microsecond=0)
+    if stored is None:
+        return spec.stored(now), bound
+    if any(getattr(stored, f) != getattr(spec, f) for f in _TIMING):
+        return spec.stored(now), max(bound, now) if bound is not None else now
+    return spec.stored(stored.created_at), bound
 
 
 OverlapVerdict = Literal["run", "queue", "skip"]

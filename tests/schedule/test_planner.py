@@ -9,8 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from geode.schedule.instants import fire_at, iter_instants
+from geode.schedule.jobs import parse_job
 from geode.schedule.outcomes import Delivering, DeliveryFailed, Done, Skipped, Uncertain
-from geode.schedule.planner import Health, admit, after_outcome, disabled_notice, plan, resume_bound
+from geode.schedule.planner import (
+    Health,
+    admit,
+    after_outcome,
+    disabled_notice,
+    plan,
+    redefine,
+    resume_bound,
+)
 from tests.schedule.driver import FakeClock, Loop, job
 
 T0 = datetime(2027, 1, 1, 0, 0, 30, tzinfo=UTC)
@@ -153,3 +162,22 @@ def test_consecutive_failures_disable_the_job_once_and_say_so() -> None:
 def test_non_terminal_outcomes_leave_the_backoff_alone(outcome: Delivering) -> None:
     h = Health(failures=2)
     assert after_outcome(job(T0, every=60), h, outcome) == (h, False)
+
+
+def test_a_reload_that_changes_the_expression_follows_it_from_the_reload_instant() -> None:
+    loop = Loop(job(T0, cron="0 * * * *"), FakeClock(T0))
+    loop.run_until(_hour(3) + timedelta(minutes=10), TICK)
+    reload_at = loop.clock.now()
+    same_timing = parse_job({"name": "j", "prompt": "new words", "cron": "0 * * * *"})
+    kept, bound = redefine(loop.job, same_timing, loop.bound, reload_at)
+    assert (kept.created_at, bound, kept.prompt) == (loop.job.created_at, _hour(3), "new words")
+    retimed = parse_job({"name": "j", "prompt": "do it", "cron": "*/20 * * * *"})
+    loop.job, loop.bound = redefine(loop.job, retimed, loop.bound, reload_at)
+    loop.run_until(_hour(4) + timedelta(minutes=10), TICK)
+    minutes = [(t.hour, t.minute) for t in loop.runs]
+    assert minutes == [(1, 0), (2, 0), (3, 0), (3, 20), (3, 40), (4, 0)]
+    every = parse_job({"name": "j", "prompt": "do it", "every": "30m"})
+    anchored, _ = redefine(loop.job, every, loop.bound, reload_at + timedelta(seconds=0.4))
+    assert anchored.created_at == reload_at  # whole seconds: every's anchor is the reload instant
+    fresh, none = redefine(None, every, None, reload_at)
+    assert fresh.created_at == reload_at and none is None
