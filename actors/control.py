@@ -27,8 +27,9 @@ import zmq
 
 from actors.bus import Bus
 from actors.bus.zap import ZapResponder
-from geode.config_schema import ControlSection, GeodeConfig
+from geode.config_schema import GeodeConfig
 from geode.control.core import ControlCore
+from geode.control.settings import ControlSection
 from geode.home import GeodeHome
 from geode.protocol import codec, lifecycle
 from geode.protocol import lanes as lanes_msg

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pykka
 
 from actors.bus import Bus
-from geode.config_schema import GeodeConfig, LanesSection
+from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
+from geode.lanes.settings import LanesSection
 from geode.protocol import lifecycle
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable

@@ -14,8 +14,8 @@ from actors.bus import Bus
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 from geode.records.engine import RecordEngine
-from geode.records.lmdb_env import StoreConfig
 from geode.records.service import StoreService
+from geode.records.settings import StoreConfig
 
 if TYPE_CHECKING:
     from actors.tree.registry import ChildContext

@@ -1,201 +1,27 @@
-"""The domain's sections of ``config.toml`` as pydantic schemas, built from the settings models in use."""
+"""``config.toml`` as one typed object: :class:`GeodeConfig` assembles the domain's sections from the leaves
+(each area's ``settings.py``, which hold the models and their defaults; ``geode.messengers.config`` is the
+messengers' leaf), and the error lines of a refused file. It imports no working module, only leaves."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Self
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StrictBool,
-    ValidationError,
-    create_model,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from geode.control.connection import QUEUE_MAX
-from geode.control.core import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S
-from geode.lanes.queue import DEFAULT_MAX_GLOBAL_CAP, DEFAULT_SESSION_QUEUE
-from geode.lanes.state import MAX_REQUEUES
-from geode.loop.settings import LoopSettings, VerifySettings
-from geode.mcp_server.http_auth import McpServeSection
+from geode.control.settings import ControlSection
+from geode.hooks.settings import HooksSection
+from geode.lanes.settings import LanesSection
+from geode.log.settings import LogSection
+from geode.loop.settings import LoopSection, VerifySettings
 from geode.messengers.config import MessengersSection
 from geode.protocol.errors import ConfigError
-from geode.providers.catalogue import WireApi
-from geode.providers.pricing import Price
-from geode.providers.retry import RetryPolicy
-from geode.providers.vendors import VENDOR_ALIASES, VENDORS
-from geode.records.lmdb_env import StoreConfig
-from geode.tools.builtin.bash import BashLimits
+from geode.providers.settings import ProvidersSection
+from geode.records.settings import StoreConfig
+from geode.tools.mcp.settings import McpSection, TrustSection
+from geode.tools.settings import ComputerUseSection, ToolsSection
 
 Schema = Any  # a pydantic model class or a stdlib dataclass
-
-# [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
-# origin, verify, skip_permissions, creator, the session's plan hash/generation) are always overridden by the
-# turn's own settings, so they are not configuration (skip_permissions is only the submitting connection's
-# flag; creator only an MCP connection's handshake: no config value may make sessions continuable over MCP).
-PER_TURN_LOOP_KEYS = frozenset(
-    {
-        *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
-        *("skip_permissions", "creator", "plan_hash", "plan_generation"),
-    }
-)
-LoopSection = create_model(  # type: ignore[call-overload]
-    "LoopSection",
-    **{k: (f.annotation, f) for k, f in LoopSettings.model_fields.items() if k not in PER_TURN_LOOP_KEYS},
-)
-
-
-class LanesSection(BaseModel):
-    """``[lanes]`` (read by ``actors/lanes.py``)."""
-
-    # turns running at once across the tree; unset: the capacity the registered loop workers offer, up to
-    # max_global_cap (the cap also bounds provider spend)
-    global_cap: int | None = Field(default=None, ge=1)
-    max_global_cap: int = Field(default=DEFAULT_MAX_GLOBAL_CAP, ge=1)
-    session_queue_max: int = Field(default=DEFAULT_SESSION_QUEUE, ge=1)
-    handlers: int = Field(default=32, ge=1)
-    max_requeues: int = Field(default=MAX_REQUEUES, ge=0)  # worker losses a turn survives (then worker_lost)
-
-
-class ControlSection(BaseModel):
-    """``[control]`` (read by ``actors/control.py``)."""
-
-    idle_timeout_s: float = Field(default=IDLE_TIMEOUT_S, gt=0)
-    queue_max: int = Field(default=QUEUE_MAX, ge=1)
-    handshake_deadline_s: float = Field(default=HANDSHAKE_DEADLINE_S, gt=0)
-
-
-class BashSection(BaseModel):
-    """``[tools.bash]``: rlimits of ``run_bash`` (``BashLimits``)."""
-
-    cpu_s: int | None = Field(default=BashLimits.cpu_s, ge=1)
-    fsize_bytes: int = Field(default=BashLimits.fsize_bytes, ge=1)
-    pid_namespace: bool = BashLimits.pid_namespace  # false: no PID namespace per call (weaker; said so)
-
-
-def _allow_entries(value: list[str]) -> list[str]:
-    from geode.tools.builtin.web_guard import parse_allow_entry  # lazy: httpx, only when hosts are listed
-
-    for entry in value:
-        parse_allow_entry(entry)  # ValueError names the entry
-    return value
-
-
-def _host_entries(value: list[str]) -> list[str]:
-    from geode.tools.builtin.web_guard import parse_host_entry  # lazy: httpx, only when hosts are listed
-
-    for entry in value:
-        parse_host_entry(entry)  # ValueError names the entry
-    return value
-
-
-class WebFetchSection(BaseModel):
-    """``[tools.web_fetch]``: ``allow_hosts``, hosts and CIDRs web_fetch may reach although not public;
-    ``hosts``, hosts it fetches without asking (any other host asks once per session, ``WebAllow``)."""
-
-    allow_hosts: Annotated[list[str], AfterValidator(_allow_entries)] = Field(default_factory=list)
-    hosts: Annotated[list[str], AfterValidator(_host_entries)] = Field(default_factory=list)
-
-
-class DelegateSection(BaseModel):
-    """``[tools.delegate]``: the cap on a delegate_task child turn's time budget (``DelegateLimits``)."""
-
-    max_timeout_s: float = Field(default=600.0, gt=0, le=3600)
-
-
-class SendMessageSection(BaseModel):
-    """``[tools.send_message]``: at most this many send_message posts per turn (``SendRule``)."""
-
-    max_per_turn: int = Field(default=10, ge=0, le=1000)
-
-
-class ToolsSection(BaseModel):
-    """``[tools]`` (read by ``actors/executor.py``)."""
-
-    handlers: int = Field(default=32, ge=1)
-    default_workspace: str = ""  # empty: $GEODE_HOME/workspace
-    roots: list[str] = Field(default_factory=list)
-    bash: BashSection = BashSection()
-    web_fetch: WebFetchSection = WebFetchSection()
-    delegate: DelegateSection = DelegateSection()
-    send_message: SendMessageSection = SendMessageSection()
-
-
-class VendorSection(BaseModel):
-    """``[providers.<vendor>]``: endpoint overrides; the key itself only ever comes from the environment."""
-
-    api_key_env: str | None = None
-    base_url: str | None = None
-    wire: WireApi | None = None
-    timeout_s: float | None = Field(default=None, gt=0)
-    options: dict[str, Any] = Field(default_factory=dict)
-    login: Literal["auto", "apikey", "subscription"] = "auto"  # [providers.openai]
-    auth_file: str | None = None  # [providers.codex]
-    refresh_url: str | None = None  # [providers.codex]
-
-
-_VENDOR_FIELDS: dict[str, Any] = {
-    name: (VendorSection | None, Field(default=None, alias=name))
-    for name in sorted({*VENDORS, *VENDOR_ALIASES})
-}
-_ProvidersBase = create_model(  # type: ignore[call-overload]
-    "_ProvidersBase",
-    __config__=ConfigDict(populate_by_name=True),
-    **{n.replace(".", "_"): spec for n, spec in _VENDOR_FIELDS.items()},
-)
-
-
-class ProvidersSection(_ProvidersBase):  # type: ignore[misc, valid-type]
-    """``[providers]``: the model, shared timeout/retry/fallback/pricing, one table per vendor."""
-
-    model: str | None = None
-    timeout_s: float = Field(default=300.0, gt=0)
-    retry: RetryPolicy = RetryPolicy()
-    fallback: list[str] = Field(default_factory=list)
-    pricing: dict[str, Price] = Field(default_factory=dict)
-
-
-class ComputerUseSection(BaseModel):
-    """``[gateway]`` / ``[daemon]``: only a literal ``true`` lets a DAEMON session use computer tools."""
-
-    allow_computer_use: StrictBool = False
-
-
-def _upper(value: object) -> object:
-    return value.upper() if isinstance(value, str) else value
-
-
-class LogSection(BaseModel):
-    """``[log]`` (read by ``actors/tree/process_logging.py``; case-insensitive)."""
-
-    level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)] = (
-        "INFO"
-    )
-
-
-class HooksSection(BaseModel):
-    """``[hooks]``: ``[[hooks.<Event>]]`` arrays (checked by ``load_hooks``) and ``claude_settings``."""
-
-    model_config = ConfigDict(extra="allow")
-    claude_settings: list[str] | str = Field(default_factory=list)
-
-
-class McpSection(BaseModel):
-    """``[mcp.servers.<name>]`` (checked by ``load_mcp_servers``): command/args/env/cwd or url/headers,
-    resource_keys, read_only_tools, tools, enabled, timeout_s, startup_timeout_s."""
-
-    servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    serve: McpServeSection = McpServeSection()  # ``[mcp.serve]``: `geode mcp` as a server (its HTTP token)
-
-
-class TrustSection(BaseModel):
-    """``[trust]``: directories whose ``.geode/config.toml`` and ``.mcp.json`` are read (``geode trust``)."""
-
-    projects: list[str] = Field(default_factory=list)
 
 
 class ModelKey(BaseModel):

@@ -13,7 +13,7 @@ from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
 
 if TYPE_CHECKING:
-    from actors.tree.config_sections import BusSection
+    from actors.bus.settings import BusSection
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,47}$")
 

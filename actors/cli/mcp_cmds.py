@@ -130,13 +130,13 @@ def serve_http(bind: str) -> int:
     from geode.home import GeodeHome
     from geode.mcp_server.http_auth import (
         BearerAuth,
-        McpServeSection,
         home_token,
         is_loopback,
         parse_bind,
         refusal,
         resolve_token,
     )
+    from geode.mcp_server.settings import McpServeSection
     from geode.mcp_server.turns import token_creator
     from geode.protocol.errors import ConfigError, GeodeError
 

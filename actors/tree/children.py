@@ -6,13 +6,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from actors.tree.config_sections import DEFAULT_LOOP_WORKERS, ChildOverride, TreeSettings
+from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import kind_of
+from actors.tree.settings import CHILD_SHUTDOWN_MS, ChildOverride
 from actors.tree.spec import ChildSpec
 from actors.tree.worker_role import WorkerRole
 
-__all__ = ["DEFAULT_LOOP_WORKERS", "SHUTDOWN_MS", "child_names", "tree_specs"]
-SHUTDOWN_MS = {"store": 5000, "lanes": 5000}  # the durable writers get longer to flush
+__all__ = ["child_names", "tree_specs"]
 
 
 def _typed(config: TreeSettings | Mapping[str, Any]) -> TreeSettings:
@@ -42,7 +42,7 @@ def tree_specs(
         for key in (kind_of(name), name):  # the name's own table wins over its kind's
             if key in per:
                 over.update(per[key].model_dump(exclude_unset=True))
-        default = ChildOverride(shutdown_ms=SHUTDOWN_MS.get(name, ChildOverride().shutdown_ms))
+        default = ChildOverride(shutdown_ms=CHILD_SHUTDOWN_MS.get(name, ChildOverride().shutdown_ms))
         restart = over.get("restart", default.restart)
         shutdown = over.get("shutdown_ms", default.shutdown_ms)
         specs.append(ChildSpec(name, (python, "-m", "actors.tree.child_main", name), restart, shutdown))

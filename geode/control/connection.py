@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from geode.control.settings import QUEUE_MAX
 from geode.protocol.errors import Overloaded
 from geode.protocol.lanes import StreamEvent
 from geode.sessions.factory import SessionSpec
 
-QUEUE_MAX = 64
 MAX_ATTACHED = 16
 
 Job = Callable[[], None]

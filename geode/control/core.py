@@ -20,13 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from geode.control.connection import QUEUE_MAX, Connection, ConnState, Runner
+from geode.control.connection import Connection, ConnState, Runner
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
 from geode.control.replay import SessionReplay
 from geode.control.session_requests import SessionRequests
-from geode.control.slots import HANDSHAKE_DEADLINE_S, MAX_CONNECTIONS, SlotTable
+from geode.control.settings import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S, QUEUE_MAX
+from geode.control.slots import MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
@@ -48,7 +49,6 @@ from geode.tools.catalogue_plans import CataloguePlans
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, Envelope], None]
-IDLE_TIMEOUT_S = 10.0
 MAX_PENDING_PER_CONN = 64
 IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
 BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}

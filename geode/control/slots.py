@@ -14,7 +14,6 @@ from geode.control.connection import Connection, ConnState
 from geode.protocol.errors import Overloaded
 
 MAX_CONNECTIONS = 256
-HANDSHAKE_DEADLINE_S = 5.0
 MAX_EXPIRED = 4096  # routing ids dropped for a missed handshake, remembered so their traffic stays ignored
 
 

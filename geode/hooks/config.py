@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from geode.hooks.events import DECIDING_EVENTS, HookEvent
+from geode.hooks.settings import CLAUDE_DEFAULT_TIMEOUT_S, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from geode.protocol.errors import ConfigError
 
-DEFAULT_TIMEOUT_S = 10.0
-MAX_TIMEOUT_S = 600.0
-CLAUDE_DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default for command hooks
 _FIELDS = {"matcher", "command", "timeout", "fail", "dialect", "name"}
 
 HookCallable = Callable[[str, dict[str, Any], dict[str, Any]], Any]

@@ -10,8 +10,9 @@ from typing import Any
 
 from geode.hooks import dialect
 from geode.hooks.command import HookFailed, HookInvalidOutput, parse_output, run_command
-from geode.hooks.config import DEFAULT_TIMEOUT_S, HookCallable, HookEntry, entry
+from geode.hooks.config import HookCallable, HookEntry, entry
 from geode.hooks.events import DECIDING_EVENTS, HookEvent, HookOutcome, stronger
+from geode.hooks.settings import DEFAULT_TIMEOUT_S
 from geode.redaction import redact_text
 from geode.sessions.transcript import hook_transcript_path
 

@@ -12,11 +12,10 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from geode.lanes.settings import DEFAULT_SESSION_QUEUE
 from geode.protocol.errors import Conflict, NotFound, Overloaded
 
 DEFAULT_GLOBAL_CAP = 4  # a LaneQueue built without one (tests); the daemon follows the workers' capacity
-DEFAULT_MAX_GLOBAL_CAP = 64  # the followed cap's ceiling (``[lanes] max_global_cap``): it bounds spend too
-DEFAULT_SESSION_QUEUE = 16
 DEFAULT_MAX_QUEUED = 1024
 
 

@@ -19,6 +19,7 @@ from geode.lanes.approvals import ApprovalDesk
 from geode.lanes.pool import WorkerPool
 from geode.lanes.queue import LaneQueue
 from geode.lanes.records import Outcome, StoreRunner, TurnStore, inline_runner
+from geode.lanes.settings import MAX_REQUEUES
 from geode.lanes.stream import Reorder, StreamBuffer
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 ORPHAN_GRACE_S = 3.0
 LOST_RUN_GRACE_S = 3.0  # a turn.run its worker never reported in a heartbeat after this long was lost
 RECENT_OUTCOMES = 8
-MAX_REQUEUES = 5  # worker losses a turn survives; the next one ends it worker_lost
 STATUS_TURNS = 50  # the oldest active turns listed in lanes.status
 
 Reply = BaseModel | dict[str, Any] | None

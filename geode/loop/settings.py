@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 
 class VerifySettings(BaseModel):
@@ -61,3 +61,19 @@ class LoopSettings(BaseModel):
             if merged.get(key) is not None:
                 merged[key] = tuple(merged[key])
         return cls(**merged)
+
+
+# [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
+# origin, verify, skip_permissions, creator, the session's plan hash/generation) are always overridden by the
+# turn's own settings, so they are not configuration (skip_permissions is only the submitting connection's
+# flag; creator only an MCP connection's handshake: no config value may make sessions continuable over MCP).
+PER_TURN_LOOP_KEYS = frozenset(
+    {
+        *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
+        *("skip_permissions", "creator", "plan_hash", "plan_generation"),
+    }
+)
+LoopSection = create_model(  # type: ignore[call-overload]
+    "LoopSection",
+    **{k: (f.annotation, f) for k, f in LoopSettings.model_fields.items() if k not in PER_TURN_LOOP_KEYS},
+)

@@ -13,16 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from geode.home import GeodeHome
 from geode.home_secrets import mcp_http_token_path, read_or_create
+from geode.mcp_server.settings import MAX_TOKEN, McpServeSection
 from geode.protocol.errors import ConfigError
 
 TOKEN_ENV = "GEODE_MCP_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
 MIN_TOKEN = 16
-MAX_TOKEN = 512
 LOGGED_REFUSALS = 20  # the first refusals are logged one by one, then every 100th (a flood stays readable)
 log = logging.getLogger("geode.mcp_server.http")
 
@@ -30,14 +28,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class McpServeSection(BaseModel):
-    """``[mcp.serve]``: ``geode mcp`` as a server. ``token``: the bearer token HTTP clients must send
-    (``GEODE_MCP_TOKEN`` in the environment or ``$GEODE_HOME/.env`` wins); required off loopback."""
-
-    model_config = ConfigDict(extra="forbid")
-    token: str | None = Field(default=None, max_length=MAX_TOKEN)  # the length floor: resolve_token
 
 
 def parse_bind(text: str) -> tuple[str, int]:

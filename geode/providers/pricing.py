@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from geode.providers.settings import PriceSection
 from geode.providers.types import ModelResponse, Usage
 
 
-class Price(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    input_per_mtok: float = 0.0
-    output_per_mtok: float = 0.0
-    cache_read_per_mtok: float = 0.0
-    cache_write_per_mtok: float = 0.0
+class Price(PriceSection):
+    """A configured price that prices a response's usage."""
 
     def cost(self, usage: Usage) -> float:
         return (

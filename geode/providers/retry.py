@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from geode.providers.classify import HINTS, classify
 from geode.providers.events import EventCallback, ProviderEvent
+from geode.providers.settings import RetryPolicy
 from geode.providers.types import ProviderError
 
 T = TypeVar("T")
@@ -25,28 +26,6 @@ class CallbackAborted(Exception):
     def __init__(self, original: Exception) -> None:
         super().__init__(str(original))
         self.original = original
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 3
-    base_delay_s: float = 2.0
-    max_delay_s: float = 30.0
-    max_retry_after_s: float = 60.0
-
-    def backoff_cap(self, failure: int) -> float:
-        """Upper bound of the jittered delay after the ``failure``-th failure (1-based)."""
-        return min(self.base_delay_s * 2 ** (failure - 1), self.max_delay_s)
-
-    @classmethod
-    def from_config(cls, raw: dict[str, object] | None) -> RetryPolicy:
-        raw = raw or {}
-        fields = {
-            k: raw[k]
-            for k in ("max_attempts", "base_delay_s", "max_delay_s", "max_retry_after_s")
-            if k in raw
-        }
-        return cls(**fields)  # type: ignore[arg-type]
 
 
 @dataclass

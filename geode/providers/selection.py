@@ -18,7 +18,8 @@ from geode.providers.codex import DEFAULT_REFRESH_URL, CodexAuth, CodexProvider,
 from geode.providers.events import EventCallback
 from geode.providers.fallback import FallbackProvider
 from geode.providers.pricing import Price, prices_from_config
-from geode.providers.retry import Retrier, RetryPolicy
+from geode.providers.retry import Retrier
+from geode.providers.settings import PROVIDER_TIMEOUT_S, RetryPolicy
 from geode.providers.setup_error import SetupError
 from geode.providers.types import ModelRequest, ModelResponse, Provider, ProviderErrorKind
 from geode.providers.vendors import make_adapter, vendor
@@ -34,7 +35,7 @@ class ProviderSettings:
     base_url: str
     api_key: str | None = field(default=None, repr=False)
     key_source: str = ""
-    timeout_s: float = 300.0
+    timeout_s: float = PROVIDER_TIMEOUT_S
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     fallback: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
@@ -137,7 +138,7 @@ def resolve_settings(
         base_url=base_url,
         api_key=api_key,
         key_source=key_source,
-        timeout_s=float(sec.get("timeout_s") or providers.get("timeout_s") or 300.0),
+        timeout_s=float(sec.get("timeout_s") or providers.get("timeout_s") or PROVIDER_TIMEOUT_S),
         retry=RetryPolicy.from_config(providers.get("retry")),
         fallback=tuple(providers.get("fallback") or ()),
         options={**spec.options, **(sec.get("options") or {})},

@@ -12,6 +12,7 @@ from geode.providers.adapter_base import Endpoint, WireAdapter
 from geode.providers.catalogue import WireApi
 from geode.providers.codex import DEFAULT_BACKEND_URL
 from geode.providers.retry import Retrier
+from geode.providers.settings import VENDOR_ALIASES
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,6 @@ VENDORS: dict[str, VendorSpec] = {
     ),
     "codex": VendorSpec("codex", "openai-responses", None, "CODEX_BASE_URL", DEFAULT_BACKEND_URL),
 }
-VENDOR_ALIASES = {"zai": "glm", "z.ai": "glm"}
 
 
 def vendor(name: str) -> VendorSpec:

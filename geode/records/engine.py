@@ -14,7 +14,7 @@ from geode.home import GeodeHome
 from geode.records.checkpoints import CheckpointStore
 from geode.records.cursors import CursorStore
 from geode.records.evidence import EvidenceLedger
-from geode.records.lmdb_env import RecordEnv, StoreConfig
+from geode.records.lmdb_env import RecordEnv
 from geode.records.models import (
     AdmitResult,
     CheckpointSave,
@@ -30,6 +30,7 @@ from geode.records.models import (
     TurnRecord,
 )
 from geode.records.receipts import ReceiptStore
+from geode.records.settings import StoreConfig
 from geode.records.timeline import TimelineStore
 from geode.records.turns import TurnStore
 from geode.records.writer import GroupWriter

@@ -17,10 +17,10 @@ from typing import Any, TypeAlias
 
 import lmdb
 import msgpack
-from pydantic import BaseModel, Field, ValidationError
 
 from geode.private_dir import tighten_file
-from geode.protocol.errors import BadRequest, ConfigError, NotFound, Unavailable
+from geode.protocol.errors import BadRequest, NotFound, Unavailable
+from geode.records.settings import StoreConfig
 
 # A transaction opened without ``buffers=True``: keys and values come back as ``bytes``.
 Txn: TypeAlias = "lmdb.Transaction[bytes]"
@@ -47,31 +47,6 @@ DBS = (
     "dedupe",  # key -> {expires, token}
     "dd_exp",  # expires_ns(u64) \0 key -> b""
 )
-
-
-class StoreConfig(BaseModel):
-    """``[store]`` in config.toml."""
-
-    map_size_mb: int = Field(default=256, ge=1)
-    map_max_mb: int = Field(default=16384, ge=1)
-    max_batch: int = Field(default=256, ge=1)
-    queue_max: int = Field(default=10000, ge=1)
-    max_unresolved_receipts: int = Field(default=500, ge=1)
-    receipt_keep: int = Field(default=2000, ge=0)
-    receipt_retention_days: float = Field(default=30.0, ge=0)
-    session_retention_days: float = Field(default=30.0, ge=0)
-    timeline_max_payload: int = Field(default=64 * 1024, ge=1024)
-    prune_interval_s: float = Field(default=3600.0, ge=0)  # 0 = only at start-up and on store.prune
-    handlers: int = Field(default=64, ge=1)  # concurrent request handlers in the store child
-
-    @classmethod
-    def from_config(cls, raw: dict[str, Any]) -> StoreConfig:
-        try:
-            return cls.model_validate(raw.get("store") or {})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            raise ConfigError(f"[store] {where}: {first.get('msg')}") from None
 
 
 def key(*parts: str | int) -> bytes:

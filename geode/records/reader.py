@@ -11,9 +11,10 @@ from pathlib import Path
 
 from geode.home import GeodeHome
 from geode.records.checkpoints import CheckpointStore
-from geode.records.lmdb_env import RecordEnv, StoreConfig
+from geode.records.lmdb_env import RecordEnv
 from geode.records.models import Receipt, SessionSummary, TimelineRow
 from geode.records.receipts import ReceiptStore
+from geode.records.settings import StoreConfig
 from geode.records.timeline import TimelineStore
 from geode.records.writer import GroupWriter
 

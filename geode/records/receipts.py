@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from geode.protocol.errors import Conflict, NotFound, Unavailable
-from geode.records.lmdb_env import RecordEnv, StoreConfig, Txn, key, pack, prefix, scan_prefix, unpack
+from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.models import (
     AdmitKind,
     AdmitResult,
@@ -20,6 +20,7 @@ from geode.records.models import (
     ReceiptIdentity,
     ReceiptState,
 )
+from geode.records.settings import StoreConfig
 from geode.records.writer import GroupWriter
 from geode.redaction import bound, fingerprint
 

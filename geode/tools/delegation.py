@@ -19,13 +19,13 @@ from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Transport
 from geode.sessions.modes import default_denylist
 from geode.tools.handlers import ToolFailure
+from geode.tools.settings import DELEGATE_MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from geode.tools.spec import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
 
 DELEGATE_TOOL = "delegate_task"
 DEFAULT_TIMEOUT_S = 300.0
-MAX_TIMEOUT_S = 600.0
 RETURN_MARGIN_S = 2.0  # the handler answers this long before its own deadline (a clean, receipted result)
 MIN_CHILD_BUDGET_S = 5.0
 MAX_DEPTH = 1

@@ -21,6 +21,7 @@ from geode.protocol.errors import GeodeError
 from geode.records.models import TurnRecord
 from geode.tools.checks import Request
 from geode.tools.policy import is_headless
+from geode.tools.settings import SEND_MAX_PER_TURN
 from geode.tools.spec import ToolContext
 
 HANDLER = "builtin:send_message"
@@ -51,7 +52,7 @@ class SendRule:
         bindings: Sequence[MessengerBinding],
         turns: TurnSource | None,
         *,
-        max_per_turn: int = 10,
+        max_per_turn: int = SEND_MAX_PER_TURN,
     ) -> None:
         self._send_to = {f"{b.platform}:{b.channel_id}": tuple(b.send_to) for b in bindings}
         self._turns = turns

@@ -16,14 +16,13 @@ from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
 from actors.tree.spec import TreeConfig
 from geode.config_schema import GeodeConfig
-from geode.control.connection import QUEUE_MAX
-from geode.control.core import IDLE_TIMEOUT_S
+from geode.control.settings import IDLE_TIMEOUT_S, QUEUE_MAX
 from geode.home import GeodeHome
 from geode.hooks.config import load_hooks
 from geode.loop.settings import VerifySettings
 from geode.protocol import turns
 from geode.providers.selection import resolve_settings
-from geode.records.lmdb_env import StoreConfig
+from geode.records.settings import StoreConfig
 from geode.sessions.modes import default_denylist
 from geode.sessions.turn_setup import turn_settings
 from geode.tools.mcp.config import load_mcp_servers

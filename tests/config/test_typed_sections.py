@@ -11,21 +11,17 @@ from typing import Any
 import pytest
 
 from actors.bus.endpoints import Endpoints
+from actors.bus.settings import BusSection
 from actors.tree.children import child_names, tree_specs
-from actors.tree.config_sections import SCHEMAS, BusSection, LoopShellSection, TreeSettings, start_settings
+from actors.tree.config_sections import SCHEMAS, TreeSettings, start_settings
 from actors.tree.registry import ChildContext
+from actors.tree.settings import LoopShellSection
 from geode.config_check import known_fields
-from geode.config_schema import (
-    DOMAIN_SCHEMAS,
-    OPEN_SECTIONS,
-    BashSection,
-    GeodeConfig,
-    ToolsSection,
-    WebFetchSection,
-)
+from geode.config_schema import DOMAIN_SCHEMAS, OPEN_SECTIONS, GeodeConfig
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
 from geode.tools.builtin.bash import BashLimits
+from geode.tools.settings import BashSection, ToolsSection, WebFetchSection
 
 
 @pytest.fixture

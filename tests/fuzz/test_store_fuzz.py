@@ -19,7 +19,7 @@ from geode.home import GeodeHome
 from geode.protocol import catalog, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
-from geode.records.lmdb_env import StoreConfig
+from geode.records.settings import StoreConfig
 from tests.fuzz.budget import fuzz, values
 
 SPECS = {t: s for t, s in catalog.load_all().items() if s.area == "store"}

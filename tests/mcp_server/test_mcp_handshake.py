@@ -18,13 +18,13 @@ from mcp.server.mcpserver import MCPServer
 from geode.mcp_server import handshake
 from geode.mcp_server.http_auth import (
     BearerAuth,
-    McpServeSection,
     Token,
     is_loopback,
     parse_bind,
     refusal,
     resolve_token,
 )
+from geode.mcp_server.settings import McpServeSection
 from tests.actors.tree_kit import ROOT, env, make_home
 
 

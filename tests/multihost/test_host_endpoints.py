@@ -13,7 +13,7 @@ import zmq
 
 from actors.bus import Bus, host_keys
 from actors.bus.endpoints import CurveKeys, Endpoints
-from actors.tree.config_sections import BusSection
+from actors.bus.settings import BusSection
 from actors.tree.worker_role import WorkerRole
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime

@@ -14,8 +14,8 @@ import zmq
 
 from actors.bus import Bus, host_keys
 from actors.bus.endpoints import CurveKeys, Endpoints
+from actors.bus.settings import BusSection
 from actors.bus.tcp_refusals import GONE, HandshakeWatch, PeerLogGate, peer_of
-from actors.tree.config_sections import BusSection
 from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope

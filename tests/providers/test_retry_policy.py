@@ -8,7 +8,8 @@ import random
 import pytest
 
 from geode.providers.classify import classify, parse_retry_after, parse_should_retry
-from geode.providers.retry import Retrier, RetryPolicy
+from geode.providers.retry import Retrier
+from geode.providers.settings import RetryPolicy
 from geode.providers.types import ProviderError, ProviderErrorKind
 
 K = ProviderErrorKind

@@ -13,8 +13,8 @@ from geode.protocol import runtime
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import LocalTransport
 from geode.records.engine import RecordEngine
-from geode.records.lmdb_env import StoreConfig
 from geode.records.service import StoreService
+from geode.records.settings import StoreConfig
 from geode.records.store_client import StoreClient
 from tests.processes import Child
 from tests.waiting import poll_for

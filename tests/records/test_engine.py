@@ -11,8 +11,9 @@ import pytest
 from geode.home import GeodeHome
 from geode.protocol.errors import Conflict, Unavailable
 from geode.records.engine import RecordEngine
-from geode.records.lmdb_env import StoreConfig, key
+from geode.records.lmdb_env import key
 from geode.records.models import CheckpointSave, TimelineEvent
+from geode.records.settings import StoreConfig
 from tests.records.harness import local_store, spawn_store, write_config
 
 

@@ -126,7 +126,7 @@ def test_list_receipts_filters(store: StoreUnderTest, uid: str) -> None:
 def test_old_committed_receipts_are_pruned(home, uid: str) -> None:  # type: ignore[no-untyped-def]
     import time
 
-    from geode.records.lmdb_env import StoreConfig
+    from geode.records.settings import StoreConfig
     from tests.records.harness import local_store
 
     ls = local_store(home, StoreConfig(receipt_keep=3))
@@ -145,7 +145,7 @@ def test_old_committed_receipts_are_pruned(home, uid: str) -> None:  # type: ign
 
 def test_too_many_unresolved_receipts_is_unavailable(home, uid: str) -> None:  # type: ignore[no-untyped-def]
     from geode.protocol.errors import Unavailable
-    from geode.records.lmdb_env import StoreConfig
+    from geode.records.settings import StoreConfig
     from tests.records.harness import local_store
 
     ls = local_store(home, StoreConfig(max_unresolved_receipts=2))

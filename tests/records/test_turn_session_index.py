@@ -8,8 +8,9 @@ import lmdb
 
 from geode.home import GeodeHome
 from geode.records.engine import RecordEngine
-from geode.records.lmdb_env import StoreConfig, key
+from geode.records.lmdb_env import key
 from geode.records.models import CheckpointSave, TurnRecord, TurnState
+from geode.records.settings import StoreConfig
 from geode.records.turns import SESSION_INDEX
 
 

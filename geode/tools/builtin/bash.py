@@ -26,6 +26,7 @@ from geode.tools.builtin.bash_containment import TOKEN_ENV, CallBox
 from geode.tools.builtin.bash_env import shell_env
 from geode.tools.builtin.bash_groups import GroupNotes
 from geode.tools.handlers import ToolEnv, ToolFailure
+from geode.tools.settings import BASH_CPU_S, BASH_FSIZE_BYTES, BASH_PID_NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,11 @@ _WRAPPER = (
 class BashLimits:
     """Per-executor limits (``services["bash_limits"]`` overrides the defaults)."""
 
-    cpu_s: int | None = None  # None: the call's timeout
-    fsize_bytes: int = 50 * 1024 * 1024
+    cpu_s: int | None = BASH_CPU_S  # None: the call's timeout
+    fsize_bytes: int = BASH_FSIZE_BYTES
     grace_s: float = GRACE_S
     cgroup: bool = True  # False: contain by the token/ancestry walk alone (the fallback, also used in tests)
-    pid_namespace: bool = True  # False: no PID namespace ([tools.bash] pid_namespace = false; the fallback)
+    pid_namespace: bool = BASH_PID_NAMESPACE  # False: no PID namespace ([tools.bash]; the fallback)
 
 
 NO_PIDNS_NOTE = (

@@ -9,17 +9,13 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from socket import getaddrinfo
-from typing import TYPE_CHECKING
 
 import httpx
 
 from geode.tools.handlers import ToolFailure
-
-if TYPE_CHECKING:
-    from geode.config_schema import WebFetchSection
+from geode.tools.settings import Net, WebFetchSection, parse_allow_entry, parse_host_entry
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
-Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 BLOCKED = "web_fetch_blocked_address"
 SCHEMES = ("http", "https")
 
@@ -98,39 +94,6 @@ def address_class(ip: IP) -> str | None:
     if ip.version == 6 and ip not in GLOBAL_UNICAST_V6:
         return "reserved"
     return None
-
-
-def parse_allow_entry(entry: str) -> str | Net:
-    """A hostname (lowercased, no trailing dot) or an IP network; ValueError for anything else."""
-    text = entry.strip()
-    try:
-        return ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        pass
-    name = text.lower().rstrip(".")
-    labels = name.split(".")
-    ok = name and all(
-        lb and len(lb) <= 63 and lb.replace("-", "").replace("_", "").isalnum() for lb in labels
-    )
-    if not ok or "/" in text:
-        raise ValueError(f"not a hostname, IP address or CIDR: {entry!r}")
-    return name
-
-
-def parse_host_entry(entry: str) -> str:
-    """A ``[tools.web_fetch] hosts`` entry: a hostname, ``*.`` and a domain (its subdomains), or an IP
-    address; lowercased, no trailing dot. ValueError for anything else."""
-    text = entry.strip().lower().rstrip(".")
-    bare = text.removeprefix("*.")
-    try:
-        ip = ipaddress.ip_address(bare)
-    except ValueError:
-        ip = None
-    if ip is not None and bare == text:
-        return str(ip)
-    if ip is None and "/" not in bare and isinstance(parse_allow_entry(bare), str):
-        return text
-    raise ValueError(f"not a hostname, *.domain or IP address: {entry!r}")
 
 
 def host_of(url: httpx.URL) -> str:

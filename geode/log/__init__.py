@@ -1,0 +1,1 @@
+"""Process logging's configuration: the ``[log]`` section (the shell sets up the files)."""

@@ -1,0 +1,35 @@
+"""``[store]``: the record store's section and its defaults (a leaf: the LMDB environment and the store
+child read it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from geode.protocol.errors import ConfigError
+
+
+class StoreConfig(BaseModel):
+    """``[store]`` in config.toml."""
+
+    map_size_mb: int = Field(default=256, ge=1)
+    map_max_mb: int = Field(default=16384, ge=1)
+    max_batch: int = Field(default=256, ge=1)
+    queue_max: int = Field(default=10000, ge=1)
+    max_unresolved_receipts: int = Field(default=500, ge=1)
+    receipt_keep: int = Field(default=2000, ge=0)
+    receipt_retention_days: float = Field(default=30.0, ge=0)
+    session_retention_days: float = Field(default=30.0, ge=0)
+    timeline_max_payload: int = Field(default=64 * 1024, ge=1024)
+    prune_interval_s: float = Field(default=3600.0, ge=0)  # 0 = only at start-up and on store.prune
+    handlers: int = Field(default=64, ge=1)  # concurrent request handlers in the store child
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> StoreConfig:
+        try:
+            return cls.model_validate(raw.get("store") or {})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise ConfigError(f"[store] {where}: {first.get('msg')}") from None
