@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import pykka
@@ -29,7 +30,7 @@ from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request, Transport
 from geode.records.store_client import StoreClient
 from geode.sessions.transcript import TranscriptingRecords
-from geode.sessions.turn_setup import loop_hooks, turn_prompt, turn_settings
+from geode.sessions.turn_setup import ComposedTurn, compose_turn, loop_hooks
 from geode.tools.catalogue_plans import CataloguePlans
 from geode.tools.executor_client import ExecutorClient, ExecutorLost
 from geode.tools.plan import BoundToolPlan
@@ -288,17 +289,16 @@ class LoopWorker:
     def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
         try:
             self.reload_if_asked()  # a turn after `geode reload` runs on the new config, on any worker
-            catalogue = self.plan_factory()
-            settings = turn_settings(run, self.settings, catalogue)
-            provider = self.providers.get(settings.model or None)
+            turn = self.compose(run)
+            provider = self.providers.get(turn.settings.model or None)
             loop = AgenticLoop(
                 provider,
                 self.tools,
                 self.records,
-                plan=self.plan_for(run, settings, catalogue),
+                plan=turn.plan,
                 events=self.sink,
-                settings=settings,
-                prompt=turn_prompt(settings, self.ctx.home.rules_dir),
+                settings=turn.settings,
+                prompt=turn.prompt,
                 hooks=self.hooks,
             )
             return loop.run_turn(
@@ -307,7 +307,7 @@ class LoopWorker:
                 run.input.text,
                 resume=run.resume,
                 cancel=cancel,
-                settings=settings,
+                settings=turn.settings,
             )
         except Exception as exc:  # building the pair failed: the turn still ends with a reason
             log.exception("turn %s could not run", run.turn_id)
@@ -316,13 +316,19 @@ class LoopWorker:
                 error=f"{type(exc).__name__}: {exc}"[:500],
             )
 
-    def plan_for(
-        self, run: turns.TurnRun, settings: LoopSettings, catalogue: BoundToolPlan | None
-    ) -> BoundToolPlan | None:
+    def compose(self, run: turns.TurnRun) -> ComposedTurn:
+        """The turn as geode.sessions composes it, on this worker's config snapshot and current catalogue."""
+        return compose_turn(
+            run,
+            self.settings,
+            catalogue=self.plan_factory(),
+            rules_dir=self.ctx.home.rules_dir,
+            plan_for=partial(self.plan_for, run),
+        )
+
+    def plan_for(self, run: turns.TurnRun, catalogue: BoundToolPlan, settings: LoopSettings) -> BoundToolPlan:
         """The turn's plan: the executor's catalogue with the session's allow/deny lists (the one builder).
         A session composed against another catalogue is noted (log, timeline); it gets the current one."""
-        if catalogue is None:
-            return None
         return self.plans.for_turn(
             catalogue,
             session_id=run.session_id,

@@ -6,16 +6,18 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from geode.home import GeodeHome
-from geode.sessions.modes import MODES, SessionMode, default_denylist
-from geode.sessions.settings import current_model
-from geode.tools.mcp.gate import outside_scope
+from geode.sessions.modes import MODES, SessionMode, session_limits
+from geode.sessions.settings import config_snapshot, current_model
 from geode.tools.plan import BoundToolPlan, compile_plan
 from geode.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 class SessionSpec(BaseModel):
@@ -87,21 +89,23 @@ def create_session(
     origin: str = "",
     skip_permissions: bool = False,
     env: Mapping[str, str] | None = None,
+    config: GeodeConfig | None = None,
 ) -> SessionSpec:
-    """Compose a session: mode defaults, settings re-read now, denylist, allowlist, projected plan."""
+    """Compose a session: mode defaults, denylist and budget (:func:`session_limits`, the rule a turn without
+    a session spec gets too), allowlist, projected plan. ``config`` is the caller's typed snapshot (None: the
+    home's, as :func:`config_snapshot` reads it now)."""
     mode = SessionMode(mode)
     home = home or GeodeHome.from_env()
     defaults = MODES[mode]
-    from geode.config_schema import GeodeConfig  # lazy: the schema imports the control core, which imports us
-
-    cfg = GeodeConfig.from_home(home)  # re-read per session, typed ([daemon]/[gateway] allow_computer_use)
-    choice = current_model(home, override=model_override, env=env)
+    cfg = config if config is not None else config_snapshot(home)
+    choice = current_model(home, override=model_override, env=env, config=cfg)
     tools = tuple(plan_tools if plan_tools is not None else getattr(plan, "tools", ()) or ())
     if isinstance(tools and tools[0], str):  # a plan listing names only
         tools = ()
     ws = Path(workspace) if workspace is not None else Path.cwd()
     # a project's tools (a trusted project's MCP servers) are offered only inside that project
-    denied = default_denylist(mode, global_config=cfg, plan_tools=tools) | outside_scope(tools, ws)
+    limits = session_limits(mode, cfg, tools=tools, workspace=ws, time_budget_override=time_budget_override)
+    denied = limits.denied_tools
     allowed = frozenset(allowed_tool_names) if allowed_tool_names is not None else None
     visible = tuple(t.name for t in tools if t.name not in denied and (allowed is None or t.name in allowed))
     project = project or (
@@ -114,14 +118,13 @@ def create_session(
     names = getattr(projected, "tool_names", None)
     if isinstance(names, tuple) and projected is not plan:
         visible = tuple(n for n in visible if n in names)
-    budget = time_budget_override if time_budget_override is not None else defaults.time_budget_s
     return SessionSpec(
         session_id=session_id or new_session_id(),
         mode=mode,
         workspace=str(ws.resolve()),
         hitl_level=defaults.hitl_level,
         approvals=defaults.approvals,
-        time_budget_s=budget if budget and budget > 0 else None,
+        time_budget_s=limits.time_budget_s,
         denied_tools=denied,
         allowed_tools=allowed,
         model=choice.model,

@@ -1,12 +1,15 @@
-"""The four session modes and their defaults: HITL level, approvals, time budget and default denylist."""
+"""The four session modes and their defaults: HITL level, approvals, time budget and default denylist, and the
+one rule for a session's limits (:func:`session_limits`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from geode.tools.mcp.gate import outside_scope
 from geode.tools.spec import DataClass, ToolSpec
 
 if TYPE_CHECKING:
@@ -114,3 +117,29 @@ def default_denylist(
     if computer_use_allowed(mode, cfg):
         denied -= COMPUTER_TOOLS
     return frozenset(denied)
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """What a mode limits a session (and each of its turns) to: a wall-clock budget and denied tools."""
+
+    time_budget_s: float | None  # None: no mode budget ([loop] time_budget_s applies)
+    denied_tools: frozenset[str]
+
+
+def session_limits(
+    mode: SessionMode | str,
+    config: GeodeConfig | None,
+    *,
+    tools: Iterable[ToolSpec] = (),
+    workspace: str | Path = "",
+    time_budget_override: float | None = None,
+) -> SessionLimits:
+    """The one rule for a session's budget and denylist, used when a session is composed and again for a
+    turn whose session spec carries none: the override or the mode's budget (0 or less: none); the mode's
+    default denylist plus the scoped tools (a project's MCP tools) outside ``workspace``."""
+    mode = SessionMode(mode)
+    specs = tuple(tools)
+    denied = default_denylist(mode, global_config=config, plan_tools=specs) | outside_scope(specs, workspace)
+    budget = time_budget_override if time_budget_override is not None else MODES[mode].time_budget_s
+    return SessionLimits(budget if budget and budget > 0 else None, denied)

@@ -1,4 +1,4 @@
-"""Model and provider from the current settings, re-read from disk for every session."""
+"""Model and provider of a new session, from the typed config snapshot (in a tree: its validated copy)."""
 
 from __future__ import annotations
 
@@ -22,15 +22,19 @@ class ModelChoice:
 
 
 def current_model(
-    home: GeodeHome, *, override: str | None = None, env: Mapping[str, str] | None = None
+    home: GeodeHome,
+    *,
+    override: str | None = None,
+    env: Mapping[str, str] | None = None,
+    config: GeodeConfig | None = None,
 ) -> ModelChoice:
     """The model a new session uses now: override > ``GEODE_MODEL`` > global config > catalogue default.
 
-    The providers' selection is the one source of truth (prefix routing, exact ids); the config is re-read
-    on every call, so a running daemon honours config edits. A bad config raises ``ConfigError``.
+    The providers' selection is the one source of truth (prefix routing, exact ids). ``config`` is the typed
+    snapshot (None: :func:`config_snapshot` of ``home``, read now).
     """
     env = os.environ if env is None else env
-    typed = _from_home(home)  # a broken file: the running tree's last good config
+    typed = config if config is not None else config_snapshot(home)
     cfg = typed.raw
     settings = resolve_settings(override, home=home, env=env, config=cfg)
     if override:
@@ -44,7 +48,10 @@ def current_model(
     return ModelChoice(settings.model, settings.provider, origin)
 
 
-def _from_home(home: GeodeHome) -> GeodeConfig:
+def config_snapshot(home: GeodeHome) -> GeodeConfig:
+    """``home``'s typed config as a tree child reads it: the tree's validated copy (written by `geode serve`
+    and `geode reload`), so saving config.toml alone changes no session; outside a tree, the file."""
     from geode.config_schema import GeodeConfig  # lazy: the schema imports the control core, which imports us
+    from geode.config_source import ConfigSource
 
-    return GeodeConfig.from_home(home)
+    return ConfigSource(home, GeodeConfig.from_raw, tree=True).snapshot

@@ -1,16 +1,20 @@
-"""What a turn runs with on a loop worker: its settings (the session spec lanes forwards over ``[loop]`` /
-``[verify]``, the mode's budget and denylist), its prompt sources and the loop's hooks."""
+"""A turn's composition, once for every path (:func:`compose_turn`): its settings (the session spec lanes
+forwards, over ``[loop]`` / ``[verify]``, with the mode's budget and denylist where the spec has none), its
+tool plan and its prompt sources; and the loop's hooks. The loop worker only wires what this returns."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geode.loop import LoopSettings
 from geode.prompt import PromptSources
 from geode.protocol import turns
-from geode.tools.plan import BoundToolPlan
+from geode.sessions.modes import SessionMode, session_limits
+from geode.tools.plan import BoundToolPlan, compile_plan
 
 if TYPE_CHECKING:
     from geode.config_schema import GeodeConfig
@@ -18,16 +22,55 @@ if TYPE_CHECKING:
 log = logging.getLogger("actors.loop_worker")
 
 
+PlanFor = Callable[[BoundToolPlan, LoopSettings], BoundToolPlan]  # (catalogue, settings) -> the turn's plan
+
+
+@dataclass(frozen=True)
+class ComposedTurn:
+    """What one turn runs with: its settings, its tool plan (None: no tools) and its prompt's sources."""
+
+    settings: LoopSettings
+    plan: BoundToolPlan | None
+    prompt: PromptSources
+
+
+def compose_turn(
+    run: turns.TurnRun,
+    config: GeodeConfig,
+    *,
+    catalogue: BoundToolPlan | None,
+    rules_dir: Path,
+    plan_for: PlanFor | None = None,
+) -> ComposedTurn:
+    """Compose one turn from its ``turn.run`` and the typed config snapshot: settings (:func:`turn_settings`),
+    the catalogue with the session's allow/deny lists (``plan_for``: the worker's cached builder, the same
+    rule as :func:`session_plan`), and the prompt's sources (:func:`turn_prompt`)."""
+    settings = turn_settings(run, config, catalogue)
+    plan = None if catalogue is None else (plan_for or session_plan)(catalogue, settings)
+    return ComposedTurn(settings, plan, turn_prompt(settings, rules_dir))
+
+
+def session_plan(catalogue: BoundToolPlan, settings: LoopSettings) -> BoundToolPlan:
+    """The catalogue with the turn's allowlist (None: all) and denylist applied."""
+    return compile_plan(catalogue.specs, allowed=settings.allowed_tools, denied=settings.denied_tools)
+
+
 def turn_settings(run: turns.TurnRun, config: GeodeConfig, plan: BoundToolPlan | None = None) -> LoopSettings:
-    """Turn settings (the session spec lanes forwards) over ``[loop]`` / ``[verify]`` config."""
+    """Turn settings (the session spec lanes forwards) over ``[loop]`` / ``[verify]`` config. A spec without a
+    budget or a denylist gets the session rule's (:func:`session_limits`: the mode's, and the scoped tools
+    outside its workspace), as a session composed for the same mode would."""
     raw = dict(run.settings)
-    if raw.get("time_budget_s") is None:
+    missing_budget, missing_denied = raw.get("time_budget_s") is None, raw.get("denied_tools") is None
+    if missing_budget:
         raw.pop("time_budget_s", None)
-        budget = _mode_budget(run.mode)
-        if budget:
-            raw["time_budget_s"] = budget
-    if raw.get("denied_tools") is None:
-        raw["denied_tools"] = sorted(_mode_denylist(run.mode, config, plan))
+    if (missing_budget or missing_denied) and run.mode in SessionMode.__members__:
+        limits = session_limits(
+            run.mode, config, tools=plan.specs if plan else (), workspace=str(raw.get("workspace") or "")
+        )
+        if missing_budget and limits.time_budget_s:
+            raw["time_budget_s"] = limits.time_budget_s
+        if missing_denied:
+            raw["denied_tools"] = sorted(limits.denied_tools)
     loop = config.loop
     base: dict[str, Any] = {k: v for k, v in loop if k in LoopSettings.model_fields}
     base.update(verify=config.verify, mode=run.mode, origin=run.origin)
@@ -57,22 +100,3 @@ def loop_hooks(config: dict[str, Any], base_dir: Any = None) -> Any:
     from geode.loop.hook_bridge import RunnerHooks
 
     return RunnerHooks(HookRunner(load_hooks(config, base_dir=base_dir)))
-
-
-def _mode_budget(mode: str) -> float | None:
-    from geode.sessions.modes import MODES, SessionMode
-
-    try:
-        return MODES[SessionMode(mode)].time_budget_s
-    except (ValueError, KeyError):  # not a session mode: no mode budget
-        return None
-
-
-def _mode_denylist(mode: str, config: GeodeConfig, plan: BoundToolPlan | None) -> frozenset[str]:
-    """The mode's default denylist when the turn did not carry one (deny by default without a person)."""
-    from geode.sessions.modes import default_denylist
-
-    try:
-        return default_denylist(mode, global_config=config, plan_tools=plan.specs if plan else ())
-    except ValueError:  # not a session mode: no default denylist
-        return frozenset()
