@@ -30,6 +30,7 @@ from geode.records.models import (
     TurnRecord,
 )
 from geode.records.receipts import ReceiptStore
+from geode.records.schedule_ledger import ScheduleLedger
 from geode.records.settings import StoreConfig
 from geode.records.timeline import TimelineStore
 from geode.records.turns import TurnStore
@@ -48,6 +49,7 @@ class RecordEngine:
         self.timeline = TimelineStore(self.renv, self.writer, self.config.timeline_max_payload)
         self.turns = TurnStore(self.renv, self.writer)
         self.cursors = CursorStore(self.renv, self.writer)
+        self.schedule = ScheduleLedger(self.renv, self.writer, self.config)
         self.evidence = EvidenceLedger(evidence_dir)
         self.started_at = 0.0
 
@@ -173,7 +175,8 @@ class RecordEngine:
         sessions = self.writer.run(_drop) if doomed else 0
         receipts = self.receipts.prune(now)
         dedupe = self.cursors.expire()
-        return {"sessions": sessions, "receipts": receipts, "dedupe_keys": dedupe}
+        occurrences = self.schedule.prune()
+        return {"sessions": sessions, "receipts": receipts, "dedupe_keys": dedupe, "occurrences": occurrences}
 
     def stats(self) -> dict[str, Any]:
         return {

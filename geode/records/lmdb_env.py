@@ -46,6 +46,10 @@ DBS = (
     "cursors",  # platform \0 account \0 channel -> position
     "dedupe",  # key -> {expires, token}
     "dd_exp",  # expires_ns(u64) \0 key -> b""
+    "sj_jobs",  # job -> job definition (the scheduler's occurrence ledger: geode/records/schedule_*.py)
+    "sj_cursor",  # job -> cursor (last decided instant, failures, paused/disabled)
+    "sj_occ",  # job \0 instant UTC text | now:request -> occurrence row
+    "sj_missed",  # job \0 first instant UTC text -> missed range
 )
 
 

@@ -17,6 +17,7 @@ from geode.protocol.dispatch import Dispatch
 from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
+from geode.records.schedule_service import LedgerRoutes
 from geode.redaction import canonical_json
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ class StoreService:
         self.engine = engine
         self.name = name
         self.incarnation = incarnation
+        ledger = LedgerRoutes(engine.schedule)  # store.schedule.*: the scheduler's occurrence ledger
         self.dispatch = Dispatch(
             "the store",
             {
@@ -78,6 +80,7 @@ class StoreService:
                 rt.STATUS: lambda b, r: rt.StatusReply(
                     name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
                 ),
+                **ledger.plain,
             },
             deferred={
                 m.CHECKPOINT_SAVE: self._save,
@@ -87,10 +90,11 @@ class StoreService:
                 m.DEDUPE: lambda b, r: engine.cursors.dedupe_later(b.key, ttl_s=b.ttl_s, token=b.token).map(
                     lambda first: m.DedupeReply(first=first)
                 ),
+                **ledger.deferred,
             },
             # cheap and non-blocking: validate and queue for the writer (a large frame still goes to a
             # handler thread: the bus runs inline only small frames)
-            inline=INLINE_TYPES,
+            inline=INLINE_TYPES | frozenset(ledger.deferred),
         )
         self.inline_types = self.dispatch.inline_types
         self.handle = self.dispatch.handle_later

@@ -24,6 +24,8 @@ class StoreConfig(BaseModel):
     timeline_max_payload: int = Field(default=64 * 1024, ge=1024)
     prune_interval_s: float = Field(default=3600.0, ge=0)  # 0 = only at start-up and on store.prune
     handlers: int = Field(default=64, ge=1)  # concurrent request handlers in the store child
+    schedule_retention_days: float = Field(default=30.0, ge=0)  # decided occurrences older than this go
+    schedule_keep_per_job: int = Field(default=1000, ge=0)  # at most this many decided occurrences per job
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> StoreConfig:

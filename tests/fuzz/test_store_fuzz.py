@@ -22,7 +22,7 @@ from geode.protocol.errors import BadRequest
 from geode.records.settings import StoreConfig
 from tests.fuzz.budget import fuzz, values
 
-SPECS = {t: s for t, s in catalog.load_all().items() if s.area == "store"}
+SPECS = {t: s for t, s in catalog.load_all().items() if t.startswith("store.")}  # with store.schedule.*
 odd = st.sampled_from(
     [-1, 0, 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, -(2**63), 1e308, float("inf"), float("nan"), "", "x" * 300]
 )
@@ -44,6 +44,12 @@ blob = st.dictionaries(st.text(max_size=8), values, max_size=3)
 msgs = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": values}))
 identity = st.fixed_dictionaries(
     {"session_id": anyid, "turn_id": anyid, "step_id": anyid, "tool_name": anyid, "fingerprint": anyid}
+)
+jobs = st.sampled_from(["j1", "j2", "bad job", ""])
+instants = st.sampled_from(["2027-01-01T00:00:00Z", "2027-01-01T01:00:00Z", "2027-01-01T00:00:00.5Z", "x"])
+outcomes = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["done", "delivering", "delivery_failed", "uncertain", "skipped", "due"])},
+    optional={"result": st.sampled_from(["ok", "error"]), "reason": anyid, "operation_id": ids},
 )
 VALID: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "store.checkpoint.load": st.fixed_dictionaries({"session_id": ids}, optional={"from_index": nat}),
@@ -117,6 +123,27 @@ VALID: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     ),
     "store.stats": st.just({}),
     "store.prune": st.just({}),
+    **{
+        t: st.fixed_dictionaries(
+            {"job_id": jobs, "holder": ids},
+            optional={"instant": instants, "request_id": anyid, "lease_s": num},
+        )
+        for t in ("store.schedule.claim", "store.schedule.due")
+    },
+    "store.schedule.outcome": st.fixed_dictionaries(
+        {"job_id": jobs, "instant": instants, "outcome": outcomes}, optional={"by": ids}
+    ),
+    "store.schedule.missed": st.fixed_dictionaries(
+        {
+            "job_id": jobs,
+            "missed": st.fixed_dictionaries(
+                {"kind": st.just("missed"), "count": nat, "first": instants, "last": instants}
+            ),
+        }
+    ),
+    "store.schedule.job.put": st.fixed_dictionaries(
+        {"job_id": jobs, "definition": blob}, optional={"expect_revision": nat}
+    ),
 }
 
 
