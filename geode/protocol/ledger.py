@@ -132,6 +132,14 @@ class ListRuns(BaseModel):
     limit: int = Field(default=200, ge=1, le=500)  # rows and ranges each (a reply stays one frame)
 
 
+class ListOpen(BaseModel):
+    """Every occurrence not decided yet (claimed, due or delivering): what a starting scheduler follows."""
+
+
+class OpenRows(BaseModel):
+    occurrences: list[OccurrenceRow]
+
+
 CLAIM = message("store.schedule.claim", ClaimOccurrence, ClaimResult)
 DUE = message("store.schedule.due", RecordDue, OccurrenceReply)
 SUBMITTED = message("store.schedule.submitted", RecordSubmitted, OccurrenceReply)
@@ -143,3 +151,4 @@ JOB_PUT = message("store.schedule.job.put", PutJob, JobReply)
 JOB_REMOVE = message("store.schedule.job.remove", RemoveJob, RemoveReply)
 JOB_STATE = message("store.schedule.job.state", SetJobState, CursorReply)
 JOBS = message("store.schedule.jobs", ListJobs, JobList)
+OPEN = message("store.schedule.open", ListOpen, OpenRows)

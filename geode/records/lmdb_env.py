@@ -50,6 +50,7 @@ DBS = (
     "sj_cursor",  # job -> cursor (last decided instant, failures, paused/disabled)
     "sj_occ",  # job \0 instant UTC text | now:request -> occurrence row
     "sj_missed",  # job \0 first instant UTC text -> missed range
+    "sj_open",  # job \0 slot -> holder, for occurrences not decided yet (claimed, due, delivering)
 )
 
 

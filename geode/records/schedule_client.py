@@ -99,6 +99,10 @@ class LedgerClient(StoreClient):
         )
         return m.CursorReply.model_validate(self._ledger(m.JOB_STATE, body)).cursor
 
+    def open_occurrences(self) -> list[OccurrenceRow]:
+        """Every occurrence not decided yet (claimed, due, delivering): what to follow after a restart."""
+        return m.OpenRows.model_validate(self._ledger(m.OPEN, m.ListOpen())).occurrences
+
     def jobs(self) -> list[JobEntry]:
         return m.JobList.model_validate(self._ledger(m.JOBS, m.ListJobs())).jobs
 

@@ -14,7 +14,7 @@ from geode.protocol.later import Later
 from geode.records import schedule_views as views
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, unpack
 from geode.records.schedule_models import JobCursor, JobEntry, JobRecord, OccurrenceRow, Runs
-from geode.records.schedule_views import CURSORS, JOBS, MISSED, OCCURRENCES
+from geode.records.schedule_views import CURSORS, JOBS, MISSED, OCCURRENCES, OPEN
 from geode.records.settings import StoreConfig
 from geode.records.writer import GroupWriter
 from geode.redaction import redact, redact_text
@@ -46,7 +46,7 @@ class JobTable:
 
     def _dbs(self) -> views.Dbs:
         out: views.Dbs = {}
-        for name in (JOBS, CURSORS, OCCURRENCES, MISSED):
+        for name in (JOBS, CURSORS, OCCURRENCES, MISSED, OPEN):
             try:
                 out[name] = self.renv.db(name)
             except KeyError:  # a read-only handle on a store written before the ledger existed
@@ -61,6 +61,10 @@ class JobTable:
     def occurrence(self, occ: OccurrenceId) -> OccurrenceRow | None:
         with self.renv.read() as txn:
             return views.occurrence(txn, self._dbs(), occ)
+
+    def open_rows(self) -> list[OccurrenceRow]:
+        with self.renv.read() as txn:
+            return views.open_rows(txn, self._dbs())
 
     def runs(self, job_id: str | None = None, *, limit: int = 200) -> Runs:
         with self.renv.read() as txn:

@@ -30,7 +30,7 @@ from geode.records.schedule_models import (
     occurrence,
     slot,
 )
-from geode.records.schedule_views import MISSED, OCCURRENCES
+from geode.records.schedule_views import MISSED, OCCURRENCES, OPEN
 from geode.redaction import redact_text
 from geode.schedule.occurrences import OccurrenceId, utc_text
 from geode.schedule.outcomes import (
@@ -72,7 +72,33 @@ class ScheduleLedger(JobTable):
     def _put_row(self, txn: Txn, row: OccurrenceRow) -> OccurrenceRow:
         k = key(row.job_id, slot(occurrence(row.job_id, row.instant, row.request_id)))
         txn.put(k, pack(row.model_dump(mode="json")), db=self._db(OCCURRENCES))
+        if row.terminal:
+            txn.delete(k, db=self._db(OPEN))
+        else:
+            txn.put(k, row.holder.encode(), db=self._db(OPEN))
         return row
+
+    def release_later(self, name: str, incarnation: int) -> Later:
+        """A child died: the leases of holders named ``<name>#<k>`` (optionally ``:…`` after it), ``k`` ≤
+        ``incarnation``, expire now, so its successor claims (or follows) their occurrences at once instead
+        of after the lease. How many were released, after the commit."""
+        return self.writer.submit(lambda txn: self._release(txn, name, incarnation))
+
+    def _release(self, txn: Txn, name: str, incarnation: int) -> int:
+        now, released = self.now(), 0
+        for k, v in list(txn.cursor(db=self._db(OPEN))):
+            owner, _, inc = v.decode().split(":", 1)[0].rpartition("#")
+            if owner != name or not inc.isdigit() or int(inc) > incarnation:
+                continue
+            raw = txn.get(k, db=self._db(OCCURRENCES))
+            if raw is None:
+                txn.delete(k, db=self._db(OPEN))
+                continue
+            row = OccurrenceRow.model_validate(unpack(raw))
+            if row.lease_until is None or row.lease_until > now:
+                self._put_row(txn, row.model_copy(update={"lease_until": now}))
+                released += 1
+        return released
 
     def _advance(self, txn: Txn, job_id: str, instant: datetime) -> JobCursor:
         """The cursor moves forward only: a wall clock jumping back never re-opens a decided instant (and a
@@ -217,6 +243,7 @@ class ScheduleLedger(JobTable):
             if row.kind is not None or (row.holder != by and row.lease_until and row.lease_until > now):
                 raise MissedOverlap(f"{row.occurrence_id} has its own row: it cannot be missed")
             txn.delete(k, db=self._db(OCCURRENCES))  # a bare claim: the range decides it
+            txn.delete(k, db=self._db(OPEN))
         rng = MissedRange(job_id=job_id, missed=missed, recorded_at=now, by=by)
         txn.put(key(job_id, first), pack(rng.model_dump(mode="json")), db=db)
         self._advance(txn, job_id, missed.last)

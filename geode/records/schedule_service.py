@@ -27,6 +27,7 @@ class LedgerRoutes:
             m.GET: self._get,
             m.RUNS: self._runs,
             m.JOBS: self._jobs,
+            m.OPEN: lambda b, r: m.OpenRows(occurrences=self.ledger.open_rows()),
         }
         self.deferred: dict[str, LaterHandler] = {
             m.CLAIM: self._claim,

@@ -19,7 +19,7 @@ from geode.records.schedule_models import (
 )
 from geode.schedule.occurrences import OccurrenceId
 
-JOBS, CURSORS, OCCURRENCES, MISSED = "sj_jobs", "sj_cursor", "sj_occ", "sj_missed"
+JOBS, CURSORS, OCCURRENCES, MISSED, OPEN = "sj_jobs", "sj_cursor", "sj_occ", "sj_missed", "sj_open"
 Dbs = dict[str, Any]  # sub-database name -> handle (absent in a store written before the ledger existed)
 
 
@@ -43,6 +43,19 @@ def occurrence(txn: Txn, dbs: Dbs, occ: OccurrenceId) -> OccurrenceRow | None:
         return None
     raw = txn.get(key(occ.job, slot(occ)), db=dbs[OCCURRENCES])
     return OccurrenceRow.model_validate(unpack(raw)) if raw else None
+
+
+def open_rows(txn: Txn, dbs: Dbs) -> list[OccurrenceRow]:
+    """Every occurrence not decided yet (claimed, due, delivering), through the open index: what a
+    scheduler starting up follows to its outcome."""
+    if OPEN not in dbs:
+        return []
+    out = []
+    for k, _v in txn.cursor(db=dbs[OPEN]):
+        raw = txn.get(k, db=dbs[OCCURRENCES])
+        if raw:
+            out.append(OccurrenceRow.model_validate(unpack(raw)))
+    return out
 
 
 def runs(txn: Txn, dbs: Dbs, job_id: str | None, limit: int) -> Runs:

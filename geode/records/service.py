@@ -18,6 +18,7 @@ from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
 from geode.records.schedule_service import LedgerRoutes
+from geode.records.writer import WRITE_TIMEOUT_S
 from geode.redaction import canonical_json
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,9 @@ class StoreService:
         return reply
 
     def _child_died(self, b: rt.ChildDied, r: Request) -> BaseModel:
+        released = self.engine.schedule.release_later(b.name, b.incarnation).result(WRITE_TIMEOUT_S)
+        if released:
+            log.warning("%s#%d died: %d occurrence leases released", b.name, b.incarnation, released)
         n = self.engine.owner_died(b.name, b.incarnation)
         if n:
             log.warning(

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from geode.home import GeodeHome
+from geode.protocol import runtime as rt
 from geode.protocol.errors import BadRequest, Conflict, NotFound
 from geode.protocol.transport import LocalTransport
 from geode.records.engine import RecordEngine
@@ -129,6 +130,25 @@ def test_claim_is_a_compare_and_set_with_leases_that_expire(rig: Rig) -> None:
     assert row is not None and kinds(row) == ["due"] and row.holder == "A"
 
 
+def test_a_dead_schedulers_leases_are_released_and_its_open_occurrences_listed(rig: Rig) -> None:
+    c, old, new = rig.client, "scheduler#1:4101", "scheduler#2:4202"
+    c.claim(at(1), holder=old)
+    c.due(at(2), holder=old)
+    c.due(at(3), holder=old)
+    c.outcome(at(3), Done(result="ok", reason="natural"), by=old)
+    assert sorted(r.occurrence_id for r in c.open_occurrences()) == [at(1).text, at(2).text]
+    assert c.claim(at(1), holder=new).kind == ClaimKind.HELD
+    died = rt.ChildDied(name="lanes", incarnation=9, reason="killed")  # another child: nothing released
+    c.transport.call("store", rt.CHILD_DIED, died)
+    assert c.claim(at(1), holder=new).kind == ClaimKind.HELD
+    died = rt.ChildDied(name="scheduler", incarnation=1, reason="killed")  # the supervisor tells the store
+    c.transport.call("store", rt.CHILD_DIED, died)
+    assert c.claim(at(1), holder=new).kind == ClaimKind.CLAIMED  # at once, not after the 30 s lease
+    assert c.claim(at(2), holder=new).kind == ClaimKind.FOLLOW  # due already: followed, never re-fired
+    c.outcome(at(2), Done(result="ok", reason="natural"), by=new)
+    assert [r.occurrence_id for r in c.open_occurrences()] == [at(1).text]
+
+
 def test_due_and_the_cursor_advance_in_one_transaction(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     c = rig.client
     c.due(at(5), holder="A")
@@ -168,6 +188,10 @@ def test_missed_instants_of_a_window_are_one_range_row(rig: Rig) -> None:
     with pytest.raises(MissedOverlap, match="has its own row"):
         c.missed("backup", Missed(count=1, first=T0, last=T0))
     assert len(c.runs("backup").missed) == 1
+    c.claim(at(200), holder="A")  # a bare claim the catch-up then decides as missed: the range takes it
+    late = Missed(count=2, first=T0 + timedelta(hours=199), last=T0 + timedelta(hours=200))
+    c.missed("backup", late, by="A")
+    assert c.occurrence(at(200)) is None and [r.occurrence_id for r in c.open_occurrences()] == [at(0).text]
 
 
 def test_skipped_is_decided_by_the_claim_holder_and_advances_the_cursor(rig: Rig) -> None:
