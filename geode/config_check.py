@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from geode.config_file import read_config
-from geode.config_schema import DOMAIN_SCHEMAS, OPEN_SECTIONS, Schema, loc_path
+from geode.config_schema import DOMAIN_SCHEMAS, LOADER_TABLES, OPEN_SECTIONS, Schema, loc_path
 from geode.protocol.errors import ConfigError, GeodeError
 
 TOP_LEVEL_SCALARS = {"model": str}  # the only key allowed outside a table
@@ -106,7 +106,7 @@ def _check_section(report: ConfigReport, name: str, value: dict[str, Any], schem
     for schema in schemas:
         fields = known_fields(schema)
         known |= fields
-        subset = {k: v for k, v in value.items() if k in fields}
+        subset = {k: v for k, v in value.items() if k in fields and k not in LOADER_TABLES.get(name, ())}
         try:
             TypeAdapter(schema).validate_python(subset)
         except ValidationError as exc:

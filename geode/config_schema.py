@@ -18,16 +18,10 @@ from geode.messengers.config import MessengersSection
 from geode.protocol.errors import ConfigError
 from geode.providers.settings import ProvidersSection
 from geode.records.settings import StoreConfig
-from geode.tools.mcp.settings import McpSection, TrustSection
+from geode.tools.mcp.settings import McpJsonServer, McpSection, TrustSection
 from geode.tools.settings import ComputerUseSection, ToolsSection
 
 Schema = Any  # a pydantic model class or a stdlib dataclass
-
-
-class ModelKey(BaseModel):
-    """The top-level ``model = "<id>"`` (below ``GEODE_MODEL`` and ``[providers] model``)."""
-
-    model: str
 
 
 DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
@@ -40,7 +34,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "providers": [ProvidersSection],
     "hooks": [HooksSection],
     "mcp": [McpSection],
-    "mcpServers": [],  # free-form JSON shape, checked by load_mcp_servers
+    "mcpServers": [],  # entries by name in the JSON shape (McpJsonServer), checked by load_mcp_servers
     "trust": [TrustSection],
     "gateway": [ComputerUseSection],
     "daemon": [ComputerUseSection],
@@ -48,17 +42,23 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "messengers": [MessengersSection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
+# tables whose entries the loaders check (load_hooks, load_mcp_servers: their errors name the entry) before
+# the typed fields read them
+LOADER_TABLES = {
+    "hooks": frozenset(HooksSection.model_fields) - {"claude_settings"},
+    "mcp": frozenset({"servers"}),
+}
 
 
 class GeodeConfig(BaseModel):
     """``config.toml`` as typed sections, one attribute per section with the schema's defaults.
 
     Build it once per process with :meth:`from_raw` (after the start-up check) and hand the sections to the
-    builders; ``raw`` is the file as read, only for the free-form tables (``[[hooks.<Event>]]``,
-    ``mcpServers``). The shell adds its own sections in ``actors/tree/config_sections.py``.
+    builders; ``raw`` is the file as read. The shell adds its own sections in
+    ``actors/tree/config_sections.py``.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
     model: str | None = None  # the top-level ``model = "<id>"``
     store: StoreConfig = StoreConfig()
     loop: LoopSection = LoopSection()
@@ -69,6 +69,7 @@ class GeodeConfig(BaseModel):
     providers: ProvidersSection = ProvidersSection()
     hooks: HooksSection = HooksSection()
     mcp: McpSection = McpSection()
+    mcp_servers: dict[str, McpJsonServer] = Field(default_factory=dict, alias="mcpServers")
     trust: TrustSection = TrustSection()
     gateway: ComputerUseSection = ComputerUseSection()
     daemon: ComputerUseSection = ComputerUseSection()
@@ -79,7 +80,8 @@ class GeodeConfig(BaseModel):
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> Self:
         """Typed sections of a parsed file (unknown keys ignored); a bad value is a ``ConfigError``."""
-        data = {k: v for k, v in raw.items() if k in cls.model_fields and k != "raw"}
+        names = {f.alias or n for n, f in cls.model_fields.items()} - {"raw"}
+        data = {k: v for k, v in raw.items() if k in names}
         try:
             return cls.model_validate({**data, "raw": dict(raw)})
         except ValidationError as exc:
@@ -107,7 +109,11 @@ def loc_path(loc: Sequence[Any]) -> str:
 
 
 def _error_line(err: Mapping[str, Any]) -> str:
-    """``[section] key: message (got value)``, the shape ``geode serve``'s check prints."""
+    """``[section] key: message (got value)``, the shape ``geode serve``'s check prints; an entry of a
+    loader's table as the loader names it (``mcpServers.x: needs command ...``), its values not shown."""
     section, *rest = list(err.get("loc", ())) or ["?"]
+    if section in LOADER_TABLES or section in OPEN_SECTIONS:
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        return f"{loc_path([section, *rest])}: {msg}"
     where = f"[{section}] {loc_path(rest)}" if rest else f"[{section}]"
     return f"{where}: {err.get('msg')} (got {err.get('input')!r})"
