@@ -127,6 +127,11 @@ def _exit_as_typer(fn: Callable[[], None]) -> bool:
 
 def main() -> None:
     argv = sys.argv[1:]
+    if argv == ["--version"]:  # the version alone: no command module, no config, no typer
+        from actors.cli.daemon_link import client_version
+
+        print(f"geode {client_version()}")
+        return
     if argv[:1] == ["mcp"]:  # an MCP host waits on initialize: no typer, no CLI modules first
         from actors.cli.mcp_cmds import main as mcp_main
 
