@@ -6,6 +6,7 @@ to the store. When this process dies, the store marks its admitted receipts unce
 On the main host it is also the tool routing (geode/tools/remote_routing.py): a session whose workspace lies
 under a registered remote executor's roots runs its tools there. On a worker host (``--role worker``) it is
 such a remote executor (``build_remote``): a peer of main's executor, owner ``HOST/executor#incarnation``.
+`geode reload` (``apply_reload``): new hooks decide the next call; the MCP hub is rebuilt in place.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +24,8 @@ from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from actors.tree.registry import ChildContext
 from actors.tree.worker_role import WorkerRole
-from geode.hooks.config import load_hooks
+from geode.config_reload import HOOKS, MCP, MESSENGERS, ConfigChange
+from geode.hooks.config import hooks_of
 from geode.hooks.runner import HookRunner
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import tools as tools_msg
@@ -48,11 +51,14 @@ from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
+    from actors.tree.config_sections import TreeSettings
+    from geode.config_source import ConfigSource
     from geode.tools.mcp.status import McpRuntime
 
 log = logging.getLogger(__name__)
 ENDPOINT = "executor"
 EX_TEMPFAIL = 75  # a remote executor that lost main: restarted as a new incarnation
+RETIRE_WAIT_S = 600.0  # the replaced hooks and MCP hub outlive the calls running on them this long at most
 SAID = {
     "killed": "killed at its deadline",
     "scheduled": "still within its deadline; will be killed then",
@@ -72,6 +78,12 @@ class ExecutorChild:
     router: RemoteRouter | None = None  # main host: the remote executors it routes to
     agent: RemoteAgent | None = None  # worker host: the link to main's executor
     sweep: ObservationSweep | None = None  # settles uncertain write/edit receipts by looking at the files
+    service: ToolService | None = None  # main host: its catalogue follows the MCP hub across reloads
+    ctx: ChildContext | None = None
+
+    def apply_config(self, change: ConfigChange, settings: TreeSettings) -> list[str]:
+        """`geode reload`: hooks from the next call, the MCP hub reloaded, send_message's bindings."""
+        return apply_reload(self, change, settings)
 
     def stop(self) -> None:
         if self.sweep is not None:
@@ -88,14 +100,14 @@ class ExecutorChild:
             self.mcp.close()
 
 
-def connect_mcp(cfg: dict[str, Any], home_root: Path) -> McpRuntime:
-    """Start the MCP servers of the global config and trusted projects (``load_mcp_catalogue``; ``home_root``
+def connect_mcp(source: ConfigSource[TreeSettings], home_root: Path) -> McpRuntime:
+    """Start the MCP servers of the snapshot and trusted projects (``load_mcp_catalogue``; ``home_root``
     is $GEODE_HOME) and describe their tools: a :class:`geode.tools.mcp.status.McpRuntime` (no enabled
     server → no hub, no overlay)."""
     from geode.tools.mcp.catalogue import load_mcp_catalogue
     from geode.tools.mcp.status import McpRuntime
 
-    cat = load_mcp_catalogue(cfg, home_root=home_root)
+    cat = load_mcp_catalogue(source.snapshot, home_root=home_root, dotenv=source.env)
     runtime = McpRuntime(servers=list(cat.servers), notes=list(cat.notes), pending=list(cat.pending))
     for note in runtime.notes:
         log.warning("MCP config: %s", note)
@@ -113,13 +125,13 @@ def connect_mcp(cfg: dict[str, Any], home_root: Path) -> McpRuntime:
 
 
 def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolExecutor:
-    """Compose the executor from the typed ``[tools]`` section and the config's ``[hooks]`` tables."""
-    cfg = ctx.config  # the file as read: the free-form [hooks] tables and [daemon]/[gateway] for approvals
-    tools = ctx.settings.tools
+    """Compose the executor from the child's snapshot: [tools], [hooks], [daemon]/[gateway]."""
+    cfg = ctx.settings
+    tools = cfg.tools
     limits = BashLimits(
         cpu_s=tools.bash.cpu_s, fsize_bytes=tools.bash.fsize_bytes, pid_namespace=tools.bash.pid_namespace
     )
-    hooks = HookRunner(load_hooks(cfg, base_dir=ctx.home.root))
+    hooks = HookRunner(hooks_of(cfg, base_dir=ctx.home.root))
     # a call without a session workspace never falls back to the daemon's cwd
     default_ws = Path(tools.default_workspace or ctx.home.root / "workspace").expanduser()
     default_ws.mkdir(parents=True, exist_ok=True)
@@ -130,7 +142,7 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
         hooks=hooks,
         approvals=LanesApprovalChannel(bus.transport, origin_timeouts={"messengers": chat_approval_s}),
         approval_timeout_s=max(APPROVAL_TIMEOUT_S, chat_approval_s),  # the gate outwaits every channel
-        global_config=cfg,
+        config=cfg,
         services={
             "bash_limits": limits,
             "messengers": BusMessenger(bus.transport),
@@ -154,7 +166,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     role = WorkerRole.from_env()
     if role is not None:
         return build_remote(bus, ctx, role)
-    mcp = connect_mcp(ctx.config, ctx.home.root)
+    mcp = connect_mcp(ctx.source, ctx.home.root)
     mcp_specs, mcp_handlers = mcp.overlay.specs, mcp.overlay.handlers
     executor = executor_from_config(
         bus, ctx, handlers={**builtin_handlers(), **mcp_handlers}, gate=mcp.overlay.gate
@@ -180,18 +192,25 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         memory=ctx.home.run_dir / "executor-hosts.json",  # across a restart of this child
         records=StoreClient(bus.transport, attempts=3),  # remote receipts a main restart forgot
     ).start()
-    # `geode mcp-servers`: the servers, their state and tool counts
+    assert executor.hooks is not None
+    child = ExecutorChild(
+        executor, executor.hooks, mcp, reaper, router, sweep=sweep, service=service, ctx=ctx
+    )
+    # `geode mcp-servers`: the servers, their state and tool counts (the hub `geode reload` last made)
     dispatch = Dispatch(
         "the executor",
-        {**service.dispatch.plain_routes, tools_msg.MCP_SERVERS: lambda b, r: mcp.rows(), **router.routes()},
+        {
+            **service.dispatch.plain_routes,
+            tools_msg.MCP_SERVERS: lambda b, r: child.mcp.rows(),
+            **router.routes(),
+        },
     )
     # the messengers child exited: its posts in flight get no reply; fail them now as MessengersLost, so the
     # replies they carried become uncertain at once instead of at their timeout (never re-sent)
     bus.subscribe("supervisor", on_exit_failer(bus, ("messengers",), ctx.name, error=MessengersLost))
     bus.serve(ENDPOINT, InlineTypes(dispatch, RemoteRouter.INLINE), concurrency=concurrency)
     log.info("executor %s serving (%d handler threads)", executor.owner, concurrency)
-    assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, mcp, reaper, router, sweep=sweep)
+    return child
 
 
 def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild:
@@ -221,7 +240,7 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
         "remote executor %s#%d serving roots %s for %s", owner_name, ctx.incarnation, role.roots, role.connect
     )
     assert executor.hooks is not None
-    return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent, sweep=sweep)
+    return ExecutorChild(executor, executor.hooks, None, reaper, agent=agent, sweep=sweep, ctx=ctx)
 
 
 def _leave(why: str) -> None:
@@ -239,7 +258,7 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
         bus.transport,
         origin=bus.name,  # the name lanes pushes to (host-qualified on a worker host)
         specs=specs,
-        global_config=ctx.config,
+        config=ctx.settings,
         limits=DelegateLimits(max_timeout_s=ctx.settings.tools.delegate.max_timeout_s),
     )
     executor.services["delegate"] = delegate
@@ -288,3 +307,47 @@ def _append(records: Any, event: TimelineEvent) -> None:
         records.append_timeline(event)
     except Exception as exc:  # observation only
         log.warning("timeline note for orphaned group failed: %s", exc)
+
+
+def apply_reload(child: ExecutorChild, change: ConfigChange, settings: TreeSettings) -> list[str]:
+    """Apply the areas of ``change`` the executor owns; returns what it did (one phrase each)."""
+    assert child.ctx is not None
+    ex, home, done = child.executor, child.ctx.home.root, []
+    retired: list[Callable[[], None]] = []
+    if HOOKS in change.areas:
+        hooks = HookRunner(hooks_of(settings, base_dir=home))
+        ex.reconfigure(hooks=hooks)
+        retired.append(child.hooks.close)
+        child.hooks = hooks
+        done.append("hooks reloaded")
+    if MCP in change.areas and child.service is not None:  # main's executor: the MCP servers live here
+        mcp = connect_mcp(child.ctx.source, home)
+        specs = [*builtin_specs(), *mcp.overlay.specs]
+        ex.reconfigure(handlers={**builtin_handlers(), **mcp.overlay.handlers}, gate=mcp.overlay.gate)
+        child.service.catalogue = specs  # the next `tool.catalogue` (loop workers ask on the reload)
+        delegate = ex.services.get("delegate")
+        if delegate is not None:
+            delegate.specs = tuple(specs)
+        if child.mcp is not None:
+            retired.append(child.mcp.close)
+        child.mcp = mcp
+        done.append(f"MCP hub reloaded ({len(mcp.overlay.handlers)} tool(s) offered)")
+    if MESSENGERS in change.areas and ex.send_rule is not None:
+        ex.send_rule.use_bindings(settings.messengers.bindings)
+        done.append("send_message bindings")
+    if retired:
+        threading.Thread(target=_retire, args=(ex, retired), name="reload-retire", daemon=True).start()
+    return done
+
+
+def _retire(ex: ToolExecutor, closers: list[Callable[[], None]]) -> None:
+    """Close the replaced hook runner and MCP hub once no call is running (at most RETIRE_WAIT_S)."""
+    end = time.monotonic() + RETIRE_WAIT_S
+    idle = threading.Event()
+    while ex.in_flight() and time.monotonic() < end:
+        idle.wait(0.05)
+    for close in closers:
+        try:
+            close()
+        except Exception:
+            log.exception("closing what the reload replaced failed")

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pykka
 
 from actors.bus import Bus
+from geode.config_reload import MCP, ConfigChange
 from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
@@ -310,6 +312,12 @@ class LanesChild:
     owns_bus: bool
     stop_event: threading.Event = field(default_factory=threading.Event)
 
+    def apply_config(self, change: ConfigChange, settings: object) -> list[str]:
+        """`geode reload` changed main's MCP servers: remote loop workers ask for the catalogue again."""
+        if MCP in change.areas:
+            self.lanes.tell(EXECUTOR_CHANGED)  # told after the executor reloaded its hub (reload_cmd.ROUNDS)
+        return []
+
     def stop(self) -> None:
         self.stop_event.set()
         self.lanes.stop()
@@ -318,8 +326,8 @@ class LanesChild:
 
 
 def lanes_config(home: GeodeHome) -> LanesSection:
-    """The home's typed ``[lanes]`` (defaults in the schema; a bad value is a ``ConfigError``)."""
-    return GeodeConfig.from_home(home).lanes
+    """The home's typed ``[lanes]`` read once (defaults in the schema; a bad value is a ``ConfigError``)."""
+    return ConfigSource(home, GeodeConfig.from_raw).snapshot.lanes
 
 
 def start_lanes(

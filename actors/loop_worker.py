@@ -14,13 +14,13 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 
 from actors.bus import Bus
-from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
+from geode.config_reload import MCP, ConfigChange
 from geode.loop import AgenticLoop, LoopSettings
 from geode.loop.membership import PoolMembership
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
@@ -34,6 +34,9 @@ from geode.sessions.turn_setup import ComposedTurn, compose_turn, loop_hooks
 from geode.tools.catalogue_plans import CataloguePlans
 from geode.tools.executor_client import ExecutorClient, ExecutorLost
 from geode.tools.plan import BoundToolPlan
+
+if TYPE_CHECKING:
+    from actors.tree.config_sections import TreeSettings
 
 log = logging.getLogger(__name__)
 LANES = "lanes"
@@ -144,14 +147,13 @@ class LoopWorker:
         self.records = TranscriptingRecords(StoreClient(bus.transport, attempts=4), ctx.home.root)
         self.tools = ExecutorClient(bus.transport)
         self.sink = LanesSink(bus.transport)
-        self.providers = TurnProviders(ctx.home, self.name, provider_factory)
+        self.providers = TurnProviders(ctx.home, self.name, provider_factory, source=ctx.source)
         # the executor's catalogue (built-ins + MCP overlay), cached until the executor's incarnation changes
         self.plans = CataloguePlans(bus.transport, who=ctx.name)
         self.plan_factory = plan_factory or self.plans.base
         self._running: dict[str, pykka.ActorRef[TurnActor]] = {}  # turn id -> the turn's actor
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
-        self._reloading = threading.Lock()  # held while the config is re-read (local files only)
         ready = turns.WorkerReady(
             worker=self.name, incarnation=self.incarnation, capacity=capacity, address=address
         )
@@ -162,13 +164,11 @@ class LoopWorker:
             remote=remote,
             running=self._running_ids,
             on_ready=self._on_ready,
-            on_beat=self.reload_if_asked,
+            on_beat=lambda: None,
             on_executor_changed=self.plans.executor_changed,
         )
-        self.config = ctx.config or {}  # the file as read: only for the free-form [hooks] tables
-        self.settings = ctx.settings  # typed [loop] / [verify] / [daemon] (defaults in the schema)
-        self.hooks = loop_hooks(self.config, ctx.home.root)
-        self._reload_seen = _stamp(ctx.home.run_dir / RELOAD_STAMP)
+        self.settings = ctx.settings  # the child's snapshot: [loop] / [verify] / [daemon] / [hooks]
+        self.hooks = loop_hooks(self.settings, ctx.home.root)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
@@ -193,28 +193,14 @@ class LoopWorker:
         with self._lock:
             return list(self._running)
 
-    def reload_if_asked(self) -> bool:
-        """``geode reload`` touched the stamp: re-read ``[loop]``, ``[verify]`` and hooks for new turns, and
-        publish which provider new sessions get (providers follow the files at every turn anyway)."""
-        seen = _stamp(self.ctx.home.run_dir / RELOAD_STAMP)
-        if seen == self._reload_seen:
-            return False
-        with self._reloading:  # the heartbeat and turn threads: one re-read per stamp
-            if seen == self._reload_seen:
-                return False
-            try:
-                config = self.ctx.home.load_config()
-                settings = TreeSettings.from_raw(config)
-                hooks = loop_hooks(config, self.ctx.home.root)
-            except Exception as exc:  # keep running on the config we have
-                log.warning("%s: reload refused, keeping the current config: %s", self.name, exc)
-                self._reload_seen = seen
-                return False
-            self.config, self.settings, self.hooks = config, settings, hooks
-            self._reload_seen = seen  # last: a turn that sees this stamp as seen sees the new config
+    def apply_config(self, change: ConfigChange, settings: TreeSettings) -> list[str]:
+        """`geode reload` (actors/tree/reload_rule.py): ``[loop]``, ``[verify]``, providers and hooks for the
+        next turn; new MCP servers: the executor's catalogue is asked again (it reloaded its hub first)."""
+        self.settings, self.hooks = settings, loop_hooks(settings, self.ctx.home.root)
+        if MCP in change.areas:
+            self.plans.executor_changed()
         self.providers.describe()
-        log.info("%s: config re-read for new turns", self.name)
-        return True
+        return sorted(change.areas)
 
     def on_lifecycle(self, topic: str, event: lifecycle.ChildEvent) -> None:
         """Supervisor events: the executor exited → its in-flight calls get no reply; fail them now.
@@ -288,7 +274,6 @@ class LoopWorker:
     # --- one turn -------------------------------------------------------------------------------------
     def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
         try:
-            self.reload_if_asked()  # a turn after `geode reload` runs on the new config, on any worker
             turn = self.compose(run)
             provider = self.providers.get(turn.settings.model or None)
             loop = AgenticLoop(
@@ -360,16 +345,6 @@ class LoopWorker:
                     return
                 self.membership.stopped.wait(delay)  # small steps: a lanes restart takes well under a second
                 delay = min(delay * 2, 0.25)
-
-
-RELOAD_STAMP = "reload.stamp"  # under run/: rewritten by `geode reload`; workers re-read config on a change
-
-
-def _stamp(path: Any) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:

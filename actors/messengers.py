@@ -23,6 +23,7 @@ import pykka
 from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from geode import faults
+from geode.config_reload import MESSENGERS, ConfigChange
 from geode.home import GeodeHome
 from geode.home_secrets import session_id_key
 from geode.messengers.bindings import Bindings
@@ -43,6 +44,7 @@ from geode.records.store_client import StoreClient
 from geode.tools.catalogue_plans import CataloguePlans
 
 if TYPE_CHECKING:
+    from actors.tree.config_sections import TreeSettings
     from actors.tree.registry import ChildContext
 
 log = logging.getLogger(__name__)
@@ -253,6 +255,11 @@ class MessengersProcess:
         for platform, runner in self.child.runners.items():
             self.child.actors[platform] = PlatformActor.start(runner)
 
+    def apply_config(self, change: ConfigChange, settings: TreeSettings) -> list[str] | None:
+        """`geode reload`: new bindings, platforms or tokens → this child's clean restart through the
+        supervisor (the new incarnation starts on the new copy; receipts keep every reply at most once)."""
+        return None if MESSENGERS in change.areas else []
+
     def stop(self) -> None:
         for ref in self.child.actors.values():
             try:
@@ -310,7 +317,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
     settings = ctx.settings
     section = settings.messengers
     child = MessengersChild(ctx.name, ctx.incarnation, section, Bindings(section.bindings), bus=bus)
-    dotenv = ctx.home.load_dotenv()
+    dotenv = ctx.source.env  # .env as read at the child's start (or its last reload)
     translators: dict[str, Translator] = {}
     for name in PLATFORMS:
         made = make_translator(name, section, environ=os.environ, dotenv=dotenv)

@@ -1,16 +1,11 @@
 """What the running daemon uses for new sessions (model, provider, endpoint, key source) against this shell's
-view, for `geode doctor`; and `geode reload`: validate the config, then have the loop workers re-read it."""
+view, for `geode doctor` (`geode reload` is actors/cli/reload_cmd.py)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from geode.home import GeodeHome
-
-EXIT_CONFIG = 78
-RELOAD_WAIT_S = 5.0
 
 
 def shell_view(home: GeodeHome) -> dict[str, Any]:
@@ -67,44 +62,6 @@ def daemon_checks(home: GeodeHome) -> list[dict[str, Any]]:
         detail = "differs from the daemon: " + "; ".join(diff) + f" · {hint}"
         rows.append(_row("shell env", False, detail, warn=True))
     return rows
-
-
-def reload_daemon(home: GeodeHome, *, echo: Callable[..., None], wait_s: float = RELOAD_WAIT_S) -> int:
-    """``geode reload``: refuse an invalid config (exit 78, one line per problem), else rewrite the reload
-    stamp and wait for a loop worker to publish what new sessions now use."""
-    from actors.loop_worker import RELOAD_STAMP
-    from actors.tree.client import is_running
-    from actors.tree.config_sections import check_home_config
-    from geode.config_file import remember_good
-    from geode.providers.live import daemon_view
-
-    if not is_running(home):
-        echo("geode is not running; `geode serve` reads the config when it starts", err=True)
-        return 1
-    report = check_home_config(home)
-    for line in report.warnings:
-        echo(f"geode reload: warning: {line}", err=True)
-    if not report.ok:
-        for line in report.errors:
-            echo(f"geode reload: {line}", err=True)
-        echo("geode reload: config not re-read; the daemon keeps its current one", err=True)
-        return EXIT_CONFIG
-    remember_good(home, report.source)  # the tree's fallback while the file is broken from now on
-    asked = time.time()
-    stamp = home.run_dir / RELOAD_STAMP
-    stamp.write_text(f"{asked:.6f}\n")
-    end = time.monotonic() + wait_s
-    while time.monotonic() < end:
-        view = daemon_view(home)
-        if view is not None and float(view.get("at", 0)) >= asked:
-            if view.get("problem"):
-                echo(f"config re-read; new sessions will fail: {view['problem']}", err=True)
-                return 1
-            echo(f"config re-read; new sessions use {describe(view)}")
-            return 0
-        time.sleep(0.1)
-    echo(f"reload requested; no loop worker confirmed it within {wait_s:g}s (see {home.logs_dir})", err=True)
-    return 1
 
 
 def _row(name: str, ok: bool, detail: str, *, warn: bool = False) -> dict[str, Any]:

@@ -193,12 +193,16 @@ def restart(child: str = typer.Argument(..., help="child name, e.g. store or loo
     typer.echo(f"restarting {child}")
 
 
-def reload() -> None:
-    """Re-read config.toml and $GEODE_HOME/.env for new sessions, without a restart (the loop workers'
-    \\[loop], \\[verify], hooks and providers; providers also follow the files at every new turn)."""
-    from actors.cli.provider_view import reload_daemon
+def reload(
+    dry_run: bool = typer.Option(False, "--dry-run", help="print what would change; apply nothing"),
+) -> None:
+    """Check config.toml and $GEODE_HOME/.env and have every child apply them without a restart command:
+    messengers restart themselves, the executor reloads hooks and MCP servers, loop workers use the new
+    \\[loop], \\[verify] and providers from their next turn. Prints what it applied and what needs
+    `geode serve` again."""
+    from actors.cli.reload_cmd import reload_daemon
 
-    raise typer.Exit(reload_daemon(GeodeHome.from_env(), echo=typer.echo))
+    raise typer.Exit(reload_daemon(GeodeHome.from_env(), echo=typer.echo, dry_run=dry_run))
 
 
 def register(app: typer.Typer) -> None:

@@ -42,16 +42,25 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # e.g. the records directory is a file, the disk is full, no permission
         print(f"{name}: cannot prepare {home.root} (the record store cannot open): {exc}", file=sys.stderr)
         return EX_TEMPFAIL
-    process_logging.configure(home, name, incarnation)
+    from actors.bus.endpoints import Endpoints
+    from geode.config_source import ConfigSource
+
+    try:  # the one config source of this child: the tree's validated copy (broken file: the last good)
+        source = ConfigSource(home, TreeSettings.from_raw, tree=True)
+    except GeodeError as exc:
+        print(f"{name}: {exc}", file=sys.stderr, flush=True)
+        return EX_TEMPFAIL
+    process_logging.configure(home, name, incarnation, settings=source.snapshot)
     if os.environ.get("GEODE_TRACEMALLOC"):  # diagnostics: SIGUSR2 logs the heap growth (heap_trace.py)
         from actors.tree.heap_trace import arm
 
         arm(name)
     from actors.tree.worker_role import bus_name
 
-    bus = Bus(bus_name(name), incarnation, home).start()  # ``HOST/<name>`` on a worker host
+    endpoints = Endpoints.from_config(home, bus=source.snapshot.bus)
+    bus = Bus(bus_name(name), incarnation, home, endpoints=endpoints).start()  # ``HOST/<name>`` on a host
     fail_calls_on_exit(bus, name)  # a store call in flight when the store dies is retried at once
-    ctx = ChildContext(name, incarnation, home, TreeSettings.from_home(home).raw)  # broken: the last good
+    ctx = ChildContext(name, incarnation, home, source)
     try:
         hosted = build_child(bus, ctx)
     except GeodeError as exc:  # a named start-up failure (store cannot open, bad config): say why, exit 75
@@ -63,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         log.exception("%s#%d failed to start", name, incarnation)
         bus.stop()
         return 1
+    from actors.tree.reload_rule import arm_reload
+
+    arm_reload(bus, ctx, hosted)  # `geode reload`: re-read the tree's copy, apply, confirm
     report_ready()
     log.info("%s#%d ready (pid %d)", name, incarnation, os.getpid())
     while not stop.wait(1.0):

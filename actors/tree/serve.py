@@ -20,6 +20,8 @@ from actors.tree.supervisor import Supervisor
 from actors.tree.worker_role import WorkerRole
 from actors.tree.zygote import WARM_ENV
 from geode.config_file import remember_good
+from geode.config_reload import remember_env
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.private_dir import tighten_file
 from geode.protocol.errors import GeodeError
@@ -71,6 +73,7 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     if settings is None:
         return EXIT_CONFIG
     remember_good(home, report.source)  # what the tree serves on while the file is broken later
+    remember_env(home)  # which .env keys `geode reload` finds changed (digests only)
     role = WorkerRole.from_env()
     refusal = _tcp_refusal(home, settings, role, single_process)
     if refusal:
@@ -90,7 +93,8 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     bus = Bus(ENDPOINT, inc, home).start()  # always ipc: the CLI reaches it from outside
     tree: Supervisor | SingleProcessTree
     if single_process:
-        tree = SingleProcessTree(names, home, settings, incarnations)
+        source = ConfigSource(home, TreeSettings.from_raw, tree=True)  # the copy just remembered
+        tree = SingleProcessTree(names, home, source, incarnations)
     else:
         env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1", **(role.env() if role else {})}
         if "messengers" in names and (sdks := settings.messengers.sdk_modules()):
@@ -113,7 +117,8 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         tree.on_child_died(lambda name, i, why: notifier.notify(role.qualified(name), i, why))
         log.info("worker host %s: children %s, main at %s", role.host, ",".join(names), role.connect)
     try:
-        bus.serve(ENDPOINT, SupervisorService(tree, ENDPOINT, inc, single_process=single_process))
+        service = SupervisorService(tree, ENDPOINT, inc, single_process=single_process, publish=bus.publish)
+        bus.serve(ENDPOINT, service)
         log.info(
             "supervisor#%d pid %d: %d children%s",
             inc,

@@ -7,7 +7,7 @@ import os
 import queue
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +16,11 @@ from actors.bus.endpoints import Endpoints
 from actors.tree.child_handle import IncarnationStore
 from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext, build_child
+from actors.tree.reload_rule import ChildReload
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.protocol.errors import NotFound
-from geode.protocol.runtime import ChildInfo
+from geode.protocol.runtime import ChildInfo, ConfigApplied
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ class _Hosted:
     hosted: Any = None
     ready_at: float = 0.0
     starts: int = 0
+    reload: ChildReload | None = None
 
 
 class SingleProcessTree:
@@ -41,12 +44,12 @@ class SingleProcessTree:
         self,
         names: list[str],
         home: GeodeHome,
-        config: TreeSettings | Mapping[str, Any],
+        source: ConfigSource[TreeSettings],
         incarnations: IncarnationStore | None = None,
     ) -> None:
         self._home = home
-        self._settings = config if isinstance(config, TreeSettings) else TreeSettings.from_raw(config)
-        self._endpoints = Endpoints.from_config(home, single_process=True, bus=self._settings.bus)
+        self._source = source  # one for every child of this process: one reload replaces it for all
+        self._endpoints = Endpoints.from_config(home, single_process=True, bus=source.snapshot.bus)
         self._order = list(names)
         self._kids = {n: _Hosted(n) for n in names}
         self._incarnations = incarnations or IncarnationStore(None)
@@ -107,7 +110,7 @@ class SingleProcessTree:
         kid.bus = Bus(
             kid.name, kid.incarnation, self._home, single_process=True, endpoints=self._endpoints
         ).start()
-        ctx = ChildContext.of(kid.name, kid.incarnation, self._home, self._settings, single_process=True)
+        ctx = ChildContext(kid.name, kid.incarnation, self._home, self._source, single_process=True)
         try:
             kid.hosted = build_child(kid.bus, ctx)
         except Exception:
@@ -117,6 +120,13 @@ class SingleProcessTree:
             return
         kid.state = "running"
         kid.ready_at = time.monotonic()
+        kid.reload = ChildReload(ctx, kid.hosted, lambda: self.request_restart(kid.name))
+
+    def reload_now(self, stamp: str, names: list[str]) -> list[ConfigApplied]:
+        """`geode reload` (the supervisor service calls it: no event crosses to inproc buses): apply it in
+        each running child named; a child restarting to apply it is not among the confirmations."""
+        done = [k.reload.apply(stamp) for k in self._kids.values() if k.name in names and k.reload]
+        return [c for c in done if c is not None]
 
     def _stop(self, kid: _Hosted, reason: str) -> None:
         if kid.bus is None:

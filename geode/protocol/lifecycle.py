@@ -18,7 +18,10 @@ CHILD_STARTED = "runtime.event.child_started"
 CHILD_READY = "runtime.event.child_ready"
 CHILD_EXITED = "runtime.event.child_exited"
 TREE_STOPPING = "runtime.event.tree_stopping"
-TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED, TREE_STOPPING)
+# `geode reload`: body ``{"stamp", "children"}``; each child named re-reads the tree's copy and confirms with
+# ``runtime.config_applied`` (a child started since counts as applied; the CLI asks again for the silent)
+CONFIG_RELOAD = "runtime.event.config_reload"
+TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED, TREE_STOPPING, CONFIG_RELOAD)
 
 
 CHILD_TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED)

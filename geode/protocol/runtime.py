@@ -127,3 +127,46 @@ class StopTree(BaseModel):
 TREE_STATUS = message("runtime.tree.status", TreeStatusQuery, TreeStatus)
 TREE_RESTART = message("runtime.tree.restart", RestartChild, Ack)
 TREE_STOP = message("runtime.tree.stop", StopTree, Ack)
+
+
+class ReloadTree(BaseModel):
+    """`geode reload` (after it validated the file and wrote the tree's copy): tell ``children`` (every
+    running child when empty) to apply it; ``stamp`` names this reload in their confirmations."""
+
+    stamp: str = Field(min_length=1, max_length=64)
+    children: list[str] = Field(default_factory=list, max_length=256)
+
+
+class ReloadAsked(BaseModel):
+    """The children told (running ones): each confirms with ``runtime.config_applied``."""
+
+    asked: list[str] = Field(default_factory=list)
+
+
+class ConfigApplied(BaseModel):
+    """A child → its supervisor: what it applied of reload ``stamp`` (``error``: it kept its config)."""
+
+    name: str = Field(max_length=128)
+    incarnation: int = Field(ge=0)
+    stamp: str = Field(max_length=64)
+    applied: list[str] = Field(default_factory=list, max_length=64)
+    error: str = Field(default="", max_length=2048)
+
+
+class ReloadQuery(BaseModel):
+    """Which children confirmed reload ``stamp`` so far."""
+
+    stamp: str = Field(max_length=64)
+
+
+class ReloadState(BaseModel):
+    """The confirmations of one reload; ``restarted``: children started since it was asked (they read the
+    new copy at start, so they count as applied)."""
+
+    confirmed: list[ConfigApplied] = Field(default_factory=list)
+    restarted: list[str] = Field(default_factory=list)
+
+
+TREE_RELOAD = message("runtime.tree.reload", ReloadTree, ReloadAsked)
+TREE_RELOAD_STATE = message("runtime.tree.reload_state", ReloadQuery, ReloadState)
+CONFIG_APPLIED = message("runtime.config_applied", ConfigApplied, Ack)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from geode.config_schema import GeodeConfig
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.protocol.lanes import APPROVAL_DETAIL_MAX
@@ -80,18 +80,22 @@ class ApprovalGate:
         hooks: HookRunner | None = None,
         *,
         timeout_s: float = APPROVAL_TIMEOUT_S,
-        global_config: Mapping[str, Any] | None = None,
+        config: GeodeConfig | None = None,
     ) -> None:
         self._channel = channel
         self._hooks = hooks
         self._timeout_s = timeout_s
-        self._config = dict(global_config or {})
+        self._config = config or GeodeConfig()  # the typed snapshot: [daemon]/[gateway] computer use
         self._prompt_locks = KeyedLocks()
         self._always: OrderedDict[str, set[str]] = OrderedDict()
         self._mu = threading.Lock()
         self._pending: dict[threading.Event, tuple[str, str]] = {}
         self._cancelled: set[threading.Event] = set()
         self._closed = False
+
+    def use_hooks(self, hooks: HookRunner | None) -> None:
+        """`geode reload`: later PermissionRequest hooks run from ``hooks``."""
+        self._hooks = hooks
 
     def shutdown(self) -> None:
         """Deny every pending and future prompt."""

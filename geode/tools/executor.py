@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from geode.config_schema import GeodeConfig
 from geode.faults import fault
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
@@ -56,7 +57,7 @@ class ToolExecutor:
         approvals: ApprovalChannel | None = None,
         handlers: Mapping[str, HandlerEntry] | None = None,
         middleware: Sequence[RequestMiddleware] = (),
-        global_config: Mapping[str, Any] | None = None,
+        config: GeodeConfig | None = None,
         services: Mapping[str, Any] | None = None,
         roots: Sequence[str | Path] = (),
         default_workspace: str | Path | None = None,
@@ -73,7 +74,7 @@ class ToolExecutor:
         self.hooks = hooks
         self.locks = locks or KeyedLocks()
         self.services = dict(services or {})
-        self._config = dict(global_config or {})
+        self._config = config or GeodeConfig()  # the process's typed snapshot (defaults when None)
         self._handlers = dict(handlers)
         self.plans = PlanCache()
         self._mu = threading.Lock()
@@ -82,7 +83,7 @@ class ToolExecutor:
         self.receipts = Receipts(records, owner)
         self.timeline = ToolTimeline(records)
         self.approvals = ApprovalGate(
-            approvals, hooks, timeout_s=approval_timeout_s, global_config=self._config
+            approvals, hooks, timeout_s=approval_timeout_s, config=self._config
         )
         workspace = Path(default_workspace).resolve() if default_workspace else Path.cwd()
         self._checks = Checks(
@@ -127,6 +128,26 @@ class ToolExecutor:
         """Handlers currently dispatched (status)."""
         with self._mu:
             return len(self._inflight)
+
+    def reconfigure(
+        self,
+        *,
+        hooks: HookRunner | None = None,
+        handlers: Mapping[str, HandlerEntry] | None = None,
+        gate: Any = None,
+        send_rule: SendRule | None = None,
+    ) -> None:
+        """`geode reload`: calls that start from now on use these hooks, handlers (and MCP gate) or send rule;
+        a call already running keeps what it started with. Arguments left None are unchanged."""
+        with self._mu:
+            if hooks is not None:
+                self.hooks = self._checks.hooks = hooks
+                self.approvals.use_hooks(hooks)
+            if handlers is not None:
+                self._handlers = self._checks.handlers = dict(handlers)
+                self.gate = self._checks.gate = gate
+            if send_rule is not None:
+                self.send_rule = send_rule
 
     def _is_cancelled(self, ctx: ToolContext) -> bool:
         with self._mu:

@@ -60,6 +60,10 @@ class SendRule:
         self._mu = threading.Lock()
         self._posts: OrderedDict[tuple[str, str], set[str]] = OrderedDict()  # (session, turn) → op ids
 
+    def use_bindings(self, bindings: Sequence[MessengerBinding]) -> None:
+        """`geode reload`: later sends follow these bindings (the per-turn counts stay)."""
+        self._send_to = {f"{b.platform}:{b.channel_id}": tuple(b.send_to) for b in bindings}
+
     def check(self, ctx: ToolContext, args: Mapping[str, Any]) -> SendVerdict:
         try:
             dest = canonical_destination(str(args.get("channel", "")))

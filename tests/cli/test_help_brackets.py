@@ -57,4 +57,5 @@ def test_every_help_text_keeps_its_bracketed_names() -> None:
 
 def test_reload_help_names_the_sections_it_rereads() -> None:
     out = CliRunner().invoke(build_app(), ["reload", "--help"], env={"COLUMNS": "200"}).output
-    assert "[loop], [verify], hooks and providers" in _flat(out)
+    assert "loop workers use the new [loop], [verify] and providers" in _flat(out)
+    assert "--dry-run" in out

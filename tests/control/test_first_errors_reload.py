@@ -58,6 +58,7 @@ def test_doctor_compares_with_the_daemon_and_reload_applies_the_config(
         )
         ok = geode(home, "reload", timeout=30)
         assert ok.returncode == 0, (ok.stdout, ok.stderr)
+        assert "loop: providers.model 'claude-sonnet-5' → 'claude-opus-5' (next turn)" in ok.stdout, ok.stdout
         assert "new sessions use claude-opus-5 (anthropic)" in ok.stdout, ok.stdout
         asked = geode(home, "ask", "hi", timeout=60)
         assert asked.returncode == 0, asked.stderr

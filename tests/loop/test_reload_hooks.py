@@ -31,13 +31,9 @@ def test_a_prompt_hook_blocks_until_reload_removes_it(tmp_path: Path) -> None:
         assert "answered" in ok.stdout
 
 
-def test_every_turn_after_the_reload_stamp_runs_on_the_new_config_on_any_worker(tmp_path: Path) -> None:
-    """`geode reload` returns once one loop worker confirmed; the other re-read on its next heartbeat, so a
-    turn landing on it first ran the old hooks (a clean-clone CI run saw it). A turn now re-reads the config
-    when the stamp changed before it starts: asked right after the stamp, on either worker, it is answered."""
-    import time
-
-    from actors.loop_worker import RELOAD_STAMP
+def test_every_turn_after_the_reload_runs_on_the_new_config_on_any_worker(tmp_path: Path) -> None:
+    """`geode reload` returns once every loop worker confirmed it applied the new copy, so a turn asked right
+    after it, on either worker, runs the new hooks (a clean-clone CI run once saw the old ones)."""
 
     def reply(_req: Any) -> Any:
         return {"text": "answered"}
@@ -46,7 +42,8 @@ def test_every_turn_after_the_reload_stamp_runs_on_the_new_config_on_any_worker(
         base = home.config_file.read_text().replace(BLOCK, "")
         for n, blocking in enumerate((False, True, False, True)):
             home.config_file.write_text(base + (BLOCK if blocking else ""))
-            (home.run_dir / RELOAD_STAMP).write_text(f"{time.time():.6f}\n")  # what `geode reload` writes
+            reload = geode(home, "reload", timeout=60)
+            assert reload.returncode == 0, (reload.stdout, reload.stderr)
             got = geode(home, "ask", f"hello {n}", timeout=60)
             if blocking:
                 assert got.returncode == 1 and "input_blocked" in got.stderr, (n, got.stdout, got.stderr)

@@ -3,7 +3,9 @@ worker host (`geode serve --role worker`, its own GEODE_HOME and keys) sharing a
 own loop-1 is SIGSTOPped so lanes presumes it dead (missed heartbeats) and only the worker host's
 `w1/loop-1` can take a turn; then the worker host is SIGKILLed mid-turn and main's loop-1 resumes it.
 Issue 27: a catalogue change on main reaches `w1/loop-1`; main's global cap follows the registered workers'
-capacity. Each test sets up what it needs (the worker host up, main's loop-1 stopped), so any order works."""
+capacity. Issue 28: `geode reload` on main (a new MCP server) and on the worker host (a [loop] setting) reach
+`w1/loop-1`'s next turn. Each test sets up what it needs (the worker host up, main's loop-1 stopped), so any
+order works."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from tests.multihost.ports import free_base_port
 SLOW = "slow-marker"
 SEEN: dict[str, int] = {}
 OFFERED: dict[str, list[str]] = {}  # the prompt → the tools the model was offered for it
+MAX_TOKENS: dict[str, int] = {}  # the prompt → the max_tokens its request asked for
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_server.py"
 
 
@@ -40,6 +43,7 @@ def _reply(req: Any) -> Any:
     text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first or [])
     SEEN[text] = SEEN.get(text, 0) + 1
     OFFERED[text] = [t.get("name", "") for t in (req.body.get("tools") or [])]
+    MAX_TOKENS[text] = req.body.get("max_tokens")
     if SLOW in text and SEEN[text] == 1:
         return {"text": "never seen", "delay_s": 60.0}  # the first attempt hangs until its host dies
     return {"text": f"answer {SEEN[text]} to {text.split()[-1]}"}
@@ -234,8 +238,9 @@ def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
 
 
 def test_a_catalogue_change_on_main_reaches_the_worker_hosts_loop_worker(hosts: Hosts) -> None:
-    """An MCP server added on main (then its executor restarted, as `geode trust` and `geode mcp-servers`
-    do) is offered to the model by w1/loop-1, which had cached main's catalogue without it."""
+    """An MCP server added on main (`geode reload`: main's executor reloads its hub, lanes tells the remote
+    workers in their heartbeats) is offered to the model by w1/loop-1, which had cached main's catalogue
+    without it — with no restart of any child."""
     hosts.stop_local_worker()
     r = geode(hosts.main, "ask", "say catalogue-before", "--json", timeout=90)
     assert r.returncode == 0, r.stderr
@@ -247,17 +252,37 @@ def test_a_catalogue_change_on_main_reaches_the_worker_hosts_loop_worker(hosts: 
         cfg += f"args = [{json.dumps(str(MCP_SERVER))}]\ntools = {{ add = {{}} }}\n"
         hosts.main.config_file.write_text(cfg)
     before = children(hosts.main)["executor"].incarnation
-    assert geode(hosts.main, "restart", "executor").returncode == 0
-    wait_for(
-        lambda: (c := children(hosts.main)["executor"]).incarnation > before and c.state == "running",
-        60,
-        what="main's executor restarted",
-    )
-    r = geode(hosts.main, "ask", "say catalogue-after", "--json", timeout=90)
+    hosts.continue_local_worker()  # every child of main confirms the reload (a stopped one cannot)
+    r = geode(hosts.main, "reload", timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "executor: MCP servers: +t (next turn)" in r.stdout.splitlines()
+    hosts.stop_local_worker()
+
+    def offered() -> bool:  # the remote worker asks again after its next heartbeat (a second)
+        r = geode(hosts.main, "ask", "say catalogue-after", "--json", timeout=90)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert f"turn {out['turn_id']} accepted" in (hosts.worker.logs_dir / "loop-1.log").read_text()
+        return "mcp__t__add" in OFFERED["say catalogue-after"]
+
+    wait_for(offered, 30, what="mcp__t__add offered by w1/loop-1")
+    assert children(hosts.main)["executor"].incarnation == before  # reloaded in place, not restarted
+
+
+def test_a_loop_setting_reloaded_on_the_worker_host_applies_to_its_next_turn(hosts: Hosts) -> None:
+    """A remote loop worker follows its own host's config: `geode reload` run on the worker host."""
+    hosts.stop_local_worker()
+    cfg = hosts.worker.config_file.read_text()
+    if "max_tokens = 2345" not in cfg:
+        hosts.worker.config_file.write_text(cfg.replace("workers = 1", "workers = 1\nmax_tokens = 2345"))
+    r = geode(hosts.worker, "reload", timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "loop: max_tokens 32768 → 2345 (next turn)" in r.stdout.splitlines()
+    r = geode(hosts.main, "ask", "say reloaded-remote", "--json", timeout=90)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert f"turn {out['turn_id']} accepted" in (hosts.worker.logs_dir / "loop-1.log").read_text()
-    assert "mcp__t__add" in OFFERED["say catalogue-after"], OFFERED["say catalogue-after"]
+    assert MAX_TOKENS["say reloaded-remote"] == 2345
 
 
 def test_a_remote_worker_that_hears_nothing_from_main_restarts_as_a_new_incarnation(hosts: Hosts) -> None:
