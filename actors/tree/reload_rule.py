@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import ValidationError
+
 from geode.config_reload import ConfigChange, diff_config
 from geode.protocol import lifecycle, runtime
 from geode.protocol.errors import GeodeError
@@ -81,9 +83,18 @@ def arm_reload(bus: Bus, ctx: ChildContext, hosted: object) -> ChildReload:
     rule = ChildReload(ctx, hosted, lambda: restart_me(bus, ctx.name))
 
     def on_event(topic: str, body: Mapping[str, Any]) -> None:
-        if topic != lifecycle.CONFIG_RELOAD or ctx.name not in body.get("children", ()):
+        if topic != lifecycle.CONFIG_RELOAD:
             return
-        confirm = rule.apply(str(body.get("stamp", ""))[:64])
+        try:
+            event = lifecycle.ConfigReload.model_validate(body)
+        except ValidationError as exc:  # never raised into the events thread
+            log.warning(
+                "%s: a config_reload event with a bad body ignored: %s", ctx.name, exc.errors()[0]["msg"]
+            )
+            return
+        if ctx.name not in event.children:
+            return
+        confirm = rule.apply(event.stamp)
         if confirm is None:
             return
         try:

@@ -116,7 +116,8 @@ class SupervisorService:
             for got in direct(b.stamp, sorted(told)):
                 confirmed[got.name] = got
         elif self.publish is not None and told:
-            self.publish(lifecycle.CONFIG_RELOAD, {"stamp": b.stamp, "children": sorted(told)})
+            event = lifecycle.ConfigReload(stamp=b.stamp, children=sorted(told))
+            self.publish(lifecycle.CONFIG_RELOAD, event.model_dump())
         return runtime.ReloadAsked(asked=sorted(told))
 
     def _applied(self, b: runtime.ConfigApplied, r: Request) -> runtime.Ack:

@@ -18,7 +18,7 @@ CHILD_STARTED = "runtime.event.child_started"
 CHILD_READY = "runtime.event.child_ready"
 CHILD_EXITED = "runtime.event.child_exited"
 TREE_STOPPING = "runtime.event.tree_stopping"
-# `geode reload`: body ``{"stamp", "children"}``; each child named re-reads the tree's copy and confirms with
+# `geode reload` (body: ConfigReload): each child named re-reads the tree's copy and confirms with
 # ``runtime.config_applied`` (a child started since counts as applied; the CLI asks again for the silent)
 CONFIG_RELOAD = "runtime.event.config_reload"
 TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED, TREE_STOPPING, CONFIG_RELOAD)
@@ -43,6 +43,14 @@ class TreeEvent(BaseModel):
     """The body of ``tree_stopping``: the supervisor's pid."""
 
     pid: int
+
+
+class ConfigReload(BaseModel):
+    """The body of ``config_reload``: reload ``stamp`` (`geode reload` names it) for the children named."""
+
+    model_config = ConfigDict(frozen=True)
+    stamp: str = Field(min_length=1, max_length=64)
+    children: list[str] = Field(default_factory=list, max_length=256)
 
 
 ChildEventHandler = Callable[[str, ChildEvent], None]
