@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import subprocess
 import sys
 import tomllib
 import typing
@@ -101,6 +102,22 @@ def test_a_leaf_imports_only_leaves_and_pure_vocabulary() -> None:
                 )
             else:
                 assert root in sys.stdlib_module_names or root in THIRD_PARTY, f"{leaf} imports {name}"
+
+
+def test_importing_the_schema_and_the_shell_leaves_loads_only_leaves() -> None:
+    """At run time too (package ``__init__`` files included): no working module is loaded, and no zmq."""
+    code = (
+        "import sys, geode.config_schema, actors.tree.settings, actors.bus.settings; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('geode', 'actors', 'zmq'))))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout.split()
+    )
+    packages = {m for m in loaded if (ROOT / m.replace(".", "/") / "__init__.py").exists()}
+    assert "geode.config_schema" in loaded and "geode.tools.settings" in loaded  # the probe ran
+    assert loaded - packages - leaves() - VOCAB == {"geode.config_schema"}
 
 
 def test_geode_config_fields_are_exactly_the_leaf_sections() -> None:
