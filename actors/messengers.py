@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SEND_TIMEOUT_S = 55.0  # below the executor's 60 s wait, so a slow post answers "timeout" to it first
+QUIET_S = SEND_TIMEOUT_S  # a reload's restart waits this long at most for the posts under way
 MAX_KEYS = 200_000
 
 
@@ -132,6 +134,8 @@ class MessengersChild:
     bus: Bus | None = None
     started: float = field(default_factory=time.monotonic)
     deaths: list[runtime.ChildDied] = field(default_factory=list)
+    sending: int = 0  # messenger.send calls posting now (a reload's restart waits for none)
+    idle: threading.Condition = field(default_factory=threading.Condition)
 
     def dispatch(self) -> Dispatch:
         return Dispatch(
@@ -204,6 +208,16 @@ class MessengersChild:
 
     # --- messenger.send -----------------------------------------------------------------------------
     def _send(self, b: messengers_msg.SendMessage, r: Request) -> messengers_msg.MessageSent:
+        with self.idle:
+            self.sending += 1
+        try:
+            return self._send_once(b)
+        finally:
+            with self.idle:
+                self.sending -= 1
+                self.idle.notify_all()
+
+    def _send_once(self, b: messengers_msg.SendMessage) -> messengers_msg.MessageSent:
         platform, _, key = b.channel.partition(":")
         ref = self.actors.get(platform)
         if ref is None:
@@ -258,7 +272,11 @@ class MessengersProcess:
     def apply_config(self, change: ConfigChange, settings: TreeSettings) -> list[str] | None:
         """`geode reload`: new bindings, platforms or tokens → this child's clean restart through the
         supervisor (the new incarnation starts on the new copy; receipts keep every reply at most once)."""
-        return None if MESSENGERS in change.areas else []
+        if MESSENGERS not in change.areas:
+            return []
+        with self.child.idle:  # no post cut in half (its receipt would turn uncertain): wait for none
+            self.child.idle.wait_for(lambda: self.child.sending == 0, QUIET_S)
+        return None
 
     def stop(self) -> None:
         for ref in self.child.actors.values():

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from geode.home import GeodeHome
 
 EXIT_CONFIG = 78
-RELOAD_WAIT_S = 30.0  # a messengers restart (its platforms reconnect) fits well within it
+RELOAD_WAIT_S = 75.0  # a messengers restart waits for its posts under way (55 s at most), then reconnects
 ASK_AGAIN_S = 1.0  # the event is a PUB: a child that has not confirmed by then is told again
 ROUNDS = (["store", "executor", "control", "messengers"], ["loop", "lanes"])
 
