@@ -1,8 +1,9 @@
 """`geode reload [--dry-run]`: check config.toml, print what changes against what the tree runs on (per
 area, and what needs `geode serve` again), then have every child apply it and wait for their confirmations.
 
-Children are told in two rounds: first everything but the loop workers (the executor reloads its hooks and MCP
-hub, the messengers child restarts itself), then the loop workers, which ask for the new catalogue."""
+Children are told in two rounds: first store, executor, control and messengers (the executor reloads its
+hooks and MCP hub, the messengers child restarts itself), then the loop workers, which ask for the new
+catalogue, and lanes, which tells the remote loop workers to ask for it too."""
 
 from __future__ import annotations
 
