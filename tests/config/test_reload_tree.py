@@ -1,10 +1,10 @@
 """`geode reload` on one real `geode serve` tree (scripted provider, the local Telegram Bot API server, a
 stdio MCP server): it refuses an invalid file (exit 78, one line per problem, the tree's copy kept),
 `--dry-run` prints and applies nothing, and after a reload — no restart command, no turn or reply lost — a
-changed loop setting applies to the next turn, a new Telegram binding answers its next message, a new
-PreToolUse hook decides the next call and a new MCP server's tools are offered on the next turn (the reload
-rule, docs/runtime.md). The remote loop worker's case is in tests/multihost/test_tcp_hosts.py. The tests
-share the tree and run in file order.
+changed loop setting applies to the next turn, a new Telegram binding answers its next message (and a
+disabled platform stops), a new PreToolUse hook decides the next call and a new MCP server's tools are
+offered on the next turn (the reload rule, docs/runtime.md). The remote loop worker's case is in
+tests/multihost/test_tcp_hosts.py. The tests share the tree and run in file order.
 """
 
 from __future__ import annotations
@@ -160,6 +160,18 @@ def test_a_new_telegram_binding_answers_its_next_message_and_no_reply_is_lost(
     poll_for(lambda: "echo: during the reload" in texts(CHAT), 60, what="the old chat's reply")
     assert texts(CHAT).count("echo: during the reload") == 1
     assert "echo: before the binding" not in texts(NEW_CHAT)  # unbound when it arrived
+
+
+def test_a_platform_disabled_by_reload_stops_polling(tree: tuple[GeodeHome, LocalBotApi, Path]) -> None:
+    home, _, _ = tree
+    _edit(home, old="poll_timeout_s = 1\n", new="poll_timeout_s = 1\nenabled = false\n")
+    r = geode(home, "reload", timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.stdout.splitlines()[0] == "messengers: restarted (telegram disabled)"
+    st = geode(home, "status", "--json")
+    assert st.returncode == 0, st.stderr
+    (tg,) = [p for p in json.loads(st.stdout)["messengers"] if p["platform"] == "telegram"]
+    assert tg["state"] == "disabled", tg
 
 
 def test_a_new_pretooluse_hook_decides_the_next_call(tree: tuple[GeodeHome, LocalBotApi, Path]) -> None:
