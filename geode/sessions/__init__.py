@@ -1,6 +1,2 @@
-"""Session composition: the mode table (DESIGN.md §6) and ``create_session``."""
-
-from geode.sessions.factory import SessionSpec, create_session
-from geode.sessions.modes import MODES, SessionMode, default_denylist
-
-__all__ = ["MODES", "SessionMode", "SessionSpec", "create_session", "default_denylist"]
+"""Session composition: the mode table and a session's limits (``modes``), ``create_session`` (``factory``), a
+turn's composition (``turn_setup``), the model a session gets (``settings``) and the hooks' transcripts."""

@@ -6,18 +6,16 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.sessions.modes import MODES, SessionMode, session_limits
 from geode.sessions.settings import config_snapshot, current_model
 from geode.tools.plan import BoundToolPlan, compile_plan
 from geode.tools.spec import ToolSpec
-
-if TYPE_CHECKING:
-    from geode.config_schema import GeodeConfig
 
 
 class SessionSpec(BaseModel):

@@ -7,13 +7,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from geode.config_schema import GeodeConfig
 from geode.tools.mcp.gate import outside_scope
 from geode.tools.spec import DataClass, ToolSpec
-
-if TYPE_CHECKING:
-    from geode.config_schema import GeodeConfig
 
 
 class SessionMode(StrEnum):

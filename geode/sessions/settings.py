@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.providers.selection import resolve_settings
-
-if TYPE_CHECKING:
-    from geode.config_schema import GeodeConfig
 
 
 @dataclass(frozen=True)
@@ -51,7 +48,6 @@ def current_model(
 def config_snapshot(home: GeodeHome) -> GeodeConfig:
     """``home``'s typed config as a tree child reads it: the tree's validated copy (written by `geode serve`
     and `geode reload`), so saving config.toml alone changes no session; outside a tree, the file."""
-    from geode.config_schema import GeodeConfig  # lazy: the schema imports the control core, which imports us
-    from geode.config_source import ConfigSource
+    from geode.config_source import ConfigSource  # lazy for start-up only: `geode --version` imports us
 
     return ConfigSource(home, GeodeConfig.from_raw, tree=True).snapshot

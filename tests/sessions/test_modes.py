@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from geode.home import GeodeHome
-from geode.sessions import MODES, SessionMode, create_session, default_denylist
+from geode.sessions.factory import create_session
+from geode.sessions.modes import MODES, SessionMode, default_denylist
 from geode.tools.spec import DataClass, SafetyPolicy, ToolSpec
 
 

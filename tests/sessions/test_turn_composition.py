@@ -15,7 +15,7 @@ from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
 from geode.protocol import turns
-from geode.sessions import create_session
+from geode.sessions.factory import create_session
 from geode.sessions.turn_setup import ComposedTurn, compose_turn
 from geode.tools.plan import BoundToolPlan, PlanRegistry
 from geode.tools.spec import SafetyPolicy, ToolSpec
