@@ -104,7 +104,7 @@ class SessionRequests:
         turn_id = p.turn_id or f"t-{uuid.uuid4().hex[:16]}"  # the client's id: a re-sent prompt is one turn
         log.info("prompt: turn %s of session %s", turn_id, sid)
         # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
-        settings = conn.spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": sid}
+        settings = conn.spec.turn_settings(sid)
         conn.attach(sid, conn.attached.get(sid, 0))
         sub = lanes_msg.Submit(
             turn_id=turn_id,

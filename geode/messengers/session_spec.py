@@ -104,8 +104,4 @@ def daemon_session_settings(
         env=env,
         factory=factory,
     )
-    settings = spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": session_id}
-    settings["denied_tools"] = sorted(spec.denied_tools)
-    if spec.allowed_tools is not None:
-        settings["allowed_tools"] = sorted(spec.allowed_tools)
-    return settings
+    return spec.turn_settings(session_id)

@@ -52,6 +52,16 @@ class SessionSpec(BaseModel):
             return False
         return self.allowed_tools is None or tool_name in self.allowed_tools
 
+    def turn_settings(self, session_id: str | None = None) -> dict[str, Any]:
+        """The ``turn.run`` settings a turn of this session carries to lanes and its loop worker, where
+        ``compose_turn`` builds the turn from them: the spec's JSON dump without the plan (its hash and
+        generation travel), the tool lists sorted; ``session_id`` when the turn runs in another session."""
+        settings = self.model_dump(mode="json", exclude={"plan"})
+        settings.update(session_id=session_id or self.session_id, denied_tools=sorted(self.denied_tools))
+        if self.allowed_tools is not None:
+            settings["allowed_tools"] = sorted(self.allowed_tools)
+        return settings
+
 
 def new_session_id() -> str:
     return f"s-{uuid.uuid4().hex[:16]}"

@@ -59,7 +59,7 @@ def test_every_path_composes_the_same_turn(tmp_path: Path, mode: str) -> None:
     config = TreeSettings.from_raw({})
     catalogue = _catalogue(tmp_path / "elsewhere")
     spec = create_session(mode, home=home, env={}, workspace=ws, plan=catalogue, config=config)
-    forwarded = spec.model_dump(mode="json", exclude={"plan"}) | {"session_id": "s1"}  # as control does
+    forwarded = spec.turn_settings("s1")  # what control and messengers forward to lanes
     composed = turns.TurnRun(turn_id="t1", session_id="s1", mode=mode, settings=forwarded)
     bare = turns.TurnRun(  # a turn lanes forwards without a session spec (no budget, no denylist)
         turn_id="t2", session_id="s1", mode=mode, settings={"workspace": spec.workspace, "model": spec.model}
