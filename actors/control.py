@@ -28,6 +28,7 @@ import zmq
 from actors.bus import Bus
 from actors.bus.zap import ZapResponder
 from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
 from geode.control.core import ControlCore
 from geode.control.settings import ControlSection
 from geode.home import GeodeHome
@@ -304,7 +305,7 @@ def start_control(
     bus = bus or Bus(name, incarnation, home).start()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="control")
     sock = ControlSocket(home)
-    cfg = settings or GeodeConfig.from_home(home).control  # typed [control]; defaults in the schema
+    cfg = settings or ConfigSource(home, GeodeConfig.from_raw).snapshot.control  # standalone: the file, once
     # the executor's catalogue, asked at start and again in the background when the executor (re)starts: a
     # handshake never waits for it (the built-ins until the first answer; the worker notes a changed plan)
     plans = CataloguePlans(bus.transport, wait=False, who=name)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from actors.bus import Bus
+from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 from geode.records.engine import RecordEngine
@@ -64,7 +66,7 @@ def start_store(
     concurrency: int | None = None,
 ) -> StoreChild:
     """Open the engine and serve it (on ``bus`` when given, e.g. single-process mode; else a new one)."""
-    cfg = config or StoreConfig.from_config(home.load_config())
+    cfg = config or ConfigSource(home, GeodeConfig.from_raw).snapshot.store  # standalone: the file, once
     handlers = concurrency or cfg.handlers
     engine = RecordEngine.for_home(home, cfg).open()
     owns = bus is None

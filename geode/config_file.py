@@ -1,15 +1,20 @@
-"""Reading ``config.toml``: one-line errors naming file, line and byte, and the daemon's last good copy.
+"""Reading and editing ``config.toml``: one-line errors naming file, line and byte, the daemon's last good
+copy, and the checked textual edits of ``geode trust`` and ``geode mcp-servers add/remove``.
 
 A running tree keeps serving on the last config that passed the full check (``geode serve`` at start,
 ``geode reload``): that copy is kept in the home's private run directory, so a child restarted while the
-file is broken starts on it too. Each process logs a broken file once per distinct error.
+file is broken starts on it too. Each process logs a broken file once per distinct error. Edits keep the
+rest of the file, comments included, byte for byte: the new text must parse to exactly the intended data.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -88,3 +93,77 @@ def serving(home: GeodeHome, build: Callable[[dict[str, Any]], T]) -> T:
             _logged.add(message)
             log.warning("config: %s; keeping the last good config (fix it, then geode reload)", message)
         return build(good)
+
+
+# -- editing (geode trust, geode mcp-servers add/remove) --------------------------------------------------
+
+
+@contextmanager
+def edit_lock(config_file: Path) -> Iterator[None]:
+    """Two edits of the global config at once (`geode trust`, `geode mcp-servers add`): one read-modify-write
+    after the other (a lock on the home directory)."""
+    config_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(config_file.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def read_for_edit(config_file: Path, purpose: str) -> tuple[str, dict[str, Any]]:
+    """The file's text and its parsed data (``("", {})`` when absent); a file that cannot be read or parsed
+    is a one-line ``ConfigError`` ending "fix it before ``purpose``" (nothing is edited)."""
+    try:
+        raw = config_file.read_bytes()
+    except FileNotFoundError:
+        return "", {}
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise ConfigError(f"{config_file}: cannot read: {why}; fix it before {purpose}") from None
+    try:
+        data = parse_config(raw, config_file)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc.message}; cannot read it, fix it before {purpose}") from None
+    return raw.decode("utf-8"), data
+
+
+def write_checked(config_file: Path, new_text: str, expected: dict[str, Any], refusal: str) -> None:
+    """Write ``new_text`` (atomically, keeping the file's mode) only when it parses to exactly ``expected``
+    (empty tables aside); otherwise nothing is written and ``ConfigError("<file>: <refusal>")``."""
+    try:
+        ok = _pruned(tomllib.loads(new_text)) == _pruned(expected)
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{config_file}: {refusal}")
+    atomic_write(config_file, new_text)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (synced; the file's mode kept, 0600 for a new one; no temp left)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o600
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _pruned(value: Any) -> Any:
+    """Empty tables dropped (removing a file's last server also removes its implicit parent tables)."""
+    if isinstance(value, dict):
+        kept = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v != {}}
+    return value

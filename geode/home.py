@@ -6,7 +6,6 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from geode.private_dir import ensure_private_dir, is_private_dir
 from geode.protocol.errors import ConfigError
@@ -122,13 +121,6 @@ class GeodeHome:
         if len(ep) - len("ipc://") > IPC_PATH_MAX:
             raise ConfigError(f"ipc path for {name!r} is longer than {IPC_PATH_MAX} bytes: {ep}")
         return ep
-
-    def load_config(self) -> dict[str, Any]:
-        """The global ``config.toml`` as a dict (empty when absent). A broken file (not UTF-8, bad TOML) is
-        the running tree's last good config (``geode.config_file.serving``), else a one-line ConfigError."""
-        from geode.config_file import serving
-
-        return serving(self, dict)
 
     def load_dotenv(self) -> dict[str, str]:
         """Secrets from ``$GEODE_HOME/.env`` (KEY=VALUE lines; quotes stripped). Never logged."""

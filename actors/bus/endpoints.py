@@ -60,8 +60,9 @@ class Endpoints:
 
         if bus is None:
             from actors.tree.config_sections import TreeSettings
+            from geode.config_source import ConfigSource
 
-            bus = TreeSettings.from_home(home).bus
+            bus = ConfigSource(home, TreeSettings.from_raw).snapshot.bus
         c = bus.curve
         allowed = tuple(k.encode() for k in (*c.allowed_clients, *c.authorized_keys))
         pair = host_keys.load(home)

@@ -17,9 +17,10 @@ def _check(name: str, ok: bool, detail: str, *, warn: bool = False, unused: bool
 
 def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    from actors.tree.config_sections import check_home_config
+    from actors.tree.config_sections import TreeSettings, check_home_config
 
-    report = check_home_config(home)
+    report = check_home_config(home)  # the full check of the file (geode.config_file reads it)
+    settings = TreeSettings.from_raw(report.config) if report.ok else TreeSettings()
     for line in report.errors:
         out.append(_check("config", False, line))
     for line in report.warnings:
@@ -27,9 +28,9 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     if report.ok:
         state = "present" if report.path.exists() else "absent: defaults"
         out.append(_check("config", True, f"{home.config_file} ({state}, valid)"))
-        out.extend(_check("mcp", True, n, warn=True) for n in _trust_notes(home, report.config))
+        out.extend(_check("mcp", True, n, warn=True) for n in _trust_notes(home, settings))
     out.extend(_secret_file_checks(home))
-    out.append(_bash_check(report.config if report.ok else {}))
+    out.append(_bash_check(settings.tools.bash.pid_namespace))
     try:
         from geode.providers.report import provider_report
 
@@ -51,11 +52,11 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     return out
 
 
-def _bash_check(config: dict[str, Any]) -> dict[str, Any]:
-    """Whether each run_bash call gets a PID namespace here (else a process of a command can outlive it)."""
+def _bash_check(enabled: bool) -> dict[str, Any]:
+    """Whether each run_bash call gets a PID namespace here (else a process of a command can outlive it);
+    ``enabled`` is ``[tools.bash] pid_namespace``."""
     from geode.tools.builtin.bash import pidns_line, pidns_probe
 
-    enabled = (config.get("tools") or {}).get("bash", {}).get("pid_namespace", True) is not False
     holds, line = pidns_line(enabled, pidns_probe() if enabled else "off")
     return _check("run_bash", True, line, warn=not holds)
 

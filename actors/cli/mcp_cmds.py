@@ -127,6 +127,8 @@ async def _serve_stdio(server: Any, wire_in: Any, wire_out: Any) -> None:
 def serve_http(bind: str) -> int:
     from pydantic import ValidationError
 
+    from geode.config_schema import GeodeConfig
+    from geode.config_source import ConfigSource
     from geode.home import GeodeHome
     from geode.mcp_server.http_auth import (
         BearerAuth,
@@ -136,7 +138,6 @@ def serve_http(bind: str) -> int:
         refusal,
         resolve_token,
     )
-    from geode.mcp_server.settings import McpServeSection
     from geode.mcp_server.turns import token_creator
     from geode.protocol.errors import ConfigError, GeodeError
 
@@ -147,9 +148,9 @@ def serve_http(bind: str) -> int:
         return EXIT_USAGE
     home = GeodeHome.from_env()
     try:
-        raw = home.load_config().get("mcp", {})
-        section = McpServeSection.model_validate(raw.get("serve", {}) if isinstance(raw, dict) else {})
-        token = resolve_token(os.environ, home.load_dotenv(), section, home)
+        source = ConfigSource(home, GeodeConfig.from_raw)  # a bad [mcp.serve] value is a ConfigError
+        section = source.snapshot.mcp.serve
+        token = resolve_token(os.environ, source.env, section, home)
         if token is None and is_loopback(host):  # loopback is no boundary between local users
             token = home_token(home)
     except ConfigError as exc:  # a token under 16 characters (named by its source), a loose token file

@@ -31,9 +31,10 @@ def run_in_process_tree(  # type: ignore[no-untyped-def]
     from actors.tree import process_logging
     from actors.tree.child_handle import IncarnationStore
     from actors.tree.children import child_names
-    from actors.tree.config_sections import EXIT_CONFIG, start_settings
+    from actors.tree.config_sections import EXIT_CONFIG, TreeSettings, start_settings
     from actors.tree.instance_lock import InstanceLock
     from actors.tree.single_process import SingleProcessTree
+    from geode.config_source import ConfigSource
 
     home.ensure()
     lock = InstanceLock(home.lock_file)
@@ -46,8 +47,9 @@ def run_in_process_tree(  # type: ignore[no-untyped-def]
         if settings is None:
             raise typer.Exit(EXIT_CONFIG)
         process_logging.configure(home, "repl", settings=settings)  # [log] level, as serve: logs/repl.log
+        source = ConfigSource(home, TreeSettings.from_raw)  # the file just checked (no tree's copy here)
         tree = SingleProcessTree(
-            child_names(settings), home, settings, IncarnationStore(home.root / "incarnations.json")
+            child_names(settings), home, source, IncarnationStore(home.root / "incarnations.json")
         )
         th = threading.Thread(
             target=tree.run, kwargs={"install_signals": False}, name="repl-tree", daemon=True

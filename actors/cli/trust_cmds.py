@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError, GeodeError
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 EXIT_USAGE, EXIT_RESTART_FAILED = 2, 1
 
@@ -108,6 +111,12 @@ def restart_executor(home: GeodeHome, command: str = "geode trust") -> int:
     if not is_running(home):
         typer.echo("the daemon is not running: the change applies when `geode serve` starts")
         return 0
+    from actors.tree.config_sections import check_home_config
+    from geode.config_file import remember_good
+
+    report = check_home_config(home)
+    if report.ok:  # children read the tree's checked copy (docs/runtime.md): the restarted one reads this
+        remember_good(home, report.source)
     try:
         restart_child(home, "executor")
     except GeodeError as exc:
@@ -120,16 +129,16 @@ def restart_executor(home: GeodeHome, command: str = "geode trust") -> int:
     return 0
 
 
-def trust_notes(home: GeodeHome, config: dict[str, Any], cwd: str | None = None) -> list[str]:
+def trust_notes(home: GeodeHome, config: GeodeConfig, cwd: str | None = None) -> list[str]:
     """The untrusted-project line for ``cwd`` and the catalogue's notes (bad trusted entries, clashes)."""
     from geode.tools.mcp.catalogue import load_mcp_catalogue
     from geode.tools.mcp.trust import untrusted_project_note
 
     out: list[str] = []
     try:
-        note = untrusted_project_note(cwd or os.getcwd(), config, home_root=home.root)
+        note = untrusted_project_note(cwd or os.getcwd(), config.trust.projects, home_root=home.root)
         out.extend([note] if note else [])
-        out.extend(load_mcp_catalogue(config, home_root=home.root).notes)
+        out.extend(load_mcp_catalogue(config, home_root=home.root, dotenv=home.load_dotenv()).notes)
     except (GeodeError, OSError):  # a bad global config is reported by the config check itself
         pass
     return out
@@ -137,10 +146,13 @@ def trust_notes(home: GeodeHome, config: dict[str, Any], cwd: str | None = None)
 
 def note_untrusted_project(home: GeodeHome) -> None:
     """Once at the start of ``geode ask`` / ``geode chat``: the untrusted-project line on stderr, if any."""
+    from geode.config_schema import GeodeConfig
+    from geode.config_source import ConfigSource
     from geode.tools.mcp.trust import untrusted_project_note
 
     try:
-        note = untrusted_project_note(os.getcwd(), home.load_config(), home_root=home.root)
+        projects = ConfigSource(home, GeodeConfig.from_raw).snapshot.trust.projects
+        note = untrusted_project_note(os.getcwd(), projects, home_root=home.root)
     except (GeodeError, OSError):
         return
     if note:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from actors.tree.config_sections import TreeSettings
@@ -15,14 +14,10 @@ from actors.tree.worker_role import WorkerRole
 __all__ = ["child_names", "tree_specs"]
 
 
-def _typed(config: TreeSettings | Mapping[str, Any]) -> TreeSettings:
-    return config if isinstance(config, TreeSettings) else TreeSettings.from_raw(config)
-
-
-def child_names(config: TreeSettings | Mapping[str, Any], role: WorkerRole | None = None) -> list[str]:
+def child_names(settings: TreeSettings, role: WorkerRole | None = None) -> list[str]:
     """store, lanes, executor, loop-1..loop-N (``[loop] workers``), control, messengers; a worker host
     (``role``) runs only its ``--children``: executor and/or loop-1..loop-N."""
-    n = _typed(config).loop.workers  # 1..64, checked by the schema
+    n = settings.loop.workers  # 1..64, checked by the schema
     loops = [f"loop-{i}" for i in range(1, n + 1)]
     if role is not None:
         executor = ["executor"] if "executor" in role.children else []
@@ -31,10 +26,9 @@ def child_names(config: TreeSettings | Mapping[str, Any], role: WorkerRole | Non
 
 
 def tree_specs(
-    config: TreeSettings | Mapping[str, Any], python: str = sys.executable, role: WorkerRole | None = None
+    settings: TreeSettings, python: str = sys.executable, role: WorkerRole | None = None
 ) -> list[ChildSpec]:
     """Per-child overrides live in ``[supervisor.children.<name or kind>]`` (restart, shutdown_ms)."""
-    settings = _typed(config)
     per = settings.supervisor.children
     specs = []
     for name in child_names(settings, role):

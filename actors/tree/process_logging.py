@@ -5,16 +5,15 @@ from __future__ import annotations
 import logging
 import os
 
-from geode.config_schema import GeodeConfig, LogSection
+from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.private_dir import private_file
-from geode.protocol.errors import GeodeError
 
 _configured = False
 
 
 def configure(
-    home: GeodeHome, name: str, incarnation: int | None = None, *, settings: GeodeConfig | None = None
+    home: GeodeHome, name: str, incarnation: int | None = None, *, settings: GeodeConfig
 ) -> None:
     """Send the root logger to ``<logs>/<name>.log`` (level from ``[log] level``, default INFO)."""
     global _configured
@@ -24,7 +23,7 @@ def configure(
     home.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = home.logs_dir / f"{name}.log"
     private_file(path)  # 0600, also when the supervisor created it for the child's stdout
-    level = _section(home, settings).level
+    level = settings.log.level
     who = f"{name}#{incarnation}" if incarnation is not None else name
     handler = logging.FileHandler(path)
     handler.setFormatter(
@@ -34,11 +33,3 @@ def configure(
     root.addHandler(handler)
     root.setLevel(getattr(logging, level, logging.INFO))
 
-
-def _section(home: GeodeHome, settings: GeodeConfig | None) -> LogSection:
-    if settings is not None:
-        return settings.log
-    try:
-        return GeodeConfig.from_home(home).log
-    except GeodeError:  # the builder refuses the bad config right after, with its message, in this log
-        return LogSection()

@@ -20,6 +20,7 @@ from geode.protocol.errors import ConfigError
 if TYPE_CHECKING:
     from actors.bus import Bus
     from actors.tree.config_sections import TreeSettings
+    from geode.config_source import ConfigSource
 
 log = logging.getLogger(__name__)
 
@@ -37,38 +38,31 @@ BUILDERS: dict[str, str] = {
 class ChildContext:
     """What a builder knows about the child it builds.
 
-    Builders read ``settings`` (the typed, checked sections); ``config`` is the file as read, only for the
-    free-form tables (``[[hooks.<Event>]]``, ``mcpServers``).
+    Builders read ``settings`` (the typed, checked sections of the child's one :class:`ConfigSource`,
+    built once at the child's start; ``geode reload`` replaces its snapshot) and hand each builder the
+    section it needs; ``source.env`` is ``.env`` as read at start or at the last reload.
     """
 
     name: str  # "store", "loop-2", ...
     incarnation: int
     home: GeodeHome
-    config: dict[str, Any] = field(default_factory=dict)
+    config_source: ConfigSource[TreeSettings] | None = field(default=None, repr=False, compare=False)
     single_process: bool = False
-    checked: TreeSettings | None = field(default=None, repr=False, compare=False)  # already built from config
-
-    @classmethod
-    def of(
-        cls,
-        name: str,
-        incarnation: int,
-        home: GeodeHome,
-        settings: TreeSettings,
-        *,
-        single_process: bool = False,
-    ) -> ChildContext:
-        """A context over settings the caller already checked (single-process: one build for all children)."""
-        return cls(name, incarnation, home, settings.raw, single_process, settings)
 
     @cached_property
-    def settings(self) -> TreeSettings:
-        """The typed sections (built once per context; a bad value is a ``ConfigError``)."""
-        if self.checked is not None:
-            return self.checked
+    def source(self) -> ConfigSource[TreeSettings]:
+        """The child's config source (given, or the tree's validated copy of this home, read once)."""
+        if self.config_source is not None:
+            return self.config_source
         from actors.tree.config_sections import TreeSettings
+        from geode.config_source import ConfigSource
 
-        return TreeSettings.from_raw(self.config)
+        return ConfigSource(self.home, TreeSettings.from_raw, tree=True)
+
+    @property
+    def settings(self) -> TreeSettings:
+        """The current typed snapshot (a bad value at start is a ``ConfigError``; a reload replaces it)."""
+        return self.source.snapshot
 
     @property
     def kind(self) -> str:

@@ -7,11 +7,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from geode.hooks.events import DECIDING_EVENTS, HookEvent
 from geode.hooks.settings import CLAUDE_DEFAULT_TIMEOUT_S, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from geode.protocol.errors import ConfigError
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 _FIELDS = {"matcher", "command", "timeout", "fail", "dialect", "name"}
 
@@ -77,13 +80,19 @@ def entry(
     return HookEntry(ev, name, matcher, command, fn, float(timeout_s), fail, dialect, pattern)  # type: ignore[arg-type]
 
 
-def load_hooks(config: Mapping[str, Any], *, base_dir: Path | None = None) -> list[HookEntry]:
-    """Entries from a config's ``hooks`` table (``[[hooks.<Event>]]`` arrays); unknown fields are errors.
+def hooks_of(config: GeodeConfig, *, base_dir: Path | None = None) -> list[HookEntry]:
+    """The snapshot's ``[hooks]`` entries (checked at start and by reload; see :func:`load_hooks`)."""
+    return load_hooks({"hooks": config.hooks.model_dump(exclude_defaults=True)}, base_dir=base_dir)
+
+
+def load_hooks(data: Mapping[str, Any], *, base_dir: Path | None = None) -> list[HookEntry]:
+    """Entries from a parsed config file's ``hooks`` table (``[[hooks.<Event>]]`` arrays); unknown fields
+    are errors.
 
     ``hooks.claude_settings = ["~/.claude/settings.json", ...]`` also imports Claude Code settings files
     (their ``hooks`` object, dialect claude-code); relative paths resolve against ``base_dir``.
     """
-    table = config.get("hooks") or {}
+    table = data.get("hooks") or {}
     if not isinstance(table, Mapping):
         raise ConfigError("[hooks] must be a table of event arrays")
     out: list[HookEntry] = []

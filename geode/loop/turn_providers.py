@@ -1,4 +1,4 @@
-"""The providers a loop worker's turns use: the live ones (following config and .env at each turn) or an
+"""The providers a loop worker's turns use: the live ones (the child's config source at each turn) or an
 injected factory (cached here); warmed up in the background after ``worker.ready``, described for doctor."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.providers.adapter_base import WireAdapter
@@ -23,11 +25,19 @@ ProviderFactory = Callable[[str | None], Provider]
 class TurnProviders:
     """A provider per model for the worker ``who``."""
 
-    def __init__(self, home: GeodeHome, who: str, factory: ProviderFactory | None = None) -> None:
+    def __init__(
+        self,
+        home: GeodeHome,
+        who: str,
+        factory: ProviderFactory | None = None,
+        source: ConfigSource[Any] | None = None,
+    ) -> None:
         self.who = who
         self.live: LiveProviders | None = None
-        if factory is None:  # the current config and .env at each turn (see geode.providers.live)
-            self.live = LiveProviders(home, on_event=relay_provider_event, sleep=cancellable_sleep, who=who)
+        if factory is None:  # the source's snapshot and .env at each turn (see geode.providers.live)
+            self.live = LiveProviders(
+                home, on_event=relay_provider_event, sleep=cancellable_sleep, who=who, source=source
+            )
         self.factory = factory or self.live.get  # type: ignore[union-attr]
         self._cache: dict[str | None, Provider] = {}
         self._lock = threading.Lock()

@@ -1,5 +1,6 @@
-"""Providers that follow the current config: each lookup re-reads ``config.toml`` and ``$GEODE_HOME/.env``
-(cheap) and reuses a built provider only while its model, endpoint and key fingerprint are unchanged.
+"""Providers that follow the process's config source: each lookup resolves against its current snapshot and
+``.env`` (both replaced only by ``geode reload``) and reuses a built provider only while its model, endpoint
+and key fingerprint are unchanged.
 
 What the daemon resolved is written to ``run/providers.json`` (model, provider, endpoint, key source and a
 one-way key fingerprint, never the key) so ``geode doctor`` can compare it with the shell's view.
@@ -16,6 +17,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.providers.events import EventCallback
 from geode.providers.selection import (
@@ -47,7 +50,7 @@ def settings_view(settings: ProviderSettings, problem: str = "") -> dict[str, An
 
 
 class LiveProviders:
-    """Thread-safe. ``get(model)`` returns the provider for ``model`` under the config as it is now."""
+    """Thread-safe. ``get(model)`` returns the provider for ``model`` under the source's current snapshot."""
 
     def __init__(
         self,
@@ -56,22 +59,20 @@ class LiveProviders:
         on_event: EventCallback | None = None,
         sleep: Callable[[float], None] | None = None,
         who: str = "",
+        source: ConfigSource[Any] | None = None,
     ) -> None:
         self.home = home
+        self.source = source or ConfigSource(home, GeodeConfig.from_raw)  # standalone: the file, read once
         self.on_event = on_event
         self.sleep = sleep
         self.who = who
         self._cache: OrderedDict[tuple[Any, ...], Provider] = OrderedDict()
         self._lock = threading.Lock()
-        self._config: dict[str, Any] = {}
 
     def sources(self) -> Sources:
-        """Process env over ``.env``, and the config file as it is now (the last readable one if broken)."""
-        try:
-            self._config = self.home.load_config()
-        except Exception as exc:  # a config being edited: keep the last good one
-            log.warning("config not re-read (%s); keeping the last good one", type(exc).__name__)
-        return Sources.load(home=self.home, config=self._config)
+        """Process env over the source's ``.env``, and its snapshot (both as of start or the last reload)."""
+        source = self.source
+        return Sources.load(home=self.home, config=source.snapshot, dotenv=source.env)
 
     def describe(self, model: str | None = None) -> dict[str, Any]:
         """Resolve without building (and publish): what a new session for ``model`` would use."""
@@ -102,7 +103,12 @@ class LiveProviders:
                 self._cache.move_to_end(key)
                 return hit
         built = build_provider(
-            model, home=self.home, config=src.config, on_event=self.on_event, sleep=self.sleep
+            model,
+            home=self.home,
+            config=src.config,
+            dotenv=src.dotenv,
+            on_event=self.on_event,
+            sleep=self.sleep,
         )
         log.info(
             "provider for %s: %s at %s (key %s)",

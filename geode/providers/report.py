@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,6 +13,9 @@ from geode.providers.codex import CodexAuth, jwt_exp
 from geode.providers.selection import Sources, _codex_file, resolve_settings
 from geode.providers.types import ProviderError
 from geode.providers.vendors import VENDORS
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 class ProviderStatus(BaseModel):
@@ -36,7 +39,7 @@ def provider_report(
     *,
     home: GeodeHome | None = None,
     env: Mapping[str, str] | None = None,
-    config: dict[str, Any] | None = None,
+    config: GeodeConfig | None = None,
 ) -> list[ProviderStatus]:
     """One status per vendor plus the selected model's; safe to print (no key material)."""
     src = Sources.load(home=home, env=env, config=config)

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geode.home import GeodeHome
 from geode.providers.adapter_base import Endpoint, WireAdapter
@@ -23,6 +23,9 @@ from geode.providers.settings import PROVIDER_TIMEOUT_S, RetryPolicy
 from geode.providers.setup_error import SetupError
 from geode.providers.types import ModelRequest, ModelResponse, Provider, ProviderErrorKind
 from geode.providers.vendors import make_adapter, vendor
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 @dataclass
@@ -46,11 +49,11 @@ class ProviderSettings:
 
 @dataclass
 class Sources:
-    """Where settings come from: merged env (process env over ``.env``) and the config dict."""
+    """Where settings come from: merged env (process env over ``.env``) and the typed config snapshot."""
 
     env: Mapping[str, str]
     dotenv: Mapping[str, str]
-    config: dict[str, Any]
+    config: GeodeConfig
     process: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -59,18 +62,27 @@ class Sources:
         *,
         home: GeodeHome | None = None,
         env: Mapping[str, str] | None = None,
-        config: dict[str, Any] | None = None,
+        config: GeodeConfig | None = None,
+        dotenv: Mapping[str, str] | None = None,
     ) -> Sources:
+        """``config`` and ``dotenv`` from a :class:`~geode.config_source.ConfigSource` (a child's); when
+        not given, ``home``'s file and ``.env`` read once now."""
         if home is None and (env is None or config is None):
             home = GeodeHome.from_env(None if env is None else env.get("GEODE_HOME"))
-        dotenv = home.load_dotenv() if home is not None else {}
+        if dotenv is None:
+            dotenv = home.load_dotenv() if home is not None else {}
+        if config is None:  # lazy: the schema's leaves import the hooks package, which reaches us
+            from geode.config_schema import GeodeConfig
+            from geode.config_source import ConfigSource
+
+            config = ConfigSource(home, GeodeConfig.from_raw).snapshot if home is not None else GeodeConfig()
         process = dict(os.environ if env is None else env)
-        cfg = config if config is not None else (home.load_config() if home is not None else {})
-        return cls(env={**dotenv, **process}, dotenv=dotenv, config=cfg, process=process)
+        return cls(env={**dotenv, **process}, dotenv=dotenv, config=config, process=process)
 
     @property
     def providers(self) -> dict[str, Any]:
-        return dict(self.config.get("providers") or {})
+        """``[providers]`` of the snapshot as plain data (vendor tables by their names)."""
+        return self.config.providers.model_dump(by_alias=True, exclude_none=True)
 
     def section(self, name: str) -> dict[str, Any]:
         sec = self.providers.get(name)
@@ -92,7 +104,7 @@ def choose_model(model: str | None, sources: Sources) -> str:
         model
         or sources.env.get("GEODE_MODEL")
         or providers.get("model")
-        or sources.config.get("model")
+        or sources.config.model
         or DEFAULT_MODEL
     )
 
@@ -114,7 +126,7 @@ def resolve_settings(
     *,
     home: GeodeHome | None = None,
     env: Mapping[str, str] | None = None,
-    config: dict[str, Any] | None = None,
+    config: GeodeConfig | None = None,
     sources: Sources | None = None,
 ) -> ProviderSettings:
     """Settings for ``model`` (or GEODE_MODEL / ``[providers] model`` / the default)."""
@@ -197,12 +209,13 @@ def build_provider(
     *,
     home: GeodeHome | None = None,
     env: Mapping[str, str] | None = None,
-    config: dict[str, Any] | None = None,
+    config: GeodeConfig | None = None,
+    dotenv: Mapping[str, str] | None = None,
     on_event: EventCallback | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> Provider:
     """The provider for ``model`` from env/config, in the configured fallback chain (empty by default)."""
-    src = Sources.load(home=home, env=env, config=config)
+    src = Sources.load(home=home, env=env, config=config, dotenv=dotenv)
     settings = resolve_settings(model, sources=src)
     primary = provider_from_settings(settings, on_event=on_event, sleep=sleep)
     if not settings.fallback:

@@ -55,8 +55,8 @@ class RecordEngine:
 
     @classmethod
     def for_home(cls, home: GeodeHome, config: StoreConfig | None = None) -> RecordEngine:
-        cfg = config or StoreConfig.from_config(home.load_config())
-        return cls(home.records_dir, home.evidence_dir, cfg)
+        """The home's store with ``config`` (the snapshot's ``[store]``; the defaults when None)."""
+        return cls(home.records_dir, home.evidence_dir, config)
 
     def open(self) -> RecordEngine:
         self.renv.open()

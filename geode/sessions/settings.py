@@ -32,8 +32,7 @@ def current_model(
     """
     env = os.environ if env is None else env
     typed = config if config is not None else config_snapshot(home)
-    cfg = typed.raw
-    settings = resolve_settings(override, home=home, env=env, config=cfg)
+    settings = resolve_settings(override, home=home, env=env, config=typed)
     if override:
         origin = "override"
     elif env.get("GEODE_MODEL"):

@@ -8,16 +8,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from geode.config_schema import GeodeConfig
 from geode.loop import LoopSettings
 from geode.prompt import PromptSources
 from geode.protocol import turns
 from geode.sessions.modes import SessionMode, session_limits
 from geode.tools.plan import BoundToolPlan, compile_plan
-
-if TYPE_CHECKING:
-    from geode.config_schema import GeodeConfig
 
 log = logging.getLogger("actors.loop_worker")
 
@@ -93,10 +91,10 @@ def turn_prompt(settings: LoopSettings, rules_dir: Path) -> PromptSources:
     return PromptSources(workspace=ws, home_rules=rules_dir)
 
 
-def loop_hooks(config: dict[str, Any], base_dir: Any = None) -> Any:
-    """UserPromptSubmit / PostVerify / Stop hooks from the global ``[hooks]`` tables (shared HookRunner)."""
-    from geode.hooks.config import load_hooks
+def loop_hooks(config: GeodeConfig, base_dir: Any = None) -> Any:
+    """UserPromptSubmit / PostVerify / Stop hooks from the snapshot's ``[hooks]`` (shared HookRunner)."""
+    from geode.hooks.config import hooks_of
     from geode.hooks.runner import HookRunner
     from geode.loop.hook_bridge import RunnerHooks
 
-    return RunnerHooks(HookRunner(load_hooks(config, base_dir=base_dir)))
+    return RunnerHooks(HookRunner(hooks_of(config, base_dir=base_dir)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
@@ -19,6 +19,9 @@ from geode.tools.policy import PolicyDenial, check_monotonic, check_paths, check
 from geode.tools.receipts import OMITTED
 from geode.tools.schema_check import SchemaDenial, validate_input
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 class Denied(Exception):
@@ -59,7 +62,7 @@ class Checks:
     handlers: Mapping[str, HandlerEntry]
     middleware: Sequence[RequestMiddleware]
     hooks: HookRunner | None
-    global_config: Mapping[str, Any]
+    config: GeodeConfig
     workspace: Path
     roots: tuple[Path, ...]
     # never inside the allowed roots, whatever they are: the GEODE home and its run dir
@@ -117,7 +120,7 @@ class Checks:
         if self.gate is not None and (why := self.gate.refusal(req.ctx, req.spec)):  # MCP overlay rules
             raise req.deny("policy", why.message, "tool_policy_denied", reason=why.reason)
         try:
-            check_runtime_policy(req.ctx, req.spec, self.global_config)
+            check_runtime_policy(req.ctx, req.spec, self.config)
             if entry is not None and entry.path_args:
                 check_paths(
                     req.call.input, entry.path_args, self.workspace_for(req.ctx), self.roots_for(req.ctx)
@@ -167,7 +170,7 @@ class Checks:
             return req.spec
         workspace = self.workspace_for(req.ctx)
         args = req.call.input
-        req.approval_class = write_class(req.spec, args, entry.path_args, workspace, self.global_config)
+        req.approval_class = write_class(req.spec, args, entry.path_args, workspace, self.config)
         return own_class(req.spec) if req.approval_class else req.spec
 
     def workspace_for(self, ctx: ToolContext) -> Path:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from geode.config_schema import GeodeConfig
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Transport
@@ -57,14 +58,14 @@ def child_denylist(
     parent_settings: Mapping[str, Any],
     mode: str,
     specs: Iterable[ToolSpec],
-    global_config: Mapping[str, Any],
+    config: GeodeConfig,
 ) -> list[str]:
     """The parent's denylist (its mode's default when it had none) plus every tool sub-agents may not use
     (delegate_task among them): never looser than the parent's."""
     specs = list(specs)
     given = parent_settings.get("denied_tools")
     if given is None:
-        parent = set(default_denylist(mode, global_config=global_config, plan_tools=specs))
+        parent = set(default_denylist(mode, global_config=config, plan_tools=specs))
     else:
         parent = {str(n) for n in given}
     return sorted(parent | {DELEGATE_TOOL} | {s.name for s in specs if not s.policy.allow_subagents})
@@ -86,14 +87,14 @@ class LanesDelegate:
         *,
         origin: str,
         specs: Iterable[ToolSpec] = (),
-        global_config: Mapping[str, Any] | None = None,
+        config: GeodeConfig | None = None,
         limits: DelegateLimits = DelegateLimits(),
         target: str = "lanes",
     ) -> None:
         self.transport = transport
         self.origin = origin  # the peer name lanes streams child turns to (this process)
         self.specs = tuple(specs)
-        self.global_config = dict(global_config or {})
+        self.config = config or GeodeConfig()  # the typed snapshot ([daemon]/[gateway] computer use)
         self.limits = limits
         self.target = target
         self._mu = threading.Lock()
@@ -172,7 +173,7 @@ class LanesDelegate:
     def _child_settings(
         self, parent: dict[str, Any], ctx: ToolContext, session_id: str, budget: float, depth: int
     ) -> dict[str, Any]:
-        denied = child_denylist(parent, ctx.mode, self.specs, self.global_config)
+        denied = child_denylist(parent, ctx.mode, self.specs, self.config)
         out = {k: v for k, v in parent.items() if k not in ("plan",)}
         visible = [str(n) for n in parent.get("visible_tools") or () if str(n) not in denied]
         out.update(

@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geode.tools.spec import ApprovalMode, EffectClass, ToolSpec
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 # loaded into the system prompt (geode/prompt/sources.py) or, for the last three, by the features coming next
 INSTRUCTION_NAMES = frozenset({"geode.md", "memory.md", "skill.md", "heartbeat.md"})
@@ -45,13 +48,13 @@ def write_class(
     args: Mapping[str, Any],
     path_args: tuple[str, ...],
     workspace: Path,
-    global_config: Mapping[str, Any],
+    config: GeodeConfig,
 ) -> str:
     """``"<class>: <path>"`` when a built-in tool that changes files targets such a file (as named, or where a
     symlink on the way leads), else ``""``. Runs after the roots check, so every path is a valid one."""
     if not spec.handler.startswith("builtin:") or spec.policy.effect is EffectClass.READ:
         return ""
-    settings = _claude_settings(global_config)
+    settings = _claude_settings(config.hooks.claude_settings)
     for key in path_args:
         raw = args.get(key)
         if not isinstance(raw, str) or not raw:
@@ -70,10 +73,8 @@ def own_class(spec: ToolSpec) -> ToolSpec:
     return spec.model_copy(update={"policy": policy})
 
 
-def _claude_settings(global_config: Mapping[str, Any]) -> list[Path]:
-    hooks = global_config.get("hooks")
-    raw = hooks.get("claude_settings") if isinstance(hooks, Mapping) else None
-    entries = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+def _claude_settings(raw: list[str] | str) -> list[Path]:
+    entries = [raw] if isinstance(raw, str) else raw
     out: list[Path] = []
     for entry in entries:
         if isinstance(entry, str) and entry:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geode.sessions.modes import MODES, SessionMode, computer_allowed_in_daemon, default_denylist
 from geode.tools.paths import InvalidPath, PathOutsideRoots, checked_path
 from geode.tools.spec import ApprovalMode, DataClass, EffectClass, SafetyPolicy, ToolContext, ToolSpec
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 _APPROVAL_RANK = {ApprovalMode.NONE: 0, ApprovalMode.CACHED: 1, ApprovalMode.PER_INVOCATION: 2}
 COMPUTER_TOOLS = frozenset({"computer", "computer_use"})
@@ -53,14 +56,12 @@ def is_headless(mode: str) -> bool:
         return True  # an unknown mode has nobody to ask
 
 
-def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, global_config: Mapping[str, Any]) -> None:
+def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, config: GeodeConfig) -> None:
     """Declared denial → headless policy → sub-agent policy → the mode's default denylist (DESIGN §6)."""
     pol: SafetyPolicy = spec.policy
     name = spec.name
     computer_exception = (
-        name in COMPUTER_TOOLS
-        and ctx.mode == SessionMode.DAEMON.value
-        and computer_allowed_in_daemon(global_config)
+        name in COMPUTER_TOOLS and ctx.mode == SessionMode.DAEMON.value and computer_allowed_in_daemon(config)
     )
     if pol.denied:
         raise PolicyDenial(f"Tool '{name}' is denied by its declared policy.", reason="declared")
@@ -69,11 +70,8 @@ def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, global_config: Mappin
     if ctx.subagent_depth > 0 and not pol.allow_subagents:
         raise PolicyDenial(f"Tool '{name}' is unavailable under sub-agent policy.", reason="subagent")
     if is_headless(ctx.mode):
-        cfg = dict(global_config)
-        if computer_exception:
-            cfg = {**cfg, "gateway": {"allow_computer_use": True}}
         try:
-            denied = default_denylist(ctx.mode, global_config=cfg, plan_tools=(spec,))
+            denied = default_denylist(ctx.mode, global_config=config, plan_tools=(spec,))
         except ValueError:
             denied = frozenset({name})
         if name in denied:

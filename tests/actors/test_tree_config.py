@@ -8,14 +8,16 @@ import pytest
 
 from actors.tree import registry
 from actors.tree.children import child_names, tree_specs
+from actors.tree.config_sections import TreeSettings
 from actors.tree.instance_lock import InstanceLock
 from actors.tree.spec import TreeConfig
 from geode.protocol.errors import ConfigError
 
 
 def test_defaults_and_loop_workers() -> None:
-    assert child_names({}) == ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers"]
-    assert child_names({"loop": {"workers": 3}})[3:6] == ["loop-1", "loop-2", "loop-3"]
+    names = ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers"]
+    assert child_names(TreeSettings()) == names
+    assert child_names(TreeSettings.from_raw({"loop": {"workers": 3}}))[3:6] == ["loop-1", "loop-2", "loop-3"]
     cfg = TreeConfig.from_config({})
     assert (cfg.strategy, cfg.intensity, cfg.period_s) == ("one_for_one", 10, 10.0)
     assert (cfg.tree_intensity, cfg.tree_period_s, cfg.start_retries) == (40, 10.0, 10)
@@ -28,7 +30,7 @@ def test_per_child_overrides() -> None:
             "children": {"loop": {"restart": "transient"}, "loop-2": {"shutdown_ms": 100}},
         }
     }
-    specs = {s.name: s for s in tree_specs(raw, python="py")}
+    specs = {s.name: s for s in tree_specs(TreeSettings.from_raw(raw), python="py")}
     assert specs["loop-1"].restart == "transient" and specs["loop-2"].shutdown_ms == 100
     assert specs["store"].shutdown_ms == 5000 and specs["store"].argv == (
         "py",
@@ -52,8 +54,7 @@ def test_per_child_overrides() -> None:
 def test_bad_config_is_a_config_error(raw: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         TreeConfig.from_config(raw)
-        tree_specs(raw)
-        child_names(raw)
+        TreeSettings.from_raw(raw)  # what every child builds its tree and specs from
 
 
 def test_backoff_grows_and_is_capped() -> None:

@@ -47,8 +47,9 @@ def test_store_supervisor_and_tree() -> None:
     cfg = uncommented()
     assert StoreConfig.from_config(cfg) == StoreConfig.from_config({})
     assert TreeConfig.from_config(cfg) == TreeConfig.from_config({})
-    assert child_names(cfg) == child_names({})
-    assert tree_specs(cfg, python="py") == tree_specs({}, python="py")
+    typed, empty = TreeSettings.from_raw(cfg), TreeSettings()
+    assert child_names(typed) == child_names(empty)
+    assert tree_specs(typed, python="py") == tree_specs(empty, python="py")
 
 
 def test_bus_lanes_and_control(tmp_path: Path) -> None:
@@ -70,7 +71,7 @@ def test_executor(tmp_path: Path) -> None:
     built = []
     for home in (empty, full):
         ws = home.root / "workspace"
-        ctx = ChildContext("executor", 1, home, home.load_config())
+        ctx = ChildContext("executor", 1, home)
         ex = executor_from_config(bus, ctx)
         checks = ex._checks
         built.append((ex.services["bash_limits"], checks.roots, checks.workspace.relative_to(ws.parent)))
@@ -89,11 +90,12 @@ def test_loop_worker_turn_settings(mode: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_provider_settings(model: str, tmp_path: Path) -> None:
     env = {"GEODE_HOME": str(tmp_path / "nohome"), "CODEX_HOME": str(tmp_path / "nocodex")}
-    a = resolve_settings(model, env=env, config={})
-    b = resolve_settings(model, env=env, config=uncommented())
+    empty, full = GeodeConfig(), GeodeConfig.from_raw(uncommented())
+    a = resolve_settings(model, env=env, config=empty)
+    b = resolve_settings(model, env=env, config=full)
     assert a == b
-    default = resolve_settings(None, env=env, config={}).model
-    assert resolve_settings(None, env=env, config=uncommented()).model == default
+    default = resolve_settings(None, env=env, config=empty).model
+    assert resolve_settings(None, env=env, config=full).model == default
 
 
 def test_hooks_mcp_policy_and_logging() -> None:

@@ -21,7 +21,7 @@ from geode.config_schema import DOMAIN_SCHEMAS, OPEN_SECTIONS, GeodeConfig
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
 from geode.tools.builtin.bash import BashLimits
-from geode.tools.settings import BashSection, ToolsSection, WebFetchSection
+from geode.tools.settings import BashSection
 
 
 @pytest.fixture
@@ -30,8 +30,8 @@ def home(tmp_path: Path) -> GeodeHome:
 
 
 def test_an_empty_file_is_the_schemas_defaults(home: GeodeHome) -> None:
-    ctx = ChildContext("executor", 1, home, {})
-    assert ctx.settings == TreeSettings() and ctx.settings is ctx.settings  # built once per context
+    ctx = ChildContext("executor", 1, home)
+    assert ctx.settings == TreeSettings() and ctx.settings is ctx.settings  # one snapshot per source
     assert ctx.settings.tools.bash.fsize_bytes == BashLimits.fsize_bytes
     assert (ctx.settings.loop.workers, ctx.settings.loop.capacity, ctx.settings.loop.max_rounds) == (2, 2, 0)
     assert ctx.settings.supervisor.tree.intensity == 10 and ctx.settings.bus.workers == 4
@@ -39,7 +39,8 @@ def test_an_empty_file_is_the_schemas_defaults(home: GeodeHome) -> None:
 
 def test_a_set_value_reaches_its_section_and_nothing_else(home: GeodeHome) -> None:
     raw = {"loop": {"max_rounds": 7, "workers": 3}, "tools": {"bash": {"fsize_bytes": 4096}}}
-    s = ChildContext("loop-1", 1, home, raw).settings
+    home.config_file.write_text("[loop]\nmax_rounds = 7\nworkers = 3\n[tools.bash]\nfsize_bytes = 4096\n")
+    s = ChildContext("loop-1", 1, home).settings
     assert (s.loop.max_rounds, s.loop.workers, s.tools.bash.fsize_bytes) == (7, 3, 4096)
     assert s.tools.bash.cpu_s == BashSection().cpu_s and s.loop.capacity == 2
     assert GeodeConfig.from_raw(raw).loop.max_rounds == 7  # the domain's view of the same [loop]
@@ -52,13 +53,13 @@ def test_the_tree_and_the_bus_are_built_from_the_typed_sections(home: GeodeHome)
     assert Endpoints.from_config(home, bus=settings.bus).workers == 7
 
 
-def test_the_executor_reads_its_typed_section_not_the_raw_file(home: GeodeHome) -> None:
+def test_the_executor_reads_its_typed_section(home: GeodeHome) -> None:
     from actors.executor import executor_from_config
 
-    tools = ToolsSection(
-        bash=BashSection(fsize_bytes=4096), web_fetch=WebFetchSection(allow_hosts=["intranet.local"])
+    home.config_file.write_text(
+        '[tools.bash]\nfsize_bytes = 4096\n[tools.web_fetch]\nallow_hosts = ["intranet.local"]\n'
     )
-    ctx = ChildContext.of("executor", 1, home, TreeSettings(tools=tools))  # the raw file says nothing
+    ctx = ChildContext("executor", 1, home)
     bus: Any = SimpleNamespace(transport=None)
     ex = executor_from_config(bus, ctx)
     assert ex.services["bash_limits"].fsize_bytes == 4096
@@ -84,7 +85,7 @@ def test_a_wrong_type_is_refused_at_start_with_the_schemas_line(home: GeodeHome)
     assert first.startswith(f"geode serve: {home.config_file}: [lanes] session_queue_max: Input should be")
     assert "(got 'many')" in first and "default session_queue_max = " in first
     with pytest.raises(ConfigError, match=r"\[lanes\] session_queue_max: Input should be a valid integer"):
-        ChildContext("lanes", 1, home, {"lanes": {"session_queue_max": "many"}}).settings  # noqa: B018
+        ChildContext("lanes", 1, home).settings  # noqa: B018
 
 
 def test_every_checked_section_is_a_typed_attribute() -> None:

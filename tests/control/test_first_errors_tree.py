@@ -1,6 +1,6 @@
 """First errors on a real `geode serve` tree: no key → one line naming the variable, at once, no request
-sent; the key then added to $GEODE_HOME/.env is used by the next session without a restart; an unknown
-model → the known prefixes."""
+sent; the key then added to $GEODE_HOME/.env is used by the next session after `geode reload` (no restart);
+an unknown model → the known prefixes."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def test_no_key_then_key_in_dotenv_then_unknown_model(
             assert took < 2.0, took
             assert server.requests == []  # nothing was sent, nothing retried
 
-            home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")  # no restart, no reload
+            home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")  # no restart: `geode reload` reads it
+            reloaded = geode(home, "reload", timeout=30)
+            assert reloaded.returncode == 0, reloaded.stderr
             ok = geode(home, "ask", "hi again", timeout=60)
             assert ok.returncode == 0, ok.stderr
             assert "hello from the scripted model" in ok.stdout

@@ -96,7 +96,7 @@ def test_without_a_token_the_platform_is_disabled_and_the_child_serves(
     for var in ("TELEGRAM_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "DISCORD_BOT_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     home = GeodeHome(tmp_path / "gh").ensure()
-    ctx = ChildContext("messengers", 1, home, config={})
+    ctx = ChildContext("messengers", 1, home)
     proc = start_messengers(None, ctx)  # type: ignore[arg-type]  # no bus is touched without a token
     d = proc.child.dispatch()
     reply = d.handle(req(runtime.STATUS, runtime.StatusQuery()))

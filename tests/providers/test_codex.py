@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from geode.config_schema import GeodeConfig
 from geode.providers.codex import CodexAuth, CodexProvider, jwt_exp
 from geode.providers.retry import Retrier
 from geode.providers.selection import build_provider
@@ -106,7 +107,7 @@ def test_codex_from_settings(tmp_path, server):
     env = {"CODEX_HOME": str(tmp_path / "codex"), "CODEX_BASE_URL": f"{server.base_url}/backend-api/codex"}
     cfg = {"providers": {"codex": {"refresh_url": f"{server.base_url}/oauth/token"}}}
     server.set_scenario(Scenario.of(UNAUTHORIZED, "via settings"))
-    p = build_provider("gpt-6-sol", env=env, config=cfg, sleep=lambda s: None)
+    p = build_provider("gpt-6-sol", env=env, config=GeodeConfig.from_raw(cfg), sleep=lambda s: None)
     assert p.name == "codex"
     assert p.complete(request("openai-responses")).text == "via settings"
 

@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from geode.config_schema import GeodeConfig
 from geode.providers.selection import build_provider
 from tests.providers.conftest import request
 
@@ -88,7 +89,7 @@ def foreign() -> Iterator[str]:
 )
 def test_minimal_foreign_server(foreign, tmp_path, model, env_name, suffix, call_id):
     env = {env_name: foreign + suffix, "CODEX_HOME": str(tmp_path)}
-    resp = build_provider(model, env=env, config={}).complete(
+    resp = build_provider(model, env=env, config=GeodeConfig()).complete(
         request("openai-chat", stream=False).model_copy(update={"model": model})
     )
     assert [(c.id, c.name, c.input) for c in resp.tool_calls] == [(call_id, "get_weather", {"city": "Paris"})]

@@ -10,8 +10,8 @@ def test_sdks_are_imported_lazily():
     code = (
         "import sys, geode, geode.providers.catalogue, geode.providers.selection, geode.providers.report,"
         " geode.testing.scripted, geode.testing.function_model, geode.providers.vendors;"
-        " from geode.providers.selection import build_provider;"
-        " build_provider('claude-opus-5-5', env={}, config={});"
+        " from geode.providers.selection import build_provider; from geode.config_schema import GeodeConfig;"
+        " build_provider('claude-opus-5-5', env={}, config=GeodeConfig());"
         " print(sorted(m for m in ('anthropic', 'openai', 'httpx2', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -1,5 +1,6 @@
-"""LiveProviders: each lookup follows config.toml and $GEODE_HOME/.env; a built provider is reused only while
-model, endpoint and key fingerprint are unchanged; setup problems are one final line; no key stored."""
+"""LiveProviders: each lookup follows its config source (config.toml and .env as of the last reload); a
+built provider is reused only while model, endpoint and key fingerprint are unchanged; setup problems are
+one final line; no key stored."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from geode.home import GeodeHome
+from geode.protocol.errors import ConfigError
 from geode.providers.catalogue import routable, unknown_model_message
 from geode.providers.live import LiveProviders, daemon_view
+from geode.providers.selection import UnusableProvider
 from geode.providers.setup_error import SetupError
 from geode.providers.types import ModelRequest
 
@@ -34,14 +37,19 @@ def test_no_key_is_one_final_line_and_the_key_from_dotenv_is_used_next_time(home
     )
     assert not err.value.retryable
     home.env_file.write_text("ANTHROPIC_API_KEY=sk-secret-one\n")
+    assert isinstance(live.get(None), UnusableProvider)  # saving .env alone changes nothing until a reload
+    live.source.reload()
     first = live.get(None)
     assert first is not broken and live.get(None) is first  # unchanged settings: reused
     home.env_file.write_text("ANTHROPIC_API_KEY=sk-secret-two\n")
+    live.source.reload()
     second = live.get(None)
     assert second is not first  # a new key fingerprint: a new provider
     home.config_file.write_text(
         '[providers]\nmodel = "claude-sonnet-5"\n[providers.anthropic]\nbase_url = "http://127.0.0.1:9"\n'
     )
+    assert live.get(None) is second  # the file saved, not reloaded
+    live.source.reload()
     assert live.get(None) is not second  # a new endpoint
     view = daemon_view(home)
     assert view is not None and view["base_url"] == "http://127.0.0.1:9"
@@ -60,6 +68,8 @@ def test_a_broken_config_keeps_the_last_good_one(home: GeodeHome) -> None:
     live = LiveProviders(home)
     assert live.describe(None)["model"] == "claude-sonnet-5"
     home.config_file.write_text("[providers\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        live.source.reload()  # a broken file on reload: a one-line error, the old snapshot stays
     assert live.describe(None)["model"] == "claude-sonnet-5"
 
 

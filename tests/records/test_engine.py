@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.protocol.errors import Conflict, Unavailable
 from geode.records.engine import RecordEngine
@@ -121,7 +123,7 @@ def test_store_child_exits_with_the_reason_when_it_cannot_open(tmp_path: Path) -
 
 def test_map_size_comes_from_config(home: GeodeHome) -> None:
     write_config(home, {"map_size_mb": 8, "map_max_mb": 64})
-    with RecordEngine.for_home(home) as engine:
+    with RecordEngine.for_home(home, ConfigSource(home, GeodeConfig.from_raw).snapshot.store) as engine:
         st = engine.stats()
         assert st["map_size"] == 8 * 1024 * 1024 and st["map_max"] == 64 * 1024 * 1024
         engine.append_timeline(TimelineEvent(session_id="s", event_id="e", kind="k", ts=0.0))
@@ -185,7 +187,7 @@ def test_bad_store_config_is_a_config_error(home: GeodeHome) -> None:
 
     write_config(home, {"map_size_mb": "lots"})
     with pytest.raises(ConfigError, match=r"\[store\] map_size_mb"):
-        RecordEngine.for_home(home)
+        ConfigSource(home, GeodeConfig.from_raw)  # the one place a process reads its [store]
 
 
 def test_store_child_prunes_periodically(home: GeodeHome) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
+from geode.config_schema import GeodeConfig
 from geode.hooks.runner import HookRunner
+from geode.protocol.errors import ConfigError
 
 
 class Channel:
@@ -169,9 +173,11 @@ def test_permission_request_hook_runs_before_the_prompt(make_rig) -> None:
 
 def test_computer_in_daemon_only_with_literal_true(make_rig, monkeypatch) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
-    rig = make_rig(global_config={"daemon": {"allow_computer_use": "true"}})
+    with pytest.raises(ConfigError, match="allow_computer_use"):  # "true" is refused when the config is read
+        GeodeConfig.from_raw({"daemon": {"allow_computer_use": "true"}})
+    rig = make_rig()  # the default: no computer use in DAEMON
     assert rig.call("computer", {"action": "screenshot"}, mode="DAEMON").error_type == "tool_policy_denied"
-    rig = make_rig(global_config={"daemon": {"allow_computer_use": True}})
+    rig = make_rig(config=GeodeConfig.from_raw({"daemon": {"allow_computer_use": True}}))
     res = rig.call("computer", {"action": "screenshot"}, mode="DAEMON")
     assert res.error_type == "tool_unavailable" and "unavailable" in res.content["error"]  # passed every gate
     assert rig.call("computer", {"action": "screenshot"}, mode="HEADLESS").error_type == "tool_policy_denied"

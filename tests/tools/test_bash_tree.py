@@ -206,10 +206,16 @@ def _restart_executor(rig: Rig) -> None:
     )
 
 
+def _reload(rig: Rig) -> None:
+    r = geode(rig.home, "reload", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_without_a_pid_namespace_the_result_says_so(rig: Rig) -> None:
     cfg = rig.home.config_file.read_text()
     rig.home.config_file.write_text(cfg + "\n[tools.bash]\npid_namespace = false\n")
     try:
+        _reload(rig)  # a restarted child starts on the tree's validated copy: `geode reload` makes it
         _restart_executor(rig)
         tag = f"nons-{uuid.uuid4().hex[:8]}"
         _ask(rig, f"{tag} {PREFIX}echo $$", "--dangerously-skip-permissions")
@@ -220,4 +226,5 @@ def test_without_a_pid_namespace_the_result_says_so(rig: Rig) -> None:
         assert body["stdout"].strip() == str(body["pgid"])  # the shell's own pid: no namespace of its own
     finally:
         rig.home.config_file.write_text(cfg)
+        _reload(rig)
         _restart_executor(rig)

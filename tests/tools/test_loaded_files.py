@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from geode.config_schema import GeodeConfig
 from geode.tools.builtin.catalogue import BUILTIN_SPECS
 from geode.tools.loaded_files import EXECUTES, INSTRUCTIONS, kind_of, write_class
 
@@ -33,9 +34,9 @@ def test_a_symlink_to_a_loaded_file_and_only_file_changing_builtins(tmp_path: Pa
     (tmp_path / "GEODE.md").write_text("x")
     (tmp_path / "innocent.txt").symlink_to(tmp_path / "GEODE.md")
     args = {"file_path": "innocent.txt", "content": "y"}
-    shown = write_class(SPECS["write_file"], args, ("file_path",), tmp_path, {})
+    shown = write_class(SPECS["write_file"], args, ("file_path",), tmp_path, GeodeConfig())
     assert shown == f"{INSTRUCTIONS}: {tmp_path / 'GEODE.md'}"
-    assert write_class(SPECS["read_file"], args, ("file_path",), tmp_path, {}) == ""
-    settings = {"hooks": {"claude_settings": str(tmp_path / "cc.json")}}
+    assert write_class(SPECS["read_file"], args, ("file_path",), tmp_path, GeodeConfig()) == ""
+    settings = GeodeConfig.from_raw({"hooks": {"claude_settings": str(tmp_path / "cc.json")}})
     edit = {"file_path": str(tmp_path / "cc.json"), "old_string": "a", "new_string": "b"}
     assert write_class(SPECS["edit_file"], edit, ("file_path",), tmp_path, settings).startswith(EXECUTES)

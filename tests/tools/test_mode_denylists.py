@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from geode.config_schema import GeodeConfig
+from geode.protocol.errors import ConfigError
 from geode.tools.handlers import HandlerEntry
 from tests.tools.conftest import Probe, probe_spec
 
@@ -53,13 +55,14 @@ def test_default_denylist(make_rig, mode: str, tool: str) -> None:
 
 def test_computer_daemon_exception_needs_the_literal_true(make_rig) -> None:
     probe = Probe()
-    for value, allowed in ((True, True), ("true", False), (1, False)):
-        rig = make_rig(
-            handlers={"builtin:computer": HandlerEntry(probe)},
-            global_config={"daemon": {"allow_computer_use": value}},
-        )
+    for value in ("true", 1):  # refused when the config is read (a StrictBool)
+        with pytest.raises(ConfigError, match="allow_computer_use"):
+            GeodeConfig.from_raw({"daemon": {"allow_computer_use": value}})
+    allow = GeodeConfig.from_raw({"daemon": {"allow_computer_use": True}})
+    for cfg, allowed in ((allow, True), (None, False)):
+        rig = make_rig(handlers={"builtin:computer": HandlerEntry(probe)}, config=cfg)
         res = rig.call("computer", {"action": "screenshot"}, mode="DAEMON")
-        assert (not res.is_error) is allowed, (value, res)
+        assert (not res.is_error) is allowed, (cfg, res)
         assert (
             rig.call("computer", {"action": "screenshot"}, mode="HEADLESS").error_type == "tool_policy_denied"
         )

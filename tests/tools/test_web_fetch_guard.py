@@ -159,7 +159,7 @@ def test_the_allowlist_comes_from_the_global_config(tmp_path: Any) -> None:
 
     home = GeodeHome(tmp_path / "gh").ensure()
     home.config_file.write_text('[tools.web_fetch]\nallow_hosts = ["localhost", "10.0.0.0/8"]\n')
-    ctx = ChildContext("executor", 1, home, home.load_config())
+    ctx = ChildContext("executor", 1, home)  # its source: the file, read once
     ex = executor_from_config(SimpleNamespace(transport=None), ctx)  # type: ignore[arg-type]
     try:
         assert ex.services["web_fetch"] == WebAllow.parse(["localhost", "10.0.0.0/8"])

@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
 from geode.tools.mcp.config import McpServerConfig, expand_vars, iter_mcp_entries, parse_mcp_servers
 from geode.tools.mcp.trust import trusted_projects
 from geode.tools.mcp.trust_check import TrustDropped, open_trusted, read_mcp_files
 from geode.tools.mcp.trust_store import Binding, fingerprint, load_store
+
+if TYPE_CHECKING:
+    from geode.config_schema import GeodeConfig
 
 
 class PendingServer(BaseModel):
@@ -83,19 +85,20 @@ def _expanded(
     return out
 
 
-def load_mcp_catalogue(global_config: Mapping[str, Any], *, home_root: Path) -> McpCatalogue:
+def load_mcp_catalogue(config: GeodeConfig, *, home_root: Path, dotenv: Mapping[str, str]) -> McpCatalogue:
     """The global config's servers, then each trusted project's ``.geode/config.toml`` and ``.mcp.json``.
 
     A bad global entry is a ``ConfigError`` (the start-up check refuses it too); a bad or clashing project
     entry is skipped with a note, and so is a server whose ``${VAR}`` is unset (the environment, then
-    ``home_root/.env``). ``home_root`` is ``$GEODE_HOME``: its ``config.toml`` is never a project's.
+    ``dotenv``, the source's ``.env``). ``home_root`` is ``$GEODE_HOME``: its ``config.toml`` is never a
+    project's.
     """
-    declared = parse_mcp_servers(global_config)
+    declared = global_mcp_servers(config)
     notes: list[str] = []
-    environ = {**GeodeHome(home_root).load_dotenv(), **os.environ}  # the environment first, as for keys
+    environ = {**dotenv, **os.environ}  # the environment first, as for keys
     servers = _expanded(declared, environ, notes)
     owner = {s.name: s.origin for s in declared}  # a name stays taken even if its server was skipped
-    projects, trust_notes = trusted_projects(global_config)
+    projects, trust_notes = trusted_projects(config.trust.projects)
     notes.extend(trust_notes)
     try:
         bindings = load_store(home_root).projects if projects else {}
@@ -119,6 +122,15 @@ def load_mcp_catalogue(global_config: Mapping[str, Any], *, home_root: Path) -> 
         mine = [s for s in found if owner[s.name] == str(project)]
         servers.extend(_expanded(mine, environ, notes))
     return McpCatalogue(servers=servers, pending=pending, notes=notes)
+
+
+def global_mcp_servers(config: GeodeConfig) -> list[McpServerConfig]:
+    """The snapshot's ``[mcp.servers]`` and ``mcpServers`` servers (a bad entry is a ``ConfigError``)."""
+    tables = {  # the typed entries, as the loader reads them (it names the entry and maps type/disabled)
+        "mcp": {"servers": {n: s.model_dump(exclude_defaults=True) for n, s in config.mcp.servers.items()}},
+        "mcpServers": {n: s.model_dump(exclude_defaults=True) for n, s in config.mcp_servers.items()},
+    }
+    return parse_mcp_servers(tables)
 
 
 def _checked_project(

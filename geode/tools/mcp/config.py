@@ -101,14 +101,14 @@ def _entry(name: str, raw: Mapping[str, Any], where: str, origin: str = GLOBAL_O
     return cfg
 
 
-def _tables(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def _tables(data: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """``(where, {name: entry})`` for ``[mcp.servers]`` then ``mcpServers`` (the first wins a name clash)."""
     out: list[tuple[str, Mapping[str, Any]]] = []
-    mcp = config.get("mcp")
+    mcp = data.get("mcp")
     if mcp is not None and not isinstance(mcp, Mapping):
         raise ConfigError("mcp must be a table ([mcp.servers.<name>])")
     servers = (mcp or {}).get("servers")
-    for where, table in (("mcp.servers", servers), ("mcpServers", config.get("mcpServers"))):
+    for where, table in (("mcp.servers", servers), ("mcpServers", data.get("mcpServers"))):
         if table is None:
             continue
         if not isinstance(table, Mapping):
@@ -118,11 +118,12 @@ def _tables(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 def iter_mcp_entries(
-    config: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN
+    data: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN
 ) -> list[tuple[str, McpServerConfig | ConfigError]]:
-    """Every entry of ``config`` in order as ``(name, server or its error)``: a caller may skip bad ones."""
+    """Every entry of ``data`` (a parsed config file) in order as ``(name, server or its error)``: a caller
+    may skip bad ones."""
     out: list[tuple[str, McpServerConfig | ConfigError]] = []
-    for where, table in _tables(config):
+    for where, table in _tables(data):
         for name, raw in table.items():
             if not isinstance(raw, Mapping):
                 bad = ConfigError(f"{where}.{name}: must be a table, not {type(raw).__name__}")
@@ -135,13 +136,14 @@ def iter_mcp_entries(
     return out
 
 
-def parse_mcp_servers(config: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN) -> list[McpServerConfig]:
-    """All servers of ``config`` (disabled and HTTP ones included); the first bad entry is a ``ConfigError``.
+def parse_mcp_servers(data: Mapping[str, Any], *, origin: str = GLOBAL_ORIGIN) -> list[McpServerConfig]:
+    """All servers of ``data``, a parsed config file (disabled and HTTP ones included); the first bad entry
+    is a ``ConfigError``.
 
     ``[mcp.servers.<name>]`` wins over a ``mcpServers`` entry of the same name.
     """
     out: dict[str, McpServerConfig] = {}
-    for name, item in iter_mcp_entries(config, origin=origin):
+    for name, item in iter_mcp_entries(data, origin=origin):
         if isinstance(item, ConfigError):
             raise item
         out.setdefault(name, item)
@@ -181,9 +183,9 @@ def expand_vars(server: McpServerConfig, environ: Mapping[str, str]) -> McpServe
         raise ConfigError(f"server {server.name!r} after ${{VAR}} expansion: {msg}") from None
 
 
-def load_mcp_servers(config: Mapping[str, Any]) -> list[McpServerConfig]:
+def load_mcp_servers(data: Mapping[str, Any]) -> list[McpServerConfig]:
     """The global config's enabled stdio servers (the pre-catalogue behaviour; validates every entry).
 
     The runtime should use :func:`geode.tools.mcp.catalogue.load_mcp_catalogue` (HTTP, trusted projects).
     """
-    return [s for s in parse_mcp_servers(config) if s.enabled and s.transport == "stdio"]
+    return [s for s in parse_mcp_servers(data) if s.enabled and s.transport == "stdio"]

@@ -1,8 +1,9 @@
 """Adding and removing MCP servers in the global ``config.toml`` (``geode mcp-servers add`` / ``remove``).
 
-Edited textually, as ``[trust] projects`` is (``trust.py``): a server is appended as its own
-``[mcp.servers.<name>]`` table and removed by deleting its tables, so the rest of the file, comments
-included, is kept byte for byte; every edit is re-parsed and must mean exactly the intended change.
+Edited textually through ``geode.config_file``, as ``[trust] projects`` is (``trust.py``): a server is
+appended as its own ``[mcp.servers.<name>]`` table and removed by deleting its tables, so the rest of the
+file, comments included, is kept byte for byte; every edit is re-parsed and must mean exactly the intended
+change.
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from __future__ import annotations
 import copy
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from geode.config_file import edit_lock, read_for_edit, write_checked
 from geode.protocol.errors import ConfigError
 from geode.tools.mcp.config import iter_mcp_entries
-from geode.tools.mcp.trust import atomic_write, edit_lock
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _ANY_HEADER = re.compile(r"^[ \t]*\[")
@@ -65,9 +65,9 @@ def parse_json_entry(text: str) -> dict[str, Any]:
     return data
 
 
-def _names(config: Mapping[str, Any]) -> list[str]:
+def _names(data: Mapping[str, Any]) -> list[str]:
     names: list[str] = []
-    for table in _tables_of(config).values():
+    for table in _tables_of(data).values():
         names += [n for n in table if n not in names]
     return names
 
@@ -80,7 +80,7 @@ def add_server(config_file: Path, name: str, entry: Mapping[str, Any], *, force:
         raise checked
     rendered = _render_table(name, entry)
     with edit_lock(config_file):
-        text, before = _read(config_file)
+        text, before = read_for_edit(config_file, "changing MCP servers")
         exists = name in _names(before)
         if exists and not force:
             raise ConfigError(
@@ -100,7 +100,7 @@ def add_server(config_file: Path, name: str, entry: Mapping[str, Any], *, force:
 def remove_server(config_file: Path, name: str) -> None:
     """Delete the server's tables (``[mcp.servers.<name>]``, ``[mcpServers.<name>]`` and their sub-tables)."""
     with edit_lock(config_file):
-        text, before = _read(config_file)
+        text, before = read_for_edit(config_file, "changing MCP servers")
         if name not in _names(before):
             known = ", ".join(_names(before)) or "none"
             raise ConfigError(f"no MCP server named {name!r} in {config_file} (configured: {known})")
@@ -172,32 +172,15 @@ def _value(value: Any, where: str) -> str:
 # -- checking ------------------------------------------------------------------------------------------------
 
 
-def _read(config_file: Path) -> tuple[str, dict[str, Any]]:
-    try:
-        text = config_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{config_file}: cannot read: {exc}") from None
-    return text, _parse(config_file, text)
-
-
-def _parse(config_file: Path, text: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{config_file}: cannot read: {exc}; fix it before changing MCP servers") from None
-
-
-def _tables_of(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    mcp = config.get("mcp")
+def _tables_of(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    mcp = data.get("mcp")
     servers = mcp.get("servers") if isinstance(mcp, Mapping) else None
-    found = {"mcp.servers": servers, "mcpServers": config.get("mcpServers")}
+    found = {"mcp.servers": servers, "mcpServers": data.get("mcpServers")}
     return {k: v for k, v in found.items() if isinstance(v, Mapping)}
 
 
-def _without_entry(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    out = copy.deepcopy(dict(config))
+def _without_entry(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    out = copy.deepcopy(dict(data))
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and isinstance(mcp.get("servers"), dict):
         mcp["servers"].pop(name, None)
@@ -206,22 +189,6 @@ def _without_entry(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
-def _pruned(value: Any) -> Any:
-    """Empty tables dropped (removing a file's last server also removes its implicit parent tables)."""
-    if isinstance(value, dict):
-        kept = {k: _pruned(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v != {}}
-    return value
-
-
 def _check_and_write(config_file: Path, new_text: str, expected: dict[str, Any], by_hand: str) -> None:
-    try:
-        ok = _pruned(tomllib.loads(new_text)) == _pruned(expected)
-    except tomllib.TOMLDecodeError:
-        ok = False
-    if not ok:
-        raise ConfigError(
-            f"{config_file}: cannot edit the MCP servers automatically (they are written in an unusual "
-            f"form); {by_hand}"
-        )
-    atomic_write(config_file, new_text)
+    refusal = f"cannot edit the MCP servers automatically (they are written in an unusual form); {by_hand}"
+    write_checked(config_file, new_text, expected, refusal)

@@ -2,21 +2,20 @@
 
 A project's ``.geode/config.toml`` and ``.mcp.json`` start MCP servers (arbitrary commands), so they are read
 only for directories the user recorded with ``geode trust``. The list is edited textually (no tomlkit): the
-rest of ``config.toml``, comments included, is kept byte for byte, and every edit is re-parsed and checked.
+rest of ``config.toml``, comments included, is kept byte for byte, and every edit is re-parsed and checked
+(``geode.config_file``: the lock, the read-for-edit and the checked atomic write).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import tomllib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from geode.config_file import edit_lock, parse_config, read_for_edit, write_checked
 from geode.protocol.errors import ConfigError
 
 PROJECT_FILES = (Path(".geode") / "config.toml", Path(".mcp.json"))
@@ -28,17 +27,13 @@ _PROJECTS_KEY = re.compile(r"^[ \t]*projects[ \t]*=[ \t]*", re.MULTILINE)
 # -- reading ---------------------------------------------------------------------------------------------
 
 
-def trusted_projects(global_config: Mapping[str, Any]) -> tuple[list[Path], list[str]]:
-    """``[trust] projects`` as absolute directories (symlinks not resolved), and a note per entry that is not
-    one."""
-    trust = global_config.get("trust") or {}
-    raw = trust.get("projects", []) if isinstance(trust, Mapping) else []
-    if not isinstance(raw, list):
-        return [], ["trust.projects must be a list of absolute directory paths; no project is trusted"]
+def trusted_projects(projects: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """The snapshot's ``[trust] projects`` as absolute directories (symlinks not resolved), and a note per
+    entry that is not one."""
     out: list[Path] = []
     notes: list[str] = []
-    for entry in raw:
-        if not isinstance(entry, str) or not Path(entry).expanduser().is_absolute():
+    for entry in projects:
+        if not Path(entry).expanduser().is_absolute():
             notes.append(f"trust.projects: {entry!r} is not an absolute path; ignored")
             continue
         path = Path(os.path.abspath(Path(entry).expanduser()))  # never resolved: a symlink is not followed
@@ -47,8 +42,8 @@ def trusted_projects(global_config: Mapping[str, Any]) -> tuple[list[Path], list
     return out, notes
 
 
-def is_trusted(directory: str | os.PathLike[str], global_config: Mapping[str, Any]) -> bool:
-    return _resolve(directory) in trusted_projects(global_config)[0]
+def is_trusted(directory: str | os.PathLike[str], projects: Sequence[str]) -> bool:
+    return _resolve(directory) in trusted_projects(projects)[0]
 
 
 def project_config_files(project: Path, *, home_root: Path | None) -> list[Path]:
@@ -75,12 +70,14 @@ def read_project_file(path: Path) -> dict[str, Any]:
 
 def parse_project_file(path: Path, raw: bytes) -> dict[str, Any]:
     """The bytes of ``path`` (named for its suffix and in errors) as a mapping; bad → ``ConfigError``."""
-    try:
-        text = raw.decode("utf-8")
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:  # JSON/TOML decode errors are ValueErrors
-        first = str(exc).splitlines()[0] if str(exc) else repr(exc)
-        raise ConfigError(f"{path}: cannot read: {first}") from None
+    if path.suffix != ".json":
+        data: Any = parse_config(raw, path)  # TOML: a one-line error naming the file, line and byte
+    else:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:  # JSON decode errors are ValueErrors
+            first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            raise ConfigError(f"{path}: cannot read: {first}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold an object with mcpServers, not {type(data).__name__}")
     return data
@@ -98,12 +95,12 @@ def declares_servers(path: Path) -> bool:
 
 
 def untrusted_project_note(
-    cwd: str | os.PathLike[str], global_config: Mapping[str, Any], *, home_root: Path | None = None
+    cwd: str | os.PathLike[str], projects: Sequence[str], *, home_root: Path | None = None
 ) -> str | None:
     """One line when ``cwd`` or a parent (up to the user's home or ``/``) has project MCP servers that are
     ignored because that directory is not trusted; ``None`` otherwise."""
     home_root = home_root if home_root is not None else _geode_home()
-    trusted = trusted_projects(global_config)[0]
+    trusted = trusted_projects(projects)[0]
     untrusted: list[tuple[Path, list[Path]]] = []
     for directory in _walk_up(_resolve(cwd)):
         files = [p for p in project_config_files(directory, home_root=home_root) if declares_servers(p)]
@@ -157,7 +154,7 @@ def _same(a: Path, b: Path) -> bool:
 
 def read_trust_list(config_file: Path) -> list[str]:
     """``[trust] projects`` of the file as written (an absent file → ``[]``)."""
-    return _projects_of(_load(config_file), config_file)
+    return _projects_of(read_for_edit(config_file, "changing trust")[1], config_file)
 
 
 def trust_add(config_file: Path, directory: str | os.PathLike[str]) -> tuple[Path, bool]:
@@ -189,30 +186,8 @@ def trust_remove(config_file: Path, directory: str | os.PathLike[str]) -> tuple[
     return path, True
 
 
-@contextmanager
-def edit_lock(config_file: Path) -> Iterator[None]:
-    """Two edits of the global config at once (`geode trust`, `geode mcp-servers add`): one read-modify-write
-    after the other (a lock on the home directory)."""
-    config_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(config_file.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def _load(config_file: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(config_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{config_file}: cannot read: {exc}; fix it before changing trust") from None
-
-
-def _projects_of(config: Mapping[str, Any], config_file: Path) -> list[str]:
-    trust = config.get("trust", {})
+def _projects_of(data: Mapping[str, Any], config_file: Path) -> list[str]:
+    trust = data.get("trust", {})
     projects = trust.get("projects", []) if isinstance(trust, Mapping) else None
     if not isinstance(projects, list) or not all(isinstance(p, str) for p in projects):
         raise ConfigError(f"{config_file}: [trust] projects must be a list of directory paths")
@@ -221,23 +196,16 @@ def _projects_of(config: Mapping[str, Any], config_file: Path) -> list[str]:
 
 def _write_projects(config_file: Path, projects: list[str]) -> None:
     """Replace ``[trust] projects`` in the text, check the result parses to exactly that, write atomically."""
-    try:
-        text = config_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    before = _load(config_file)
+    text, before = read_for_edit(config_file, "changing trust")
     new_text = _with_projects(text, projects)
     expected = {**before, "trust": {**(before.get("trust") or {}), "projects": projects}}
-    try:
-        ok = tomllib.loads(new_text) == expected
-    except tomllib.TOMLDecodeError:
-        ok = False
-    if not ok:
-        raise ConfigError(
-            f"{config_file}: cannot edit [trust] automatically (it is written in an unusual form); "
-            f"set it by hand: [trust] projects = {json.dumps(projects)}"
-        )
-    atomic_write(config_file, new_text)
+    write_checked(
+        config_file,
+        new_text,
+        expected,
+        "cannot edit [trust] automatically (it is written in an unusual form); "
+        f"set it by hand: [trust] projects = {json.dumps(projects)}",
+    )
 
 
 def _render(projects: list[str]) -> str:
@@ -296,23 +264,3 @@ def _array_end(text: str, i: int) -> int:
                 return i + 1
         i += 1
     raise ConfigError("[trust] projects: unterminated array")
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o600
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

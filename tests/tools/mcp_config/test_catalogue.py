@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from geode.config_schema import GeodeConfig
+from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
-from geode.tools.mcp.catalogue import load_mcp_catalogue
+from geode.tools.mcp.catalogue import McpCatalogue, load_mcp_catalogue
 from geode.tools.mcp.trust import untrusted_project_note
 from geode.tools.mcp.trust_bind import trust_project
 
@@ -23,6 +25,12 @@ def _project(root: Path, *, mcp_json: dict | None = None, toml: str | None = Non
     return root
 
 
+def _catalogue(cfg: dict, home_root: Path) -> McpCatalogue:
+    """The catalogue of a snapshot of ``cfg`` with ``home_root``'s ``.env`` (as a child's source reads it)."""
+    dotenv = GeodeHome(home_root).load_dotenv()
+    return load_mcp_catalogue(GeodeConfig.from_raw(cfg), home_root=home_root, dotenv=dotenv)
+
+
 def _trust(home: Path, *projects: Path) -> None:
     """`geode trust` each project (bound to the directory, its servers approved as they are now)."""
     for proj in projects:
@@ -32,14 +40,13 @@ def _trust(home: Path, *projects: Path) -> None:
 def test_untrusted_project_is_ignored_and_named_in_one_note(tmp_path: Path) -> None:
     proj = _project(tmp_path / "proj", mcp_json={"mcpServers": {"p": {"command": "srv"}}})
     cfg = {"mcp": {"servers": {"g": {"command": "g"}}}}
-    cat = load_mcp_catalogue(cfg, home_root=tmp_path / "home")
+    cat = _catalogue(cfg, tmp_path / "home")
     assert [s.name for s in cat.servers] == ["g"] and cat.notes == []
     (proj / "sub").mkdir()
-    note = untrusted_project_note(proj / "sub", cfg, home_root=tmp_path)
+    note = untrusted_project_note(proj / "sub", [], home_root=tmp_path)
     assert note is not None and "\n" not in note
     assert str(proj) in note and ".mcp.json" in note and f"geode trust {proj}" in note
-    trusted = {"trust": {"projects": [str(proj)]}}
-    assert untrusted_project_note(proj / "sub", trusted, home_root=tmp_path) is None
+    assert untrusted_project_note(proj / "sub", [str(proj)], home_root=tmp_path) is None
 
 
 def test_trusted_project_servers_carry_their_origin_and_run_in_the_project(tmp_path: Path) -> None:
@@ -55,7 +62,7 @@ def test_trusted_project_servers_carry_their_origin_and_run_in_the_project(tmp_p
     )
     cfg = {"trust": {"projects": [str(proj)]}, "mcpServers": {"g": {"command": "g"}}}
     _trust(tmp_path / "home", proj)
-    cat = load_mcp_catalogue(cfg, home_root=tmp_path / "home")
+    cat = _catalogue(cfg, tmp_path / "home")
     by = {s.name: s for s in cat.servers}
     assert list(by) == ["g", "tt", "js", "web"] and cat.notes == []
     assert by["g"].origin == "global"
@@ -83,7 +90,7 @@ def test_name_clash_bad_entry_and_missing_project_are_notes(tmp_path: Path) -> N
         "mcp": {"servers": {"g": {"command": "global-g"}}},
     }
     _trust(tmp_path / "home", proj, broken)
-    cat = load_mcp_catalogue(cfg, home_root=tmp_path / "home")
+    cat = _catalogue(cfg, tmp_path / "home")
     assert [(s.name, s.command) for s in cat.servers] == [("g", "global-g"), ("ok", "o")]
     text = "\n".join(cat.notes)
     assert len(cat.notes) == 5, cat.notes
@@ -96,7 +103,7 @@ def test_name_clash_bad_entry_and_missing_project_are_notes(tmp_path: Path) -> N
 
 def test_a_bad_global_entry_is_still_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"mcpServers\.x: needs command"):
-        load_mcp_catalogue({"mcpServers": {"x": {}}}, home_root=tmp_path)
+        _catalogue({"mcpServers": {"x": {}}}, tmp_path)
 
 
 def test_geode_home_config_is_not_a_project_config(tmp_path: Path) -> None:
@@ -104,9 +111,9 @@ def test_geode_home_config_is_not_a_project_config(tmp_path: Path) -> None:
     user = _project(tmp_path / "user", toml='[mcp.servers.g]\ncommand = "g"\n')
     cfg = {"trust": {"projects": [str(user)]}, "mcp": {"servers": {"g": {"command": "g"}}}}
     _trust(user / ".geode", user)
-    cat = load_mcp_catalogue(cfg, home_root=user / ".geode")
+    cat = _catalogue(cfg, user / ".geode")
     assert [s.origin for s in cat.servers] == ["global"] and cat.notes == []
-    assert untrusted_project_note(user, {}, home_root=user / ".geode") is None
+    assert untrusted_project_note(user, [], home_root=user / ".geode") is None
 
 
 def test_vars_expand_from_the_environment_then_dotenv_and_unset_ones_skip_the_server(
@@ -137,7 +144,7 @@ def test_vars_expand_from_the_environment_then_dotenv_and_unset_ones_skip_the_se
     )
     cfg = {"trust": {"projects": [str(proj)]}, "mcpServers": {"g": {"command": "${MCP_NOPE}"}}}
     _trust(home, proj)
-    cat = load_mcp_catalogue(cfg, home_root=home)
+    cat = _catalogue(cfg, home)
     by = {s.name: s for s in cat.servers}
     assert by["web"].url == "http://127.0.0.1:8931/mcp"  # the environment wins over .env
     assert by["web"].headers == {"Authorization": "Bearer from-dotenv"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from geode.config_file import read_config
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError
 from geode.tools.mcp.config import parse_mcp_servers
@@ -155,7 +156,7 @@ def test_the_cli_adds_refuses_a_duplicate_and_removes(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "added MCP server fs" in r.stdout and "daemon is not running" in r.stdout
     assert home.config_file.read_text().startswith("# mine\n[loop]\nmax_rounds = 7  # keep\n")
-    [fs] = parse_mcp_servers(home.load_config())
+    [fs] = parse_mcp_servers(read_config(home.config_file)[0])
     assert (fs.command, fs.args, fs.env) == ("srv", ["-y", "--flag"], {"A": "1"})
     dup = geode(home, "mcp-servers", "add", "fs", "--", "other")
     assert dup.returncode == 2 and "already in" in dup.stderr and "--force" in dup.stderr
