@@ -87,6 +87,8 @@ def diff_config(
             continue
         area = _area(key)
         (by_area[area] if area else needs).append(key)
+    if "messengers.approval_timeout_s" in by_area[MESSENGERS]:  # also the executor's wait, read at its start
+        needs.append("messengers.approval_timeout_s")
     env_keys = sorted(_env_changes(old_env or {}, new_env or {}))
     token_vars = {v for names in TOKEN_VARS.values() for v in names}
     tokens = [k for k in env_keys if k in token_vars]

@@ -93,3 +93,11 @@ def test_a_platform_disabled_and_a_binding_removed() -> None:
     )
     change = diff_config(snap(BASE), snap(new))
     assert change.lines() == ["messengers: restarted (telegram binding removed; telegram disabled)"]
+
+
+def test_the_chat_approval_wait_restarts_messengers_and_says_the_executor_needs_serve() -> None:
+    change = diff_config(snap(BASE), snap(BASE + "\n[messengers]\napproval_timeout_s = 30\n"))
+    assert change.lines() == [
+        "messengers: restarted (approval_timeout_s)",
+        "needs `geode serve` again: [messengers] approval_timeout_s",
+    ]
