@@ -11,15 +11,15 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("geode", "actors")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    return {_module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
 
 
 def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -41,10 +41,10 @@ def _owner(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the modules of geode/actors it imports anywhere in its text. ``from pkg import sub`` is an
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports anywhere in its text. ``from pkg import sub`` is an
     edge to ``pkg.sub`` when ``sub`` is a submodule, else to ``pkg`` (its ``__init__``)."""
-    modules = _modules()
+    modules = _modules(root, packages)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
@@ -109,13 +109,35 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def test_the_graph_sees_lazy_type_checking_and_relative_imports() -> None:
-    """The walker is not blind: a function-level import, a TYPE_CHECKING import and a submodule named by
-    ``from pkg import sub`` are all edges (each case is a real import in the tree today)."""
-    graph = import_graph()
-    assert "actors.cli.chat_cmds" in graph["actors.cli.main"]  # imported inside _run_hot
-    assert "geode.providers.catalogue" in graph["geode.providers.selection"]
-    assert len(graph) > 200 and sum(map(len, graph.values())) > 500
+def test_the_graph_sees_lazy_type_checking_and_relative_imports(tmp_path: Path) -> None:
+    """The walker is not blind: a function-level import, a TYPE_CHECKING import, a submodule named by
+    ``from pkg import sub`` and relative imports are all edges; a name from a package is an edge to it."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "from pkg.a import A\n",
+        "a.py": "def f():\n    from pkg import b\n    import pkg.sub.d as d\nA = 1\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .c import C\n",
+        "c.py": "from . import A\nimport os\n",
+        "sub/__init__.py": "from .. import c\n",
+        "sub/d.py": "from .e import E\n",
+        "sub/e.py": "",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    assert import_graph(tmp_path, ("pkg",)) == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.b", "pkg.sub.d"},
+        "pkg.b": {"pkg.c"},
+        "pkg.c": {"pkg"},
+        "pkg.sub": {"pkg.c"},
+        "pkg.sub.d": {"pkg.sub.e"},
+        "pkg.sub.e": set(),
+    }
+    assert circles(import_graph(tmp_path, ("pkg",))) == [["pkg", "pkg.a", "pkg.b", "pkg.c"]]
+    real = import_graph()
+    assert "actors.cli.chat_cmds" in real["actors.cli.main"]  # imported inside _run_hot
+    assert len(real) > 200 and sum(map(len, real.values())) > 500
 
 
 def test_a_planted_circle_is_found() -> None:
