@@ -87,14 +87,6 @@ class GeodeConfig(BaseModel):
         except ValidationError as exc:
             raise ConfigError("; ".join(_error_line(e) for e in exc.errors())) from None
 
-    @classmethod
-    def from_home(cls, home: Any) -> Self:
-        """``$GEODE_HOME/config.toml`` (a :class:`~geode.home.GeodeHome`), typed; a broken file (a bad value
-        too) is the running tree's last good config, else a one-line ``ConfigError`` naming the file."""
-        from geode.config_file import serving
-
-        return serving(home, cls.from_raw)
-
     def computer_use_in_daemon(self) -> bool:
         """``[daemon]`` or ``[gateway]`` ``allow_computer_use = true`` (a literal ``true`` only)."""
         return self.daemon.allow_computer_use or self.gateway.allow_computer_use

@@ -68,8 +68,12 @@ class ConfigSource(Generic[C]):
         """Re-read the source and ``.env``; a broken or invalid one is a ``ConfigError`` and the old snapshot
         stays. Returns the (possibly unchanged) snapshot."""
         with self._lock:
-            raw = self._source_bytes()
-            built = self._build(parse_config(raw, self._source_name()))
+            raw, name = self._source_bytes(), self._source_name()
+            try:
+                built = self._build(parse_config(raw, name))
+            except ConfigError as exc:  # one line naming the file, as at start
+                message = exc.message or str(exc)
+                raise ConfigError(message if message.startswith(name) else f"{name}: {message}") from None
             self._snapshot, self._stamp = built, self._digest(raw)
             self._env = dict(self.home.load_dotenv())
             return built
@@ -81,11 +85,11 @@ class ConfigSource(Generic[C]):
                 return self._build(parse_config(raw, last_good_path(self.home))), self._digest(raw)
             except (OSError, ConfigError) as exc:
                 log.warning("config: the tree's validated copy is unusable (%s); reading the file", exc)
-        raw_cfg, raw = read_config(self.home.config_file)
         try:
+            raw_cfg, raw = read_config(self.home.config_file)
             return self._build(raw_cfg), self._digest(raw)
-        except ConfigError:
-            return serving(self.home, self._build), self._digest(raw)
+        except ConfigError:  # unreadable, not TOML or a bad value: the tree's last good copy, else refused
+            return serving(self.home, self._build), self._digest(self._source_bytes())
 
     def _source_bytes(self) -> bytes:
         path = self._source_path()

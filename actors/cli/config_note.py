@@ -6,33 +6,25 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from geode.config_file import last_good_path, read_config
+from geode.config_file import file_problem
 from geode.home import GeodeHome
-from geode.protocol.errors import ConfigError
 
 SELF_REPORTING = frozenset({"serve", "reload", "doctor", "trust", "mcp", "--help", "-h", "--version"})
 LIFE_CYCLE = frozenset({"status", "stop", "restart"})  # work with any config: the socket is all they need
 
 
 def config_problem(home: GeodeHome) -> str | None:
-    """The config file's first problem in one line, or None when it is fine. A file byte-identical to the
-    running tree's last good copy is fine without the typed check (which costs the CLI ~200 ms of imports)."""
-    try:
-        raw, source = read_config(home.config_file)
-        try:
-            if source and last_good_path(home).read_bytes() == source:
-                return None
-        except OSError:
-            pass
+    """The config file's first problem in one line, or None when it is fine (``geode.config_file``)."""
+
+    def builder() -> Callable[[dict[str, Any]], object]:
         from actors.tree.config_sections import TreeSettings
 
-        TreeSettings.from_raw(raw)
-    except ConfigError as exc:
-        message = exc.message or str(exc)
-        prefix = str(home.config_file)
-        return message if message.startswith(prefix) else f"{prefix}: {message}"
-    return None
+        return TreeSettings.from_raw
+
+    return file_problem(home, builder)
 
 
 def note_broken_config(argv: list[str]) -> None:

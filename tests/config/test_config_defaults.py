@@ -16,6 +16,7 @@ from actors.tree.config_sections import TreeSettings
 from actors.tree.registry import ChildContext
 from actors.tree.spec import TreeConfig
 from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
 from geode.control.settings import IDLE_TIMEOUT_S, QUEUE_MAX
 from geode.home import GeodeHome
 from geode.hooks.config import load_hooks
@@ -57,9 +58,9 @@ def test_bus_lanes_and_control(tmp_path: Path) -> None:
     a, b = Endpoints.from_config(empty), Endpoints.from_config(full)
     assert (a.workers, a.tcp, a.curve) == (b.workers, b.tcp, b.curve)
     assert lanes_config(empty) == lanes_config(full)
-    control = GeodeConfig.from_home(full).control  # read exactly as actors/control.py does
+    control = ConfigSource(full, GeodeConfig.from_raw).snapshot.control  # read as actors/control.py does
     assert (control.idle_timeout_s, control.queue_max) == (IDLE_TIMEOUT_S, QUEUE_MAX)
-    typed = TreeSettings.from_home(full)  # the documented defaults are the schema's, section by section
+    typed = ConfigSource(full, TreeSettings.from_raw).snapshot  # the documented defaults are the schema's
     same = set(TreeSettings.model_fields) - {"raw", "model", "providers", "supervisor"}  # checked elsewhere
     assert {f: getattr(typed, f) for f in same} == {f: getattr(TreeSettings(), f) for f in same}
     assert typed.supervisor.tree == TreeSettings().supervisor.tree
