@@ -3,11 +3,11 @@ one rule for a session's limits (:func:`session_limits`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from geode.config_schema import GeodeConfig
 from geode.tools.mcp.gate import outside_scope
@@ -65,26 +65,18 @@ HEADLESS_DENIED_TOOLS = frozenset(
 PERSONAL_DATA_PREFIXES = ("gmail_", "google_", "calendar_", "gcal_", "contacts_", "gdrive_")
 
 
-def computer_allowed_in_daemon(global_config: Mapping[str, Any] | GeodeConfig) -> bool:
-    """The one exception: computer use in DAEMON when the operator wrote the literal ``true``.
-
-    Read from ``[daemon]`` or ``[gateway]`` ``allow_computer_use`` of the global config (never the project's):
-    the typed sections (a ``StrictBool``, checked at start), or the file as read.
-    """
-    if not isinstance(global_config, Mapping):
-        return global_config.computer_use_in_daemon()
-    for section in ("daemon", "gateway"):
-        sect = global_config.get(section)
-        if isinstance(sect, Mapping) and sect.get("allow_computer_use") is True:
-            return True
-    return False
+def computer_allowed_in_daemon(config: GeodeConfig | None) -> bool:
+    """The one exception: computer use in DAEMON when the operator wrote the literal ``true`` in ``[daemon]``
+    or ``[gateway]`` ``allow_computer_use`` of the global config (never the project's; a ``StrictBool``, so
+    ``"true"`` or ``1`` is refused when the snapshot is built). None: the defaults (no exception)."""
+    return config is not None and config.computer_use_in_daemon()
 
 
-def computer_use_allowed(mode: SessionMode, global_config: Mapping[str, Any] | GeodeConfig) -> bool:
+def computer_use_allowed(mode: SessionMode, config: GeodeConfig | None) -> bool:
     """Computer use without a person: only DAEMON, only a literal ``true`` in the global config."""
     if mode is not SessionMode.DAEMON:
         return mode in (SessionMode.IPC, SessionMode.REPL)
-    return computer_allowed_in_daemon(global_config)  # a literal `true` only: "true", 1 or "yes" do not count
+    return computer_allowed_in_daemon(config)
 
 
 def is_personal(name: str, spec: ToolSpec | None = None) -> bool:
@@ -96,13 +88,13 @@ def is_personal(name: str, spec: ToolSpec | None = None) -> bool:
 def default_denylist(
     mode: SessionMode | str,
     *,
-    global_config: Mapping[str, Any] | GeodeConfig | None = None,
+    config: GeodeConfig | None = None,
     plan_tools: Iterable[ToolSpec] = (),
     extra: Iterable[str] = (),
 ) -> frozenset[str]:
-    """Tools a session of ``mode`` may never see. IPC and REPL gate by approval instead (empty list)."""
+    """Tools a session of ``mode`` may never see. IPC and REPL gate by approval instead (empty list).
+    ``config`` is the typed snapshot (None: the defaults, so no computer-use exception)."""
     mode = SessionMode(mode)
-    cfg = {} if global_config is None else global_config
     denied: set[str] = set(extra)
     if not MODES[mode].headless:
         return frozenset(denied)
@@ -112,7 +104,7 @@ def default_denylist(
             denied.add(spec.name)
         elif spec.name.startswith(PERSONAL_DATA_PREFIXES):
             denied.add(spec.name)
-    if computer_use_allowed(mode, cfg):
+    if computer_use_allowed(mode, config):
         denied -= COMPUTER_TOOLS
     return frozenset(denied)
 
@@ -138,6 +130,6 @@ def session_limits(
     default denylist plus the scoped tools (a project's MCP tools) outside ``workspace``."""
     mode = SessionMode(mode)
     specs = tuple(tools)
-    denied = default_denylist(mode, global_config=config, plan_tools=specs) | outside_scope(specs, workspace)
+    denied = default_denylist(mode, config=config, plan_tools=specs) | outside_scope(specs, workspace)
     budget = time_budget_override if time_budget_override is not None else MODES[mode].time_budget_s
     return SessionLimits(budget if budget and budget > 0 else None, denied)

@@ -65,7 +65,7 @@ def child_denylist(
     specs = list(specs)
     given = parent_settings.get("denied_tools")
     if given is None:
-        parent = set(default_denylist(mode, global_config=config, plan_tools=specs))
+        parent = set(default_denylist(mode, config=config, plan_tools=specs))
     else:
         parent = {str(n) for n in given}
     return sorted(parent | {DELEGATE_TOOL} | {s.name for s in specs if not s.policy.allow_subagents})

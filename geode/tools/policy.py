@@ -71,7 +71,7 @@ def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, config: GeodeConfig) 
         raise PolicyDenial(f"Tool '{name}' is unavailable under sub-agent policy.", reason="subagent")
     if is_headless(ctx.mode):
         try:
-            denied = default_denylist(ctx.mode, global_config=config, plan_tools=(spec,))
+            denied = default_denylist(ctx.mode, config=config, plan_tools=(spec,))
         except ValueError:
             denied = frozenset({name})
         if name in denied:

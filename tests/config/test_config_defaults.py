@@ -102,6 +102,7 @@ def test_provider_settings(model: str, tmp_path: Path) -> None:
 def test_hooks_mcp_policy_and_logging() -> None:
     cfg = uncommented()
     assert load_hooks(cfg) == [] and load_mcp_servers(cfg) == []
-    assert computer_allowed_in_daemon(cfg) is computer_allowed_in_daemon({}) is False
-    assert default_denylist("DAEMON", global_config=cfg) == default_denylist("DAEMON", global_config={})
+    typed = GeodeConfig.from_raw(cfg)
+    assert computer_allowed_in_daemon(typed) is computer_allowed_in_daemon(GeodeConfig()) is False
+    assert default_denylist("DAEMON", config=typed) == default_denylist("DAEMON", config=GeodeConfig())
     assert str(cfg["log"]["level"]).upper() == "INFO"  # actors/tree/process_logging.py's default

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
+from geode.protocol.errors import ConfigError
 from geode.sessions.factory import create_session
 from geode.sessions.modes import MODES, SessionMode, default_denylist
 from geode.tools.spec import DataClass, SafetyPolicy, ToolSpec
@@ -48,12 +50,14 @@ def test_headless_modes_deny_bash_delegate_computer_personal(mode: SessionMode) 
 
 
 def test_computer_use_exception_only_daemon_and_only_literal_true() -> None:
-    yes = {"gateway": {"allow_computer_use": True}}
-    assert "computer" not in default_denylist("DAEMON", global_config=yes, plan_tools=TOOLS)
-    assert "computer" in default_denylist("HEADLESS", global_config=yes, plan_tools=TOOLS)
-    for not_literal in ("true", 1, "yes"):
-        cfg = {"gateway": {"allow_computer_use": not_literal}}
-        assert "computer" in default_denylist("DAEMON", global_config=cfg, plan_tools=TOOLS)
+    for section in ("gateway", "daemon"):
+        yes = GeodeConfig.from_raw({section: {"allow_computer_use": True}})
+        assert "computer" not in default_denylist("DAEMON", config=yes, plan_tools=TOOLS)
+        assert "computer" in default_denylist("HEADLESS", config=yes, plan_tools=TOOLS)
+    assert "computer" in default_denylist("DAEMON", config=GeodeConfig(), plan_tools=TOOLS)
+    for not_literal in ("true", 1, "yes"):  # refused when the snapshot is built: never the exception
+        with pytest.raises(ConfigError, match="allow_computer_use"):
+            GeodeConfig.from_raw({"gateway": {"allow_computer_use": not_literal}})
 
 
 def test_create_session_rereads_config_each_time(tmp_path: Path) -> None:
@@ -70,7 +74,7 @@ def test_create_session_rereads_config_each_time(tmp_path: Path) -> None:
 
 def test_create_session_budget_allowlist_and_projection(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path).ensure()
-    seen = {}
+    seen: dict[str, object] = {}
 
     def project(plan, provider, names):  # type: ignore[no-untyped-def]
         seen.update(provider=provider, names=names)
