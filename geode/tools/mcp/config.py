@@ -8,60 +8,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
 from geode.protocol.errors import ConfigError
-from geode.tools.spec import SafetyPolicy
+from geode.tools.mcp.settings import McpServerTable, json_shape_error
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR} or ${VAR:-default}
-HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
-STDIO_TYPES = frozenset({"stdio"})
 GLOBAL_ORIGIN = "global"
 
 
-class McpServerConfig(BaseModel):
+class McpServerConfig(McpServerTable):
     """One configured MCP server; ``origin`` is ``"global"`` or the trusted project directory it came from."""
 
-    model_config = ConfigDict(extra="forbid")
     name: str
-    command: str | None = None  # stdio
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None  # streamable HTTP
-    headers: dict[str, str] = Field(default_factory=dict)
-    resource_keys: list[str] = Field(default_factory=list)  # lock keys for the server's mutating tools
-    read_only_tools: list[str] = Field(default_factory=list)  # tools the config declares read-only
-    tools: dict[str, SafetyPolicy] = Field(default_factory=dict)  # explicit policies by tool name (win)
-    enabled: bool = True
-    timeout_s: float = Field(default=120.0, gt=0, le=900)
-    startup_timeout_s: float = Field(default=20.0, gt=0, le=120)
     origin: str = GLOBAL_ORIGIN
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(_transport_msg(self.command is not None))
-        if self.url is not None and not re.match(r"^https?://[^\s/]+", self.url):
-            raise ValueError(f"url {self.url!r} must start with http:// or https://")
-        if self.command is not None and not self.command.strip():
-            raise ValueError("command is empty")
-        if any(not k.strip() for k in self.resource_keys):
-            raise ValueError("resource_keys entries must be non-empty strings")
-        return self
-
-    @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command is not None else "http"
-
-
-def _transport_msg(both: bool) -> str:
-    if both:
-        return "give either command (stdio) or url (streamable HTTP), not both"
-    return "needs command (a stdio server) or url (a streamable HTTP server)"
 
 
 def _entry(name: str, raw: Mapping[str, Any], where: str, origin: str = GLOBAL_ORIGIN) -> McpServerConfig:
@@ -69,16 +32,8 @@ def _entry(name: str, raw: Mapping[str, Any], where: str, origin: str = GLOBAL_O
     if not _NAME.match(name):
         raise ConfigError(f"{where}: server name {name!r} must match [A-Za-z0-9_-]{{1,32}}")
     data = {k: v for k, v in raw.items() if k not in ("type", "disabled")}
-    kind = raw.get("type")
-    if kind is not None:
-        if kind == "sse":
-            raise ConfigError(f"{where}.{name}: type 'sse' is not supported; use type 'http'")
-        if kind not in HTTP_TYPES | STDIO_TYPES:
-            raise ConfigError(f"{where}.{name}: type {kind!r} unknown; use 'stdio' or 'http'")
-        if kind in HTTP_TYPES and "url" not in raw:
-            raise ConfigError(f"{where}.{name}: type {kind!r} needs a url")
-        if kind in STDIO_TYPES and "command" not in raw:
-            raise ConfigError(f"{where}.{name}: type 'stdio' needs a command")
+    if (problem := json_shape_error(dict(raw))) is not None:
+        raise ConfigError(f"{where}.{name}: {problem}")
     disabled = raw.get("disabled", False)
     if not isinstance(disabled, bool):
         raise ConfigError(f"{where}.{name}: disabled must be true or false (got {disabled!r})")
