@@ -38,6 +38,7 @@ from geode.protocol.dispatch import Dispatch
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
+from geode.sessions.factory import SessionSpec, create_session
 from geode.tools.builtin.bash_peers import run_bash_membership
 from geode.tools.catalogue_plans import CataloguePlans
 
@@ -300,12 +301,20 @@ def start_control(
     bus: Bus | None = None,
     workers: int = 8,
     settings: ControlSection | None = None,
+    source: ConfigSource[Any] | None = None,
 ) -> ControlChild:
+    """Host control; its sessions are composed on ``source``'s current snapshot (the child's: replaced only
+    by ``geode reload``), never by reading the file per session; standalone (None) the file, read once."""
+    source = source or ConfigSource(home, GeodeConfig.from_raw)
     owns = bus is None
     bus = bus or Bus(name, incarnation, home).start()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="control")
     sock = ControlSocket(home)
-    cfg = settings or ConfigSource(home, GeodeConfig.from_raw).snapshot.control  # standalone: the file, once
+    cfg = settings or source.snapshot.control
+
+    def session_factory(*args: Any, **kw: Any) -> SessionSpec:
+        return create_session(*args, config=source.snapshot, **kw)
+
     # the executor's catalogue, asked at start and again in the background when the executor (re)starts: a
     # handshake never waits for it (the built-ins until the first answer; the worker notes a changed plan)
     plans = CataloguePlans(bus.transport, wait=False, who=name)
@@ -321,6 +330,7 @@ def start_control(
         handshake_deadline_s=cfg.handshake_deadline_s,
         queue_max=cfg.queue_max,
         plans=plans,
+        session_factory=session_factory,
     )
 
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
@@ -348,5 +358,10 @@ def start_control(
 def build(bus: Bus, ctx: ChildContext) -> ControlChild:
     """Registry builder (``actors.tree.registry``): host control on the child's bus."""
     return start_control(
-        ctx.home, name=ctx.name, incarnation=ctx.incarnation, bus=bus, settings=ctx.settings.control
+        ctx.home,
+        name=ctx.name,
+        incarnation=ctx.incarnation,
+        bus=bus,
+        settings=ctx.settings.control,
+        source=ctx.source,
     )

@@ -42,6 +42,7 @@ from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request, Transport
 from geode.records.store_client import StoreClient
+from geode.sessions.factory import SessionSpec, create_session
 from geode.tools.catalogue_plans import CataloguePlans
 
 if TYPE_CHECKING:
@@ -349,9 +350,12 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
         plans.prefetch()
         ws = workspace(ctx.home, settings.tools.default_workspace)
 
+        def compose(*args: Any, **kw: Any) -> SessionSpec:  # on the child's snapshot, not the file
+            return create_session(*args, config=ctx.source.snapshot, **kw)
+
         def session_settings(binding: MessengerBinding, session_id: str) -> dict[str, Any]:
             return daemon_session_settings(
-                binding, home=ctx.home, session_id=session_id, workspace=ws, plans=plans
+                binding, home=ctx.home, session_id=session_id, workspace=ws, plans=plans, factory=compose
             )
 
         ports = BusPorts(bus.transport)
