@@ -115,10 +115,8 @@ def diff_config(
 
 
 def _view(cfg: GeodeConfig) -> dict[str, Any]:
-    """The typed sections plus the free-form top-level tables (``mcpServers``) the sections do not hold."""
-    dumped = cfg.model_dump(mode="json", exclude={"raw"})
-    extra = {k: v for k, v in cfg.raw.items() if k not in type(cfg).model_fields}
-    return {**extra, **dumped}
+    """The typed sections as plain data, tables by their names in the file (``mcpServers``)."""
+    return cfg.model_dump(mode="json", by_alias=True)
 
 
 def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -213,8 +211,8 @@ def _mcp_note(old: GeodeConfig, new: GeodeConfig, keys: list[str]) -> str:
 
 
 def _mcp_servers(cfg: GeodeConfig) -> dict[str, Any]:
-    top = cfg.raw.get("mcpServers")
-    return {**(top if isinstance(top, Mapping) else {}), **_view(cfg).get("mcp", {}).get("servers", {})}
+    view = _view(cfg)
+    return {**view.get("mcpServers", {}), **view.get("mcp", {}).get("servers", {})}
 
 
 def env_digests(env: Mapping[str, str]) -> dict[str, str]:

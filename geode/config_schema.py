@@ -18,6 +18,7 @@ from geode.messengers.config import MessengersSection
 from geode.protocol.errors import ConfigError
 from geode.providers.settings import ProvidersSection
 from geode.records.settings import StoreConfig
+from geode.schedule.settings import ScheduleSection
 from geode.tools.mcp.settings import McpJsonServer, McpSection, TrustSection
 from geode.tools.settings import ComputerUseSection, ToolsSection
 
@@ -40,6 +41,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "daemon": [ComputerUseSection],
     "log": [LogSection],
     "messengers": [MessengersSection],
+    "schedule": [ScheduleSection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
 # tables whose entries the loaders check (load_hooks, load_mcp_servers: their errors name the entry) before
@@ -54,7 +56,8 @@ class GeodeConfig(BaseModel):
     """``config.toml`` as typed sections, one attribute per section with the schema's defaults.
 
     Build it once per process with :meth:`from_raw` (after the start-up check) and hand the sections to the
-    builders; ``raw`` is the file as read. The shell adds its own sections in
+    builders. Unknown top-level keys are not kept (the start-up check warns about them). The shell adds its
+    own sections in
     ``actors/tree/config_sections.py``.
     """
 
@@ -75,15 +78,15 @@ class GeodeConfig(BaseModel):
     daemon: ComputerUseSection = ComputerUseSection()
     log: LogSection = LogSection()
     messengers: MessengersSection = MessengersSection()
-    raw: dict[str, Any] = Field(default_factory=dict, repr=False)
+    schedule: ScheduleSection = ScheduleSection()
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> Self:
         """Typed sections of a parsed file (unknown keys ignored); a bad value is a ``ConfigError``."""
-        names = {f.alias or n for n, f in cls.model_fields.items()} - {"raw"}
+        names = {f.alias or n for n, f in cls.model_fields.items()}
         data = {k: v for k, v in raw.items() if k in names}
         try:
-            return cls.model_validate({**data, "raw": dict(raw)})
+            return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError("; ".join(_error_line(e) for e in exc.errors())) from None
 

@@ -3,11 +3,7 @@ child read it)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, Field, ValidationError
-
-from geode.protocol.errors import ConfigError
+from pydantic import BaseModel, Field
 
 
 class StoreConfig(BaseModel):
@@ -26,12 +22,3 @@ class StoreConfig(BaseModel):
     handlers: int = Field(default=64, ge=1)  # concurrent request handlers in the store child
     schedule_retention_days: float = Field(default=30.0, ge=0)  # decided occurrences older than this go
     schedule_keep_per_job: int = Field(default=1000, ge=0)  # at most this many decided occurrences per job
-
-    @classmethod
-    def from_config(cls, raw: dict[str, Any]) -> StoreConfig:
-        try:
-            return cls.model_validate(raw.get("store") or {})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            raise ConfigError(f"[store] {where}: {first.get('msg')}") from None

@@ -46,7 +46,7 @@ def test_the_uncommented_file_sets_keys() -> None:
 
 def test_store_supervisor_and_tree() -> None:
     cfg = uncommented()
-    assert StoreConfig.from_config(cfg) == StoreConfig.from_config({})
+    assert StoreConfig.model_validate(cfg["store"]) == StoreConfig()
     assert TreeConfig.from_config(cfg) == TreeConfig.from_config({})
     typed, empty = TreeSettings.from_raw(cfg), TreeSettings()
     assert child_names(typed) == child_names(empty)
