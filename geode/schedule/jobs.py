@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -145,6 +144,8 @@ class JobSpec(BaseModel):
                 raise ValueError(
                     f"cron = {self.cron!r}: standard cron has 5 fields (minute hour day month weekday)"
                 )
+            from cronsim import CronSim, CronSimError  # lazily: the config schema imports this module
+
             try:
                 CronSim(self.cron, datetime(2000, 1, 1, tzinfo=UTC))
             except (CronSimError, ValueError) as exc:
