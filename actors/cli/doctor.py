@@ -45,6 +45,9 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
     except Exception as exc:  # a broken provider config must not hide the rest of the report
         out.append(_check("providers", False, f"{type(exc).__name__}: {exc}"[:300]))
     out.extend(_socket_checks(home))
+    from actors.cli.schedule_view import doctor_checks
+
+    out.extend(doctor_checks(home))  # disabled (an error) or failing (a warning) scheduled jobs
     if _lock_held(home):  # what the running daemon uses, and whether this shell would differ
         from actors.cli.provider_view import daemon_checks
 

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "actors.cli.mcp_cmds",  # mcp (dispatched early by main())
     "actors.cli.trust_cmds",  # trust
     "actors.cli.keys_cmds",  # keys init, keys show
+    "actors.cli.schedule_cmds",  # schedule add|list|show|rm|pause|resume|run-now|runs
 )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -104,9 +104,12 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     lanes = lanes_detail(home) if "lanes" in names else None
     talk = messengers_detail(home) if "messengers" in names else None
     hosts = hosts_detail(lanes, executor_hosts(home)) if "lanes" in names else []  # main: worker hosts
+    jobs = _schedule(home, "scheduler" in names) if "lanes" in names else []  # none: nothing shown
     if as_json:
         out = {"running": True, **st.model_dump(), "lanes": lanes, "hosts": hosts}
         out["messengers"] = talk.get("platforms", []) if talk is not None else None
+        if jobs:
+            out["schedule"] = jobs
         typer.echo(json.dumps(out))
         return
     mode = " single-process" if st.single_process else ""
@@ -116,6 +119,18 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     shown = [*lanes_lines(lanes), *hosts_lines(hosts), *poller_lines(talk)] if "lanes" in names else []
     for line in shown:
         typer.echo(line)
+    if jobs:
+        from actors.cli.schedule_view import status_lines
+
+        for line in status_lines(jobs):
+            typer.echo(line)
+
+
+def _schedule(home: GeodeHome, ask_scheduler: bool) -> list[dict[str, Any]]:
+    """Per scheduled job: next instant, last outcome and lag (the ledger read directly; [] when none)."""
+    from actors.cli.schedule_view import status_summaries
+
+    return status_summaries(home, ask_scheduler)
 
 
 def _in_process(inside: str, as_json: bool) -> None:
