@@ -52,6 +52,7 @@ def open_turn(
             "mode": s.mode,
             "origin": s.origin,
             "workspace": s.workspace,
+            "granted_tools": s.granted_tools,
         }
         repair(
             state,

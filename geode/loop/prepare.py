@@ -88,6 +88,7 @@ def prepare_call(
         origin=settings.origin,
         workspace=settings.workspace,
         skip_permissions=settings.skip_permissions,
+        granted_tools=settings.granted_tools,
     )
     request = ModelRequest(
         model=model,

@@ -47,6 +47,7 @@ class LoopSettings(BaseModel):
     origin: str = ""
     skip_permissions: bool = False  # from the turn record: its submitter's --dangerously-skip-permissions
     creator: str = ""  # an MCP session's creator: recorded in the meta of the session this turn starts
+    granted_tools: tuple[str, ...] = ()  # AUTOMATION: an operator job's explicit tools (no approval asked)
     plan_hash: str = ""  # the plan the session was composed with (compared with the executor's catalogue)
     plan_generation: int = 0
     verify: VerifySettings = VerifySettings()
@@ -57,7 +58,7 @@ class LoopSettings(BaseModel):
         merged: dict[str, Any] = {**base, **{k: v for k, v in (data or {}).items() if k in cls.model_fields}}
         if isinstance(merged.get("verify"), dict):
             merged["verify"] = VerifySettings(**merged["verify"])
-        for key in ("denied_tools", "allowed_tools"):
+        for key in ("denied_tools", "allowed_tools", "granted_tools"):
             if merged.get(key) is not None:
                 merged[key] = tuple(merged[key])
         return cls(**merged)
@@ -70,7 +71,7 @@ class LoopSettings(BaseModel):
 PER_TURN_LOOP_KEYS = frozenset(
     {
         *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
-        *("skip_permissions", "creator", "plan_hash", "plan_generation"),
+        *("skip_permissions", "creator", "plan_hash", "plan_generation", "granted_tools"),
     }
 )
 LoopSection = create_model(  # type: ignore[call-overload]

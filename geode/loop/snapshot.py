@@ -39,6 +39,7 @@ class StepSnapshot(BaseModel):
     origin: str = ""
     workspace: str = ""
     skip_permissions: bool = False  # the turn's own flag (never a connection's)
+    granted_tools: tuple[str, ...] = ()  # AUTOMATION: the operator job's explicit tools
 
     @property
     def step_id(self) -> str:
@@ -74,4 +75,5 @@ class StepSnapshot(BaseModel):
             workspace=self.workspace,
             deadline_ms=deadline_ms,
             skip_permissions=skips_permissions(self.mode, self.skip_permissions),
+            granted_tools=self.granted_tools,
         )

@@ -30,6 +30,7 @@ class SessionSpec(BaseModel):
     time_budget_s: float | None
     denied_tools: frozenset[str]
     allowed_tools: frozenset[str] | None = None  # a binding's allowlist; None = no allowlist
+    granted_tools: frozenset[str] = frozenset()  # AUTOMATION: an operator job's explicit tools (no approval)
     model: str
     provider: str
     model_origin: str = "default"
@@ -57,7 +58,11 @@ class SessionSpec(BaseModel):
         ``compose_turn`` builds the turn from them: the spec's JSON dump without the plan (its hash and
         generation travel), the tool lists sorted; ``session_id`` when the turn runs in another session."""
         settings = self.model_dump(mode="json", exclude={"plan"})
-        settings.update(session_id=session_id or self.session_id, denied_tools=sorted(self.denied_tools))
+        settings.update(
+            session_id=session_id or self.session_id,
+            denied_tools=sorted(self.denied_tools),
+            granted_tools=sorted(self.granted_tools),
+        )
         if self.allowed_tools is not None:
             settings["allowed_tools"] = sorted(self.allowed_tools)
         return settings
@@ -98,6 +103,7 @@ def create_session(
     skip_permissions: bool = False,
     env: Mapping[str, str] | None = None,
     config: GeodeConfig | None = None,
+    schedule_allowed: bool = False,
 ) -> SessionSpec:
     """Compose a session: mode defaults, denylist and budget (:func:`session_limits`, the rule a turn without
     a session spec gets too), allowlist, projected plan. ``config`` is the caller's typed snapshot (None: the
@@ -112,7 +118,14 @@ def create_session(
         tools = ()
     ws = Path(workspace) if workspace is not None else Path.cwd()
     # a project's tools (a trusted project's MCP servers) are offered only inside that project
-    limits = session_limits(mode, cfg, tools=tools, workspace=ws, time_budget_override=time_budget_override)
+    limits = session_limits(
+        mode,
+        cfg,
+        tools=tools,
+        workspace=ws,
+        time_budget_override=time_budget_override,
+        schedule_allowed=schedule_allowed,  # a DAEMON chat whose binding allows schedule_job
+    )
     denied = limits.denied_tools
     allowed = frozenset(allowed_tool_names) if allowed_tool_names is not None else None
     visible = tuple(t.name for t in tools if t.name not in denied and (allowed is None or t.name in allowed))

@@ -1,5 +1,6 @@
-"""The four session modes and their defaults: HITL level, approvals, time budget and default denylist, and the
-one rule for a session's limits (:func:`session_limits`)."""
+"""The five session modes and their defaults: HITL level, approvals, time budget and default denylist, the
+one rule for a session's limits (:func:`session_limits`), and the one AUTOMATION exception: the tools an
+operator-defined job names explicitly (:func:`operator_granted`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class SessionMode(StrEnum):
     REPL = "REPL"  # in-process interactive: approvals in the terminal
     DAEMON = "DAEMON"  # messenger threads, webhooks: nobody to ask
     HEADLESS = "HEADLESS"  # run_agent over MCP: nobody to ask
+    AUTOMATION = "AUTOMATION"  # scheduled jobs (the scheduler child): nobody to ask, computer use never
 
 
 Approvals = Literal["forward", "terminal", "deny"]
@@ -44,7 +46,9 @@ MODES: dict[SessionMode, ModeDefaults] = {
     SessionMode.REPL: ModeDefaults(SessionMode.REPL, 2, "terminal", None, False),
     SessionMode.DAEMON: ModeDefaults(SessionMode.DAEMON, 0, "deny", 120.0, True),
     SessionMode.HEADLESS: ModeDefaults(SessionMode.HEADLESS, 0, "deny", 120.0, True),
+    SessionMode.AUTOMATION: ModeDefaults(SessionMode.AUTOMATION, 0, "deny", 300.0, True),
 }
+AUTOMATION_ORIGIN = "scheduler"  # the peer lanes streams an AUTOMATION turn's events to (the scheduler child)
 
 COMPUTER_TOOLS = frozenset({"computer", "computer_use"})
 # Name-based residue for tools outside a plan (reference §2.2 step 5): execution and sub-agent control.
@@ -58,9 +62,11 @@ HEADLESS_DENIED_TOOLS = frozenset(
         "interrupt_agent",
         "send_message_agent",
         "followup_task",
+        "schedule_job",  # DAEMON: only a chat whose binding sets allow_schedule (schedule_allowed)
     }
     | COMPUTER_TOOLS
 )
+SCHEDULE_TOOL = "schedule_job"
 # Personal-data tools known by name even when no plan spec says so (Google Workspace, calendar, mail).
 PERSONAL_DATA_PREFIXES = ("gmail_", "google_", "calendar_", "gcal_", "contacts_", "gdrive_")
 
@@ -73,10 +79,18 @@ def computer_allowed_in_daemon(config: GeodeConfig | None) -> bool:
 
 
 def computer_use_allowed(mode: SessionMode, config: GeodeConfig | None) -> bool:
-    """Computer use without a person: only DAEMON, only a literal ``true`` in the global config."""
+    """Computer use without a person: only DAEMON, only a literal ``true`` in the global config (never
+    AUTOMATION, whatever ``allow_computer_use`` says)."""
     if mode is not SessionMode.DAEMON:
         return mode in (SessionMode.IPC, SessionMode.REPL)
     return computer_allowed_in_daemon(config)
+
+
+def operator_granted(mode: str, granted: Iterable[str], name: str) -> bool:
+    """An AUTOMATION call to a tool the operator's job names explicitly in ``allowed_tools`` (``granted``):
+    it passes the headless policy and runs without an approval (policy, not a prompt). Never computer use,
+    never in another mode (a model-created job grants nothing)."""
+    return mode == SessionMode.AUTOMATION.value and name in granted and name not in COMPUTER_TOOLS
 
 
 def is_personal(name: str, spec: ToolSpec | None = None) -> bool:
@@ -91,9 +105,11 @@ def default_denylist(
     config: GeodeConfig | None = None,
     plan_tools: Iterable[ToolSpec] = (),
     extra: Iterable[str] = (),
+    schedule_allowed: bool = False,
 ) -> frozenset[str]:
     """Tools a session of ``mode`` may never see. IPC and REPL gate by approval instead (empty list).
-    ``config`` is the typed snapshot (None: the defaults, so no computer-use exception)."""
+    ``config`` is the typed snapshot (None: the defaults, so no computer-use exception).
+    ``schedule_allowed``: a DAEMON chat whose binding sets ``allow_schedule`` (schedule_job offered)."""
     mode = SessionMode(mode)
     denied: set[str] = set(extra)
     if not MODES[mode].headless:
@@ -106,6 +122,8 @@ def default_denylist(
             denied.add(spec.name)
     if computer_use_allowed(mode, config):
         denied -= COMPUTER_TOOLS
+    if schedule_allowed and mode is SessionMode.DAEMON:
+        denied.discard(SCHEDULE_TOOL)
     return frozenset(denied)
 
 
@@ -124,12 +142,14 @@ def session_limits(
     tools: Iterable[ToolSpec] = (),
     workspace: str | Path = "",
     time_budget_override: float | None = None,
+    schedule_allowed: bool = False,
 ) -> SessionLimits:
     """The one rule for a session's budget and denylist, used when a session is composed and again for a
     turn whose session spec carries none: the override or the mode's budget (0 or less: none); the mode's
     default denylist plus the scoped tools (a project's MCP tools) outside ``workspace``."""
     mode = SessionMode(mode)
     specs = tuple(tools)
-    denied = default_denylist(mode, config=config, plan_tools=specs) | outside_scope(specs, workspace)
+    denied = default_denylist(mode, config=config, plan_tools=specs, schedule_allowed=schedule_allowed)
+    denied |= outside_scope(specs, workspace)
     budget = time_budget_override if time_budget_override is not None else MODES[mode].time_budget_s
     return SessionLimits(budget if budget and budget > 0 else None, denied)

@@ -11,6 +11,7 @@ from geode.config_schema import GeodeConfig
 from geode.hooks.events import HookEvent
 from geode.hooks.runner import HookRunner
 from geode.protocol.lanes import APPROVAL_DETAIL_MAX
+from geode.sessions.modes import SessionMode, operator_granted
 from geode.tools.locks import KeyedLocks
 from geode.tools.policy import COMPUTER_TOOLS, computer_allowed_in_daemon, is_headless
 from geode.tools.spec import ApprovalMode, DataClass, SafetyPolicy, ToolContext, ToolSpec
@@ -49,6 +50,16 @@ def no_one_to_ask(tool_name: str) -> str:
         f"'{tool_name}' needs approval and nobody could be asked: the client has no terminal to ask on "
         f"(geode ask without a terminal, or with --json), so it was not run. No user saw or denied it. Do "
         f"not retry it in this turn; tell the user. To allow it: {ways_to_allow(tool_name)}."
+    )
+
+
+def no_one_in_automation(tool_name: str) -> str:
+    """The denial of an AUTOMATION call that needed approval: nobody is asked, ever (not a person's "no")."""
+    return (
+        f"denied: no one to approve in AUTOMATION mode ('{tool_name}' needs approval; a scheduled job asks "
+        f"nobody), so it was not run. Do not retry it in this turn. To allow it: name it in the job's "
+        "allowed_tools (a job the operator defines) or a PermissionRequest hook that allows it "
+        f'([[hooks.PermissionRequest]] matcher = "{tool_name}").'
     )
 
 
@@ -136,6 +147,10 @@ class ApprovalGate:
         hook = self._permission_hook(ctx, spec, detail)
         if hook is not None:
             return hook
+        if ctx.mode == SessionMode.AUTOMATION.value:  # nobody to ask: the operator's list, or no
+            if not forced and operator_granted(ctx.mode, ctx.granted_tools, spec.name):
+                return Verdict(True, "operator_allowed")
+            return Verdict(False, "no_person", no_one_in_automation(spec.name))
         if is_headless(ctx.mode) and not asks_in_channel(ctx):
             return Verdict(False, "no_person", f"Nobody can approve '{spec.name}' in {ctx.mode} mode.")
         if ctx.skip_permissions and ctx.mode in ("IPC", "REPL"):  # the turn's own flag, never a connection's

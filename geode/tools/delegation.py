@@ -174,7 +174,7 @@ class LanesDelegate:
         self, parent: dict[str, Any], ctx: ToolContext, session_id: str, budget: float, depth: int
     ) -> dict[str, Any]:
         denied = child_denylist(parent, ctx.mode, self.specs, self.config)
-        out = {k: v for k, v in parent.items() if k not in ("plan",)}
+        out = {k: v for k, v in parent.items() if k not in ("plan", "granted_tools")}  # grants: not a child's
         visible = [str(n) for n in parent.get("visible_tools") or () if str(n) not in denied]
         out.update(
             session_id=session_id,

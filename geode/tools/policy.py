@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from geode.sessions.modes import MODES, SessionMode, computer_allowed_in_daemon, default_denylist
+from geode.sessions.modes import (
+    MODES,
+    SCHEDULE_TOOL,
+    SessionMode,
+    computer_allowed_in_daemon,
+    default_denylist,
+    operator_granted,
+)
 from geode.tools.paths import InvalidPath, PathOutsideRoots, checked_path
 from geode.tools.spec import ApprovalMode, DataClass, EffectClass, SafetyPolicy, ToolContext, ToolSpec
 
@@ -15,6 +22,7 @@ if TYPE_CHECKING:
 
 _APPROVAL_RANK = {ApprovalMode.NONE: 0, ApprovalMode.CACHED: 1, ApprovalMode.PER_INVOCATION: 2}
 COMPUTER_TOOLS = frozenset({"computer", "computer_use"})
+CHAT = "messengers"  # the origin of a bound chat's turns
 
 
 class PolicyDenial(Exception):
@@ -57,21 +65,28 @@ def is_headless(mode: str) -> bool:
 
 
 def check_runtime_policy(ctx: ToolContext, spec: ToolSpec, config: GeodeConfig) -> None:
-    """Declared denial → headless policy → sub-agent policy → the mode's default denylist (DESIGN §6)."""
+    """Declared denial → headless policy → sub-agent policy → the mode's default denylist (DESIGN §6). An
+    AUTOMATION call to a tool the operator's job names (``ctx.granted_tools``) passes the headless policy
+    and the denylist; never a declared denial, the sub-agent policy or computer use."""
     pol: SafetyPolicy = spec.policy
     name = spec.name
-    computer_exception = (
+    granted = operator_granted(ctx.mode, ctx.granted_tools, name)
+    # schedule_job in a chat's DAEMON turn: the chat's binding decides (the executor's schedule rule)
+    chat_schedule = name == SCHEDULE_TOOL and ctx.mode == SessionMode.DAEMON.value and ctx.origin == CHAT
+    exception = granted or chat_schedule or (
         name in COMPUTER_TOOLS and ctx.mode == SessionMode.DAEMON.value and computer_allowed_in_daemon(config)
     )
     if pol.denied:
         raise PolicyDenial(f"Tool '{name}' is denied by its declared policy.", reason="declared")
-    if is_headless(ctx.mode) and not pol.allow_headless and not computer_exception:
+    if is_headless(ctx.mode) and not pol.allow_headless and not exception:
         raise PolicyDenial(f"Tool '{name}' is unavailable under headless policy.", reason="headless")
     if ctx.subagent_depth > 0 and not pol.allow_subagents:
         raise PolicyDenial(f"Tool '{name}' is unavailable under sub-agent policy.", reason="subagent")
-    if is_headless(ctx.mode):
+    if is_headless(ctx.mode) and not granted:
         try:
-            denied = default_denylist(ctx.mode, config=config, plan_tools=(spec,))
+            denied = default_denylist(
+                ctx.mode, config=config, plan_tools=(spec,), schedule_allowed=chat_schedule
+            )
         except ValueError:
             denied = frozenset({name})
         if name in denied:

@@ -61,7 +61,7 @@ class ToolContext(BaseModel):
     turn_id: str
     step_id: str
     operation_id: str
-    mode: str = "IPC"  # IPC | REPL | DAEMON | HEADLESS
+    mode: str = "IPC"  # IPC | REPL | DAEMON | HEADLESS | AUTOMATION
     model: str = ""
     provider: str = ""
     adapter: str = ""
@@ -72,6 +72,8 @@ class ToolContext(BaseModel):
     subagent_depth: int = 0
     deadline_ms: int | None = None
     skip_permissions: bool = False  # the turn's submitter skipped prompts (IPC/REPL only; set from the turn)
+    # AUTOMATION only: the tools an operator-defined job names in allowed_tools (run without an approval)
+    granted_tools: tuple[str, ...] = ()
 
 
 class ToolCall(BaseModel):
