@@ -1,0 +1,331 @@
+"""The scheduler's loop, pure: what the ``scheduler`` child does at its start and at every tick, over the
+ledger, lanes and a chat given as ports (:mod:`geode.schedule.ports`) and a clock it is handed.
+
+At start it loads the stored jobs and follows every open occurrence of the ledger (claimed, due or
+delivering): a claimed one not yet due is claimed again and fired; a due one is followed, never fired a
+second time (its turn is submitted again under the same turn id, which lanes admits once). At each tick it
+plans every job from its cursor (:func:`geode.schedule.planner.plan`), records a missed range as one row,
+admits the runs by the overlap policy (a skipped instant is recorded ``skipped``), and for each run: claim
+→ ``due`` (the cursor moves with it) → submit the occurrence's turn. It follows each turn to its end and
+records exactly one terminal outcome: ``done``, or, for a job that delivers, what the reply's receipt says
+(posted → done, refused → delivery_failed, uncertain → uncertain, deferred → delivering until it settles).
+It never runs a turn itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from geode.protocol.errors import Conflict, GeodeError
+from geode.records.schedule_models import ClaimKind, JobCursor, OccurrenceRow
+from geode.schedule.jobs import Job, JobSpec
+from geode.schedule.occurrences import OccurrenceId
+from geode.schedule.outcomes import (
+    Delivering,
+    DeliveryFailed,
+    Done,
+    Skipped,
+    Uncertain,
+    done_for,
+)
+from geode.schedule.planner import Health, admit, disabled_notice, notice_operation_id, plan, redefine
+from geode.schedule.ports import Chat, Ledger, TurnEnd, Turns
+from geode.schedule.settings import DEFAULT_GRACE_S
+
+log = logging.getLogger(__name__)
+Clock = Callable[[], datetime]
+LEASE_S = 30.0
+DELIVER_ATTEMPTS = 8  # a reply deferred this many times (with backoff) is given up: delivery_failed
+NO_ANSWER = "The scheduled run ended without an answer ({reason})."
+
+
+def reply_operation_id(turn_id: str) -> str:
+    """The receipt operation id of an occurrence's reply: derived from its turn id (itself derived from the
+    occurrence id), so a reply is posted at most once whatever is retried."""
+    return f"reply-{turn_id}"
+
+
+@dataclass
+class JobState:
+    """One job as the driver holds it: the stored job, its cursor, its queued instants (``queue_one``)."""
+
+    job: Job
+    cursor: JobCursor
+    declarative: bool = False
+    bound: datetime | None = None  # instants planned (run, queued, skipped) through here
+    queue: list[datetime] = field(default_factory=list)
+    anchored: bool = False  # re-anchored by a timing change (the stored definition says where)
+
+
+@dataclass
+class Following:
+    """An occurrence this driver follows to its outcome."""
+
+    occ: OccurrenceId
+    row: OccurrenceRow
+    submitted: bool = False
+    end: TurnEnd | None = None
+    attempts: int = 0  # deferred deliveries
+    retry_at: datetime | None = None
+    renewed_at: datetime | None = None
+
+
+class Driver:
+    """The scheduler loop over ``ledger``, ``turns`` and ``chat`` (None: no delivery possible here)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        turns: Turns,
+        chat: Chat | None,
+        clock: Clock,
+        holder: str,
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        lease_s: float = LEASE_S,
+    ) -> None:
+        self.ledger, self.turns, self.chat, self.clock, self.holder = ledger, turns, chat, clock, holder
+        self.grace_s, self.lease_s = grace_s, lease_s
+        self.jobs: dict[str, JobState] = {}
+        self.following: dict[str, Following] = {}
+        self.waiting: dict[str, OccurrenceId] = {}  # held by another live scheduler: asked again next tick
+
+    def now(self) -> datetime:
+        return self.clock().astimezone(UTC)
+
+    # --- start ----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load the stored jobs, then follow every open occurrence (never firing a due one again)."""
+        from geode.schedule.stored import job_of
+
+        for entry in self.ledger.jobs():
+            if entry.job is None:
+                continue
+            try:
+                job, declarative = job_of(entry.job)
+            except GeodeError as exc:
+                log.warning("scheduler: stored job %s not loaded: %s", entry.cursor.job_id, exc)
+                continue
+            state = JobState(job, entry.cursor, declarative)
+            state.anchored = job.created_at != entry.job.created_at
+            self.jobs[job.name] = state
+        for row in self.ledger.open_occurrences():
+            occ = OccurrenceId(job=row.job_id, instant=row.instant, request_id=row.request_id or None)
+            self.fire(occ)
+
+    # --- the tick -------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Plan every job, then move every followed occurrence one step on."""
+        for key, occ in list(self.waiting.items()):
+            del self.waiting[key]
+            self.fire(occ)
+        for state in list(self.jobs.values()):
+            try:
+                self._plan(state)
+            except GeodeError as exc:  # the store is restarting: the cursor is unchanged, plan again
+                log.info("scheduler: planning %s deferred: %s", state.job.name, exc)
+        for key in list(self.following):
+            try:
+                self._progress(self.following[key])
+            except Conflict as exc:  # decided elsewhere (another scheduler, an operator): not ours now
+                log.info("scheduler: %s no longer followed: %s", key, exc)
+                self._finished(key)
+            except GeodeError as exc:
+                log.info("scheduler: %s waits: %s", key, exc)
+
+    def _lower(self, state: JobState) -> datetime:
+        marks = [state.job.created_at, state.cursor.last_instant, state.bound]
+        return max(t for t in marks if t is not None)
+
+    def _plan(self, state: JobState) -> None:
+        job, cursor = state.job, state.cursor
+        p = plan(
+            job,
+            self._lower(state),
+            self.now(),
+            grace_s=self.grace_s,
+            disabled=cursor.disabled or cursor.paused,
+        )
+        if p.missed is not None:
+            try:
+                self.ledger.missed(job.name, p.missed, by=self.holder)
+            except Conflict as exc:  # already recorded (a retry after a lost reply): the range stands
+                log.info("scheduler: missed range of %s already recorded: %s", job.name, exc)
+            state.bound = max(self._lower(state), p.missed.last)
+        running = sum(1 for f in self.following.values() if f.occ.job == job.name and f.occ.instant)
+        adm = admit(job, p.run, running, len(state.queue))
+        for instant in adm.skip:
+            self._skip(job, instant)
+        state.queue.extend(adm.queue)
+        for instant in adm.run:
+            self.fire(OccurrenceId(job=job.name, instant=instant))
+        if p.run:
+            state.bound = max(self._lower(state), p.run[-1])
+
+    def _skip(self, job: Job, instant: datetime) -> None:
+        occ = OccurrenceId(job=job.name, instant=instant)
+        claim = self.ledger.claim(occ, holder=self.holder, lease_s=self.lease_s)
+        if claim.kind == ClaimKind.CLAIMED:
+            res = self.ledger.outcome(occ, Skipped(), by=self.holder)
+            self._cursor(job.name, res.cursor)
+
+    def fire(self, occ: OccurrenceId) -> tuple[OccurrenceRow | None, bool]:
+        """Claim ``occ`` and, if nobody recorded it due yet, record it due and follow it; a due one is
+        followed (never fired again). The row and whether it was new (False: a repeat or someone else's)."""
+        key = occ.text
+        if key in self.following:
+            return self.following[key].row, False
+        claim = self.ledger.claim(occ, holder=self.holder, lease_s=self.lease_s)
+        if claim.kind == ClaimKind.HELD:
+            self.waiting[key] = occ
+            return claim.row, False
+        if claim.kind == ClaimKind.DECIDED:
+            return claim.row, False
+        new = claim.kind == ClaimKind.CLAIMED
+        row = self.ledger.due(occ, holder=self.holder, lease_s=self.lease_s) if new else claim.row
+        assert row is not None
+        self.following[key] = Following(
+            occ, row, submitted=row.submitted_at is not None, renewed_at=self.now()
+        )
+        if occ.instant is not None and (state := self.jobs.get(occ.job)) is not None:
+            state.cursor = state.cursor.model_copy(
+                update={"last_instant": max(self._lower(state), occ.instant)}
+            )
+        return row, new
+
+    # --- following ------------------------------------------------------------------------------------
+    def _progress(self, f: Following) -> None:
+        now = self.now()
+        if f.renewed_at is None or (now - f.renewed_at).total_seconds() > self.lease_s / 3:
+            self.ledger.claim(f.occ, holder=self.holder, lease_s=self.lease_s)  # keep the lease: it is ours
+            f.renewed_at = now
+        state = self.jobs.get(f.occ.job)
+        if f.end is None:
+            if not f.submitted:
+                if state is None:  # removed before its turn was submitted: it does not run
+                    self._record(f, Skipped(reason="job removed before it ran"))
+                    return
+                self.turns.submit(state.job, f.row)
+                f.row = self.ledger.submitted(f.occ)
+                f.submitted = True
+            f.end = self.turns.ended(f.row.turn_id)
+            if f.end is None:
+                return
+        done = done_for(f.end.termination_reason)
+        target = state.job.deliver if state is not None else None
+        if target is None or self.chat is None:
+            self._record(f, done)
+            return
+        if f.retry_at is not None and now < f.retry_at:
+            return
+        text = f.end.text if f.end.text.strip() else NO_ANSWER.format(reason=f.end.termination_reason)
+        op = reply_operation_id(f.row.turn_id)
+        d = self.chat.post(target.destination, text, operation_id=op, turn_id=f.row.turn_id)
+        reason = (d.reason or d.state)[:500].replace("\n", " ").replace("\r", " ")
+        if d.state == "posted":
+            self._record(f, done)
+        elif d.state == "uncertain":
+            self._record(f, Uncertain(reason=reason, operation_id=op))
+        elif d.state == "refused":
+            self._record(f, DeliveryFailed(reason=reason))
+        elif f.attempts + 1 >= DELIVER_ATTEMPTS:
+            self._record(
+                f, DeliveryFailed(reason=f"not posted after {DELIVER_ATTEMPTS} tries: {reason}"[:500])
+            )
+        else:
+            f.attempts += 1
+            f.retry_at = now + timedelta(seconds=min(2.0**f.attempts, 300.0))
+            self.ledger.outcome(f.occ, Delivering(reason=reason), by=self.holder)
+
+    def _record(self, f: Following, outcome: Done | DeliveryFailed | Uncertain | Skipped) -> None:
+        state = self.jobs.get(f.occ.job)
+        limit = state.job.disable_after_failures if state is not None else 0
+        res = self.ledger.outcome(f.occ, outcome, by=self.holder, disable_after=limit or None)
+        self._cursor(f.occ.job, res.cursor)
+        self._finished(f.occ.text)
+        if res.disabled_now and state is not None and res.cursor is not None:
+            self._notify_disabled(state, res.cursor, f)
+
+    def _notify_disabled(self, state: JobState, cursor: JobCursor, f: Following) -> None:
+        target = state.job.deliver
+        log.warning(
+            "scheduler: job %s disabled after %d failures", state.job.name, cursor.consecutive_failures
+        )
+        if target is None or self.chat is None:
+            return
+        health = Health(
+            failures=cursor.consecutive_failures, disabled=True, last_error=cursor.disabled_reason
+        )
+        try:
+            self.chat.post(
+                target.destination,
+                disabled_notice(state.job, health),
+                operation_id=notice_operation_id(f.occ.text),
+                turn_id=f.row.turn_id,
+            )
+        except GeodeError as exc:
+            log.warning("scheduler: the disabled notice of %s was not posted: %s", state.job.name, exc)
+
+    def _finished(self, key: str) -> None:
+        f = self.following.pop(key, None)
+        state = self.jobs.get(f.occ.job) if f is not None else None
+        if (
+            state is not None
+            and state.queue
+            and not any(x.occ.job == state.job.name for x in self.following.values())
+        ):
+            self.fire(OccurrenceId(job=state.job.name, instant=state.queue.pop(0)))
+
+    def _cursor(self, job: str, cursor: JobCursor | None) -> None:
+        state = self.jobs.get(job)
+        if state is not None and cursor is not None:
+            state.cursor = cursor
+
+    # --- job definitions (the scheduler is their single logical writer) ---------------------------------
+    def define(self, spec: JobSpec, *, declarative: bool) -> JobState:
+        """Store ``spec`` (new, or redefined): a new job is anchored now; a job whose timing changed is
+        re-anchored now (its due occurrences keep their course, new instants follow the new timing)."""
+        from geode.schedule.stored import definition_of, job_of
+
+        now = self.now()
+        old = self.jobs.get(spec.name)
+        job, _ = redefine(old.job if old is not None else None, spec, None, now)
+        retimed = old is not None and job.created_at != old.job.created_at
+        anchor = job.created_at if retimed or (old is not None and old.anchored) else None
+        definition = definition_of(spec, declarative=declarative, anchored_at=anchor)
+        entry = self.ledger.put_job(spec.name, definition, created_at=job.created_at)
+        assert entry.job is not None
+        stored, declared = job_of(entry.job)
+        state = JobState(stored, entry.cursor, declared, bound=old.bound if old is not None else None)
+        state.anchored = stored.created_at != entry.job.created_at
+        if retimed:
+            state.queue = []  # instants of the old timing not started yet are not this job's any more
+        self.jobs[spec.name] = state
+        return state
+
+    def remove(self, name: str) -> bool:
+        """Drop a job definition (its occurrences stay; a due one is followed to its outcome)."""
+        removed = self.ledger.remove_job(name)
+        self.jobs.pop(name, None)
+        return removed
+
+    def set_paused(self, name: str, paused: bool) -> JobState:
+        """Pause, or resume (which also re-enables a job the failure backoff disabled)."""
+        state = self.jobs[name]
+        if paused:
+            state.cursor = self.ledger.set_job_state(name, paused=True)
+        else:
+            state.cursor = self.ledger.set_job_state(name, paused=False, disabled=False, reset_failures=True)
+        return state
+
+    def run_now(self, name: str, request_id: str) -> tuple[OccurrenceRow, bool]:
+        """One run of job ``name`` now, once per ``request_id``: the row and whether it is a repeat."""
+        occ = OccurrenceId(job=name, request_id=request_id)
+        row, new = self.fire(occ)
+        if row is None:
+            row = self.ledger.occurrence(occ)
+        assert row is not None
+        return row, not new

@@ -1,0 +1,44 @@
+"""How a job is kept in the ledger's job record: the spec's JSON (the store keeps it opaque) plus who owns it
+(``declarative``: a ``[[schedule.jobs]]`` entry, which ``geode reload`` adds, changes and removes). Readers
+without a daemon (``geode schedule list``) parse a record back with :func:`job_of`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from geode.records.schedule_models import JobRecord
+from geode.schedule.jobs import Job, JobError, JobSpec, one_line
+
+DECLARATIVE = "declarative"  # keys of a stored definition beside the spec's own
+ANCHOR = "anchored_at"  # a job whose timing changed: its instants start here (the record keeps its creation)
+_OURS = (DECLARATIVE, ANCHOR)
+
+
+def definition_of(spec: JobSpec, *, declarative: bool, anchored_at: datetime | None = None) -> dict[str, Any]:
+    """The stored definition of ``spec`` (as given: the store redacts it before writing)."""
+    out = {**spec.model_dump(mode="json", exclude_none=True), DECLARATIVE: declarative}
+    if anchored_at is not None:
+        out[ANCHOR] = anchored_at.astimezone(UTC).isoformat()
+    return out
+
+
+def spec_of(definition: dict[str, Any]) -> tuple[JobSpec, bool]:
+    """A stored definition back as its spec and whether it is declarative; :class:`JobError` in one line."""
+    data = {k: v for k, v in definition.items() if k not in _OURS}
+    try:
+        return JobSpec.model_validate(data), bool(definition.get(DECLARATIVE, False))
+    except ValidationError as exc:
+        raise JobError(one_line(exc, data.get("name"))) from None
+
+
+def job_of(record: JobRecord) -> tuple[Job, bool]:
+    """The stored job (anchored at the record's creation instant) and whether it is declarative."""
+    spec, declarative = spec_of(record.definition)
+    anchor = record.definition.get(ANCHOR)
+    created = record.created_at
+    if isinstance(anchor, str):
+        created = max(created, datetime.fromisoformat(anchor))
+    return spec.stored(created), declarative
