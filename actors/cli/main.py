@@ -26,8 +26,9 @@ COMMAND_MODULES = (
     "actors.cli.mcp_cmds",  # mcp (dispatched early by main())
     "actors.cli.trust_cmds",  # trust
     "actors.cli.keys_cmds",  # keys init, keys show
-    "actors.cli.schedule_cmds",  # schedule add|list|show|rm|pause|resume|run-now|runs
 )
+# Imported only when the command line may need them (not for another command, e.g. `geode status`).
+LAZY_COMMAND_MODULES = ("actors.cli.schedule_cmds",)  # schedule add|list|show|rm|pause|resume|run-now|runs
 
 
 def _plain_flags() -> None:
@@ -56,13 +57,20 @@ def optional_resume(argv: list[str]) -> list[str]:
     return out
 
 
-def build_app() -> typer.Typer:
+def build_app(argv: list[str] | None = None) -> typer.Typer:
+    """The whole command line; given ``argv`` whose first word names an eagerly registered command, the
+    lazy command modules are left out (that command never reaches them)."""
     import typer
 
     _plain_flags()
     app = typer.Typer(add_completion=False, no_args_is_help=False, help="GEODE agent host")
     for name in COMMAND_MODULES:  # our own modules: one that fails to import is a bug, not a missing command
         importlib.import_module(name).register(app)
+    eager = {str(c.name or getattr(c.callback, "__name__", "")) for c in app.registered_commands}
+    eager = {n.replace("_", "-") for n in eager} | {g.name or "" for g in app.registered_groups}
+    if not argv or argv[0] not in eager:
+        for name in LAZY_COMMAND_MODULES:
+            importlib.import_module(name).register(app)
     return app
 
 
@@ -144,7 +152,8 @@ def main() -> None:
         note_broken_config(argv)
         if os.environ.get(HOT_ENV, "1") != "0" and _run_hot(argv):
             return
-        build_app()(args=optional_resume(argv), prog_name="geode")
+        args = optional_resume(argv)
+        build_app(args)(args=args, prog_name="geode")
     except ConfigError as exc:  # a config a command needs is broken: its one line, never a traceback
         print(f"geode: {exc.message or exc}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None

@@ -99,7 +99,7 @@ def test_help_usage_errors_and_other_commands_go_through_the_typer_app(
 ) -> None:
     built: list[bool] = []
 
-    def app() -> Any:
+    def app(*_argv: Any) -> Any:
         built.append(True)
         raise SystemExit(2)
 
