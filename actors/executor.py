@@ -39,6 +39,7 @@ from geode.tools.builtin.bash import BashLimits
 from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
 from geode.tools.builtin.messaging import BusMessenger
+from geode.tools.builtin.schedule_job import BusScheduler
 from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
@@ -46,6 +47,7 @@ from geode.tools.observation import ObservationSweep
 from geode.tools.remote_agent import RemoteAgent
 from geode.tools.remote_routing import InlineTypes, RemoteRouter
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery
+from geode.tools.schedule_rule import ScheduleRule
 from geode.tools.send_rule import SendRule
 from geode.tools.service import ToolService
 from geode.tools.spec import ToolSpec
@@ -155,6 +157,13 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
             StoreClient(bus.transport, attempts=3),
             max_per_turn=tools.send_message.max_per_turn,
         ),
+        # schedule_job: a chat whose binding allows it, the create check over DAEMON's real denylist
+        schedule_rule=ScheduleRule(
+            ctx.settings.messengers.bindings,
+            StoreClient(bus.transport, attempts=3),
+            tools=builtin_specs(),
+            config=cfg,
+        ),
     )
     kw.update(overrides)
     return ToolExecutor(**kw)
@@ -171,6 +180,8 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     executor = executor_from_config(
         bus, ctx, handlers={**builtin_handlers(), **mcp_handlers}, gate=mcp.overlay.gate
     )
+    executor.services["scheduler"] = BusScheduler(bus.transport)  # schedule_job: the scheduler child
+    executor.schedule_rule.use_tools([*builtin_specs(), *mcp_specs])
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     # at start and every SWEEP_S: what an earlier incarnation left uncertain and can be observed is settled
     sweep = ObservationSweep(StoreClient(bus.transport, attempts=3), executor.owner).start()
@@ -328,6 +339,7 @@ def apply_reload(child: ExecutorChild, change: ConfigChange, settings: TreeSetti
         delegate = ex.services.get("delegate")
         if delegate is not None:
             delegate.specs = tuple(specs)
+        ex.schedule_rule.use_tools(specs)
         if child.mcp is not None:
             retired.append(child.mcp.close)
         child.mcp = mcp
@@ -335,6 +347,9 @@ def apply_reload(child: ExecutorChild, change: ConfigChange, settings: TreeSetti
     if MESSENGERS in change.areas and ex.send_rule is not None:
         ex.send_rule.use_bindings(settings.messengers.bindings)
         done.append("send_message bindings")
+    if MESSENGERS in change.areas:
+        ex.schedule_rule.use_bindings(settings.messengers.bindings)
+        done.append("schedule_job bindings")
     if retired:
         threading.Thread(target=_retire, args=(ex, retired), name="reload-retire", daemon=True).start()
     return done

@@ -138,6 +138,8 @@ class MessengerBinding(BaseModel):
     time_budget_s: float = Field(default=120.0, gt=0, le=MAX_TIME_BUDGET_S)
     # other bound chats this chat's turns may post to with send_message ("telegram:-100…"); its own always
     send_to: Annotated[list[str], AfterValidator(_destinations)] = Field(default_factory=list)
+    # true: this chat's turns are offered schedule_job (each create/cancel asked of its approvers)
+    allow_schedule: StrictBool = False
 
     @field_validator("channel_id")
     @classmethod

@@ -47,6 +47,7 @@ def daemon_session_spec(
         workspace=workspace,
         time_budget_override=binding.time_budget_s,
         allowed_tool_names=binding.allowed_tools,
+        schedule_allowed=binding.allow_schedule,
         model_override=model_override,
         origin=origin,
         plan=plans.base() if plans is not None else None,  # the built-ins when the executor is down

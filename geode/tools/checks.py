@@ -46,6 +46,7 @@ class Request:
     force_ask: bool = False
     ask_reason: str = ""
     approval_class: str = ""  # a write to a file GEODE executes or loads as instructions (loaded_files)
+    approval_detail: str = ""  # the whole text a person approves, when a tool's rule words it (schedule_job)
     rewrites: list[str] = field(default_factory=list)  # "<stage>:<old name>-><new name>" (observation)
 
     def deny(self, stage: str, message: str, error_type: str, **extra: Any) -> Denied:

@@ -33,6 +33,7 @@ from geode.tools.plan_cache import PlanCache
 from geode.tools.post_tool_use import post_tool_use
 from geode.tools.receipts import OMITTED, Receipts, needs_receipt
 from geode.tools.result_redaction import ResultRedactor
+from geode.tools.schedule_rule import ScheduleRule, check_schedule
 from geode.tools.send_rule import SendRule, check_send
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 from geode.tools.timeline import ToolTimeline
@@ -65,6 +66,7 @@ class ToolExecutor:
         approval_timeout_s: float = APPROVAL_TIMEOUT_S,
         gate: Any = None,
         send_rule: SendRule | None = None,
+        schedule_rule: ScheduleRule | None = None,
     ) -> None:
         if handlers is None:
             from geode.tools.builtin.catalogue import builtin_handlers
@@ -101,6 +103,8 @@ class ToolExecutor:
         self.services.setdefault("web_hosts", self.web_hosts)  # and its handler checks every hop
         self.redactor = ResultRedactor()  # secrets masked in every result before anything sees it
         self.send_rule = send_rule  # where send_message may post, and how often per turn (the daemon's)
+        # where schedule_job may run, its create check and approval text (no bindings, no chat allows it)
+        self.schedule_rule = schedule_rule or ScheduleRule((), None, config=self._config, tools=_specs())
 
     # --- public API ----------------------------------------------------------------------------------
     def bind_plan(self, plan: BoundToolPlan) -> None:
@@ -191,6 +195,7 @@ class ToolExecutor:
         c.schema(req)
         c.pre_tool_use(req)
         check_send(self.send_rule, req)  # send_message: where it may post, how often per turn
+        check_schedule(self.schedule_rule, req, c.workspace_for(req.ctx))  # schedule_job: where, which job
         spec, call, ctx = req.spec, req.call, req.ctx
         assert spec is not None
         entry = self._handlers.get(spec.handler)
@@ -214,7 +219,7 @@ class ToolExecutor:
         verdict = self.web_hosts.earlier(ctx, host) or self.approvals.decide(
             ctx,
             asked,
-            shown + self._detail(spec, call, req.ask_reason) + self.web_hosts.note(host),
+            shown + self._detail(spec, call, req.ask_reason, req.approval_detail) + self.web_hosts.note(host),
             forced=req.force_ask or first_use or host is not None,
             scope=always_key(spec.name, call.input),
         )
@@ -324,14 +329,23 @@ class ToolExecutor:
         return max(0.05, seconds)
 
     @staticmethod
-    def _detail(spec: ToolSpec, call: ToolCall, why: str = "") -> str:
+    def _detail(spec: ToolSpec, call: ToolCall, why: str = "", worded: str = "") -> str:
         """What the person approves: the whole call, unredacted and uncut (a redacted or cut command hid
-        what ran). It travels only in the transient approval message; personal data shows argument names."""
+        what ran), or the tool rule's ``worded`` text of it (schedule_job). It travels only in the
+        transient approval message; personal data shows argument names."""
         note = f" (hook: {why[:200]})" if why else ""
+        if worded:
+            return worded + note
         if spec.policy.data_class is DataClass.PERSONAL:
             names = ", ".join(sorted(map(str, call.input))) or "none"
             return f"{call.name} (arguments: {names}) {OMITTED}{note}"
         return f"{call.name} {json.dumps(call.input, ensure_ascii=False)}{note}"
+
+
+def _specs() -> tuple[ToolSpec, ...]:
+    from geode.tools.builtin.catalogue import builtin_specs  # the catalogue imports the handlers
+
+    return builtin_specs()
 
 
 def observe(

@@ -99,18 +99,7 @@ class SendRule:
         return SendVerdict("ask", f"post to {dest}")
 
     def _chat_of(self, turn_id: str) -> str:
-        """The turn's chat, ``"<platform>:<channel key>"``, from its record (as the messengers child stored
-        it); "" when the record says it is not a chat's turn."""
-        record = self._turns.get_turn(turn_id) if self._turns is not None else None
-        if record is None or record.origin != CHAT_ORIGIN:
-            return ""
-        origin = record.input.get("messenger") if isinstance(record.input, dict) else None
-        if not isinstance(origin, dict):
-            return ""
-        try:
-            return canonical_destination(f"{origin.get('platform', '')}:{origin.get('channel_key', '')}")
-        except ValueError:
-            return ""
+        return turn_chat(self._turns, turn_id)
 
     def _count(self, ctx: ToolContext) -> SendVerdict | None:
         """None while the turn is under its cap (this call counted once, by its operation id)."""
@@ -130,6 +119,21 @@ class SendRule:
                 )
             ops.add(ctx.operation_id)
         return None
+
+
+def turn_chat(turns: TurnSource | None, turn_id: str) -> str:
+    """The turn's chat, ``"<platform>:<channel key>"``, from its record (as the messengers child stored it);
+    "" when the record says it is not a chat's turn. A store error propagates (``GeodeError``)."""
+    record = turns.get_turn(turn_id) if turns is not None else None
+    if record is None or record.origin != CHAT_ORIGIN:
+        return ""
+    origin = record.input.get("messenger") if isinstance(record.input, dict) else None
+    if not isinstance(origin, dict):
+        return ""
+    try:
+        return canonical_destination(f"{origin.get('platform', '')}:{origin.get('channel_key', '')}")
+    except ValueError:
+        return ""
 
 
 def check_send(rule: SendRule | None, req: Request) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geode.tools.builtin import bash, computer, delegate, files, messaging, search, web
+from geode.tools.builtin import bash, computer, delegate, files, messaging, schedule_job, search, web
 from geode.tools.builtin.file_observation import observe_edit, observe_write
 from geode.tools.handlers import HandlerEntry
 from geode.tools.spec import ApprovalMode as A
@@ -148,6 +148,36 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
         deadline_s=600,
     ),
     ToolSpec(
+        name="schedule_job",
+        description=(
+            "Schedule a prompt to run later, unattended (no approvals), in this session's workspace. "
+            "action create: name, exactly one of cron (5 fields) / every ('90s', '15m', '1h', '1d') / at "
+            "(ISO time), tz (IANA zone, default UTC), prompt, optional deliver (a bound chat "
+            "'telegram:<chat id>') and tools (default: what a chat may use). action list: the jobs. "
+            "action cancel: name (a job you made)."
+        ),
+        input_schema=_obj(
+            {
+                "action": {"enum": ["create", "list", "cancel"]},
+                "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                "cron": _S,
+                "every": _S,
+                "at": _S,
+                "tz": _S,
+                "prompt": {"type": "string", "minLength": 1},
+                "deliver": _S,
+                "tools": {"type": "array", "items": {"type": "string", "minLength": 1}},
+            },
+            ["action"],
+        ),
+        handler="builtin:schedule_job",
+        # DAEMON only where a chat's binding sets allow_schedule (geode/tools/schedule_rule.py)
+        policy=SafetyPolicy(
+            effect=E.MUTATE, allow_headless=False, allow_subagents=False, resource_strategy="global:schedule"
+        ),
+        deadline_s=60,
+    ),
+    ToolSpec(
         name="computer",
         description="Control the desktop: screenshot, mouse moves and clicks, typing and keys.",
         input_schema=_obj(
@@ -194,5 +224,6 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
         "builtin:send_message": HandlerEntry(messaging.send_message),
         "builtin:delegate_task": HandlerEntry(delegate.delegate_task),
+        "builtin:schedule_job": HandlerEntry(schedule_job.schedule_job),
         "builtin:computer": HandlerEntry(computer.computer),
     }
