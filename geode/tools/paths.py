@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from geode.home import GeodeHome
-from geode.tools.secret_files import CREDENTIAL, GEODE_HOME, SecretFiles
+from geode.tools.secret_files import CREDENTIAL, GEODE_HOME, HOME_WORKSPACES, SecretFiles
 from geode.tools.spec import ToolContext
 
 PATH_MAX = 4096  # bytes, Linux
@@ -50,14 +50,17 @@ class Exclusion:
 
     @classmethod
     def of_home(cls, home: GeodeHome) -> Exclusion:
-        """The home and its run dir (which may live elsewhere, e.g. ``$XDG_RUNTIME_DIR``); ``workspace/``
-        under the home stays usable because it is where a session without a cwd works."""
+        """The home and its run dir (which may live elsewhere, e.g. ``$XDG_RUNTIME_DIR``); ``workspace/`` and
+        ``workspaces/`` under the home stay usable: a session without a cwd works in the first, a scheduled
+        job in its own folder of the second."""
         paths = [_real(home.root)]
         try:
             paths.append(_real(home.run_dir))
         except Exception:  # a run dir that cannot be computed: the home alone is still excluded
             pass
-        carved = cls.carving(tuple(dict.fromkeys(paths)), (_real(home.root / "workspace"),))
+        carved = cls.carving(
+            tuple(dict.fromkeys(paths)), tuple(_real(home.root / d) for d in HOME_WORKSPACES)
+        )
         return replace(carved, home=_real(home.root))
 
     @classmethod

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GEODE_HOME = "geode_home"
+# a home's folders sessions work in: ``workspace/`` (no cwd) and ``workspaces/`` (a scheduled job's, per job)
+HOME_WORKSPACES = ("workspace", "workspaces")
 CREDENTIAL = "credential_file"
 
 # The known credential files, relative to a user's home. Those of the daemon user's home are refused by
@@ -140,11 +142,11 @@ class SecretFiles:
 
     def in_other_home(self, d: Path) -> bool:
         """Whether directory ``d`` is, or lies inside, a GEODE home not in ``handled`` (outside its
-        ``workspace/``)."""
+        ``workspace/`` and ``workspaces/``)."""
         child: Path | None = None
         for here in (d, *d.parents):
             if here not in self.handled and self._home(here):
-                if child is None or child.name != "workspace":
+                if child is None or child.name not in HOME_WORKSPACES:
                     return True
             child = here
         return False

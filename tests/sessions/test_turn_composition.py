@@ -51,7 +51,7 @@ def _shape(turn: ComposedTurn) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.parametrize("mode", ["IPC", "REPL", "DAEMON", "HEADLESS"])
+@pytest.mark.parametrize("mode", ["IPC", "REPL", "DAEMON", "HEADLESS", "AUTOMATION"])
 def test_every_path_composes_the_same_turn(tmp_path: Path, mode: str) -> None:
     home = GeodeHome(tmp_path / "h").ensure()
     ws = tmp_path / "ws"
@@ -74,9 +74,10 @@ def test_every_path_composes_the_same_turn(tmp_path: Path, mode: str) -> None:
     on_worker = worker.compose(composed)
     assert _shape(in_process) == _shape(without_spec) == _shape(on_worker)
 
-    headless = mode in ("DAEMON", "HEADLESS")
+    headless = mode in ("DAEMON", "HEADLESS", "AUTOMATION")
     settings, names = in_process.settings, in_process.plan.tool_names if in_process.plan else ()
-    assert settings.time_budget_s == (120.0 if headless else 0.0)  # the mode's budget, or [loop]'s 0
+    budget = {"DAEMON": 120.0, "HEADLESS": 120.0, "AUTOMATION": 300.0}.get(mode, 0.0)
+    assert settings.time_budget_s == budget  # the mode's budget, or [loop]'s 0
     assert ("run_bash" in names, "computer" in names) == (not headless, not headless)
     assert "proj_lookup" not in names and "read_file" in names  # a project's tool only inside the project
     assert in_process.prompt.workspace == ws.resolve()
@@ -98,3 +99,6 @@ def test_the_daemon_computer_use_exception_is_read_from_the_snapshot_on_every_pa
         "DAEMON", home=home, env={}, workspace=tmp_path, plan=catalogue, config=TreeSettings.from_raw({})
     )
     assert "computer" not in snap.visible_tools  # the caller's snapshot wins over the file saved since
+    automation = turns.TurnRun(turn_id="a", session_id="s", mode="AUTOMATION", settings={"workspace": "/"})
+    never = compose_turn(automation, config, catalogue=catalogue, rules_dir=home.rules_dir)
+    assert never.plan is not None and "computer" not in never.plan.tool_names  # AUTOMATION: never
