@@ -26,7 +26,8 @@ MESSENGERS = "messengers"  # the messengers child restarts itself
 HOOKS = "hooks"  # the executor's hook runner (next tool call) and the loop workers' prompt hooks (next turn)
 MCP = "mcp"  # the executor reloads its MCP hub; the loop workers ask for the new catalogue
 LOOP = "loop"  # loop, verify, provider and model settings: the next turn
-AREAS = (MESSENGERS, HOOKS, MCP, LOOP)
+SCHEDULE = "schedule"  # the scheduler child re-applies [[schedule.jobs]] and grace_s (the ledger stays)
+AREAS = (MESSENGERS, HOOKS, MCP, LOOP, SCHEDULE)
 
 # key paths (first one or two parts) that a running child applies, and their area; the rest needs serve
 _LIVE: tuple[tuple[str, str], ...] = (
@@ -41,6 +42,8 @@ _LIVE: tuple[tuple[str, str], ...] = (
     ("verify", LOOP),
     ("providers", LOOP),
     ("model", LOOP),
+    ("schedule.enabled", ""),  # whether the daemon starts a scheduler child: at start
+    ("schedule", SCHEDULE),
 )
 _NOT_THE_DAEMONS = ("mcp.serve.",)  # read by `geode mcp` when it starts, never by the tree
 _SHOWN = ("loop.", "verify.", "model", "providers.model")  # values safe to print; elsewhere only the key
@@ -108,6 +111,8 @@ def diff_config(
     if LOOP in areas:
         loop = [_value_note(k, before.get(k), after.get(k)) for k in by_area[LOOP]]
         applied.append("loop: " + ", ".join(loop) + " (next turn)")
+    if SCHEDULE in areas:
+        applied.append(f"scheduler: {', '.join(_sections(by_area[SCHEDULE]))} re-applied (the ledger stays)")
     others = [k for k in env_keys if k not in token_vars]
     if others:  # provider keys and endpoints: every turn reads .env (the process environment cannot change)
         applied.append(".env: " + ", ".join(others) + " changed (next turn)")

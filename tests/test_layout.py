@@ -81,7 +81,11 @@ def test_actors_top_level_is_the_process_list() -> None:
     modules = {p.stem for p in (ROOT / "actors").glob("*.py") if p.name != "__init__.py"}
     packages = {p.name for p in (ROOT / "actors").iterdir() if (p / "__init__.py").exists()}
     processes = {ref.partition(":")[0].removeprefix("actors.") for ref in BUILDERS.values()}
-    assert modules == processes == {"store", "lanes", "executor", "loop_worker", "control", "messengers"}
+    assert (
+        modules
+        == processes
+        == {"store", "lanes", "executor", "loop_worker", "control", "messengers", "scheduler"}
+    )
     assert packages == {"bus", "tree", "cli"}
 
 

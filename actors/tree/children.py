@@ -14,24 +14,30 @@ from actors.tree.worker_role import WorkerRole
 __all__ = ["child_names", "tree_specs"]
 
 
-def child_names(settings: TreeSettings, role: WorkerRole | None = None) -> list[str]:
-    """store, lanes, executor, loop-1..loop-N (``[loop] workers``), control, messengers; a worker host
-    (``role``) runs only its ``--children``: executor and/or loop-1..loop-N."""
+def child_names(settings: TreeSettings, role: WorkerRole | None = None, *, daemon: bool = False) -> list[str]:
+    """store, lanes, executor, loop-1..loop-N (``[loop] workers``), control, messengers, and in the daemon's
+    tree (``daemon``: ``geode serve``, never ``--repl`` or ``geode mcp``) the scheduler unless ``[schedule]
+    enabled = false``; a worker host (``role``) runs only its ``--children``: executor and/or loops."""
     n = settings.loop.workers  # 1..64, checked by the schema
     loops = [f"loop-{i}" for i in range(1, n + 1)]
     if role is not None:
         executor = ["executor"] if "executor" in role.children else []
         return [*executor, *(loops if "loop" in role.children else [])]
-    return ["store", "lanes", "executor", *loops, "control", "messengers"]
+    scheduler = ["scheduler"] if daemon and settings.schedule.enabled else []
+    return ["store", "lanes", "executor", *loops, "control", "messengers", *scheduler]
 
 
 def tree_specs(
-    settings: TreeSettings, python: str = sys.executable, role: WorkerRole | None = None
+    settings: TreeSettings,
+    python: str = sys.executable,
+    role: WorkerRole | None = None,
+    *,
+    daemon: bool = False,
 ) -> list[ChildSpec]:
     """Per-child overrides live in ``[supervisor.children.<name or kind>]`` (restart, shutdown_ms)."""
     per = settings.supervisor.children
     specs = []
-    for name in child_names(settings, role):
+    for name in child_names(settings, role, daemon=daemon):
         over: dict[str, Any] = {}
         for key in (kind_of(name), name):  # the name's own table wins over its kind's
             if key in per:

@@ -31,6 +31,7 @@ BUILDERS: dict[str, str] = {
     "loop": "actors.loop_worker:build",  # hosted by loop-1 .. loop-N
     "control": "actors.control:build",
     "messengers": "actors.messengers:build",
+    "scheduler": "actors.scheduler:build",  # geode serve only (actors/tree/children.py)
 }
 
 

@@ -80,7 +80,7 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         print(f"geode serve: {refusal}", file=sys.stderr)
         print("geode serve: refusing to start; no child was started", file=sys.stderr)
         return EXIT_CONFIG
-    names = child_names(settings, role)
+    names = child_names(settings, role, daemon=True)
     incarnations = IncarnationStore(home.root / "incarnations.json")
     inc = incarnations.next(ENDPOINT)
     process_logging.configure(home, ENDPOINT, inc, settings=settings)
@@ -100,7 +100,7 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         if "messengers" in names and (sdks := settings.messengers.sdk_modules()):
             env[WARM_ENV] = ",".join(sdks)  # the zygote imports them: a restarted messengers child is quick
         tree = Supervisor(
-            tree_specs(settings, role=role),
+            tree_specs(settings, role=role, daemon=True),
             settings.supervisor.tree,
             logs_dir=home.logs_dir,
             incarnations=incarnations,

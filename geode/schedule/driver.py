@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from geode.protocol.errors import Conflict, GeodeError
-from geode.records.schedule_models import ClaimKind, JobCursor, OccurrenceRow
+from geode.records.schedule_models import ClaimKind, JobCursor, JobRecord, OccurrenceRow
 from geode.schedule.jobs import Job, JobSpec
 from geode.schedule.occurrences import OccurrenceId
 from geode.schedule.outcomes import (
@@ -58,6 +58,7 @@ class JobState:
     bound: datetime | None = None  # instants planned (run, queued, skipped) through here
     queue: list[datetime] = field(default_factory=list)
     anchored: bool = False  # re-anchored by a timing change (the stored definition says where)
+    record: JobRecord | None = None  # as stored (definition, revision, creation instant)
 
 
 @dataclass
@@ -109,7 +110,7 @@ class Driver:
             except GeodeError as exc:
                 log.warning("scheduler: stored job %s not loaded: %s", entry.cursor.job_id, exc)
                 continue
-            state = JobState(job, entry.cursor, declarative)
+            state = JobState(job, entry.cursor, declarative, record=entry.job)
             state.anchored = job.created_at != entry.job.created_at
             self.jobs[job.name] = state
         for row in self.ledger.open_occurrences():
@@ -216,14 +217,14 @@ class Driver:
                 return
         done = done_for(f.end.termination_reason)
         target = state.job.deliver if state is not None else None
-        if target is None or self.chat is None:
+        if state is None or target is None or self.chat is None:
             self._record(f, done)
             return
         if f.retry_at is not None and now < f.retry_at:
             return
         text = f.end.text if f.end.text.strip() else NO_ANSWER.format(reason=f.end.termination_reason)
         op = reply_operation_id(f.row.turn_id)
-        d = self.chat.post(target.destination, text, operation_id=op, turn_id=f.row.turn_id)
+        d = self.chat.post(state.job, f.row, text, operation_id=op)
         reason = (d.reason or d.state)[:500].replace("\n", " ").replace("\r", " ")
         if d.state == "posted":
             self._record(f, done)
@@ -260,12 +261,8 @@ class Driver:
             failures=cursor.consecutive_failures, disabled=True, last_error=cursor.disabled_reason
         )
         try:
-            self.chat.post(
-                target.destination,
-                disabled_notice(state.job, health),
-                operation_id=notice_operation_id(f.occ.text),
-                turn_id=f.row.turn_id,
-            )
+            notice = disabled_notice(state.job, health)
+            self.chat.post(state.job, f.row, notice, operation_id=notice_operation_id(f.occ.text))
         except GeodeError as exc:
             log.warning("scheduler: the disabled notice of %s was not posted: %s", state.job.name, exc)
 
@@ -300,7 +297,7 @@ class Driver:
         assert entry.job is not None
         stored, declared = job_of(entry.job)
         state = JobState(stored, entry.cursor, declared, bound=old.bound if old is not None else None)
-        state.anchored = stored.created_at != entry.job.created_at
+        state.anchored, state.record = stored.created_at != entry.job.created_at, entry.job
         if retimed:
             state.queue = []  # instants of the old timing not started yet are not this job's any more
         self.jobs[spec.name] = state

@@ -102,4 +102,6 @@ class Delivery(BaseModel):
 class Chat(Protocol):
     """The receipted post of a reply (the executor's ``messenger.deliver``)."""
 
-    def post(self, destination: str, text: str, *, operation_id: str, turn_id: str) -> Delivery: ...
+    def post(self, job: Job, row: OccurrenceRow, text: str, *, operation_id: str) -> Delivery:
+        """Post ``text`` to ``job``'s delivery chat once per ``operation_id`` (for ``row``'s turn)."""
+        ...

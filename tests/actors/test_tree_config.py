@@ -65,7 +65,15 @@ def test_backoff_grows_and_is_capped() -> None:
 
 
 def test_registry_names_every_process_and_refuses_an_unknown_kind() -> None:
-    assert set(registry.BUILDERS) == {"store", "lanes", "executor", "loop", "control", "messengers"}
+    assert set(registry.BUILDERS) == {
+        "store",
+        "lanes",
+        "executor",
+        "loop",
+        "control",
+        "messengers",
+        "scheduler",
+    }
     assert all(registry.builder_for(k)[1] for k in registry.BUILDERS)  # every builder imports
     with pytest.raises(ConfigError, match="no actor process is named 'ghost'"):
         registry.builder_for("ghost-1")

@@ -54,7 +54,7 @@ class FakeChat:
     answers: list[str] = field(default_factory=list)
     posts: dict[str, str] = field(default_factory=dict)  # operation id -> text (a receipt: posted once)
 
-    def post(self, destination: str, text: str, *, operation_id: str, turn_id: str) -> Delivery:
+    def post(self, job: Job, row: OccurrenceRow, text: str, *, operation_id: str) -> Delivery:
         state = self.answers.pop(0) if self.answers else "posted"
         if state == "posted":
             self.posts.setdefault(operation_id, text)
