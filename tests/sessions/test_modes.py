@@ -35,6 +35,8 @@ def test_mode_table_matches_design() -> None:
     headless = MODES[SessionMode.HEADLESS]
     assert headless.approvals == "deny" and headless.time_budget_s == 120
     assert MODES[SessionMode.IPC].hitl_level == 2 and MODES[SessionMode.DAEMON].hitl_level == 0
+    automation = MODES[SessionMode.AUTOMATION]
+    assert automation.approvals == "deny" and automation.time_budget_s == 300 and automation.headless
 
 
 @pytest.mark.parametrize("mode", [SessionMode.IPC, SessionMode.REPL])
@@ -42,7 +44,7 @@ def test_interactive_modes_deny_nothing_by_default(mode: SessionMode) -> None:
     assert default_denylist(mode, plan_tools=TOOLS) == frozenset()
 
 
-@pytest.mark.parametrize("mode", [SessionMode.DAEMON, SessionMode.HEADLESS])
+@pytest.mark.parametrize("mode", [SessionMode.DAEMON, SessionMode.HEADLESS, SessionMode.AUTOMATION])
 def test_headless_modes_deny_bash_delegate_computer_personal(mode: SessionMode) -> None:
     denied = default_denylist(mode, plan_tools=TOOLS)
     assert {"run_bash", "delegate_task", "computer", "calendar_list"} <= denied
@@ -54,6 +56,7 @@ def test_computer_use_exception_only_daemon_and_only_literal_true() -> None:
         yes = GeodeConfig.from_raw({section: {"allow_computer_use": True}})
         assert "computer" not in default_denylist("DAEMON", config=yes, plan_tools=TOOLS)
         assert "computer" in default_denylist("HEADLESS", config=yes, plan_tools=TOOLS)
+        assert "computer" in default_denylist("AUTOMATION", config=yes, plan_tools=TOOLS)
     assert "computer" in default_denylist("DAEMON", config=GeodeConfig(), plan_tools=TOOLS)
     for not_literal in ("true", 1, "yes"):  # refused when the snapshot is built: never the exception
         with pytest.raises(ConfigError, match="allow_computer_use"):
