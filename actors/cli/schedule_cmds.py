@@ -112,9 +112,9 @@ def add(
     if as_json:
         _echo_json(reply.job.model_dump(mode="json"))
         return
-    from actors.cli.schedule_view import when_text
+    from actors.cli.schedule_view import utc_shown, when_text
 
-    nxt = reply.job.next_instant or "none"
+    nxt = utc_shown(reply.job.next_instant) or "none"
     typer.echo(f"added job {name}: {when_text(reply.job)} · next {nxt}")
 
 

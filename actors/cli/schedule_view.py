@@ -122,9 +122,18 @@ def job_summaries(home: GeodeHome, views: list[sched_msg.JobView]) -> list[dict[
     for v in views:
         item = v.model_dump(mode="json")
         item["name"], item["when"], item["state"] = v.entry.cursor.job_id, when_text(v), state_text(v.entry)
+        item["next_instant"] = utc_shown(v.next_instant)
         item["last"] = run_json(last[item["name"]]) if last.get(item["name"]) is not None else None
         out.append(item)
     return out
+
+
+def utc_shown(text: str | None) -> str | None:
+    """An ISO instant as the ledger writes instants (``2027-03-01T08:06:00Z``), whichever way it came."""
+    try:
+        return utc_text(datetime.fromisoformat(text).replace(microsecond=0)) if text else None
+    except ValueError:
+        return text
 
 
 def when_text(view: sched_msg.JobView) -> str:
