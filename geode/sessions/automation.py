@@ -31,7 +31,7 @@ from geode.messengers.session_spec import PlanSource
 from geode.schedule.jobs import JobError, JobSpec
 from geode.schedule.occurrences import parse_occurrence_id, utc_text
 from geode.sessions.factory import SessionSpec, create_session
-from geode.sessions.modes import AUTOMATION_ORIGIN, COMPUTER_TOOLS, SessionMode, default_denylist
+from geode.sessions.modes import AUTOMATION_ORIGIN, NEVER_GRANTED, SessionMode, default_denylist
 from geode.tools.plan import BoundToolPlan, compile_plan
 from geode.tools.spec import ToolSpec
 
@@ -87,14 +87,15 @@ def _tool_lists(
     job: JobSpec, denied: frozenset[str], tools: tuple[ToolSpec, ...]
 ) -> tuple[frozenset[str], frozenset[str] | None, frozenset[str]]:
     """(denied, allowed, granted) for the job: an operator's explicit names leave the denylist (never
-    computer use, never a tool its own policy denies) and are granted; a model's only narrow."""
+    computer use or schedule_job, never a tool its own policy denies) and are granted; a model's only
+    narrow."""
     if job.allowed_tools is None:
         return denied, None, frozenset()
     named = frozenset(job.allowed_tools)
     if job.origin != "operator":
         return denied, named - denied, frozenset()
     declared = {t.name for t in tools if t.policy.denied}
-    lifted = (named & denied) - COMPUTER_TOOLS - declared
+    lifted = (named & denied) - NEVER_GRANTED - declared
     denied = denied - lifted
     return denied, named - denied, named - denied
 

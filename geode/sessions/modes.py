@@ -67,6 +67,8 @@ HEADLESS_DENIED_TOOLS = frozenset(
     | COMPUTER_TOOLS
 )
 SCHEDULE_TOOL = "schedule_job"
+# what no operator's job can grant in AUTOMATION: computer use, and making jobs (a job never makes jobs)
+NEVER_GRANTED = COMPUTER_TOOLS | {SCHEDULE_TOOL}
 # Personal-data tools known by name even when no plan spec says so (Google Workspace, calendar, mail).
 PERSONAL_DATA_PREFIXES = ("gmail_", "google_", "calendar_", "gcal_", "contacts_", "gdrive_")
 
@@ -88,9 +90,9 @@ def computer_use_allowed(mode: SessionMode, config: GeodeConfig | None) -> bool:
 
 def operator_granted(mode: str, granted: Iterable[str], name: str) -> bool:
     """An AUTOMATION call to a tool the operator's job names explicitly in ``allowed_tools`` (``granted``):
-    it passes the headless policy and runs without an approval (policy, not a prompt). Never computer use,
-    never in another mode (a model-created job grants nothing)."""
-    return mode == SessionMode.AUTOMATION.value and name in granted and name not in COMPUTER_TOOLS
+    it passes the headless policy and runs without an approval (policy, not a prompt). Never computer use or
+    schedule_job (:data:`NEVER_GRANTED`), never in another mode (a model-created job grants nothing)."""
+    return mode == SessionMode.AUTOMATION.value and name in granted and name not in NEVER_GRANTED
 
 
 def is_personal(name: str, spec: ToolSpec | None = None) -> bool:

@@ -95,9 +95,12 @@ def test_budget_model_and_sessions_follow_the_job(tmp_path: Path) -> None:
 
 def test_an_operator_job_names_run_bash_and_it_runs_unasked_but_never_computer(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path / "h").ensure()
-    job = _job(allowed_tools=["run_bash", "write_file", "computer"], workspace=str(tmp_path / "mine"))
+    job = _job(
+        allowed_tools=["run_bash", "write_file", "computer", "schedule_job"], workspace=str(tmp_path / "mine")
+    )
     settings, turn = _turn(home, job, COMPUTER_ON)
-    assert set(turn.plan.tool_names) == {"write_file", "run_bash"}  # its allowlist, minus computer use
+    # its allowlist, minus computer use and schedule_job (a job never makes jobs)
+    assert set(turn.plan.tool_names) == {"write_file", "run_bash"}
     assert set(turn.settings.granted_tools) == {"run_bash", "write_file"}
     assert "run_bash" not in turn.settings.denied_tools and "computer" in turn.settings.denied_tools
     assert turn.settings.workspace == str((tmp_path / "mine").resolve()) and (tmp_path / "mine").is_dir()
