@@ -195,7 +195,7 @@ def show(
     item = _read("show", lambda: job_summaries(home, views))[0]
     runs = _read("show", lambda: read_ledger(home, lambda ledger: ledger.runs(name, limit), None))
     if as_json:
-        _echo_json({"job": item, **runs_json(runs)})
+        _echo_json({"job": item, **runs_json(runs, limit)})
         return
     d = entry.job.definition
     typer.echo(f"job {name} ({d.get('origin', 'operator')}): {item['when']} · {item['state']}")
@@ -214,7 +214,7 @@ def show(
     ):
         if d.get(key) is not None:
             typer.echo(f"  {key}: {json.dumps(d[key], default=str)}")
-    for line in run_lines(runs):
+    for line in run_lines(runs, limit):
         typer.echo(line)
 
 
@@ -251,9 +251,9 @@ def runs(
 
     got = _read("runs", lambda: read_ledger(home, lambda ledger: ledger.runs(name, limit), Runs()))
     if as_json:
-        _echo_json(runs_json(got))
+        _echo_json(runs_json(got, limit))
         return
-    for line in run_lines(got):
+    for line in run_lines(got, limit):
         typer.echo(line)
 
 

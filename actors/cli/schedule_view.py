@@ -208,12 +208,20 @@ def run_json(r: OccurrenceRow | MissedRange) -> dict[str, Any]:
     return item
 
 
-def runs_json(runs: Runs) -> dict[str, Any]:
-    return {"runs": [run_json(r) for r in merged(runs)], "truncated": runs.truncated}
-
-
-def run_lines(runs: Runs) -> list[str]:
+def newest(runs: Runs, limit: int) -> tuple[list[OccurrenceRow | MissedRange], bool]:
+    """The newest ``limit`` rows and ranges together (the ledger gives up to ``limit`` of each), and
+    whether more are recorded."""
     rows = merged(runs)
+    return rows[:limit], runs.truncated or len(rows) > limit
+
+
+def runs_json(runs: Runs, limit: int) -> dict[str, Any]:
+    rows, more = newest(runs, limit)
+    return {"runs": [run_json(r) for r in rows], "truncated": more}
+
+
+def run_lines(runs: Runs, limit: int) -> list[str]:
+    rows, more = newest(runs, limit)
     if not rows:
         return ["no occurrences recorded"]
     out, unacked = [f"{'OCCURRENCE':<46} {'OUTCOME':<34} {'LAG':>8}  TURN"], False
@@ -229,7 +237,7 @@ def run_lines(runs: Runs) -> list[str]:
         out.append(f"{r.occurrence_id:<46} {outcome_text(r.outcome):<34} {lag:>8}  {r.turn_id}")
     if unacked:
         out.append("unacked: lanes has not acknowledged the turn's durable submit (yet): no lag to show")
-    if runs.truncated:
+    if more:
         out.append("… more runs are recorded: --limit to see more")
     return out
 

@@ -89,6 +89,10 @@ def test_list_and_runs_json_read_the_ledger_with_no_daemon(ledger_home: GeodeHom
     assert done["lag_s"] == pytest.approx(0.25) and done["turn_id"] == at("backup", 60).turn_id
     assert done["outcome_text"] == "done ok (natural)"
 
+    code, out, err = cli(ledger_home, "schedule", "runs", "--limit", "2", "--json")  # every job's, cut
+    cut = json.loads(out)
+    assert [r["outcome"] for r in cut["runs"]] == ["done", "missed"] and cut["truncated"]
+
     code, out, err = cli(ledger_home, "schedule", "runs", "--show", "backup@2027-03-01T08:01:00Z", "--json")
     assert code == 0, err
     shown = json.loads(out)
