@@ -34,7 +34,7 @@ def _reply(ws: Path):  # type: ignore[no-untyped-def]
         words = " ".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict)).split()
         if words and words[0] in ("schedule", "schedule-bad"):
             cron = "0 7 * * 1-5" if words[0] == "schedule" else "0 7 * * 1-5 2027"
-            job = {"action": "create", "name": words[-1], "cron": cron, "tz": "Europe/Berlin"}
+            job: dict[str, Any] = {"action": "create", "name": words[-1], "cron": cron, "tz": "Europe/Berlin"}
             job.update(prompt=PROMPT, tools=["read_file", "web_fetch"])
             return {"tool_calls": [{"name": "schedule_job", "input": job}]}
         return base(req)
