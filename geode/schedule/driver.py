@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from geode import faults
 from geode.protocol.errors import Conflict, GeodeError
 from geode.records.schedule_models import ClaimKind, JobCursor, JobRecord, OccurrenceRow
 from geode.schedule.jobs import Job, JobSpec
@@ -138,7 +139,9 @@ class Driver:
                 log.info("scheduler: %s waits: %s", key, exc)
 
     def _lower(self, state: JobState) -> datetime:
-        marks = [state.job.created_at, state.cursor.last_instant, state.bound]
+        from geode.schedule.stored import resumed_at
+
+        marks = [state.job.created_at, state.cursor.last_instant, state.bound, resumed_at(state.record)]
         return max(t for t in marks if t is not None)
 
     def _plan(self, state: JobState) -> None:
@@ -188,6 +191,8 @@ class Driver:
         new = claim.kind == ClaimKind.CLAIMED
         row = self.ledger.due(occ, holder=self.holder, lease_s=self.lease_s) if new else claim.row
         assert row is not None
+        if new:
+            faults.fault("scheduler.after_due")
         self.following[key] = Following(
             occ, row, submitted=row.submitted_at is not None, renewed_at=self.now()
         )
@@ -210,6 +215,7 @@ class Driver:
                     self._record(f, Skipped(reason="job removed before it ran"))
                     return
                 self.turns.submit(state.job, f.row)
+                faults.fault("scheduler.after_submit")
                 f.row = self.ledger.submitted(f.occ)
                 f.submitted = True
             f.end = self.turns.ended(f.row.turn_id)
@@ -285,14 +291,15 @@ class Driver:
     def define(self, spec: JobSpec, *, declarative: bool) -> JobState:
         """Store ``spec`` (new, or redefined): a new job is anchored now; a job whose timing changed is
         re-anchored now (its due occurrences keep their course, new instants follow the new timing)."""
-        from geode.schedule.stored import definition_of, job_of
+        from geode.schedule.stored import definition_of, job_of, resumed_at
 
         now = self.now()
         old = self.jobs.get(spec.name)
         job, _ = redefine(old.job if old is not None else None, spec, None, now)
         retimed = old is not None and job.created_at != old.job.created_at
         anchor = job.created_at if retimed or (old is not None and old.anchored) else None
-        definition = definition_of(spec, declarative=declarative, anchored_at=anchor)
+        resumed = resumed_at(old.record) if old is not None else None
+        definition = definition_of(spec, declarative=declarative, anchored_at=anchor, resumed_at=resumed)
         entry = self.ledger.put_job(spec.name, definition, created_at=job.created_at)
         assert entry.job is not None
         stored, declared = job_of(entry.job)
@@ -311,11 +318,18 @@ class Driver:
 
     def set_paused(self, name: str, paused: bool) -> JobState:
         """Pause, or resume (which also re-enables a job the failure backoff disabled)."""
+        from geode.schedule.stored import RESUMED
+
         state = self.jobs[name]
         if paused:
             state.cursor = self.ledger.set_job_state(name, paused=True)
-        else:
-            state.cursor = self.ledger.set_job_state(name, paused=False, disabled=False, reset_failures=True)
+            return state
+        if state.record is not None and (state.cursor.paused or state.cursor.disabled):
+            # instants while it was paused are not its occurrences: it continues from now (kept in the record)
+            definition = {**state.record.definition, RESUMED: self.now().replace(microsecond=0).isoformat()}
+            entry = self.ledger.put_job(name, definition)
+            state.record = entry.job
+        state.cursor = self.ledger.set_job_state(name, paused=False, disabled=False, reset_failures=True)
         return state
 
     def run_now(self, name: str, request_id: str) -> tuple[OccurrenceRow, bool]:

@@ -14,15 +14,29 @@ from geode.schedule.jobs import Job, JobError, JobSpec, one_line
 
 DECLARATIVE = "declarative"  # keys of a stored definition beside the spec's own
 ANCHOR = "anchored_at"  # a job whose timing changed: its instants start here (the record keeps its creation)
-_OURS = (DECLARATIVE, ANCHOR)
+RESUMED = "resumed_at"  # the last resume: instants while the job was paused are not its occurrences
+_OURS = (DECLARATIVE, ANCHOR, RESUMED)
 
 
-def definition_of(spec: JobSpec, *, declarative: bool, anchored_at: datetime | None = None) -> dict[str, Any]:
+def definition_of(
+    spec: JobSpec,
+    *,
+    declarative: bool,
+    anchored_at: datetime | None = None,
+    resumed_at: datetime | None = None,
+) -> dict[str, Any]:
     """The stored definition of ``spec`` (as given: the store redacts it before writing)."""
     out = {**spec.model_dump(mode="json", exclude_none=True), DECLARATIVE: declarative}
-    if anchored_at is not None:
-        out[ANCHOR] = anchored_at.astimezone(UTC).isoformat()
+    for k, t in ((ANCHOR, anchored_at), (RESUMED, resumed_at)):
+        if t is not None:
+            out[k] = t.astimezone(UTC).isoformat()
     return out
+
+
+def resumed_at(record: JobRecord | None) -> datetime | None:
+    """When the job was last resumed (its instants start there), if ever."""
+    text = record.definition.get(RESUMED) if record is not None else None
+    return datetime.fromisoformat(text) if isinstance(text, str) else None
 
 
 def spec_of(definition: dict[str, Any]) -> tuple[JobSpec, bool]:

@@ -185,3 +185,33 @@ def test_the_reply_receipt_decides_the_outcome_and_is_posted_once(rig: Rig) -> N
     by_instant = {r.instant: kinds(r) for r in rig.rows()}
     assert by_instant[T0 + timedelta(seconds=20)] == ["due", "uncertain"]
     assert by_instant[T0 + timedelta(seconds=30)] == ["due", "delivery_failed"]
+
+
+def test_a_paused_job_has_no_occurrences_and_resumes_from_the_resume_instant(rig: Rig) -> None:
+    d = rig.driver()
+    d.define(spec(every=10, catch_up="all"), declarative=False)
+    d.set_paused("j", True)
+    rig.step(d, 35)
+    assert rig.rows() == []
+    d.set_paused("j", False)  # at +35
+    d = rig.driver()  # a restart right after the resume still knows where the job continues
+    rig.step(d, 90)
+    runs = rig.ledger.runs("j")
+    assert runs.missed == [] and [r.instant for r in runs.occurrences][-1] == T0 + timedelta(seconds=40)
+
+
+def test_run_now_is_one_run_per_request_id_and_a_retimed_job_keeps_its_due_occurrence(rig: Rig) -> None:
+    d = rig.driver()
+    d.define(spec(every=10, overlap="allow"), declarative=True)
+    row, dup = d.run_now("j", "req-1")
+    again, dup2 = d.run_now("j", "req-1")
+    assert not dup and dup2 and again.occurrence_id == row.occurrence_id == "j@now:req-1"
+    rig.step(d, 10)  # +10 is due
+    d.define(spec(every=60, overlap="allow"), declarative=True)  # a reload changes the timing at +10
+    rig.lanes.finish_all()
+    rig.step(d, 50)
+    rows = {r.occurrence_id: kinds(r) for r in rig.rows()}
+    assert rows == {"j@now:req-1": ["due", "done"], "j@2027-03-28T12:00:10Z": ["due", "done"]}
+    rig.step(d, 10)  # +70: the new interval counts from the change (+10)
+    assert next(r.instant for r in rig.rows() if r.instant) == T0 + timedelta(seconds=70)
+    assert len(rig.lanes.admitted) == 3
