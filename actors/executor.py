@@ -39,7 +39,7 @@ from geode.tools.builtin.bash import BashLimits
 from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
 from geode.tools.builtin.messaging import BusMessenger
-from geode.tools.builtin.schedule_job import BusScheduler
+from geode.tools.builtin.schedule_job import BusScheduler, SchedulerLost
 from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
@@ -180,7 +180,10 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
     executor = executor_from_config(
         bus, ctx, handlers={**builtin_handlers(), **mcp_handlers}, gate=mcp.overlay.gate
     )
-    executor.services["scheduler"] = BusScheduler(bus.transport)  # schedule_job: the scheduler child
+    if not ctx.single_process and ctx.settings.schedule.enabled:  # geode serve's tree has the scheduler
+        executor.services["scheduler"] = BusScheduler(bus.transport)  # schedule_job's requests
+        # it exited with a request in flight: fail that now, saying the outcome is unknown (never retried)
+        bus.subscribe("supervisor", on_exit_failer(bus, ("scheduler",), ctx.name, error=SchedulerLost))
     executor.schedule_rule.use_tools([*builtin_specs(), *mcp_specs])
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     # at start and every SWEEP_S: what an earlier incarnation left uncertain and can be observed is settled

@@ -16,7 +16,7 @@ from geode.protocol.errors import BadRequest, Unavailable
 from geode.protocol.transport import LocalTransport
 from geode.records.models import TurnRecord
 from geode.records.schedule_models import JobCursor, JobEntry, JobRecord
-from geode.tools.builtin.schedule_job import BusScheduler
+from geode.tools.builtin.schedule_job import BusScheduler, SchedulerLost
 from geode.tools.schedule_rule import ScheduleRule
 from geode.tools.spec import SafetyPolicy, ToolContext
 
@@ -208,6 +208,23 @@ def test_a_scheduler_that_is_down_or_refuses_is_one_line(kit, fail: Exception, s
     assert "\n" not in res.content["error"] and "was not created" in res.content["error"]
 
 
+class _LostPort:
+    """The executor's scheduler port when the child exits with the request in flight (on_exit_failer)."""
+
+    def call(self, type_: str, body: Any) -> dict[str, Any]:
+        raise SchedulerLost("scheduler#1 exited")
+
+
+def test_a_scheduler_lost_mid_request_says_the_outcome_is_unknown(make_rig) -> None:
+    rig = make_rig(services={"scheduler": _LostPort()}, approvals=Approver())
+    res = rig.call("schedule_job", _create())
+    error = res.content["error"]
+    assert (
+        res.is_error and "The scheduler exited: whether job 'berlin-morning' was created is unknown" in error
+    )
+    assert "was not created" not in error and "\n" not in error
+
+
 def test_list_asks_nobody_and_shows_an_operator_jobs_prompt_to_nobody(kit) -> None:
     rig, _fake, approver = kit()
     assert not rig.call("schedule_job", _create()).is_error
@@ -246,7 +263,7 @@ def test_refused_where_nobody_may_schedule(kit, mode: str, says: str) -> None:
 def test_an_automation_job_naming_schedule_job_still_cannot_schedule(kit) -> None:
     rig, fake, approver = kit()
     res = rig.call("schedule_job", _create(), mode="AUTOMATION", granted_tools=("schedule_job",))
-    assert res.is_error and "a scheduled job never creates or cancels jobs" in res.content["error"]
+    assert res.is_error and "unavailable under headless policy" in res.content["error"]  # no grant for it
     assert fake.requests == [] and approver.shown == []
 
 

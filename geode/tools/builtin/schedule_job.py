@@ -25,6 +25,10 @@ SCHEDULER = "scheduler"  # the child's bus endpoint
 PROMPT_SHOWN = 300  # a listed model job's prompt, cut to this many characters
 
 
+class SchedulerLost(Unavailable):
+    """The scheduler child exited with a request in flight: it may or may not have done it."""
+
+
 class SchedulerPort(Protocol):
     """Sends one ``schedule.*`` request; raises the reply's error (``GeodeError``)."""
 
@@ -49,10 +53,10 @@ def _ask(port: SchedulerPort, type_: str, body: BaseModel, *, subject: str, done
     not_done = f"{subject} was not {done}"
     try:
         return port.call(type_, body)
-    except RequestTimeout:
+    except (RequestTimeout, SchedulerLost) as exc:
+        why = "exited" if isinstance(exc, SchedulerLost) else "did not answer in time"
         raise ToolFailure(
-            f"The scheduler did not answer in time: whether {subject} was {done} is unknown; check with "
-            "action list.",
+            f"The scheduler {why}: whether {subject} was {done} is unknown; check with action list.",
             "tool_unavailable",
         ) from None
     except Unavailable as exc:
@@ -121,7 +125,8 @@ def schedule_job(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     port: SchedulerPort | None = env.service("scheduler")
     if port is None:
         raise ToolFailure(
-            "Scheduling is unavailable here (no scheduler: only `geode serve` runs one); nothing changed.",
+            "Scheduling is unavailable here: no scheduler runs (only `geode serve` runs one, unless "
+            "[schedule] enabled = false); nothing changed.",
             "tool_unavailable",
         )
     action = args.get("action")
