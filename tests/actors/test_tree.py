@@ -16,7 +16,7 @@ from geode.home import GeodeHome
 from tests.actors.tree_kit import alive, children, geode, make_home, stop, wait_children
 from tests.waiting import poll_for
 
-NAMES = ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers"]
+NAMES = ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers", "scheduler"]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from actors.tree.children import child_names, tree_specs
 from actors.tree.config_sections import TreeSettings
 from actors.tree.instance_lock import InstanceLock
 from actors.tree.spec import TreeConfig
+from actors.tree.worker_role import WorkerRole
 from geode.protocol.errors import ConfigError
 
 
@@ -18,6 +19,16 @@ def test_defaults_and_loop_workers() -> None:
     names = ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers"]
     assert child_names(TreeSettings()) == names
     assert child_names(TreeSettings.from_raw({"loop": {"workers": 3}}))[3:6] == ["loop-1", "loop-2", "loop-3"]
+    # the scheduler: geode serve's tree only (never --repl or geode mcp), unless [schedule] enabled = false,
+    # and never on a worker host
+    assert child_names(TreeSettings(), daemon=True) == [*names, "scheduler"]
+    off = TreeSettings.from_raw({"schedule": {"enabled": False}})
+    assert child_names(off, daemon=True) == names
+    role = WorkerRole(
+        host="w1", connect="tcp://127.0.0.1:7700", server_key="k" * 40, children=("executor", "loop")
+    )
+    assert child_names(TreeSettings(), role, daemon=True) == ["executor", "loop-1", "loop-2"]
+    assert [s.name for s in tree_specs(TreeSettings(), python="py", daemon=True)][-1] == "scheduler"
     cfg = TreeConfig.from_config({})
     assert (cfg.strategy, cfg.intensity, cfg.period_s) == ("one_for_one", 10, 10.0)
     assert (cfg.tree_intensity, cfg.tree_period_s, cfg.start_retries) == (40, 10.0, 10)
