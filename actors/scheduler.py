@@ -223,7 +223,7 @@ class SchedulerProcess:
         self._ready()
         with self.lock:
             view = self._view(self._job(b.name))
-        return m.ShowReply(job=view, runs=self.driver.ledger.runs(b.name, limit=b.limit))  # type: ignore[attr-defined]
+        return m.ShowReply(job=view, runs=self.driver.ledger.runs(b.name, limit=b.limit))
 
     def _remove(self, b: m.RemoveJob, r: Request) -> m.RemoveReply:
         self._ready()
@@ -252,7 +252,7 @@ class SchedulerProcess:
         return m.RunNowReply(occurrence=row, duplicate=duplicate)
 
     def _runs(self, b: m.ListRuns, r: Request) -> Runs:
-        return self.driver.ledger.runs(b.name, limit=b.limit)  # type: ignore[attr-defined,no-any-return]
+        return self.driver.ledger.runs(b.name, limit=b.limit)
 
 
 def _same(state: JobState, spec: JobSpec) -> bool:
@@ -274,8 +274,9 @@ def build(bus: Bus, ctx: ChildContext) -> SchedulerProcess:
             job, occurrence=occurrence, config=ctx.source.snapshot, home=ctx.home, plans=plans
         )
 
-    turns = BusTurns(bus.transport, StoreClient(bus.transport, attempts=3), turn_settings)
-    chat = BusChat(bus.transport, session_id_key(ctx.home))
+    store = StoreClient(bus.transport, attempts=3)
+    turns = BusTurns(bus.transport, store, turn_settings)
+    chat = BusChat(bus.transport, session_id_key(ctx.home), store)
     driver = Driver(ledger, turns, chat, now, holder, grace_s=settings.schedule.grace_s)
     proc = SchedulerProcess(ctx, bus, driver, plans)
     bus.serve(ctx.name, proc.dispatch())

@@ -12,11 +12,11 @@ from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Transport
-from geode.records.models import TurnState
+from geode.records.models import ReceiptState, TurnState
 from geode.records.schedule_models import OccurrenceRow
 from geode.records.store_client import StoreClient
 from geode.schedule.jobs import Job
-from geode.schedule.ports import Delivery, TurnEnd
+from geode.schedule.ports import Delivery, Reconciled, TurnEnd
 from geode.sessions.automation import job_session_id
 from geode.sessions.modes import AUTOMATION_ORIGIN
 
@@ -62,10 +62,22 @@ class BusTurns:
 
 
 class BusChat:
-    """The receipted post of a job's reply through the executor (``messenger.deliver``)."""
+    """The receipted post of a job's reply through the executor (``messenger.deliver``); a reconciled
+    receipt read from the store."""
 
-    def __init__(self, transport: Transport, session_key: bytes) -> None:
-        self.transport, self.session_key = transport, session_key
+    def __init__(self, transport: Transport, session_key: bytes, store: StoreClient) -> None:
+        self.transport, self.session_key, self.store = transport, session_key, store
+
+    def reconciled(self, operation_id: str) -> Reconciled | None:
+        rec = self.store.get_receipt(operation_id)
+        if (
+            rec is None
+            or rec.state != ReceiptState.RECONCILED
+            or rec.outcome not in ("applied", "not_applied")
+        ):
+            return None
+        by = "observation" if rec.reconciled_by == "observation" else "operator"
+        return Reconciled(posted=rec.outcome == "applied", by=by)
 
     def post(self, job: Job, row: OccurrenceRow, text: str, *, operation_id: str) -> Delivery:
         if job.deliver is None:

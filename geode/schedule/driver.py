@@ -39,6 +39,7 @@ from geode.schedule.settings import DEFAULT_GRACE_S
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 LEASE_S = 30.0
+RECONCILE_S = 30.0  # how often uncertain occurrences' receipts are looked at
 DELIVER_ATTEMPTS = 8  # a reply deferred this many times (with backoff) is given up: delivery_failed
 NO_ANSWER = "The scheduled run ended without an answer ({reason})."
 
@@ -94,6 +95,9 @@ class Driver:
         self.jobs: dict[str, JobState] = {}
         self.following: dict[str, Following] = {}
         self.waiting: dict[str, OccurrenceId] = {}  # held by another live scheduler: asked again next tick
+        self.reconcile_at: datetime | None = (
+            None  # next look at uncertain occurrences (None: at the next tick)
+        )
 
     def now(self) -> datetime:
         return self.clock().astimezone(UTC)
@@ -129,6 +133,13 @@ class Driver:
                 self._plan(state)
             except GeodeError as exc:  # the store is restarting: the cursor is unchanged, plan again
                 log.info("scheduler: planning %s deferred: %s", state.job.name, exc)
+        now = self.now()
+        if self.chat is not None and (self.reconcile_at is None or now >= self.reconcile_at):
+            self.reconcile_at = now + timedelta(seconds=RECONCILE_S)
+            try:
+                self._reconcile()
+            except GeodeError as exc:
+                log.info("scheduler: uncertain occurrences not looked at: %s", exc)
         for key in list(self.following):
             try:
                 self._progress(self.following[key])
@@ -246,6 +257,27 @@ class Driver:
             f.attempts += 1
             f.retry_at = now + timedelta(seconds=min(2.0**f.attempts, 300.0))
             self.ledger.outcome(f.occ, Delivering(reason=reason), by=self.holder)
+
+    def _reconcile(self) -> None:
+        """An ``uncertain`` occurrence follows its reply receipt once that is reconciled (its history keeps
+        the ``uncertain``)."""
+        assert self.chat is not None
+        for row in self.ledger.runs(None, limit=500).occurrences:
+            outcome = row.outcome
+            if not isinstance(outcome, Uncertain):
+                continue
+            rec = self.chat.reconciled(outcome.operation_id)
+            if rec is None:
+                continue
+            occ = OccurrenceId(job=row.job_id, instant=row.instant, request_id=row.request_id or None)
+            if rec.posted:
+                end = self.turns.ended(row.turn_id)
+                done = done_for(end.termination_reason if end is not None else "natural")
+                new: Done | DeliveryFailed = done.model_copy(update={"reconciled": rec.by})
+            else:
+                new = DeliveryFailed(reason=f"the reply was not posted ({rec.by})", reconciled=rec.by)
+            res = self.ledger.outcome(occ, new, by=self.holder)
+            self._cursor(row.job_id, res.cursor)
 
     def _record(self, f: Following, outcome: Done | DeliveryFailed | Uncertain | Skipped) -> None:
         state = self.jobs.get(f.occ.job)

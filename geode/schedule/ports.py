@@ -16,6 +16,7 @@ from geode.records.schedule_models import (
     MissedRange,
     OccurrenceRow,
     OutcomeResult,
+    Runs,
 )
 from geode.schedule.jobs import Job
 from geode.schedule.occurrences import OccurrenceId
@@ -45,6 +46,8 @@ class Ledger(Protocol):
     def open_occurrences(self) -> list[OccurrenceRow]: ...
 
     def occurrence(self, occ: OccurrenceId) -> OccurrenceRow | None: ...
+
+    def runs(self, job_id: str | None = None, *, limit: int = 200) -> Runs: ...
 
     def put_job(
         self,
@@ -99,9 +102,20 @@ class Delivery(BaseModel):
     reason: str = ""
 
 
+class Reconciled(BaseModel):
+    """An uncertain reply receipt, reconciled: whether the reply was posted, and who said so."""
+
+    posted: bool
+    by: Literal["operator", "observation"]
+
+
 class Chat(Protocol):
     """The receipted post of a reply (the executor's ``messenger.deliver``)."""
 
     def post(self, job: Job, row: OccurrenceRow, text: str, *, operation_id: str) -> Delivery:
         """Post ``text`` to ``job``'s delivery chat once per ``operation_id`` (for ``row``'s turn)."""
+        ...
+
+    def reconciled(self, operation_id: str) -> Reconciled | None:
+        """The reply receipt's reconciliation (by an operator or by observation), None while it has none."""
         ...

@@ -22,7 +22,7 @@ from geode.records.settings import StoreConfig
 from geode.schedule.driver import Driver, reply_operation_id
 from geode.schedule.jobs import Job, JobSpec
 from geode.schedule.occurrences import OccurrenceId
-from geode.schedule.ports import Delivery, TurnEnd
+from geode.schedule.ports import Delivery, Reconciled, TurnEnd
 from tests.schedule.driver import FakeClock
 
 T0 = datetime(2027, 3, 28, 12, 0, tzinfo=UTC)
@@ -53,6 +53,10 @@ class FakeLanes:
 class FakeChat:
     answers: list[str] = field(default_factory=list)
     posts: dict[str, str] = field(default_factory=dict)  # operation id -> text (a receipt: posted once)
+    settled: dict[str, Reconciled] = field(default_factory=dict)
+
+    def reconciled(self, operation_id: str) -> Reconciled | None:
+        return self.settled.get(operation_id)
 
     def post(self, job: Job, row: OccurrenceRow, text: str, *, operation_id: str) -> Delivery:
         state = self.answers.pop(0) if self.answers else "posted"
@@ -215,3 +219,37 @@ def test_run_now_is_one_run_per_request_id_and_a_retimed_job_keeps_its_due_occur
     rig.step(d, 10)  # +70: the new interval counts from the change (+10)
     assert next(r.instant for r in rig.rows() if r.instant) == T0 + timedelta(seconds=70)
     assert len(rig.lanes.admitted) == 3
+
+
+def test_an_uncertain_occurrence_follows_its_reconciled_receipt(rig: Rig) -> None:
+    d = rig.driver()
+    d.define(spec(every=10, deliver="telegram:42"), declarative=True)
+    rig.chat.answers = ["uncertain"]
+    rig.step(d, 10)
+    rig.lanes.finish_all(text="the answer")
+    d.tick()
+    [row] = rig.rows()
+    assert kinds(row) == ["due", "uncertain"]
+    rig.chat.settled[reply_operation_id(row.turn_id)] = Reconciled(posted=True, by="operator")
+    rig.step(d, 31)  # the next look at uncertain occurrences
+    got = next(r for r in rig.rows() if r.occurrence_id == row.occurrence_id)
+    assert (
+        kinds(got) == ["due", "uncertain", "done"] and getattr(got.outcome, "reconciled", None) == "operator"
+    )
+
+
+def test_failures_disable_the_job_and_say_so_once_in_its_chat(rig: Rig) -> None:
+    d = rig.driver()
+    d.define(spec(every=10, deliver="telegram:42", disable_after_failures=2), declarative=True)
+    for _ in range(2):
+        rig.step(d, 10)
+        rig.lanes.finish_all(reason="max_steps", text="")
+        d.tick()
+    assert [kinds(r) for r in rig.rows()] == [["due", "done"], ["due", "done"]]
+    notices = [t for op, t in rig.chat.posts.items() if op.startswith("disabled-")]
+    assert len(notices) == 1 and "disabled after 2 consecutive failures" in notices[0]
+    rig.step(d, 30)
+    assert len(rig.rows()) == 2  # a disabled job fires no more
+    d.set_paused("j", False)  # resume re-enables it, from now
+    rig.step(d, 10)
+    assert len(rig.rows()) == 3
