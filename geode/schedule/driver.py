@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from geode import faults
-from geode.protocol.errors import Conflict, GeodeError
+from geode.protocol.errors import Conflict, ErrorCode, GeodeError
 from geode.records.schedule_models import ClaimKind, JobCursor, JobRecord, OccurrenceRow
 from geode.schedule.jobs import Job, JobSpec
 from geode.schedule.occurrences import OccurrenceId
@@ -42,6 +42,11 @@ LEASE_S = 30.0
 RECONCILE_S = 30.0  # how often uncertain occurrences' receipts are looked at
 DELIVER_ATTEMPTS = 8  # a reply deferred this many times (with backoff) is given up: delivery_failed
 NO_ANSWER = "The scheduled run ended without an answer ({reason})."
+
+
+def one_line(text: str) -> str:
+    """A reason as the ledger keeps it: one line, at most 500 characters."""
+    return " ".join(text.split())[:500] or "unknown"
 
 
 def reply_operation_id(turn_id: str) -> str:
@@ -225,7 +230,13 @@ class Driver:
                 if state is None:  # removed before its turn was submitted: it does not run
                     self._record(f, Skipped(reason="job removed before it ran"))
                     return
-                self.turns.submit(state.job, f.row)
+                try:
+                    self.turns.submit(state.job, f.row)
+                except GeodeError as exc:  # refused for good (a bad setting, a workspace it cannot make)
+                    if exc.code != ErrorCode.BAD_REQUEST:
+                        raise  # lanes or the store restarting: submitted again next tick (the same turn id)
+                    self._record(f, Done(result="error", reason=one_line(f"not submitted: {exc.message}")))
+                    return
                 faults.fault("scheduler.after_submit")
                 f.row = self.ledger.submitted(f.occ)
                 f.submitted = True
@@ -242,7 +253,7 @@ class Driver:
         text = f.end.text if f.end.text.strip() else NO_ANSWER.format(reason=f.end.termination_reason)
         op = reply_operation_id(f.row.turn_id)
         d = self.chat.post(state.job, f.row, text, operation_id=op)
-        reason = (d.reason or d.state)[:500].replace("\n", " ").replace("\r", " ")
+        reason = one_line(d.reason or d.state)
         if d.state == "posted":
             self._record(f, done)
         elif d.state == "uncertain":

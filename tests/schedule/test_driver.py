@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from geode.home import GeodeHome
+from geode.protocol.errors import BadRequest
 from geode.protocol.transport import LocalTransport
 from geode.records.engine import RecordEngine
 from geode.records.schedule_client import LedgerClient
@@ -36,7 +37,11 @@ class FakeLanes:
     admitted: list[str] = field(default_factory=list)
     ended_turns: dict[str, TurnEnd] = field(default_factory=dict)
 
+    refuse: str = ""  # a prompt lanes refuses for good
+
     def submit(self, job: Job, row: OccurrenceRow) -> None:
+        if self.refuse and job.prompt == self.refuse:
+            raise BadRequest(f"invalid lanes.submit body at settings: {job.prompt}")
         self.submits.append(row.turn_id)
         if row.turn_id not in self.admitted:
             self.admitted.append(row.turn_id)
@@ -253,3 +258,13 @@ def test_failures_disable_the_job_and_say_so_once_in_its_chat(rig: Rig) -> None:
     d.set_paused("j", False)  # resume re-enables it, from now
     rig.step(d, 10)
     assert len(rig.rows()) == 3
+
+
+def test_a_turn_lanes_refuses_for_good_ends_its_occurrence_with_an_error(rig: Rig) -> None:
+    rig.lanes.refuse = "bad"
+    d = rig.driver()
+    d.define(spec(every=10, prompt="bad"), declarative=True)
+    rig.step(d, 10)
+    [row] = rig.rows()
+    assert kinds(row) == ["due", "done"] and getattr(row.outcome, "result", None) == "error"
+    assert "not submitted: invalid lanes.submit body" in getattr(row.outcome, "reason", "")
