@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 
 from actors.tree.config_sections import TreeSettings
-from geode.config_reload import HOOKS, LOOP, MCP, MESSENGERS, diff_config, env_digests
+from geode.config_reload import HOOKS, LOOP, MCP, MESSENGERS, SCHEDULE, diff_config, env_digests
 
 BASE = """
 [loop]
@@ -101,3 +101,12 @@ def test_the_chat_approval_wait_restarts_messengers_and_says_the_executor_needs_
         "messengers: restarted (approval_timeout_s)",
         "needs `geode serve` again: [messengers] approval_timeout_s",
     ]
+
+
+def test_schedule_jobs_are_the_schedulers_and_enabled_needs_serve() -> None:
+    job = '\n[[schedule.jobs]]\nname = "j"\nevery = 60\nprompt = "p"\n'
+    change = diff_config(snap(BASE), snap(BASE + job))
+    assert change.areas == frozenset({SCHEDULE}) and not change.needs_serve
+    assert change.applied == ("scheduler: [schedule] jobs re-applied (the ledger stays)",)
+    off = diff_config(snap(BASE), snap(BASE + "\n[schedule]\nenabled = false\n"))
+    assert off.areas == frozenset() and off.needs_serve == ("[schedule] enabled",)
