@@ -32,7 +32,8 @@ from geode.records.schedule_client import LedgerClient
 from geode.records.schedule_models import JobEntry, Runs
 from geode.records.store_client import StoreClient
 from geode.schedule.bus_ports import BusChat, BusTurns
-from geode.schedule.driver import Driver, JobState
+from geode.schedule.definitions import JobState
+from geode.schedule.driver import Driver
 from geode.schedule.jobs import JobError, JobSpec, check_new, parse_job
 from geode.schedule.planner import plan
 from geode.sessions.automation import job_turn_settings, model_denied

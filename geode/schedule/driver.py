@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from geode import faults
 from geode.protocol.errors import Conflict, ErrorCode, GeodeError
-from geode.records.schedule_models import ClaimKind, JobCursor, JobRecord, OccurrenceRow
-from geode.schedule.jobs import Job, JobSpec
+from geode.records.schedule_models import ClaimKind, JobCursor, OccurrenceRow
+from geode.schedule.definitions import Definitions, JobState
+from geode.schedule.jobs import Job
 from geode.schedule.occurrences import OccurrenceId
 from geode.schedule.outcomes import (
     Delivering,
@@ -32,7 +33,7 @@ from geode.schedule.outcomes import (
     Uncertain,
     done_for,
 )
-from geode.schedule.planner import Health, admit, disabled_notice, notice_operation_id, plan, redefine
+from geode.schedule.planner import Health, admit, disabled_notice, notice_operation_id, plan
 from geode.schedule.ports import Chat, Ledger, TurnEnd, Turns
 from geode.schedule.settings import DEFAULT_GRACE_S
 
@@ -56,19 +57,6 @@ def reply_operation_id(turn_id: str) -> str:
 
 
 @dataclass
-class JobState:
-    """One job as the driver holds it: the stored job, its cursor, its queued instants (``queue_one``)."""
-
-    job: Job
-    cursor: JobCursor
-    declarative: bool = False
-    bound: datetime | None = None  # instants planned (run, queued, skipped) through here
-    queue: list[datetime] = field(default_factory=list)
-    anchored: bool = False  # re-anchored by a timing change (the stored definition says where)
-    record: JobRecord | None = None  # as stored (definition, revision, creation instant)
-
-
-@dataclass
 class Following:
     """An occurrence this driver follows to its outcome."""
 
@@ -81,7 +69,7 @@ class Following:
     renewed_at: datetime | None = None
 
 
-class Driver:
+class Driver(Definitions):
     """The scheduler loop over ``ledger``, ``turns`` and ``chat`` (None: no delivery possible here)."""
 
     def __init__(
@@ -329,57 +317,3 @@ class Driver:
         state = self.jobs.get(job)
         if state is not None and cursor is not None:
             state.cursor = cursor
-
-    # --- job definitions (the scheduler is their single logical writer) ---------------------------------
-    def define(self, spec: JobSpec, *, declarative: bool) -> JobState:
-        """Store ``spec`` (new, or redefined): a new job is anchored now; a job whose timing changed is
-        re-anchored now (its due occurrences keep their course, new instants follow the new timing)."""
-        from geode.schedule.stored import definition_of, job_of, resumed_at
-
-        now = self.now()
-        old = self.jobs.get(spec.name)
-        job, _ = redefine(old.job if old is not None else None, spec, None, now)
-        retimed = old is not None and job.created_at != old.job.created_at
-        anchor = job.created_at if retimed or (old is not None and old.anchored) else None
-        resumed = resumed_at(old.record) if old is not None else None
-        definition = definition_of(spec, declarative=declarative, anchored_at=anchor, resumed_at=resumed)
-        entry = self.ledger.put_job(spec.name, definition, created_at=job.created_at)
-        assert entry.job is not None
-        stored, declared = job_of(entry.job)
-        state = JobState(stored, entry.cursor, declared, bound=old.bound if old is not None else None)
-        state.anchored, state.record = stored.created_at != entry.job.created_at, entry.job
-        if retimed:
-            state.queue = []  # instants of the old timing not started yet are not this job's any more
-        self.jobs[spec.name] = state
-        return state
-
-    def remove(self, name: str) -> bool:
-        """Drop a job definition (its occurrences stay; a due one is followed to its outcome)."""
-        removed = self.ledger.remove_job(name)
-        self.jobs.pop(name, None)
-        return removed
-
-    def set_paused(self, name: str, paused: bool) -> JobState:
-        """Pause, or resume (which also re-enables a job the failure backoff disabled)."""
-        from geode.schedule.stored import RESUMED
-
-        state = self.jobs[name]
-        if paused:
-            state.cursor = self.ledger.set_job_state(name, paused=True)
-            return state
-        if state.record is not None and (state.cursor.paused or state.cursor.disabled):
-            # instants while it was paused are not its occurrences: it continues from now (kept in the record)
-            definition = {**state.record.definition, RESUMED: self.now().replace(microsecond=0).isoformat()}
-            entry = self.ledger.put_job(name, definition)
-            state.record = entry.job
-        state.cursor = self.ledger.set_job_state(name, paused=False, disabled=False, reset_failures=True)
-        return state
-
-    def run_now(self, name: str, request_id: str) -> tuple[OccurrenceRow, bool]:
-        """One run of job ``name`` now, once per ``request_id``: the row and whether it is a repeat."""
-        occ = OccurrenceId(job=name, request_id=request_id)
-        row, new = self.fire(occ)
-        if row is None:
-            row = self.ledger.occurrence(occ)
-        assert row is not None
-        return row, not new
