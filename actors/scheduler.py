@@ -34,9 +34,10 @@ from geode.records.store_client import StoreClient
 from geode.schedule.bus_ports import BusChat, BusTurns
 from geode.schedule.definitions import JobState
 from geode.schedule.driver import Driver
+from geode.schedule.heartbeat import declared_jobs, read_prompt
 from geode.schedule.jobs import JobError, JobSpec, check_new, parse_job
 from geode.schedule.planner import plan
-from geode.sessions.automation import job_turn_settings, model_denied
+from geode.sessions.automation import job_turn_settings, job_workspace, model_denied
 from geode.tools.catalogue_plans import CataloguePlans
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class SchedulerProcess:
                 with self.lock:
                     if not self.ready:
                         self.driver.start()
-                        self.apply_declared(self.ctx.settings.schedule.jobs)
+                        self.apply_declared(declared_jobs(self.ctx.settings.schedule))
                         self.ready = True
                         log.info(
                             "scheduler ready: %d jobs, %d open",
@@ -126,7 +127,7 @@ class SchedulerProcess:
             return []
         with self.lock:
             self.driver.grace_s = settings.schedule.grace_s
-            done = self.apply_declared(list(settings.schedule.jobs)) if self.ready else []
+            done = self.apply_declared(declared_jobs(settings.schedule)) if self.ready else []
         self.wake.set()
         return [f"scheduler: jobs {', '.join(done) if done else 'unchanged'}"]
 
@@ -278,7 +279,11 @@ def build(bus: Bus, ctx: ChildContext) -> SchedulerProcess:
     store = StoreClient(bus.transport, attempts=3)
     turns = BusTurns(bus.transport, store, turn_settings)
     chat = BusChat(bus.transport, session_id_key(ctx.home), store)
-    driver = Driver(ledger, turns, chat, now, holder, grace_s=settings.schedule.grace_s)
+
+    def heartbeat(job: Any) -> str | None:  # [schedule.heartbeat]: its prompt is its workspace's HEARTBEAT.md
+        return read_prompt(job_workspace(job, ctx.home))
+
+    driver = Driver(ledger, turns, chat, now, holder, grace_s=settings.schedule.grace_s, heartbeat=heartbeat)
     proc = SchedulerProcess(ctx, bus, driver, plans)
     bus.serve(ctx.name, proc.dispatch())
     stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc._origin_event})

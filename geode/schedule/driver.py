@@ -23,6 +23,7 @@ from geode import faults
 from geode.protocol.errors import Conflict, ErrorCode, GeodeError
 from geode.records.schedule_models import ClaimKind, JobCursor, OccurrenceRow
 from geode.schedule.definitions import Definitions, JobState
+from geode.schedule.heartbeat import EMPTY_FILE, NO_FILE, is_quiet, quiet
 from geode.schedule.jobs import Job
 from geode.schedule.occurrences import OccurrenceId
 from geode.schedule.outcomes import (
@@ -35,7 +36,7 @@ from geode.schedule.outcomes import (
 )
 from geode.schedule.planner import Health, admit, disabled_notice, notice_operation_id, plan
 from geode.schedule.ports import Chat, Ledger, TurnEnd, Turns
-from geode.schedule.settings import DEFAULT_GRACE_S
+from geode.schedule.settings import DEFAULT_GRACE_S, HEARTBEAT_JOB
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
@@ -82,8 +83,10 @@ class Driver(Definitions):
         *,
         grace_s: float = DEFAULT_GRACE_S,
         lease_s: float = LEASE_S,
+        heartbeat: Callable[[Job], str | None] | None = None,
     ) -> None:
         self.ledger, self.turns, self.chat, self.clock, self.holder = ledger, turns, chat, clock, holder
+        self.heartbeat = heartbeat  # reads the heartbeat job's HEARTBEAT.md (None: no heartbeat here)
         self.grace_s, self.lease_s = grace_s, lease_s
         self.jobs: dict[str, JobState] = {}
         self.following: dict[str, Following] = {}
@@ -219,7 +222,11 @@ class Driver(Definitions):
                     self._record(f, Skipped(reason="job removed before it ran"))
                     return
                 try:
-                    self.turns.submit(state.job, f.row)
+                    job, why = self._job_to_run(state)
+                    if job is None:  # the heartbeat without a HEARTBEAT.md: nobody is asked
+                        self._record(f, Done(result="ok", reason=why))
+                        return
+                    self.turns.submit(job, f.row)
                 except GeodeError as exc:  # refused for good (a bad setting, a workspace it cannot make)
                     if exc.code != ErrorCode.BAD_REQUEST:
                         raise  # lanes or the store restarting: submitted again next tick (the same turn id)
@@ -232,6 +239,9 @@ class Driver(Definitions):
             if f.end is None:
                 return
         done = done_for(f.end.termination_reason)
+        if state is not None and self._beats(state) and done.result == "ok" and is_quiet(f.end.text):
+            self._record(f, quiet(done))  # HEARTBEAT_OK: nothing to say, nothing posted
+            return
         target = state.job.deliver if state is not None else None
         if state is None or target is None or self.chat is None:
             self._record(f, done)
@@ -256,6 +266,19 @@ class Driver(Definitions):
             f.attempts += 1
             f.retry_at = now + timedelta(seconds=min(2.0**f.attempts, 300.0))
             self.ledger.outcome(f.occ, Delivering(reason=reason), by=self.holder)
+
+    def _beats(self, state: JobState) -> bool:
+        return self.heartbeat is not None and state.declarative and state.job.name == HEARTBEAT_JOB
+
+    def _job_to_run(self, state: JobState) -> tuple[Job | None, str]:
+        """The job as submitted: the heartbeat's prompt is its ``HEARTBEAT.md`` now (None and why: none)."""
+        if not self._beats(state):
+            return state.job, ""
+        assert self.heartbeat is not None
+        text = self.heartbeat(state.job)
+        if text is None or not text.strip():
+            return None, NO_FILE if text is None else EMPTY_FILE
+        return state.job.model_copy(update={"prompt": text}), ""
 
     def _reconcile(self) -> None:
         """An ``uncertain`` occurrence follows its reply receipt once that is reconciled (its history keeps

@@ -51,10 +51,16 @@ prompt = "report for the chat"
 deliver = "telegram:{CHAT}"
 """
 TREES: dict[str, Any] = {}
+QUIET = "all is well here"  # a HEARTBEAT.md the scripted model answers HEARTBEAT_OK to
 
 
-def _config(api: LocalBotApi) -> str:
+def _config(api: LocalBotApi, beat: str) -> str:
     return f"""
+[schedule.heartbeat]
+enabled = true
+every = "1h"
+deliver = "telegram:{CHAT}"
+workspace = "{beat}"
 [messengers.telegram]
 base_url = "{api.base_url}"
 poll_timeout_s = 1
@@ -67,11 +73,16 @@ channel_id = "{CHAT}"
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeodeHome]:
     base = tmp_path_factory.mktemp("sched_tree")
-    with LocalBotApi() as api, ScriptedServer(lambda req: {"text": f"echo: {prompt_of(req)}"}) as model:
-        home = scripted_home(base, model, extra=_config(api) + TICK + REPORT)
+
+    def answer(req: Any) -> dict[str, str]:
+        said = prompt_of(req)
+        return {"text": "HEARTBEAT_OK" if said == QUIET else f"echo: {said}"}
+
+    with LocalBotApi() as api, ScriptedServer(answer) as model:
+        home = scripted_home(base, model, extra=_config(api, str(base / "beat")) + TICK + REPORT)
         with home.env_file.open("a") as f:
             f.write(f"TELEGRAM_BOT_TOKEN={api.token}\n")
-        TREES["api"] = api
+        TREES["api"], TREES["beat"] = api, base / "beat"
         try:
             with pytest.MonkeyPatch.context() as mp:  # the scheduler dies right after its 3rd due, once
                 mp.setenv("GEODE_FAULTS", "scheduler@scheduler.after_due:kill:3")
@@ -163,8 +174,33 @@ def test_reload_applies_the_changed_jobs_and_keeps_the_ledger(tree: GeodeHome) -
     wait_for(lambda: done_rows(home, 1, "tock"), 20.0, what="the new job's first done occurrence")
     listed = ask_child(home, "scheduler", sched.LIST, sched.ListJobs(), sched.JobsReply, 5.0)
     assert listed is not None
-    assert sorted(j["entry"]["cursor"]["job_id"] for j in listed["jobs"]) == ["report", "tock"]
+    assert sorted(j["entry"]["cursor"]["job_id"] for j in listed["jobs"]) == ["heartbeat", "report", "tock"]
     kept = runs(home)
     assert kept is not None
     ids = {o.occurrence_id for o in kept.occurrences}
     assert {o.occurrence_id for o in before.occurrences if o.terminal} <= ids  # the ledger kept its rows
+
+
+def test_the_heartbeat_reads_heartbeat_md_and_posts_only_what_is_not_heartbeat_ok(tree: GeodeHome) -> None:
+    home, api = tree, TREES["api"]
+    beat = TREES["beat"]
+    beat.mkdir(exist_ok=True)
+    before = len(api.posts(CHAT))
+
+    def run_now(req: str, n: int) -> Any:
+        body = sched.RunNow(name="heartbeat", request_id=req)
+        assert ask_child(home, "scheduler", sched.RUN_NOW, body, sched.RunNowReply, 10.0) is not None
+        got = wait_for(lambda: done_rows(home, n, "heartbeat"), 20.0, what=f"heartbeat run {req} done")
+        return next(o for o in got.occurrences if o.occurrence_id == f"heartbeat@now:{req}")
+
+    (beat / "HEARTBEAT.md").unlink(missing_ok=True)
+    row = run_now("b-1", 1)  # no HEARTBEAT.md: not run, and the outcome says so
+    assert "no HEARTBEAT.md" in row.outcome.reason
+    (beat / "HEARTBEAT.md").write_text(QUIET)
+    row = run_now("b-2", 2)  # the model answered HEARTBEAT_OK: quiet
+    assert row.outcome.result == "ok" and "quiet" in row.outcome.reason
+    (beat / "HEARTBEAT.md").write_text("the disk is full")
+    row = run_now("b-3", 3)
+    assert row.outcome.reason == "natural"
+    wait_for(lambda: len(api.posts(CHAT)) > before or None, 10.0, what="the heartbeat's reply in the chat")
+    assert [p["text"] for p in api.posts(CHAT)][before:] == ["echo: the disk is full"]  # only that one
