@@ -1,5 +1,6 @@
 """The ``scheduler`` child (daemon tree only): runs the scheduler driver (:mod:`geode.schedule.driver`) on
-its own thread against the real clock, as holder ``scheduler#<incarnation>:<pid>`` (the store releases a
+its own thread against the real clock (a test's fake one with ``GEODE_FAKE_CLOCK``:
+:mod:`geode.schedule.clock`), as holder ``scheduler#<incarnation>:<pid>`` (the store releases a
 dead incarnation's leases), and serves ``schedule.*`` (:mod:`geode.protocol.schedule`): it is the single
 logical writer of job definitions, through the store's ledger requests. It never runs a turn: each
 occurrence is an AUTOMATION turn submitted to lanes (:mod:`geode.schedule.bus_ports`); a job's reply goes
@@ -15,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from actors.bus import Bus
@@ -32,6 +33,7 @@ from geode.records.schedule_client import LedgerClient
 from geode.records.schedule_models import JobEntry, Runs
 from geode.records.store_client import StoreClient
 from geode.schedule.bus_ports import BusChat, BusTurns
+from geode.schedule.clock import scheduler_clock
 from geode.schedule.definitions import JobState
 from geode.schedule.driver import Driver
 from geode.schedule.heartbeat import declared_jobs, read_prompt
@@ -48,15 +50,15 @@ log = logging.getLogger(__name__)
 TICK_S = 0.5  # how often the driver looks (an every-1s job fires within this of its instant)
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
 class SchedulerProcess:
     """The driver, its thread, and the ``schedule.*`` handlers (one lock: the driver is not thread-safe)."""
 
-    def __init__(self, ctx: ChildContext, bus: Bus, driver: Driver, plans: CataloguePlans) -> None:
+    def __init__(
+        self, ctx: ChildContext, bus: Bus, driver: Driver, plans: CataloguePlans, fake_clock: str = ""
+    ) -> None:
         self.ctx, self.bus, self.driver, self.plans = ctx, bus, driver, plans
+        self.fake_clock = fake_clock  # the fake clock's file (tests only), "" on the real clock
+        self.ticked_at: datetime | None = None  # the clock at the start of the last completed tick
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -82,7 +84,9 @@ class SchedulerProcess:
                             len(self.driver.jobs),
                             len(self.driver.following),
                         )
+                    at = self.driver.now()
                     self.driver.tick()
+                    self.ticked_at = at
                 self.last_error = ""
             except GeodeError as exc:  # the store or lanes restarting: the ledger is unchanged, try again
                 self.last_error = exc.message[:500]
@@ -160,6 +164,8 @@ class SchedulerProcess:
             "jobs": len(self.driver.jobs),
             "following": len(self.driver.following),
             "last_error": self.last_error,
+            "clock": f"FAKE ({self.fake_clock})" if self.fake_clock else "real",
+            "ticked_at": self.ticked_at.isoformat() if self.ticked_at is not None else None,
             "uptime_s": round(time.monotonic() - self.started, 3),
         }
         return runtime.StatusReply(
@@ -264,8 +270,17 @@ def _same(state: JobState, spec: JobSpec) -> bool:
 
 def build(bus: Bus, ctx: ChildContext) -> SchedulerProcess:
     """Registry builder (``actors.tree.registry``): serve ``scheduler``, then start the driver's thread."""
+    proc = assemble(bus, ctx, f"scheduler#{ctx.incarnation}:{os.getpid()}")
+    bus.serve(ctx.name, proc.dispatch())
+    stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc._origin_event})
+    bus.connect_peer("lanes", stream, concurrency=1)
+    proc.start()
+    return proc
+
+
+def assemble(bus: Bus, ctx: ChildContext, holder: str) -> SchedulerProcess:
+    """The scheduler over ``bus`` as ``holder``, not serving, not started (a test runs a second one)."""
     settings = ctx.settings
-    holder = f"scheduler#{ctx.incarnation}:{os.getpid()}"
     ledger = LedgerClient(bus.transport, attempts=3)
     plans = CataloguePlans(bus.transport, wait=False, who=ctx.name, cache=False)
     bus.subscribe("supervisor", lifecycle.on_child_events(plans.on_lifecycle))
@@ -283,10 +298,8 @@ def build(bus: Bus, ctx: ChildContext) -> SchedulerProcess:
     def heartbeat(job: Any) -> str | None:  # [schedule.heartbeat]: its prompt is its workspace's HEARTBEAT.md
         return read_prompt(job_workspace(job, ctx.home))
 
-    driver = Driver(ledger, turns, chat, now, holder, grace_s=settings.schedule.grace_s, heartbeat=heartbeat)
-    proc = SchedulerProcess(ctx, bus, driver, plans)
-    bus.serve(ctx.name, proc.dispatch())
-    stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc._origin_event})
-    bus.connect_peer("lanes", stream, concurrency=1)
-    proc.start()
-    return proc
+    clock, fake = scheduler_clock(ctx.home.root)
+    driver = Driver(
+        ledger, turns, chat, clock, holder, grace_s=settings.schedule.grace_s, heartbeat=heartbeat
+    )
+    return SchedulerProcess(ctx, bus, driver, plans, str(fake or ""))
