@@ -12,6 +12,7 @@ from geode.records.models import TurnRecord
 from tests.chaos.chat import ChatVerdict
 from tests.chaos.driver import Kill, Op, Record, Sample
 from tests.chaos.evidence import Evidence
+from tests.chaos.schedule import JobVerdict
 from tests.chaos.slow import SlowTurn, breakdown, server_story, slow_turns
 
 AVAIL_P50_S, AVAIL_P99_S, TURN_P99_FACTOR = 0.5, 2.0, 3.0
@@ -42,6 +43,7 @@ class Report:
     slow: list[str] = field(default_factory=list)  # where the slow turns spent their time
     slow_turns: list[SlowTurn] = field(default_factory=list)
     chat: ChatVerdict | None = None  # the chats' replies (None: the run had no chat)
+    job: JobVerdict | None = None  # the scheduled job's instants (None: the run had no job)
 
     def violation(self, kind: str, detail: str) -> None:
         self.violations.setdefault(kind, []).append(detail)
@@ -103,7 +105,17 @@ class Report:
         out.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
         if self.chat is not None:
             out.append(self.chat.line())
+        if self.job is not None:
+            out.append(self.job.line())
         return out + self.slow
+
+    def add_job(self, verdict: JobVerdict) -> None:
+        """The scheduled job's verdict: each of its violations under its kind (duplicate, lost, ...)."""
+        self.job = verdict
+        for kind, detail in verdict.violations:
+            self.violation(kind, f"job: {detail}")
+        for kind, detail in verdict.findings:
+            self.warn(f"job_{kind}", detail)
 
     def add_chat(self, verdict: ChatVerdict) -> None:
         """The chats' replies: a duplicate post and a reply neither posted nor uncertain are violations."""

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.chaos.chat import ChatRecord, chat_loop, check_chat, settle_replies
@@ -18,6 +19,8 @@ from tests.chaos.checker import Report, check, pct
 from tests.chaos.driver import Record, client_loop, kill_loop, poll_loop
 from tests.chaos.evidence import collect, uncertain_receipts
 from tests.chaos.rig import DEFAULT_SUPERVISOR, World, read_markers, world
+from tests.chaos.schedule import JobVerdict
+from tests.chaos.schedule import verdict as job_verdict
 from tests.chaos.soak import SoakSampler
 
 DEFAULT_CHILDREN = "store,lanes,executor,loop,control,messengers"
@@ -75,8 +78,12 @@ def _finish(
     stop: threading.Event,
     args: argparse.Namespace,
     chat: ChatRecord | None = None,
+    job_end: datetime | None = None,
 ) -> Report:
     stop.set()
+    job: JobVerdict | None = None
+    if job_end is not None:  # pause the job once it decided past the kills, so the tree can settle
+        job = job_verdict(w, rec.kills, job_end, args.settle)
     deadline = time.monotonic() + args.turn_timeout + 30  # handshake 5 s + prompt 10 s + the turn
     for t in threads:
         t.join(timeout=max(0.1, deadline - time.monotonic()))
@@ -89,6 +96,8 @@ def _finish(
     rep = check(rec, read_markers(w.markers), ev, rec.t_calm_end - rec.t_chaos)
     if chat is not None and w.api is not None:
         rep.add_chat(check_chat(w.api, chat, ev.uncertain, unsettled))
+    if job is not None:
+        rep.add_job(job)
     rep.add_stories(w.home.logs_dir)
     return rep
 
@@ -118,16 +127,30 @@ def chaos_main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--chats", type=int, default=2, help="Telegram chats with a user posting in each (default 2; 0: none)"
     )
+    p.add_argument(
+        "--schedule",
+        action="store_true",
+        help="also an operator job every 1s (run_bash effect, reply delivered to the first chat); the "
+        "scheduler joins the children to kill; each instant must end in exactly one outcome",
+    )
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     names = [n.strip() for n in args.children.split(",") if n.strip()]
+    if args.schedule:
+        args.chats = max(1, args.chats)
+        names += [] if "scheduler" in names else ["scheduler"]
     base = Path(tempfile.mkdtemp(prefix="geode-chaos-"))
     tmp = _cleanup(base, keep=args.keep)
     print(
         f"chaos: seed {seed}, {args.clients} clients, kill every {args.kill_every}s of {names}, {base}",
         flush=True,
     )
-    with tmp, world(base, workers=args.workers, supervisor=_supervisor(args), chats=args.chats) as w:
+    with (
+        tmp,
+        world(
+            base, workers=args.workers, supervisor=_supervisor(args), chats=args.chats, job=args.schedule
+        ) as w,
+    ):
         rec, stop, kill_stop, poll_stop = Record(), threading.Event(), threading.Event(), threading.Event()
         rec.t_start = time.monotonic()
         poller = threading.Thread(target=poll_loop, args=(w.home, rec, poll_stop), daemon=True)
@@ -144,8 +167,10 @@ def chaos_main(argv: list[str] | None = None) -> int:
         kill_stop.set()
         killer.join(timeout=5)
         rec.t_calm_end = time.monotonic()
+        job_end = datetime.now(UTC) if args.schedule else None
         try:
-            rep = _finish(rec, w, threads, stop, args, chat)  # the poller samples while the tree settles
+            # the poller samples while the tree settles
+            rep = _finish(rec, w, threads, stop, args, chat, job_end)
         finally:
             poll_stop.set()
             poller.join(timeout=5)
