@@ -220,6 +220,9 @@ class MessengersChild:
 
     def _send_once(self, b: messengers_msg.SendMessage) -> messengers_msg.MessageSent:
         platform, _, key = b.channel.partition(":")
+        if platform in self.runners and platform not in self.actors:  # served before the actors start
+            with self.idle:
+                self.idle.wait_for(lambda: platform in self.actors, SEND_TIMEOUT_S)
         ref = self.actors.get(platform)
         if ref is None:
             why = self.disabled.get(platform)
@@ -269,6 +272,8 @@ class MessengersProcess:
         """Start each platform's actor (its poller thread); call once the endpoint is served."""
         for platform, runner in self.child.runners.items():
             self.child.actors[platform] = PlatformActor.start(runner)
+        with self.child.idle:  # a send that came while they started goes on
+            self.child.idle.notify_all()
 
     def apply_config(self, change: ConfigChange, settings: TreeSettings) -> list[str] | None:
         """`geode reload`: new bindings, platforms or tokens → this child's clean restart through the

@@ -4,13 +4,20 @@ token is disabled with the reason while the child still serves, and ``runtime.st
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from actors.messengers import MessengersChild, PlatformActor, make_translator, start_messengers
+from actors.messengers import (
+    MessengersChild,
+    MessengersProcess,
+    PlatformActor,
+    make_translator,
+    start_messengers,
+)
 from actors.tree.registry import ChildContext
 from geode.home import GeodeHome
 from geode.messengers.bindings import Bindings
@@ -126,3 +133,23 @@ def test_each_platform_gets_its_translator_from_its_own_tokens() -> None:
     assert make_translator("discord", off, environ={"DISCORD_BOT_TOKEN": "d.t"}, dotenv={}) == (
         "enabled = false in [messengers.discord]"
     )
+
+
+def test_a_send_while_the_platform_is_still_starting_waits_for_it_and_posts() -> None:
+    """The child serves its endpoint before it starts the platforms' actors: a reply delivered in that window
+    (a scheduled job's, after a messengers restart) is posted once the platform is up, not refused as if the
+    platform were not enabled (which the executor settles as not posted: the job's delivery_failed)."""
+    rig = Rig()
+    section = MessengersSection(bindings=BINDINGS)
+    c = MessengersChild("messengers", 1, section, Bindings(section.bindings))
+    c.pollers["telegram"], c.runners["telegram"] = rig.poller, rig.runner
+    starting = threading.Timer(0.3, lambda: MessengersProcess(c, None).start())  # type: ignore[arg-type]
+    starting.start()
+    try:
+        out = c.dispatch().handle(req(messengers_msg.SEND, send("telegram:100", "k-start")))
+        assert messengers_msg.MessageSent.model_validate(out).message_ids
+        assert [p[:2] for p in rig.translator.posts] == [("100", "hello")]
+    finally:
+        starting.join()
+        poll_for(lambda: "telegram" in c.actors, 5, what="the platform started")
+        c.actors["telegram"].stop()
