@@ -1,7 +1,8 @@
 """A second, live scheduler against a running tree's store, for the two-schedulers test: the scheduler child's
 own code (:func:`actors.scheduler.assemble`) over a client bus, as another holder, serving nothing (the tree's
 ``scheduler`` keeps its name). ``python -m tests.schedule.second_scheduler <holder>`` with ``GEODE_HOME`` (and
-the tree's ``GEODE_FAKE_CLOCK``); prints ``ready`` once started, stops on SIGTERM."""
+the tree's ``GEODE_FAKE_CLOCK``); prints ``ready`` once started, then ``ticked <instant>`` whenever the clock
+of its last whole tick changes; stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ def main(holder: str) -> int:
     proc = assemble(bus, ChildContext("scheduler", 900, home, source), holder)
     proc.start()
     print("ready", flush=True)
-    stop.wait()
+    seen = None
+    while not stop.wait(0.05):
+        if proc.ticked_at != seen:
+            seen = proc.ticked_at
+            print(f"ticked {seen.isoformat() if seen else ''}", flush=True)
     proc.stop()
     bus.stop()
     return 0

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -74,7 +75,15 @@ tz = "Europe/Berlin"
 prompt = "marker hourly"
 catch_up = "skip"
 """
-TREE: dict[str, Any] = {}
+TREE: dict[str, Any] = {"gate": threading.Event()}
+TREE["gate"].set()
+
+
+def _answer(req: Any) -> dict[str, str]:
+    """The scripted model: "ok"; for the hourly job, once the test opens the gate (held: a run stays open)."""
+    if "marker hourly" in json.dumps(req.body):
+        TREE["gate"].wait(30.0)
+    return {"text": "ok"}
 
 
 def at(text: str) -> datetime:
@@ -84,7 +93,7 @@ def at(text: str) -> datetime:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeodeHome]:
     base = tmp_path_factory.mktemp("clock_tree")
-    with ScriptedServer(lambda req: {"text": "ok"}) as model:
+    with ScriptedServer(_answer) as model:
         home = scripted_home(base, model, extra=JOBS)
         clock = home.root / "fake_clock"
         write_clock(clock, T0)
@@ -240,10 +249,17 @@ def test_a_wall_clock_jumping_backwards_fires_nothing_twice(tree: GeodeHome) -> 
     assert len(one_turn_per_instant(jobs, "daily")) == 2
 
 
+def open_at(home: GeodeHome, job: str, instant: datetime) -> str | None:
+    """The holder that recorded the job's occurrence at ``instant`` due, while it is not yet ended."""
+    rows = [o for o in ledger(home, job).occurrences if o.instant == instant and o.history and not o.terminal]
+    return rows[0].history[0].by if rows else None
+
+
 def test_two_live_schedulers_on_one_store_fire_each_instant_once(tree: GeodeHome) -> None:
     home = tree
     first = children(home)["scheduler"]
     assert first.pid is not None
+    gate = TREE["gate"]
     os.kill(first.pid, signal.SIGSTOP)
     holder = "scheduler#900:second"
     second = subprocess.Popen(
@@ -254,23 +270,39 @@ def test_two_live_schedulers_on_one_store_fire_each_instant_once(tree: GeodeHome
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    said: list[str] = []  # what the second scheduler printed: ready, then the clock of each tick
+    assert second.stdout is not None
+    out = second.stdout
+    reader = threading.Thread(target=lambda: said.extend(line.strip() for line in out), daemon=True)
+    reader.start()
     try:
-        assert second.stdout is not None and second.stdout.readline().strip() == "ready"
+        wait_for(lambda: "ready" in said or None, 20.0, what="the second scheduler started")
         alone = [at("2026-10-25T04:30:00Z"), at("2026-10-25T05:30:00Z")]
         for t in alone:  # the tree's scheduler is stopped: the second one fires these
             set_clock(home, t.replace(second=1), seen=False)
             wait_done(home, "hourly", t, "the second scheduler's run")
         os.kill(first.pid, signal.SIGCONT)  # both live now, the first with its plan of before
+        set_clock(home, alone[-1].replace(second=2))
         both = at("2026-10-25T06:30:00Z")
-        set_clock(home, both.replace(second=1))  # the first looked at least once, at this instant
+        gate.clear()  # the model holds this run's answer: its occurrence stays open while both look
+        set_clock(home, both.replace(second=1), seen=False)
+        owner = wait_for(lambda: open_at(home, "hourly", both), 20.0, what="the 06:30 run due")
+        looked = both.replace(second=2)
+        set_clock(home, looked)  # the tree's scheduler ticked after it was due ...
+        wait_for(lambda: f"ticked {looked.isoformat()}" in said or None, 20.0, what="the second's tick")
+        gate.set()  # ... and so did the second one: now the run may end
         wait_done(home, "hourly", both, "the run both schedulers saw due")
-        set_clock(home, both.replace(second=2))
+        set_clock(home, both.replace(second=3))
     finally:
+        gate.set()
         os.kill(first.pid, signal.SIGCONT)
         second.terminate()
-        second.communicate(timeout=15)
+        second.wait(timeout=15)
+        reader.join(timeout=5)
+        out.close()
     jobs = cli_runs(home)
     got = one_turn_per_instant(jobs, "hourly")
     assert got[-3:] == [*alone, both]
     rows = {at(x["instant"]): x for x in jobs["hourly"]["occ"]}
     assert {rows[t]["history"][0]["by"] for t in alone} == {holder}
+    assert {step["by"] for step in rows[both]["history"]} == {owner}  # the other one never touched it
