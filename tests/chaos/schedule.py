@@ -11,7 +11,8 @@ then, from `geode schedule runs --json` (the ledger), the effect file, the chat 
 - no occurrence's reply is posted twice; a ``done`` delivery is posted once, a not-posted one is
   ``uncertain`` (or ``delivery_failed``);
 - every ``uncertain`` occurrence has its reply receipt uncertain (or since reconciled), admitted by an
-  incarnation the killer killed (the generic check of every uncertain receipt explains the owner)."""
+  incarnation the killer killed, or whose reason names one (the messengers child killed with the post in
+  flight), as the generic check of every uncertain receipt explains them."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ PROMPT = "chaos-job-effect"  # what the MarkerModel answers with one run_bash ca
 APPLIED = re.compile(r"applied (toolu_chaos_job_\d+)")  # "applied <id>" or "not-applied <id>: why"
 ROOT = Path(__file__).resolve().parents[2]
 OPEN = {"due", "delivering", "claimed"}
+INCARNATION = re.compile(r"\b([a-z][a-z0-9-]*#\d+)\b")  # "messengers#3" in a receipt's uncertain reason
 
 
 def job_config(base: Path, chat: int) -> str:
@@ -238,8 +240,13 @@ def check_job(
             if reply is None:
                 v.violations.append(("unexplained_uncertain", f"{occ}: no reply receipt"))
             elif reply.owner not in killed:
-                why = f"{occ}: reply receipt owner {reply.owner} not killed"
-                v.violations.append(("unexplained_uncertain", why))
+                why = f"{occ}: reply receipt owner {reply.owner} not killed ({reply.uncertain_reason})"
+                # as the generic check: the owner killed, or a kill in flight — here the one the reason names
+                # (the messengers child killed with the owner's post in flight: its outcome is unknown)
+                if killed & set(INCARNATION.findall(reply.uncertain_reason or "")):
+                    v.findings.append(("uncertain_owner_not_killed", why))
+                else:
+                    v.violations.append(("unexplained_uncertain", why))
     return v
 
 
