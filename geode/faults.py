@@ -33,6 +33,9 @@ POINTS = frozenset(
         "messengers.after_post",  # messenger.send posted to the platform, the executor not answered yet
         "scheduler.after_due",  # an occurrence recorded due (the cursor moved), its turn not submitted
         "scheduler.after_submit",  # lanes acknowledged the occurrence's turn, the ledger not told
+        "scheduler.after_turn_end",  # the scheduler read the turn's record done, its outcome not recorded
+        "scheduler.before_reply",  # the scheduler is to ask the executor for the reply: nothing admitted
+        "scheduler.after_reply_posted",  # the executor said the reply posted (or replayed), no outcome
     }
 )
 

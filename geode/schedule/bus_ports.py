@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from geode import faults
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
@@ -55,6 +56,7 @@ class BusTurns:
         rec = self.store.get_turn(turn_id)
         if rec is None or rec.state != TurnState.DONE:
             return None
+        faults.fault("scheduler.after_turn_end")
         outcome = rec.outcome or {}
         text = outcome.get("text")
         reason = str(outcome.get("termination_reason") or "unknown")
@@ -89,12 +91,14 @@ class BusChat:
             channel=job.deliver.destination,
             text=text[: 64 * 1024],
         )
+        faults.fault("scheduler.before_reply")
         try:
             out = self.transport.call("executor", messengers_msg.DELIVER, req, timeout_s=90.0)
         except GeodeError as exc:  # the executor or the messengers child is down or slow: try again
             return Delivery(state="deferred", reason=exc.message[:500])
         got = messengers_msg.Delivered.model_validate(out)
         if got.state in ("posted", "replayed"):
+            faults.fault("scheduler.after_reply_posted")
             return Delivery(state="posted")
         if got.state == "uncertain":
             return Delivery(state="uncertain", reason=got.reason or "the reply's receipt is uncertain")
