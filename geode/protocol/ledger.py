@@ -14,12 +14,15 @@ from pydantic import AwareDatetime, BaseModel, Field
 from geode.protocol.catalog import message
 from geode.records.schedule_models import (
     ClaimResult,
+    DecidedMany,
+    EndedMany,
     JobCursor,
     JobEntry,
     MissedRange,
     OccurrenceRow,
     OutcomeResult,
     Runs,
+    StampedMany,
 )
 from geode.schedule.occurrences import JOB_NAME, REQUEST_ID
 from geode.schedule.outcomes import Delivering, DeliveryFailed, Done, Missed, Skipped, Uncertain
@@ -70,6 +73,40 @@ class RecordMissed(BaseModel):
     job_id: str = JobId
     missed: Missed
     by: str = Field(default="", max_length=128)
+
+
+BATCH_JOBS = 100  # jobs (or occurrences) per batched request: its reply stays well under one frame
+
+
+class JobDecision(BaseModel):
+    """One job's part of a tick: its missed range (if any), then its instants to run, in order."""
+
+    job_id: str = JobId
+    missed: Missed | None = None
+    instants: list[AwareDatetime] = Field(default_factory=list, max_length=1000)
+
+
+class DecideMany(BaseModel):
+    """A tick's decisions for several jobs in ONE write transaction: each job's missed range, then each
+    instant claimed (compare-and-set) and, when claimed, recorded due with the cursor moved to it. One job's
+    refusal is its own (``Decided.missed_error`` / ``Fired.error``); the others still apply."""
+
+    holder: str = Holder
+    lease_s: float = Field(default=30.0, gt=0, le=3600)
+    jobs: list[JobDecision] = Field(default_factory=list, max_length=BATCH_JOBS)
+
+
+class SubmittedMany(BaseModel):
+    """Several occurrences' lanes acknowledgements in ONE write transaction (each as ``RecordSubmitted``)."""
+
+    occurrences: list[Occurrence] = Field(default_factory=list, max_length=BATCH_JOBS)
+    at: AwareDatetime | None = None
+
+
+class OutcomeMany(BaseModel):
+    """Several outcome steps in ONE write transaction (each a ``RecordOutcome``, refused alone)."""
+
+    outcomes: list[RecordOutcome] = Field(default_factory=list, max_length=BATCH_JOBS)
 
 
 class OccurrenceReply(BaseModel):
@@ -145,6 +182,9 @@ DUE = message("store.schedule.due", RecordDue, OccurrenceReply)
 SUBMITTED = message("store.schedule.submitted", RecordSubmitted, OccurrenceReply)
 OUTCOME = message("store.schedule.outcome", RecordOutcome, OutcomeResult)
 MISSED = message("store.schedule.missed", RecordMissed, MissedReply)
+DECIDE = message("store.schedule.decide", DecideMany, DecidedMany)
+SUBMITTED_MANY = message("store.schedule.submitted_many", SubmittedMany, StampedMany)
+OUTCOME_MANY = message("store.schedule.outcome_many", OutcomeMany, EndedMany)
 GET = message("store.schedule.get", Occurrence, OccurrenceReply)
 RUNS = message("store.schedule.runs", ListRuns, Runs)
 JOB_PUT = message("store.schedule.job.put", PutJob, JobReply)

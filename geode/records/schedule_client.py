@@ -3,6 +3,7 @@ Transport, with the store client's retries (every ledger write is idempotent for
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -10,12 +11,18 @@ from geode.protocol import ledger as m
 from geode.protocol.errors import Conflict
 from geode.records.schedule_models import (
     ClaimResult,
+    Decided,
+    DecidedMany,
+    Ended,
+    EndedMany,
     JobCursor,
     JobEntry,
     MissedRange,
     OccurrenceRow,
     OutcomeResult,
     Runs,
+    Stamped,
+    StampedMany,
     named,
 )
 from geode.records.store_client import StoreClient
@@ -44,6 +51,52 @@ class LedgerClient(StoreClient):
     def due(self, occ: OccurrenceId, *, holder: str, lease_s: float = 30.0) -> OccurrenceRow:
         body = m.RecordDue(**_where(occ), holder=holder, lease_s=lease_s)
         return _row(self._ledger(m.DUE, body))
+
+    def decide(
+        self,
+        jobs: list[tuple[str, Missed | None, list[datetime]]],
+        *,
+        holder: str,
+        lease_s: float = 30.0,
+    ) -> list[Decided]:
+        """Several jobs' missed ranges, claims and dues, one write transaction per ``BATCH_JOBS`` jobs."""
+        out: list[Decided] = []
+        for i in range(0, len(jobs), m.BATCH_JOBS):
+            part = [
+                m.JobDecision(job_id=j, missed=mis, instants=ins)
+                for j, mis, ins in jobs[i : i + m.BATCH_JOBS]
+            ]
+            body = m.DecideMany(holder=holder, lease_s=lease_s, jobs=part)
+            out += DecidedMany.model_validate(self._ledger(m.DECIDE, body)).jobs
+        return out
+
+    def submitted_many(self, occs: list[OccurrenceId], at: datetime | None = None) -> list[Stamped]:
+        """:meth:`submitted` for several occurrences, one write transaction per ``BATCH_JOBS`` of them."""
+        out: list[Stamped] = []
+        for i in range(0, len(occs), m.BATCH_JOBS):
+            part = [m.Occurrence(**_where(o)) for o in occs[i : i + m.BATCH_JOBS]]
+            body = m.SubmittedMany(occurrences=part, at=at)
+            out += StampedMany.model_validate(self._ledger(m.SUBMITTED_MANY, body)).rows
+        return out
+
+    def outcome_many(
+        self,
+        items: Sequence[
+            tuple[OccurrenceId, Delivering | Done | DeliveryFailed | Uncertain | Skipped, str, int | None]
+        ],
+    ) -> list[Ended]:
+        """:meth:`outcome` for several (occurrence, outcome, by, disable_after), one transaction per
+        ``BATCH_JOBS``; each refusal is its own (``Ended.error``)."""
+        out: list[Ended] = []
+        for i in range(0, len(items), m.BATCH_JOBS):
+            part = [
+                m.RecordOutcome(**_where(o), outcome=oc, by=by, disable_after=lim)
+                for o, oc, by, lim in items[i : i + m.BATCH_JOBS]
+            ]
+            out += EndedMany.model_validate(
+                self._ledger(m.OUTCOME_MANY, m.OutcomeMany(outcomes=part))
+            ).results
+        return out
 
     def submitted(self, occ: OccurrenceId, at: datetime | None = None) -> OccurrenceRow:
         return _row(self._ledger(m.SUBMITTED, m.RecordSubmitted(**_where(occ), at=at)))

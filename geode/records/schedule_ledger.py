@@ -8,11 +8,13 @@ decide, :func:`geode.schedule.outcomes.check_transition`); a missed range decide
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from geode.protocol.errors import GeodeError
 from geode.protocol.later import Later
 from geode.records.lmdb_env import Txn, key, pack, prefix, scan_prefix, unpack
 from geode.records.schedule_jobs import JobTable
@@ -20,12 +22,19 @@ from geode.records.schedule_models import (
     ClaimKind,
     ClaimLost,
     ClaimResult,
+    Decided,
+    DecidedMany,
+    Ended,
+    EndedMany,
+    Fired,
     JobCursor,
     MissedOverlap,
     MissedRange,
     OccurrenceRow,
     OutcomeConflict,
     OutcomeResult,
+    Stamped,
+    StampedMany,
     Step,
     occurrence,
     slot,
@@ -159,6 +168,59 @@ class ScheduleLedger(JobTable):
             self._advance(txn, occ.job, occ.instant)
         return self._put_row(txn, row)
 
+    def decide_later(
+        self, jobs: list[tuple[str, Missed | None, list[datetime]]], *, holder: str, lease_s: float
+    ) -> Later:
+        """A tick's decisions for several jobs in one transaction (a :class:`DecidedMany`): per job its
+        missed range, then per instant the claim's compare-and-set and, when claimed, ``due`` with the cursor
+        (exactly :meth:`claim_later` then :meth:`due_later`). A refusal is that item's alone: every refusal
+        is raised before its item writes anything, so the others still commit."""
+        return self.writer.submit(lambda txn: self._decide(txn, jobs, holder, lease_s))
+
+    def _decide(
+        self, txn: Txn, jobs: list[tuple[str, Missed | None, list[datetime]]], holder: str, lease_s: float
+    ) -> DecidedMany:
+        out = DecidedMany()
+        for job_id, missed, instants in jobs:
+            d = Decided(job_id=job_id)
+            if missed is not None:
+                try:
+                    d.missed = self._missed(txn, job_id, missed, holder)
+                except GeodeError as exc:
+                    d.missed_error = exc.message
+            for instant in instants:
+                try:
+                    occ = occurrence(job_id, instant)
+                    claim = self._claim(txn, occ, holder, lease_s)
+                    if claim.kind == ClaimKind.CLAIMED:
+                        claim = ClaimResult(kind=claim.kind, row=self._due(txn, occ, holder, lease_s))
+                    d.fired.append(Fired(claim=claim))
+                except GeodeError as exc:
+                    d.fired.append(Fired(error=exc.message))
+            out.jobs.append(d)
+        return out
+
+    def submitted_many_later(self, occs: list[OccurrenceId], at: datetime | None) -> Later:
+        """:meth:`submitted_later` for several occurrences in one transaction (a :class:`StampedMany`)."""
+        return self.writer.submit(lambda txn: StampedMany(rows=[self._stamp(txn, o, at) for o in occs]))
+
+    def _stamp(self, txn: Txn, occ: OccurrenceId, at: datetime | None) -> Stamped:
+        try:
+            return Stamped(row=self._submitted(txn, occ, at))
+        except GeodeError as exc:
+            return Stamped(error=exc.message)
+
+    def outcome_many_later(self, items: Sequence[tuple[OccurrenceId, Outcome, str, int | None]]) -> Later:
+        """:meth:`outcome_later` for several occurrences in one transaction (an :class:`EndedMany`; each
+        refusal is raised before its item writes anything, so the others still commit)."""
+        return self.writer.submit(lambda txn: EndedMany(results=[self._end(txn, *i) for i in items]))
+
+    def _end(self, txn: Txn, occ: OccurrenceId, outcome: Outcome, by: str, limit: int | None) -> Ended:
+        try:
+            return Ended(result=self._outcome(txn, occ, outcome, by, limit))
+        except GeodeError as exc:
+            return Ended(error=exc.message)
+
     def submitted_later(self, occ: OccurrenceId, at: datetime | None) -> Later:
         """Stamp when lanes acknowledged the turn's durable submit (the first stamp stays)."""
         return self.writer.submit(lambda txn: self._submitted(txn, occ, at))
@@ -236,12 +298,15 @@ class ScheduleLedger(JobTable):
             if old.missed.first <= missed.last and missed.first <= old.missed.last:
                 raise MissedOverlap(f"{job_id}: {_range(missed)} overlaps the missed range {_range(old)}")
         now = self.now()
-        for k, v in list(scan_prefix(txn, self._db(OCCURRENCES), prefix(job_id))):
+        bare: list[bytes] = []  # every refusal comes before the first write (a batch keeps the others)
+        for k, v in scan_prefix(txn, self._db(OCCURRENCES), prefix(job_id)):
             if not first <= k.split(b"\x00", 1)[1].decode() <= last:
                 continue  # outside the range (a run-now's ``now:`` sorts after every instant)
             row = OccurrenceRow.model_validate(unpack(v))
             if row.kind is not None or (row.holder != by and row.lease_until and row.lease_until > now):
                 raise MissedOverlap(f"{row.occurrence_id} has its own row: it cannot be missed")
+            bare.append(k)
+        for k in bare:
             txn.delete(k, db=self._db(OCCURRENCES))  # a bare claim: the range decides it
             txn.delete(k, db=self._db(OPEN))
         rng = MissedRange(job_id=job_id, missed=missed, recorded_at=now, by=by)

@@ -184,3 +184,46 @@ class Runs(BaseModel):
     occurrences: list[OccurrenceRow] = Field(default_factory=list)
     missed: list[MissedRange] = Field(default_factory=list)
     truncated: bool = False
+
+
+class Fired(BaseModel):
+    """One instant of a batched decision: its claim (``claimed``: recorded due in the same transaction, the
+    row is the due row), or the named refusal's message (``error``) that left it as it was."""
+
+    claim: ClaimResult | None = None
+    error: str = ""
+
+
+class Decided(BaseModel):
+    """One job's part of a batched decision: its missed range (or the refusal), then each instant."""
+
+    job_id: str
+    missed: MissedRange | None = None
+    missed_error: str = ""
+    fired: list[Fired] = Field(default_factory=list)
+
+
+class DecidedMany(BaseModel):
+    jobs: list[Decided] = Field(default_factory=list)
+
+
+class Stamped(BaseModel):
+    """One occurrence of a batched ``submitted``: its row, or the named refusal's message."""
+
+    row: OccurrenceRow | None = None
+    error: str = ""
+
+
+class Ended(BaseModel):
+    """One occurrence of a batched outcome write: its result, or the named refusal's message."""
+
+    result: OutcomeResult | None = None
+    error: str = ""
+
+
+class EndedMany(BaseModel):
+    results: list[Ended] = Field(default_factory=list)
+
+
+class StampedMany(BaseModel):
+    rows: list[Stamped] = Field(default_factory=list)

@@ -35,6 +35,9 @@ class LedgerRoutes:
             m.SUBMITTED: self._submitted,
             m.OUTCOME: self._outcome,
             m.MISSED: self._missed,
+            m.DECIDE: self._decide,
+            m.SUBMITTED_MANY: self._submitted_many,
+            m.OUTCOME_MANY: self._outcome_many,
             m.JOB_PUT: self._put_job,
             m.JOB_REMOVE: self._remove_job,
             m.JOB_STATE: self._set_state,
@@ -57,6 +60,17 @@ class LedgerRoutes:
     def _missed(self, b: m.RecordMissed, r: Request) -> Later:
         later = self.ledger.missed_later(b.job_id, b.missed, by=b.by)
         return later.map(lambda rng: m.MissedReply(range=rng))
+
+    def _decide(self, b: m.DecideMany, r: Request) -> Later:
+        jobs = [(j.job_id, j.missed, list(j.instants)) for j in b.jobs]
+        return self.ledger.decide_later(jobs, holder=b.holder, lease_s=b.lease_s)
+
+    def _submitted_many(self, b: m.SubmittedMany, r: Request) -> Later:
+        return self.ledger.submitted_many_later([_occ(o) for o in b.occurrences], b.at)
+
+    def _outcome_many(self, b: m.OutcomeMany, r: Request) -> Later:
+        items = [(_occ(o), o.outcome, o.by, o.disable_after) for o in b.outcomes]
+        return self.ledger.outcome_many_later(items)
 
     def _put_job(self, b: m.PutJob, r: Request) -> Later:
         later = self.ledger.put_job_later(

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from geode import faults
 from geode.protocol.errors import Conflict, ErrorCode, GeodeError
-from geode.records.schedule_models import ClaimKind, JobCursor, OccurrenceRow
+from geode.records.schedule_models import ClaimKind, ClaimResult, JobCursor, OccurrenceRow, OutcomeResult
+from geode.schedule.batching import Batching, Ending
 from geode.schedule.definitions import Definitions, JobState
+from geode.schedule.following import Following, one_line
+from geode.schedule.following import reply_operation_id as reply_operation_id
 from geode.schedule.heartbeat import EMPTY_FILE, NO_FILE, is_quiet, quiet
 from geode.schedule.jobs import Job
 from geode.schedule.occurrences import OccurrenceId
@@ -34,8 +36,16 @@ from geode.schedule.outcomes import (
     Uncertain,
     done_for,
 )
-from geode.schedule.planner import Health, admit, disabled_notice, notice_operation_id, plan
-from geode.schedule.ports import Chat, Ledger, TurnEnd, Turns
+from geode.schedule.planner import (
+    Admission,
+    Health,
+    Plan,
+    admit,
+    disabled_notice,
+    notice_operation_id,
+    plan,
+)
+from geode.schedule.ports import Chat, Ledger, Turns
 from geode.schedule.settings import DEFAULT_GRACE_S, HEARTBEAT_JOB
 
 log = logging.getLogger(__name__)
@@ -46,31 +56,7 @@ DELIVER_ATTEMPTS = 8  # a reply deferred this many times (with backoff) is given
 NO_ANSWER = "The scheduled run ended without an answer ({reason})."
 
 
-def one_line(text: str) -> str:
-    """A reason as the ledger keeps it: one line, at most 500 characters."""
-    return " ".join(text.split())[:500] or "unknown"
-
-
-def reply_operation_id(turn_id: str) -> str:
-    """The receipt operation id of an occurrence's reply: derived from its turn id (itself derived from the
-    occurrence id), so a reply is posted at most once whatever is retried."""
-    return f"reply-{turn_id}"
-
-
-@dataclass
-class Following:
-    """An occurrence this driver follows to its outcome."""
-
-    occ: OccurrenceId
-    row: OccurrenceRow
-    submitted: bool = False
-    end: TurnEnd | None = None
-    attempts: int = 0  # deferred deliveries
-    retry_at: datetime | None = None
-    renewed_at: datetime | None = None
-
-
-class Driver(Definitions):
+class Driver(Definitions, Batching):
     """The scheduler loop over ``ledger``, ``turns`` and ``chat`` (None: no delivery possible here)."""
 
     def __init__(
@@ -91,9 +77,9 @@ class Driver(Definitions):
         self.jobs: dict[str, JobState] = {}
         self.following: dict[str, Following] = {}
         self.waiting: dict[str, OccurrenceId] = {}  # held by another live scheduler: asked again next tick
-        self.reconcile_at: datetime | None = (
-            None  # next look at uncertain occurrences (None: at the next tick)
-        )
+        self.reconcile_at: datetime | None = None  # next look at uncertain occurrences (None: next tick)
+        self.ending: list[tuple[Following, Ending]] | None = None  # a tick's outcomes (None: right away)
+        self.queued: list[OccurrenceId] | None = None
 
     def now(self) -> datetime:
         return self.clock().astimezone(UTC)
@@ -124,11 +110,11 @@ class Driver(Definitions):
         for key, occ in list(self.waiting.items()):
             del self.waiting[key]
             self.fire(occ)
-        for state in list(self.jobs.values()):
-            try:
-                self._plan(state)
-            except GeodeError as exc:  # the store is restarting: the cursor is unchanged, plan again
-                log.info("scheduler: planning %s deferred: %s", state.job.name, exc)
+        planned = [x for state in list(self.jobs.values()) if (x := self._plan(state)) is not None]
+        try:
+            self._decide(planned)
+        except GeodeError as exc:  # the store is restarting: the cursors are unchanged, plan again
+            log.info("scheduler: planning %d jobs deferred: %s", len(planned), exc)
         now = self.now()
         if self.chat is not None and (self.reconcile_at is None or now >= self.reconcile_at):
             self.reconcile_at = now + timedelta(seconds=RECONCILE_S)
@@ -136,14 +122,19 @@ class Driver(Definitions):
                 self._reconcile()
             except GeodeError as exc:
                 log.info("scheduler: uncertain occurrences not looked at: %s", exc)
-        for key in list(self.following):
-            try:
-                self._progress(self.following[key])
-            except Conflict as exc:  # decided elsewhere (another scheduler, an operator): not ours now
-                log.info("scheduler: %s no longer followed: %s", key, exc)
-                self._finished(key)
-            except GeodeError as exc:
-                log.info("scheduler: %s waits: %s", key, exc)
+        self.ending = []  # the outcomes of this tick: recorded together at its end
+        try:
+            self._submit_all()
+            for key in list(self.following):
+                try:
+                    self._progress(self.following[key])
+                except Conflict as exc:  # decided elsewhere (another scheduler, an operator): not ours now
+                    log.info("scheduler: %s no longer followed: %s", key, exc)
+                    self._finished(key)
+                except GeodeError as exc:
+                    log.info("scheduler: %s waits: %s", key, exc)
+        finally:
+            self._end_all()
 
     def _lower(self, state: JobState) -> datetime:
         from geode.schedule.stored import resumed_at
@@ -151,7 +142,8 @@ class Driver(Definitions):
         marks = [state.job.created_at, state.cursor.last_instant, state.bound, resumed_at(state.record)]
         return max(t for t in marks if t is not None)
 
-    def _plan(self, state: JobState) -> None:
+    def _plan(self, state: JobState) -> tuple[JobState, Plan, Admission] | None:
+        """The job's plan and admission (its queue grows now); None: nothing to record for it."""
         job, cursor = state.job, state.cursor
         p = plan(
             job,
@@ -160,21 +152,12 @@ class Driver(Definitions):
             grace_s=self.grace_s,
             disabled=cursor.disabled or cursor.paused,
         )
-        if p.missed is not None:
-            try:
-                self.ledger.missed(job.name, p.missed, by=self.holder)
-            except Conflict as exc:  # already recorded (a retry after a lost reply): the range stands
-                log.info("scheduler: missed range of %s already recorded: %s", job.name, exc)
-            state.bound = max(self._lower(state), p.missed.last)
+        if p.missed is None and not p.run:
+            return None
         running = sum(1 for f in self.following.values() if f.occ.job == job.name and f.occ.instant)
         adm = admit(job, p.run, running, len(state.queue))
-        for instant in adm.skip:
-            self._skip(job, instant)
         state.queue.extend(adm.queue)
-        for instant in adm.run:
-            self.fire(OccurrenceId(job=job.name, instant=instant))
-        if p.run:
-            state.bound = max(self._lower(state), p.run[-1])
+        return state, p, adm
 
     def _skip(self, job: Job, instant: datetime) -> None:
         occ = OccurrenceId(job=job.name, instant=instant)
@@ -190,13 +173,21 @@ class Driver(Definitions):
         if key in self.following:
             return self.following[key].row, False
         claim = self.ledger.claim(occ, holder=self.holder, lease_s=self.lease_s)
+        if claim.kind == ClaimKind.CLAIMED:
+            row = self.ledger.due(occ, holder=self.holder, lease_s=self.lease_s)
+            claim = ClaimResult(kind=claim.kind, row=row)
+        return self._take(occ, claim)
+
+    def _take(self, occ: OccurrenceId, claim: ClaimResult) -> tuple[OccurrenceRow | None, bool]:
+        """Follow ``occ`` after its claim (``claimed``: recorded due with it), or wait for another holder."""
+        key = occ.text
         if claim.kind == ClaimKind.HELD:
             self.waiting[key] = occ
             return claim.row, False
         if claim.kind == ClaimKind.DECIDED:
             return claim.row, False
         new = claim.kind == ClaimKind.CLAIMED
-        row = self.ledger.due(occ, holder=self.holder, lease_s=self.lease_s) if new else claim.row
+        row = claim.row
         assert row is not None
         if new:
             faults.fault("scheduler.after_due")
@@ -211,6 +202,8 @@ class Driver(Definitions):
 
     # --- following ------------------------------------------------------------------------------------
     def _progress(self, f: Following) -> None:
+        if f.ending:
+            return  # its outcome is recorded at the end of this tick
         now = self.now()
         if f.renewed_at is None or (now - f.renewed_at).total_seconds() > self.lease_s / 3:
             self.ledger.claim(f.occ, holder=self.holder, lease_s=self.lease_s)  # keep the lease: it is ours
@@ -218,21 +211,8 @@ class Driver(Definitions):
         state = self.jobs.get(f.occ.job)
         if f.end is None:
             if not f.submitted:
-                if state is None:  # removed before its turn was submitted: it does not run
-                    self._record(f, Skipped(reason="job removed before it ran"))
+                if not self._submit(f):
                     return
-                try:
-                    job, why = self._job_to_run(state)
-                    if job is None:  # the heartbeat without a HEARTBEAT.md: nobody is asked
-                        self._record(f, Done(result="ok", reason=why))
-                        return
-                    self.turns.submit(job, f.row)
-                except GeodeError as exc:  # refused for good (a bad setting, a workspace it cannot make)
-                    if exc.code != ErrorCode.BAD_REQUEST:
-                        raise  # lanes or the store restarting: submitted again next tick (the same turn id)
-                    self._record(f, Done(result="error", reason=one_line(f"not submitted: {exc.message}")))
-                    return
-                faults.fault("scheduler.after_submit")
                 f.row = self.ledger.submitted(f.occ)
                 f.submitted = True
             f.end = self.turns.ended(f.row.turn_id)
@@ -266,6 +246,26 @@ class Driver(Definitions):
             f.attempts += 1
             f.retry_at = now + timedelta(seconds=min(2.0**f.attempts, 300.0))
             self.ledger.outcome(f.occ, Delivering(reason=reason), by=self.holder)
+
+    def _submit(self, f: Following) -> bool:
+        """Submit ``f``'s turn to lanes (True), or record why it does not run (False)."""
+        state = self.jobs.get(f.occ.job)
+        if state is None:  # removed before its turn was submitted: it does not run
+            self._record(f, Skipped(reason="job removed before it ran"))
+            return False
+        try:
+            job, why = self._job_to_run(state)
+            if job is None:  # the heartbeat without a HEARTBEAT.md: nobody is asked
+                self._record(f, Done(result="ok", reason=why))
+                return False
+            self.turns.submit(job, f.row)
+        except GeodeError as exc:  # refused for good (a bad setting, a workspace it cannot make)
+            if exc.code != ErrorCode.BAD_REQUEST:
+                raise  # lanes or the store restarting: submitted again next tick (the same turn id)
+            self._record(f, Done(result="error", reason=one_line(f"not submitted: {exc.message}")))
+            return False
+        faults.fault("scheduler.after_submit")
+        return True
 
     def _beats(self, state: JobState) -> bool:
         return self.heartbeat is not None and state.declarative and state.job.name == HEARTBEAT_JOB
@@ -302,9 +302,19 @@ class Driver(Definitions):
             self._cursor(row.job_id, res.cursor)
 
     def _record(self, f: Following, outcome: Done | DeliveryFailed | Uncertain | Skipped) -> None:
+        if self.ending is not None:  # in a tick: with the others at its end (:meth:`_end_all`)
+            f.ending = True
+            self.ending.append((f, outcome))
+            return
+        res = self.ledger.outcome(f.occ, outcome, by=self.holder, disable_after=self._limit(f.occ.job))
+        self._recorded(f, res)
+
+    def _limit(self, job: str) -> int | None:
+        state = self.jobs.get(job)
+        return (state.job.disable_after_failures if state is not None else 0) or None
+
+    def _recorded(self, f: Following, res: OutcomeResult) -> None:
         state = self.jobs.get(f.occ.job)
-        limit = state.job.disable_after_failures if state is not None else 0
-        res = self.ledger.outcome(f.occ, outcome, by=self.holder, disable_after=limit or None)
         self._cursor(f.occ.job, res.cursor)
         self._finished(f.occ.text)
         if res.disabled_now and state is not None and res.cursor is not None:
@@ -334,7 +344,11 @@ class Driver(Definitions):
             and state.queue
             and not any(x.occ.job == state.job.name for x in self.following.values())
         ):
-            self.fire(OccurrenceId(job=state.job.name, instant=state.queue.pop(0)))
+            occ = OccurrenceId(job=state.job.name, instant=state.queue.pop(0))
+            if self.queued is not None:  # recording a tick's outcomes: fired together after them
+                self.queued.append(occ)
+            else:
+                self.fire(occ)
 
     def _cursor(self, job: str, cursor: JobCursor | None) -> None:
         state = self.jobs.get(job)

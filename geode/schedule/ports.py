@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -11,12 +12,15 @@ from pydantic import BaseModel
 
 from geode.records.schedule_models import (
     ClaimResult,
+    Decided,
+    Ended,
     JobCursor,
     JobEntry,
     MissedRange,
     OccurrenceRow,
     OutcomeResult,
     Runs,
+    Stamped,
 )
 from geode.schedule.jobs import Job
 from geode.schedule.occurrences import OccurrenceId
@@ -31,6 +35,19 @@ class Ledger(Protocol):
     def due(self, occ: OccurrenceId, *, holder: str, lease_s: float = 30.0) -> OccurrenceRow: ...
 
     def submitted(self, occ: OccurrenceId, at: datetime | None = None) -> OccurrenceRow: ...
+
+    def decide(
+        self, jobs: list[tuple[str, Missed | None, list[datetime]]], *, holder: str, lease_s: float = 30.0
+    ) -> list[Decided]: ...
+
+    def outcome_many(
+        self,
+        items: Sequence[
+            tuple[OccurrenceId, Delivering | Done | DeliveryFailed | Uncertain | Skipped, str, int | None]
+        ],
+    ) -> list[Ended]: ...
+
+    def submitted_many(self, occs: list[OccurrenceId], at: datetime | None = None) -> list[Stamped]: ...
 
     def outcome(
         self,

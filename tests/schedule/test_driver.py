@@ -5,6 +5,7 @@ a delivered reply's receipt decides the outcome."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -268,3 +269,44 @@ def test_a_turn_lanes_refuses_for_good_ends_its_occurrence_with_an_error(rig: Ri
     [row] = rig.rows()
     assert kinds(row) == ["due", "done"] and getattr(row.outcome, "result", None) == "error"
     assert "not submitted: invalid lanes.submit body" in getattr(row.outcome, "reason", "")
+
+
+class Counting:
+    """A transport that counts the ledger requests made through it (by message type)."""
+
+    def __init__(self, inner: LocalTransport) -> None:
+        self.inner, self.calls = inner, Counter[str]()
+
+    def call(self, target, type_, body=None, *, session=None, timeout_s=5.0):  # type: ignore[no-untyped-def]
+        self.calls[type_] += 1
+        return self.inner.call(target, type_, body, session=session, timeout_s=timeout_s)
+
+
+def test_a_tick_decides_many_jobs_windows_in_a_bounded_number_of_ledger_requests(rig: Rig) -> None:
+    n = 150
+    d = rig.driver()
+    for i in range(n):
+        d.define(spec(name=f"c{i:03d}", every=60, catch_up="once"), declarative=False)
+    rig.clock.advance(
+        hours=1, seconds=30
+    )  # restarted an hour later: a range, a catch-up run, the on-time one
+    on_time = T0 + timedelta(hours=1)
+    other = rig.ledger.claim(OccurrenceId(job="c007", instant=on_time), holder="scheduler#9:1")
+    assert other.fire  # another live scheduler holds one job's on-time instant
+    counting = Counting(rig.ledger.transport)  # type: ignore[arg-type]
+    rig.ledger.transport = counting  # type: ignore[assignment]
+    d = rig.driver()
+    counting.calls.clear()
+    d.tick()  # the range and the catch-up run (due, submitted; the on-time one is queued behind it)
+    rig.lanes.finish_all()
+    d.tick()  # the catch-up runs' outcomes, then the on-time runs (due, submitted)
+    writes = {t: c for t, c in counting.calls.items() if t != "store.schedule.runs"}
+    assert sum(writes.values()) <= 14, writes  # a few batches per 100 jobs, not ~7 requests per job
+    for i in range(n):
+        runs = rig.ledger.runs(f"c{i:03d}")
+        assert [m.missed.count for m in runs.missed] == [58]
+        due = {r.instant: r for r in runs.occurrences}
+        mine = [on_time - timedelta(minutes=1)] + ([] if i == 7 else [on_time])
+        assert all(due[t].submitted_at is not None and due[t].holder == d.holder for t in mine), i
+    assert rig.ledger.occurrence(OccurrenceId(job="c007", instant=on_time)).holder == "scheduler#9:1"  # type: ignore[union-attr]
+    assert len(rig.lanes.admitted) == 2 * n - 1  # the held one was refused alone, the others ran
