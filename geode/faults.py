@@ -24,6 +24,8 @@ POINTS = frozenset(
         "executor.after_commit",  # the receipt is committed, the reply not sent
         "store.after_admit",  # the store committed an admission, the reply not sent
         "store.after_commit",  # the store committed a receipt's result, the reply not sent
+        "store.after_reply_admit",  # store.after_admit, for a chat reply's receipt only (step "reply")
+        "store.after_reply_commit",  # store.after_commit, for a chat reply's receipt only
         "loop.after_pending_checkpoint",  # the pending batch is written ahead, no call sent yet
         "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
@@ -36,6 +38,7 @@ POINTS = frozenset(
         "scheduler.after_turn_end",  # the scheduler read the turn's record done, its outcome not recorded
         "scheduler.before_reply",  # the scheduler is to ask the executor for the reply: nothing admitted
         "scheduler.after_reply_posted",  # the executor said the reply posted (or replayed), no outcome
+        "scheduler.after_reply_uncertain",  # the executor said the reply is admitted, its post unknown
     }
 )
 

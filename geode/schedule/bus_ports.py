@@ -101,6 +101,7 @@ class BusChat:
             faults.fault("scheduler.after_reply_posted")
             return Delivery(state="posted")
         if got.state == "uncertain":
+            faults.fault("scheduler.after_reply_uncertain")
             return Delivery(state="uncertain", reason=got.reason or "the reply's receipt is uncertain")
         if got.reason.startswith(TRANSIENT):  # nothing admitted: a later try may post
             return Delivery(state="deferred", reason=got.reason)

@@ -1,16 +1,18 @@
-"""Fault cells of a scheduled job on one real `geode serve` tree: an operator job ``every 1s`` (one
-run_bash effect, its answer delivered to a bound Telegram chat) while GEODE_FAULTS SIGKILLs, once each, a
-child at every boundary of an occurrence: due recorded (scheduler), turn submitted (scheduler; lanes with
-the turn stored), the turn's batch run but not checkpointed (a loop worker), the reply receipt admitted
-(executor; the store after an admission), the reply posted (messengers before answering; executor before
-the commit), a receipt committed (store). Each fault fires once per home, on successive occurrences
-(``nth``); afterwards every instant has exactly one terminal outcome in `geode schedule runs --json`, no
-effect or post happened twice, and each ``uncertain`` reply was admitted by an incarnation that died
-(tests/chaos/schedule.py's checker). The scheduler is also killed where it learns the turn ended (its outcome
-not recorded), before it asks the executor for the reply, and after the executor said the reply posted
-(the next incarnation asks again under the same operation id: replayed, posted once). The full grid, ~40 s,
-runs with the slow chaos runs (GEODE_SLOW=1); without it one cell, the scheduler killed with the reply
-posted and its outcome not recorded, runs on the same fixture in CI (the executor cell is in
+"""Fault cells of a scheduled job on one real `geode serve` tree: an operator job ``every 1s`` (one run_bash
+effect, its answer delivered to a bound Telegram chat) while GEODE_FAULTS SIGKILLs, once each, a child at
+every boundary of an occurrence: due recorded (scheduler), turn submitted (scheduler; lanes with the turn
+stored), the turn's batch run but not checkpointed (a loop worker), the reply receipt admitted (executor;
+the store after an admission and after the reply's own admission, `store.after_reply_admit`; the scheduler
+told the reply is admitted and its post unknown, `scheduler.after_reply_uncertain`), the reply posted
+(messengers before answering; executor before the commit; the store with the reply's receipt committed,
+`store.after_reply_commit`), a receipt committed (store). Each fault fires once per home, on successive
+occurrences (``nth``); afterwards every instant has exactly one terminal outcome in `geode schedule runs
+--json`, no effect or post happened twice, and each ``uncertain`` reply was admitted by an incarnation that
+died (tests/chaos/schedule.py's checker). The scheduler is also killed where it learns the turn ended (its
+outcome not recorded), before it asks the executor for the reply, and after the executor said the reply
+posted (the next incarnation asks again under the same operation id: replayed, posted once). The full grid
+(15 cells), ~35 s, runs with the slow chaos runs (GEODE_SLOW=1); without it one cell, the scheduler killed
+with the reply posted and its outcome not recorded, runs on the same fixture in CI (the executor cell is in
 tests/chaos/test_chaos_schedule.py)."""
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ CELLS = {  # point: the child glob and the nth time it reaches it
     "scheduler.after_turn_end": ("scheduler", 3),
     "scheduler.before_reply": ("scheduler", 3),
     "scheduler.after_reply_posted": ("scheduler", 3),
+    "scheduler.after_reply_uncertain": ("scheduler", 1),
     "lanes.after_turn_stored": ("lanes", 4),
     "loop.before_completed_checkpoint": ("loop-*", 3),
     "executor.reply_after_admit": ("executor", 2),
@@ -55,6 +58,8 @@ CELLS = {  # point: the child glob and the nth time it reaches it
     "messengers.after_post": ("messengers", 3),
     "store.after_admit": ("store", 12),
     "store.after_commit": ("store", 20),
+    "store.after_reply_admit": ("store", 3),
+    "store.after_reply_commit": ("store", 5),
 }
 SLOW = bool(os.environ.get("GEODE_SLOW"))
 CI_CELL = "scheduler.after_reply_posted"  # the one cell of the normal suite
