@@ -235,6 +235,7 @@ def build_remote(bus: Bus, ctx: ChildContext, role: WorkerRole) -> ExecutorChild
     executor = executor_from_config(
         bus, ctx, owner=f"{owner_name}#{ctx.incarnation}", handlers=builtin_handlers()
     )
+    executor.services["worker_host"] = role.host  # schedule_job: the scheduler is main's, not routed here
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     # at start and every SWEEP_S: what an earlier incarnation left uncertain and can be observed is settled
     sweep = ObservationSweep(StoreClient(bus.transport, attempts=3), executor.owner).start()

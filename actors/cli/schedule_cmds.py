@@ -121,7 +121,10 @@ def add(
 def _absolute(workspace: str | None) -> str | None:
     from pathlib import Path
 
-    return str(Path(workspace).expanduser().resolve()) if workspace else None
+    if not workspace:
+        return None
+    path = Path(workspace).expanduser()  # a relative one is refused as given (by parse_job), never resolved
+    return str(path.resolve()) if path.is_absolute() else workspace
 
 
 def _check_locally(job: dict[str, Any]) -> None:

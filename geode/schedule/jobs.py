@@ -159,6 +159,12 @@ class JobSpec(BaseModel):
             raise ValueError('session_name is for session = "named"; a new session per run has no name')
         if self.overlap == "allow" and self.session != "new":
             raise ValueError('overlap = "allow" needs session = "new": two runs cannot share one session')
+        ws = self.workspace
+        if ws is not None and ("\x00" in ws or not Path(ws).expanduser().is_absolute()):  # what a run accepts
+            raise ValueError(
+                f"workspace {ws!r} is not an absolute path: write one such as "
+                f"~/jobs/{self.name} (or leave it out for workspaces/job-{self.name})"
+            )
         if self.every is not None and self.jitter_s >= self.every:
             raise ValueError(f"jitter_s ({self.jitter_s}) must be shorter than the interval ({self.every} s)")
         return self

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
@@ -24,6 +25,13 @@ class HeartbeatSection(BaseModel):
     workspace: str | None = Field(
         default=None, min_length=1, max_length=4096
     )  # None: workspaces/job-heartbeat
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, ws: str | None) -> str | None:
+        if ws is not None and ("\x00" in ws or not Path(ws).expanduser().is_absolute()):  # as a job's
+            raise ValueError(f"{ws!r} is not an absolute path: write one such as ~/jobs/heartbeat")
+        return ws
 
 
 class ScheduleSection(BaseModel):

@@ -2,7 +2,8 @@
 
 - IPC / REPL (a person is there): create and cancel are asked every time (never "always"); list is not.
 - DAEMON: only a bound chat's turn whose binding sets ``allow_schedule = true`` (asked of its approvers); a
-  chat without it, or a DAEMON turn without a chat of its own, is refused.
+  chat without it, or a DAEMON turn without a chat of its own, is refused. A chat lists and cancels only the
+  model's jobs that deliver to that chat (:meth:`ScheduleRule.chat_of`); operator jobs are listed, no prompt.
 - HEADLESS (MCP: nobody to approve), AUTOMATION (a job never creates jobs), sub-agents, any other mode:
   refused. The mode table keeps the tool out of these plans too (``geode.sessions.modes``).
 - create: the job is checked here, before anyone is asked (``parse_job`` + ``check_new`` with DAEMON's real
@@ -148,6 +149,20 @@ class ScheduleRule:
         except JobError as exc:
             return ScheduleVerdict("deny", f"{exc.message}. {NOTHING}", "invalid_job", "invalid_tool_input")
         return ScheduleVerdict("ask", approval_text(spec, self._clock()))
+
+    def chat_of(self, ctx: ToolContext) -> str | None:
+        """The chat a DAEMON turn's ``cancel``/``list`` is confined to (its own: a chat sees and cancels only
+        the model's jobs that deliver to it); None where a person at the terminal decides (IPC/REPL).
+        :class:`GeodeError` in one line where the chat cannot be told (then nothing is done)."""
+        if ctx.mode != SessionMode.DAEMON.value:
+            return None
+        try:
+            chat, _ = self._where(ctx)
+        except _NotHere as exc:
+            raise GeodeError(str(exc)) from None
+        if not chat:
+            raise GeodeError("Could not tell which chat this turn is from.")
+        return chat
 
     def _where(self, ctx: ToolContext) -> tuple[str, MessengerBinding | None]:
         """The turn's chat and binding ("", None outside a chat); :class:`_NotHere` where it is denied."""

@@ -122,10 +122,13 @@ BAD = [
     (["--at", "2020-01-01T00:00:00"], "is in the past"),
     (["--every", "5m", "--deliver", "telegram:-1001234"], "unknown delivery chat telegram:-1001234"),
     (["--every", "soon"], "is not an interval"),
+    (["--every", "5m", "--workspace", "rel/path"], "workspace 'rel/path' is not an absolute path"),
 ]
 
 
-@pytest.mark.parametrize(("flags", "named"), BAD, ids=["cron", "zone", "at-past", "chat", "every"])
+@pytest.mark.parametrize(
+    ("flags", "named"), BAD, ids=["cron", "zone", "at-past", "chat", "every", "workspace"]
+)
 def test_add_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, flags: list[str], named: str) -> None:
     home = GeodeHome(tmp_path / "h").ensure()
     code, out, err = cli(home, "schedule", "add", "job1", "--prompt", "hi", *flags)

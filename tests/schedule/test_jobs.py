@@ -49,6 +49,7 @@ def _error(**spec: object) -> str:
         ({"every": 60, "deliver": "telegram:#general"}, "a Telegram chat id is an integer"),
         ({"every": 60, "deliver": "irc:#x"}, "a chat is written platform:chat_id"),
         ({"every": 60, "retries": 3}, "retries"),
+        ({"every": 60, "workspace": "rel/path"}, "workspace 'rel/path' is not an absolute path"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_problem(spec: dict[str, object], says: str) -> None:
@@ -112,3 +113,16 @@ def test_the_schedule_section_takes_declarative_operator_jobs() -> None:
     claimed = {"jobs": [{**BASE, "every": 60, "origin": "model"}]}
     with pytest.raises(ValidationError, match="the operator's"):
         ScheduleSection.model_validate(claimed)
+
+
+def test_a_relative_workspace_in_config_is_refused_at_the_check_in_one_line() -> None:
+    from geode.config_schema import GeodeConfig
+
+    job = {**BASE, "every": 60, "workspace": "jobs/backup"}
+    with pytest.raises(ConfigError) as err:
+        GeodeConfig.from_raw({"schedule": {"jobs": [job]}})
+    text = err.value.message
+    assert "\n" not in text and "[schedule] jobs[0]" in text and "~/jobs/backup" in text, text
+    with pytest.raises(ConfigError, match="is not an absolute path"):
+        GeodeConfig.from_raw({"schedule": {"heartbeat": {"enabled": True, "workspace": "beat"}}})
+    assert parse_job({**BASE, "every": 60, "workspace": "~/jobs/backup"}).workspace == "~/jobs/backup"

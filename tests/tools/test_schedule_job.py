@@ -297,3 +297,35 @@ def test_the_workspace_is_the_sessions(kit, tmp_path: Path) -> None:
     other.mkdir()
     rig.call("schedule_job", _create(), workspace=str(other))
     assert fake.requests[0][1].workspace == str(other.resolve()) and str(other) in approver.shown[0]
+
+
+def _model_job(name: str, chat: str) -> dict[str, Any]:
+    platform, _, channel = chat.partition(":")
+    deliver = {"platform": platform, "channel_id": channel}
+    return {"name": name, "every": 60, "prompt": f"{name} secret", "origin": "model", "deliver": deliver}
+
+
+def test_a_chat_lists_and_cancels_only_the_models_jobs_that_deliver_to_it(kit) -> None:
+    rig, fake, _approver = kit(turns=ChatTurns())
+    fake.jobs.update(mine=_model_job("mine", CHAT), theirs=_model_job("theirs", OTHER))
+    chat = {"mode": "DAEMON", "origin": "messengers"}
+    res = rig.call("schedule_job", {"action": "list"}, **chat)
+    assert not res.is_error, res.content
+    assert sorted(j["name"] for j in res.content["jobs"]) == ["mine", "ops-report"]
+    res = rig.call("schedule_job", {"action": "cancel", "name": "theirs"}, **chat)
+    assert res.is_error and res.error_type == "tool_policy_denied"
+    assert "does not deliver to this chat (telegram:-100123)" in res.content["error"]
+    assert "Nothing was removed." in res.content["error"] and "\n" not in res.content["error"]
+    assert "theirs" in fake.jobs and sched.REMOVE not in fake.types()
+    res = rig.call("schedule_job", {"action": "cancel", "name": "mine"}, **chat)
+    assert not res.is_error and res.content == {"cancelled": "mine", "removed": True}
+    res = rig.call("schedule_job", {"action": "list"})  # at a terminal (IPC): every job
+    assert sorted(j["name"] for j in res.content["jobs"]) == ["ops-report", "theirs"]
+
+
+def test_on_a_worker_host_the_model_is_told_to_ask_on_the_main_host(make_rig) -> None:
+    rig = make_rig(services={"worker_host": "w1"}, approvals=Approver())
+    res = rig.call("schedule_job", {"action": "list"})
+    error = res.content["error"]
+    assert res.is_error and res.error_type == "tool_unavailable" and "\n" not in error
+    assert "worker host w1" in error and "ask on the main host" in error and "no scheduler runs" not in error

@@ -4,7 +4,8 @@ Where it may run, the create check (before anyone is asked) and the approval tex
 (:mod:`geode.tools.schedule_rule`). The handler sends ``schedule.add`` / ``schedule.list`` /
 ``schedule.show`` + ``schedule.remove`` (:mod:`geode.protocol.schedule`) through the executor's ``scheduler``
 service: in the daemon, :class:`BusScheduler`. A created job is the model's (origin ``model``): it runs in the
-creating session's workspace and never names a tool beyond DAEMON's list; cancel removes only such jobs.
+creating session's workspace and never names a tool beyond DAEMON's list; cancel removes only such jobs,
+and in a chat (DAEMON) only those that deliver to that chat, which is also all of the model's jobs it lists.
 Every failure is one line, and says whether anything was stored.
 """
 
@@ -18,6 +19,7 @@ from geode.protocol import schedule as sched
 from geode.protocol.errors import GeodeError, NotFound, RequestTimeout, Unavailable
 from geode.protocol.transport import Transport
 from geode.schedule.jobs import JobError
+from geode.sessions.modes import SessionMode
 from geode.tools.handlers import ToolEnv, ToolFailure
 from geode.tools.schedule_rule import model_job
 
@@ -86,6 +88,36 @@ def _view(job: sched.JobView) -> dict[str, Any]:
     return out
 
 
+def _destination(definition: dict[str, Any]) -> str:
+    """Where a stored job delivers, ``"<platform>:<channel_id>"`` ("" for none)."""
+    deliver = definition.get("deliver")
+    if isinstance(deliver, dict) and deliver.get("platform") and deliver.get("channel_id"):
+        return f"{deliver['platform']}:{deliver['channel_id']}"
+    return ""
+
+
+def _chat(env: ToolEnv, nothing: str) -> str | None:
+    """The chat a DAEMON turn is confined to (None at a terminal: IPC/REPL); refused when unknown."""
+    if env.ctx.mode != SessionMode.DAEMON.value:
+        return None
+    rule = env.service("schedule_rule")
+    try:
+        if rule is None:
+            raise GeodeError("Could not tell which chat this turn is from.")
+        chat: str = rule.chat_of(env.ctx)
+    except GeodeError as exc:
+        raise ToolFailure(f"{exc.message} {nothing}", "tool_policy_denied") from None
+    return chat
+
+
+def _mine(job: sched.JobView, chat: str | None) -> bool:
+    """Whether a listed job is shown to this turn: everything at a terminal; in a chat the operator's jobs
+    (prompts hidden) and the model's jobs that deliver to this chat."""
+    record = job.entry.job
+    d = dict(record.definition) if record is not None else {}
+    return chat is None or d.get("origin", "operator") != "model" or _destination(d) == chat
+
+
 def _create(port: SchedulerPort, args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     try:
         spec = model_job(args, env.workspace)
@@ -104,7 +136,7 @@ def _create(port: SchedulerPort, args: dict[str, Any], env: ToolEnv) -> dict[str
     return {"created": spec.name, **view, "workspace": str(env.workspace)}
 
 
-def _cancel(port: SchedulerPort, name: str) -> dict[str, Any]:
+def _cancel(port: SchedulerPort, name: str, chat: str | None) -> dict[str, Any]:
     shown = sched.ShowReply.model_validate(
         _ask(port, sched.SHOW, sched.ShowJob(name=name, limit=1), subject=f"job {name!r}", done="removed")
     )
@@ -115,6 +147,12 @@ def _cancel(port: SchedulerPort, name: str) -> dict[str, Any]:
             "removed.",
             "tool_policy_denied",
         )
+    if chat is not None and _destination(dict(record.definition)) != chat:
+        raise ToolFailure(
+            f"Job {name!r} does not deliver to this chat ({chat}): a chat cancels only the model's jobs that "
+            "deliver to it. Nothing was removed.",
+            "tool_policy_denied",
+        )
     reply = sched.RemoveReply.model_validate(
         _ask(port, sched.REMOVE, sched.RemoveJob(name=name), subject=f"job {name!r}", done="removed")
     )
@@ -123,6 +161,13 @@ def _cancel(port: SchedulerPort, name: str) -> dict[str, Any]:
 
 def schedule_job(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     port: SchedulerPort | None = env.service("scheduler")
+    if port is None and env.service("worker_host"):  # the scheduler is main's; this call did not go there
+        raise ToolFailure(
+            f"schedule_job is not available on worker host {env.service('worker_host')}: the scheduler "
+            "runs on the main host, and this call is not routed there; ask on the main host. Nothing "
+            "changed.",
+            "tool_unavailable",
+        )
     if port is None:
         raise ToolFailure(
             "Scheduling is unavailable here: no scheduler runs (only `geode serve` runs one, unless "
@@ -135,8 +180,9 @@ def schedule_job(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     if action == "cancel":
         if not args.get("name"):
             raise ToolFailure("cancel needs the job's name. Nothing was removed.", "invalid_tool_input")
-        return _cancel(port, str(args["name"]))
+        return _cancel(port, str(args["name"]), _chat(env, "Nothing was removed."))
+    chat = _chat(env, "Nothing was listed.")
     reply = sched.JobsReply.model_validate(
         _ask(port, sched.LIST, sched.ListJobs(), subject="the job list", done="read")
     )
-    return {"jobs": [_view(j) for j in reply.jobs]}
+    return {"jobs": [_view(j) for j in reply.jobs if _mine(j, chat)]}
