@@ -4,7 +4,7 @@
   admitted, nothing posted) leaves that occurrence ``uncertain`` (its receipt owned by the killed
   incarnation) within seconds, and the scheduler keeps deciding the next instants: its call in flight to the
   dead executor fails at once rather than blocking every job for the call's 90 s deadline.
-- `scripts/chaos --schedule` (GEODE_SCHEDULE_CHAOS_SECONDS, default 15, of kills every 0.5 s, the scheduler
+- `scripts/chaos --schedule` (GEODE_SCHEDULE_CHAOS_SECONDS, default 30, of kills every 0.5 s, the scheduler
   among the children; 300 s with 3 clients and 2 chats under GEODE_SLOW=1): every instant of an ``every
   1s`` job has exactly one terminal outcome in `geode schedule runs --json`, no effect line or chat post
   twice, every ``uncertain`` explained by a killed incarnation."""
@@ -31,7 +31,7 @@ from tests.actors.tree_kit import scripted_home, serve, stop, wait_for
 from tests.processes import Child
 
 ROOT = Path(__file__).resolve().parents[2]
-SECONDS = float(os.environ.get("GEODE_SCHEDULE_CHAOS_SECONDS", "15"))
+SECONDS = float(os.environ.get("GEODE_SCHEDULE_CHAOS_SECONDS", "30"))
 LONG_SECONDS = 300.0  # the slow version (GEODE_SLOW=1): 600 kills
 CHAT = -100778
 CONFIG = f"""
