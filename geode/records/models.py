@@ -105,6 +105,14 @@ class ReceiptIdentity(BaseModel):
     tool_name: str
     fingerprint: str  # sha256 of canonical {tool_name, arguments}
 
+    def is_chat_reply(self) -> bool:
+        """A chat reply's receipt (``geode/tools/reply_delivery.py`` admits it under this step and tool)."""
+        return self.step_id == REPLY_STEP and self.tool_name == REPLY_TOOL
+
+
+REPLY_TOOL = "messenger_reply"  # the tool name and step of a chat reply's receipt
+REPLY_STEP = "reply"
+
 
 class ReceiptState(StrEnum):
     ADMITTED = "admitted"

@@ -17,7 +17,6 @@ from geode.protocol.dispatch import Dispatch
 from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
-from geode.records.models import ReceiptIdentity
 from geode.records.schedule_service import LedgerRoutes
 from geode.records.writer import WRITE_TIMEOUT_S
 from geode.redaction import canonical_json
@@ -119,14 +118,14 @@ class StoreService:
             observation=b.observation,
         )
         fault("store.after_admit")
-        if _is_reply(b.identity):
+        if b.identity.is_chat_reply():
             fault("store.after_reply_admit")
         return out
 
     def _commit(self, b: m.CommitReceipt, r: Request) -> BaseModel:
         reply = m.ReceiptReply(receipt=self.engine.receipts.commit(b.operation_id, b.result))
         fault("store.after_commit")
-        if reply.receipt is not None and _is_reply(reply.receipt.identity):
+        if reply.receipt is not None and reply.receipt.identity.is_chat_reply():
             fault("store.after_reply_commit")
         return reply
 
@@ -199,8 +198,3 @@ def _pid() -> int:
     import os
 
     return os.getpid()
-
-
-def _is_reply(identity: ReceiptIdentity) -> bool:
-    """A chat reply's receipt (geode/tools/reply_delivery.py: step ``reply`` of tool ``messenger_reply``)."""
-    return identity.step_id == "reply" and identity.tool_name == "messenger_reply"

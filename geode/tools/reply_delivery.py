@@ -19,12 +19,12 @@ from geode.faults import fault
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Transport
-from geode.records.models import AdmitKind, ReceiptIdentity
+from geode.records.models import REPLY_STEP, REPLY_TOOL, AdmitKind, ReceiptIdentity
 from geode.redaction import fingerprint, redact_text
 
 log = logging.getLogger(__name__)
-TOOL_NAME = "messenger_reply"
-STEP = "reply"
+TOOL_NAME = REPLY_TOOL
+STEP = REPLY_STEP
 
 
 class ReceiptPort(Protocol):
