@@ -39,6 +39,10 @@ POINTS = frozenset(
         "scheduler.before_reply",  # the scheduler is to ask the executor for the reply: nothing admitted
         "scheduler.after_reply_posted",  # the executor said the reply posted (or replayed), no outcome
         "scheduler.after_reply_uncertain",  # the executor said the reply is admitted, its post unknown
+        "webhooks.after_intake",  # an intake recorded, the HTTP reply not sent (and its turn not submitted)
+        "webhooks.after_submit",  # lanes acknowledged an intake's turn, the intake not marked submitted
+        "webhooks.after_turn_end",  # the child read the intake's turn record done, answered not recorded
+        "webhooks.after_reply_posted",  # the executor said the reply posted (or replayed), done not recorded
     }
 )
 

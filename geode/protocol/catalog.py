@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from geode.protocol.errors import BadRequest
 
-AREAS = ("runtime", "store", "ledger", "tools", "turns", "lanes", "control", "messengers", "schedule")
+AREAS = ("runtime", "store", "ledger", "tools", "turns", "lanes", "control", "messengers", "schedule", "webhooks")
 
 
 @dataclass(frozen=True)
