@@ -1,0 +1,1 @@
+"""Webhook intake: authenticated, idempotent HTTP deliveries that start AUTOMATION turns (DESIGN §9)."""
