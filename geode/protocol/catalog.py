@@ -15,7 +15,19 @@ from pydantic import BaseModel, ValidationError
 
 from geode.protocol.errors import BadRequest
 
-AREAS = ("runtime", "store", "ledger", "tools", "turns", "lanes", "control", "messengers", "schedule", "webhooks")
+AREAS = (
+    "runtime",
+    "store",
+    "ledger",
+    "tools",
+    "turns",
+    "lanes",
+    "control",
+    "messengers",
+    "schedule",
+    "webhooks",
+    "intake",
+)
 
 
 @dataclass(frozen=True)
