@@ -27,7 +27,8 @@ HOOKS = "hooks"  # the executor's hook runner (next tool call) and the loop work
 MCP = "mcp"  # the executor reloads its MCP hub; the loop workers ask for the new catalogue
 LOOP = "loop"  # loop, verify, provider and model settings: the next turn
 SCHEDULE = "schedule"  # the scheduler child re-applies [[schedule.jobs]] and grace_s (the ledger stays)
-AREAS = (MESSENGERS, HOOKS, MCP, LOOP, SCHEDULE)
+WEBHOOKS = "webhooks"  # the webhooks child re-applies [[webhooks.routes]] and re-reads their .env secrets
+AREAS = (MESSENGERS, HOOKS, MCP, LOOP, SCHEDULE, WEBHOOKS)
 
 # key paths (first one or two parts) that a running child applies, and their area; the rest needs serve
 _LIVE: tuple[tuple[str, str], ...] = (
@@ -44,6 +45,9 @@ _LIVE: tuple[tuple[str, str], ...] = (
     ("model", LOOP),
     ("schedule.enabled", ""),  # whether the daemon starts a scheduler child: at start
     ("schedule", SCHEDULE),
+    ("webhooks.listen", ""),  # the child's listening socket and whose X-Forwarded-For it believes: at start
+    ("webhooks.trusted_proxies", ""),
+    ("webhooks", WEBHOOKS),
 )
 _NOT_THE_DAEMONS = ("mcp.serve.",)  # read by `geode mcp` when it starts, never by the tree
 _SHOWN = ("loop.", "verify.", "model", "providers.model")  # values safe to print; elsewhere only the key
@@ -98,6 +102,9 @@ def diff_config(
     areas = {a for a, keys in by_area.items() if keys}
     if tokens:
         areas.add(MESSENGERS)
+    hook_secrets = sorted(set(env_keys) & _route_secrets(old, new))
+    if hook_secrets:  # a rotated webhook secret: the child re-reads .env (the value is never shown)
+        areas.add(WEBHOOKS)
     applied: list[str] = []
     if MESSENGERS in areas:
         applied.append(f"messengers: restarted ({_messengers_note(old, new, by_area[MESSENGERS], tokens)})")
@@ -113,7 +120,10 @@ def diff_config(
         applied.append("loop: " + ", ".join(loop) + " (next turn)")
     if SCHEDULE in areas:
         applied.append(f"scheduler: {', '.join(_sections(by_area[SCHEDULE]))} re-applied (the ledger stays)")
-    others = [k for k in env_keys if k not in token_vars]
+    if WEBHOOKS in areas:
+        what = _sections(by_area[WEBHOOKS]) + [f"{k} changed" for k in hook_secrets]
+        applied.append(f"webhooks: {', '.join(what)} re-applied (the intake table stays)")
+    others = [k for k in env_keys if k not in token_vars and k not in hook_secrets]
     if others:  # provider keys and endpoints: every turn reads .env (the process environment cannot change)
         applied.append(".env: " + ", ".join(others) + " changed (next turn)")
     return ConfigChange(frozenset(areas), tuple(applied), tuple(_sections(needs)), tuple(env_keys))
@@ -140,6 +150,13 @@ def _area(key: str) -> str:
         if key == prefix or key.startswith(prefix + "."):
             return area
     return ""
+
+
+def _route_secrets(*configs: Any) -> set[str]:
+    """The ``.env`` names the webhook routes of ``configs`` read (``TreeSettings`` or ``GeodeConfig``)."""
+    return {
+        n for cfg in configs for r in getattr(getattr(cfg, "webhooks", None), "routes", ()) for n in r.secrets
+    }
 
 
 def _env_changes(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:

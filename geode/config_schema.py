@@ -21,6 +21,7 @@ from geode.records.settings import StoreConfig
 from geode.schedule.settings import ScheduleSection
 from geode.tools.mcp.settings import McpJsonServer, McpSection, TrustSection
 from geode.tools.settings import ComputerUseSection, ToolsSection
+from geode.webhooks.settings import WebhooksSection
 
 Schema = Any  # a pydantic model class or a stdlib dataclass
 
@@ -42,6 +43,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "log": [LogSection],
     "messengers": [MessengersSection],
     "schedule": [ScheduleSection],
+    "webhooks": [WebhooksSection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
 # tables whose entries the loaders check (load_hooks, load_mcp_servers: their errors name the entry) before
@@ -79,6 +81,7 @@ class GeodeConfig(BaseModel):
     log: LogSection = LogSection()
     messengers: MessengersSection = MessengersSection()
     schedule: ScheduleSection = ScheduleSection()
+    webhooks: WebhooksSection = WebhooksSection()
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> Self:

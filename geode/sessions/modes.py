@@ -49,6 +49,7 @@ MODES: dict[SessionMode, ModeDefaults] = {
     SessionMode.AUTOMATION: ModeDefaults(SessionMode.AUTOMATION, 0, "deny", 300.0, True),
 }
 AUTOMATION_ORIGIN = "scheduler"  # the peer lanes streams an AUTOMATION turn's events to (the scheduler child)
+WEBHOOKS_ORIGIN = "webhooks"  # ... or, for a webhook delivery's AUTOMATION turn, the webhooks child
 
 COMPUTER_TOOLS = frozenset({"computer", "computer_use"})
 # Name-based residue for tools outside a plan (reference §2.2 step 5): execution and sub-agent control.
