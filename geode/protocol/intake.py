@@ -95,7 +95,7 @@ class IntakeReply(BaseModel):
 class ListOpenIntakes(BaseModel):
     """Intakes not done yet (recorded, submitted, answered), with bodies, a page after ``after``."""
 
-    after: str = Field(default="", max_length=600)
+    after: str = Field(default="", max_length=1100)  # a key, hex
 
 
 class ListRecent(BaseModel):
@@ -121,4 +121,4 @@ OPEN = message("store.webhook.open", ListOpenIntakes, IntakePage)
 RECENT = message("store.webhook.recent", ListRecent, IntakePage)
 COUNTS = message("store.webhook.counts", CountIntakes, IntakeCounts)
 
-__all__ = ["MAX_BODY"]
+__all__ = ["MAX_BODY", "REASON_MAX"]

@@ -14,6 +14,7 @@ from geode.home import GeodeHome
 from geode.records.checkpoints import CheckpointStore
 from geode.records.cursors import CursorStore
 from geode.records.evidence import EvidenceLedger
+from geode.records.intake_table import IntakeTable
 from geode.records.lmdb_env import RecordEnv
 from geode.records.models import (
     AdmitResult,
@@ -50,6 +51,7 @@ class RecordEngine:
         self.turns = TurnStore(self.renv, self.writer)
         self.cursors = CursorStore(self.renv, self.writer)
         self.schedule = ScheduleLedger(self.renv, self.writer, self.config)
+        self.intake = IntakeTable(self.renv, self.writer, self.config)  # webhook deliveries
         self.evidence = EvidenceLedger(evidence_dir)
         self.started_at = 0.0
 
@@ -176,7 +178,14 @@ class RecordEngine:
         receipts = self.receipts.prune(now)
         dedupe = self.cursors.expire()
         occurrences = self.schedule.prune()
-        return {"sessions": sessions, "receipts": receipts, "dedupe_keys": dedupe, "occurrences": occurrences}
+        intakes = self.intake.prune()
+        return {
+            "sessions": sessions,
+            "receipts": receipts,
+            "dedupe_keys": dedupe,
+            "occurrences": occurrences,
+            "intakes": intakes,
+        }
 
     def stats(self) -> dict[str, Any]:
         return {

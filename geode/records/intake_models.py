@@ -53,7 +53,7 @@ class IntakeRow(BaseModel):
 
     route: str = Field(pattern=ROUTE)
     delivery_id: str = Field(min_length=1, max_length=256)
-    dedupe_key: str = Field(min_length=1, max_length=256)
+    dedupe_key: str = Field(min_length=1, max_length=300)
     turn_id: str = Field(min_length=1, max_length=128)
     received_at: AwareDatetime
     client: str = Field(default="", max_length=256)

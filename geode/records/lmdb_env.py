@@ -51,6 +51,13 @@ DBS = (
     "sj_occ",  # job \0 instant UTC text | now:request -> occurrence row
     "sj_missed",  # job \0 first instant UTC text -> missed range
     "sj_open",  # job \0 slot -> holder, for occurrences not decided yet (claimed, due, delivering)
+    "wh_rows",  # route \0 delivery -> intake row (the webhook intake table: geode/records/intake_*.py)
+    "wh_dedupe",  # route \0 dedupe key -> its latest delivery (+ the stale-window counter, the attempt)
+    "wh_turns",  # turn_id -> route \0 delivery
+    "wh_pending",  # route \0 delivery -> b"", for intakes not done yet
+    "wh_recv",  # received(µs, 20 digits) \0 route \0 delivery -> b"" (newest first)
+    "wh_done",  # done(µs, 20 digits) \0 route \0 delivery -> b"" (retention)
+    "wh_routes",  # route -> {open, states, window_s}: the queue counter and the counts
 )
 
 

@@ -17,6 +17,7 @@ from geode.protocol.dispatch import Dispatch
 from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
+from geode.records.intake_service import IntakeRoutes
 from geode.records.schedule_service import LedgerRoutes
 from geode.records.writer import WRITE_TIMEOUT_S
 from geode.redaction import canonical_json
@@ -34,6 +35,7 @@ class StoreService:
         self.name = name
         self.incarnation = incarnation
         ledger = LedgerRoutes(engine.schedule)  # store.schedule.*: the scheduler's occurrence ledger
+        intake = IntakeRoutes(engine.intake)  # store.webhook.*: the webhook intake table
         self.dispatch = Dispatch(
             "the store",
             {
@@ -82,6 +84,7 @@ class StoreService:
                     name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
                 ),
                 **ledger.plain,
+                **intake.plain,
             },
             deferred={
                 m.CHECKPOINT_SAVE: self._save,
@@ -92,10 +95,11 @@ class StoreService:
                     lambda first: m.DedupeReply(first=first)
                 ),
                 **ledger.deferred,
+                **intake.deferred,
             },
             # cheap and non-blocking: validate and queue for the writer (a large frame still goes to a
             # handler thread: the bus runs inline only small frames)
-            inline=INLINE_TYPES | frozenset(ledger.deferred),
+            inline=INLINE_TYPES | frozenset(ledger.deferred) | frozenset(intake.deferred),
         )
         self.inline_types = self.dispatch.inline_types
         self.handle = self.dispatch.handle_later

@@ -22,3 +22,4 @@ class StoreConfig(BaseModel):
     handlers: int = Field(default=64, ge=1)  # concurrent request handlers in the store child
     schedule_retention_days: float = Field(default=30.0, ge=0)  # decided occurrences older than this go
     schedule_keep_per_job: int = Field(default=1000, ge=0)  # at most this many decided occurrences per job
+    webhook_retention_days: float = Field(default=30.0, ge=0)  # done intakes older (or the longest window)

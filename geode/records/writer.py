@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 WriteFn = Callable[[Txn], Any]
 T = TypeVar("T")
 WRITE_TIMEOUT_S = 30.0  # how long a blocking write waits for its sync commit
+MAP_FULL = "record store map is full"  # the start of a full map's Unavailable message
 
 
 class _MapFull(Exception):
@@ -139,7 +140,7 @@ class GroupWriter:
                         self._apply([op])
                     return
                 mb = self.renv.map_size // (1024 * 1024)
-                msg = f"record store map is full ({mb} MiB, the configured maximum)"
+                msg = f"{MAP_FULL} ({mb} MiB, the configured maximum)"
                 self._fail_all(batch, Unavailable(msg))
                 return
             except lmdb.Error as exc:
