@@ -1,0 +1,104 @@
+"""The webhook runner's ports over the bus (:mod:`geode.webhooks.runner`): lanes (submit an intake's
+AUTOMATION turn under its turn id, origin ``webhooks`` so lanes streams its events to the child; learn from
+its stored record that it ended), the chat (the executor's receipted ``messenger.deliver``, the path every
+chat reply takes) and the session timeline (the store)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from geode.protocol import lanes as lanes_msg
+from geode.protocol import messengers as messengers_msg
+from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
+from geode.protocol.transport import Transport
+from geode.records.intake_models import IntakeRow
+from geode.records.models import TimelineEvent, TurnState
+from geode.records.store_client import StoreClient
+from geode.schedule.bus_ports import TRANSIENT
+from geode.schedule.ports import Delivery, TurnEnd
+
+ORIGIN = "webhooks"  # the child's bus name: lanes casts an intake turn's origin events there
+REPLY_MAX = 64 * 1024
+
+
+def turn_end(outcome: dict[str, Any] | None) -> TurnEnd:
+    """A done turn record's outcome as the runner sees it (its reason and answer text)."""
+    out = outcome or {}
+    text = out.get("text")
+    return TurnEnd(
+        termination_reason=str(out.get("termination_reason") or "unknown"),
+        text=text if isinstance(text, str) else "",
+    )
+
+
+class BusLanes:
+    """``submit`` is idempotent by turn id (a retry after a timeout: the same turn); ``ended`` reads the
+    stored turn record."""
+
+    def __init__(self, transport: Transport, store: StoreClient) -> None:
+        self.transport, self.store = transport, store
+
+    def submit(self, row: IntakeRow, text: str, settings: dict[str, Any]) -> None:
+        sub = lanes_msg.Submit(
+            turn_id=row.turn_id,
+            session_id=str(settings["session_id"]),
+            mode="AUTOMATION",
+            origin=ORIGIN,
+            input={"text": text, "webhook": {"route": row.route, "delivery": row.delivery_id}},
+            settings=settings,
+        )
+        delay = 0.2
+        for attempt in range(3):
+            try:
+                self.transport.call("lanes", lanes_msg.SUBMIT, sub, session=sub.session_id, timeout_s=5.0)
+                return
+            except (RequestTimeout, Unavailable):
+                if attempt == 2:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+
+    def ended(self, turn_id: str) -> TurnEnd | None:
+        rec = self.store.get_turn(turn_id)
+        if rec is None or rec.state != TurnState.DONE:
+            return None
+        return turn_end(rec.outcome)
+
+
+class BusChat:
+    """The receipted post of an intake's answer through the executor (``messenger.deliver``)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def post(
+        self, row: IntakeRow, destination: str, text: str, *, session_id: str, operation_id: str
+    ) -> Delivery:
+        req = messengers_msg.DeliverReply(
+            operation_id=operation_id,
+            session_id=session_id,
+            turn_id=row.turn_id,
+            channel=destination,
+            text=text[:REPLY_MAX],
+        )
+        try:
+            out = self.transport.call("executor", messengers_msg.DELIVER, req, timeout_s=90.0)
+        except GeodeError as exc:  # the executor or the messengers child is down or slow: try again
+            return Delivery(state="deferred", reason=exc.message[:500])
+        got = messengers_msg.Delivered.model_validate(out)
+        if got.state in ("posted", "replayed"):
+            return Delivery(state="posted")
+        if got.state == "uncertain":
+            return Delivery(state="uncertain", reason=got.reason or "the reply's receipt is uncertain")
+        if got.reason.startswith(TRANSIENT):  # nothing admitted: a later try may post
+            return Delivery(state="deferred", reason=got.reason)
+        return Delivery(state="refused", reason=got.reason or "not sent")  # settled: a retry replays it
+
+
+class BusTimeline:
+    def __init__(self, store: StoreClient) -> None:
+        self.store = store
+
+    def append(self, event: TimelineEvent) -> None:
+        self.store.append_timeline(event)
