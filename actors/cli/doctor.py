@@ -29,6 +29,9 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
         state = "present" if report.path.exists() else "absent: defaults"
         out.append(_check("config", True, f"{home.config_file} ({state}, valid)"))
         out.extend(_check("mcp", True, n, warn=True) for n in _trust_notes(home, settings))
+        from actors.cli.webhooks_view import doctor_checks as webhook_checks
+
+        out.extend(webhook_checks(home, report.config))  # a route's secret missing; an open listener
     out.extend(_secret_file_checks(home))
     out.append(_bash_check(settings.tools.bash.pid_namespace))
     try:

@@ -28,7 +28,10 @@ COMMAND_MODULES = (
     "actors.cli.keys_cmds",  # keys init, keys show
 )
 # Imported only when the command line may need them (not for another command, e.g. `geode status`).
-LAZY_COMMAND_MODULES = ("actors.cli.schedule_cmds",)  # schedule add|list|show|rm|pause|resume|run-now|runs
+LAZY_COMMAND_MODULES = (
+    "actors.cli.schedule_cmds",  # schedule add|list|show|rm|pause|resume|run-now|runs
+    "actors.cli.webhooks_cmds",  # webhooks [--json], webhooks replay
+)
 
 
 def _plain_flags() -> None:
