@@ -83,16 +83,20 @@ def job_session_id(job: JobSpec, occurrence: str, key: bytes) -> str:
     return f"s-job-{_UNSAFE.sub('_', job.name)[:40]}-{readable}-{h}"
 
 
-def _tool_lists(
-    job: JobSpec, denied: frozenset[str], tools: tuple[ToolSpec, ...]
+def tool_lists(
+    allowed_tools: Iterable[str] | None,
+    *,
+    operator: bool,
+    denied: frozenset[str],
+    tools: tuple[ToolSpec, ...],
 ) -> tuple[frozenset[str], frozenset[str] | None, frozenset[str]]:
-    """(denied, allowed, granted) for the job: an operator's explicit names leave the denylist (never
-    computer use or schedule_job, never a tool its own policy denies) and are granted; a model's only
-    narrow."""
-    if job.allowed_tools is None:
+    """(denied, allowed, granted) for an AUTOMATION turn naming ``allowed_tools`` (None: the mode's list):
+    an operator's explicit names (a job or a webhook route in config) leave the denylist (never computer use
+    or schedule_job, never a tool its own policy denies) and are granted; a model's only narrow."""
+    if allowed_tools is None:
         return denied, None, frozenset()
-    named = frozenset(job.allowed_tools)
-    if job.origin != "operator":
+    named = frozenset(allowed_tools)
+    if not operator:
         return denied, named - denied, frozenset()
     declared = {t.name for t in tools if t.policy.denied}
     lifted = (named & denied) - NEVER_GRANTED - declared
@@ -139,8 +143,24 @@ def job_session(
     )
     if spec.mode is not SessionMode.AUTOMATION:
         raise ValueError(f"a scheduled job's session must be AUTOMATION, the factory made {spec.mode}")
+    operator = job.origin == "operator"
+    return with_tool_lists(spec, job.allowed_tools, operator=operator, plan=plan, plans=plans)
+
+
+def with_tool_lists(
+    spec: SessionSpec,
+    allowed_tools: Iterable[str] | None,
+    *,
+    operator: bool,
+    plan: Any,
+    plans: PlanSource | None,
+) -> SessionSpec:
+    """``spec`` (an AUTOMATION session the factory made over ``plan``, from ``plans``) with the
+    :func:`tool_lists` of ``allowed_tools`` applied, its plan narrowed to them (the loop worker's rule)."""
     tools = tuple(t for t in getattr(plan, "specs", ()) if isinstance(t, ToolSpec))
-    denied, allowed, granted = _tool_lists(job, spec.denied_tools, tools)
+    denied, allowed, granted = tool_lists(
+        allowed_tools, operator=operator, denied=spec.denied_tools, tools=tools
+    )
     update: dict[str, Any] = {"denied_tools": denied, "allowed_tools": allowed, "granted_tools": granted}
     if isinstance(plan, BoundToolPlan):  # the session's plan with the job's lists (the loop worker's rule)
         own = compile_plan(plan.specs, allowed=allowed, denied=denied)

@@ -124,7 +124,13 @@ class RouteSpec(BaseModel):
     def _consistent(self) -> None:
         if not _ROUTE_NAME.fullmatch(self.name):
             raise ValueError(f"name {self.name!r}: letters, digits, _ . - only, 1..64 characters")
-        if not self.path.startswith(HOOK_PREFIX) or len(self.path) > 256 or not _PATH.fullmatch(self.path):
+        dots = any(part in (".", "..") for part in self.path.split("/"))
+        if (
+            not self.path.startswith(HOOK_PREFIX)
+            or len(self.path) > 256
+            or not _PATH.fullmatch(self.path)
+            or dots
+        ):
             raise ValueError(
                 f"path {self.path!r}: write one under {HOOK_PREFIX} such as {HOOK_PREFIX}{self.name} "
                 "(letters, digits, _ . ~ - between slashes)"
@@ -152,6 +158,11 @@ class RouteSpec(BaseModel):
             head, _, rest = f.partition(".")
             if head == "headers" and (not _HEADER.fullmatch(rest) or rest.lower() in AUTH_HEADERS):
                 raise ValueError(f"fields: {f!r}: name a header that carries no credential")
+            if head == "headers" and rest.lower() not in {h.lower() for h in self.keep_headers}:
+                raise ValueError(
+                    f"fields: {f!r}: add {rest!r} to keep_headers too (the prompt is built from the stored "
+                    "intake)"
+                )
         if self.session == "named" and not self.session_name:
             raise ValueError('session = "named" needs session_name')
         if self.session == "new" and self.session_name:
@@ -203,9 +214,12 @@ class WebhooksSection(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _hidden(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and isinstance(data.get("routes"), list):
-            return {**data, "routes": [_hide_values(r) for r in data["routes"]]}
-        return data
+        if not isinstance(data, Mapping):
+            return data
+        out = {k: (_HIDDEN if k in LITERAL_SECRET_KEYS else v) for k, v in data.items()}
+        if isinstance(out.get("routes"), list):
+            out["routes"] = [_hide_values(r) for r in out["routes"]]
+        return out
 
     @field_validator("listen")
     @classmethod
