@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from geode.protocol.catalog import message
 from geode.records.intake_models import (
+    ID_MAX,
     MAX_BODY,
     REASON_MAX,
     ROUTE,
@@ -25,7 +26,7 @@ from geode.records.intake_models import (
 )
 
 Route = Field(pattern=ROUTE)
-DeliveryId = Field(min_length=1, max_length=300)
+DeliveryId = Field(min_length=1, max_length=ID_MAX)
 MAX_HEADERS = 32
 PAGE_ROWS = 200
 
@@ -46,7 +47,7 @@ class RecordIntake(BaseModel):
     body: Body = b""
     client: str = Field(default="", max_length=256)
     origin: Origin = "sender"
-    replay_of: str = Field(default="", max_length=300)
+    replay_of: str = Field(default="", max_length=ID_MAX)
     attempt: str = Field(default="", max_length=64)
 
 

@@ -22,6 +22,9 @@ Origin = Literal["sender", "replay"]
 ROUTE = r"^[A-Za-z0-9_.-]{1,64}$"
 MAX_BODY = 512 * 1024  # a row (base64 body) stays well inside one 1 MiB frame
 REASON_MAX = 500
+ID_MAX = (
+    400  # a delivery id: a sender's (≤ 256), a stale window's ``<key>.<n>`` or a replay's ``<id>.replay-<n>``
+)
 
 
 def _to_bytes(value: Any) -> Any:
@@ -52,13 +55,13 @@ class IntakeRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     route: str = Field(pattern=ROUTE)
-    delivery_id: str = Field(min_length=1, max_length=256)
-    dedupe_key: str = Field(min_length=1, max_length=300)
+    delivery_id: str = Field(min_length=1, max_length=ID_MAX)
+    dedupe_key: str = Field(min_length=1, max_length=ID_MAX)
     turn_id: str = Field(min_length=1, max_length=128)
     received_at: AwareDatetime
     client: str = Field(default="", max_length=256)
     origin: Origin = "sender"
-    replay_of: str = Field(default="", max_length=256)
+    replay_of: str = Field(default="", max_length=ID_MAX)
     headers: dict[str, str] = Field(default_factory=dict)  # the kept ones only, never auth/signatures
     body: Body = b""
     body_sha256: str = ""

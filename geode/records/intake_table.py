@@ -19,6 +19,7 @@ from geode.protocol.errors import BadRequest, Unavailable
 from geode.protocol.later import Later
 from geode.records import intake_views as views
 from geode.records.intake_models import (
+    ID_MAX,
     REASON_MAX,
     IntakeConflict,
     IntakeCounts,
@@ -171,6 +172,8 @@ class IntakeTable:
         n = 1
         while self._row(txn, src.route, f"{delivery_id}.replay-{n}") is not None:
             n += 1
+        if len(f"{delivery_id}.replay-{n}") > ID_MAX:
+            raise IntakeConflict(f"{delivery_id[:60]}…: its replay's id would pass {ID_MAX} characters")
         fields = dict(
             headers=src.headers, body=src.body, client=client, origin="replay", replay_of=delivery_id
         )

@@ -210,6 +210,10 @@ def test_by_turn_finds_the_intake_and_replay_reruns_a_stored_delivery(rig: Rig) 
         rig.client.replay("t-1", queue_max=10)
     with pytest.raises(IntakeConflict, match="no stored delivery missing"):
         rig.client.replay("missing", queue_max=10)
+    long_id = "L" * 256
+    rec(rig, long_id)
+    replayed = rig.client.replay(long_id, queue_max=10).row
+    assert replayed is not None and replayed.delivery_id == f"{long_id}.replay-1"
 
 
 def test_recent_lists_newest_first_without_bodies_unless_asked(rig: Rig) -> None:
