@@ -1,4 +1,6 @@
-"""The webhook runner's ports over the bus (:mod:`geode.webhooks.runner`): lanes (submit an intake's
+"""The webhooks child's ports over the bus: the HTTP app's (:class:`BusIntake`: record an intake in the
+store's intake table, hand a new one to the runner, read a status) and the runner's
+(:mod:`geode.webhooks.runner`): lanes (submit an intake's
 AUTOMATION turn under its turn id, origin ``webhooks`` so lanes streams its events to the child; learn from
 its stored record that it ended), the chat (the executor's receipted ``messenger.deliver``, the path every
 chat reply takes) and the session timeline (the store)."""
@@ -6,17 +8,21 @@ chat reply takes) and the session timeline (the store)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Transport
-from geode.records.intake_models import IntakeRow
+from geode.records.intake_client import IntakeClient
+from geode.records.intake_models import IntakeRow, RecordResult
 from geode.records.models import TimelineEvent, TurnState
 from geode.records.store_client import StoreClient
 from geode.schedule.bus_ports import TRANSIENT
 from geode.schedule.ports import Delivery, TurnEnd
+from geode.webhooks.ports import StatusView, status_word
+from geode.webhooks.settings import RouteSpec
 
 ORIGIN = "webhooks"  # the child's bus name: lanes casts an intake turn's origin events there
 REPLY_MAX = 64 * 1024
@@ -102,3 +108,49 @@ class BusTimeline:
 
     def append(self, event: TimelineEvent) -> None:
         self.store.append_timeline(event)
+
+
+class BusIntake:
+    """The HTTP app's port (:class:`geode.webhooks.ports.IntakePort`): the intake table through the store,
+    a new intake handed to the runner (``recorded``: must not block), a status from the intake row and, once
+    the turn ended, the stored turn's answer."""
+
+    def __init__(
+        self, intakes: IntakeClient, store: StoreClient, recorded: Callable[[IntakeRow], None]
+    ) -> None:
+        self.intakes, self.store, self.on_recorded = intakes, store, recorded
+
+    def record(
+        self, route: RouteSpec, dedupe_key: str, headers: dict[str, str], body: bytes, client: str
+    ) -> RecordResult:
+        return self.intakes.record(
+            route.name,
+            dedupe_key,
+            window_s=route.dedupe_window_s,
+            queue_max=route.queue_max,
+            headers=headers,
+            body=body,
+            client=client,
+        )  # the app's webhooks.after_intake fault point follows a new row (geode/webhooks/http_app.py)
+
+    def recorded(self, row: IntakeRow) -> None:
+        self.on_recorded(row)
+
+    def status(self, turn_id: str) -> StatusView | None:
+        row = self.intakes.by_turn(turn_id)
+        if row is None:
+            return None
+        answer = None
+        if row.state in ("answered", "done"):
+            rec = self.store.get_turn(turn_id)
+            if rec is not None and rec.outcome is not None:
+                answer = turn_end(rec.outcome).text or None
+        return StatusView(
+            turn_id=turn_id,
+            route=row.route,
+            delivery_id=row.delivery_id,
+            status=status_word(row.state),
+            answer=answer,
+            delivery=row.delivery,
+            termination_reason=row.termination_reason,
+        )
