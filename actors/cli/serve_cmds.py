@@ -105,11 +105,14 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     talk = messengers_detail(home) if "messengers" in names else None
     hosts = hosts_detail(lanes, executor_hosts(home)) if "lanes" in names else []  # main: worker hosts
     jobs = _schedule(home, "scheduler" in names) if "lanes" in names else []  # none: nothing shown
+    hooks = _webhooks(home) if "webhooks" in names else None  # only when the child is configured
     if as_json:
         out = {"running": True, **st.model_dump(), "lanes": lanes, "hosts": hosts}
         out["messengers"] = talk.get("platforms", []) if talk is not None else None
         if jobs:
             out["schedule"] = jobs
+        if "webhooks" in names:
+            out["webhooks"] = hooks
         typer.echo(json.dumps(out))
         return
     mode = " single-process" if st.single_process else ""
@@ -124,6 +127,11 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
 
         for line in status_lines(jobs):
             typer.echo(line)
+    if "webhooks" in names:
+        from actors.cli.webhooks_view import status_lines as webhook_lines
+
+        for line in webhook_lines(hooks):
+            typer.echo(line)
 
 
 def _schedule(home: GeodeHome, ask_scheduler: bool) -> list[dict[str, Any]]:
@@ -131,6 +139,13 @@ def _schedule(home: GeodeHome, ask_scheduler: bool) -> list[dict[str, Any]]:
     from actors.cli.schedule_view import status_summaries
 
     return status_summaries(home, ask_scheduler)
+
+
+def _webhooks(home: GeodeHome) -> dict[str, Any] | None:
+    """The webhooks child's status detail (listen, routes, counters, last error), or None: not answering."""
+    from actors.cli.webhooks_view import status_detail
+
+    return status_detail(home)
 
 
 def _in_process(inside: str, as_json: bool) -> None:

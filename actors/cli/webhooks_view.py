@@ -98,6 +98,39 @@ def stored_counts(home: GeodeHome) -> dict[str, dict[str, int]]:
     return {route: dict(states) for route, states in counts.routes.items()}
 
 
+# geode status ----------------------------------------------------------------------------------------------
+def status_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """The webhooks child's ``runtime.status`` detail (listen, routes, counters, open, last error), or None
+    when it does not answer."""
+    from actors.cli.child_view import ask_child
+    from geode.protocol import runtime
+
+    got = ask_child(home, "webhooks", runtime.STATUS, runtime.StatusQuery(), runtime.StatusReply, timeout_s)
+    return dict(got["detail"]) if got is not None else None
+
+
+def status_lines(detail: dict[str, Any] | None) -> list[str]:
+    """`geode status`'s line for the webhooks child: where it listens and its counters summed over routes
+    (`geode webhooks` has them per route), and its last error when it has one."""
+    if detail is None:
+        return ["webhooks: not answering"]
+    counters = list((detail.get("counters") or {}).values())
+
+    def total(key: str) -> int:
+        return sum(int(c.get(key) or 0) for c in counters)
+
+    rejected = sum(sum((c.get("rejected") or {}).values()) for c in counters)
+    routes = detail.get("routes") or []
+    out = [
+        f"webhooks: listening on {detail.get('listen') or '-'} · {len(routes)} route(s) · "
+        f"accepted {total('accepted')} · replayed {total('replayed')} · rejected {rejected} · "
+        f"rate-limited {total('rate_limited')} · open {total('open')} (`geode webhooks`)"
+    ]
+    if detail.get("last_error"):
+        out.append(f"  last error: {' '.join(str(detail['last_error']).split())[:300]}")
+    return out
+
+
 # text ------------------------------------------------------------------------------------------------------
 def route_lines(detail: dict[str, Any]) -> list[str]:
     """Two lines per route: what it is, then its counters (the child's) or its stored intakes."""

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from actors.cli.main import build_app
 from actors.tree import client as tree_client
 from geode.home import GeodeHome
+from geode.protocol import runtime
 from geode.protocol import webhooks as wh
 from geode.protocol.errors import NotFound
 from geode.protocol.transport import LocalTransport, Request
@@ -114,8 +115,13 @@ class FakeChild:
 
     def __init__(self) -> None:
         self.replays: list[wh.Replay] = []
+        self.error: dict[str, str] = {}
 
     def handle(self, request: Request) -> Any:
+        if request.type == runtime.STATUS:
+            counters = {"github": {"accepted": 5, "replayed": 2, "rejected": {"stale": 1}, "open": 2}}
+            detail = {"listen": "127.0.0.1:8787", "routes": ["github"], "counters": counters, "open": 2}
+            return runtime.StatusReply(name="webhooks", incarnation=1, pid=1, detail=detail | self.error)
         if request.type == wh.ROUTES:
             counters = wh.RouteCounters(
                 accepted=5,
@@ -207,6 +213,28 @@ def test_replay_asks_the_child_and_prints_the_new_turn(stored_home: GeodeHome, c
     code, out, err = cli(stored_home, "webhooks", "replay", "nope")
     assert code == 2 and out == ""
     assert err.strip() == "geode webhooks replay: no stored delivery 'nope' (see `geode webhooks`)"
+
+
+def test_status_shows_the_webhooks_child_when_it_runs(
+    stored_home: GeodeHome, child: FakeChild, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = runtime.TreeStatus(
+        pid=1, incarnation=1, state="running", children=[runtime.ChildInfo(name="webhooks", state="running")]
+    )
+    monkeypatch.setattr(tree_client, "in_process_tree", lambda home: None)
+    monkeypatch.setattr(tree_client, "tree_status", lambda home: tree)
+    code, out, err = cli(stored_home, "status")
+    assert code == 0, err
+    assert (
+        "webhooks: listening on 127.0.0.1:8787 · 1 route(s) · accepted 5 · replayed 2 · rejected 1 · "
+        "rate-limited 0 · open 2 (`geode webhooks`)"
+    ) in out.splitlines()
+    child.error = {"last_error": "store: unavailable\nretrying"}
+    code, out, err = cli(stored_home, "status", "--json")
+    assert code == 0, err
+    assert json.loads(out)["webhooks"]["last_error"] == "store: unavailable\nretrying"
+    code, out, err = cli(stored_home, "status")
+    assert "  last error: store: unavailable retrying" in out.splitlines()
 
 
 def test_replay_with_no_daemon_is_one_line_and_exit_1(stored_home: GeodeHome) -> None:
