@@ -3,7 +3,8 @@ child area, as the lines the CLI prints and the areas each child applies (pure: 
 
 The one reload rule (docs/runtime.md): messengers (bindings, platforms, their tokens) restart the messengers
 child; hooks and MCP servers are re-read by the executor (next tool call, next turn's catalogue); loop,
-verify, provider and model settings reach the next turn of every loop worker. Everything else (listening
+verify, provider and model settings reach the next turn of every loop worker; the scheduler re-applies its
+jobs; the webhooks child its routes and their ``.env`` secrets. Everything else (listening
 addresses, keys, the store, thread counts, the shell's sections) needs ``geode serve`` again and is said so.
 """
 
