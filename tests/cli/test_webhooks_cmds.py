@@ -119,8 +119,8 @@ class FakeChild:
 
     def handle(self, request: Request) -> Any:
         if request.type == runtime.STATUS:
-            counters = {"github": {"accepted": 5, "replayed": 2, "rejected": {"stale": 1}, "open": 2}}
-            detail = {"listen": "127.0.0.1:8787", "routes": ["github"], "counters": counters, "open": 2}
+            per_route = {"github": {"accepted": 5, "replayed": 2, "rejected": {"stale": 1}, "open": 2}}
+            detail = {"listen": "127.0.0.1:8787", "routes": ["github"], "counters": per_route, "open": 2}
             return runtime.StatusReply(name="webhooks", incarnation=1, pid=1, detail=detail | self.error)
         if request.type == wh.ROUTES:
             counters = wh.RouteCounters(
