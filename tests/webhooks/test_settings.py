@@ -138,3 +138,11 @@ def test_reload_names_the_webhooks_area_and_a_rotated_secret_by_name_only() -> N
     assert rotated.areas == {WEBHOOKS}
     assert rotated.lines() == ["webhooks: GITHUB_WEBHOOK_SECRET changed re-applied (the intake table stays)"]
     assert SECRET not in " ".join(rotated.lines())
+
+
+def test_a_route_body_limit_fits_what_the_intake_table_stores() -> None:
+    """A route may not accept a body the intake table cannot store (it would answer 503 forever)."""
+    from geode.records.intake_models import MAX_BODY
+    from geode.webhooks.settings import MAX_BODY_CAP
+
+    assert MAX_BODY_CAP <= MAX_BODY
