@@ -16,7 +16,7 @@ from geode.home import GeodeHome
 EXIT_CONFIG = 78
 RELOAD_WAIT_S = 75.0  # a messengers restart waits for its posts under way (55 s at most), then reconnects
 ASK_AGAIN_S = 1.0  # the event is a PUB: a child that has not confirmed by then is told again
-ROUNDS = (["store", "executor", "control", "messengers", "scheduler"], ["loop", "lanes"])
+ROUNDS = (["store", "executor", "control", "messengers", "scheduler", "webhooks"], ["loop", "lanes"])
 
 
 def reload_daemon(

@@ -17,14 +17,16 @@ __all__ = ["child_names", "tree_specs"]
 def child_names(settings: TreeSettings, role: WorkerRole | None = None, *, daemon: bool = False) -> list[str]:
     """store, lanes, executor, loop-1..loop-N (``[loop] workers``), control, messengers, and in the daemon's
     tree (``daemon``: ``geode serve``, never ``--repl`` or ``geode mcp``) the scheduler unless ``[schedule]
-    enabled = false``; a worker host (``role``) runs only its ``--children``: executor and/or loops."""
+    enabled = false``, and the webhooks child when ``[webhooks] listen`` is set; a worker host (``role``) runs
+    only its ``--children``: executor and/or loops."""
     n = settings.loop.workers  # 1..64, checked by the schema
     loops = [f"loop-{i}" for i in range(1, n + 1)]
     if role is not None:
         executor = ["executor"] if "executor" in role.children else []
         return [*executor, *(loops if "loop" in role.children else [])]
     scheduler = ["scheduler"] if daemon and settings.schedule.enabled else []
-    return ["store", "lanes", "executor", *loops, "control", "messengers", *scheduler]
+    webhooks = ["webhooks"] if daemon and settings.webhooks.listen else []
+    return ["store", "lanes", "executor", *loops, "control", "messengers", *scheduler, *webhooks]
 
 
 def tree_specs(

@@ -9,7 +9,8 @@ and control (``lanes.submit`` is idempotent by turn id and retried; a replay or 
 client); the executor's ``lanes.approval`` keeps its own deadline. The scheduler's calls to lanes and the
 executor fail fast too: ``lanes.submit`` is idempotent by the occurrence's turn id, and a failed
 ``messenger.deliver`` is retried under the same reply operation id, which the receipt admits once (a post in
-doubt stays uncertain); a call left to its 90 s deadline would hold every job's tick.
+doubt stays uncertain); a call left to its 90 s deadline would hold every job's tick. The webhooks child's
+calls to them fail fast for the same reasons (an intake's turn id, its ``reply-<turn_id>`` operation id).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from geode.protocol.errors import GeodeError, Unavailable
 log = logging.getLogger(__name__)
 RETRY_SAFE = ("store",)  # every child: its callers retry (StoreClient)
 LANES_RETRY_SAFE = ("control", "loop-*")  # children whose every call to lanes is retried
-SCHEDULER_RETRY_SAFE = ("lanes", "executor")  # the scheduler retries every call to them under one id
+SCHEDULER_RETRY_SAFE = ("lanes", "executor")  # the scheduler (and webhooks) retries every call under one id
 
 
 def targets_for(who: str) -> tuple[str, ...]:
     """The peers whose exit fails this child's calls in flight to them at once."""
-    if who == "scheduler":
+    if who in ("scheduler", "webhooks"):
         return (*RETRY_SAFE, *SCHEDULER_RETRY_SAFE)
     lanes = any(fnmatch.fnmatchcase(who, pattern) for pattern in LANES_RETRY_SAFE)
     return (*RETRY_SAFE, "lanes") if lanes else RETRY_SAFE

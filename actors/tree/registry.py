@@ -32,6 +32,7 @@ BUILDERS: dict[str, str] = {
     "control": "actors.control:build",
     "messengers": "actors.messengers:build",
     "scheduler": "actors.scheduler:build",  # geode serve only (actors/tree/children.py)
+    "webhooks": "actors.webhooks:build",  # geode serve with [webhooks] listen set (actors/tree/children.py)
 }
 
 

@@ -29,6 +29,11 @@ def test_defaults_and_loop_workers() -> None:
     )
     assert child_names(TreeSettings(), role, daemon=True) == ["executor", "loop-1", "loop-2"]
     assert [s.name for s in tree_specs(TreeSettings(), python="py", daemon=True)][-1] == "scheduler"
+    # the webhooks child: geode serve's tree only, when [webhooks] listen is set, never on a worker host
+    hooks = TreeSettings.from_raw({"webhooks": {"listen": "127.0.0.1:8787"}})
+    assert child_names(hooks, daemon=True) == [*names, "scheduler", "webhooks"]
+    assert child_names(hooks) == names
+    assert child_names(hooks, role, daemon=True) == ["executor", "loop-1", "loop-2"]
     cfg = TreeConfig.from_config({})
     assert (cfg.strategy, cfg.intensity, cfg.period_s) == ("one_for_one", 10, 10.0)
     assert (cfg.tree_intensity, cfg.tree_period_s, cfg.start_retries) == (40, 10.0, 10)
@@ -84,6 +89,7 @@ def test_registry_names_every_process_and_refuses_an_unknown_kind() -> None:
         "control",
         "messengers",
         "scheduler",
+        "webhooks",
     }
     assert all(registry.builder_for(k)[1] for k in registry.BUILDERS)  # every builder imports
     with pytest.raises(ConfigError, match="no actor process is named 'ghost'"):
