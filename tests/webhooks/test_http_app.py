@@ -1,165 +1,35 @@
 """The webhooks HTTP app over real HTTP (an aiohttp server on 127.0.0.1:0, an aiohttp.ClientSession) with an
 in-memory intake port: every bad input gets its status and records nothing; a delivery is 202 once, 200 with
 the same turn id after; 429/503 carry Retry-After; X-Forwarded-For counts only from a trusted proxy; a status
-url answers only with its token. Signatures are computed here with ``hmac`` (never the project's code)."""
+url answers only with its token. The fake port and the signing are in tests/webhooks/http_fake.py."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import json
 import logging
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
 
-from geode.protocol.errors import Unavailable
+from geode import faults
+from geode.protocol.errors import ConfigError, Unavailable
 from geode.records.intake_models import IntakeRow, RecordResult
-from geode.webhooks.http_app import INTAKE, client_address, make_app, networks
+from geode.webhooks.http_app import INTAKE, client_address, networks
 from geode.webhooks.ids import delivery_turn_id
-from geode.webhooks.ports import StatusView, status_word
-from geode.webhooks.settings import RouteSpec
-
-SECRET = b"It's a Secret to Everybody"
-KEY = b"k" * 32
-NOW = 1_760_000_000.0
-BODY = json.dumps({"action": "opened", "repository": {"full_name": "octo/repo"}}).encode()
-
-
-def gh_route(**kw: Any) -> RouteSpec:
-    spec: dict[str, Any] = {
-        "name": "gh",
-        "path": "/hooks/gh",
-        "auth": "github",
-        "secrets": ["GH_SECRET"],
-        "prompt": "A GitHub event arrived.",
-        "keep_headers": ["X-GitHub-Event"],
-        "max_body_bytes": 1000,
-        "rate_burst": 1000,
-        **kw,
-    }
-    return RouteSpec.model_validate(spec)
-
-
-STRIPE = RouteSpec.model_validate(
-    {
-        "name": "pay",
-        "path": "/hooks/pay",
-        "auth": "stripe",
-        "secrets": ["PAY_SECRET"],
-        "prompt": "A payment event.",
-        "delivery_header": "",
-        "dedupe_window": "24h",
-        "rate_burst": 1000,
-    }
+from tests.webhooks.http_fake import (
+    BODY,
+    NOW,
+    STRIPE,
+    Clock,
+    FakePort,
+    gh_route,
+    post,
+    serve,
+    signed,
+    stripe_signed,
 )
-
-
-def signed(body: bytes = BODY, delivery: str = "d-1", **extra: str) -> dict[str, str]:
-    sig = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
-    headers = {
-        "X-Hub-Signature-256": sig,
-        "X-GitHub-Event": "pull_request",
-        "Content-Type": "application/json",
-    }
-    if delivery:
-        headers["X-GitHub-Delivery"] = delivery
-    return {**headers, **extra}
-
-
-def stripe_signed(body: bytes, t: int) -> dict[str, str]:
-    mac = hmac.new(SECRET, str(t).encode() + b"." + body, hashlib.sha256).hexdigest()
-    return {"Stripe-Signature": f"t={t},v1={mac}"}
-
-
-class FakePort:
-    """The intake table in memory, with the store's record rule (replayed / full / new)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], IntakeRow] = {}
-        self.told: list[IntakeRow] = []
-        self.calls = 0
-        self.fail: Exception | None = None
-        self.lock = threading.Lock()
-
-    def record(
-        self, route: RouteSpec, dedupe_key: str, headers: dict[str, str], body: bytes, client: str
-    ) -> RecordResult:
-        with self.lock:
-            self.calls += 1
-            if self.fail is not None:
-                raise self.fail
-            opened = sum(1 for r in self.rows.values() if r.route == route.name and r.open)
-            old = self.rows.get((route.name, dedupe_key))
-            if old is not None:
-                return RecordResult(row=old, replayed=True, open=opened)
-            if opened >= route.queue_max:
-                return RecordResult(full=True, open=opened)
-            row = IntakeRow(
-                route=route.name,
-                delivery_id=dedupe_key,
-                dedupe_key=dedupe_key,
-                turn_id=delivery_turn_id(route.name, dedupe_key),
-                received_at=datetime.now(UTC),
-                client=client,
-                headers=headers,
-                body=body,
-                body_sha256=hashlib.sha256(body).hexdigest(),
-            )
-            self.rows[(route.name, dedupe_key)] = row
-            return RecordResult(row=row, open=opened + 1)
-
-    def recorded(self, row: IntakeRow) -> None:
-        self.told.append(row)
-
-    def status(self, turn_id: str) -> StatusView | None:
-        for r in self.rows.values():
-            if r.turn_id == turn_id:
-                return StatusView(
-                    turn_id=turn_id, route=r.route, delivery_id=r.delivery_id, status=status_word(r.state)
-                )
-        return None
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@asynccontextmanager
-async def serve(
-    routes: list[RouteSpec], port: FakePort, **kw: Any
-) -> AsyncIterator[tuple[aiohttp.ClientSession, web.Application]]:
-    app = make_app(routes, port, secrets=lambda name: [SECRET], key=KEY, clock=Clock(NOW), **kw)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    where = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    timeout = aiohttp.ClientTimeout(total=10)
-    try:
-        async with aiohttp.ClientSession(where, timeout=timeout) as session:
-            yield session, app
-    finally:
-        await runner.cleanup()
-
-
-async def post(
-    session: aiohttp.ClientSession, path: str, body: Any, headers: dict[str, str]
-) -> tuple[int, Any, Any]:
-    async with session.post(path, data=body, headers=headers) as resp:
-        text = await resp.text()
-        return resp.status, resp.headers, json.loads(text) if text else None
 
 
 async def test_a_delivery_is_202_once_then_200_with_the_same_turn_and_starts_one_turn() -> None:
@@ -209,6 +79,9 @@ def _cases() -> list[Any]:
         pytest.param("/hooks/gh", arr, signed(arr), 400, "invalid_json", id="json-not-an-object"),
         pytest.param(
             "/hooks/gh", BODY, signed(delivery=""), 400, "missing_delivery_id", id="no-delivery-header"
+        ),
+        pytest.param(
+            "/hooks/gh", BODY, signed(delivery="x" * 257), 400, "bad_delivery_id", id="delivery-id-too-long"
         ),
     ]
 
@@ -355,3 +228,59 @@ async def test_a_reload_serves_the_new_routes() -> None:
         assert (await post(session, "/hooks/gh", BODY, signed()))[0] == 404
         status, _, reply = await post(session, "/hooks/gh2", BODY, signed())
         assert status == 202 and reply["turn_id"] == delivery_turn_id("gh2", "d-1")
+
+
+async def test_no_free_worker_is_503_with_retry_after_and_records_nothing() -> None:
+    """The port runs in a bounded pool: with its one worker held and no backlog, a delivery is refused."""
+    release, entered = threading.Event(), threading.Event()
+
+    class HeldPort(FakePort):
+        def record(self, *args: Any) -> RecordResult:
+            entered.set()
+            release.wait(10)
+            return super().record(*args)
+
+    port = HeldPort()
+    async with serve([gh_route()], port, workers=1, backlog=0) as (session, app):
+        first = asyncio.create_task(post(session, "/hooks/gh", BODY, signed(delivery="d-1")))
+        assert await asyncio.to_thread(entered.wait, 10)
+        status, headers, _ = await post(session, "/hooks/gh", BODY, signed(delivery="d-2"))
+        assert status == 503 and int(headers["Retry-After"]) > 0
+        release.set()
+        assert (await first)[0] == 202
+        assert list(port.rows) == [("gh", "d-1")]
+        assert app[INTAKE].counters.route("gh").rejected == {"busy": 1}
+
+
+async def test_a_route_whose_secret_is_missing_is_503_and_records_nothing() -> None:
+    def no_secret(name: str) -> list[bytes]:
+        raise ConfigError(f"route {name!r}: GH_SECRET is not in $GEODE_HOME/.env")
+
+    port = FakePort()
+    async with serve([gh_route()], port, secrets=no_secret) as (session, app):
+        status, headers, _ = await post(session, "/hooks/gh", BODY, signed())
+        assert status == 503 and int(headers["Retry-After"]) > 0 and port.calls == 0
+        assert app[INTAKE].counters.route("gh").rejected == {"no_secret": 1}
+
+
+async def test_the_after_intake_fault_point_is_between_the_record_and_the_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``webhooks.after_intake`` is reached once per new intake, after it is recorded and before the runner
+    is told (a kill there: recorded, no reply, no turn submitted), and never for a replay."""
+    events: list[str] = []
+
+    class Tracing(FakePort):
+        def record(self, *args: Any) -> RecordResult:
+            events.append("record")
+            return super().record(*args)
+
+        def recorded(self, row: IntakeRow) -> None:
+            events.append("recorded")
+            super().recorded(row)
+
+    monkeypatch.setattr(faults, "fault", lambda point: events.append(point))
+    async with serve([gh_route()], Tracing()) as (session, _):
+        assert (await post(session, "/hooks/gh", BODY, signed()))[0] == 202
+        assert (await post(session, "/hooks/gh", BODY, signed()))[0] == 200
+    assert events == ["record", "webhooks.after_intake", "recorded", "record"]
