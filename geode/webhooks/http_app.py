@@ -25,6 +25,7 @@ from aiohttp import web
 
 from geode import faults
 from geode.protocol.errors import GeodeError
+from geode.redaction import redact_text
 from geode.webhooks import counters as why
 from geode.webhooks.auth import verify
 from geode.webhooks.counters import Counters
@@ -211,9 +212,11 @@ class Intake:
             result = await loop.run_in_executor(
                 self.pool, self._record_blocking, route, delivery, headers, body, client
             )
-        except GeodeError as exc:
+        except GeodeError as exc:  # the store's words may quote what it refused: redacted, short
             msg = "the intake could not be recorded, retry later"
-            return self._refuse(route, client, 503, why.STORE_ERROR, msg, RETRY_BUSY_S, str(exc))
+            return self._refuse(
+                route, client, 503, why.STORE_ERROR, msg, RETRY_BUSY_S, redact_text(str(exc), 200)
+            )
         except Exception as exc:  # a bug in the port: still never a 2xx, and the child serves on
             log.exception("webhooks: recording a delivery of %s failed", route.name)
             msg = "the intake could not be recorded, retry later"
@@ -257,8 +260,10 @@ class Intake:
             return _reply(404, "no such turn")
         try:
             view = await asyncio.get_running_loop().run_in_executor(self.pool, self.port.status, turn_id)
-        except GeodeError as exc:
-            log.info("webhooks: 503 status of %s: %s", turn_id, exc)
+        except Exception as exc:  # the store unavailable (or a bug in the port): the child serves on
+            log.info(
+                "webhooks: 503 status of %s: %s", turn_id, redact_text(str(exc) or type(exc).__name__, 200)
+            )
             return _reply(503, "status unavailable, retry later", RETRY_BUSY_S)
         if view is None:
             return _reply(404, "no such turn")

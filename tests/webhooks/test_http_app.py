@@ -284,3 +284,14 @@ async def test_the_after_intake_fault_point_is_between_the_record_and_the_reply(
         assert (await post(session, "/hooks/gh", BODY, signed()))[0] == 202
         assert (await post(session, "/hooks/gh", BODY, signed()))[0] == 200
     assert events == ["record", "webhooks.after_intake", "recorded", "record"]
+
+
+async def test_a_status_read_the_store_cannot_answer_is_503_with_retry_after() -> None:
+    class Down(FakePort):
+        def status(self, turn_id: str) -> Any:
+            raise Unavailable("store: no reply")
+
+    async with serve([gh_route()], Down()) as (session, _):
+        _, _, one = await post(session, "/hooks/gh", BODY, signed())
+        async with session.get(one["status_url"]) as resp:
+            assert resp.status == 503 and int(resp.headers["Retry-After"]) > 0
