@@ -9,12 +9,21 @@ on its own delivery:
    turn is re-queued; the sender's redelivery is a 200 naming the same turn;
 3. the executor mid-effect (``executor.in_handler``, its 3rd tool call: the command ran, its receipt is not
    committed): the run_bash receipt is ``uncertain`` and the effect is never run again, not by the turn and
-   not by the sender's redelivery.
+   not by the sender's redelivery;
+4. the webhooks child with lanes' ack of the turn and the intake not marked submitted
+   (``webhooks.after_submit``): the next incarnation submits it again, lanes runs it once;
+5. the webhooks child with the turn's end read and not recorded (``webhooks.after_turn_end``): the next
+   incarnation reads it again and posts once;
+6. the webhooks child with the reply posted and the intake not done (``webhooks.after_reply_posted``): the
+   next incarnation asks the executor again under the same operation id (replayed): posted once.
 
 After each: one turn record for the delivery, at most one effect line (exactly one where the effect ran),
-at most one post in the chat (exactly one where the turn answered), the intake ``done``. The cells count on
-each other's deliveries (the ``nth`` of each point), so they run in file order on one tree: all three run
-in CI (~15 s)."""
+at most one post in the chat (exactly one where the turn answered), the intake ``done``; a delivery without
+a fault between the cells (a filler) too. A point fires at its ``nth`` hit in one incarnation of its child,
+so the cells count on each other's deliveries: the webhooks child's 2nd incarnation (after cell 1) reaches
+``after_submit`` for deliveries 1-4, its 3rd ``after_turn_end`` for 4-7, its 4th ``after_reply_posted`` for
+7-10 (nth = 4 each: never reached by an earlier incarnation). They run in file order on one tree, all in
+CI (~14 s with the tree)."""
 
 from __future__ import annotations
 
@@ -56,6 +65,9 @@ CELLS = (  # in file order: (child, point, nth hit in the child's first incarnat
     ("webhooks", "webhooks.after_intake", 1),
     ("lanes", "lanes.after_turn_stored", 2),
     ("executor", "executor.in_handler", 3),
+    ("webhooks", "webhooks.after_submit", 4),  # 4th delivery (2nd incarnation: 1 re-submitted, 2, 3, 4)
+    ("webhooks", "webhooks.after_turn_end", 4),  # 7th (3rd incarnation: 4 re-submitted, 5, 6, 7)
+    ("webhooks", "webhooks.after_reply_posted", 4),  # 10th (4th incarnation: 7 looked at again, 8, 9, 10)
 )
 FAULTS = ",".join(f"{child}@{point}:kill:{nth}" for child, point, nth in CELLS)
 
@@ -131,6 +143,10 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cells]:
 _marks = count(1)
 
 
+def _tag() -> str:
+    return f"WH{next(_marks) + 0xC0DE00:08x}"
+
+
 def _deliver(c: Cells, cell: int) -> tuple[str, bytes, dict[str, str], list[Reply | str]]:
     """One delivery of cell ``cell`` (the earlier cells' faults fired, this one's not yet), sent until a
     2xx; waits until its fault fired and the killed child runs again."""
@@ -140,7 +156,7 @@ def _deliver(c: Cells, cell: int) -> tuple[str, bytes, dict[str, str], list[Repl
         assert (fired / f"{earlier}.fired").exists(), f"run the cells in file order: {earlier} never fired"
     assert not (fired / f"{point}.fired").exists(), f"{point} fired before its delivery"
     before = children(c.home)[child].incarnation
-    tag = f"WH{next(_marks) + 0xC0DE00:08x}"
+    tag = _tag()
     body = pr_body(tag)
     headers = github_headers(SECRET, body, f"delivery-{tag}")
     tries = send_until_2xx(c.url, body, headers)
@@ -232,3 +248,38 @@ def test_the_executor_killed_mid_effect_leaves_it_uncertain_and_never_runs_it_ag
     assert row.delivery in ("posted", "none", "refused", "uncertain"), row
     cells.seen["executor"] = (row.termination_reason, row.delivery, posts)
     print(f"\nexecutor killed mid-effect: {cells.seen['executor']}")
+
+
+def _filler(c: Cells) -> None:
+    """A delivery between the cells, no fault due: one turn, one effect, one post."""
+    tag = _tag()
+    body = pr_body(tag)
+    r = send(c.url, body, github_headers(SECRET, body, f"delivery-{tag}"))
+    assert r.status == 202, r.text
+    _one_turn_one_effect_one_post(c, tag, r.json["turn_id"])
+
+
+def _cell_posts_once(c: Cells, cell: int) -> None:
+    tag, body, headers, tries = _deliver(c, cell)
+    first = tries[-1]
+    assert isinstance(first, Reply) and first.status == 202, tries  # the kill came after the reply
+    _one_turn_one_effect_one_post(c, tag, first.json["turn_id"])
+    again = send(c.url, body, headers)  # a redelivery once the child is back: nothing starts
+    assert again.status == 200 and again.json["turn_id"] == first.json["turn_id"], again
+    assert len(c.model.lines(tag)) == 1 and _posts(c, tag) == [f"applied {tag}"]
+
+
+def test_webhooks_killed_after_lanes_acked_the_turn_submits_it_again_and_it_runs_once(cells: Cells) -> None:
+    _cell_posts_once(cells, 3)
+
+
+def test_webhooks_killed_with_the_turn_ended_reads_it_again_and_posts_once(cells: Cells) -> None:
+    _filler(cells)
+    _filler(cells)
+    _cell_posts_once(cells, 4)
+
+
+def test_webhooks_killed_with_the_reply_posted_asks_again_and_posts_once(cells: Cells) -> None:
+    _filler(cells)
+    _filler(cells)
+    _cell_posts_once(cells, 5)
