@@ -124,6 +124,8 @@ class WebhooksProcess:
                 loop.run_until_complete(self._start_site(host, port_no))
             except OSError as exc:
                 failed.append(f"webhooks: cannot listen on {self.listen}: {exc.strerror or exc}")
+                self.loop = None
+                loop.close()
                 ready.set()
                 return
             ready.set()
@@ -190,9 +192,9 @@ class WebhooksProcess:
         self.wake.set()
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
-        if self.http_thread is not None:
-            self.http_thread.join(timeout=5.0)
-        self.thread.join(timeout=5.0)
+        for thread in (self.http_thread, self.thread):
+            if thread is not None and thread.ident is not None:
+                thread.join(timeout=5.0)
 
     def _origin_event(self, b: lanes_msg.StreamEvent, r: Request) -> None:
         if b.kind == lanes_msg.TURN_DONE:
