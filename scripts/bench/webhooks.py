@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import lmdb
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,6 +197,19 @@ def counters(home: GeodeHome) -> dict[str, Any]:
     return next((r["counters"] for r in got.get("routes", []) if r["name"] == ROUTE), {})
 
 
+def raw_commit_p50(path: Path, n: int = 200) -> float:
+    """The unit of durable write a 202 waits for (at least one, batched by the store's group writer)."""
+    env = lmdb.open(str(path), map_size=1 << 26, sync=True)
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        with env.begin(write=True) as txn:
+            txn.put(b"%010d" % i, b"x" * 512)
+        times.append(time.perf_counter() - t)
+    env.close()
+    return statistics.median(times)
+
+
 def stored_rows(home: GeodeHome, limit: int) -> list[Any]:
     """The route's intake rows, read-only from the records (the tree stopped)."""
     with RecordReader.for_home(home) as reader:
@@ -227,22 +241,21 @@ def bench(base: Path, senders: int, rate: float, seconds: float) -> None:
             got = asyncio.run(load(f"http://127.0.0.1:{port}/hooks/{ROUTE}", senders, rate, seconds))
             report("geode serve (each 202 after its intake is recorded)", got, total)
             accepted = got["statuses"].get(202, 0)
-            c = counters(home)
+            c = after = counters(home)
             print(f"   after the load: counters {c}; distinct turn ids {len(set(got['turns']))}")
             end = got["end"]
             deadline = time.perf_counter() + 600
-            opened_at = None
             while time.perf_counter() < deadline:
                 c = counters(home)
-                if opened_at is None and c.get("open", 1) == 0:
-                    opened_at = time.perf_counter()
                 if c.get("done", 0) >= accepted and c.get("open", 1) == 0:
                     break
                 time.sleep(0.05)
             drained = time.perf_counter() - end
+            overall = drained + got["took"]
+            left = after.get("open")
             print(
-                f"   drain: every queued turn done {drained:.1f} s after the last 202 "
-                f"({accepted / max(drained, 1e-9):.0f} turns/s over the drain; counters {c})"
+                f"   drain: every queued turn done {drained:.1f} s after the last 202 ({left} open then); "
+                f"{accepted} turns in {overall:.1f} s from the first send: {accepted / overall:.0f} turns/s"
             )
         finally:
             stop_tree(home)
@@ -257,6 +270,8 @@ def bench(base: Path, senders: int, rate: float, seconds: float) -> None:
         f"   the intake table after stop: {stored} ({len(rows)} rows for {accepted} accepted; "
         f"a 202's turn id not in the table: {len(missing)}); termination reasons {ends}"
     )
+    commit = raw_commit_p50(base / "raw")
+    print(f"   a raw LMDB sync commit (1 put) on this disk, p50: {commit * 1000:.2f} ms")
     lat, blat = got["lat"], base_got["lat"]
     p99 = pct(lat, 0.99)
     print(
