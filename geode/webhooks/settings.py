@@ -46,7 +46,7 @@ AUTH_HEADERS = frozenset(
 LITERAL_SECRET_KEYS = ("secret", "token", "secret_value", "secret_values", "tokens")
 SECRETS_HINT = "secrets live in $GEODE_HOME/.env; name them in secrets = [...]"
 DEFAULT_DELIVERY_HEADER = "X-GitHub-Delivery"
-MAX_BODY_CAP = 512 * 1024  # the intake table stores a body in one bus frame (geode/records/intake_models.MAX_BODY)
+MAX_BODY_CAP = 512 * 1024  # the intake table stores a body in one bus frame (intake_models.MAX_BODY)
 MAX_DEDUPE_WINDOW_S = 90 * 86_400
 _ROUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 _PATH = re.compile(r"^/hooks/[A-Za-z0-9_.~\-]+(?:/[A-Za-z0-9_.~\-]+)*$")
