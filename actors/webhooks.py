@@ -38,7 +38,7 @@ from geode.records.store_client import StoreClient
 from geode.tools.catalogue_plans import CataloguePlans
 from geode.webhooks.auth import route_secrets
 from geode.webhooks.bus_ports import BusChat, BusIntake, BusLanes, BusTimeline
-from geode.webhooks.counters import QUEUE_FULL, Counters
+from geode.webhooks.counters import Counters
 from geode.webhooks.http_app import INTAKE, make_app, status_url
 from geode.webhooks.runner import Runner
 from geode.webhooks.session import route_turn_settings, route_workspace
@@ -265,8 +265,7 @@ class WebhooksProcess:
                 replayed=c.replayed,
                 rejected=dict(c.rejected),
                 rate_limited=c.rate_limited,
-                queued=c.rejected.get(QUEUE_FULL, 0),
-                open=open_.get(name, 0),
+                queued=open_.get(name, 0),
                 done=per_state.get(name, {}).get("done", 0),
             )
         return out

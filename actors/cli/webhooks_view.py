@@ -25,8 +25,9 @@ def ask_routes(home: GeodeHome, timeout_s: float = 3.0) -> dict[str, Any] | None
 
 def gather(home: GeodeHome) -> dict[str, Any]:
     """``{"source": "child", "listen", "routes": [...]}`` from the running child, else ``{"source": "store",
-    "listen", "routes", "note"}``: each configured route with ``stored`` (its intakes by state) and ``open``;
-    a route the records hold but config.toml no longer names is listed too (``configured`` false)."""
+    "listen", "routes", "note"}``: each configured route with ``stored`` (its intakes by state) and
+    ``queued``; a route the records hold but config.toml no longer names is listed too (``configured``
+    false)."""
     from actors.tree.client import is_running
 
     up = is_running(home)
@@ -74,7 +75,7 @@ def _route_fields(r: Any) -> dict[str, Any]:
 
 
 def _stored(states: dict[str, int]) -> dict[str, Any]:
-    return {"stored": dict(sorted(states.items())), "open": sum(states.get(s, 0) for s in OPEN_STATES)}
+    return {"stored": dict(sorted(states.items())), "queued": sum(states.get(s, 0) for s in OPEN_STATES)}
 
 
 def stored_counts(home: GeodeHome) -> dict[str, dict[str, int]]:
@@ -124,7 +125,7 @@ def status_lines(detail: dict[str, Any] | None) -> list[str]:
     out = [
         f"webhooks: listening on {detail.get('listen') or '-'} · {len(routes)} route(s) · "
         f"accepted {total('accepted')} · replayed {total('replayed')} · rejected {rejected} · "
-        f"rate-limited {total('rate_limited')} · open {total('open')} (`geode webhooks`)"
+        f"rate-limited {total('rate_limited')} · queued {total('queued')} (`geode webhooks`)"
     ]
     if detail.get("last_error"):
         out.append(f"  last error: {' '.join(str(detail['last_error']).split())[:300]}")
@@ -160,7 +161,7 @@ def _counter_line(c: dict[str, Any]) -> str:
     return (
         f"accepted {c.get('accepted', 0)} · replayed {c.get('replayed', 0)} · "
         f"rejected {sum(rejected.values())}{f' ({why})' if why else ''} · "
-        f"rate-limited {c.get('rate_limited', 0)} · queued {c.get('queued', 0)} · open {c.get('open', 0)} · "
+        f"rate-limited {c.get('rate_limited', 0)} · queued {c.get('queued', 0)} · "
         f"done {c.get('done', 0)}"
     )
 
@@ -168,9 +169,8 @@ def _counter_line(c: dict[str, Any]) -> str:
 def _stored_line(r: dict[str, Any]) -> str:
     stored = r.get("stored") or {}
     states = ", ".join(f"{k} {v}" for k, v in stored.items())
-    return (
-        f"stored intakes {sum(stored.values())}{f' ({states})' if states else ''} · open {r.get('open', 0)}"
-    )
+    listed = f" ({states})" if states else ""
+    return f"stored intakes {sum(stored.values())}{listed} · queued {r.get('queued', 0)}"
 
 
 # doctor ----------------------------------------------------------------------------------------------------

@@ -15,14 +15,14 @@ from geode.protocol.catalog import message
 
 
 class RouteCounters(BaseModel):
-    """One route's counters since the child started (``open`` and ``done`` are the intake table's)."""
+    """One route's counters since the child started (``queued`` and ``done`` are the intake table's; a 503
+    for a full queue is counted in ``rejected["queue_full"]``)."""
 
     accepted: int = 0  # 202: a new intake recorded
     replayed: int = 0  # 200: a delivery seen before (nothing recorded)
     rejected: dict[str, int] = Field(default_factory=dict)  # reason (missing, bad_signature, ...) -> count
     rate_limited: int = 0  # 429
-    queued: int = 0  # 503: the route's queue was full (nothing recorded)
-    open: int = 0  # intakes whose turn has not ended (recorded or submitted)
+    queued: int = 0  # the route's queue now: intakes whose turn has not ended (recorded or submitted)
     done: int = 0  # intakes done (answered and delivered, or nothing to deliver)
 
 

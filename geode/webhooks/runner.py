@@ -3,9 +3,9 @@ turn to lanes under the intake's turn id, marks it submitted, appends a ``webhoo
 session timeline, follows the turn (woken by lanes' ``turn_done`` origin event, and a periodic look at the
 stored turn), records it answered, posts the answer to the route's ``deliver`` chat through the executor's
 receipted ``messenger.deliver`` (operation id ``reply-<turn_id>``, so a reply posts at most once whatever is
-retried) and records it done with the receipt's word (posted, refused, uncertain; a deferred post is retried
-with backoff). On start it takes over every open intake: a recorded one is submitted again (lanes admits a
-turn id once), the others are followed.
+retried; a turn that ended without an answer posts one line saying how it ended) and records it done with the
+receipt's word (posted, refused, uncertain; a deferred post is retried with backoff). On start it takes over
+every open intake: a recorded one is submitted again (lanes admits a turn id once), the others are followed.
 
 Pure: the intake table, lanes, the chat and the timeline are injected ports (the webhooks child's are over
 the bus, :mod:`geode.webhooks.bus_ports`; tests use fakes). Not thread-safe: one thread calls :meth:`tick`.
@@ -33,6 +33,7 @@ from geode.webhooks.template import render_prompt, write_body_file
 log = logging.getLogger(__name__)
 BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0)  # a deferred reply's retries (then every minute)
 LOOK_S = 2.0  # how often a submitted turn's stored record is read without an origin event
+NO_ANSWER = "The webhook run of route {route} ended without an answer ({reason})."  # told to the chat
 
 
 class Intakes(Protocol):
@@ -231,11 +232,10 @@ class Runner:
             if f.end is None:
                 return
         destination = route.deliver.destination if route is not None and route.deliver is not None else ""
-        text = f.end.text.strip()
-        if not destination or not text:
-            why = "no delivery chat" if not destination else "the turn gave no answer"
-            self._done(f, "none", why)
+        if not destination:
+            self._done(f, "none", "no delivery chat")
             return
+        text = f.end.text.strip() or NO_ANSWER.format(route=row.route, reason=f.end.termination_reason)
         session_id = f.session_id or self._session_of(route, row)
         got = self.chat.post(
             row, destination, text, session_id=session_id, operation_id=reply_operation_id(row.turn_id)

@@ -245,6 +245,9 @@ def test_the_executor_killed_mid_effect_leaves_it_uncertain_and_never_runs_it_ag
     ]  # one receipt: the call was not admitted again
     posts = _posts(cells, tag)
     assert len(posts) <= 1 and f"applied {tag}" not in posts, (posts, row)  # never told "applied"
+    if not row.answer_chars:  # no answer: the chat is told once how the turn ended, never "applied"
+        ended = f"ended without an answer ({row.termination_reason})"
+        assert row.delivery == "posted" and [p["text"] for p in cells.api.posts(CHAT) if ended in p["text"]]
     assert row.delivery in ("posted", "none", "refused", "uncertain"), row
     cells.seen["executor"] = (row.termination_reason, row.delivery, posts)
     print(f"\nexecutor killed mid-effect: {cells.seen['executor']}")

@@ -97,16 +97,16 @@ def test_with_no_daemon_it_lists_the_configured_routes_and_the_stored_intakes(st
     routes = {r["name"]: r for r in got["routes"]}
     assert [r["name"] for r in got["routes"]] == ["github", "pay", "gone"]
     assert routes["github"]["stored"] == {"done": 1, "recorded": 1, "submitted": 1}
-    assert routes["github"]["open"] == 2 and routes["github"]["auth"] == "github"
-    assert routes["pay"]["stored"] == {} and routes["pay"]["open"] == 0
-    assert routes["gone"]["configured"] is False and routes["gone"]["open"] == 1
+    assert routes["github"]["queued"] == 2 and routes["github"]["auth"] == "github"
+    assert routes["pay"]["stored"] == {} and routes["pay"]["queued"] == 0
+    assert routes["gone"]["configured"] is False and routes["gone"]["queued"] == 1
 
     code, out, err = cli(stored_home, "webhooks")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("webhooks: the daemon is not running")
     assert "github  /hooks/github  auth github" in lines
-    assert "  stored intakes 3 (done 1, recorded 1, submitted 1) · open 2" in lines
+    assert "  stored intakes 3 (done 1, recorded 1, submitted 1) · queued 2" in lines
     assert any(line.startswith("gone  -") and "not in config.toml" in line for line in lines)
 
 
@@ -119,7 +119,7 @@ class FakeChild:
 
     def handle(self, request: Request) -> Any:
         if request.type == runtime.STATUS:
-            per_route = {"github": {"accepted": 5, "replayed": 2, "rejected": {"stale": 1}, "open": 2}}
+            per_route = {"github": {"accepted": 5, "replayed": 2, "rejected": {"stale": 1}, "queued": 2}}
             detail = {"listen": "127.0.0.1:8787", "routes": ["github"], "counters": per_route, "open": 2}
             return runtime.StatusReply(name="webhooks", incarnation=1, pid=1, detail=detail | self.error)
         if request.type == wh.ROUTES:
@@ -128,8 +128,7 @@ class FakeChild:
                 replayed=2,
                 rejected={"bad_signature": 2, "stale": 1},
                 rate_limited=1,
-                queued=1,
-                open=2,
+                queued=2,
                 done=3,
             )
             github = wh.RouteView(
@@ -179,8 +178,8 @@ def test_with_the_child_it_shows_the_childs_counters(stored_home: GeodeHome, chi
     assert out.splitlines() == [
         "webhooks: listening on 127.0.0.1:8787",
         "github  /hooks/github  auth github -> telegram:-100123",
-        "  accepted 5 · replayed 2 · rejected 3 (bad_signature 2, stale 1) · rate-limited 1 · queued 1 · "
-        "open 2 · done 3",
+        "  accepted 5 · replayed 2 · rejected 3 (bad_signature 2, stale 1) · rate-limited 1 · queued 2 · "
+        "done 3",
     ]
 
 
@@ -197,7 +196,7 @@ def test_a_child_that_does_not_answer_falls_back_to_the_store(
     assert code == 0, err
     got = json.loads(out)
     assert got["source"] == "store" and got["note"] == "the webhooks child does not answer"
-    assert {r["name"]: r["open"] for r in got["routes"]} == {"github": 2, "pay": 0, "gone": 1}
+    assert {r["name"]: r["queued"] for r in got["routes"]} == {"github": 2, "pay": 0, "gone": 1}
 
 
 def test_replay_asks_the_child_and_prints_the_new_turn(stored_home: GeodeHome, child: FakeChild) -> None:
@@ -227,7 +226,7 @@ def test_status_shows_the_webhooks_child_when_it_runs(
     assert code == 0, err
     assert (
         "webhooks: listening on 127.0.0.1:8787 · 1 route(s) · accepted 5 · replayed 2 · rejected 1 · "
-        "rate-limited 0 · open 2 (`geode webhooks`)"
+        "rate-limited 0 · queued 2 (`geode webhooks`)"
     ) in out.splitlines()
     child.error = {"last_error": "store: unavailable\nretrying"}
     code, out, err = cli(stored_home, "status", "--json")

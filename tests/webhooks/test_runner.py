@@ -258,6 +258,17 @@ def test_a_route_without_a_chat_is_done_with_none(tmp_path: Path) -> None:
     assert not chat.posts and intakes.calls[-1] == ("done", "d-5", "none", "no delivery chat")
 
 
+def test_a_turn_without_an_answer_tells_the_chat_how_it_ended(tmp_path: Path) -> None:
+    r1 = row("d-6", state="submitted")
+    runner, intakes, lanes, chat, _, _ = make(tmp_path, [r1])
+    lanes.ends[r1.turn_id] = TurnEnd(termination_reason="external_verification_required", text="  ")
+    runner.tick()
+    assert [text for _, text, _, _ in chat.posts] == [
+        "The webhook run of route gh ended without an answer (external_verification_required)."
+    ]
+    assert intakes.calls[-1][:3] == ("done", "d-6", "posted")
+
+
 def test_a_failing_submit_leaves_that_intake_for_the_next_pass(tmp_path: Path) -> None:
     bad, good = row("bad"), row("good")
     runner, intakes, lanes, _, _, _ = make(tmp_path, [bad, good])

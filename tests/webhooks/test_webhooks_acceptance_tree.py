@@ -332,7 +332,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_records_nothing(tree: Tre
     t.model.release.set()
     wait_for(lambda: _done(t, first), 30.0, what="the held turn done")
     _nothing_started(t, b)
-    assert route_counters(t.home)["hold"].queued == 1
+    assert route_counters(t.home)["hold"].rejected.get("queue_full") == 1
     retried = send(hold, body_b, github_headers(GH_SECRET, body_b, f"d-{b}"))  # the sender's retry: room now
     assert retried.status == 202, retried.text
     wait_for(lambda: _done(t, retried), 30.0, what="the retried delivery's turn done")
