@@ -6,7 +6,8 @@ over the route's max 413 (``Content-Length`` first, then a stream-limited read: 
 held) → authentication 401 → JSON 400 → missing delivery header 400 → the intake recorded in the store (a
 worker thread: the port is blocking): queue full, store error or no worker free → 503 with ``Retry-After``
 and nothing recorded → 202 ``{"turn_id", "status_url"}`` (new) or 200 ``{"turn_id", "status_url",
-"status"}`` (a delivery already recorded: nothing started). Each refusal is one log line (route, client,
+"status"}`` (a delivery already recorded: nothing started). A Slack route answers Slack's signed
+``url_verification`` with its challenge and records nothing. Each refusal is one log line (route, client,
 status, reason), never the body, a header's value or a secret, never a traceback."""
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ class Intake:
             return self._refuse(route, client, 401, auth.reason, f"authentication failed: {auth.reason}")
         if route.json_body and not _json_object(body):
             return self._refuse(route, client, 400, why.INVALID_JSON, "the body must be a JSON object")
+        if route.auth == "slack" and (challenge := _slack_challenge(body)) is not None:
+            log.info("webhooks: %s answered Slack's url_verification (nothing recorded)", route.name)
+            return web.json_response({"challenge": challenge})
         if route.delivery_header:
             delivery = request.headers.get(route.delivery_header, "").strip()
             if not delivery:
@@ -299,6 +303,19 @@ def _json_object(body: bytes) -> bool:
         return isinstance(json.loads(body), dict)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return False
+
+
+def _slack_challenge(body: bytes) -> str | None:
+    """The ``challenge`` of Slack's signed ``url_verification`` request (sent once when an Events API url
+    is set up: echoed, nothing recorded), None for any other body."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("type") != "url_verification":
+        return None
+    challenge = data.get("challenge")
+    return challenge if isinstance(challenge, str) and 0 < len(challenge) <= 512 else None
 
 
 def make_app(

@@ -6,6 +6,9 @@ url answers only with its token. The fake port and the signing are in tests/webh
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -18,9 +21,11 @@ from geode.protocol.errors import ConfigError, Unavailable
 from geode.records.intake_models import IntakeRow, RecordResult
 from geode.webhooks.http_app import INTAKE, client_address, networks
 from geode.webhooks.ids import delivery_turn_id
+from geode.webhooks.settings import RouteSpec
 from tests.webhooks.http_fake import (
     BODY,
     NOW,
+    SECRET,
     STRIPE,
     Clock,
     FakePort,
@@ -295,3 +300,37 @@ async def test_a_status_read_the_store_cannot_answer_is_503_with_retry_after() -
         _, _, one = await post(session, "/hooks/gh", BODY, signed())
         async with session.get(one["status_url"]) as resp:
             assert resp.status == 503 and int(resp.headers["Retry-After"]) > 0
+
+
+async def test_a_slack_route_answers_the_signed_url_verification_and_records_nothing() -> None:
+    """Slack sends a signed ``url_verification`` once when the Events API url is set up: it gets its
+    challenge back; unsigned it is a 401; an event afterwards is an intake as usual."""
+    slack = RouteSpec.model_validate(
+        {
+            "name": "sl",
+            "path": "/hooks/sl",
+            "auth": "slack",
+            "secrets": ["SL_SECRET"],
+            "prompt": "A Slack event.",
+            "delivery_header": "",
+            "dedupe_window": "1h",
+            "rate_burst": 1000,
+        }
+    )
+
+    def slack_signed(body: bytes) -> dict[str, str]:
+        ts = str(int(NOW))
+        mac = hmac.new(SECRET, b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={mac}"}
+
+    port = FakePort()
+    hello = json.dumps({"token": "x", "challenge": "3eZbrw1aBm2rZgRNFdxV", "type": "url_verification"})
+    async with serve([slack], port) as (session, _):
+        status, _, got = await post(session, "/hooks/sl", hello.encode(), slack_signed(hello.encode()))
+        assert status == 200 and got == {"challenge": "3eZbrw1aBm2rZgRNFdxV"}
+        status, _, _ = await post(session, "/hooks/sl", hello.encode(), {})
+        assert status == 401
+        assert not port.told
+        event = json.dumps({"type": "event_callback", "event_id": "Ev1"}).encode()
+        status, _, got = await post(session, "/hooks/sl", event, slack_signed(event))
+        assert status == 202 and len(port.told) == 1
