@@ -1,6 +1,7 @@
 """The webhooks child in a real `geode serve` tree (scripted model): a GitHub-signed delivery over real HTTP
 is 202 and its turn runs in AUTOMATION to its end; its status url returns the answer; the same delivery again
-is 200 with the same turn id and no second turn; ``webhooks.replay`` re-runs it under ``<id>.replay-1``; the
+is 200 with the same turn id and no second turn; `geode webhooks --json` shows the child's counters and
+`geode webhooks replay` re-runs it under ``<id>.replay-1``; the
 child SIGKILLed between recording an intake and answering its sender (``webhooks.after_intake``) is
 restarted by the supervisor and its next incarnation submits that intake; ``geode reload`` makes the running
 child serve a new route with its new ``.env`` secret. The tests share one tree, in file
@@ -34,16 +35,15 @@ then ``send(f"http://127.0.0.1:{port}/hooks/gh", body, github_headers(secret, bo
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from actors.cli.child_view import ask_child
 from actors.tree.client import client_bus
 from geode.home import GeodeHome
-from geode.protocol import webhooks as wh
 from geode.records.store_client import StoreClient
 from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import children, geode, scripted_home, serve, status_children, stop, wait_for
@@ -144,8 +144,15 @@ def test_a_repeated_delivery_is_200_with_the_same_turn_and_replay_reruns_it(tree
     assert again.json["status"] == "done" and len(turns_with(home, "FIRSTMARK")) == 1
     first = intake_row(home, "gh", "delivery-1")
     assert again.json["turn_id"] == first.turn_id
-    got = ask_child(home, "webhooks", wh.REPLAY, wh.Replay(delivery_id="delivery-1"), wh.ReplayReply, 10.0)
-    assert got is not None and got["delivery_id"] == "delivery-1.replay-1" and got["turn_id"] != first.turn_id
+    listed = geode(home, "webhooks", "--json")  # the operator's view, from the running child
+    assert listed.returncode == 0, listed.stderr
+    view = json.loads(listed.stdout)
+    (gh,) = [r for r in view["routes"] if r["name"] == "gh"]
+    assert view["source"] == "child" and gh["counters"]["accepted"] >= 1 and gh["counters"]["replayed"] >= 1
+    replayed = geode(home, "webhooks", "replay", "delivery-1", "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    got = json.loads(replayed.stdout)
+    assert got["delivery_id"] == "delivery-1.replay-1" and got["turn_id"] != first.turn_id
     wait_for(lambda: len(turns_with(home, "FIRSTMARK")) == 2, 10.0, what="the replay's turn")
     row = wait_for(
         lambda: x if (x := intake_row(home, "gh", "delivery-1.replay-1")).state == "done" else None,
