@@ -1,6 +1,8 @@
-"""The canonical conversation: messages made of text, tool_use and tool_result blocks.
+"""The canonical conversation: messages made of text, image, tool_use and tool_result blocks.
 
 Every provider adapter projects this shape onto its wire format and parses replies back into it.
+An image is held by reference (a file path and its sha256), never as bytes: a checkpoint stays
+small whatever the pictures weigh, and the adapter reads the file when it builds a request.
 """
 
 from __future__ import annotations
@@ -14,6 +16,22 @@ class TextBlock(BaseModel):
     model_config = ConfigDict(frozen=True)
     type: Literal["text"] = "text"
     text: str
+
+
+class ImageBlock(BaseModel):
+    """A picture the user sent, by reference: the file at ``path`` whose bytes hash to ``sha256``.
+
+    Never base64 in a checkpoint. ``media_type`` is what the file is (``image/jpeg``, ``image/png``, ...);
+    ``size`` is its length in bytes. A provider adapter reads and verifies the file at projection time;
+    a missing or altered file becomes a short text note to the model instead.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    type: Literal["image"] = "image"
+    media_type: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    path: str
+    size: int = Field(ge=0)
 
 
 class ToolUseBlock(BaseModel):
@@ -36,7 +54,7 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
-Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
 
 
 class Message(BaseModel):
@@ -54,6 +72,10 @@ class Message(BaseModel):
     @property
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def images(self) -> list[ImageBlock]:
+        return [b for b in self.content if isinstance(b, ImageBlock)]
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
