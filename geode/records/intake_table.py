@@ -10,7 +10,6 @@ indexes and the counter in the same transaction. States only move forward (recor
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from geode.protocol.errors import BadRequest, Unavailable
 from geode.protocol.later import Later
 from geode.records import intake_views as views
+from geode.records.clocked_table import ClockedTable
 from geode.records.intake_models import (
     ID_MAX,
     REASON_MAX,
@@ -31,9 +31,8 @@ from geode.records.intake_models import (
     utc_key,
 )
 from geode.records.intake_views import DEDUPE, DONE, PENDING, RECV, ROUTES, ROWS, TURNS
-from geode.records.lmdb_env import RecordEnv, Txn, key, pack, unpack
-from geode.records.settings import StoreConfig
-from geode.records.writer import MAP_FULL, GroupWriter
+from geode.records.lmdb_env import Txn, key, pack, unpack
+from geode.records.writer import MAP_FULL
 from geode.redaction import redact_text
 from geode.webhooks.ids import delivery_turn_id
 
@@ -41,27 +40,9 @@ HEADER_NAME_MAX, HEADER_VALUE_MAX = 128, 4096
 PRUNE_BATCH = 500  # rows dropped per write transaction by the retention pass
 
 
-class IntakeTable:
+class IntakeTable(ClockedTable):
     """The table on the store's environment. ``clock`` (seconds since the epoch) stamps rows and judges the
     dedupe window; tests replace it."""
-
-    def __init__(
-        self,
-        renv: RecordEnv,
-        writer: GroupWriter,
-        config: StoreConfig | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.renv = renv
-        self.writer = writer
-        self.config = config or StoreConfig()
-        self.clock = clock
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock(), UTC)
-
-    def _db(self, name: str) -> Any:
-        return self.renv.db(name)
 
     def _submit(self, fn: Callable[[Txn], Any]) -> Later:
         """Queue ``fn`` for the writer; a full map fails the Later with :class:`StoreFull` (by name)."""

@@ -4,45 +4,24 @@ per-job cursors (pause, disable, failure count), the ledger's reads and its rete
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from geode.protocol.errors import Conflict, NotFound
 from geode.protocol.later import Later
 from geode.records import schedule_views as views
-from geode.records.lmdb_env import RecordEnv, Txn, key, pack, unpack
+from geode.records.clocked_table import ClockedTable
+from geode.records.lmdb_env import Txn, key, pack, unpack
 from geode.records.schedule_models import JobCursor, JobEntry, JobRecord, OccurrenceRow, Runs
 from geode.records.schedule_views import CURSORS, JOBS, MISSED, OCCURRENCES, OPEN
-from geode.records.settings import StoreConfig
-from geode.records.writer import GroupWriter
 from geode.redaction import redact, redact_text
 from geode.schedule.occurrences import OccurrenceId
 from geode.schedule.outcomes import REASON_MAX
 
 
-class JobTable:
+class JobTable(ClockedTable):
     """Jobs, cursors, reads and retention. ``clock`` (seconds since the epoch) judges leases and stamps
     rows; tests replace it."""
-
-    def __init__(
-        self,
-        renv: RecordEnv,
-        writer: GroupWriter,
-        config: StoreConfig | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.renv = renv
-        self.writer = writer
-        self.config = config or StoreConfig()
-        self.clock = clock
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock(), UTC)
-
-    def _db(self, name: str) -> Any:
-        return self.renv.db(name)
 
     def _dbs(self) -> views.Dbs:
         out: views.Dbs = {}

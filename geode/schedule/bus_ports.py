@@ -25,6 +25,22 @@ TRANSIENT = "receipt store unavailable"  # the executor's not_sent before anythi
 Settings = Callable[[Job, str], dict[str, Any]]  # (job, occurrence id) -> lanes.submit settings
 
 
+def submit_retrying(transport: Transport, sub: lanes_msg.Submit, attempts: int = 3) -> None:
+    """``lanes.submit`` of an automation turn (a scheduled occurrence's, a webhook intake's), tried again
+    under the same turn id after a timeout or an unavailable lanes (lanes admits a turn id once); the last
+    failure is raised: the caller tries again at its next pass."""
+    delay = 0.2
+    for attempt in range(attempts):
+        try:
+            transport.call("lanes", lanes_msg.SUBMIT, sub, session=sub.session_id, timeout_s=5.0)
+            return
+        except (RequestTimeout, Unavailable):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay)
+            delay *= 2
+
+
 class BusTurns:
     """Lanes for the driver: ``submit`` is idempotent by turn id (a retry after a timeout: the same turn)."""
 
@@ -41,16 +57,7 @@ class BusTurns:
             input={"text": job.prompt, "schedule": {"job": job.name, "occurrence": row.occurrence_id}},
             settings=settings,
         )
-        delay = 0.2
-        for attempt in range(3):
-            try:
-                self.transport.call("lanes", lanes_msg.SUBMIT, sub, session=sub.session_id, timeout_s=5.0)
-                return
-            except (RequestTimeout, Unavailable):
-                if attempt == 2:
-                    raise
-                time.sleep(delay)
-                delay *= 2
+        submit_retrying(self.transport, sub)
 
     def ended(self, turn_id: str) -> TurnEnd | None:
         rec = self.store.get_turn(turn_id)

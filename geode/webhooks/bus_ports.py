@@ -7,19 +7,18 @@ chat reply takes) and the session timeline (the store)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
-from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
+from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Transport
 from geode.records.intake_client import IntakeClient
 from geode.records.intake_models import IntakeRow, RecordResult
 from geode.records.models import TimelineEvent, TurnState
 from geode.records.store_client import StoreClient
-from geode.schedule.bus_ports import TRANSIENT
+from geode.schedule.bus_ports import TRANSIENT, submit_retrying
 from geode.schedule.ports import Delivery, TurnEnd
 from geode.webhooks.ports import StatusView, status_word
 from geode.webhooks.settings import RouteSpec
@@ -54,16 +53,7 @@ class BusLanes:
             input={"text": text, "webhook": {"route": row.route, "delivery": row.delivery_id}},
             settings=settings,
         )
-        delay = 0.2
-        for attempt in range(3):
-            try:
-                self.transport.call("lanes", lanes_msg.SUBMIT, sub, session=sub.session_id, timeout_s=5.0)
-                return
-            except (RequestTimeout, Unavailable):
-                if attempt == 2:
-                    raise
-                time.sleep(delay)
-                delay *= 2
+        submit_retrying(self.transport, sub)
 
     def ended(self, turn_id: str) -> TurnEnd | None:
         rec = self.store.get_turn(turn_id)
