@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Annotated, Literal
@@ -111,6 +112,13 @@ def _destinations(values: list[str]) -> list[str]:
     return [canonical_destination(v) for v in values]
 
 
+def _absolute(value: str | None) -> str | None:
+    """A binding's ``workspace``: an absolute path (``~`` expanded), as a scheduled job's."""
+    if value is not None and ("\x00" in value or not os.path.isabs(os.path.expanduser(value))):
+        raise ValueError(f"workspace {value!r} is not an absolute path: write one such as ~/chats/team")
+    return value
+
+
 IdText = Annotated[str, BeforeValidator(_id_text)]
 IdList = Annotated[list[IdText], BeforeValidator(_id_list), AfterValidator(_no_blank)]
 
@@ -140,6 +148,10 @@ class MessengerBinding(BaseModel):
     send_to: Annotated[list[str], AfterValidator(_destinations)] = Field(default_factory=list)
     # true: this chat's turns are offered schedule_job (each create/cancel asked of its approvers)
     allow_schedule: StrictBool = False
+    # where this chat's turns run (absolute, ~ expanded); None: $GEODE_HOME/workspaces/<platform>-<channel>
+    workspace: Annotated[str | None, AfterValidator(_absolute)] = Field(
+        default=None, min_length=1, max_length=4096
+    )
 
     @field_validator("channel_id")
     @classmethod
