@@ -119,15 +119,16 @@ class Bindings:
 
     def classify(self, msg: InboundMessage, *, bot_username: str) -> Verdict:
         """What to do with one inbound message. Checks, in order: a binding for its chat or topic; not from
-        a bot (this one or another); not an edit; an allowed sender; a GEODE command (``/new``, ``/status``,
-        also ``/new@<this bot>`` and ``@<this bot> /new``; addressed to another bot → ignored); the mention
-        the binding requires; some text left once the bot's mention is stripped."""
+        a bot (this one or another); not an edit (unless the binding's ``on_edit = "rerun"``); an allowed
+        sender; a GEODE command (``/new``, ``/status``, also ``/new@<this bot>`` and ``@<this bot> /new``;
+        addressed to another bot → ignored); the mention the binding requires; some text left once the bot's
+        mention is stripped."""
         binding = self.find(msg.platform, msg.chat_id, msg.thread_id)
         if binding is None:
             return Ignore("unbound")
         if msg.from_bot:
             return Ignore("bot")
-        if msg.edited:
+        if msg.edited and binding.on_edit != "rerun":
             return Ignore("edited")
         if binding.allowed_senders and msg.sender_id not in binding.allowed_senders:
             return Ignore("sender")

@@ -152,6 +152,10 @@ class MessengerBinding(BaseModel):
     workspace: Annotated[str | None, AfterValidator(_absolute)] = Field(
         default=None, min_length=1, max_length=4096
     )
+    # an emoji the bot reacts with on each message it takes as a turn ("👀"); "": none (best effort)
+    ack_reaction: str = Field(default="", max_length=16, pattern=r"^\S*$")
+    # an edited message: "ignore", or "rerun" (a new turn keyed by the edit's version, its own reply)
+    on_edit: Literal["ignore", "rerun"] = "ignore"
 
     @field_validator("channel_id")
     @classmethod

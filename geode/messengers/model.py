@@ -30,10 +30,16 @@ class InboundMessage(BaseModel):
     mentioned: bool = False  # the bot was @-mentioned, or the message replies to the bot
     from_bot: bool = False  # sent by a bot (this one or another)
     edited: bool = False
+    edit_version: str = Field(default="", max_length=MAX_ID)  # an edit's version (Telegram edit_date, ...)
 
     @property
     def channel_key(self) -> str:
         return channel_key_of(self.chat_id, self.thread_id)
+
+    @property
+    def turn_message_id(self) -> str:
+        """The id its turn is keyed by: the message id, or for an edit re-run ``<id>.edit-<version>``."""
+        return f"{self.message_id}.edit-{self.edit_version or '0'}" if self.edited else self.message_id
 
 
 class CallbackPress(BaseModel):
@@ -52,8 +58,8 @@ class CallbackPress(BaseModel):
         return channel_key_of(self.chat_id, self.thread_id)
 
 
-# Why a message cannot be handled. The chats issue adds its kinds (a photo, a voice note ...) here.
-UnhandledReason = Literal["too_long", "bad_text", "malformed"]
+# Why a message cannot be handled; "unsupported" is a message kind GEODE does not handle (its ``kind``).
+UnhandledReason = Literal["too_long", "bad_text", "malformed", "unsupported"]
 UNHANDLED_REPLIES: dict[str, str] = {
     "too_long": f"Sorry, that message is too long for me (over {MAX_TEXT:,} characters); it was not read.",
     "bad_text": "Sorry, that message has text I cannot read (not valid Unicode); it was not read.",
@@ -72,6 +78,7 @@ class Unhandled(BaseModel):
     message_id: str = Field(max_length=MAX_ID)
     sender_id: str = Field(max_length=MAX_ID)
     reason: UnhandledReason
+    kind: str = Field(default="", max_length=32)  # with reason "unsupported": sticker, photo, voice, ...
     mentioned: bool = False
     from_bot: bool = False
     edited: bool = False
@@ -81,7 +88,14 @@ class Unhandled(BaseModel):
         return channel_key_of(self.chat_id, self.thread_id)
 
     @property
+    def label(self) -> str:
+        """What it is counted as: the reason, or ``unsupported.<kind>``."""
+        return f"unsupported.{self.kind}" if self.reason == "unsupported" else self.reason
+
+    @property
     def reply_text(self) -> str:
+        if self.reason == "unsupported":
+            return f"Sorry, I can't handle {self.kind or 'that kind of'} messages yet; please send text."
         return UNHANDLED_REPLIES[self.reason]
 
 
@@ -119,7 +133,9 @@ def unhandled(reason: UnhandledReason, **fields: Any) -> Unhandled:
     """An :class:`Unhandled` of whatever ids ``fields`` carry (missing ones empty)."""
     ids = {k: clean_text(fields.get(k, "")) for k in ("chat_id", "thread_id", "message_id", "sender_id")}
     flags = {k: bool(fields.get(k, False)) for k in ("mentioned", "from_bot", "edited")}
-    return Unhandled(platform=clean_text(fields.get("platform") or "?", 32), reason=reason, **ids, **flags)
+    kind = clean_text(fields.get("kind", ""), 32)
+    platform = clean_text(fields.get("platform") or "?", 32)
+    return Unhandled(platform=platform, reason=reason, kind=kind, **ids, **flags)
 
 
 Item = InboundMessage | CallbackPress | Unhandled | None

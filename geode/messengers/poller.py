@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geode import faults
+from geode.messengers import notices
 from geode.messengers.bindings import Bindings, Command, Ignore
 from geode.messengers.config import MessengerBinding
 from geode.messengers.errors import Conflict, PlatformError, RateLimited
@@ -47,6 +48,7 @@ class PollerSettings:
     backoff_max_s: float = 30.0
     dedupe_ttl_s: float = 7 * 86400.0
     deliver_attempts: int = 5
+    notice_every_s: float = 3600.0  # an unsupported kind is answered once per chat per kind per this
     session_key: bytes = field(default=b"", repr=False)  # the home's session-id key (home_secrets)
 
 
@@ -290,8 +292,8 @@ class Poller:
         state = self.out.state
         assert state is not None
         key = msg.channel_key
-        turn_id = turn_id_for(self.platform, key, msg.message_id)
-        dkey = dedupe_key(self.platform, key, msg.message_id)
+        turn_id = turn_id_for(self.platform, key, msg.turn_message_id)  # an edit re-run: its own turn
+        dkey = dedupe_key(self.platform, key, msg.turn_message_id)
         first = await asyncio.to_thread(self.store.dedupe, dkey, ttl_s=self.settings.dedupe_ttl_s)
         if not first and await asyncio.to_thread(self.store.get_turn, turn_id) is not None:
             await asyncio.to_thread(state.add, turn_id)  # journaled again in case the first try died first
@@ -319,36 +321,12 @@ class Poller:
         await asyncio.to_thread(state.add, turn_id)  # journaled before lanes has it: no reply is ever lost
         await asyncio.to_thread(self.lanes.submit, sub)
         await asyncio.to_thread(state.set_last_turn, key, turn_id)
+        notices.ack(self, msg, binding)
         self.status.messages_in += 1
         self.status.pending_replies = len(state.pending)
 
     async def _unhandled(self, item: Unhandled) -> None:
-        """The one path of a message GEODE does not handle: counted by reason; an allowed sender in a bound
-        chat (a mention where the binding requires one) gets one short error, posted once as a receipted
-        reply (a redelivery finds the receipt); anyone else gets nothing. The caller then moves on."""
-        self.status.unhandled[item.reason] += 1
-        log.info("%s message %s not handled: %s", self.platform, item.message_id, item.reason)
-        binding = self.bindings.find(self.platform, item.chat_id, item.thread_id) if item.chat_id else None
-        if binding is None or item.from_bot or item.edited or not item.message_id:
-            return
-        if binding.allowed_senders and item.sender_id not in binding.allowed_senders:
-            return
-        if binding.require_mention and not item.mentioned:
-            return
-        state = self.out.state
-        assert state is not None
-        key = item.channel_key
-        gen = await asyncio.to_thread(state.generation, key)
-        turn_id = turn_id_for(self.platform, key, item.message_id)
-        req = messengers_msg.DeliverReply(
-            operation_id=reply_operation_id(turn_id),
-            session_id=session_id_for(self.platform, key, gen, self.settings.session_key),
-            turn_id=turn_id,
-            channel=f"{self.platform}:{key}",
-            text=item.reply_text,
-            reply_to=item.message_id,
-        )
-        self.out.spawn(self.out.command_reply(req))
+        await notices.answer_unhandled(self, item)  # counted; one short receipted reply, or none
 
     async def _command(self, msg: InboundMessage, name: str) -> None:
         state = self.out.state

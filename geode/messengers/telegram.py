@@ -22,6 +22,7 @@ from telegram import error as tg
 from telegram.constants import ChatAction, MessageEntityType, ParseMode
 from telegram.request import HTTPXRequest
 
+from geode.messengers import kinds
 from geode.messengers.errors import Conflict, PlatformError, RateLimited, Rejected
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 from geode.messengers.replies import split_reply
@@ -120,7 +121,7 @@ class TelegramTranslator:
         if msg is None or msg.from_user is None:
             return None
         sender = msg.from_user
-        return inbound(
+        fields: dict[str, Any] = dict(
             platform=PLATFORM,
             chat_id=str(msg.chat.id),
             thread_id=_thread(msg),
@@ -131,7 +132,17 @@ class TelegramTranslator:
             mentioned=self._mentions_readable(msg),
             from_bot=sender.is_bot,
             edited=update.edited_message is not None,
+            edit_version=_edit_version(msg),
         )
+        kind = "" if fields["text"] else kinds.telegram_kind(msg)
+        if kind and not kinds.handles(PLATFORM, kind):
+            return unhandled("unsupported", kind=kind, **fields)
+        return inbound(**fields)
+
+    async def react(self, channel_key: str, message_id: str, emoji: str) -> None:
+        """The ack reaction on a received message (setMessageReaction)."""
+        chat_id, _ = _channel(channel_key)
+        await self._call(self._bot.set_message_reaction(chat_id, int(message_id), emoji))
 
     async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
         """Post ``text`` split on line boundaries (Telegram's 4,096 limit), as Markdown; a part Telegram
@@ -250,6 +261,12 @@ class TelegramTranslator:
 
 def _thread(msg: Message) -> str:
     return str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else ""
+
+
+def _edit_version(msg: Message) -> str:
+    """An edited message's version: its ``edit_date`` in unix seconds ("" for a message never edited)."""
+    when = msg.edit_date
+    return str(int(when.timestamp())) if when is not None else ""
 
 
 def _channel(channel_key: str) -> tuple[int, int | None]:

@@ -60,6 +60,7 @@ class BotApi(Protocol):
     _messages: dict[tuple[int, int], JSON]
     _posts: list[tuple[int, int, str | None]]
     _actions: list[JSON]
+    _reactions: list[JSON]
     _callbacks: dict[str, bool]
     _webhook: str
     _poll: Poll | None
@@ -188,6 +189,20 @@ def edit_message_reply_markup(api: BotApi, p: JSON) -> JSON:
     return _edit(api, key, old, text=old["text"], markup=_markup(p), with_entities="entities" in old)
 
 
+def set_message_reaction(api: BotApi, p: JSON) -> bool:
+    """Records ``{"chat_id", "message_id", "emoji"}`` (the server's ``reactions()``); an empty list clears."""
+    key = (_chat(p), _int(p, "message_id") or 0)
+    if key not in api._messages:
+        raise _error(400, "Bad Request: message to react not found")
+    try:
+        reaction = json.loads(str(p.get("reaction") or "[]"))
+        emojis = [str(r["emoji"]) for r in reaction if r.get("type") == "emoji"]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise _error(400, "Bad Request: can't parse reaction types JSON object") from None
+    api._reactions.append({"chat_id": key[0], "message_id": key[1], "emoji": emojis[0] if emojis else ""})
+    return True
+
+
 METHODS: dict[str, Callable[[BotApi, JSON], Any]] = {
     "getme": get_me,
     "setwebhook": set_webhook,
@@ -198,6 +213,7 @@ METHODS: dict[str, Callable[[BotApi, JSON], Any]] = {
     "answercallbackquery": answer_callback_query,
     "editmessagetext": edit_message_text,
     "editmessagereplymarkup": edit_message_reply_markup,
+    "setmessagereaction": set_message_reaction,
 }
 
 

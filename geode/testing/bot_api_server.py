@@ -57,6 +57,7 @@ class LocalBotApi(LocalHttpServer):
         self._messages: dict[tuple[int, int], JSON] = {}  # every message seen or sent, as the latest JSON
         self._posts: list[tuple[int, int, str | None]] = []  # (chat, message id, parse_mode) of sendMessage
         self._actions: list[JSON] = []
+        self._reactions: list[JSON] = []  # setMessageReaction: {"chat_id", "message_id", "emoji"}
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[ApiError]] = {}
         self._callbacks: dict[str, bool] = {}  # callback query id -> answered
@@ -130,6 +131,28 @@ class LocalBotApi(LocalHttpServer):
             )
             self._messages[(chat_id, mid)] = msg
             return self._enqueue({"edited_message" if edited else "message": msg})
+
+    def push_sticker(self, chat_id: int, *, sender_id: int = 1001, username: str = "alice") -> JSON:
+        """Queue a user's sticker (a message without text: a kind GEODE does not handle) and return it."""
+        chat_id = int(chat_id)
+        with self._lock:
+            mid = self._message_id(chat_id)
+            sender = wire.user_json(int(sender_id), username=username)
+            msg = wire.message_json(
+                message_id=mid, sender=sender, chat=wire.chat_json(chat_id), date=int(time.time()), text=""
+            )
+            del msg["text"]
+            msg["sticker"] = {
+                "file_id": f"sticker-{mid}", "file_unique_id": f"s{mid}", "type": "regular",
+                "width": 512, "height": 512, "is_animated": False, "is_video": False, "emoji": "👍",
+            }  # fmt: skip
+            self._messages[(chat_id, mid)] = msg
+            return self._enqueue({"message": msg})
+
+    def reactions(self, chat_id: int | None = None) -> list[JSON]:
+        """Each setMessageReaction the bot made, in order."""
+        with self._lock:
+            return [dict(r) for r in self._reactions if chat_id is None or r["chat_id"] == int(chat_id)]
 
     def push_callback(
         self, chat_id: int, message_id: int, data: str, *, sender_id: int = 1001, username: str = "alice"
@@ -291,6 +314,8 @@ class LocalBotApi(LocalHttpServer):
         handlers: dict[str, Callable[[], Any]] = {
             "push_message": lambda: self.push_message(**body),
             "push_callback": lambda: self.push_callback(**body),
+            "push_sticker": lambda: self.push_sticker(**body),
+            "reactions": lambda: self.reactions(_opt_int(query.get("chat_id"))),
             "push_update": lambda: self.push_update(**body),
             "fail_next": lambda: self.fail_next(**body),
             "posts": lambda: self.posts(_opt_int(query.get("chat_id"))),

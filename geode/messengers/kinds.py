@@ -1,0 +1,52 @@
+"""Message kinds: which non-text kinds of chat message GEODE handles per platform, and what kind a Telegram
+message without text is. A message of a kind not handled (a sticker, a voice note, a file ...) is answered
+"not supported" once per chat per kind per hour (geode/messengers/notices.py), never ignored in silence.
+
+Coordination point between areas: the image support adds ``PHOTO`` to ``HANDLED_KINDS["telegram"]`` when its
+translator code turns a Telegram photo into an image turn; until then a photo without a caption is a kind the
+bot does not handle (a photo with a caption is a turn on its caption)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PHOTO = "photo"
+STICKER = "sticker"
+FILE = "file"
+VOICE = "voice"
+
+HANDLED_KINDS: dict[str, frozenset[str]] = {
+    "telegram": frozenset(),
+    "slack": frozenset(),
+    "discord": frozenset(),
+}
+
+# Telegram Message attributes that make a message of that kind, checked in this order (PTB names)
+_TELEGRAM_KINDS: tuple[tuple[str, str], ...] = (
+    ("sticker", STICKER),
+    ("photo", PHOTO),
+    ("voice", VOICE),
+    ("video_note", "video_note"),
+    ("audio", "audio"),
+    ("animation", "animation"),
+    ("video", "video"),
+    ("document", FILE),
+    ("location", "location"),
+    ("venue", "venue"),
+    ("contact", "contact"),
+    ("poll", "poll"),
+    ("dice", "dice"),
+)
+
+
+def handles(platform: str, kind: str) -> bool:
+    return kind in HANDLED_KINDS.get(platform, frozenset())
+
+
+def telegram_kind(message: Any) -> str:
+    """The kind of a Telegram message that carries something other than text ("" when none is recognised:
+    a service message such as a member joining is no user's message and is ignored)."""
+    for attr, kind in _TELEGRAM_KINDS:
+        if getattr(message, attr, None):
+            return kind
+    return ""
