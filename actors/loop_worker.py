@@ -23,6 +23,7 @@ from actors.tree.registry import ChildContext
 from geode.config_reload import MCP, ConfigChange
 from geode.loop import AgenticLoop, LoopSettings
 from geode.loop.membership import PoolMembership
+from geode.loop.state import turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
 from geode.protocol import lifecycle, turns
 from geode.protocol.dispatch import Dispatch
@@ -293,6 +294,7 @@ class LoopWorker:
                 resume=run.resume,
                 cancel=cancel,
                 settings=turn.settings,
+                images=turn_images(run.input),
             )
         except Exception as exc:  # building the pair failed: the turn still ends with a reason
             log.exception("turn %s could not run", run.turn_id)

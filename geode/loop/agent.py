@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from geode.conversation import Message, TextBlock
+from geode.conversation import ImageBlock, Message, TextBlock
 from geode.loop.batch import drop_settled, process_batch
 from geode.loop.call import ContextOverflow, call_model
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
@@ -81,10 +81,15 @@ class AgenticLoop:
         resume: bool = False,
         cancel: threading.Event | None = None,
         settings: LoopSettings | None = None,
+        images: tuple[ImageBlock, ...] = (),
     ) -> TurnResult:
         s = settings or self.settings
         state = TurnState(
-            session_id=session_id, turn_id=turn_id, user_text=text, cancel=cancel or threading.Event()
+            session_id=session_id,
+            turn_id=turn_id,
+            user_text=text,
+            user_images=images,
+            cancel=cancel or threading.Event(),
         )
         events = EventStream(self.sink, session_id, turn_id)
         ckpt = Checkpointer(self.records, session_id, meta_hook=lambda: {"event_seq": events.seq})

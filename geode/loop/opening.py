@@ -83,7 +83,7 @@ def open_turn(
     state.history.append(
         Message(
             role="user",
-            content=(TextBlock(text=state.user_text),),
+            content=(TextBlock(text=state.user_text), *state.user_images),
             metadata={"origin": "user_input", "turn_id": state.turn_id},
         )
     )

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from geode.conversation import Message
-from geode.protocol.turns import TerminationReason
+from geode.conversation import ImageBlock, Message
+from geode.protocol.turns import TerminationReason, TurnInput
 
 
 class CognitiveState(BaseModel):
@@ -62,6 +62,7 @@ class TurnState:
     session_id: str
     turn_id: str
     user_text: str
+    user_images: tuple[ImageBlock, ...] = ()  # the turn's pictures, by reference (sha256 and path)
     history: list[Message] = field(default_factory=list)
     guards: GuardCounters = field(default_factory=GuardCounters)
     cognitive: CognitiveState = field(default_factory=CognitiveState)
@@ -81,3 +82,9 @@ class TurnState:
     def check_cancel(self) -> None:
         if self.cancel.is_set():
             raise Terminal(TerminationReason.USER_CANCELLED, error="cancelled")
+
+
+def turn_images(turn_input: TurnInput) -> tuple[ImageBlock, ...]:
+    """The pictures a turn's input carries by reference (its ``images`` key; the messenger saved them)."""
+    raw = (turn_input.model_extra or {}).get("images") or []
+    return tuple(ImageBlock.model_validate(i) for i in raw)

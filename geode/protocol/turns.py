@@ -112,6 +112,7 @@ class TurnInput(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     text: str = ""
+    # ``images``: the turn's pictures as ImageBlock dicts (media_type, sha256, path, size), by reference
 
 
 class TurnRun(BaseModel):
@@ -124,9 +125,7 @@ class TurnRun(BaseModel):
     input: TurnInput = Field(default_factory=TurnInput)
     resume: bool = False
     attempt: int = Field(default=0, ge=0)
-    settings: dict[str, Any] = Field(
-        default_factory=dict
-    )  # model, time_budget_s, cost_budget_usd, ...
+    settings: dict[str, Any] = Field(default_factory=dict)  # model, time_budget_s, cost_budget_usd, ...
 
 
 class TurnRunAccepted(BaseModel):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import StreamSink, WireAdapter, http_timeout, json_args, post_json
 from geode.providers.catalogue import model_info
+from geode.providers.images import load_image
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, SystemSection, ToolSchema, Usage
 
 STOP_REASONS = {
@@ -30,12 +31,25 @@ def system_blocks(sections: tuple[SystemSection, ...]) -> list[dict[str, Any]]:
     return blocks
 
 
-def message_param(message: Message) -> dict[str, Any]:
+def image_param(block: ImageBlock, model: str) -> dict[str, Any]:
+    """An image content block (base64 source, read and verified now), or a text note in its place."""
+    loaded = load_image(block, model=model)
+    if isinstance(loaded, str):
+        return {"type": "text", "text": loaded}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": loaded.media_type, "data": loaded.data},
+    }
+
+
+def message_param(message: Message, model: str = "") -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     for b in message.content:
         if isinstance(b, TextBlock):
             if b.text:
                 content.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            content.append(image_param(b, model))
         elif isinstance(b, ToolUseBlock):
             content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
         elif isinstance(b, ToolResultBlock):
@@ -153,7 +167,7 @@ class AnthropicMessagesAdapter(WireAdapter):
         body: dict[str, Any] = {
             "model": model_info(request.model).wire_id,
             "max_tokens": request.max_tokens,
-            "messages": [message_param(m) for m in request.messages],
+            "messages": [message_param(m, request.model) for m in request.messages],
         }
         if request.system:
             body["system"] = system_blocks(request.system)

@@ -15,6 +15,9 @@ ProviderName = Literal["anthropic", "openai", "codex", "glm", "openrouter"]
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
+# GLM's text models and OpenRouter's selectors (which may pick a text-only model) take no images
+TEXT_ONLY_PROVIDERS = frozenset({"glm", "openrouter"})
+
 DEFAULT_MODEL = "claude-opus-5-5"
 DEFAULTS: dict[str, str] = {
     "primary": "claude-opus-5-5",
@@ -51,6 +54,7 @@ class ModelInfo(BaseModel):
     ] = ()  # providers that can serve it (e.g. openai API and codex subscription)
     known: bool = True
     router: bool = False  # an OpenRouter selector, not a fixed model
+    image_input: bool = True  # takes image blocks (else an image becomes a text note)
 
     @property
     def wire_id(self) -> str:
@@ -68,6 +72,7 @@ def _m(
     sources: tuple[ProviderName, ...] = (),
     wire: WireApi | None = None,
     router: bool = False,
+    images: bool | None = None,
 ) -> ModelInfo:
     w = wire or PROVIDER_WIRE[provider]
     fmt: Literal["anthropic", "openai-function"] = (
@@ -81,6 +86,7 @@ def _m(
         tool_format=fmt,
         sources=sources or (provider,),
         router=router,
+        image_input=provider not in TEXT_ONLY_PROVIDERS if images is None else images,
     )
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import Endpoint, StreamSink, WireAdapter, http_timeout, json_args, post_json
 from geode.providers.catalogue import model_info
+from geode.providers.images import load_image
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, ToolSchema, Usage
 
 FINISH = {
@@ -37,11 +38,28 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
     if system:
         out.append({"role": "system", "content": system})
     for m in request.messages:
-        out.extend(_project(m))
+        out.extend(_project(m, request.model))
     return out
 
 
-def _project(m: Message) -> list[dict[str, Any]]:
+def _user_content(m: Message, model: str) -> str | list[dict[str, Any]]:
+    """A user message's content: its text, or (with images) text and ``image_url`` parts in order."""
+    if not any(isinstance(b, ImageBlock) for b in m.content):
+        return "".join(b.text for b in m.content if isinstance(b, TextBlock))
+    parts: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextBlock) and b.text:
+            parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            loaded = load_image(b, model=model)
+            if isinstance(loaded, str):
+                parts.append({"type": "text", "text": loaded})
+            else:
+                parts.append({"type": "image_url", "image_url": {"url": loaded.data_url}})
+    return parts
+
+
+def _project(m: Message, model: str = "") -> list[dict[str, Any]]:
     text = "".join(b.text for b in m.content if isinstance(b, TextBlock))
     if m.role == "assistant":
         msg: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -61,8 +79,9 @@ def _project(m: Message) -> list[dict[str, Any]]:
         for b in m.content
         if isinstance(b, ToolResultBlock)
     ]
-    if text:
-        out.append({"role": "user", "content": text})
+    content = _user_content(m, model)
+    if content:
+        out.append({"role": "user", "content": content})
     return out
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from geode.conversation import TextBlock, ToolResultBlock, ToolUseBlock
+from geode.conversation import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import StreamSink, WireAdapter, json_args, post_json
 from geode.providers.catalogue import model_info
 from geode.providers.classify import stream_error
+from geode.providers.images import load_image
 from geode.providers.openai_chat import make_openai_client
 from geode.providers.types import (
     ModelRequest,
@@ -28,6 +29,14 @@ def input_items(request: ModelRequest) -> list[dict[str, Any]]:
             if isinstance(b, TextBlock) and b.text:
                 kind = "input_text" if m.role == "user" else "output_text"
                 items.append({"role": m.role, "content": [{"type": kind, "text": b.text}]})
+            elif isinstance(b, ImageBlock):
+                loaded = load_image(b, model=request.model)
+                part = (
+                    {"type": "input_text", "text": loaded}
+                    if isinstance(loaded, str)
+                    else {"type": "input_image", "image_url": loaded.data_url}
+                )
+                items.append({"role": "user", "content": [part]})
             elif isinstance(b, ToolUseBlock):
                 items.append(
                     {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import tomllib
@@ -104,6 +105,39 @@ class RecordedRequest(BaseModel):
     @property
     def stream(self) -> bool:
         return isinstance(self.body, dict) and bool(self.body.get("stream"))
+
+    @property
+    def images(self) -> list[dict[str, str]]:
+        """Every image the request carried, in order, whatever the wire: ``media_type`` and ``sha256``
+        (of the decoded bytes), so a test can tell which picture reached the model."""
+        return [_image_of(part) for part in _parts(self.body) if _image_of(part)]
+
+
+def _parts(body: Any) -> list[dict[str, Any]]:
+    """The content parts of a request body's messages (Messages ``messages``, Chat, Responses ``input``)."""
+    if not isinstance(body, dict):
+        return []
+    out: list[dict[str, Any]] = []
+    for msg in (body.get("messages") or []) + (body.get("input") or []):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, list):
+            out.extend(p for p in content if isinstance(p, dict))
+    return out
+
+
+def _image_of(part: dict[str, Any]) -> dict[str, str]:
+    """An image part as ``{media_type, sha256}`` (Anthropic ``image``, Chat ``image_url``, Responses
+    ``input_image``), else ``{}``."""
+    if part.get("type") == "image" and isinstance(part.get("source"), dict):
+        media_type, data = str(part["source"].get("media_type", "")), str(part["source"].get("data", ""))
+    elif part.get("type") in ("image_url", "input_image"):
+        url = part.get("image_url")
+        url = str(url.get("url", "") if isinstance(url, dict) else url or "")
+        head, _, data = url.partition(";base64,")
+        media_type = head.removeprefix("data:")
+    else:
+        return {}
+    return {"media_type": media_type, "sha256": hashlib.sha256(base64.b64decode(data or b"")).hexdigest()}
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
