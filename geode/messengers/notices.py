@@ -52,7 +52,7 @@ class Poller(Protocol):
 
 def claim_notice(
     state: PollerState,
-    channel_key: str,
+    chat_id: str,
     kind: str,
     message_id: str,
     *,
@@ -62,7 +62,7 @@ def claim_notice(
     """Whether ``message_id`` may answer "``kind`` is not supported" in the chat now: yes when no other
     message of that kind was answered there within ``every_s`` (the claim is then stored, durably, before
     any reply is asked), or when this very message holds the claim (a redelivery after a crash). Blocking."""
-    slot = f"notice:{channel_key}:{kind}"
+    slot = f"notice:{chat_id}:{kind}"
     at_text, _, holder = (state.get(slot) or "").partition(":")
     if holder == message_id:
         return True
@@ -100,7 +100,7 @@ async def answer_unhandled(
         claimed = await asyncio.to_thread(
             claim_notice,
             state,
-            key,
+            item.chat_id,  # per chat: a Slack channel's threads, a Telegram group's topics, share it
             item.kind,
             item.message_id,
             now=clock(),

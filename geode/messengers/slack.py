@@ -20,7 +20,13 @@ from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled
 from geode.messengers.replies import split_reply
 from geode.messengers.slack_format import to_mrkdwn
-from geode.messengers.slack_text import MAX_BUTTON_VALUE, approval_blocks, normalise, unreadable
+from geode.messengers.slack_text import (
+    MAX_BUTTON_VALUE,
+    approval_blocks,
+    normalise,
+    reaction_name,
+    unreadable,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -221,6 +227,12 @@ class SlackTranslator:
 
     async def typing(self, channel_key: str) -> None:
         """Slack bots have no typing indicator: nothing to do."""
+
+    async def react(self, channel_key: str, message_id: str, emoji: str) -> None:
+        """The ack reaction on a received message (reactions.add; the emoji or its Slack name)."""
+        channel = channel_key.partition(":")[0]
+        add = self._client().reactions_add(channel=channel, timestamp=message_id, name=reaction_name(emoji))
+        await self._call("reactions.add", add)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _client(self) -> AsyncWebClient:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from geode.messengers import kinds
 from geode.messengers.model import CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 
 PLATFORM = "slack"
@@ -13,6 +14,14 @@ MAX_BUTTON_VALUE = 2_000
 MAX_SECTION_TEXT = 3_000
 MAX_BUTTON_LABEL = 75
 USER_SUBTYPES = {"thread_broadcast", "file_share"}  # subtypes that are still a person's new message
+# the Slack names of emoji an ack_reaction may be given as (any other is taken as a name, colons dropped)
+_EMOJI_NAMES = {
+    "👀": "eyes",
+    "👍": "+1",
+    "✅": "white_check_mark",
+    "⏳": "hourglass_flowing_sand",
+    "🤖": "robot_face",
+}
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
 _CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")
 
@@ -58,6 +67,8 @@ def _message(
     event: dict[str, Any], *, bot_id: str, bot_bid: str, bot_name: str
 ) -> InboundMessage | Unhandled | None:
     kind = event.get("type")
+    if kind == "message" and event.get("subtype") == "message_changed":
+        return _edited(event, bot_id=bot_id, bot_bid=bot_bid, bot_name=bot_name)
     if kind not in ("message", "app_mention") or event.get("hidden"):
         return None
     if event.get("subtype") and event.get("subtype") not in USER_SUBTYPES:
@@ -74,7 +85,7 @@ def _message(
     # A top-level message starts its own thread (the reply goes there, and a follow-up in that thread is
     # the same conversation); a DM stays flat unless the user threads.
     thread = str(event.get("thread_ts") or ("" if im else ts))
-    return inbound(
+    fields: dict[str, Any] = dict(
         platform=PLATFORM,
         chat_id=channel,
         thread_id=thread,
@@ -84,6 +95,28 @@ def _message(
         mentioned=mentioned,
         from_bot=bool(event.get("bot_id")),
     )
+    if not raw.strip() and event.get("files") and not kinds.handles(PLATFORM, kinds.FILE):
+        return unhandled("unsupported", kind=kinds.FILE, **fields)  # a file without text
+    return inbound(**fields)
+
+
+def _edited(
+    event: dict[str, Any], *, bot_id: str, bot_bid: str, bot_name: str
+) -> InboundMessage | Unhandled | None:
+    """A ``message_changed`` event: the edited message (``edited``, its version the edit's ts); None for a
+    change that is no edit (a link unfurled) and for the bot's own edits."""
+    inner = event.get("message")
+    if not isinstance(inner, dict) or not isinstance(inner.get("edited"), dict):
+        return None
+    merged = {k: v for k, v in inner.items() if k not in ("subtype", "hidden")}
+    merged.update(type="message", channel=event.get("channel"), channel_type=event.get("channel_type"))
+    item = _message(merged, bot_id=bot_id, bot_bid=bot_bid, bot_name=bot_name)
+    if item is None:
+        return None
+    version = str(inner["edited"].get("ts") or event.get("ts") or "")
+    if isinstance(item, InboundMessage):
+        return item.model_copy(update={"edited": True, "edit_version": version})
+    return item.model_copy(update={"edited": True})
 
 
 def _press(payload: dict[str, Any]) -> CallbackPress | None:
@@ -124,3 +157,8 @@ def approval_blocks(text: str, buttons: list[tuple[str, str]]) -> list[dict[str,
         {"type": "section", "text": {"type": "mrkdwn", "text": section or " "}},
         {"type": "actions", "block_id": "geode_approval", "elements": elements},
     ]
+
+
+def reaction_name(emoji: str) -> str:
+    """An ack reaction as ``reactions.add`` names it: ``"👀"`` → ``"eyes"``, ``":eyes:"`` → ``"eyes"``."""
+    return _EMOJI_NAMES.get(emoji, emoji.strip(":"))

@@ -119,6 +119,36 @@ class LocalSlack(LocalHttpServer):
             "event_ids": [e["payload"]["event_id"] for e in queued],
         }
 
+    def push_file(self, channel: str, *, user: str = DEFAULT_USER, name: str = "notes.pdf") -> JSON:
+        """A user shares a file without text (a ``file_share`` message); returns the envelope queued."""
+        with self._lock:
+            ts = self._clock.ts()
+            msg = ev.user_message(channel=channel, user=user, text="", ts=ts, thread_ts=None)
+            msg.update(subtype="file_share", files=[{"id": f"F{ts.replace('.', '')}", "name": name}])
+            self._messages[(channel, ts)] = msg
+            return copy.deepcopy(self._queue_event(dict(msg)))
+
+    def push_edit(self, channel: str, ts: str, text: str, *, user: str = DEFAULT_USER) -> JSON:
+        """A user edits their message ``ts``: Slack's hidden ``message_changed`` event (the message as
+        edited, ``edited.ts`` the edit's time, and the previous one); returns the envelope queued."""
+        with self._lock:
+            old = self._messages[(channel, ts)]
+            edit_ts = self._clock.ts()
+            new = {**old, "text": text, "edited": {"user": user, "ts": edit_ts}}
+            self._messages[(channel, ts)] = new
+            event = {
+                "type": "message", "subtype": "message_changed", "hidden": True, "channel": channel,
+                "channel_type": old.get("channel_type", "channel"), "ts": edit_ts, "event_ts": edit_ts,
+                "message": {k: v for k, v in new.items() if k not in ("channel", "channel_type")},
+                "previous_message": {k: v for k, v in old.items() if k not in ("channel", "channel_type")},
+            }  # fmt: skip
+            return copy.deepcopy(self._queue_event(event))
+
+    def reactions(self, channel: str | None = None) -> list[JSON]:
+        """Each reactions.add accepted, in order: ``{"channel", "ts", "name"}``."""
+        with self._lock:
+            return [dict(r) for r in self._reactions if channel is None or r["channel"] == channel]
+
     def push_action(
         self, channel: str, message_ts: str, action_id: str, value: str, *, user: str = DEFAULT_USER
     ) -> JSON:

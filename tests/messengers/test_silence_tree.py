@@ -20,24 +20,34 @@ from geode.home import GeodeHome
 from geode.messengers.sessions import turn_id_for
 from geode.testing.bot_api_server import LocalBotApi
 from geode.testing.scripted import ScriptedServer
+from geode.testing.slack_server import LocalSlack
 from tests.actors.tree_kit import children, scripted_home, serve, stop
 from tests.messengers.chat_tree_kit import echo_or_write, pollers
 from tests.waiting import poll_for
 
 TG_CHAT, ALLOWED, STRANGER = -100431, 1001, 5555
+SLACK_CHAN = "C0SILENT1"
 NOT_SUPPORTED = "Sorry, I can't handle sticker messages yet"
-Tree = tuple[GeodeHome, LocalBotApi]
+Tree = tuple[GeodeHome, LocalBotApi, LocalSlack]
 
 
-def _config(tg: LocalBotApi) -> str:
+def _config(tg: LocalBotApi, slack: LocalSlack) -> str:
     return f"""
 [messengers.telegram]
 base_url = "{tg.base_url}"
+poll_timeout_s = 1
+[messengers.slack]
+base_url = "{slack.api_url}"
 poll_timeout_s = 1
 [[messengers.bindings]]
 platform = "telegram"
 channel_id = "{TG_CHAT}"
 allowed_senders = ["{ALLOWED}"]
+ack_reaction = "👀"
+on_edit = "rerun"
+[[messengers.bindings]]
+platform = "slack"
+channel_id = "{SLACK_CHAN}"
 ack_reaction = "👀"
 on_edit = "rerun"
 """
@@ -48,13 +58,20 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     base = tmp_path_factory.mktemp("silence")
     ws = base / "ws"
     ws.mkdir()
-    with LocalBotApi() as tg, ScriptedServer(echo_or_write(ws)) as model:
-        home = scripted_home(base, model, ws, extra=_config(tg))
+    with (
+        LocalBotApi() as tg,
+        LocalSlack(redeliver_after_s=5.0) as slack,
+        ScriptedServer(echo_or_write(ws)) as model,
+    ):
+        home = scripted_home(base, model, ws, extra=_config(tg, slack))
         with home.env_file.open("a") as f:
-            f.write(f"TELEGRAM_BOT_TOKEN={tg.token}\n")
+            f.write(
+                f"TELEGRAM_BOT_TOKEN={tg.token}\nSLACK_BOT_TOKEN={slack.bot_token}\n"
+                f"SLACK_APP_TOKEN={slack.app_token}\n"
+            )
         try:
             serve(home, cwd=ws)
-            yield home, tg
+            yield home, tg, slack
         finally:
             stop(home)
 
@@ -79,7 +96,7 @@ def _kill_messengers(home: GeodeHome) -> None:
 
 
 def test_a_sticker_gets_one_not_supported_reply_per_hour_even_across_a_sigkill(tree: Tree) -> None:
-    home, tg = tree
+    home, tg, _slack = tree
     first = tg.push_sticker(TG_CHAT, sender_id=ALLOWED)
     poll_for(lambda: any(NOT_SUPPORTED in t for t in _texts(tg)), 60, what="the not-supported reply")
     (post,) = tg.posts(TG_CHAT)
@@ -98,7 +115,7 @@ def test_a_sticker_gets_one_not_supported_reply_per_hour_even_across_a_sigkill(t
 
 
 def test_an_ack_reaction_is_put_on_a_message_taken_as_a_turn(tree: Tree) -> None:
-    _home, tg = tree
+    _home, tg, _slack = tree
     upd = tg.push_message(TG_CHAT, "react please", sender_id=ALLOWED)
     mid = upd["message"]["message_id"]
     poll_for(lambda: "echo: react please" in _texts(tg), 60, what="the answer")
@@ -112,7 +129,7 @@ def test_an_ack_reaction_is_put_on_a_message_taken_as_a_turn(tree: Tree) -> None
 
 
 def test_an_edited_message_with_on_edit_rerun_is_its_own_turn_with_its_own_answer(tree: Tree) -> None:
-    home, tg = tree
+    home, tg, _slack = tree
     upd = tg.push_message(TG_CHAT, "before the edit", sender_id=ALLOWED)
     mid = upd["message"]["message_id"]
     poll_for(lambda: "echo: before the edit" in _texts(tg), 60, what="the first answer")
@@ -127,8 +144,30 @@ def test_an_edited_message_with_on_edit_rerun_is_its_own_turn_with_its_own_answe
     assert rerun != turn_id_for("telegram", str(TG_CHAT), str(mid))
     detail = messengers_detail(home)
     assert detail is not None
-    (binding,) = detail["bindings"]
+    (binding,) = [b for b in detail["bindings"] if b["platform"] == "telegram"]
     assert binding["last_turn"]["turn_id"] == rerun and binding["last_turn"]["state"] == "done"
     tg.push_update(edit)  # the same edit again: no third answer
     poll_for(lambda: pollers(home)["telegram"]["ignored"].get("duplicate", 0) >= 1, 30, what="dedupe")
     assert sum(t == "echo: after the edit" for t in _texts(tg)) == 1
+
+
+def _slack_texts(slack: LocalSlack) -> list[str]:
+    return [p["text"] for p in slack.posts(SLACK_CHAN)]
+
+
+def test_slack_a_file_without_text_is_answered_once_an_ack_is_put_and_an_edit_reruns(tree: Tree) -> None:
+    home, _tg, slack = tree
+    first = slack.push_file(SLACK_CHAN)
+    slack.push_file(SLACK_CHAN)  # the same kind within the hour: nothing
+    msg = slack.push_message(SLACK_CHAN, "slack before the edit")
+    poll_for(lambda: "echo: slack before the edit" in _slack_texts(slack), 60, what="the answer")
+    slack.push_edit(SLACK_CHAN, msg["ts"], "slack after the edit")
+    poll_for(lambda: "echo: slack after the edit" in _slack_texts(slack), 60, what="the rerun's answer")
+    poll_for(lambda: pollers(home)["slack"]["pending_replies"] == 0, 30, what="the replies settled")
+    not_supported = [p for p in slack.posts(SLACK_CHAN) if "can't handle file messages" in p["text"]]
+    assert len(not_supported) == 1, _slack_texts(slack)
+    assert not_supported[0]["thread_ts"] == first["payload"]["event"]["ts"]
+    assert pollers(home)["slack"]["unhandled"]["unsupported.file"] == 2
+    answers = [p for p in slack.posts(SLACK_CHAN) if p["text"].startswith("echo: slack")]
+    assert [p["thread_ts"] for p in answers] == [msg["ts"], msg["ts"]]  # both in the message's thread
+    assert slack.reactions(SLACK_CHAN) == [{"channel": SLACK_CHAN, "ts": msg["ts"], "name": "eyes"}]
