@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pykka
@@ -25,7 +24,6 @@ from actors.bus import Bus
 from actors.tree.peer_exits import on_exit_failer
 from geode import faults
 from geode.config_reload import MESSENGERS, ConfigChange
-from geode.home import GeodeHome
 from geode.home_secrets import session_id_key
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import PLATFORMS, TOKEN_VARS, MessengerBinding, MessengersSection, platform_token
@@ -35,6 +33,7 @@ from geode.messengers.runner import PollerRunner
 from geode.messengers.schedule import PollerStatus
 from geode.messengers.session_spec import daemon_session_settings
 from geode.messengers.sessions import session_id_for
+from geode.messengers.workspaces import chat_workspace
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import lifecycle, runtime
 from geode.protocol import messengers as messengers_msg
@@ -292,12 +291,6 @@ class MessengersProcess:
                 pass
 
 
-def workspace(home: GeodeHome, configured: str) -> str:
-    ws = Path(configured).expanduser() if configured else home.root / "workspace"
-    ws.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return str(ws)
-
-
 def make_translator(
     platform: str, section: MessengersSection, *, environ: Mapping[str, str], dotenv: Mapping[str, str]
 ) -> Translator | str:
@@ -331,6 +324,7 @@ def make_translator(
             base_url=sl.base_url,
             poll_timeout_s=sl.poll_timeout_s,
             connect_timeout_s=sl.connect_timeout_s,
+            channel_sessions=[b.chat_id for b in section.for_platform("slack") if b.session == "channel"],
         )
     from geode.messengers.discord import DiscordTranslator
 
@@ -353,14 +347,18 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
         plans = CataloguePlans(bus.transport, wait=False, who=ctx.name, cache=False)
         bus.subscribe("supervisor", lifecycle.on_child_events(plans.on_lifecycle))
         plans.prefetch()
-        ws = workspace(ctx.home, settings.tools.default_workspace)
 
         def compose(*args: Any, **kw: Any) -> SessionSpec:  # on the child's snapshot, not the file
             return create_session(*args, config=ctx.source.snapshot, **kw)
 
         def session_settings(binding: MessengerBinding, session_id: str) -> dict[str, Any]:
             return daemon_session_settings(
-                binding, home=ctx.home, session_id=session_id, workspace=ws, plans=plans, factory=compose
+                binding,
+                home=ctx.home,
+                session_id=session_id,
+                workspace=chat_workspace(binding, ctx.home),  # each chat its own: file tools rooted there
+                plans=plans,
+                factory=compose,
             )
 
         ports = BusPorts(bus.transport)

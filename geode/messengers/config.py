@@ -152,6 +152,9 @@ class MessengerBinding(BaseModel):
     workspace: Annotated[str | None, AfterValidator(_absolute)] = Field(
         default=None, min_length=1, max_length=4096
     )
+    # Slack: "thread" (each top-level message starts its own session, answered in its thread) or "channel"
+    # (top-level messages continue the channel's one session, answered in the channel; a thread keeps its own)
+    session: Literal["thread", "channel"] = "thread"
     # an emoji the bot reacts with on each message it takes as a turn ("👀"); "": none (best effort)
     ack_reaction: str = Field(default="", max_length=16, pattern=r"^\S*$")
     # an edited message: "ignore", or "rerun" (a new turn keyed by the edit's version, its own reply)
@@ -162,6 +165,21 @@ class MessengerBinding(BaseModel):
     def _channel_for_platform(cls, value: str, info: ValidationInfo) -> str:
         platform = info.data.get("platform")  # absent when the platform itself was refused
         return canonical_channel_id(platform, value) if platform in PLATFORMS else value
+
+    @field_validator("session")
+    @classmethod
+    def _session_for_channel(cls, value: str, info: ValidationInfo) -> str:
+        platform, channel = info.data.get("platform"), str(info.data.get("channel_id") or "")
+        if value == "channel" and platform != "slack":
+            raise ValueError(
+                'session = "channel" is for Slack bindings (Telegram topics and Discord threads '
+                "always have their own sessions)"
+            )
+        if value == "channel" and ":" in channel:
+            raise ValueError(
+                'session = "channel" binds a whole channel, not one thread (drop the ":thread_ts")'
+            )
+        return value
 
     def __hash__(self) -> int:  # one binding per (platform, channel_id): usable in sets and as a key
         return hash(self.key)

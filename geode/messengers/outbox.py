@@ -229,6 +229,8 @@ class Outbox:
         if self.approvals.has(ask.approval_id):
             return  # asked again (lanes re-asks when we reappear): the keyboard is already there
         info = await self.info(ask.turn_id)
+        if info is None and await self._of_another_platform(ask.turn_id):
+            return  # every platform's poller sees every approval: the turn's own platform asks it
         binding = self.bindings.find_channel(self.platform, info.channel_key) if info is not None else None
         if info is None or binding is None or not Bindings.has_approvers(binding):
             await self._reply(ask.approval_id, "n", reason="no_origin")  # nobody here may answer: denied
@@ -254,6 +256,11 @@ class Outbox:
             await self._reply(ask.approval_id, "n", reason="no_origin")
             return
         entry.message_id = str(mid)
+
+    async def _of_another_platform(self, turn_id: str) -> bool:
+        rec = await asyncio.to_thread(self.store.get_turn, turn_id)
+        meta = rec.input.get("messenger") if rec is not None else None
+        return isinstance(meta, dict) and meta.get("platform") not in (None, self.platform)
 
     async def press(self, p: CallbackPress) -> None:
         parsed = parse_data(p.data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import Any, TypeVar
 
 import aiohttp
@@ -57,11 +57,14 @@ class SlackTranslator:
         connect_timeout_s: float = 30.0,
         max_batch: int = 100,
         part_limit: int = 4_000,
+        channel_sessions: Collection[str] = (),
     ) -> None:
         self._bot_token, self._app_token = bot_token, app_token
         self._base_url = base_url if base_url.endswith("/") else base_url + "/"
         self._poll_timeout_s, self._connect_timeout_s = poll_timeout_s, connect_timeout_s
         self._max_batch, self._part_limit = max_batch, part_limit
+        # channels bound with session = "channel": a top-level message continues the channel's session
+        self._channel_sessions = frozenset(channel_sessions)
         self.bot_id = ""  # the bot's user id (U...): mentions are <@bot_id>
         self.bot_name = ""
         self._bot_bid = ""  # the bot's B... id, on the messages it posts
@@ -150,7 +153,7 @@ class SlackTranslator:
             except Exception as exc:  # a shape it cannot read: an unhandled message (answered), acked
                 log.warning("slack envelope %s not understood (%s)", request.envelope_id, type(exc).__name__)
                 item = unreadable(request.type, request.payload or {})
-            batch.items.append((request.envelope_id, item))
+            batch.items.append((request.envelope_id, self._in_channel_session(item)))
         return batch
 
     async def confirm(self, batch: SlackBatch) -> None:
@@ -240,12 +243,20 @@ class SlackTranslator:
             raise PlatformError("the Slack translator is not started")
         return self._web
 
-    @staticmethod
-    def _target(channel_key: str, reply_to: str) -> tuple[str, str | None]:
+    def _in_channel_session(self, item: Item) -> Item:
+        """A top-level message (its own thread) of a ``session = "channel"`` channel, as the channel's: its
+        channel key is the channel alone, so its turn continues the channel's session (replied flat)."""
+        if isinstance(item, InboundMessage | Unhandled) and item.chat_id in self._channel_sessions:
+            if item.thread_id and item.thread_id == item.message_id:
+                return item.model_copy(update={"thread_id": ""})
+        return item
+
+    def _target(self, channel_key: str, reply_to: str) -> tuple[str, str | None]:
         channel, _, thread = channel_key.partition(":")
         if thread:
             return channel, thread
-        if reply_to and not channel.startswith("D"):  # a reply in a channel threads; in a DM it stays flat
+        if reply_to and not channel.startswith("D") and channel not in self._channel_sessions:
+            # a reply in a channel threads; in a DM or a session = "channel" channel it stays flat
             return channel, reply_to
         return channel, None
 

@@ -67,7 +67,7 @@ class GatewaySessions:
     def ready_payload(self, session_id: str) -> JSON:
         raise NotImplementedError
 
-    def guild_payload(self) -> JSON:
+    def guild_payloads(self) -> list[JSON]:
         raise NotImplementedError
 
     async def _dispatch_async(self, event: str, data: JSON) -> None:
@@ -157,7 +157,8 @@ class GatewaySessions:
             self._session.conn = None
         self._session, session.conn, conn.session = session, conn, session
         self._dispatch("READY", self.ready_payload(session.session_id))
-        self._dispatch("GUILD_CREATE", self.guild_payload())
+        for guild in self.guild_payloads():  # one GUILD_CREATE per guild the bot is in
+            self._dispatch("GUILD_CREATE", guild)
         after, self._after_identify = self._after_identify, []
         for event, data in after:
             self._dispatch(event, data)

@@ -128,6 +128,9 @@ class RestRoutes:
     def known_channel(self, channel_id: int) -> bool:
         raise NotImplementedError
 
+    def guild_of(self, channel_id: int) -> int:
+        raise NotImplementedError
+
     def posted(self, message: JSON) -> None:
         """Called on the server's loop after the bot posted ``message`` (the gateway echoes it)."""
 
@@ -287,7 +290,7 @@ class RestRoutes:
     def _bot_message(self, channel_id: int, content: str, components: list[JSON], reference: JSON | None,
                      flags: int = 0) -> JSON:  # with the lock held  # fmt: skip
         msg = ev.message_json(
-            message_id=self.ids.next(), channel_id=channel_id, guild_id=self.guild_id,
+            message_id=self.ids.next(), channel_id=channel_id, guild_id=self.guild_of(channel_id),
             author=self.users[self.bot_id], content=content, components=components, reference=reference,
         )  # fmt: skip
         msg["flags"] = flags

@@ -1,5 +1,6 @@
 """A local Discord server (REST under ``/api/v10``, the gateway websocket at ``/gw``; aiohttp, own thread and
-loop) that discord.py runs against unchanged, with a thread-safe test API in Python. One bot, one guild.
+loop) that discord.py runs against unchanged, with a thread-safe test API in Python. One bot, in one guild
+or several (``guilds``: each guild's channels).
 Like Discord, a message posted while no gateway session is connected stays in the channel's REST history
 only (a RESUME replays its own session's events; a new IDENTIFY gets nothing from before it)."""
 
@@ -47,6 +48,7 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
         port: int = 0,
         channels: Sequence[int] = CHANNELS,
         threads: Mapping[int, int] | None = None,
+        guilds: Mapping[int, Sequence[int]] | None = None,
         heartbeat_interval_ms: int = 41_250,
         message_content_enabled: bool = True,
     ) -> None:
@@ -58,7 +60,9 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.message_content_enabled = message_content_enabled  # False: an IDENTIFY asking for it gets 4014
         self.bot_user = ev.self_user_json(BOT_ID, bot_name)
-        self.channels = [int(c) for c in channels]
+        # guild id -> its channels (None: one guild, GUILD_ID, with ``channels``); a GUILD_CREATE each
+        self.guilds = {int(g): [int(c) for c in cs] for g, cs in (guilds or {GUILD_ID: channels}).items()}
+        self.channels = [c for cs in self.guilds.values() for c in cs]
         self.threads = {int(t): int(p) for t, p in (THREADS if threads is None else threads).items()}
         self.users: dict[int, JSON] = {BOT_ID: ev.user_json(BOT_ID, bot_name, bot=True)}
         self.ids = ev.Snowflakes()
@@ -183,10 +187,10 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
                 if referenced is None:
                     raise ValueError(f"no message {reply_to} in channel {where}")
                 reference = {"type": 0, "message_id": str(reply_to), "channel_id": str(where),
-                             "guild_id": str(GUILD_ID)}  # fmt: skip
+                             "guild_id": str(self.guild_of(where))}  # fmt: skip
                 mentions.append(copy.deepcopy(referenced["author"]))
             msg = ev.message_json(
-                message_id=self.ids.next(), channel_id=where, guild_id=GUILD_ID, author=author,
+                message_id=self.ids.next(), channel_id=where, guild_id=self.guild_of(where), author=author,
                 content=content, mentions=mentions, reference=reference, joined_at=self._joined_at,
             )  # fmt: skip
             self.messages[(where, int(msg["id"]))] = msg
@@ -203,20 +207,25 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
             user = self.users.setdefault(user_id, ev.user_json(user_id, user_name))
             interaction = ev.interaction_json(
                 interaction_id=self.ids.next(), application_id=BOT_ID, token=secrets.token_urlsafe(24),
-                guild_id=GUILD_ID, channel=self._channel_json(channel_id),
+                guild_id=self.guild_of(channel_id), channel=self._channel_json(channel_id),
                 member=ev.member_json(user, joined_at=self._joined_at), message=copy.deepcopy(message),
                 custom_id=custom_id,
             )  # fmt: skip
             self.interactions[int(interaction["id"])] = {"token": interaction["token"], "message": message}
         return interaction
 
+    def guild_of(self, channel_id: int) -> int:
+        """The guild of a channel or thread (GUILD_ID for one the server does not know)."""
+        parent = self.threads.get(channel_id, channel_id)
+        return next((g for g, cs in self.guilds.items() if parent in cs), GUILD_ID)
+
     def _channel_json(self, channel_id: int) -> JSON:
+        guild = self.guild_of(channel_id)
         if channel_id in self.threads:
-            return ev.thread_json(
-                channel_id, self.threads[channel_id], GUILD_ID, USER_ID, f"thread-{channel_id}"
-            )
-        position = self.channels.index(channel_id) if channel_id in self.channels else 0
-        return ev.text_channel_json(channel_id, GUILD_ID, f"channel-{channel_id}", position)
+            name = f"thread-{channel_id}"
+            return ev.thread_json(channel_id, self.threads[channel_id], guild, USER_ID, name)
+        position = self.guilds[guild].index(channel_id) if channel_id in self.channels else 0
+        return ev.text_channel_json(channel_id, guild, f"channel-{channel_id}", position)
 
     def known_channel(self, channel_id: int) -> bool:
         return channel_id in self.channels or channel_id in self.threads
@@ -225,15 +234,20 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
         self._dispatch("MESSAGE_CREATE", message)  # like Discord, the bot's own posts come back to it
 
     def ready_payload(self, session_id: str) -> JSON:
-        return ev.ready(user=self.bot_user, guild_ids=[GUILD_ID], session_id=session_id,
+        return ev.ready(user=self.bot_user, guild_ids=list(self.guilds), session_id=session_id,
                         resume_url=self.gateway_url, app_id=BOT_ID)  # fmt: skip
 
-    def guild_payload(self) -> JSON:
-        channels = [self._channel_json(c) for c in self.channels]
-        threads = [self._channel_json(t) for t in self.threads]
+    def guild_payloads(self) -> list[JSON]:
+        """One GUILD_CREATE payload per guild: its channels and the threads of those channels."""
         members = [ev.member_json(self.users[BOT_ID], joined_at=self._joined_at)]
-        return ev.guild_json(GUILD_ID, "GEODE local guild", owner_id=USER_ID, channels=channels,
-                             threads=threads, members=members)  # fmt: skip
+        return [
+            ev.guild_json(
+                guild, "GEODE local guild" if guild == GUILD_ID else f"GEODE local guild {guild}",
+                owner_id=USER_ID, channels=[self._channel_json(c) for c in channels], members=members,
+                threads=[self._channel_json(t) for t, parent in self.threads.items() if parent in channels],
+            )
+            for guild, channels in self.guilds.items()
+        ]  # fmt: skip
 
     # -- the test API over HTTP, for a demo driven from another process --------------------------------
     async def _handle_local(self, request: web.Request) -> web.Response:
@@ -273,6 +287,7 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
             elif name == "info":
                 result = {"api_base": self.api_base, "gateway_url": self.gateway_url, "bot_id": str(BOT_ID),
                           "guild_id": str(GUILD_ID), "channels": [str(c) for c in self.channels],
+                          "guilds": {str(g): [str(c) for c in cs] for g, cs in self.guilds.items()},
                           "threads": {str(t): str(p) for t, p in self.threads.items()}}  # fmt: skip
             else:
                 raise ApiError(404, "404: Not Found", 0)

@@ -63,3 +63,14 @@ def test_a_workspace_that_cannot_be_made_is_one_named_error(tmp_path: Path) -> N
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match=r"messenger binding slack 'C01'.*cannot create it"):
         chat_workspace(_b("slack", "C01", workspace=str(tmp_path / "file" / "ws")), home)
+
+
+def test_slack_session_is_thread_by_default_and_channel_only_for_a_whole_slack_channel() -> None:
+    assert _b("slack", "C0123ABCD").session == "thread"
+    assert _b("slack", "C0123ABCD", session="channel").session == "channel"
+    with pytest.raises(ValidationError, match='session = "channel" is for Slack'):
+        _b("telegram", "-100123", session="channel")
+    with pytest.raises(ValidationError, match="not one thread"):
+        _b("slack", "C0123ABCD:1712.34", session="channel")
+    with pytest.raises(ValidationError, match="session"):
+        _b("slack", "C0123ABCD", session="channels")
