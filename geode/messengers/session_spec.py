@@ -83,8 +83,8 @@ def daemon_session_settings(
     - ``home``: the daemon's ``GeodeHome`` (the model and ``[daemon]``/``[gateway]`` computer use are re-read
       from its config, as for every composed session).
     - ``session_id``: the chat's current session (``session_id_for(platform, channel_key, generation)``).
-    - ``workspace``: the session's workspace directory (DAEMON: the configured default, e.g.
-      ``[tools] default_workspace`` or ``$GEODE_HOME/workspace``); file tools resolve paths against it.
+    - ``workspace``: the session's workspace directory (the chat's own, ``workspaces.chat_workspace``); file
+      tools resolve paths against it (and, with ``[tools] roots`` unset, stay inside it).
     - ``plans``: the plan source (a ``CataloguePlans`` asking the executor, ``cache=False``); None composes
       without a plan (no tools known; the loop worker applies the lists to its own catalogue).
     - ``origin``: the peer lanes streams the turn's events to (``"messengers"``).
