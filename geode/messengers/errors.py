@@ -36,3 +36,12 @@ class Rejected(PlatformError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+class NotPosted(PlatformError):
+    """The platform answered that it did not take the request (HTTP 5xx), or no connection was made: nothing
+    was posted, and the same post may be tried again later (unlike a timeout after sending, which may have
+    posted)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)

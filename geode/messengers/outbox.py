@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 from geode.messengers.approvals import DONE_LABEL, ApprovalBoard, TooLong, ask_parts, parse_data
 from geode.messengers.bindings import Bindings
-from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.errors import NotPosted, PlatformError, RateLimited, Rejected
 from geode.messengers.journal import PollerState
 from geode.messengers.model import CallbackPress
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
@@ -31,7 +32,8 @@ from geode.records.models import TurnState
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SEND_RATE_RETRIES = 3
-MAX_SEND_WAIT_S = 30.0  # a 429 asking for longer fails the post (nothing of that part was sent)
+MAX_SEND_WAIT_S = 30.0  # a 429 asking for longer: this attempt is not posted, a later one is (retry_hint)
+NOT_POSTED_RETRY_S = 15.0  # a 5xx or no connection: the next attempt after this (at most retry_cap_s)
 MAX_DELIVERIES = 8  # replies delivered at once (each may wait for the executor's post)
 MISSING_ROUNDS = 24  # recovery rounds a journaled turn may lack a record before it is dropped
 
@@ -58,7 +60,9 @@ class Outbox:
         gate: RateGate,
         *,
         deliver_attempts: int = 5,
+        retry_cap_s: float = 300.0,
     ) -> None:
+        self.retry_cap_s = retry_cap_s  # the longest wait for a 429 / the next attempt of a deferred reply
         self.platform = platform
         self.translator = translator
         self.bindings = bindings
@@ -71,8 +75,8 @@ class Outbox:
         self.running: dict[str, str] = {}  # turn id → channel key, between turn_started and turn_done
         self.approvals = ApprovalBoard()
         self._delivering: set[str] = set()
-        self._not_sent: dict[str, int] = {}
         self._missing: dict[str, int] = {}
+        self._due: dict[str, tuple[float, int]] = {}  # deferred replies: turn → (retry at, attempt)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._deliveries = asyncio.Semaphore(MAX_DELIVERIES)  # leave I/O threads for polling and submits
 
@@ -83,7 +87,7 @@ class Outbox:
         try:
             return await make()
         except RateLimited as exc:
-            self.gate.hold(exc.retry_after_s)
+            self.gate.hold(min(exc.retry_after_s, self.retry_cap_s))
             self.status.rate_limited += 1
             raise
 
@@ -173,6 +177,9 @@ class Outbox:
         if info is None:
             await self._settle(state, turn_id)
             return
+        retry_at, attempt = self._due.get(turn_id, (0.0, 1))
+        if retry_at > time.time():  # deferred: its own timer asks again when due
+            return
         req = messengers_msg.DeliverReply(
             operation_id=reply_operation_id(turn_id),
             session_id=info.session_id,
@@ -180,6 +187,7 @@ class Outbox:
             channel=f"{self.platform}:{info.channel_key}",
             text=reply_text(outcome)[: 64 * 1024],
             reply_to=info.message_id,
+            attempt=attempt,
         )
         try:
             async with self._deliveries:
@@ -190,21 +198,33 @@ class Outbox:
             return
         if out.state == "posted":
             self.status.replies_out += 1
-        elif out.state == "not_sent":
-            n = self._not_sent[turn_id] = self._not_sent.get(turn_id, 0) + 1
+        elif out.state == "deferred":  # known not posted: owed (journaled) until a later attempt posts it
+            self._defer(turn_id, out)
+            return
+        elif (
+            out.state == "not_sent"
+        ):  # refused for good (chat gone, bot removed): `geode messengers` says why
             self.status.last_error = f"reply {turn_id} not sent: {out.reason}"[:500]
-            if n < self.deliver_attempts:
-                return
-            log.warning("%s reply for %s given up after %d tries: %s", self.platform, turn_id, n, out.reason)
+            log.warning("%s reply for %s not sent: %s", self.platform, turn_id, out.reason)
         elif out.state == "uncertain":
             log.warning("%s reply for %s is uncertain: %s", self.platform, turn_id, out.reason)
         await self._settle(state, turn_id)
 
     async def _settle(self, state: PollerState, turn_id: str) -> None:
         await asyncio.to_thread(state.settle, turn_id)
-        for d in (self.turns, self._not_sent, self._missing):
+        for d in (self.turns, self._missing, self._due):
             d.pop(turn_id, None)
         self.status.pending_replies = len(state.pending)
+
+    def _defer(self, turn_id: str, out: messengers_msg.Delivered) -> None:
+        retry_at = out.retry_at or time.time()
+        self._due[turn_id] = (retry_at, out.attempt)
+        self.status.last_error = f"reply {turn_id} not posted yet (attempt {out.attempt}): {out.reason}"[:500]
+        self.spawn(self._deliver_at(turn_id, retry_at))
+
+    async def _deliver_at(self, turn_id: str, retry_at: float) -> None:
+        await asyncio.sleep(max(0.0, retry_at - time.time()))
+        await self.deliver(turn_id)
 
     async def recover(self) -> None:
         """Deliver every journaled turn that is done (its ``turn_done`` was lost, or arrived too early)."""
@@ -328,7 +348,12 @@ class Outbox:
                 return await self.call(lambda: self.translator.send_text(key, part, reply_to=reply_to))
             except RateLimited as exc:  # refused: nothing of this part was posted; the gate waits
                 if attempt == SEND_RATE_RETRIES or exc.retry_after_s > MAX_SEND_WAIT_S:
-                    raise self._failed(f"rate limited ({exc})", posted=posted, sure=True) from exc
+                    hint = messengers_msg.retry_hint(min(exc.retry_after_s, self.retry_cap_s))
+                    raise self._failed(f"rate limited ({exc}) {hint}", posted=posted, sure=True) from exc
+            except NotPosted as exc:  # a 5xx or no connection: nothing of this part was posted
+                hint = messengers_msg.retry_hint(min(NOT_POSTED_RETRY_S, self.retry_cap_s))
+                why = f"{self.platform} did not take the post ({exc}) {hint}"
+                raise self._failed(why, posted=posted, sure=True) from exc
             except Rejected as exc:
                 raise self._failed(f"rejected by {self.platform}: {exc}", posted=posted, sure=True) from exc
             except PlatformError as exc:  # network or server error: the post may have gone through

@@ -48,6 +48,7 @@ class PollerSettings:
     backoff_max_s: float = 30.0
     dedupe_ttl_s: float = 7 * 86400.0
     deliver_attempts: int = 5
+    retry_cap_s: float = 300.0  # [messengers] retry_cap_s
     notice_every_s: float = 3600.0  # an unsupported kind is answered once per chat per kind per this
     session_key: bytes = field(default=b"", repr=False)  # the home's session-id key (home_secrets)
 
@@ -92,6 +93,7 @@ class Poller:
             self.status,
             self.gate,
             deliver_attempts=settings.deliver_attempts,
+            retry_cap_s=settings.retry_cap_s,
         )
         self.username = ""
         self.cursor: str | None = None

@@ -23,7 +23,7 @@ from telegram.constants import ChatAction, MessageEntityType, ParseMode
 from telegram.request import HTTPXRequest
 
 from geode.messengers import kinds
-from geode.messengers.errors import Conflict, PlatformError, RateLimited, Rejected
+from geode.messengers.errors import Conflict, NotPosted, PlatformError, RateLimited, Rejected
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 from geode.messengers.replies import split_reply
 
@@ -252,7 +252,9 @@ class TelegramTranslator:
             raise Rejected(self._clean(exc)) from None
         except tg.InvalidToken:
             raise PlatformError("the bot token was rejected (401/404)", retryable=False) from None
-        except tg.TelegramError as exc:  # NetworkError, TimedOut, 5xx
+        except tg.NetworkError as exc:  # a 5xx answer, no connection (not posted), or a timeout (maybe)
+            raise _network(self._clean(exc), str(exc), isinstance(exc, tg.TimedOut)) from None
+        except tg.TelegramError as exc:
             raise PlatformError(self._clean(exc), retryable=True) from None
 
     def _clean(self, exc: Exception) -> str:
@@ -280,3 +282,15 @@ def _channel(channel_key: str) -> tuple[int, int | None]:
 
 def _seconds(value: Any) -> float:
     return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(value)
+
+
+def _network(message: str, text: str, timed_out: bool) -> PlatformError:
+    """python-telegram-bot's NetworkError as known not posted (a 5xx answer: the server's description; a
+    connection never made; a pool timeout: "not sent") or maybe posted (a timeout or a connection lost
+    mid-request)."""
+    if timed_out:
+        return NotPosted(message) if "*not* sent" in text else PlatformError(message, retryable=True)
+    httpx_failure = text.startswith("httpx.") or text.startswith("Unknown error in HTTP")
+    if not httpx_failure or text.startswith("httpx.ConnectError"):
+        return NotPosted(message)
+    return PlatformError(message, retryable=True)

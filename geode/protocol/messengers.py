@@ -7,6 +7,7 @@ serves ``messenger.deliver`` (it admits the receipt, asks the ``messengers`` chi
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -43,15 +44,33 @@ class DeliverReply(BaseModel):
     channel: str = Field(min_length=1, max_length=256)  # "<platform>:<channel key>", e.g. "telegram:42:7"
     text: str = Field(min_length=1, max_length=64 * 1024)
     reply_to: str = Field(default="", max_length=128)
+    attempt: int = Field(default=1, ge=1, le=1_000_000)  # the first attempt the caller knows may be open
 
 
 class Delivered(BaseModel):
     # posted: posted now · replayed: an earlier attempt posted it (nothing posted now) · uncertain: an earlier
     # attempt's outcome is unknown (nothing posted now; ``geode receipts --uncertain`` lists it) ·
-    # not_sent: refused before anything was posted (``reason`` says why; a later retry may post)
-    state: Literal["posted", "replayed", "uncertain", "not_sent"]
+    # deferred: known not posted (a 429, a 5xx, no connection); ask again at ``retry_at`` (wall clock) ·
+    # not_sent: refused for good before anything was posted (``reason`` says why: chat gone, bot removed)
+    state: Literal["posted", "replayed", "uncertain", "not_sent", "deferred"]
     message_ids: list[str] = Field(default_factory=list)
     reason: str = ""
+    retry_at: float | None = None
+    attempt: int = 1  # the attempt (receipt) this answer is about
+
+
+_RETRY_HINT = re.compile(r"\(retry after ([0-9]+(?:\.[0-9]+)?) s\)")
+
+
+def retry_hint(seconds: float) -> str:
+    """The suffix of a ``messenger.send`` ``unavailable`` error that says when the post may be retried."""
+    return f"(retry after {max(0.0, seconds):.1f} s)"
+
+
+def hinted_retry(message: str) -> float | None:
+    """The seconds of a :func:`retry_hint` in an error message, None when it has none."""
+    m = _RETRY_HINT.search(message)
+    return float(m.group(1)) if m else None
 
 
 class BindingsQuery(BaseModel):

@@ -65,6 +65,8 @@ class AdmitReceipt(BaseModel):
     effect: str = Field(default="", max_length=64)
     attempt: str = Field(default="", max_length=64)  # same token on a retried request = same admission
     observation: Observation | None = None  # how to settle it by looking if its outcome becomes unknown
+    # a retry's predecessor: admitted only once that receipt is committed "not posted, retry at T"
+    after: str = Field(default="", max_length=128)
 
 
 class CommitReceipt(BaseModel):

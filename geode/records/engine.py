@@ -100,9 +100,16 @@ class RecordEngine:
         effect: str = "",
         attempt: str = "",
         observation: Observation | None = None,
+        after: str = "",
     ) -> AdmitResult:
         return self.receipts.admit(
-            operation_id, identity, owner=owner, effect=effect, attempt=attempt, observation=observation
+            operation_id,
+            identity,
+            owner=owner,
+            effect=effect,
+            attempt=attempt,
+            observation=observation,
+            after=after,
         )
 
     def commit(self, operation_id: str, result: dict[str, Any]) -> None:

@@ -2,6 +2,10 @@
 
 ``admit`` is a read-check-write inside the single writer, so two admits of one operation id can never both
 answer NEW. An admit retried with the same ``attempt`` token (a lost reply) gets the same NEW answer back.
+
+A retried effect is a new receipt naming its predecessor (``after``): it is admitted only once the
+predecessor is committed as known not applied with the time it may be retried (``{"posted": false,
+"retry_at": T}``), so the attempts of one effect form a chain in which at most one can apply.
 """
 
 from __future__ import annotations
@@ -50,6 +54,19 @@ def committed_outcome(result: dict[str, Any] | None) -> str | None:
     return None
 
 
+def retriable(prev: Receipt | None, ident: ReceiptIdentity) -> bool:
+    """``prev`` (of the same identity) is committed as known not applied, with the time it may be retried."""
+    result = prev.result if prev is not None else None
+    return (
+        prev is not None
+        and prev.identity == ident
+        and prev.state == ReceiptState.COMMITTED
+        and isinstance(result, dict)
+        and result.get("posted") is False
+        and isinstance(result.get("retry_at"), int | float)
+    )
+
+
 def _owner_incarnation(owner: str) -> tuple[str, int]:
     name, _, inc = owner.rpartition("#")
     try:
@@ -94,10 +111,12 @@ class ReceiptStore:
         effect: str = "",
         attempt: str = "",
         observation: Observation | None = None,
+        after: str = "",
     ) -> AdmitResult:
-        """``observation``: what to look at to settle the effect if its outcome becomes unknown."""
+        """``observation``: what to look at to settle the effect if its outcome becomes unknown;
+        ``after``: the receipt this one retries (see the module docstring)."""
         return self.writer.run(
-            lambda txn: self._admit(txn, op_id, identity, owner, effect, attempt, observation)
+            lambda txn: self._admit(txn, op_id, identity, owner, effect, attempt, observation, after)
         )
 
     def _admit(
@@ -109,6 +128,7 @@ class ReceiptStore:
         effect: str,
         attempt: str,
         observation: Observation | None,
+        after: str = "",
     ) -> AdmitResult:
         r = self._get(txn, op_id)
         if r is not None:
@@ -124,6 +144,11 @@ class ReceiptStore:
                 return AdmitResult(kind=AdmitKind.NEW, reason="same admission (retried request)")
             why = r.uncertain_reason or "admitted earlier; the effect may have begun"
             return AdmitResult(kind=AdmitKind.UNCERTAIN, reason=why, blocking_operation=op_id)
+        if after and not retriable(self._get(txn, after), ident):
+            return AdmitResult(
+                kind=AdmitKind.CONFLICT,
+                reason=f"{after} is not committed as not posted with a retry time: no new attempt",
+            )
         db_open = self.renv.db("rc_open")
         for k, step in scan_prefix(txn, db_open, prefix(ident.session_id)):
             if step.decode() != ident.step_id:

@@ -120,6 +120,7 @@ class StoreService:
             effect=b.effect,
             attempt=b.attempt,
             observation=b.observation,
+            after=b.after,
         )
         fault("store.after_admit")
         if b.identity.is_chat_reply():

@@ -113,6 +113,7 @@ class StoreClient:
         effect: str = "",
         attempt: str = "",
         observation: Observation | None = None,
+        after: str = "",
     ) -> AdmitResult:
         body = m.AdmitReceipt(
             operation_id=operation_id,
@@ -121,6 +122,7 @@ class StoreClient:
             effect=effect,
             attempt=attempt or _token(),
             observation=observation,
+            after=after,
         )
         return AdmitResult.model_validate(self._call(m.RECEIPT_ADMIT, body, session=identity.session_id))
 

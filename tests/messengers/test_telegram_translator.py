@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from telegram import Bot
 
-from geode.messengers.errors import Conflict, PlatformError, RateLimited, Rejected
+from geode.messengers.errors import Conflict, NotPosted, PlatformError, RateLimited, Rejected
 from geode.messengers.model import CallbackPress, InboundMessage
 from geode.messengers.telegram import TelegramTranslator
 from geode.testing.bot_api_server import LocalBotApi
@@ -147,7 +147,7 @@ async def test_rate_limit_and_rejection_map_to_platform_errors(
     api.fail_next("sendChatAction", status=502)
     with pytest.raises(PlatformError) as down:
         await tr.typing(str(CHAT))
-    assert down.value.retryable and type(down.value) is PlatformError
+    assert down.value.retryable and type(down.value) is NotPosted  # a 5xx answer: known not posted
     assert api.posts(CHAT) == []
 
 

@@ -11,9 +11,9 @@ import pytest
 from geode.home import GeodeHome
 from geode.protocol import messengers as mm
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.errors import BadRequest, RequestTimeout
+from geode.protocol.errors import BadRequest, RequestTimeout, Unavailable
 from geode.protocol.transport import LocalTransport, Request
-from geode.records.models import ReceiptState
+from geode.records.models import REPLY_STEP, REPLY_TOOL, AdmitKind, ReceiptIdentity, ReceiptState
 from geode.tools.reply_delivery import MessengersLost, ReplyDelivery, reply_scope
 from tests.records.harness import LocalStore, local_store
 
@@ -52,7 +52,7 @@ class LosingTransport(LocalTransport):
 
 
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[tuple[ReplyDelivery, FakeMessengers, LocalStore]]:
+def rig(tmp_path: Path) -> Iterator[tuple[ReplyDelivery, LosingTransport, FakeMessengers, LocalStore]]:
     store = local_store(GeodeHome(tmp_path / "h").ensure())
     fake = FakeMessengers()
     transport = LosingTransport({"messengers": fake}, sender="executor#1")
@@ -126,3 +126,53 @@ def test_send_message_whose_messengers_child_died_mid_post_is_not_reported_not_s
     transport.lose = MessengersLost("messengers#1 exited with this post in flight")
     with pytest.raises(MessengersLost):  # the executor marks the receipt uncertain (a crashed handler)
         sender.send("telegram:42", "42", "hi", idempotency_key="op-2")
+
+
+def test_a_post_the_platform_did_not_take_is_retried_when_due_as_a_new_attempt_and_posted_once(
+    rig: Any,
+) -> None:
+    delivery, _, fake, store = rig
+    now = [1000.0]
+    delivery.clock = lambda: now[0]
+    fake.fail = Unavailable(f"rate limited (429); nothing was posted {mm.retry_hint(120)}")
+    first = delivery.deliver(ask())
+    assert (first.state, first.retry_at, first.attempt) == ("deferred", 1120.0, 1)
+    receipt = store.client.get_receipt("reply:t1")
+    assert receipt is not None and receipt.state is ReceiptState.COMMITTED  # committed: nothing was posted
+    assert receipt.result is not None and receipt.result["posted"] is False
+    assert receipt.result["retry_at"] == 1120.0
+    now[0] = 1119.0
+    early = delivery.deliver(ask())  # not due: nothing admitted, nothing posted
+    assert early.state == "deferred" and store.client.get_receipt("reply:t1~2") is None
+    now[0] = 1120.0
+    due = delivery.deliver(ask().model_copy(update={"attempt": early.attempt}))
+    assert (due.state, due.attempt) == ("posted", 2)
+    assert [p.idempotency_key for p in fake.posts] == ["reply:t1~2"]
+    again = delivery.deliver(ask())  # after a restart the caller starts at attempt 1: the chain replays
+    assert (again.state, again.message_ids) == ("replayed", due.message_ids) and len(fake.posts) == 1
+
+
+def test_a_new_attempt_is_admitted_only_after_its_predecessor_is_committed_not_posted(rig: Any) -> None:
+    _, _, _, store = rig
+    ident = ReceiptIdentity(
+        session_id=reply_scope("tg-42"),
+        turn_id="t1",
+        step_id=REPLY_STEP,
+        tool_name=REPLY_TOOL,
+        fingerprint="f",
+    )
+    c = store.client
+    assert c.admit("reply:t1~2", ident, owner="x#1", after="reply:t1").kind is AdmitKind.CONFLICT  # no first
+    assert c.admit("reply:t1", ident, owner="x#1").kind is AdmitKind.NEW
+    assert c.admit("reply:t1~2", ident, owner="x#1", after="reply:t1").kind is AdmitKind.CONFLICT  # open
+    c.commit("reply:t1", {"posted": False, "reason": "gone"})  # refused for good: no retry time
+    assert c.admit("reply:t1~2", ident, owner="x#1", after="reply:t1").kind is AdmitKind.CONFLICT
+    assert c.admit("reply:t2", ident, owner="x#1").kind is AdmitKind.NEW
+    c.commit("reply:t2", {"posted": False, "reason": "429", "retry_at": 5.0})
+    assert c.admit("reply:t2~2", ident, owner="x#1", after="reply:t2").kind is AdmitKind.NEW
+
+
+def test_a_post_refused_for_now_without_a_retry_time_is_not_sent(rig: Any) -> None:
+    delivery, _, fake, _ = rig
+    fake.fail = Unavailable("the telegram messenger platform is not enabled: no token; nothing was posted")
+    assert delivery.deliver(ask()).state == "not_sent" and fake.posts == []
