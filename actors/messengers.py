@@ -27,6 +27,7 @@ from geode.config_reload import MESSENGERS, ConfigChange
 from geode.home_secrets import session_id_key
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import PLATFORMS, TOKEN_VARS, MessengerBinding, MessengersSection, platform_token
+from geode.messengers.observe import observing, posting_as
 from geode.messengers.poller import Poller, PollerSettings
 from geode.messengers.ports import Translator
 from geode.messengers.runner import PollerRunner
@@ -249,7 +250,8 @@ class MessengersChild:
         poller = self.pollers[platform]
         outcome: messengers_msg.MessageSent | str | None = "unknown"
         try:
-            ids = self.runners[platform].submit(poller.post(key, b.text, b.reply_to), SEND_TIMEOUT_S)
+            posting = posting_as(b.idempotency_key, poller.post(key, b.text, b.reply_to))
+            ids = self.runners[platform].submit(posting, SEND_TIMEOUT_S)
             outcome = messengers_msg.MessageSent(
                 platform=platform, message_id=ids[0] if ids else "", message_ids=ids
             )
@@ -365,7 +367,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
         key = session_id_key(ctx.home)  # kept in the home: the same chat ids after every restart
         for platform, translator in translators.items():
             poller = Poller(
-                PollerSettings(platform, session_key=key, retry_cap_s=child.section.retry_cap_s),
+                PollerSettings(platform, session_key=key),
                 translator,
                 child.bindings,
                 StoreClient(bus.transport, attempts=3),
@@ -374,7 +376,8 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
                 session_settings,
             )
             child.pollers[platform] = poller
-            child.runners[platform] = PollerRunner(poller)
+            observe = observing(poller, StoreClient(bus.transport, attempts=3), section.observe_grace_s)
+            child.runners[platform] = PollerRunner(poller, sidecar=observe)
     for platform, why in child.disabled.items():
         log.info("%s: disabled (%s)", platform, why)
     return MessengersProcess(child, bus)

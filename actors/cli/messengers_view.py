@@ -60,6 +60,8 @@ def poller_lines(detail: dict[str, Any] | None) -> list[str]:
         if unhandled:  # messages it could not handle (answered with a short error, skipped)
             kinds = ", ".join(f"{k} {v}" for k, v in sorted(unhandled.items()))
             out.append(f"  not handled: {sum(unhandled.values())} ({kinds})")
+        if p.get("uncertain_replies"):  # not settled by observation: `geode receipts --uncertain`
+            out.append(f"  uncertain replies: {p['uncertain_replies']} (geode receipts --uncertain)")
         if p.get("last_error"):
             out.append(f"  last error: {p['last_error']}")
     return out

@@ -7,7 +7,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from geode.messengers.poller import Poller
@@ -23,8 +23,16 @@ class PollerRunner:
     """Owns the thread and loop of one :class:`Poller`. ``submit`` runs a coroutine on that loop from any
     thread; ``stop`` cancels the poller and joins the thread."""
 
-    def __init__(self, poller: Poller, *, restart: Backoff | None = None, stable_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        poller: Poller,
+        *,
+        restart: Backoff | None = None,
+        stable_s: float = 30.0,
+        sidecar: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
         self.poller = poller
+        self.sidecar = sidecar  # runs beside the poller on its loop (the observation pass), until stop
         self.restart = restart or Backoff(1.0, 60.0)
         self.stable_s = stable_s
         self.loop = asyncio.new_event_loop()
@@ -39,6 +47,7 @@ class PollerRunner:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
+        side: asyncio.Task[None] | None = None
         # blocking bus calls run here (asyncio.to_thread); replies may wait a minute each, so the pool is
         # wider than asyncio's default (cores + 4) and the outbox caps how many of them deliver at once
         self.loop.set_default_executor(
@@ -48,12 +57,16 @@ class PollerRunner:
         )
         try:
             self._main = self.loop.create_task(self._supervise())
+            side = self.loop.create_task(self.sidecar()) if self.sidecar is not None else None
             self._started.set()
             self.loop.run_until_complete(self._main)
         except asyncio.CancelledError:
             pass
         finally:
             try:
+                if side is not None:
+                    side.cancel()
+                    self.loop.run_until_complete(asyncio.gather(side, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
                 self.loop.run_until_complete(self.loop.shutdown_default_executor())
             finally:

@@ -71,6 +71,7 @@ class PollerStatus:
     approvals_open: int = 0
     conflicts: int = 0
     rate_limited: int = 0
+    uncertain_replies: int = 0  # reply receipts still uncertain (kept for the operator; see observe.py)
 
     def started(self) -> None:
         """The poller's start succeeded: it is polling now, though a long poll may not answer for a while."""
@@ -97,6 +98,7 @@ class PollerStatus:
             "restarts": self.restarts,
             "pending_replies": self.pending_replies,
             "approvals_open": self.approvals_open,
+            "uncertain_replies": self.uncertain_replies,
             "conflicts": self.conflicts,
             "rate_limited": self.rate_limited,
         }

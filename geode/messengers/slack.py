@@ -16,10 +16,12 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from geode.messengers.errors import NotPosted, PlatformError, RateLimited, Rejected
+from geode.messengers.errors import PlatformError, RateLimited, Rejected
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled
+from geode.messengers.observe import LookFor, slack_metadata
 from geode.messengers.replies import split_reply
 from geode.messengers.slack_format import to_mrkdwn
+from geode.messengers.slack_observe import find_slack_reply
 from geode.messengers.slack_text import (
     MAX_BUTTON_VALUE,
     approval_blocks,
@@ -187,10 +189,20 @@ class SlackTranslator:
         for part in split_reply(text, self._part_limit):
             reply = await self._call(
                 "chat.postMessage",
-                web.chat_postMessage(channel=channel, text=to_mrkdwn(part), thread_ts=thread_ts),
+                web.chat_postMessage(
+                    channel=channel, text=to_mrkdwn(part), thread_ts=thread_ts, metadata=slack_metadata()
+                ),
             )
             posted.append(str(reply["ts"]))
         return posted
+
+    async def find_reply(self, look: LookFor) -> str | None:
+        """The ts of the bot's post of an uncertain reply (its operation id in the metadata), else None."""
+        channel, thread_ts = self._target(look.channel_key, look.reply_to)
+        found = find_slack_reply(
+            self._client(), channel, thread_ts, look, bot_user=self.bot_id, bot_bid=self._bot_bid
+        )
+        return await self._call("conversations.history", found)
 
     async def ask_approval(self, channel_key: str, text: str, buttons: list[tuple[str, str]]) -> str:
         """A Block Kit message with one button per ``(label, value)`` in the channel key's thread."""
@@ -265,8 +277,6 @@ class SlackTranslator:
             return await request
         except SlackApiError as exc:
             raise _mapped(method, exc) from exc
-        except aiohttp.ClientConnectorError as exc:  # no connection was made: nothing was posted
-            raise NotPosted(f"{method}: {type(exc).__name__}") from exc
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:
             raise PlatformError(f"{method}: {type(exc).__name__}", retryable=True) from exc
         except SlackClientError as exc:
@@ -286,9 +296,7 @@ def _mapped(method: str, exc: SlackApiError) -> PlatformError:
         except ValueError:
             retry_after = 1.0
         return RateLimited(f"{method}: rate limited", retry_after_s=retry_after)
-    if status >= 500:  # Slack answered that it failed: nothing was posted
-        return NotPosted(f"{method}: {error or status}")
-    if error in _RETRYABLE:
+    if status >= 500 or error in _RETRYABLE:
         return PlatformError(f"{method}: {error or status}", retryable=True)
     if error in _AUTH:
         return PlatformError(f"{method}: {error}", retryable=False)

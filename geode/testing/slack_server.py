@@ -182,7 +182,7 @@ class LocalSlack(LocalHttpServer):
                 msg = self._messages[(ch, ts)]
                 out.append({
                     "channel": ch, "ts": ts, "thread_ts": msg.get("thread_ts"), "text": msg.get("text", ""),
-                    "blocks": msg.get("blocks"), "edited": "edited" in msg,
+                    "blocks": msg.get("blocks"), "edited": "edited" in msg, "metadata": msg.get("metadata"),
                 })  # fmt: skip
             return copy.deepcopy(out)
 

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from geode.testing import slack_events as ev
 from geode.testing.slack_events import JSON, SlackError
+from geode.testing.slack_history import conversations_history, conversations_replies, store_metadata
 from geode.testing.slack_socket import SocketHub
 
 BOT = "bot"  # the kinds of token a method needs
@@ -93,6 +94,7 @@ def post_message(slack: Workspace, params: JSON) -> JSON:
         thread_ts=thread_ts,
         blocks=ev.with_block_ids(blocks),
     )
+    store_metadata(msg, params)
     slack._messages[(channel, ts)] = msg
     slack._posts.append((channel, ts))
     if slack.echo_bot_posts:
@@ -152,6 +154,8 @@ METHODS: dict[str, tuple[str, Method]] = {
     "chat.update": (BOT, update),
     "chat.postEphemeral": (BOT, post_ephemeral),
     "reactions.add": (BOT, reactions_add),
+    "conversations.history": (BOT, conversations_history),
+    "conversations.replies": (BOT, conversations_replies),
 }
 
 

@@ -34,6 +34,7 @@ from tests.messengers.chat_tree_kit import (
     no_log_has,
     pollers,
     prompt_of,
+    receipt_row,
     settled,
     shown_request,
     status_messengers,
@@ -51,6 +52,7 @@ def _config(slack: LocalSlack) -> str:
     return f"""
 [messengers]
 approval_timeout_s = 20
+observe_grace_s = 1
 [messengers.slack]
 base_url = "{slack.api_url}"
 poll_timeout_s = 1
@@ -208,13 +210,24 @@ def test_a_3000_character_request_is_asked_whole_in_the_thread(tree: Tree) -> No
     assert no_log_has(home, "benign-benign-benign")
 
 
+def _observed(home: GeodeHome, op: str, outcome: str, timeout_s: float) -> dict[str, Any]:
+    """The reply's receipt once reconciled by observation (``geode receipts``), its outcome checked."""
+    row = poll_for(
+        lambda: receipt_row(home, op, reconciled_by="observation"), timeout_s, what=f"{op} observed"
+    )
+    assert row is not None and row["outcome"] == outcome, row
+    assert row["observation"]["observed"] == ("posted" if outcome == "applied" else "absent"), row
+    return row
+
+
 def test_kills_between_store_and_ack_and_around_the_reply_never_post_twice(
     tree: Tree, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Serve again with faults. One message: the messengers child is SIGKILLed after its turn record, before
     the ack (Slack redelivers the envelope: still one turn), and once restarted right after posting the reply
-    (the executor never hears back): one post, the receipt `uncertain`. A second message: the executor is
-    SIGKILLed after the post, before committing its receipt: one post, the receipt `uncertain`."""
+    (the executor never hears back): one post, the receipt `uncertain`, then settled `applied` by
+    observation (the post found by the operation id in its metadata) with no operator. A second message: the
+    executor is SIGKILLed after the post, before committing its receipt: one post, settled the same way."""
     home, slack, model, ws = tree
     stop(home)
     monkeypatch.setenv("GEODE_FAULTS", FAULTS_AROUND_A_REPLY)
@@ -241,14 +254,16 @@ def test_kills_between_store_and_ack_and_around_the_reply_never_post_twice(
     assert _answered(slack, "echo: kill me softly") == 1
     assert [prompt_of(r) for r in model.requests].count("kill me softly") == 1  # one turn ran
     assert len(_replies_to(slack, sent["ts"])) == 1
-    poll_for(lambda: _op(sent) in uncertain_operations(home), 30, what="the first reply uncertain")
+    # its receipt went uncertain; the restarted child found the post by its metadata: settled, no operator
+    assert _observed(home, _op(sent), "applied", 60)["note"].endswith(_replies_to(slack, sent["ts"])[0]["ts"])
 
     second = slack.push_message(CHAN, "kill the executor", user=ALLOWED)
     poll_for(lambda: (fired / "executor.reply_after_send.fired").exists(), 90, what="the executor kill")
-    poll_for(lambda: _op(second) in uncertain_operations(home), 90, what="the second reply uncertain")
+    _observed(home, _op(second), "applied", 90)
     poll_for(lambda: settled(home, "slack", min_in=1), 60, what="settled", swallow=(AssertionError,))
     assert _answered(slack, "echo: kill the executor") == 1
     assert len(_replies_to(slack, second["ts"])) == 1
+    assert _op(sent) not in uncertain_operations(home) and _op(second) not in uncertain_operations(home)
 
 
 def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
@@ -268,5 +283,6 @@ def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
         send=lambda text: slack.push_message(CHAN, text, user=ALLOWED),
         replies=lambda sent: [p["text"] for p in _replies_to(slack, sent["ts"])],
         operation=_op,
+        observed=True,  # the executor killed before the send: no post, settled `not_applied` by observation
     )
     print(kill_around_each_turn(chat, ws))

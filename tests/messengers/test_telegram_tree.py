@@ -43,6 +43,7 @@ def _config(api: LocalBotApi) -> str:
     return f"""
 [messengers]
 approval_timeout_s = 3
+observe_grace_s = 0
 [messengers.telegram]
 base_url = "{api.base_url}"
 poll_timeout_s = 1
@@ -304,7 +305,8 @@ def test_restart_resumes_at_the_stored_offset_and_kills_around_a_reply_never_pos
     """Stop and serve again: polling resumes at the stored offset, nothing old is answered. Then the
     messengers child is SIGKILLed twice around one message: after its turn record (before the cursor), and,
     once restarted, right after posting the reply (before the executor hears back): one post, and the
-    reply's receipt is `uncertain` (the restarted child's recovery finds it so and does not post again)."""
+    reply's receipt is `uncertain` (the restarted child's recovery finds it so and does not post again), and
+    stays so past the observation grace (Telegram cannot read history: it is the operator's, and listed)."""
     home, api, ws = tree
     before = _texts(api)
     cursor = _poller(home)["cursor"]
@@ -332,6 +334,11 @@ def test_restart_resumes_at_the_stored_offset_and_kills_around_a_reply_never_pos
     assert children(home)["messengers"].incarnation >= incarnation + 2
     assert _texts(api)[: len(before)] == before and len(_texts(api)) == len(before) + 1  # nothing old again
     op = reply_operation_id(turn_id_for("telegram", str(CHAT), str(upd["message"]["message_id"])))
+    # Telegram cannot read its history: observation passes (no grace here) keep the receipt for the operator,
+    # and `geode messengers` lists it
+    poll_for(lambda: _poller(home)["uncertain_replies"] >= 1, 30, what="an observation pass keeping it")
     r = geode(home, "receipts", "--uncertain", "--json")
     assert r.returncode == 0, r.stderr
     assert op in [row["operation_id"] for row in json.loads(r.stdout)], r.stdout
+    shown = geode(home, "messengers")
+    assert "uncertain replies: 1 (geode receipts --uncertain)" in shown.stdout, shown.stdout

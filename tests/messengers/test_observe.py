@@ -1,0 +1,232 @@
+"""Settling uncertain chat replies by observation (geode/messengers/observe.py) with fakes for the store and
+the platform; and the Slack half through the real slack_sdk against the local Slack server: a reply posted
+under ``posting_as`` carries its operation id in the message metadata and ``find_reply`` reads it back from
+the thread (``conversations.replies``) or the channel (``conversations.history``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from geode.messengers.errors import PlatformError
+from geode.messengers.observe import LookFor, Observer, posting_as, slack_metadata
+from geode.messengers.schedule import PollerStatus
+from geode.messengers.slack import SlackTranslator
+from geode.protocol.errors import Conflict
+from geode.records.models import (
+    REPLY_STEP,
+    REPLY_TOOL,
+    Observation,
+    Receipt,
+    ReceiptIdentity,
+    ReceiptState,
+    TurnRecord,
+    TurnState,
+)
+from geode.testing.slack_server import LocalSlack
+
+NOW = 10_000.0
+GRACE = 60.0
+
+
+def _receipt(op: str, turn: str, *, uncertain_at: float, tool: str = REPLY_TOOL) -> Receipt:
+    ident = ReceiptIdentity(
+        session_id="s1#replies", turn_id=turn, step_id=REPLY_STEP, tool_name=tool, fingerprint="f"
+    )
+    return Receipt(
+        operation_id=op,
+        identity=ident,
+        state=ReceiptState.UNCERTAIN,
+        owner="executor#1",
+        created_at=uncertain_at - 1,
+        updated_at=uncertain_at,
+        uncertain_reason="messengers#1 exited with this post in flight",
+    )
+
+
+def _turn(turn: str, platform: str = "slack") -> TurnRecord:
+    meta = {"platform": platform, "channel_key": "C0GEODE01", "message_id": "1700000000.000100"}
+    return TurnRecord(
+        turn_id=turn,
+        session_id="s1",
+        state=TurnState.DONE,
+        input={"text": "hi", "messenger": meta},
+        outcome={"text": "echo: hi"},
+    )
+
+
+class FakeStore:
+    def __init__(self, receipts: list[Receipt], turns: list[TurnRecord]) -> None:
+        self.receipts = {r.operation_id: r for r in receipts}
+        self.turns = {t.turn_id: t for t in turns}
+        self.reconciled: dict[str, tuple[str, str, str, Observation | None]] = {}
+        self.refuse = False
+
+    def list_receipts(
+        self, *, session_id: str | None = None, uncertain_only: bool = False, limit: int = 200
+    ) -> list[Receipt]:
+        return [r for r in self.receipts.values() if r.state == ReceiptState.UNCERTAIN or not uncertain_only]
+
+    def get_turn(self, turn_id: str) -> TurnRecord | None:
+        return self.turns.get(turn_id)
+
+    def reconcile(
+        self, operation_id: str, *, outcome: str, by: str, note: str = "", evidence: Observation | None = None
+    ) -> Receipt:
+        if self.refuse:
+            raise Conflict(f"receipt {operation_id} already reconciled as applied")
+        self.reconciled[operation_id] = (outcome, by, note, evidence)
+        r = self.receipts[operation_id]
+        update = {"state": ReceiptState.RECONCILED, "outcome": outcome}
+        self.receipts[operation_id] = r.model_copy(update=update)
+        return self.receipts[operation_id]
+
+
+class FakeFinder:
+    """A translator that can read its chat: ``posted`` maps operation ids to message ids."""
+
+    def __init__(self, posted: dict[str, str], fail: bool = False) -> None:
+        self.posted = posted
+        self.fail = fail
+        self.looked: list[LookFor] = []
+
+    async def find_reply(self, look: LookFor) -> str | None:
+        self.looked.append(look)
+        if self.fail:
+            raise PlatformError("conversations.history: service_unavailable", retryable=True)
+        return self.posted.get(look.operation_id)
+
+
+class Blind:
+    """A translator that cannot read its chat (Telegram)."""
+
+
+def _observer(store: FakeStore, translator: object, platform: str = "slack") -> tuple[Observer, PollerStatus]:
+    status = PollerStatus(platform)
+    return Observer(platform, translator, store, status, grace_s=GRACE, clock=lambda: NOW), status
+
+
+def test_a_reply_found_in_the_chat_is_applied_and_one_not_found_not_applied_both_by_observation() -> None:
+    store = FakeStore(
+        [
+            _receipt("op-a", "t-a", uncertain_at=NOW - GRACE - 1),
+            _receipt("op-b", "t-b", uncertain_at=NOW - GRACE - 1),
+        ],
+        [_turn("t-a"), _turn("t-b")],
+    )
+    finder = FakeFinder({"op-a": "1700000001.000200"})
+    observer, status = _observer(store, finder)
+    out = asyncio.run(observer.run_pass())
+    assert (out.applied, out.not_applied, out.kept) == (1, 1, 0)
+    outcome, by, note, evidence = store.reconciled["op-a"]
+    assert (outcome, by) == ("applied", "observation")
+    assert "1700000001.000200" in note
+    assert evidence is not None and (evidence.kind, evidence.observed) == ("chat_post", "posted")
+    assert evidence.target == "slack:C0GEODE01 reply to 1700000000.000100"
+    outcome, by, _, evidence = store.reconciled["op-b"]
+    assert (outcome, by) == ("not_applied", "observation")
+    assert evidence is not None and evidence.observed == "absent"
+    look = finder.looked[0]
+    assert (look.channel_key, look.reply_to, look.text) == ("C0GEODE01", "1700000000.000100", "echo: hi")
+    assert status.uncertain_replies == 0
+    assert asyncio.run(observer.run_pass()).applied == 0  # settled: never looked at again
+    assert len(finder.looked) == 2
+
+
+def test_a_reply_in_its_grace_is_not_looked_for_and_stays_uncertain() -> None:
+    store = FakeStore([_receipt("op-a", "t-a", uncertain_at=NOW - GRACE + 1)], [_turn("t-a")])
+    finder = FakeFinder({})
+    observer, status = _observer(store, finder)
+    assert asyncio.run(observer.run_pass()).kept == 1
+    assert finder.looked == [] and store.reconciled == {}
+    assert status.uncertain_replies == 1
+
+
+def test_telegram_cannot_look_its_uncertain_replies_stay_for_the_operator_and_are_counted() -> None:
+    store = FakeStore([_receipt("op-a", "t-a", uncertain_at=NOW - 3600)], [_turn("t-a", "telegram")])
+    observer, status = _observer(store, Blind(), platform="telegram")
+    assert asyncio.run(observer.run_pass()).kept == 1
+    assert store.reconciled == {}
+    assert status.uncertain_replies == 1
+
+
+def test_a_failed_look_or_a_refused_reconcile_keeps_it_uncertain() -> None:
+    store = FakeStore([_receipt("op-a", "t-a", uncertain_at=NOW - 3600)], [_turn("t-a")])
+    observer, _ = _observer(store, FakeFinder({}, fail=True))
+    assert asyncio.run(observer.run_pass()).kept == 1
+    assert store.reconciled == {}
+    store.refuse = True  # an operator reconciled it meanwhile
+    observer, _ = _observer(store, FakeFinder({"op-a": "1.2"}))
+    assert asyncio.run(observer.run_pass()).kept == 1
+
+
+def test_other_platforms_tool_receipts_and_missing_turns_are_left_alone() -> None:
+    store = FakeStore(
+        [
+            _receipt("op-tg", "t-tg", uncertain_at=0),
+            _receipt("op-tool", "t-a", uncertain_at=0, tool="write_file"),
+            _receipt("op-gone", "t-gone", uncertain_at=0),
+        ],
+        [_turn("t-tg", "telegram"), _turn("t-a")],
+    )
+    finder = FakeFinder({"op-tg": "1", "op-tool": "2", "op-gone": "3"})
+    observer, _ = _observer(store, finder)
+    out = asyncio.run(observer.run_pass())
+    assert (out.applied, out.not_applied, out.kept) == (0, 0, 0)
+    assert finder.looked == [] and store.reconciled == {}
+
+
+def test_posting_as_names_the_reply_in_slack_metadata_only_inside_it() -> None:
+    async def post() -> dict[str, Any] | None:
+        return slack_metadata()
+
+    assert slack_metadata() is None
+    meta = asyncio.run(posting_as("op-1", post()))
+    assert meta == {"event_type": "geode_reply", "event_payload": {"operation_id": "op-1"}}
+    assert slack_metadata() is None
+
+
+# --- the Slack half: the real slack_sdk against the local server ------------------------------------------
+CHAN = "C0GEODE01"
+
+
+@pytest.fixture
+def slack() -> Iterator[LocalSlack]:
+    with LocalSlack() as server:
+        yield server
+
+
+@pytest.fixture
+async def tr(slack: LocalSlack) -> AsyncIterator[SlackTranslator]:
+    translator = SlackTranslator(slack.bot_token, slack.app_token, base_url=slack.api_url, poll_timeout_s=1)
+    try:
+        await translator.start()
+        yield translator
+    finally:
+        await translator.close()
+
+
+async def test_slack_finds_the_reply_by_its_operation_id_in_the_thread_and_in_a_flat_channel(
+    slack: LocalSlack, tr: SlackTranslator
+) -> None:
+    since = time.time() - 5
+    asked = slack.push_message(CHAN, "hello", user="U0ALICE01")
+    await tr.send_text(CHAN, "not a reply", reply_to=asked["ts"])  # the bot's post without an operation id
+    (ts,) = await posting_as("op-1", tr.send_text(CHAN, "echo: hello", reply_to=asked["ts"]))
+    (flat,) = await posting_as("op-2", tr.send_text("D0DIRECT1", "echo: dm", reply_to="1.0"))
+    assert slack.posts(CHAN)[-1]["metadata"]["event_payload"] == {"operation_id": "op-1"}
+
+    def look(op: str, key: str = CHAN, reply_to: str = asked["ts"]) -> LookFor:
+        return LookFor(operation_id=op, channel_key=key, reply_to=reply_to, text="", since=since)
+
+    assert await tr.find_reply(look("op-1")) == ts
+    assert await tr.find_reply(look("op-2", "D0DIRECT1", "1.0")) == flat
+    assert await tr.find_reply(look("op-3")) is None  # never posted
+    assert await tr.find_reply(look("op-2")) is None  # posted, but in another chat
+    assert await tr.find_reply(LookFor("op-1", CHAN, asked["ts"], "", since=time.time() + 60)) is None
+    with pytest.raises(PlatformError):
+        await tr.find_reply(look("op-1", reply_to="1.999"))  # thread_not_found: could not look
