@@ -367,7 +367,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
         key = session_id_key(ctx.home)  # kept in the home: the same chat ids after every restart
         for platform, translator in translators.items():
             poller = Poller(
-                PollerSettings(platform, session_key=key),
+                PollerSettings(platform, session_key=key, retry_cap_s=child.section.retry_cap_s),
                 translator,
                 child.bindings,
                 StoreClient(bus.transport, attempts=3),

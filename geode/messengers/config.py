@@ -223,6 +223,8 @@ class MessengersSection(BaseModel):
     approval_timeout_s: float = Field(default=120.0, gt=0, le=MAX_APPROVAL_TIMEOUT_S)
     # an uncertain reply is looked for in its chat (Slack) this long after it turned uncertain (s)
     observe_grace_s: float = Field(default=60.0, ge=0, le=86400.0)
+    # the longest a reply waits before its next attempt (a 429's retry_after, a 5xx, no connection) (s)
+    retry_cap_s: float = Field(default=300.0, gt=0, le=86400.0)
 
     def for_platform(self, platform: str) -> list[MessengerBinding]:
         return [b for b in self.bindings if b.platform == platform]

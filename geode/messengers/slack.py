@@ -16,7 +16,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from geode.messengers.errors import PlatformError, RateLimited, Rejected
+from geode.messengers.errors import NotPosted, PlatformError, RateLimited, Rejected
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled
 from geode.messengers.observe import LookFor, slack_metadata
 from geode.messengers.replies import split_reply
@@ -277,6 +277,8 @@ class SlackTranslator:
             return await request
         except SlackApiError as exc:
             raise _mapped(method, exc) from exc
+        except aiohttp.ClientConnectorError as exc:  # no connection was made: nothing was posted
+            raise NotPosted(f"{method}: {type(exc).__name__}") from exc
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:
             raise PlatformError(f"{method}: {type(exc).__name__}", retryable=True) from exc
         except SlackClientError as exc:
@@ -296,7 +298,9 @@ def _mapped(method: str, exc: SlackApiError) -> PlatformError:
         except ValueError:
             retry_after = 1.0
         return RateLimited(f"{method}: rate limited", retry_after_s=retry_after)
-    if status >= 500 or error in _RETRYABLE:
+    if status >= 500:  # Slack answered that it failed: nothing was posted
+        return NotPosted(f"{method}: {error or status}")
+    if error in _RETRYABLE:
         return PlatformError(f"{method}: {error or status}", retryable=True)
     if error in _AUTH:
         return PlatformError(f"{method}: {error}", retryable=False)
