@@ -52,6 +52,13 @@ class ReceiptPort(Protocol):
     def mark_uncertain(self, operation_id: str, reason: str) -> None: ...
 
 
+def _reconciled(stored: dict[str, Any]) -> str:
+    """Why a reconciled reply receipt replays as not sent (the store's reconciliation result)."""
+    if "outcome" not in stored:
+        return ""
+    return f"reconciled {stored['outcome']} by {stored.get('by', '?')}: {stored.get('note', '')}".rstrip(": ")
+
+
 class MessengersLost(Unavailable):
     """The messengers child exited with a send in flight: the post may or may not have happened."""
 
@@ -107,14 +114,13 @@ class ReplyDelivery:
                 )
             if admitted.kind is AdmitKind.REPLAY:
                 stored = admitted.result or {}
-                if stored.get("posted", False):
+                if stored.get("posted", stored.get("external_effect_applied", False)):  # or reconciled so
                     ids = list(stored.get("message_ids", []))
                     return messengers_msg.Delivered(state="replayed", message_ids=ids, attempt=k)
                 retry_at = stored.get("retry_at")
-                if not isinstance(retry_at, int | float):  # refused for good
-                    return messengers_msg.Delivered(
-                        state="not_sent", reason=str(stored.get("reason", "")), attempt=k
-                    )
+                if not isinstance(retry_at, int | float):  # refused for good, or reconciled not applied
+                    why = stored.get("reason") or _reconciled(stored)
+                    return messengers_msg.Delivered(state="not_sent", reason=str(why), attempt=k)
                 if retry_at > self.clock():  # not due yet: nothing is admitted
                     return messengers_msg.Delivered(
                         state="deferred", reason=str(stored.get("reason", "")), retry_at=retry_at, attempt=k

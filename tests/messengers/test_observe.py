@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from geode.messengers.errors import PlatformError
-from geode.messengers.observe import LookFor, Observer, posting_as, slack_metadata
+from geode.messengers.observe import ABSENT, POSTED, LookFor, Observer, posting_as, slack_metadata
 from geode.messengers.schedule import PollerStatus
 from geode.messengers.slack import SlackTranslator
 from geode.protocol.errors import Conflict
@@ -28,6 +29,7 @@ from geode.records.models import (
     TurnState,
 )
 from geode.testing.slack_server import LocalSlack
+from geode.tools.reply_delivery import MessengersLost
 
 NOW = 10_000.0
 GRACE = 60.0
@@ -230,3 +232,52 @@ async def test_slack_finds_the_reply_by_its_operation_id_in_the_thread_and_in_a_
     assert await tr.find_reply(LookFor("op-1", CHAN, asked["ts"], "", since=time.time() + 60)) is None
     with pytest.raises(PlatformError):
         await tr.find_reply(look("op-1", reply_to="1.999"))  # thread_not_found: could not look
+
+
+# --- what a reconciled reply replays as: the real store and the executor's ReplyDelivery -------------------
+def test_a_reply_settled_by_observation_replays_as_what_was_seen_and_is_never_posted_again(
+    tmp_path: Path,
+) -> None:
+    from geode.home import GeodeHome
+    from geode.protocol import messengers as mm
+    from geode.protocol.transport import LocalTransport
+    from geode.tools.reply_delivery import ReplyDelivery
+    from tests.records.harness import local_store
+    from tests.tools.test_reply_delivery import FakeMessengers, LosingTransport
+
+    store = local_store(GeodeHome(tmp_path / "h").ensure())
+    fake = FakeMessengers()
+    transport = LosingTransport({"messengers": fake}, sender="executor#1")
+    assert isinstance(transport, LocalTransport)
+    delivery = ReplyDelivery(store.client, transport, owner="executor#1")
+    try:
+        for turn, outcome in (("t1", "applied"), ("t2", "not_applied")):
+            ask = mm.DeliverReply(
+                operation_id=f"reply:{turn}",
+                session_id="sl-1",
+                turn_id=turn,
+                channel="slack:C0GEODE01",
+                text="hi",
+            )
+            transport.lose = MessengersLost("messengers#1 exited")
+            assert delivery.deliver(ask).state == "uncertain"
+            transport.lose = None
+            seen = POSTED if outcome == "applied" else ABSENT
+            evidence = Observation(kind="chat_post", target="slack:C0GEODE01", before=ABSENT, intended=POSTED)
+            store.client.reconcile(
+                f"reply:{turn}",
+                outcome=outcome,
+                by="observation",
+                note="found the post in the chat: message 1.2"
+                if seen == POSTED
+                else "no post of it in the chat",
+                evidence=evidence.model_copy(update={"observed": seen}),
+            )
+            again = delivery.deliver(ask)
+            if outcome == "applied":  # the post is there: replayed, not "not sent"
+                assert again.state == "replayed", again
+            else:
+                assert again.state == "not_sent" and "reconciled not_applied by observation" in again.reason
+        assert fake.posts == []  # nothing posted again, whatever was seen
+    finally:
+        store.close()
