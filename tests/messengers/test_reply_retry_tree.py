@@ -1,9 +1,9 @@
 """No answer is dropped (issue 31 item 6), in a real `geode serve` tree through the real SDKs against the
-local Telegram and Slack servers: the final post answered with a 429 asking to wait 120 s is committed *not
-posted* with its retry time and posted after the wait (capped by ``[messengers] retry_cap_s`` so the test
-does not wait literally), once, even with the messengers child SIGKILLed during the wait; a 5xx is retried
-the same way; a refusal for good (the bot removed from the chat) settles *not sent* and `geode messengers`
-says why. ``GEODE_SLOW=1`` adds a literal-time run (a 35 s retry_after, the default cap)."""
+local Telegram, Slack and Discord servers: the final post answered with a 429 asking to wait 120 s is
+committed *not posted* with its retry time and posted after the wait (capped by ``[messengers] retry_cap_s``
+so the test does not wait literally), once, even with the messengers child SIGKILLed during the wait; a 5xx
+is retried the same way; a refusal for good (the bot removed from the chat) settles *not sent* and
+`geode messengers` says why. ``GEODE_SLOW=1`` adds a literal-time run (35 s, the default cap)."""
 
 from __future__ import annotations
 
@@ -21,18 +21,19 @@ import pytest
 from geode.home import GeodeHome
 from geode.messengers.sessions import reply_operation_id, turn_id_for
 from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
 from tests.actors.tree_kit import children, geode, scripted_home, serve, stop, wait_children
 from tests.messengers.chat_tree_kit import echo_or_write, pollers
 from tests.waiting import poll_for
 
-TG_CHAT, SLACK_CHAN, ALLOWED = -100611, "C0RETRY01", 1001
-CAP_S = 2.0  # [messengers] retry_cap_s: the 429 asks for 120 s
-Tree = tuple[GeodeHome, LocalBotApi, LocalSlack]
+TG_CHAT, SLACK_CHAN, DC_CHAN, ALLOWED = -100611, "C0RETRY01", CHANNELS[0], 1001
+CAP_S = 1.5  # [messengers] retry_cap_s: the 429 asks for 120 s
+Tree = tuple[GeodeHome, LocalBotApi, LocalSlack, LocalDiscord]
 
 
-def _config(tg: LocalBotApi, slack: LocalSlack, cap_s: float) -> str:
+def _config(tg: LocalBotApi, slack: LocalSlack, dc: LocalDiscord, cap_s: float) -> str:
     return f"""
 [messengers]
 retry_cap_s = {cap_s}
@@ -42,6 +43,10 @@ poll_timeout_s = 1
 [messengers.slack]
 base_url = "{slack.api_url}"
 poll_timeout_s = 1
+[messengers.discord]
+base_url = "{dc.api_base}"
+gateway_url = "{dc.gateway_url}"
+poll_timeout_s = 1
 [[messengers.bindings]]
 platform = "telegram"
 channel_id = "{TG_CHAT}"
@@ -49,6 +54,9 @@ allowed_senders = ["{ALLOWED}"]
 [[messengers.bindings]]
 platform = "slack"
 channel_id = "{SLACK_CHAN}"
+[[messengers.bindings]]
+platform = "discord"
+channel_id = "{DC_CHAN}"
 """
 
 
@@ -62,16 +70,22 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
 def _served(base: Path, cap_s: float) -> Iterator[Tree]:
     ws = base / "ws"
     ws.mkdir()
-    with LocalBotApi() as tg, LocalSlack() as slack, ScriptedServer(echo_or_write(ws)) as model:
-        home = scripted_home(base, model, ws, extra=_config(tg, slack, cap_s))
+    with (
+        LocalBotApi() as tg,
+        LocalSlack() as slack,
+        LocalDiscord() as dc,
+        ScriptedServer(echo_or_write(ws)) as model,
+    ):
+        home = scripted_home(base, model, ws, extra=_config(tg, slack, dc, cap_s))
         with home.env_file.open("a") as f:
             f.write(
                 f"TELEGRAM_BOT_TOKEN={tg.token}\nSLACK_BOT_TOKEN={slack.bot_token}\n"
-                f"SLACK_APP_TOKEN={slack.app_token}\n"
+                f"SLACK_APP_TOKEN={slack.app_token}\nDISCORD_BOT_TOKEN={dc.token}\n"
             )
         try:
             serve(home, cwd=ws)
-            yield home, tg, slack
+            poll_for(dc.connected, 60, what="the Discord bot on the gateway")
+            yield home, tg, slack, dc
         finally:
             stop(home)
 
@@ -102,17 +116,21 @@ class Platform:
 
     def __init__(self, name: str, tree: Tree) -> None:
         self.name = name
-        self.home, self.tg, self.slack = tree
+        self.home, self.tg, self.slack, self.dc = tree
 
     def fail_next_post(self, status: int) -> None:
         if self.name == "telegram":
             self.tg.fail_next("sendMessage", status=status, retry_after=120 if status == 429 else None)
+        elif self.name == "discord":
+            self.dc.fail_next("send_message", status=status, retry_after=120)
         else:
             self.slack.fail_next("chat.postMessage", status=status, retry_after=120)
 
     def refused_posts(self) -> list[dict[str, Any]]:
         if self.name == "telegram":
             return [c for c in self.tg.calls("sendMessage") if c["status"] != 200]
+        if self.name == "discord":
+            return [c for c in self.dc.calls("send_message") if c["status"] >= 400]
         return [c for c in self.slack.calls("chat.postMessage") if c["status"] != 200]
 
     def ask(self, text: str) -> str:
@@ -122,6 +140,9 @@ class Platform:
             return reply_operation_id(
                 turn_id_for("telegram", str(TG_CHAT), str(upd["message"]["message_id"]))
             )
+        if self.name == "discord":
+            msg = self.dc.push_message(DC_CHAN, text)
+            return reply_operation_id(turn_id_for("discord", str(DC_CHAN), str(msg["id"])))
         ev = self.slack.push_message(SLACK_CHAN, text)
         ts = str(ev.get("ts") or ev.get("event", {}).get("ts"))
         return reply_operation_id(turn_id_for("slack", f"{SLACK_CHAN}:{ts}", ts))
@@ -129,10 +150,12 @@ class Platform:
     def answers(self, text: str) -> int:
         if self.name == "telegram":
             return sum(p["text"] == f"echo: {text}" for p in self.tg.posts(TG_CHAT))
+        if self.name == "discord":
+            return sum(p["content"] == f"echo: {text}" for p in self.dc.posts(DC_CHAN))
         return sum(p["text"] == f"echo: {text}" for p in self.slack.posts(SLACK_CHAN))
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
 def test_a_long_429_on_the_final_post_is_posted_after_the_wait_once_even_with_messengers_killed(
     tree: Tree, platform: str
 ) -> None:
@@ -168,7 +191,7 @@ def test_a_5xx_is_retried_and_a_refusal_for_good_is_not_sent_and_said(tree: Tree
     assert rows[op]["state"] == "committed" and rows[f"{op}~2"]["state"] == "committed"
     p.tg.fail_next("sendMessage", status=403, description="Forbidden: bot was kicked from the group chat")
     op = p.ask("to a chat that removed the bot")
-    poll_for(lambda: op in _receipts(home), 60, what="the refused reply's receipt")
+    poll_for(lambda: p.refused_posts()[-1]["status"] == 403, 60, what="the post answered 403")
     poll_for(lambda: _owed(home, "telegram") == 0, 60, what="settled not sent", swallow=(AssertionError,))
     rows = _receipts(home)
     assert rows[op]["state"] == "committed" and f"{op}~2" not in rows and p.answers("to a chat") == 0
