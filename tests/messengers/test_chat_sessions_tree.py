@@ -123,16 +123,21 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
             stop(home)
 
 
+def _starting(posts: list[dict[str, Any]], start: str) -> list[dict[str, Any]]:
+    return [p for p in posts if p["text"].startswith(start)]
+
+
 def _tg_reply(tg: LocalBotApi, chat: int, start: str) -> dict[str, Any]:
-    return poll_for(
-        lambda: next((p for p in tg.posts(chat) if p["text"].startswith(start)), None), 90, what=start
-    )
+    found: dict[str, Any] = poll_for(lambda: _starting(tg.posts(chat), start), 90, what=start)[0]
+    return found
 
 
 def test_a_file_one_chats_session_writes_is_not_readable_from_another_chats(tree: Tree) -> None:
     home, (tg, _, _) = tree
     tg.push_message(TG_A, "write secret.txt", sender_id=APPROVER)
-    kb = poll_for(lambda: next((p for p in tg.posts(TG_A) if p["reply_markup"]), None), 90, what="approval")
+    kb: dict[str, Any] = poll_for(
+        lambda: [p for p in tg.posts(TG_A) if p["reply_markup"]], 90, what="approval"
+    )[0]
     approve = next(
         b["callback_data"]
         for row in kb["reply_markup"]["inline_keyboard"]
@@ -169,9 +174,8 @@ def test_telegram_forum_topics_keep_their_own_sessions(tree: Tree) -> None:
 
 
 def _slack_reply(slack: LocalSlack, channel: str, start: str) -> dict[str, Any]:
-    return poll_for(
-        lambda: next((p for p in slack.posts(channel) if p["text"].startswith(start)), None), 90, what=start
-    )
+    found: dict[str, Any] = poll_for(lambda: _starting(slack.posts(channel), start), 90, what=start)[0]
+    return found
 
 
 def test_slack_session_channel_continues_the_channels_session_thread_does_not(tree: Tree) -> None:
@@ -198,10 +202,10 @@ def test_channels_bound_in_two_discord_guilds_are_both_answered(tree: Tree) -> N
     home, (_, _, dc) = tree
     sent = {ch: dc.push_message(ch, f"hello guild {i}") for i, ch in ((1, DC_1), (2, DC_2))}
     assert {int(m["guild_id"]) for m in sent.values()} == {GUILD_1, GUILD_2}
-    for i, ch in ((1, DC_1), (2, DC_2)):
-        poll_for(
-            lambda c=ch, n=i: [p["content"] for p in dc.posts(c)] == [f"hello guild {n} (turn 1)"],
-            90,
-            what=f"the reply in guild {i}",
-        )
+
+    def answered(channel: int, want: str) -> bool:
+        return [p["content"] for p in dc.posts(channel)] == [want]
+
+    poll_for(lambda: answered(DC_1, "hello guild 1 (turn 1)"), 90, what="the reply in guild 1")
+    poll_for(lambda: answered(DC_2, "hello guild 2 (turn 1)"), 90, what="the reply in guild 2")
     assert pollers(home)["discord"]["ignored"].get("unbound", 0) == 0
