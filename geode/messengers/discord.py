@@ -16,6 +16,7 @@ import aiohttp
 import yarl
 
 from geode.messengers import discord_backfill as backfill
+from geode.messengers import discord_edits
 from geode.messengers.discord_config import DEFAULT_BACKFILL_MAX_AGE_S as MAX_AGE_S
 from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
 from geode.messengers.discord_errors import discord_call
@@ -65,6 +66,8 @@ class _Client(discord.Client):
                 self._translator._on_message(args[0])
             elif event == "interaction":
                 self._translator._on_interaction(args[0])
+            elif event == "raw_message_edit":
+                discord_edits.on_edit(self._translator, args[0])
         except Exception:
             log.exception("discord %s event not handled", event)
         if event == "connect":  # READY parsed: a new session, which missed whatever came without one
@@ -285,7 +288,7 @@ class DiscordTranslator(DiscordPosts):
         me = int(self.bot_id) if self.bot_id else -1
         resolved = message.reference.resolved if message.reference is not None else None
         replies_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me
-        return inbound(
+        fields: dict[str, Any] = dict(
             platform=self.platform,
             chat_id=chat_id,
             thread_id=thread_id,
@@ -296,6 +299,8 @@ class DiscordTranslator(DiscordPosts):
             mentioned=any(u.id == me for u in message.mentions) or replies_to_me,
             from_bot=author.bot or message.webhook_id is not None,  # bindings ignores it ("bot")
         )
+        kind = discord_edits.unsupported(self.platform, message)
+        return unhandled("unsupported", kind=kind, **fields) if kind else inbound(**fields)
 
     def _mentions_as_name(self, text: str) -> str:
         """``<@id>`` / ``<@!id>`` of this bot as ``@<bot name>`` (bindings strips the ``@name`` form)."""

@@ -11,7 +11,9 @@ from collections import OrderedDict
 from typing import Any
 
 from geode.messengers.discord_errors import discord_call
+from geode.messengers.discord_observe import find_discord_reply
 from geode.messengers.errors import PlatformError, Rejected
+from geode.messengers.observe import LookFor
 from geode.messengers.replies import split_reply
 
 # discord.py's voice player imports audioop (deprecated since 3.11); GEODE uses no voice
@@ -30,6 +32,7 @@ class DiscordPosts:
     yet (``callback id -> (interaction, its acknowledgement task)``)."""
 
     _client: discord.Client | None
+    bot_id: str
     _presses: OrderedDict[str, tuple[discord.Interaction, asyncio.Task[None]]]
 
     async def send_text(self, channel_key: str, text: str, *, reply_to: str = "") -> list[str]:
@@ -100,6 +103,16 @@ class DiscordPosts:
     async def typing(self, channel_key: str) -> None:
         """Show "<bot> is typing…" in the channel (or thread) for about 10 s."""
         await discord_call("typing", self._http().send_typing(_target(channel_key)))
+
+    async def find_reply(self, look: LookFor) -> str | None:
+        """The id of the bot's post of an uncertain reply (author, reply reference, text), else None."""
+        found = find_discord_reply(self._http(), _target(look.channel_key), look, bot_id=self.bot_id)
+        return await discord_call("get_messages", found)
+
+    async def react(self, channel_key: str, message_id: str, emoji: str) -> None:
+        """The ack reaction on a received message (a unicode emoji, or ``name:id`` of a custom one)."""
+        add = self._http().add_reaction(_target(channel_key), int(message_id), emoji)
+        await discord_call("add_reaction", add)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _http(self) -> discord.http.HTTPClient:

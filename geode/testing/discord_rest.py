@@ -34,6 +34,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "followup": ("POST", "/webhooks/{application_id}/{token}"),
     "get_channel": ("GET", "/channels/{channel_id}"),  # these two: discord_channels.ChannelRoutes
     "get_messages": ("GET", "/channels/{channel_id}/messages"),
+    "add_reaction": ("PUT", "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me"),
 }
 Handler = Callable[[web.Request, JSON], Awaitable[tuple[int, Any]]]
 _NO_AUTH = {"interaction_callback", "followup"}  # authorised by the interaction token in the path

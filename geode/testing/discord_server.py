@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from geode.testing import discord_events as ev
-from geode.testing.discord_channels import ChannelRoutes
 from geode.testing.discord_events import JSON
 from geode.testing.discord_gateway import GatewaySessions
+from geode.testing.discord_reactions import ReactionRoutes
 from geode.testing.discord_rest import ApiError, json_response
 from geode.testing.local_http import LocalHttpServer
 
@@ -32,7 +32,7 @@ USER_ID = 1500000000000000001
 _T = TypeVar("_T")
 
 
-class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
+class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
     """``with LocalDiscord() as dc:`` then point discord.py at ``dc.api_base`` and ``dc.gateway_url``.
     REST state is guarded by one lock; gateway state lives on the server's loop only."""
 
@@ -53,7 +53,7 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
         message_content_enabled: bool = True,
     ) -> None:
         LocalHttpServer.__init__(self, host, port)
-        ChannelRoutes.__init__(self)
+        ReactionRoutes.__init__(self)
         GatewaySessions.__init__(self)
         self.token, self.bot_name = token, bot_name
         self.bot_id, self.guild_id = BOT_ID, GUILD_ID
@@ -115,6 +115,27 @@ class LocalDiscord(LocalHttpServer, ChannelRoutes, GatewaySessions):
                                  reply_to=None if reply_to is None else int(reply_to))  # fmt: skip
         self._on_loop(lambda: self._dispatch_async("MESSAGE_CREATE", msg))
         return copy.deepcopy(msg)
+
+    def push_sticker(self, channel_id: int, *, author_id: int = USER_ID) -> JSON:
+        """A user's sticker without text (a kind GEODE does not handle), dispatched as MESSAGE_CREATE."""
+        msg = self._user_message(int(channel_id), "", author_id=int(author_id), author_name="alice",
+                                 bot=False, mention_bot=False, thread_id=None)  # fmt: skip
+        with self._lock:
+            msg["sticker_items"] = [{"id": str(self.ids.next()), "name": "wave", "format_type": 1}]
+            sent = copy.deepcopy(msg)
+        self._on_loop(lambda: self._dispatch_async("MESSAGE_CREATE", copy.deepcopy(sent)))
+        return sent
+
+    def push_edit(self, channel_id: int, message_id: int | str, content: str) -> JSON:
+        """The author edits message ``message_id``: its content and ``edited_timestamp`` change, dispatched
+        as MESSAGE_UPDATE (the whole message, as Discord sends it); returns the message as edited."""
+        key = (int(channel_id), int(message_id))
+        with self._lock:
+            msg = self.messages[key]
+            msg.update(content=content, edited_timestamp=ev.timestamp())
+            edited = copy.deepcopy(msg)
+        self._on_loop(lambda: self._dispatch_async("MESSAGE_UPDATE", copy.deepcopy(edited)))
+        return edited
 
     def push_button(
         self, channel_id: int, message_id: int | str, custom_id: str, *, user_id: int = USER_ID,

@@ -146,6 +146,18 @@ def receipt_row(home: GeodeHome, operation_id: str, **want: Any) -> dict[str, An
     return row if row is not None and all(row.get(k) == v for k, v in want.items()) else None
 
 
+def observed(home: GeodeHome, operation_id: str, outcome: str, timeout_s: float) -> dict[str, Any]:
+    """The reply's receipt once reconciled by observation with ``outcome`` and matching evidence."""
+    row = poll_for(
+        lambda: receipt_row(home, operation_id, reconciled_by="observation"),
+        timeout_s,
+        what=f"{operation_id} settled by observation",
+    )
+    assert row is not None and row["outcome"] == outcome, row
+    assert row["observation"]["observed"] == ("posted" if outcome == "applied" else "absent"), row
+    return row
+
+
 @dataclass(frozen=True)
 class TurnCell:
     """A SIGKILL around a chat's turn (test_reply_crash_matrix_tree.py's cells for lanes, store, loop and

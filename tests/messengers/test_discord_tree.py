@@ -35,6 +35,7 @@ from tests.messengers.chat_tree_kit import (
     kill_around_each_turn,
     long_write,
     no_log_has,
+    observed,
     pollers,
     prompt_of,
     settled,
@@ -55,6 +56,7 @@ def _config(dc: LocalDiscord) -> str:
     return f"""
 [messengers]
 approval_timeout_s = 20
+observe_grace_s = 1
 [messengers.discord]
 base_url = "{dc.api_base}"
 gateway_url = "{dc.gateway_url}"
@@ -232,8 +234,9 @@ def test_messages_sent_while_the_messengers_child_is_down_are_each_answered_once
 def test_kills_around_a_reply_never_post_twice(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
     """Serve again with faults. One message: the messengers child is SIGKILLed after its turn record (the
     restarted child owes the reply from its journal; Discord does not deliver the message again), and once
-    restarted right after posting the reply: one post, the receipt `uncertain`. A second message: the
-    executor is SIGKILLed after the post, before committing its receipt: one post, the receipt `uncertain`."""
+    restarted right after posting the reply: one post, the receipt `uncertain`, then settled `applied` by
+    observation (the bot's message replying to it with its text) with no operator. A second message: the
+    executor is SIGKILLed after the post, before committing its receipt: one post, settled the same way."""
     home, dc, model, ws = tree
     stop(home)
     monkeypatch.setenv("GEODE_FAULTS", FAULTS_AROUND_A_REPLY)
@@ -251,16 +254,19 @@ def test_kills_around_a_reply_never_post_twice(tree: Tree, monkeypatch: pytest.M
     assert children(home)["messengers"].incarnation >= incarnation + 2
     assert [p["content"] for p in _replies_to(dc, sent)] == ["echo: kill me softly"]
     assert [prompt_of(r) for r in model.requests].count("kill me softly") == 1  # one turn ran
-    poll_for(lambda: _op(sent) in uncertain_operations(home), 30, what="the first reply uncertain")
+    # uncertain, then found by its author, reply reference and text: settled with no operator
+    row = observed(home, _op(sent), "applied", 60)
+    assert row["note"].endswith(str(_replies_to(dc, sent)[0]["message_id"]))
 
     poll_for(dc.connected, 60, what="the bot on the gateway again")
     second = dc.push_message(CHAN, "kill the executor", author_id=ALLOWED)
     poll_for(lambda: (fired / "executor.reply_after_send.fired").exists(), 90, what="the executor kill")
-    poll_for(lambda: _op(second) in uncertain_operations(home), 90, what="the second reply uncertain")
+    observed(home, _op(second), "applied", 90)
     poll_for(lambda: settled(home, "discord", min_in=1), 60, what="settled", swallow=(AssertionError,))
     assert [p["content"] for p in _replies_to(dc, second)] == ["echo: kill the executor"]
     assert _answered(dc, "echo: kill me softly") == 1
     assert pollers(home)["discord"]["state"] == "polling"
+    assert _op(sent) not in uncertain_operations(home) and _op(second) not in uncertain_operations(home)
 
 
 def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
@@ -281,5 +287,6 @@ def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
         send=lambda text: dc.push_message(CHAN, text, author_id=ALLOWED),
         replies=lambda message: [p["content"] for p in _replies_to(dc, message)],
         operation=_op,
+        observed=True,  # the executor killed before the send: no post, settled `not_applied` by observation
     )
     print(kill_around_each_turn(chat, ws))

@@ -281,3 +281,38 @@ def test_a_reply_settled_by_observation_replays_as_what_was_seen_and_is_never_po
         assert fake.posts == []  # nothing posted again, whatever was seen
     finally:
         store.close()
+
+
+# --- the Discord half: discord.py against the local Discord server -----------------------------------------
+async def test_discord_finds_the_reply_by_its_author_reply_reference_and_text() -> None:
+    from geode.messengers.discord import DiscordTranslator
+    from geode.testing.discord_server import CHANNELS, LocalDiscord
+
+    with LocalDiscord() as dc:
+        tr = DiscordTranslator(
+            dc.token, base_url=dc.api_base, gateway_url=dc.gateway_url, poll_timeout_s=5,
+            connect_timeout_s=10, guild_ready_timeout_s=0.05,
+        )  # fmt: skip
+        try:
+            await tr.start()
+            since = time.time() - 5
+            chan = CHANNELS[0]
+            asked, other = dc.push_message(chan, "hello"), dc.push_message(chan, "hello again")
+            dc.push_message(chan, "echo: hello")  # a user's message with the reply's text
+            await tr.send_text(str(chan), "echo: hello", reply_to=str(other["id"]))  # the same text elsewhere
+            (mid,) = await tr.send_text(str(chan), "echo: hello", reply_to=str(asked["id"]))
+
+            def look(text: str, reply_to: str = str(asked["id"]), at: float = since) -> LookFor:
+                return LookFor(
+                    operation_id="op-1", channel_key=str(chan), reply_to=reply_to, text=text, since=at
+                )
+
+            assert await tr.find_reply(look("echo: hello")) == mid
+            assert await tr.find_reply(look("echo: bye")) is None  # never posted
+            assert await tr.find_reply(look("echo: hello", at=time.time() + 60)) is None  # posted before
+            assert (
+                await tr.find_reply(look("echo: hello", reply_to=str(dc.push_message(chan, "x")["id"])))
+                is None
+            )
+        finally:
+            await tr.close()

@@ -19,6 +19,7 @@ from actors.cli.messengers_view import messengers_detail
 from geode.home import GeodeHome
 from geode.messengers.sessions import turn_id_for
 from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
 from tests.actors.tree_kit import children, scripted_home, serve, stop
@@ -26,18 +27,22 @@ from tests.messengers.chat_tree_kit import echo_or_write, pollers
 from tests.waiting import poll_for
 
 TG_CHAT, ALLOWED, STRANGER = -100431, 1001, 5555
-SLACK_CHAN = "C0SILENT1"
+SLACK_CHAN, DC_CHAN = "C0SILENT1", CHANNELS[0]
 NOT_SUPPORTED = "Sorry, I can't handle sticker messages yet"
-Tree = tuple[GeodeHome, LocalBotApi, LocalSlack]
+Tree = tuple[GeodeHome, LocalBotApi, LocalSlack, LocalDiscord]
 
 
-def _config(tg: LocalBotApi, slack: LocalSlack) -> str:
+def _config(tg: LocalBotApi, slack: LocalSlack, dc: LocalDiscord) -> str:
     return f"""
 [messengers.telegram]
 base_url = "{tg.base_url}"
 poll_timeout_s = 1
 [messengers.slack]
 base_url = "{slack.api_url}"
+poll_timeout_s = 1
+[messengers.discord]
+base_url = "{dc.api_base}"
+gateway_url = "{dc.gateway_url}"
 poll_timeout_s = 1
 [[messengers.bindings]]
 platform = "telegram"
@@ -48,6 +53,11 @@ on_edit = "rerun"
 [[messengers.bindings]]
 platform = "slack"
 channel_id = "{SLACK_CHAN}"
+ack_reaction = "👀"
+on_edit = "rerun"
+[[messengers.bindings]]
+platform = "discord"
+channel_id = "{DC_CHAN}"
 ack_reaction = "👀"
 on_edit = "rerun"
 """
@@ -61,17 +71,19 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     with (
         LocalBotApi() as tg,
         LocalSlack(redeliver_after_s=5.0) as slack,
+        LocalDiscord() as dc,
         ScriptedServer(echo_or_write(ws)) as model,
     ):
-        home = scripted_home(base, model, ws, extra=_config(tg, slack))
+        home = scripted_home(base, model, ws, extra=_config(tg, slack, dc))
         with home.env_file.open("a") as f:
             f.write(
                 f"TELEGRAM_BOT_TOKEN={tg.token}\nSLACK_BOT_TOKEN={slack.bot_token}\n"
-                f"SLACK_APP_TOKEN={slack.app_token}\n"
+                f"SLACK_APP_TOKEN={slack.app_token}\nDISCORD_BOT_TOKEN={dc.token}\n"
             )
         try:
             serve(home, cwd=ws)
-            yield home, tg, slack
+            poll_for(dc.connected, 60, what="the Discord bot on the gateway")
+            yield home, tg, slack, dc
         finally:
             stop(home)
 
@@ -96,7 +108,7 @@ def _kill_messengers(home: GeodeHome) -> None:
 
 
 def test_a_sticker_gets_one_not_supported_reply_per_hour_even_across_a_sigkill(tree: Tree) -> None:
-    home, tg, _slack = tree
+    home, tg, _slack, _dc = tree
     first = tg.push_sticker(TG_CHAT, sender_id=ALLOWED)
     poll_for(lambda: any(NOT_SUPPORTED in t for t in _texts(tg)), 60, what="the not-supported reply")
     (post,) = tg.posts(TG_CHAT)
@@ -115,7 +127,7 @@ def test_a_sticker_gets_one_not_supported_reply_per_hour_even_across_a_sigkill(t
 
 
 def test_an_ack_reaction_is_put_on_a_message_taken_as_a_turn(tree: Tree) -> None:
-    _home, tg, _slack = tree
+    _home, tg, _slack, _dc = tree
     upd = tg.push_message(TG_CHAT, "react please", sender_id=ALLOWED)
     mid = upd["message"]["message_id"]
     poll_for(lambda: "echo: react please" in _texts(tg), 60, what="the answer")
@@ -129,7 +141,7 @@ def test_an_ack_reaction_is_put_on_a_message_taken_as_a_turn(tree: Tree) -> None
 
 
 def test_an_edited_message_with_on_edit_rerun_is_its_own_turn_with_its_own_answer(tree: Tree) -> None:
-    home, tg, _slack = tree
+    home, tg, _slack, _dc = tree
     upd = tg.push_message(TG_CHAT, "before the edit", sender_id=ALLOWED)
     mid = upd["message"]["message_id"]
     poll_for(lambda: "echo: before the edit" in _texts(tg), 60, what="the first answer")
@@ -156,7 +168,7 @@ def _slack_texts(slack: LocalSlack) -> list[str]:
 
 
 def test_slack_a_file_without_text_is_answered_once_an_ack_is_put_and_an_edit_reruns(tree: Tree) -> None:
-    home, _tg, slack = tree
+    home, _tg, slack, _dc = tree
     first = slack.push_file(SLACK_CHAN)
     slack.push_file(SLACK_CHAN)  # the same kind within the hour: nothing
     msg = slack.push_message(SLACK_CHAN, "slack before the edit")
@@ -171,3 +183,26 @@ def test_slack_a_file_without_text_is_answered_once_an_ack_is_put_and_an_edit_re
     answers = [p for p in slack.posts(SLACK_CHAN) if p["text"].startswith("echo: slack")]
     assert [p["thread_ts"] for p in answers] == [msg["ts"], msg["ts"]]  # both in the message's thread
     assert slack.reactions(SLACK_CHAN) == [{"channel": SLACK_CHAN, "ts": msg["ts"], "name": "eyes"}]
+
+
+def _dc_texts(dc: LocalDiscord) -> list[str]:
+    return [p["content"] for p in dc.posts(DC_CHAN)]
+
+
+def test_discord_a_sticker_is_answered_once_an_ack_is_put_and_an_edit_reruns(tree: Tree) -> None:
+    home, _tg, _slack, dc = tree
+    first = dc.push_sticker(DC_CHAN)
+    dc.push_sticker(DC_CHAN)  # the same kind within the hour: nothing
+    msg = dc.push_message(DC_CHAN, "discord before the edit")
+    poll_for(lambda: "echo: discord before the edit" in _dc_texts(dc), 60, what="the answer")
+    dc.push_edit(DC_CHAN, msg["id"], "discord after the edit")
+    poll_for(lambda: "echo: discord after the edit" in _dc_texts(dc), 60, what="the rerun's answer")
+    poll_for(lambda: pollers(home)["discord"]["pending_replies"] == 0, 30, what="the replies settled")
+    not_supported = [p for p in dc.posts(DC_CHAN) if NOT_SUPPORTED in p["content"]]
+    assert len(not_supported) == 1, _dc_texts(dc)
+    assert str(not_supported[0]["reply_to"]) == first["id"]
+    assert pollers(home)["discord"]["unhandled"]["unsupported.sticker"] == 2
+    answers = [p for p in dc.posts(DC_CHAN) if p["content"].startswith("echo: discord")]
+    assert [str(p["reply_to"]) for p in answers] == [msg["id"], msg["id"]]
+    reaction = {"channel_id": DC_CHAN, "message_id": int(msg["id"]), "emoji": "👀"}
+    assert dc.reactions(DC_CHAN) == [reaction]
