@@ -375,6 +375,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
                 ports,
                 session_settings,
             )
+            poller.keep_files(ctx.home, section)  # photos and files: saved under each chat's workspace
             child.pollers[platform] = poller
             observe = observing(poller, StoreClient(bus.transport, attempts=3), section.observe_grace_s)
             child.runners[platform] = PollerRunner(poller, sidecar=observe)

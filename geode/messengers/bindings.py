@@ -148,7 +148,7 @@ class Bindings:
                 return _turn(text, binding, bot_username)
         if binding.require_mention and not (msg.mentioned or mentions(text, bot_username)):
             return Ignore("no_mention")
-        return _turn(text, binding, bot_username)
+        return _turn(text, binding, bot_username, files=bool(msg.attachments))
 
     @staticmethod
     def may_approve(binding: MessengerBinding, sender_id: str) -> bool:
@@ -165,6 +165,6 @@ class Bindings:
         return bool(binding.approvers or binding.allowed_senders)
 
 
-def _turn(text: str, binding: MessengerBinding, bot_username: str) -> Verdict:
+def _turn(text: str, binding: MessengerBinding, bot_username: str, *, files: bool = False) -> Verdict:
     stripped = strip_mention(text, bot_username)
-    return Turn(stripped, binding) if stripped else Ignore("empty")
+    return Turn(stripped, binding) if stripped or files else Ignore("empty")  # a photo needs no caption

@@ -213,6 +213,9 @@ def _unique(bindings: list[MessengerBinding]) -> list[MessengerBinding]:
     return bindings
 
 
+DEFAULT_ATTACHMENT_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp", "application/pdf", "text/*")
+
+
 class MessengersSection(BaseModel):
     """``[messengers]`` (read by the messengers child): platforms, bindings, the approval timeout."""
 
@@ -225,6 +228,12 @@ class MessengersSection(BaseModel):
     observe_grace_s: float = Field(default=60.0, ge=0, le=86400.0)
     # the longest a reply waits before its next attempt (a 429's retry_after, a 5xx, no connection) (s)
     retry_cap_s: float = Field(default=300.0, gt=0, le=86400.0)
+    # an inbound file (photo, document) larger than this is refused with a reply and not saved (bytes)
+    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0, le=2 * 1024**3)
+    # the media types an inbound file may have ("image/*" matches every image type)
+    attachment_types: list[Annotated[str, Field(pattern=r"^[a-z0-9.+-]+/([a-z0-9.+-]+|\*)$")]] = Field(
+        default_factory=lambda: list(DEFAULT_ATTACHMENT_TYPES)
+    )
 
     def for_platform(self, platform: str) -> list[MessengerBinding]:
         return [b for b in self.bindings if b.platform == platform]

@@ -16,7 +16,7 @@ FILE = "file"
 VOICE = "voice"
 
 HANDLED_KINDS: dict[str, frozenset[str]] = {
-    "telegram": frozenset(),
+    "telegram": frozenset({PHOTO, FILE}),  # saved to the chat's inbox (geode/messengers/inbox.py)
     "slack": frozenset(),
     "discord": frozenset(),
 }

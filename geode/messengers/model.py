@@ -17,6 +17,17 @@ def channel_key_of(chat_id: str, thread_id: str = "") -> str:
     return f"{chat_id}:{thread_id}" if thread_id else chat_id
 
 
+class Attachment(BaseModel):
+    """A file sent with a message, as the platform names it (not fetched yet): geode/messengers/inbox.py
+    checks its size and type against ``[messengers]`` and saves it under the chat's workspace."""
+
+    kind: Literal["photo", "document"]
+    file_id: str = Field(min_length=1, max_length=MAX_ID)
+    file_name: str = Field(default="", max_length=MAX_ID)  # as the sender named it: never trusted as a path
+    media_type: str = Field(default="", max_length=MAX_ID)
+    size: int = Field(default=0, ge=0)  # as the platform declares it (0: not declared)
+
+
 class InboundMessage(BaseModel):
     """One chat message as GEODE sees it, whatever the platform."""
 
@@ -31,6 +42,7 @@ class InboundMessage(BaseModel):
     from_bot: bool = False  # sent by a bot (this one or another)
     edited: bool = False
     edit_version: str = Field(default="", max_length=MAX_ID)  # an edit's version (Telegram edit_date, ...)
+    attachments: tuple[Attachment, ...] = ()  # a photo or files sent with it
 
     @property
     def channel_key(self) -> str:

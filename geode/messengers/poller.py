@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geode import faults
-from geode.messengers import notices
+from geode.home import GeodeHome
+from geode.messengers import inbox, notices
 from geode.messengers.bindings import Bindings, Command, Ignore
-from geode.messengers.config import MessengerBinding
+from geode.messengers.config import MessengerBinding, MessengersSection
 from geode.messengers.errors import Conflict, PlatformError, RateLimited
 from geode.messengers.journal import PollerState
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Item, Unhandled
@@ -96,6 +97,7 @@ class Poller:
             retry_cap_s=settings.retry_cap_s,
         )
         self.username = ""
+        self.inbox: inbox.Inbox | None = None  # where inbound files are saved (the child sets it)
         self.cursor: str | None = None
         self.ready = asyncio.Event()  # started: posts may go out (a post waits a little for a restart)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -105,6 +107,10 @@ class Poller:
         self._early: list[lanes_msg.StreamEvent] = []  # events that came before the loop ran (kept in order)
         self._early_lock = threading.Lock()
         self._conflict_reported = False
+
+    def keep_files(self, home: GeodeHome, section: MessengersSection) -> None:
+        """Save inbound files under each chat's workspace, within ``section``'s limits (inbox.py)."""
+        self.inbox = inbox.Inbox.of(home, section)
 
     # --- from other threads ---------------------------------------------------------------------------
     def on_event(self, ev: lanes_msg.StreamEvent) -> None:
@@ -301,6 +307,9 @@ class Poller:
             await asyncio.to_thread(state.add, turn_id)  # journaled again in case the first try died first
             self.status.ignored["duplicate"] += 1
             return
+        taken = await inbox.take_files(self, msg, binding)  # saved under the chat's inbox; None: refused
+        if taken is None:
+            return
         gen = await asyncio.to_thread(state.generation, key)
         sid = session_id_for(self.platform, key, gen, self.settings.session_key)
         sub = lanes_msg.Submit(
@@ -309,7 +318,8 @@ class Poller:
             mode="DAEMON",
             origin=ORIGIN,
             input={
-                "text": text,
+                "text": taken.prompt(text),
+                **taken.refs(),  # images and files by sha256 and path: a restart neither loses nor refetches
                 "messenger": {
                     "platform": self.platform,
                     "channel_key": key,

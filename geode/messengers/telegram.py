@@ -7,6 +7,7 @@ import logging
 import math
 import os
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from telegram import (
@@ -24,8 +25,24 @@ from telegram.request import HTTPXRequest
 
 from geode.messengers import kinds
 from geode.messengers.errors import Conflict, NotPosted, PlatformError, RateLimited, Rejected
-from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled, inbound, unhandled
+from geode.messengers.model import (
+    Attachment,
+    Batch,
+    CallbackPress,
+    InboundMessage,
+    Unhandled,
+    inbound,
+    unhandled,
+)
 from geode.messengers.replies import split_reply
+from geode.messengers.telegram_files import (
+    SavedFile,
+    TooLarge,
+    attachments_of,
+    download,
+    file_base_url,
+    file_url,
+)
 
 PLATFORM = "telegram"
 READ_SLACK_S = 10.0  # a long poll's read timeout is its `timeout` plus this
@@ -58,11 +75,12 @@ class TelegramTranslator:
         # PTB 22 warns on every int-valued time period it builds (RetryAfter among them) unless opted in to
         # timedelta values, the next major version's behaviour: opt in, so a 429 is not a warning.
         os.environ.setdefault("PTB_TIMEDELTA", "true")
-        self._token = token
+        self._token, self._base_url = token, base_url
         self._poll_timeout_s = max(0.0, float(poll_timeout_s))
         self._bot = Bot(
             token,
             base_url=base_url,
+            base_file_url=file_base_url(base_url),  # downloads go to the configured host, never another
             request=HTTPXRequest(connection_pool_size=4, connect_timeout=5.0, read_timeout=15.0),
             get_updates_request=HTTPXRequest(
                 connection_pool_size=1, connect_timeout=5.0, read_timeout=self._poll_timeout_s + READ_SLACK_S
@@ -133,11 +151,23 @@ class TelegramTranslator:
             from_bot=sender.is_bot,
             edited=update.edited_message is not None,
             edit_version=_edit_version(msg),
+            attachments=attachments_of(msg),  # a photo, a document: saved by geode/messengers/inbox.py
         )
         kind = "" if fields["text"] else kinds.telegram_kind(msg)
         if kind and not kinds.handles(PLATFORM, kind):
             return unhandled("unsupported", kind=kind, **fields)
         return inbound(**fields)
+
+    async def fetch_file(self, att: Attachment, dest: Path, max_bytes: int) -> SavedFile:
+        """getFile, then download the file from the configured Bot API host into ``dest`` (the URL is
+        checked before the token goes in: telegram_files.file_url)."""
+        got = await self._call(self._bot.get_file(att.file_id))
+        prefix = f"{file_base_url(self._base_url)}{self._token}/"
+        raw = (got.file_path or "").removeprefix(prefix)
+        if got.file_size and got.file_size > max_bytes:
+            raise TooLarge(f"the file is larger than {max_bytes:,} bytes")
+        url = file_url(self._base_url, raw, self._token)
+        return await download(url, dest, max_bytes, token=self._token)
 
     async def react(self, channel_key: str, message_id: str, emoji: str) -> None:
         """The ack reaction on a received message (setMessageReaction)."""
@@ -265,12 +295,6 @@ def _thread(msg: Message) -> str:
     return str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else ""
 
 
-def _edit_version(msg: Message) -> str:
-    """An edited message's version: its ``edit_date`` in unix seconds ("" for a message never edited)."""
-    when = msg.edit_date
-    return str(int(when.timestamp())) if when is not None else ""
-
-
 def _channel(channel_key: str) -> tuple[int, int | None]:
     """``"<chat_id>"`` or ``"<chat_id>:<thread_id>"`` → the ints the Bot API takes."""
     chat, _, thread = channel_key.partition(":")
@@ -282,6 +306,12 @@ def _channel(channel_key: str) -> tuple[int, int | None]:
 
 def _seconds(value: Any) -> float:
     return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(value)
+
+
+def _edit_version(msg: Message) -> str:
+    """An edited message's version: its ``edit_date`` in unix seconds ("" for a message never edited)."""
+    when = msg.edit_date
+    return str(int(when.timestamp())) if when is not None else ""
 
 
 def _network(message: str, text: str, timed_out: bool) -> PlatformError:

@@ -65,6 +65,7 @@ class BotApi(Protocol):
     _webhook: str
     _poll: Poll | None
     _closing: bool
+    files: Any  # bot_api_files.FileStore
 
     def _message_id(self, chat_id: int, wanted: int | None = None) -> int: ...
 
@@ -203,6 +204,18 @@ def set_message_reaction(api: BotApi, p: JSON) -> bool:
     return True
 
 
+def get_file(api: BotApi, p: JSON) -> JSON:
+    """getFile: a file's ``file_path`` (relative to ``/file/bot<token>/``) and size (bot_api_files.py)."""
+    files = api.files.files  # the server's lock is held: push_photo/push_document write under it too
+    stored = files.get(str(p.get("file_id", "")))
+    if stored is None:
+        raise _error(400, "Bad Request: invalid file_id")
+    return {
+        "file_id": p["file_id"], "file_unique_id": stored.unique_id, "file_size": len(stored.data),
+        "file_path": stored.file_path,
+    }  # fmt: skip
+
+
 METHODS: dict[str, Callable[[BotApi, JSON], Any]] = {
     "getme": get_me,
     "setwebhook": set_webhook,
@@ -214,6 +227,7 @@ METHODS: dict[str, Callable[[BotApi, JSON], Any]] = {
     "editmessagetext": edit_message_text,
     "editmessagereplymarkup": edit_message_reply_markup,
     "setmessagereaction": set_message_reaction,
+    "getfile": get_file,
 }
 
 

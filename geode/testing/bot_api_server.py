@@ -15,6 +15,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from geode.testing import bot_api_files
 from geode.testing import bot_api_wire as wire
 from geode.testing.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
 from geode.testing.bot_api_wire import JSON
@@ -57,6 +58,7 @@ class LocalBotApi(LocalHttpServer):
         self._messages: dict[tuple[int, int], JSON] = {}  # every message seen or sent, as the latest JSON
         self._posts: list[tuple[int, int, str | None]] = []  # (chat, message id, parse_mode) of sendMessage
         self._actions: list[JSON] = []
+        self.files = bot_api_files.FileStore()  # photos and documents users sent (bot_api_files.py)
         self._reactions: list[JSON] = []  # setMessageReaction: {"chat_id", "message_id", "emoji"}
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[ApiError]] = {}
@@ -148,6 +150,9 @@ class LocalBotApi(LocalHttpServer):
             }  # fmt: skip
             self._messages[(chat_id, mid)] = msg
             return self._enqueue({"message": msg})
+
+    push_photo = bot_api_files.push_photo  # a user's photo (caption optional)
+    push_document = bot_api_files.push_document  # a user's file, named as they named it
 
     def reactions(self, chat_id: int | None = None) -> list[JSON]:
         """Each setMessageReaction the bot made, in order."""
@@ -272,6 +277,7 @@ class LocalBotApi(LocalHttpServer):
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle_bot)
         app.router.add_route("*", "/_local/{name}", self._handle_local)
+        app.router.add_route("GET", "/file/bot{token}/{path:.+}", bot_api_files.file_handler(self))
         return app
 
     async def _handle_bot(self, request: web.Request) -> web.Response:
