@@ -2,9 +2,8 @@
 message without text is. A message of a kind not handled (a sticker, a voice note, a file ...) is answered
 "not supported" once per chat per kind per hour (geode/messengers/notices.py), never ignored in silence.
 
-Coordination point between areas: the image support adds ``PHOTO`` to ``HANDLED_KINDS["telegram"]`` when its
-translator code turns a Telegram photo into an image turn; until then a photo without a caption is a kind the
-bot does not handle (a photo with a caption is a turn on its caption)."""
+Coordination point between areas: Telegram photos and documents (``PHOTO``, ``FILE``) are handled: saved to
+the chat's inbox and given to the model (geode/messengers/inbox.py), with or without a caption."""
 
 from __future__ import annotations
 
