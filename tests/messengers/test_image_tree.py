@@ -19,7 +19,7 @@ import pytest
 from geode.home import GeodeHome
 from geode.testing.bot_api_server import LocalBotApi
 from geode.testing.scripted import ScriptedServer
-from tests.actors.tree_kit import scripted_home, serve, stop
+from tests.actors.tree_kit import children, scripted_home, serve, stop
 from tests.messengers.chat_tree_kit import pollers, prompt_of
 from tests.waiting import poll_for
 
@@ -64,7 +64,9 @@ allowed_senders = ["{ALLOWED}"]
         with home.env_file.open("a") as f:
             f.write(f"TELEGRAM_BOT_TOKEN={tg.token}\n")
         try:
-            serve(home)
+            with pytest.MonkeyPatch.context() as mp:  # the first message's batch: killed once recorded
+                mp.setenv("GEODE_FAULTS", "messengers@messengers.after_turn_record:kill")
+                serve(home)
             yield home, tg, model
         finally:
             stop(home)
@@ -84,12 +86,19 @@ def _answered(home: GeodeHome, tg: LocalBotApi, mid: int) -> list[str] | None:
 
 
 def test_a_photo_with_a_caption_reaches_the_model_as_an_image_and_is_answered_once(tree: Tree) -> None:
+    """... also when the messengers child is SIGKILLed once its turn is recorded: the redelivered photo is
+    neither downloaded again nor lost."""
     home, tg, model = tree
+    incarnation = children(home)["messengers"].incarnation
     upd = tg.push_photo(CHAT, JPEG, caption="what is on this picture?", sender_id=ALLOWED)
     mid = upd["message"]["message_id"]
     sha = hashlib.sha256(JPEG).hexdigest()
+    fired = home.root / "faults" / "messengers.after_turn_record.fired"
+    poll_for(fired.exists, 30, what="the kill after the turn record")
     texts = poll_for(lambda: _answered(home, tg, mid), 60, what="the photo's answer")
     assert texts == [f"saw image/jpeg:{sha[:12]}"]
+    assert children(home)["messengers"].incarnation > incarnation
+    assert [d["path"] for d in tg.files.downloaded()] == [f"photos/file_{mid}.jpg"]
     (req,) = [r for r in model.requests if r.images]
     assert req.images == [{"media_type": "image/jpeg", "sha256": sha}]
     assert prompt_of(req).startswith("what is on this picture?")
