@@ -16,7 +16,7 @@ import httpx
 from telegram import Message
 
 from geode.messengers.errors import PlatformError, Rejected
-from geode.messengers.model import Attachment
+from geode.messengers.model import Attachment, clean_text
 
 DOWNLOAD_TIMEOUT_S = 60.0
 _CHUNK = 64 * 1024
@@ -58,8 +58,8 @@ def attachments_of(msg: Message) -> tuple[Attachment, ...]:
             Attachment(
                 kind="document",
                 file_id=doc.file_id,
-                file_name=doc.file_name or f"file-{doc.file_unique_id}",
-                media_type=doc.mime_type or "application/octet-stream",
+                file_name=clean_text(doc.file_name or f"file-{doc.file_unique_id}"),  # safe_name() later
+                media_type=clean_text(doc.mime_type or "application/octet-stream").lower(),
                 size=doc.file_size or 0,
             )
         )

@@ -12,7 +12,15 @@ from pathlib import Path
 from geode.conversation import ImageBlock
 from geode.providers.catalogue import model_info
 
-MAX_IMAGE_BYTES = 20 * 1024 * 1024  # larger than any provider takes inline: refused with a note
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the smallest per-image limit of the providers (Anthropic): a note beyond
+# the first bytes of each media type a provider takes: anything else would fail every later request of the
+# session (the picture stays in its history), so it becomes a note instead
+MAGIC: dict[str, tuple[bytes, ...]] = {
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,13 @@ def load_image(block: ImageBlock, *, model: str) -> LoadedImage | str:
         return f"[image {name} not available: {exc.strerror or type(exc).__name__}]"
     if len(raw) > MAX_IMAGE_BYTES:
         return f"[image {name} not shown: over {MAX_IMAGE_BYTES // (1024 * 1024)} MiB]"
+    magic = MAGIC.get(block.media_type)
+    if (
+        magic is None
+        or not raw.startswith(magic)
+        or (block.media_type == "image/webp" and raw[8:12] != b"WEBP")
+    ):
+        return f"[image {name} not shown: not a {block.media_type} file a model can take]"
     if hashlib.sha256(raw).hexdigest() != block.sha256:
         return f"[image {name} not available: the file no longer matches its sha256 (changed or corrupt)]"
     return LoadedImage(block.media_type, base64.b64encode(raw).decode("ascii"))

@@ -15,7 +15,11 @@ from geode.testing.scenario import Scenario
 from tests.providers.conftest import WIRES, build
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40  # not a real picture: the adapters never decode it
-VISION = {"anthropic-messages": "claude-opus-5-5", "openai-chat": "gpt-6-sol", "openai-responses": "gpt-6-sol"}
+VISION = {
+    "anthropic-messages": "claude-opus-5-5",
+    "openai-chat": "gpt-6-sol",
+    "openai-responses": "gpt-6-sol",
+}
 
 
 def _image(tmp_path: Path, data: bytes = PNG) -> ImageBlock:
@@ -72,3 +76,16 @@ def test_a_checkpointed_image_is_a_reference_whatever_its_size(tmp_path):
     dumps = [Message(role="user", content=(b,)).model_dump_json() for b in (small, big)]
     assert abs(len(dumps[0]) - len(dumps[1])) < 16 and len(dumps[1]) < 400
     assert Message.model_validate_json(dumps[1]).images == [big]
+
+
+def test_bytes_that_are_not_the_media_type_or_too_large_become_a_note(
+    server, fake_time, tmp_path, monkeypatch
+):
+    """A file a provider would refuse (it would fail every later request of the session) is never sent."""
+    rec = _ask(
+        "anthropic-messages", server, fake_time, "claude-opus-5-5", _image(tmp_path, b"%PDF-1.7 not a png")
+    )
+    assert rec.images == [] and "not a image/png file a model can take" in _texts(rec.body)
+    monkeypatch.setattr("geode.providers.images.MAX_IMAGE_BYTES", len(PNG) - 1)
+    rec = _ask("anthropic-messages", server, fake_time, "claude-opus-5-5", _image(tmp_path / "big"))
+    assert rec.images == [] and "image cat.png not shown: over" in _texts(rec.body)
