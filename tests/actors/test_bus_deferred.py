@@ -52,9 +52,9 @@ def buses(tmp_path: Path) -> Iterator[tuple[Bus, Bus]]:
     client = Bus("cli", 1, home, single_process=True).start()
     try:
         yield server, client
-    finally:
-        client.stop()
-        server.stop()
+    finally:  # wait for the sockets to close: the next case binds the same inproc name in this process
+        client.stop(timeout_s=15.0)
+        server.stop(timeout_s=15.0)
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["pool", "inline"])

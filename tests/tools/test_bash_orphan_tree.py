@@ -72,10 +72,13 @@ def test_orphaned_group_is_killed_at_its_deadline_by_the_next_incarnation(
         assert f"orphaned run_bash group {pgid} of op-orphan-1" in log and "killed at its deadline" in log
         store = StoreClient(bus.transport, timeout_s=5)
         wait_for(lambda: (r := store.get_receipt("op-orphan-1")) is not None and r.state.value == "uncertain")
-        rows = store.read_timeline("orphan-s")
-        assert any(
-            r.event.kind == "tool.orphan_group" and r.event.payload["action"] == "killed" for r in rows
-        ), [r.event.kind for r in rows]
+
+        def killed_event() -> bool:  # appended off the reaper's thread, after its log line
+            rows = store.read_timeline("orphan-s")
+            kinds = [(r.event.kind, r.event.payload.get("action")) for r in rows]
+            return ("tool.orphan_group", "killed") in kinds
+
+        wait_for(killed_event, timeout_s=10)
     finally:
         if pgid and _members(pgid):
             os.killpg(pgid, signal.SIGKILL)
