@@ -19,9 +19,13 @@ class ContextExhausted(Exception):
     """Even the compacted view does not fit the window."""
 
 
+IMAGE_TOKENS = 1600  # what a picture costs a model (Anthropic: about 1,600 tokens for a 1.15 MP image)
+
+
 def estimate_tokens(messages: list[Message]) -> int:
+    """A rough count: JSON characters / CHARS_PER_TOKEN, plus IMAGE_TOKENS per picture (held by reference)."""
     chars = sum(len(json.dumps([b.model_dump() for b in m.content], ensure_ascii=False)) for m in messages)
-    return chars // CHARS_PER_TOKEN + 1
+    return chars // CHARS_PER_TOKEN + 1 + IMAGE_TOKENS * sum(len(m.images) for m in messages)
 
 
 def units(history: list[Message]) -> list[list[Message]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from geode.conversation import ImageBlock, Message, TextBlock
+from geode.loop.compaction import IMAGE_TOKENS, estimate_tokens
 from geode.providers.catalogue import model_info
 from geode.providers.types import ModelRequest
 from geode.testing.scenario import Scenario
@@ -89,3 +90,11 @@ def test_bytes_that_are_not_the_media_type_or_too_large_become_a_note(
     monkeypatch.setattr("geode.providers.images.MAX_IMAGE_BYTES", len(PNG) - 1)
     rec = _ask("anthropic-messages", server, fake_time, "claude-opus-5-5", _image(tmp_path / "big"))
     assert rec.images == [] and "image cat.png not shown: over" in _texts(rec.body)
+
+
+def test_a_picture_counts_as_what_it_costs_the_model_in_the_context_estimate(tmp_path):
+    """Held by reference it is ~200 JSON characters; the model pays ~1,600 tokens for it, and compaction
+    must know that to fit the window."""
+    text = Message.user_text("look")
+    with_image = Message(role="user", content=(TextBlock(text="look"), _image(tmp_path)))
+    assert estimate_tokens([with_image]) - estimate_tokens([text]) >= IMAGE_TOKENS
