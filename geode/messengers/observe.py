@@ -36,6 +36,7 @@ KIND = "chat_post"  # the Observation kind: before "absent", intended "posted"
 ABSENT, POSTED = "absent", "posted"
 METADATA_EVENT = "geode_reply"  # Slack message metadata event_type carrying the reply's operation id
 SKEW_S = 5.0  # the search window opens this long before the receipt's admission (clock skew)
+MAX_KNOWN = 10_000  # receipts whose turn was read (forgotten all at once past this)
 
 _OPERATION: contextvars.ContextVar[str] = contextvars.ContextVar("geode_reply_operation", default="")
 
@@ -117,6 +118,7 @@ class Observer:
         self.status = status
         self.grace_s = grace_s
         self.clock = clock
+        self._looks: dict[str, LookFor | None] = {}  # op id → what to look for (None: not this platform's)
 
     async def run_pass(self) -> PassResult:
         out = PassResult()
@@ -138,6 +140,14 @@ class Observer:
         return out
 
     async def _look_for(self, r: Receipt) -> LookFor | None:
+        """What to look for (read once per receipt: each pass would otherwise read every turn again)."""
+        if r.operation_id not in self._looks:
+            if len(self._looks) >= MAX_KNOWN:
+                self._looks.clear()
+            self._looks[r.operation_id] = await self._read_look(r)
+        return self._looks[r.operation_id]
+
+    async def _read_look(self, r: Receipt) -> LookFor | None:
         rec = await asyncio.to_thread(self.store.get_turn, r.identity.turn_id)
         meta = rec.input.get("messenger") if rec is not None else None
         if rec is None or not isinstance(meta, dict) or meta.get("platform") != self.platform:

@@ -67,6 +67,7 @@ class FakeStore:
         self.turns = {t.turn_id: t for t in turns}
         self.reconciled: dict[str, tuple[str, str, str, Observation | None]] = {}
         self.refuse = False
+        self.turn_reads = 0
 
     def list_receipts(
         self, *, session_id: str | None = None, uncertain_only: bool = False, limit: int = 200
@@ -74,6 +75,7 @@ class FakeStore:
         return [r for r in self.receipts.values() if r.state == ReceiptState.UNCERTAIN or not uncertain_only]
 
     def get_turn(self, turn_id: str) -> TurnRecord | None:
+        self.turn_reads += 1
         return self.turns.get(turn_id)
 
     def reconcile(
@@ -154,6 +156,8 @@ def test_telegram_cannot_look_its_uncertain_replies_stay_for_the_operator_and_ar
     assert asyncio.run(observer.run_pass()).kept == 1
     assert store.reconciled == {}
     assert status.uncertain_replies == 1
+    assert asyncio.run(observer.run_pass()).kept == 1
+    assert store.turn_reads == 1  # each receipt's turn is read once, not on every pass
 
 
 def test_a_failed_look_or_a_refused_reconcile_keeps_it_uncertain() -> None:
