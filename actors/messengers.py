@@ -5,7 +5,8 @@ jittered backoff when it fails.
 Serves ``messenger.send`` (posts only to bound chats; one idempotency key is posted at most once in this
 process's lifetime), ``messenger.bindings``, ``origin.event`` (turn streams from lanes, also as a lanes peer
 so the stream stays in order and lanes re-asks pending approvals when we reappear) and ``runtime.*``. A
-platform without a token is ``disabled`` with the reason; the child serves anyway.
+platform without a token is ``disabled`` with the reason; the child serves anyway. The platforms themselves
+(translators, pollers, bus ports, the per-platform actor) are built in ``actors.tree.messenger_platforms``.
 """
 
 from __future__ import annotations
@@ -14,36 +15,30 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pykka
 
 from actors.bus import Bus
+from actors.tree.messenger_platforms import PlatformActor, make_translator, wire_pollers
 from actors.tree.peer_exits import on_exit_failer
 from geode import faults
 from geode.config_reload import MESSENGERS, ConfigChange
-from geode.home_secrets import session_id_key
 from geode.messengers.bindings import Bindings
-from geode.messengers.config import PLATFORMS, TOKEN_VARS, MessengerBinding, MessengersSection, platform_token
-from geode.messengers.observe import observing, posting_as
-from geode.messengers.poller import Poller, PollerSettings
+from geode.messengers.config import PLATFORMS, MessengerBinding, MessengersSection
+from geode.messengers.observe import posting_as
+from geode.messengers.poller import Poller
 from geode.messengers.ports import Translator
 from geode.messengers.runner import PollerRunner
 from geode.messengers.schedule import PollerStatus
-from geode.messengers.session_spec import daemon_session_settings
 from geode.messengers.sessions import session_id_for
-from geode.messengers.workspaces import chat_workspace
 from geode.protocol import lanes as lanes_msg
-from geode.protocol import lifecycle, runtime
 from geode.protocol import messengers as messengers_msg
+from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, RequestTimeout, Unavailable
-from geode.protocol.transport import Request, Transport
-from geode.records.store_client import StoreClient
-from geode.sessions.factory import SessionSpec, create_session
-from geode.tools.catalogue_plans import CataloguePlans
+from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, Unavailable
+from geode.protocol.transport import Request
 
 if TYPE_CHECKING:
     from actors.tree.config_sections import TreeSettings
@@ -52,72 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SEND_TIMEOUT_S = 55.0  # below the executor's 60 s wait, so a slow post answers "timeout" to it first
 QUIET_S = SEND_TIMEOUT_S  # a reload's restart waits this long at most for the posts under way
-MAX_KEYS = 200_000
-
-
-class BusPorts:
-    """The poller's lanes and executor ports over the bus (the store port is a :class:`StoreClient`)."""
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-
-    def submit(self, sub: lanes_msg.Submit) -> lanes_msg.Submitted:
-        delay = 0.2
-        for attempt in range(4):  # idempotent by turn id: a timeout (lanes restarting) is retried
-            try:
-                out = self.transport.call(
-                    "lanes", lanes_msg.SUBMIT, sub, session=sub.session_id, timeout_s=5.0
-                )
-                return lanes_msg.Submitted.model_validate(out)
-            except (RequestTimeout, Unavailable):
-                if attempt == 3:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
-
-    def approval_reply(self, reply: lanes_msg.ApprovalReply) -> bool:
-        out = self.transport.call("lanes", lanes_msg.APPROVAL_REPLY, reply, timeout_s=5.0)
-        return bool(lanes_msg.Ok.model_validate(out).ok)
-
-    def deliver(self, req: messengers_msg.DeliverReply) -> messengers_msg.Delivered:
-        out = self.transport.call(
-            "executor", messengers_msg.DELIVER, req, session=req.session_id, timeout_s=90.0
-        )
-        return messengers_msg.Delivered.model_validate(out)
-
-
-class PlatformActor(pykka.ThreadingActor):
-    """One platform: owns its poller runner (thread + loop) and the ledger of idempotency keys posted."""
-
-    use_daemon_thread = True
-
-    def __init__(self, runner: PollerRunner) -> None:
-        super().__init__()
-        self.runner = runner
-        self.keys: dict[str, messengers_msg.MessageSent | str] = {}  # key → sent, or "inflight"/"unknown"
-
-    def on_start(self) -> None:
-        self.runner.start()
-
-    def on_stop(self) -> None:
-        self.runner.stop()
-
-    def reserve(self, key: str) -> messengers_msg.MessageSent | str | None:
-        """None: post it now (the key is marked in flight); else what an earlier post of it left."""
-        seen = self.keys.get(key)
-        if seen is None:
-            if len(self.keys) >= MAX_KEYS:
-                self.keys.pop(next(iter(self.keys)))
-            self.keys[key] = "inflight"
-        return seen
-
-    def record(self, key: str, outcome: messengers_msg.MessageSent | str | None) -> None:
-        """The post's outcome: sent, "unknown" (may have posted), or None (nothing posted: may try again)."""
-        if outcome is None:
-            self.keys.pop(key, None)
-        else:
-            self.keys[key] = outcome
 
 
 @dataclass
@@ -293,49 +222,8 @@ class MessengersProcess:
                 pass
 
 
-def make_translator(
-    platform: str, section: MessengersSection, *, environ: Mapping[str, str], dotenv: Mapping[str, str]
-) -> Translator | str:
-    """The platform's translator, or why the platform is disabled (not enabled, or a token missing). The
-    SDKs are imported only for a platform that runs."""
-    settings = getattr(section, platform)
-    if not settings.enabled:
-        return f"enabled = false in [messengers.{platform}]"
-    tokens = {
-        var: platform_token(platform, environ=environ, dotenv=dotenv, name=var)
-        for var in TOKEN_VARS[platform]
-    }
-    missing = [var for var, value in tokens.items() if value is None]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        return f"{' and '.join(missing)} {verb} not set (environment or $GEODE_HOME/.env)"
-    if platform == "telegram":
-        from geode.messengers.telegram import TelegramTranslator
-
-        tg = section.telegram
-        return TelegramTranslator(
-            tokens["TELEGRAM_BOT_TOKEN"] or "", base_url=tg.base_url, poll_timeout_s=tg.poll_timeout_s
-        )
-    if platform == "slack":
-        from geode.messengers.slack import SlackTranslator
-
-        sl = section.slack
-        return SlackTranslator(
-            tokens["SLACK_BOT_TOKEN"] or "",
-            tokens["SLACK_APP_TOKEN"] or "",
-            base_url=sl.base_url,
-            poll_timeout_s=sl.poll_timeout_s,
-            connect_timeout_s=sl.connect_timeout_s,
-            channel_sessions=[b.chat_id for b in section.for_platform("slack") if b.session == "channel"],
-        )
-    from geode.messengers.discord import DiscordTranslator
-
-    return DiscordTranslator.from_settings(tokens["DISCORD_BOT_TOKEN"] or "", section.discord)
-
-
 def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
-    settings = ctx.settings
-    section = settings.messengers
+    section = ctx.settings.messengers
     child = MessengersChild(ctx.name, ctx.incarnation, section, Bindings(section.bindings), bus=bus)
     dotenv = ctx.source.env  # .env as read at the child's start (or its last reload)
     translators: dict[str, Translator] = {}
@@ -345,40 +233,7 @@ def start_messengers(bus: Bus, ctx: ChildContext) -> MessengersProcess:
             child.disabled[name] = made
         else:
             translators[name] = made
-    if translators:
-        plans = CataloguePlans(bus.transport, wait=False, who=ctx.name, cache=False)
-        bus.subscribe("supervisor", lifecycle.on_child_events(plans.on_lifecycle))
-        plans.prefetch()
-
-        def compose(*args: Any, **kw: Any) -> SessionSpec:  # on the child's snapshot, not the file
-            return create_session(*args, config=ctx.source.snapshot, **kw)
-
-        def session_settings(binding: MessengerBinding, session_id: str) -> dict[str, Any]:
-            return daemon_session_settings(
-                binding,
-                home=ctx.home,
-                session_id=session_id,
-                workspace=chat_workspace(binding, ctx.home),  # each chat its own: file tools rooted there
-                plans=plans,
-                factory=compose,
-            )
-
-        ports = BusPorts(bus.transport)
-        key = session_id_key(ctx.home)  # kept in the home: the same chat ids after every restart
-        for platform, translator in translators.items():
-            poller = Poller(
-                PollerSettings(platform, session_key=key, retry_cap_s=child.section.retry_cap_s),
-                translator,
-                child.bindings,
-                StoreClient(bus.transport, attempts=3),
-                ports,
-                ports,
-                session_settings,
-            )
-            poller.keep_files(ctx.home, section)  # photos and files: saved under each chat's workspace
-            child.pollers[platform] = poller
-            observe = observing(poller, StoreClient(bus.transport, attempts=3), section.observe_grace_s)
-            child.runners[platform] = PollerRunner(poller, sidecar=observe)
+    child.pollers, child.runners = wire_pollers(bus, ctx, section, child.bindings, translators)
     for platform, why in child.disabled.items():
         log.info("%s: disabled (%s)", platform, why)
     return MessengersProcess(child, bus)
