@@ -10,6 +10,7 @@ import logging
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -17,6 +18,7 @@ import yarl
 
 from geode.messengers import discord_backfill as backfill
 from geode.messengers import discord_edits
+from geode.messengers.chat_files import Attachment, SavedFile, discord_attachments, fetch_discord
 from geode.messengers.discord_config import DEFAULT_BACKFILL_MAX_AGE_S as MAX_AGE_S
 from geode.messengers.discord_config import DEFAULT_BASE_URL, DEFAULT_GATEWAY_URL, DiscordSettings
 from geode.messengers.discord_errors import discord_call
@@ -298,9 +300,14 @@ class DiscordTranslator(DiscordPosts):
             text=self._mentions_as_name(message.content),
             mentioned=any(u.id == me for u in message.mentions) or replies_to_me,
             from_bot=author.bot or message.webhook_id is not None,  # bindings ignores it ("bot")
+            attachments=discord_attachments(message),  # saved by geode/messengers/inbox.py
         )
         kind = discord_edits.unsupported(self.platform, message)
         return unhandled("unsupported", kind=kind, **fields) if kind else inbound(**fields)
+
+    async def fetch_file(self, att: Attachment, dest: Path, max_bytes: int) -> SavedFile:
+        """An attachment into ``dest``: from Discord's CDN hosts only, no token (chat_files.py)."""
+        return await fetch_discord(att, dest, max_bytes, base_url=self._base_url)
 
     def _mentions_as_name(self, text: str) -> str:
         """``<@id>`` / ``<@!id>`` of this bot as ``@<bot name>`` (bindings strips the ``@name`` form)."""

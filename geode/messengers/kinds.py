@@ -2,8 +2,9 @@
 message without text is. A message of a kind not handled (a sticker, a voice note, a file ...) is answered
 "not supported" once per chat per kind per hour (geode/messengers/notices.py), never ignored in silence.
 
-Coordination point between areas: Telegram photos and documents (``PHOTO``, ``FILE``) are handled: saved to
-the chat's inbox and given to the model (geode/messengers/inbox.py), with or without a caption."""
+Coordination point between areas: Telegram photos and documents, Slack files and Discord attachments
+(``PHOTO``, ``FILE``) are handled: saved to the chat's inbox and given to the model
+(geode/messengers/inbox.py), with or without a caption. Voice notes and stickers are not."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ VOICE = "voice"
 
 HANDLED_KINDS: dict[str, frozenset[str]] = {
     "telegram": frozenset({PHOTO, FILE}),  # saved to the chat's inbox (geode/messengers/inbox.py)
-    "slack": frozenset(),
-    "discord": frozenset(),
+    "slack": frozenset({FILE}),  # files shared (images among them): chat_files.py, inbox.py
+    "discord": frozenset({PHOTO, FILE}),  # attachments: chat_files.py, inbox.py
 }
 
 # Telegram Message attributes that make a message of that kind, checked in this order (PTB names)

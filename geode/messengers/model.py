@@ -22,7 +22,7 @@ class Attachment(BaseModel):
     checks its size and type against ``[messengers]`` and saves it under the chat's workspace."""
 
     kind: Literal["photo", "document"]
-    file_id: str = Field(min_length=1, max_length=MAX_ID)
+    file_id: str = Field(min_length=1, max_length=2_048)  # Telegram file id; Slack/Discord file URL
     file_name: str = Field(default="", max_length=MAX_ID)  # as the sender named it: never trusted as a path
     media_type: str = Field(default="", max_length=MAX_ID)
     size: int = Field(default=0, ge=0)  # as the platform declares it (0: not declared)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Collection
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -16,8 +17,9 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from geode.messengers.chat_files import fetch_slack
 from geode.messengers.errors import NotPosted, PlatformError, RateLimited, Rejected
-from geode.messengers.model import Batch, CallbackPress, InboundMessage, Unhandled
+from geode.messengers.model import Attachment, Batch, CallbackPress, InboundMessage, Unhandled
 from geode.messengers.observe import LookFor, slack_metadata
 from geode.messengers.replies import split_reply
 from geode.messengers.slack_format import to_mrkdwn
@@ -29,6 +31,7 @@ from geode.messengers.slack_text import (
     reaction_name,
     unreadable,
 )
+from geode.messengers.telegram_files import SavedFile
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -242,6 +245,10 @@ class SlackTranslator:
 
     async def typing(self, channel_key: str) -> None:
         """Slack bots have no typing indicator: nothing to do."""
+
+    async def fetch_file(self, att: Attachment, dest: Path, max_bytes: int) -> SavedFile:
+        """A shared file into ``dest``: the bot token only to Slack's file host (chat_files.fetch_slack)."""
+        return await fetch_slack(att, dest, max_bytes, token=self._bot_token, base_url=self._base_url)
 
     async def react(self, channel_key: str, message_id: str, emoji: str) -> None:
         """The ack reaction on a received message (reactions.add; the emoji or its Slack name)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from geode.messengers import kinds
+from geode.messengers import chat_files, kinds
 from geode.messengers.model import CallbackPress, InboundMessage, Unhandled, inbound, unhandled
 
 PLATFORM = "slack"
@@ -95,8 +95,10 @@ def _message(
         mentioned=mentioned,
         from_bot=bool(event.get("bot_id")),
     )
-    if not raw.strip() and event.get("files") and not kinds.handles(PLATFORM, kinds.FILE):
-        return unhandled("unsupported", kind=kinds.FILE, **fields)  # a file without text
+    fields["attachments"] = chat_files.slack_attachments(event)  # saved by geode/messengers/inbox.py
+    kind = "" if raw.strip() else chat_files.slack_kind(event)
+    if kind and not kinds.handles(PLATFORM, kind):
+        return unhandled("unsupported", kind=kind, **fields)  # an audio clip without text
     return inbound(**fields)
 
 

@@ -99,14 +99,17 @@ def file_url(base_url: str, file_path: str, token: str) -> str:
     return f"{base}{token}/{quote(file_path)}"
 
 
-async def download(url: str, dest: Path, max_bytes: int, *, token: str) -> SavedFile:
+async def download(
+    url: str, dest: Path, max_bytes: int, *, token: str, headers: dict[str, str] | None = None
+) -> SavedFile:
     """Stream ``url`` into ``dest`` (a temporary name, renamed when whole; 0600), hashing as it goes. Over
-    ``max_bytes``: :class:`TooLarge` and nothing kept. Errors never carry the token."""
+    ``max_bytes``: :class:`TooLarge` and nothing kept. Errors never carry the token. ``headers`` go with the
+    request (Slack's bot token: geode/messengers/chat_files.py, its URL checked first)."""
     tmp = dest.with_name(f".{dest.name}.part")
     digest, size = hashlib.sha256(), 0
     try:
         async with httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT_S, follow_redirects=False) as client:
-            async with client.stream("GET", url) as resp:
+            async with client.stream("GET", url, headers=headers) as resp:
                 if resp.status_code != 200:
                     why = f"the file download answered HTTP {resp.status_code}"
                     if resp.status_code == 429 or resp.status_code >= 500:
@@ -123,7 +126,8 @@ async def download(url: str, dest: Path, max_bytes: int, *, token: str) -> Saved
         os.replace(tmp, dest)
     except httpx.HTTPError as exc:
         tmp.unlink(missing_ok=True)
-        why = f"the file download failed: {type(exc).__name__}: {exc}".replace(token, "<token>")
+        why = f"the file download failed: {type(exc).__name__}: {exc}"
+        why = why.replace(token, "<token>") if token else why
         raise PlatformError(why, retryable=True) from None  # the batch is tried again
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -13,10 +13,12 @@ import secrets
 import signal
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from aiohttp import web
 
 from geode.testing import discord_events as ev
+from geode.testing.chat_file_host import ChatFileHost
 from geode.testing.discord_events import JSON
 from geode.testing.discord_gateway import GatewaySessions
 from geode.testing.discord_reactions import ReactionRoutes
@@ -67,6 +69,7 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
         self.users: dict[int, JSON] = {BOT_ID: ev.user_json(BOT_ID, bot_name, bot=True)}
         self.ids = ev.Snowflakes()
         self._joined_at = ev.timestamp()
+        self.file_host = ChatFileHost()  # attachments users sent (push_file)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     @property
@@ -84,6 +87,7 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
         app = web.Application()
         self.add_rest_routes(app, f"/api/v{ev.API_VERSION}")
         app.router.add_get("/gw", self._gateway)
+        self.file_host.route(app, "/attachments")  # the CDN's attachment URLs, no token
         app.router.add_route("*", "/_local/{name}", self._handle_local)
         return app
 
@@ -122,6 +126,25 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
                                  bot=False, mention_bot=False, thread_id=None)  # fmt: skip
         with self._lock:
             msg["sticker_items"] = [{"id": str(self.ids.next()), "name": "wave", "format_type": 1}]
+            sent = copy.deepcopy(msg)
+        self._on_loop(lambda: self._dispatch_async("MESSAGE_CREATE", copy.deepcopy(sent)))
+        return sent
+
+    def push_file(
+        self, channel_id: int, data: bytes, *, filename: str, content_type: str, content: str = "",
+        url: str = "", author_id: int = USER_ID,
+    ) -> JSON:  # fmt: skip
+        """A user's message with one attachment (``content`` its text), served at its CDN-like URL on this
+        server (``url`` overrides it: another host), dispatched as MESSAGE_CREATE; returns the message."""
+        msg = self._user_message(int(channel_id), content, author_id=int(author_id), author_name="alice",
+                                 bot=False, mention_bot=False, thread_id=None)  # fmt: skip
+        with self._lock:
+            aid = str(self.ids.next())
+            path = f"/attachments/{int(channel_id)}/{aid}/{quote(filename, safe='')}"
+            self.file_host.add(path, data)
+            where = url or f"{self.url}{path}"
+            att = {"id": aid, "filename": filename, "size": len(data), "content_type": content_type}
+            msg["attachments"] = [{**att, "url": where, "proxy_url": where}]
             sent = copy.deepcopy(msg)
         self._on_loop(lambda: self._dispatch_async("MESSAGE_CREATE", copy.deepcopy(sent)))
         return sent

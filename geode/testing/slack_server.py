@@ -11,11 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
 from geode.testing import slack_events as ev
 from geode.testing import slack_web
+from geode.testing.chat_file_host import ChatFileHost
 from geode.testing.local_http import LocalHttpServer
 from geode.testing.slack_events import JSON, SlackError
 from geode.testing.slack_socket import SocketHub
@@ -66,6 +68,7 @@ class LocalSlack(LocalHttpServer):
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[SlackError]] = {}
         self.hub = SocketHub(redeliver_after_s=redeliver_after_s, max_retries=max_retries)
+        self.file_host = ChatFileHost(token=bot_token)  # shared files, served at their url_private
 
     # -- lifecycle -------------------------------------------------------------------------------------
     @property
@@ -119,12 +122,25 @@ class LocalSlack(LocalHttpServer):
             "event_ids": [e["payload"]["event_id"] for e in queued],
         }
 
-    def push_file(self, channel: str, *, user: str = DEFAULT_USER, name: str = "notes.pdf") -> JSON:
-        """A user shares a file without text (a ``file_share`` message); returns the envelope queued."""
+    def push_file(
+        self, channel: str, *, user: str = DEFAULT_USER, name: str = "notes.pdf", data: bytes = b"%PDF-1.4",
+        mimetype: str = "application/pdf", text: str = "", voice: bool = False, url: str = "",
+    ) -> JSON:  # fmt: skip
+        """A user shares a file (a ``file_share`` message, ``text`` its comment; ``voice``: an audio clip),
+        served at its ``url_private`` with the bot token only (``url`` overrides it: another host); returns
+        the envelope queued."""
         with self._lock:
             ts = self._clock.ts()
-            msg = ev.user_message(channel=channel, user=user, text="", ts=ts, thread_ts=None)
-            msg.update(subtype="file_share", files=[{"id": f"F{ts.replace('.', '')}", "name": name}])
+            msg = ev.user_message(channel=channel, user=user, text=text, ts=ts, thread_ts=None)
+            fid = f"F{ts.replace('.', '')}"
+            path = f"/files-pri/{ev.TEAM_ID}-{fid}/{quote(name, safe='')}"
+            self.file_host.add(path, data)
+            where = url or f"{self.url}{path}"
+            file = {"id": fid, "name": name, "mimetype": mimetype, "size": len(data), "mode": "hosted",
+                    "url_private": where, "url_private_download": where}  # fmt: skip
+            if voice:
+                file.update(subtype="slack_audio", mimetype="audio/webm", name="audio_message.webm")
+            msg.update(subtype="file_share", files=[file])
             self._messages[(channel, ts)] = msg
             return copy.deepcopy(self._queue_event(dict(msg)))
 
@@ -242,6 +258,7 @@ class LocalSlack(LocalHttpServer):
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/slack-ws", self.hub.handle)
+        self.file_host.route(app, "/files-pri")
         app.router.add_route("*", "/_local/{name}", self._handle_local)
         return app
 

@@ -47,12 +47,24 @@ def _slack(event: dict[str, Any]) -> InboundMessage | Unhandled | None:
     return item  # type: ignore[return-value]
 
 
-def test_slack_file_without_text_is_unsupported_and_with_text_a_message() -> None:
+def test_slack_audio_clip_without_text_is_unsupported_and_a_file_a_message_with_its_attachment() -> None:
     base = {"type": "message", "subtype": "file_share", "channel": "C1", "user": "U1", "ts": "1.0"}
-    item = _slack({**base, "text": "", "files": [{"id": "F1"}]})
-    assert isinstance(item, Unhandled) and item.reason == "unsupported" and item.kind == "file"
-    assert item.reply_text.startswith("Sorry, I can't handle file messages yet")
-    assert isinstance(_slack({**base, "text": "look", "files": [{"id": "F1"}]}), InboundMessage)
+    clip = {"id": "F1", "subtype": "slack_audio", "mimetype": "audio/webm", "url_private": "https://x/a"}
+    item = _slack({**base, "text": "", "files": [clip]})
+    assert isinstance(item, Unhandled) and item.reason == "unsupported" and item.kind == "voice"
+    assert item.reply_text.startswith("Sorry, I can't handle voice messages yet")
+    url = "https://files.slack.com/files-pri/T1-F2/a.pdf"
+    pdf = {"id": "F2", "name": "a.pdf", "mimetype": "application/pdf", "size": 9, "url_private": url}
+    item = _slack({**base, "text": "", "files": [pdf]})
+    assert isinstance(item, InboundMessage) and item.text == ""
+    (att,) = item.attachments
+    assert (att.kind, att.file_id, att.file_name, att.media_type, att.size) == (
+        "document",
+        url,
+        "a.pdf",
+        "application/pdf",
+        9,
+    )
 
 
 def test_slack_message_changed_is_an_edit_with_its_version_and_an_unfurl_or_own_edit_is_nothing() -> None:

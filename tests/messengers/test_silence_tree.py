@@ -1,9 +1,9 @@
 """Nothing ignored in silence, on a real `geode serve` tree through the real SDKs against the local servers
-(issue 31 items 3 and 9): a message kind the bot does not handle (a sticker, a file) gets one "not supported"
-reply per chat per kind per hour — a second one within the hour none, also after the messengers child was
-SIGKILLed between them (the claim is stored before the reply is asked); a binding's ``ack_reaction`` puts a
-reaction on each message taken as a turn; with ``on_edit = "rerun"`` an edited message is a turn of its own
-(turn id keyed by the edit's version) with its own answer.
+(issue 31 items 3 and 9): a message kind the bot does not handle (a sticker, a voice clip) gets one "not
+supported" reply per chat per kind per hour — a second one within the hour none, also after the messengers
+child was SIGKILLed between them (the claim is stored before the reply is asked); a binding's
+``ack_reaction`` puts a reaction on each message taken as a turn; with ``on_edit = "rerun"`` an edited
+message is a turn of its own (turn id keyed by the edit's version) with its own answer.
 
 The tests share one tree and run in file order."""
 
@@ -167,19 +167,20 @@ def _slack_texts(slack: LocalSlack) -> list[str]:
     return [p["text"] for p in slack.posts(SLACK_CHAN)]
 
 
-def test_slack_a_file_without_text_is_answered_once_an_ack_is_put_and_an_edit_reruns(tree: Tree) -> None:
+def test_slack_a_voice_clip_is_answered_once_an_ack_is_put_and_an_edit_reruns(tree: Tree) -> None:
     home, _tg, slack, _dc = tree
-    first = slack.push_file(SLACK_CHAN)
-    slack.push_file(SLACK_CHAN)  # the same kind within the hour: nothing
+    first = slack.push_file(SLACK_CHAN, voice=True)  # an audio clip: still not handled (files are)
+    slack.push_file(SLACK_CHAN, voice=True)  # the same kind within the hour: nothing
     msg = slack.push_message(SLACK_CHAN, "slack before the edit")
     poll_for(lambda: "echo: slack before the edit" in _slack_texts(slack), 60, what="the answer")
     slack.push_edit(SLACK_CHAN, msg["ts"], "slack after the edit")
     poll_for(lambda: "echo: slack after the edit" in _slack_texts(slack), 60, what="the rerun's answer")
     poll_for(lambda: pollers(home)["slack"]["pending_replies"] == 0, 30, what="the replies settled")
-    not_supported = [p for p in slack.posts(SLACK_CHAN) if "can't handle file messages" in p["text"]]
+    not_supported = [p for p in slack.posts(SLACK_CHAN) if "can't handle voice messages" in p["text"]]
     assert len(not_supported) == 1, _slack_texts(slack)
     assert not_supported[0]["thread_ts"] == first["payload"]["event"]["ts"]
-    assert pollers(home)["slack"]["unhandled"]["unsupported.file"] == 2
+    assert pollers(home)["slack"]["unhandled"]["unsupported.voice"] == 2
+    assert slack.file_host.downloaded() == []  # nothing of an unsupported clip is fetched
     answers = [p for p in slack.posts(SLACK_CHAN) if p["text"].startswith("echo: slack")]
     assert [p["thread_ts"] for p in answers] == [msg["ts"], msg["ts"]]  # both in the message's thread
     assert slack.reactions(SLACK_CHAN) == [{"channel": SLACK_CHAN, "ts": msg["ts"], "name": "eyes"}]
