@@ -97,7 +97,7 @@ def _message(
     )
     fields["attachments"] = chat_files.slack_attachments(event)  # saved by geode/messengers/inbox.py
     kind = "" if raw.strip() else chat_files.slack_kind(event)
-    if kind and not kinds.handles(PLATFORM, kind):
+    if kind and (not kinds.handles(PLATFORM, kind) or not fields["attachments"]):  # none readable: a notice
         return unhandled("unsupported", kind=kind, **fields)  # an audio clip without text
     return inbound(**fields)
 

@@ -15,6 +15,8 @@ from geode.messengers.chat_files import (
     checked_url,
     discord_attachments,
 )
+from geode.messengers.model import Unhandled
+from geode.messengers.slack_text import normalise
 
 BASE = "https://slack.com/api/"
 
@@ -65,3 +67,11 @@ def test_discord_cdn_hosts_and_attachments() -> None:
     photo, doc = discord_attachments(msg)
     assert (photo.kind, photo.media_type, photo.file_name) == ("photo", "image/png", "p.png")
     assert (doc.kind, doc.media_type, doc.file_name) == ("document", "application/octet-stream", "file")
+
+
+def test_a_slack_file_event_without_a_readable_file_is_a_notice_not_an_empty_turn() -> None:
+    event = {"type": "message", "subtype": "file_share", "channel": "C1", "user": "U1", "ts": "1.0",
+             "text": "", "files": [{"id": "F1", "file_access": "check_file_info"}]}  # fmt: skip
+    payload = {"type": "event_callback", "event": event}
+    item = normalise("events_api", payload, bot_id="UBOT", bot_name="geode")
+    assert isinstance(item, Unhandled) and (item.reason, item.kind) == ("unsupported", "file")
