@@ -5,9 +5,13 @@ executor died between the post and its commit). Where the platform lets the bot 
 of the messengers child looks, once the receipt has been uncertain for a grace period (a post still in flight
 lands meanwhile), for the post the reply would have made — Slack: the reply's operation id in the message's
 ``metadata`` — and records the verdict as a reconciliation ``reconciled_by = "observation"`` with evidence:
-found → ``applied``; not found → ``not_applied`` (a reconciled reply is never posted again under its operation
-id: its receipt replays as not sent). A platform that cannot read its history (Telegram) keeps the receipt
-for the operator; each pass counts a platform's uncertain replies on its status (``geode messengers``).
+found → ``applied`` (it replays as posted); not found → ``not_applied``, and the answer is still owed: the
+turn is journaled as owed again *before* the reconciliation (a kill between the two leaves a journaled turn
+whose receipt is still uncertain: settled by the next pass), then delivered — the executor posts it as the
+next attempt of the reply's receipt chain (``<operation id>~<n>``, admitted only after a predecessor
+observed absent), never under the reconciled operation id. A platform that cannot read its history
+(Telegram) keeps the receipt for the operator; each pass counts a platform's uncertain replies on its status
+(``geode messengers``).
 
 The operation id reaches the translator's post through :func:`posting_as` (a context variable), so the
 platform-neutral ``send_text`` keeps its signature.
@@ -92,6 +96,13 @@ class ObserveStore(Protocol):
     ) -> Receipt: ...
 
 
+class Owed(Protocol):
+    """The poller's reply journal (``geode.messengers.outbox.Outbox``): a reply owed again, then asked."""
+
+    async def owe(self, turn_id: str) -> bool: ...
+    async def deliver(self, turn_id: str, outcome: dict[str, Any] | None = None) -> None: ...
+
+
 @dataclass
 class PassResult:
     applied: int = 0
@@ -111,7 +122,9 @@ class Observer:
         *,
         grace_s: float,
         clock: Callable[[], float] = time.time,
+        owed: Owed | None = None,
     ) -> None:
+        self.owed = owed  # a reply observed absent is journaled and delivered again here (None: not)
         self.platform = platform
         self.finder = translator if isinstance(translator, ReplyFinder) else None
         self.store = store
@@ -179,6 +192,8 @@ class Observer:
             if found
             else f"no post of it in the chat {self.grace_s:g} s after it turned uncertain"
         )
+        if verdict == "not_applied" and self.owed is not None and not await self.owed.owe(r.identity.turn_id):
+            return None  # the journal is not loaded yet: observed again on a later pass
         try:
             await asyncio.to_thread(
                 self.store.reconcile,
@@ -192,6 +207,8 @@ class Observer:
             log.info("%s reply %s: not reconciled: %s", self.platform, r.operation_id, exc)
             return None
         log.info("%s reply %s settled by observation: %s (%s)", self.platform, r.operation_id, verdict, note)
+        if verdict == "not_applied" and self.owed is not None:  # still owed: posted as the next attempt
+            await self.owed.deliver(r.identity.turn_id)
         return verdict
 
 
@@ -210,6 +227,8 @@ def observing(poller: Any, store: ObserveStore, grace_s: float) -> Callable[[], 
     """The observation loop of a :class:`~geode.messengers.poller.Poller` (a runner's sidecar): its
     platform, translator, status and ``ready`` event; a pass every ``recover_every_s``, or every grace
     period when that is shorter (at least every 0.5 s)."""
-    observer = Observer(poller.platform, poller.translator, store, poller.status, grace_s=grace_s)
+    observer = Observer(
+        poller.platform, poller.translator, store, poller.status, grace_s=grace_s, owed=poller.out
+    )
     period_s = min(poller.settings.recover_every_s, max(grace_s, 0.5))
     return lambda: observe_forever(observer, poller.ready, period_s)

@@ -226,6 +226,15 @@ class Outbox:
         await asyncio.sleep(max(0.0, retry_at - time.time()))
         await self.deliver(turn_id)
 
+    async def owe(self, turn_id: str) -> bool:
+        """Journal ``turn_id``'s reply as owed again (an uncertain attempt observed not posted; observe.py);
+        False before the journal is loaded."""
+        if (state := self.state) is None:
+            return False
+        await asyncio.to_thread(state.add, turn_id)
+        self.status.pending_replies = len(state.pending)
+        return True
+
     async def recover(self) -> None:
         """Deliver every journaled turn that is done (its ``turn_done`` was lost, or arrived too early)."""
         state = self.state

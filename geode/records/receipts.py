@@ -5,7 +5,9 @@ answer NEW. An admit retried with the same ``attempt`` token (a lost reply) gets
 
 A retried effect is a new receipt naming its predecessor (``after``): it is admitted only once the
 predecessor is committed as known not applied with the time it may be retried (``{"posted": false,
-"retry_at": T}``), so the attempts of one effect form a chain in which at most one can apply.
+"retry_at": T}``), or was uncertain and GEODE observed it not applied (reconciled ``not_applied`` by
+observation; an operator's ``not_applied`` hands the effect to the operator and opens nothing), so the
+attempts of one effect form a chain in which at most one can apply.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def committed_outcome(result: dict[str, Any] | None) -> str | None:
 
 
 def retriable(prev: Receipt | None, ident: ReceiptIdentity) -> bool:
-    """``prev`` (of the same identity) is committed as known not applied, with the time it may be retried."""
+    """``prev`` (of the same identity) is committed as known not applied, with the time it may be retried,
+    or reconciled ``not_applied`` by observation (looked for and not there)."""
+    if prev is not None and prev.identity == ident and prev.state == ReceiptState.RECONCILED:
+        return prev.outcome == "not_applied" and prev.reconciled_by == BY_OBSERVATION
     result = prev.result if prev is not None else None
     return (
         prev is not None
@@ -147,7 +152,7 @@ class ReceiptStore:
         if after and not retriable(self._get(txn, after), ident):
             return AdmitResult(
                 kind=AdmitKind.CONFLICT,
-                reason=f"{after} is not committed as not posted with a retry time: no new attempt",
+                reason=f"{after} is not known not posted (a retry time, or observed absent): no new attempt",
             )
         db_open = self.renv.db("rc_open")
         for k, step in scan_prefix(txn, db_open, prefix(ident.session_id)):

@@ -10,7 +10,10 @@ known not posted: its receipt is committed ``{"posted": false, "retry_at": T}`` 
 ``deferred``. Asked again at T, the next attempt is a new receipt ``<operation id>~<n>`` that the store
 admits only after its predecessor is committed so (``after``): the attempts form a chain, at most one of
 them posts, and a kill anywhere leaves either a committed link (retried when due) or an uncertain one
-(never retried). A refusal for good (``bad_request``: chat gone, bot removed) is ``not_sent``.
+(never retried blindly). An uncertain link that the messengers child's observation pass looked for in the
+chat and did not find (reconciled ``not_applied`` by observation) is owed again: the next attempt follows it
+at once. One reconciled by an operator is the operator's (``applied`` replays, ``not_applied`` is not sent).
+A refusal for good (``bad_request``: chat gone, bot removed) is ``not_sent``.
 
 Reply receipts live in their own quarantine scope (``<session>#replies``, one step for every reply), so a
 reply is never held back by an uncertain tool effect of its session, and an uncertain reply blocks neither
@@ -34,6 +37,7 @@ from geode.redaction import fingerprint, redact_text
 log = logging.getLogger(__name__)
 TOOL_NAME = REPLY_TOOL
 STEP = REPLY_STEP
+BY_OBSERVATION = "observation"  # a reconciliation GEODE made by looking (geode.records.receipts)
 STORE_RETRY_S = 5.0  # the receipt store did not answer an admission: the reply is asked again after this
 
 
@@ -117,6 +121,9 @@ class ReplyDelivery:
                 if stored.get("posted", stored.get("external_effect_applied", False)):  # or reconciled so
                     ids = list(stored.get("message_ids", []))
                     return messengers_msg.Delivered(state="replayed", message_ids=ids, attempt=k)
+                if stored.get("outcome") == "not_applied" and stored.get("by") == BY_OBSERVATION:
+                    k += 1  # looked for in the chat and absent: owed, the next attempt (store-checked)
+                    continue
                 retry_at = stored.get("retry_at")
                 if not isinstance(retry_at, int | float):  # refused for good, or reconciled not applied
                     why = stored.get("reason") or _reconciled(stored)

@@ -287,6 +287,6 @@ def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
         send=lambda text: dc.push_message(CHAN, text, author_id=ALLOWED),
         replies=lambda message: [p["content"] for p in _replies_to(dc, message)],
         operation=_op,
-        observed=True,  # the executor killed before the send: no post, settled `not_applied` by observation
+        observed=True,  # the executor killed before the send: observed absent, then posted as attempt 2
     )
     print(kill_around_each_turn(chat, ws))

@@ -141,6 +141,48 @@ def test_a_reply_found_in_the_chat_is_applied_and_one_not_found_not_applied_both
     assert len(finder.looked) == 2
 
 
+class FakeJournal:
+    """The outbox's side of a reply observed absent: ``owe`` (journal again), then ``deliver``."""
+
+    def __init__(self, store: FakeStore, loaded: bool = True) -> None:
+        self.store, self.loaded = store, loaded
+        self.calls: list[tuple[str, str, bool]] = []  # (call, turn, its receipt reconciled by then)
+
+    def _settled(self, turn_id: str) -> bool:
+        ops = [op for op, r in self.store.receipts.items() if r.identity.turn_id == turn_id]
+        return any(op in self.store.reconciled for op in ops)
+
+    async def owe(self, turn_id: str) -> bool:
+        self.calls.append(("owe", turn_id, self._settled(turn_id)))
+        return self.loaded
+
+    async def deliver(self, turn_id: str, outcome: dict[str, Any] | None = None) -> None:
+        self.calls.append(("deliver", turn_id, self._settled(turn_id)))
+
+
+def test_a_reply_observed_absent_is_journaled_owed_before_its_reconcile_then_delivered() -> None:
+    store = FakeStore(
+        [
+            _receipt("op-a", "t-a", uncertain_at=NOW - GRACE - 1),
+            _receipt("op-b", "t-b", uncertain_at=NOW - GRACE - 1),
+        ],
+        [_turn("t-a"), _turn("t-b")],
+    )
+    journal = FakeJournal(store, loaded=False)
+    status = PollerStatus("slack")
+    observer = Observer(
+        "slack", FakeFinder({"op-a": "1.2"}), store, status, grace_s=GRACE, clock=lambda: NOW, owed=journal
+    )
+    out = asyncio.run(observer.run_pass())  # the journal is not loaded yet: op-b is kept for a later pass
+    assert (out.applied, out.not_applied, out.kept) == (1, 0, 1) and list(store.reconciled) == ["op-a"]
+    journal.loaded = True
+    store.reconciled.clear()
+    assert asyncio.run(observer.run_pass()).not_applied == 1
+    # owed again before the verdict is stored (a kill between them loses nothing), delivered after it;
+    # the reply found in the chat (op-a) is never owed again
+    assert journal.calls == [("owe", "t-b", False), ("owe", "t-b", False), ("deliver", "t-b", True)]
+
+
 def test_a_reply_in_its_grace_is_not_looked_for_and_stays_uncertain() -> None:
     store = FakeStore([_receipt("op-a", "t-a", uncertain_at=NOW - GRACE + 1)], [_turn("t-a")])
     finder = FakeFinder({})
@@ -239,9 +281,11 @@ async def test_slack_finds_the_reply_by_its_operation_id_in_the_thread_and_in_a_
 
 
 # --- what a reconciled reply replays as: the real store and the executor's ReplyDelivery -------------------
-def test_a_reply_settled_by_observation_replays_as_what_was_seen_and_is_never_posted_again(
+def test_a_reply_observed_applied_replays_one_observed_absent_is_posted_once_as_the_next_attempt(
     tmp_path: Path,
 ) -> None:
+    """Found → replayed, never posted again; looked for and absent → still owed: the next delivery posts it
+    once as ``<op>~2`` (then replays); an operator's not_applied is the operator's: not sent, no post."""
     from geode.home import GeodeHome
     from geode.protocol import messengers as mm
     from geode.protocol.transport import LocalTransport
@@ -255,7 +299,11 @@ def test_a_reply_settled_by_observation_replays_as_what_was_seen_and_is_never_po
     assert isinstance(transport, LocalTransport)
     delivery = ReplyDelivery(store.client, transport, owner="executor#1")
     try:
-        for turn, outcome in (("t1", "applied"), ("t2", "not_applied")):
+        for turn, outcome, by in (
+            ("t1", "applied", "observation"),
+            ("t2", "not_applied", "observation"),
+            ("t3", "not_applied", "ops"),
+        ):
             ask = mm.DeliverReply(
                 operation_id=f"reply:{turn}",
                 session_id="sl-1",
@@ -271,18 +319,20 @@ def test_a_reply_settled_by_observation_replays_as_what_was_seen_and_is_never_po
             store.client.reconcile(
                 f"reply:{turn}",
                 outcome=outcome,
-                by="observation",
-                note="found the post in the chat: message 1.2"
-                if seen == POSTED
-                else "no post of it in the chat",
-                evidence=evidence.model_copy(update={"observed": seen}),
+                by=by,
+                note="found the post in the chat: message 1.2" if seen == POSTED else "no post of it",
+                evidence=evidence.model_copy(update={"observed": seen}) if by == "observation" else None,
             )
             again = delivery.deliver(ask)
             if outcome == "applied":  # the post is there: replayed, not "not sent"
-                assert again.state == "replayed", again
-            else:
-                assert again.state == "not_sent" and "reconciled not_applied by observation" in again.reason
-        assert fake.posts == []  # nothing posted again, whatever was seen
+                assert again.state == "replayed" and fake.posts == [], again
+            elif by == "observation":  # absent: owed, posted once as the chain's next attempt
+                assert (again.state, again.attempt) == ("posted", 2), again
+                assert [p.idempotency_key for p in fake.posts] == ["reply:t2~2"]
+                assert delivery.deliver(ask).state == "replayed" and len(fake.posts) == 1
+            else:  # the operator's verdict: answered by hand if at all
+                assert again.state == "not_sent" and "reconciled not_applied by ops" in again.reason
+        assert [p.idempotency_key for p in fake.posts] == ["reply:t2~2"]
     finally:
         store.close()
 

@@ -283,6 +283,6 @@ def test_kills_in_lanes_store_and_loop_around_a_reply_never_post_twice(
         send=lambda text: slack.push_message(CHAN, text, user=ALLOWED),
         replies=lambda sent: [p["text"] for p in _replies_to(slack, sent["ts"])],
         operation=_op,
-        observed=True,  # the executor killed before the send: no post, settled `not_applied` by observation
+        observed=True,  # the executor killed before the send: observed absent, then posted as attempt 2
     )
     print(kill_around_each_turn(chat, ws))

@@ -176,3 +176,32 @@ def test_a_post_refused_for_now_without_a_retry_time_is_not_sent(rig: Any) -> No
     delivery, _, fake, _ = rig
     fake.fail = Unavailable("the telegram messenger platform is not enabled: no token; nothing was posted")
     assert delivery.deliver(ask()).state == "not_sent" and fake.posts == []
+
+
+def test_an_attempt_follows_one_observed_absent_but_not_an_operators_verdict_nor_one_observed_posted(
+    rig: Any,
+) -> None:
+    from geode.records.models import Observation
+
+    _, _, _, store = rig
+    ident = ReceiptIdentity(
+        session_id=reply_scope("tg-42"),
+        turn_id="t1",
+        step_id=REPLY_STEP,
+        tool_name=REPLY_TOOL,
+        fingerprint="f",
+    )
+    c = store.client
+    seen = Observation(kind="chat_post", target="slack:C1", before="absent", intended="posted")
+    for op, outcome, by, opens in (
+        ("reply:a", "not_applied", "observation", True),
+        ("reply:b", "not_applied", "ops", False),
+        ("reply:c", "applied", "observation", False),
+    ):
+        assert c.admit(op, ident, owner="x#1").kind is AdmitKind.NEW
+        c.mark_uncertain(op, "messengers#1 exited with this post in flight")
+        observed = "absent" if outcome == "not_applied" else "posted"
+        evidence = seen.model_copy(update={"observed": observed}) if by == "observation" else None
+        c.reconcile(op, outcome=outcome, by=by, note="looked", evidence=evidence)
+        kind = c.admit(f"{op}~2", ident, owner="x#1", after=op).kind
+        assert kind is (AdmitKind.NEW if opens else AdmitKind.CONFLICT), (op, kind)
