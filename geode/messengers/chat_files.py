@@ -82,9 +82,12 @@ def checked_url(url: str, hosts: frozenset[str], base_url: str) -> str:
 
 
 async def fetch_slack(att: Attachment, dest: Path, max_bytes: int, *, token: str, base_url: str) -> SavedFile:
-    """A Slack file, the bot token sent as a header only to a checked host."""
+    """A Slack file, the bot token sent as a header only to a checked host. Slack answers a file it will not
+    give this token (no ``files:read`` scope, another workspace) with its sign-in page: refused, not kept."""
     url = checked_url(att.file_id, SLACK_FILE_HOSTS, base_url)
-    return await download(url, dest, max_bytes, token=token, headers={"Authorization": f"Bearer {token}"})
+    auth = {"Authorization": f"Bearer {token}"}
+    html = att.media_type == "text/html"
+    return await download(url, dest, max_bytes, token=token, headers=auth, refuse_html=not html)
 
 
 async def fetch_discord(att: Attachment, dest: Path, max_bytes: int, *, base_url: str) -> SavedFile:

@@ -100,11 +100,18 @@ def file_url(base_url: str, file_path: str, token: str) -> str:
 
 
 async def download(
-    url: str, dest: Path, max_bytes: int, *, token: str, headers: dict[str, str] | None = None
+    url: str,
+    dest: Path,
+    max_bytes: int,
+    *,
+    token: str,
+    headers: dict[str, str] | None = None,
+    refuse_html: bool = False,
 ) -> SavedFile:
     """Stream ``url`` into ``dest`` (a temporary name, renamed when whole; 0600), hashing as it goes. Over
     ``max_bytes``: :class:`TooLarge` and nothing kept. Errors never carry the token. ``headers`` go with the
-    request (Slack's bot token: geode/messengers/chat_files.py, its URL checked first)."""
+    request (Slack's bot token: geode/messengers/chat_files.py, its URL checked first); ``refuse_html``: a
+    ``text/html`` answer is a sign-in page, not the file (:class:`Rejected`, nothing kept)."""
     tmp = dest.with_name(f".{dest.name}.part")
     digest, size = hashlib.sha256(), 0
     try:
@@ -115,6 +122,8 @@ async def download(
                     if resp.status_code == 429 or resp.status_code >= 500:
                         raise PlatformError(why, retryable=True)  # the batch is tried again
                     raise Rejected(why)
+                if refuse_html and resp.headers.get("content-type", "").startswith("text/html"):
+                    raise Rejected("the file host answered a web page, not the file (a sign-in page?)")
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "wb") as out:
                     async for chunk in resp.aiter_bytes(_CHUNK):

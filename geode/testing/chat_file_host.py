@@ -17,8 +17,8 @@ JSON = dict[str, Any]
 
 @dataclass
 class ChatFileHost:
-    """Files by URL path (as sent: percent-encoded); ``token`` (Slack's bot token) is required as a Bearer
-    header when set."""
+    """Files by URL path (as sent: percent-encoded); when ``token`` (Slack's bot token) is set, a request
+    without it as a Bearer header gets a sign-in page instead of the file, as Slack answers."""
 
     token: str = ""
     files: dict[str, bytes] = field(default_factory=dict)
@@ -30,7 +30,8 @@ class ChatFileHost:
             self.files[path] = data
 
     def downloaded(self) -> list[JSON]:
-        """Each download asked for: ``{"path", "status", "authorization"}`` (the header as sent, "" none)."""
+        """Each download asked for: ``{"path", "status", "authorization", "signin"}`` (the header as sent, ""
+        none; ``signin``: answered with the sign-in page, a wrong or missing token)."""
         with self.lock:
             return copy.deepcopy(self.downloads)
 
@@ -43,9 +44,10 @@ class ChatFileHost:
         with self.lock:
             data = self.files.get(path)
             status = 404 if data is None else 200
-            if self.token and auth != f"Bearer {self.token}":
-                status = 403  # Slack answers a private file without the bot token with a login page
-            self.downloads.append({"path": path, "status": status, "authorization": auth})
+            signin = bool(self.token) and auth != f"Bearer {self.token}"
+            self.downloads.append({"path": path, "status": status, "authorization": auth, "signin": signin})
+        if signin:  # as Slack answers a private file without the right token: 200 and its sign-in page
+            return web.Response(text="<html><body>Sign in to Slack</body></html>", content_type="text/html")
         if status != 200 or data is None:
-            return web.Response(status=status, text="no such file" if status == 404 else "forbidden")
+            return web.Response(status=status, text="no such file")
         return web.Response(body=data, content_type="application/octet-stream")

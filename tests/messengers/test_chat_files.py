@@ -4,6 +4,8 @@ only from its CDN hosts or the API base's host; anything else is refused with a 
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,9 +16,13 @@ from geode.messengers.chat_files import (
     UnsafeFileUrl,
     checked_url,
     discord_attachments,
+    fetch_slack,
+    slack_attachments,
 )
+from geode.messengers.errors import Rejected
 from geode.messengers.model import Unhandled
 from geode.messengers.slack_text import normalise
+from geode.testing.slack_server import LocalSlack
 
 BASE = "https://slack.com/api/"
 
@@ -75,3 +81,18 @@ def test_a_slack_file_event_without_a_readable_file_is_a_notice_not_an_empty_tur
     payload = {"type": "event_callback", "event": event}
     item = normalise("events_api", payload, bot_id="UBOT", bot_name="geode")
     assert isinstance(item, Unhandled) and (item.reason, item.kind) == ("unsupported", "file")
+
+
+def test_a_slack_sign_in_page_is_refused_and_nothing_kept(tmp_path: Path) -> None:
+    """Slack answers a private file asked with a token it will not honour (no files:read scope) with 200 and
+    its sign-in page: that page is never saved as the file; the right token gets the bytes."""
+    with LocalSlack() as slack:
+        event = slack.push_file("C1", name="a.pdf", data=b"%PDF-1.4 x")["payload"]["event"]
+        (att,) = slack_attachments(event)
+        dest = tmp_path / "a.pdf"
+        with pytest.raises(Rejected, match="answered a web page"):
+            asyncio.run(fetch_slack(att, dest, 1_000, token="xoxb-wrong", base_url=slack.api_url))
+        assert list(tmp_path.iterdir()) == []
+        got = asyncio.run(fetch_slack(att, dest, 1_000, token=slack.bot_token, base_url=slack.api_url))
+        assert dest.read_bytes() == b"%PDF-1.4 x" and got.size == 10
+        assert [d["signin"] for d in slack.file_host.downloaded()] == [True, False]
