@@ -2,11 +2,12 @@
 the platform's poller (``geode.messengers.poller``) on its own asyncio loop, restarted in-process with
 jittered backoff when it fails.
 
-Serves ``messenger.send`` (posts only to bound chats; one idempotency key is posted at most once in this
-process's lifetime), ``messenger.bindings``, ``origin.event`` (turn streams from lanes, also as a lanes peer
-so the stream stays in order and lanes re-asks pending approvals when we reappear) and ``runtime.*``. A
-platform without a token is ``disabled`` with the reason; the child serves anyway. The platforms themselves
-(translators, pollers, bus ports, the per-platform actor) are built in ``actors.tree.messenger_platforms``.
+Serves ``messenger.send`` and ``messenger.send_file`` (``actors.tree.messenger_uploads``; posts only to bound
+chats; one idempotency key is posted at most once in this process's lifetime), ``messenger.bindings``,
+``origin.event`` (turn streams from lanes, also as a lanes peer so the stream stays in order and lanes re-asks
+pending approvals when we reappear) and ``runtime.*``. A platform without a token is ``disabled`` with the
+reason; the child serves anyway. The platforms themselves (translators, pollers, bus ports, the per-platform
+actor) are built in ``actors.tree.messenger_platforms``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pykka
 
 from actors.bus import Bus
 from actors.tree.messenger_platforms import PlatformActor, make_translator, wire_pollers
+from actors.tree.messenger_uploads import send_file_once
 from actors.tree.peer_exits import on_exit_failer
 from geode import faults
 from geode.config_reload import MESSENGERS, ConfigChange
@@ -77,6 +79,7 @@ class MessengersChild:
                 runtime.STATUS: self._status,
                 runtime.CHILD_DIED: self._child_died,
                 messengers_msg.SEND: self._send,
+                messengers_msg.SEND_FILE: self._send_file,
                 messengers_msg.BINDINGS: self._bindings,
                 lanes_msg.ORIGIN_EVENT: self._origin_event,
             },
@@ -142,6 +145,16 @@ class MessengersChild:
             self.sending += 1
         try:
             return self._send_once(b)
+        finally:
+            with self.idle:
+                self.sending -= 1
+                self.idle.notify_all()
+
+    def _send_file(self, b: messengers_msg.SendFile, r: Request) -> messengers_msg.MessageSent:
+        with self.idle:
+            self.sending += 1
+        try:
+            return send_file_once(self, b)
         finally:
             with self.idle:
                 self.sending -= 1

@@ -15,6 +15,7 @@ from telegram import (
     CallbackQuery,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     Message,
     ReplyParameters,
     Update,
@@ -190,6 +191,17 @@ class TelegramTranslator:
                 sent = await self._send(chat_id, thread_id, part, reply, None)
             ids.append(str(sent.message_id))
         return ids
+
+    async def send_file(
+        self, channel_key: str, filename: str, data: bytes, *, caption: str = ""
+    ) -> list[str]:
+        """Post ``data`` as a document named ``filename`` (sendDocument, multipart); its message id."""
+        chat_id, thread_id = _channel(channel_key)
+        doc = InputFile(data, filename=filename, attach=True)
+        sent = await self._call(
+            self._bot.send_document(chat_id, doc, caption=caption or None, message_thread_id=thread_id)
+        )
+        return [str(sent.message_id)]
 
     async def typing(self, channel_key: str) -> None:
         chat_id, thread_id = _channel(channel_key)

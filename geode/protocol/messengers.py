@@ -1,8 +1,9 @@
 """Messages of the messengers area: posting to a chat (``messenger.send``), delivering a turn's reply as a
 receipted effect through the executor (``messenger.deliver``), and the operator's view of bindings.
 
-Who serves what: the ``messengers`` child serves ``messenger.send`` and ``messenger.bindings``; the executor
-serves ``messenger.deliver`` (it admits the receipt, asks the ``messengers`` child to post, commits).
+Who serves what: the ``messengers`` child serves ``messenger.send``, ``messenger.send_file`` and
+``messenger.bindings``; the executor serves ``messenger.deliver`` (it admits the receipt, asks the
+``messengers`` child to post, commits).
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ class MessageSent(BaseModel):
     message_id: str = ""  # the platform's id of the (first) posted message
     message_ids: list[str] = Field(default_factory=list)  # every part of a split reply
     duplicate: bool = False  # the key was seen before: nothing was posted this time
+
+
+class SendFile(BaseModel):
+    """Executor → messengers child: post the file at ``path`` to the chat ``channel`` as an attachment. The
+    executor read it through its file tools' roots and credential exclusions: ``size`` bytes whose sha256 is
+    ``sha256``; the child posts only those bytes (a file changed since is refused, nothing posted).
+    ``idempotency_key`` is the tool call's operation id."""
+
+    channel: str = Field(min_length=1, max_length=256)
+    path: str = Field(min_length=1, max_length=4096)
+    filename: str = Field(min_length=1, max_length=255)
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    caption: str = Field(default="", max_length=1024)
+    idempotency_key: str = Field(min_length=1, max_length=128)
+    session_id: str = Field(default="", max_length=128)
 
 
 class DeliverReply(BaseModel):
@@ -92,5 +109,6 @@ class BindingsReply(BaseModel):
 
 
 SEND = message("messenger.send", SendMessage, MessageSent)
+SEND_FILE = message("messenger.send_file", SendFile, MessageSent)
 DELIVER = message("messenger.deliver", DeliverReply, Delivered)
 BINDINGS = message("messenger.bindings", BindingsQuery, BindingsReply)

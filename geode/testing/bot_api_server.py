@@ -15,7 +15,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from geode.testing import bot_api_files
+from geode.testing import bot_api_files, bot_api_uploads
 from geode.testing import bot_api_wire as wire
 from geode.testing.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
 from geode.testing.bot_api_wire import JSON
@@ -59,6 +59,7 @@ class LocalBotApi(LocalHttpServer):
         self._posts: list[tuple[int, int, str | None]] = []  # (chat, message id, parse_mode) of sendMessage
         self._actions: list[JSON] = []
         self.files = bot_api_files.FileStore()  # photos and documents users sent (bot_api_files.py)
+        self.uploads = bot_api_uploads.Uploads()  # documents the bot sent (sendDocument, bot_api_uploads.py)
         self._reactions: list[JSON] = []  # setMessageReaction: {"chat_id", "message_id", "emoji"}
         self._calls: dict[str, list[JSON]] = {}
         self._failures: dict[str, list[ApiError]] = {}
@@ -301,6 +302,10 @@ class LocalBotApi(LocalHttpServer):
                     raise failures.pop(0)
             if method == "getupdates":
                 result: Any = await get_updates(self, params)
+            elif method == "senddocument":
+                with self._lock:
+                    files = request.get(bot_api_uploads.FILES, {})
+                    result = bot_api_uploads.send_document(self, self.uploads, params, files)
             elif method in METHODS:
                 with self._lock:
                     result = METHODS[method](self, params)
@@ -346,6 +351,7 @@ async def _params(request: web.Request) -> JSON:
         else:
             form = await request.post()
             params.update({k: v for k, v in form.items() if isinstance(v, str)})
+            request[bot_api_uploads.FILES] = bot_api_uploads.form_files(form)
     return params
 
 

@@ -274,7 +274,8 @@ class ToolExecutor:
             workspace=workspace,
             roots=c.roots_for(ctx),
             deadline_s=max(0.05, deadline - (time.monotonic() - started)),
-            services={**self.services, "schedule_rule": self.schedule_rule},  # schedule_job: which chat
+            # schedule_job, send_file: which chat
+            services={**self.services, "schedule_rule": self.schedule_rule, "send_rule": self.send_rule},
         )
         try:
             held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under

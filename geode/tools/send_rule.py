@@ -101,6 +101,13 @@ class SendRule:
     def _chat_of(self, turn_id: str) -> str:
         return turn_chat(self._turns, turn_id)
 
+    def own_chat(self, ctx: ToolContext) -> str:
+        """The chat a chat's DAEMON turn came from (send_file's only destination); "" for any other turn. A
+        store error propagates (``GeodeError``)."""
+        if ctx.mode != "DAEMON" or ctx.origin != CHAT_ORIGIN:
+            return ""
+        return self._chat_of(ctx.turn_id)
+
     def _count(self, ctx: ToolContext) -> SendVerdict | None:
         """None while the turn is under its cap (this call counted once, by its operation id)."""
         key = (ctx.session_id, ctx.turn_id)

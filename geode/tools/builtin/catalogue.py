@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from geode.tools.builtin import bash, computer, delegate, files, messaging, schedule_job, search, web
+from geode.tools.builtin import (
+    bash,
+    computer,
+    delegate,
+    files,
+    messaging,
+    schedule_job,
+    search,
+    send_file,
+    web,
+)
 from geode.tools.builtin.file_observation import observe_edit, observe_write
 from geode.tools.handlers import HandlerEntry
 from geode.tools.spec import ApprovalMode as A
@@ -132,6 +142,24 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
         deadline_s=60,
     ),
     ToolSpec(
+        name="send_file",
+        description=(
+            "Send a file from the workspace to this chat as an attachment (a chat's session only; a person "
+            "approves each file). path: the file; caption: optional text shown with it."
+        ),
+        input_schema=_obj(
+            {
+                "path": {"type": "string", "minLength": 1},
+                "caption": {"type": "string", "maxLength": 1024},
+                "filename": {"type": "string", "minLength": 1, "maxLength": 255},
+            },
+            ["path"],
+        ),
+        handler="builtin:send_file",
+        policy=SafetyPolicy(effect=E.COMMUNICATE, approval=A.PER_INVOCATION, resource_strategy="session"),
+        deadline_s=120,
+    ),
+    ToolSpec(
         name="delegate_task",
         description=(
             "Hand a self-contained task to a sub-agent (its own session, fewer tools) and wait for its "
@@ -223,6 +251,7 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),  # always asks a person
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
         "builtin:send_message": HandlerEntry(messaging.send_message),
+        "builtin:send_file": HandlerEntry(send_file.send_file, ("path",)),  # read through the file-tool roots
         "builtin:delegate_task": HandlerEntry(delegate.delegate_task),
         "builtin:schedule_job": HandlerEntry(schedule_job.schedule_job),
         "builtin:computer": HandlerEntry(computer.computer),

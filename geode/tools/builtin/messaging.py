@@ -47,6 +47,23 @@ class BusMessenger:
         out = messengers_msg.MessageSent.model_validate(reply)
         return out.model_dump(exclude_defaults=True) | {"platform": out.platform}
 
+    def send_file(self, channel: str, path: str, **fields: Any) -> dict[str, Any]:
+        """``messenger.send_file`` (``fields``: filename, size, sha256, caption, idempotency_key,
+        session_id); a refusal is a clean "not sent", a lost child or a timeout propagates (uncertain)."""
+        body = messengers_msg.SendFile(channel=channel, path=path, **fields)
+        try:
+            reply = self.transport.call(
+                self.target, messengers_msg.SEND_FILE, body, timeout_s=self.timeout_s + 30
+            )
+        except MessengersLost:
+            raise
+        except (Unavailable, BadRequest) as exc:
+            raise ToolFailure(
+                f"Not sent: {exc.message}. Nothing was posted to {channel!r}.", "tool_unavailable"
+            ) from None
+        out = messengers_msg.MessageSent.model_validate(reply)
+        return out.model_dump(exclude_defaults=True) | {"platform": out.platform}
+
 
 def platform_of(channel: str) -> str:
     """``"slack:C123"`` → ``"slack"``."""
