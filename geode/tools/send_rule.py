@@ -25,6 +25,7 @@ from geode.tools.settings import SEND_MAX_PER_TURN
 from geode.tools.spec import ToolContext
 
 HANDLER = "builtin:send_message"
+FILE_HANDLER = "builtin:send_file"
 CHAT_ORIGIN = "messengers"  # the peer that submits a bound chat's turns
 MAX_TURNS = 4096  # turns whose post counts are kept (oldest forgotten first)
 
@@ -145,7 +146,13 @@ def turn_chat(turns: TurnSource | None, turn_id: str) -> str:
 
 def check_send(rule: SendRule | None, req: Request) -> None:
     """The executor's step for send_message (before the approval): a denial is a tool error recorded on the
-    timeline (``send_message_denied``), a destination a person must approve forces the prompt."""
+    timeline (``send_message_denied``), a destination a person must approve forces the prompt. send_file
+    outside a chat's DAEMON turn is refused here too, before anyone is asked (it has no chat to post to)."""
+    if req.spec is not None and req.spec.handler == FILE_HANDLER:
+        if req.ctx.mode != "DAEMON" or req.ctx.origin != CHAT_ORIGIN:
+            why = "send_file posts only to a chat session's own chat; this turn is not one. Nothing posted."
+            raise req.deny("policy", why, "tool_policy_denied", reason="not_a_chat")
+        return
     if rule is None or req.spec is None or req.spec.handler != HANDLER:
         return
     verdict = rule.check(req.ctx, req.call.input)

@@ -142,3 +142,13 @@ def test_happy_path_runs_once_and_records(make_rig) -> None:
     assert kinds == ["tool.called", "tool.completed"]
     receipts = rig.store.client.list_receipts(session_id="s1")
     assert [r.state.value for r in receipts] == ["committed"]
+
+
+def test_send_file_outside_a_chat_turn_is_refused_before_anyone_is_asked(make_rig) -> None:
+    """A terminal (IPC) turn has no chat of its own: send_file is refused before the approval prompt."""
+    say = _Say("y")
+    rig = make_rig(approvals=say)
+    (rig.workspace / "notes.txt").write_text("hello")
+    res = rig.call("send_file", {"path": "notes.txt"})
+    assert res.is_error and res.error_type == "tool_policy_denied" and "own chat" in str(res.content)
+    assert say.asked == []
