@@ -19,8 +19,9 @@ from geode.home import GeodeHome
 from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
-from tests.actors.tree_kit import scripted_home, serve, stop
+from tests.actors.tree_kit import scripted_home
 from tests.messengers.chat_tree_kit import pollers, prompt_of
+from tests.messengers.platform_tree_kit import platform_sections, serving
 from tests.waiting import poll_for
 
 SLACK_CHAN, DC_CHAN = "C0FILES01", CHANNELS[0]
@@ -47,13 +48,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     base = tmp_path_factory.mktemp("chat-files")
     with LocalSlack() as slack, LocalDiscord() as dc, ScriptedServer(_reply) as model:
         extra = f"""
-[messengers.slack]
-base_url = "{slack.api_url}"
-poll_timeout_s = 1
-[messengers.discord]
-base_url = "{dc.api_base}"
-gateway_url = "{dc.gateway_url}"
-poll_timeout_s = 1
+{platform_sections(slack=slack, dc=dc)}
 [[messengers.bindings]]
 platform = "slack"
 channel_id = "{SLACK_CHAN}"
@@ -62,17 +57,8 @@ platform = "discord"
 channel_id = "{DC_CHAN}"
 """
         home = scripted_home(base, model, extra=extra)
-        with home.env_file.open("a") as f:
-            f.write(
-                f"SLACK_BOT_TOKEN={slack.bot_token}\nSLACK_APP_TOKEN={slack.app_token}\n"
-                f"DISCORD_BOT_TOKEN={dc.token}\n"
-            )
-        try:
-            serve(home)
-            poll_for(dc.connected, 60, what="the Discord bot on the gateway")
+        with serving(home, slack=slack, dc=dc):
             yield home, slack, dc, model
-        finally:
-            stop(home)
 
 
 def _saved(home: GeodeHome, message_id: str) -> list[Path]:

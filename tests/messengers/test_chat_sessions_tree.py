@@ -21,8 +21,9 @@ from geode.testing.bot_api_server import LocalBotApi
 from geode.testing.discord_server import LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
-from tests.actors.tree_kit import scripted_home, serve, stop
+from tests.actors.tree_kit import scripted_home
 from tests.messengers.chat_tree_kit import pollers, prompt_of
+from tests.messengers.platform_tree_kit import platform_sections, serving
 from tests.waiting import poll_for
 
 TG_A, TG_B = -100401, -100402
@@ -67,16 +68,7 @@ def _config(tg: LocalBotApi, slack: LocalSlack, dc: LocalDiscord) -> str:
     return f"""
 [messengers]
 approval_timeout_s = 30
-[messengers.telegram]
-base_url = "{tg.base_url}"
-poll_timeout_s = 1
-[messengers.slack]
-base_url = "{slack.api_url}"
-poll_timeout_s = 1
-[messengers.discord]
-base_url = "{dc.api_base}"
-gateway_url = "{dc.gateway_url}"
-poll_timeout_s = 1
+{platform_sections(tg, slack, dc)}
 [[messengers.bindings]]
 platform = "telegram"
 channel_id = "{TG_A}"
@@ -110,17 +102,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
         ScriptedServer(_model) as model,
     ):
         home = scripted_home(base, model, extra=_config(tg, slack, dc))  # no [tools] roots
-        with home.env_file.open("a") as f:
-            f.write(
-                f"TELEGRAM_BOT_TOKEN={tg.token}\nSLACK_BOT_TOKEN={slack.bot_token}\n"
-                f"SLACK_APP_TOKEN={slack.app_token}\nDISCORD_BOT_TOKEN={dc.token}\n"
-            )
-        try:
-            serve(home, cwd=base)
-            poll_for(dc.connected, 60, what="the Discord bot on the gateway")
+        with serving(home, tg, slack, dc, cwd=base):
             yield home, (tg, slack, dc)
-        finally:
-            stop(home)
 
 
 def _starting(posts: list[dict[str, Any]], start: str) -> list[dict[str, Any]]:

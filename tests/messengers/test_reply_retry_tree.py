@@ -24,8 +24,9 @@ from geode.testing.bot_api_server import LocalBotApi
 from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
-from tests.actors.tree_kit import children, geode, scripted_home, serve, stop, wait_children
+from tests.actors.tree_kit import children, geode, scripted_home, wait_children
 from tests.messengers.chat_tree_kit import echo_or_write, pollers
+from tests.messengers.platform_tree_kit import platform_sections, serving
 from tests.waiting import poll_for
 
 TG_CHAT, SLACK_CHAN, DC_CHAN, ALLOWED = -100611, "C0RETRY01", CHANNELS[0], 1001
@@ -37,16 +38,7 @@ def _config(tg: LocalBotApi, slack: LocalSlack, dc: LocalDiscord, cap_s: float) 
     return f"""
 [messengers]
 retry_cap_s = {cap_s}
-[messengers.telegram]
-base_url = "{tg.base_url}"
-poll_timeout_s = 1
-[messengers.slack]
-base_url = "{slack.api_url}"
-poll_timeout_s = 1
-[messengers.discord]
-base_url = "{dc.api_base}"
-gateway_url = "{dc.gateway_url}"
-poll_timeout_s = 1
+{platform_sections(tg, slack, dc)}
 [[messengers.bindings]]
 platform = "telegram"
 channel_id = "{TG_CHAT}"
@@ -77,17 +69,8 @@ def _served(base: Path, cap_s: float) -> Iterator[Tree]:
         ScriptedServer(echo_or_write(ws)) as model,
     ):
         home = scripted_home(base, model, ws, extra=_config(tg, slack, dc, cap_s))
-        with home.env_file.open("a") as f:
-            f.write(
-                f"TELEGRAM_BOT_TOKEN={tg.token}\nSLACK_BOT_TOKEN={slack.bot_token}\n"
-                f"SLACK_APP_TOKEN={slack.app_token}\nDISCORD_BOT_TOKEN={dc.token}\n"
-            )
-        try:
-            serve(home, cwd=ws)
-            poll_for(dc.connected, 60, what="the Discord bot on the gateway")
+        with serving(home, tg, slack, dc, cwd=ws):
             yield home, tg, slack, dc
-        finally:
-            stop(home)
 
 
 def _receipts(home: GeodeHome) -> dict[str, dict[str, Any]]:

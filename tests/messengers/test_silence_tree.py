@@ -22,8 +22,9 @@ from geode.testing.bot_api_server import LocalBotApi
 from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
-from tests.actors.tree_kit import children, scripted_home, serve, stop
+from tests.actors.tree_kit import children, scripted_home
 from tests.messengers.chat_tree_kit import echo_or_write, pollers
+from tests.messengers.platform_tree_kit import platform_sections, serving
 from tests.waiting import poll_for
 
 TG_CHAT, ALLOWED, STRANGER = -100431, 1001, 5555
@@ -34,16 +35,7 @@ Tree = tuple[GeodeHome, LocalBotApi, LocalSlack, LocalDiscord]
 
 def _config(tg: LocalBotApi, slack: LocalSlack, dc: LocalDiscord) -> str:
     return f"""
-[messengers.telegram]
-base_url = "{tg.base_url}"
-poll_timeout_s = 1
-[messengers.slack]
-base_url = "{slack.api_url}"
-poll_timeout_s = 1
-[messengers.discord]
-base_url = "{dc.api_base}"
-gateway_url = "{dc.gateway_url}"
-poll_timeout_s = 1
+{platform_sections(tg, slack, dc)}
 [[messengers.bindings]]
 platform = "telegram"
 channel_id = "{TG_CHAT}"
@@ -75,17 +67,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
         ScriptedServer(echo_or_write(ws)) as model,
     ):
         home = scripted_home(base, model, ws, extra=_config(tg, slack, dc))
-        with home.env_file.open("a") as f:
-            f.write(
-                f"TELEGRAM_BOT_TOKEN={tg.token}\nSLACK_BOT_TOKEN={slack.bot_token}\n"
-                f"SLACK_APP_TOKEN={slack.app_token}\nDISCORD_BOT_TOKEN={dc.token}\n"
-            )
-        try:
-            serve(home, cwd=ws)
-            poll_for(dc.connected, 60, what="the Discord bot on the gateway")
+        with serving(home, tg, slack, dc, cwd=ws):
             yield home, tg, slack, dc
-        finally:
-            stop(home)
 
 
 def _texts(tg: LocalBotApi) -> list[str]:
