@@ -23,13 +23,11 @@ import pykka
 
 from actors.bus import Bus
 from actors.tree.messenger_platforms import PlatformActor, make_translator, wire_pollers
-from actors.tree.messenger_uploads import send_file_once
+from actors.tree.messenger_uploads import post_once, send_file_once
 from actors.tree.peer_exits import on_exit_failer
-from geode import faults
 from geode.config_reload import MESSENGERS, ConfigChange
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import PLATFORMS, MessengerBinding, MessengersSection
-from geode.messengers.observe import posting_as
 from geode.messengers.poller import Poller
 from geode.messengers.ports import Translator
 from geode.messengers.runner import PollerRunner
@@ -39,7 +37,7 @@ from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.protocol import runtime
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, Unavailable
+from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
 
 if TYPE_CHECKING:
@@ -161,49 +159,13 @@ class MessengersChild:
                 self.idle.notify_all()
 
     def _send_once(self, b: messengers_msg.SendMessage) -> messengers_msg.MessageSent:
-        platform, _, key = b.channel.partition(":")
-        if platform in self.runners and platform not in self.actors:  # served before the actors start
-            with self.idle:
-                self.idle.wait_for(lambda: platform in self.actors, SEND_TIMEOUT_S)
-        ref = self.actors.get(platform)
-        if ref is None:
-            why = self.disabled.get(platform)
-            if why is None:
-                enabled = ", ".join(self.actors) or "none"
-                why = f"no messenger platform is enabled for {platform or b.channel!r} (enabled: {enabled})"
-            else:
-                why = f"the {platform} messenger platform is not enabled: {why}"
-            raise Unavailable(f"{why}; nothing was posted")
-        if not key or self.bindings.find_channel(platform, key) is None:
-            raise BadRequest(
-                f"{b.channel!r} is not a bound chat: posts go only to chats in [[messengers.bindings]] "
-                f'(channel "{platform}:<chat_id>[:<thread_id>]"); nothing was posted'
-            )
-        actor = ref.proxy()
-        seen = actor.reserve(b.idempotency_key).get(timeout=5.0)
-        if isinstance(seen, messengers_msg.MessageSent):
-            return seen.model_copy(update={"duplicate": True})
-        if seen is not None:
-            raise GeodeError(
-                f"{b.idempotency_key!r} was posted before by this process and its outcome is {seen}; "
-                "not posting it again",
-                code=ErrorCode.CONFLICT,
-            )
-        poller = self.pollers[platform]
-        outcome: messengers_msg.MessageSent | str | None = "unknown"
-        try:
-            posting = posting_as(b.idempotency_key, poller.post(key, b.text, b.reply_to))
-            ids = self.runners[platform].submit(posting, SEND_TIMEOUT_S)
-            outcome = messengers_msg.MessageSent(
-                platform=platform, message_id=ids[0] if ids else "", message_ids=ids
-            )
-            faults.fault("messengers.after_post")  # posted; the executor not answered
-            return outcome
-        except (BadRequest, Unavailable):
-            outcome = None  # refused before anything was posted
-            raise
-        finally:
-            actor.record(b.idempotency_key, outcome)
+        return post_once(
+            self,
+            b.channel,
+            b.idempotency_key,
+            lambda poller, key: poller.post(key, b.text, b.reply_to),
+            "messengers.after_post",
+        )
 
 
 @dataclass
