@@ -6,6 +6,7 @@ Hosted by ``actors.tree.child_main`` through :func:`build`; a store that cannot 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 from geode.records.engine import RecordEngine
+from geode.records.search_feed import SearchFeed
 from geode.records.service import StoreService
 from geode.records.settings import StoreConfig
 
@@ -33,12 +35,15 @@ class StoreChild:
     engine: RecordEngine
     bus: Bus
     owns_bus: bool
+    search: SearchFeed | None = None  # the search index's writer (store.search.*)
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def stop(self) -> None:
         self.stopping.set()
         if self.owns_bus:
             self.bus.stop()
+        if self.search is not None:
+            self.search.stop()
         self.engine.close()
 
     def prune_every(self, interval_s: float) -> None:
@@ -48,6 +53,8 @@ class StoreChild:
             while not self.stopping.wait(interval_s):
                 try:
                     pruned = self.engine.prune()
+                    if self.search is not None and pruned.get("sessions"):
+                        self.search.request_sync()  # the index drops the pruned sessions too
                     if any(pruned.values()):
                         log.info("store pruning: %s", pruned)
                 except GeodeError as exc:
@@ -70,22 +77,37 @@ def start_store(
     handlers = concurrency or cfg.handlers
     engine = RecordEngine.for_home(home, cfg).open()
     owns = bus is None
+    search: SearchFeed | None = None
     try:
+        search = _start_search(engine, home)
         if bus is None:
             bus = Bus(name, incarnation, home).start()
-        bus.serve(ENDPOINT, StoreService(engine, name=name, incarnation=incarnation), concurrency=handlers)
+        service = StoreService(engine, name=name, incarnation=incarnation, search=search)
+        bus.serve(ENDPOINT, service, concurrency=handlers)
     except BaseException:
         if owns and bus is not None:
             bus.stop()
+        if search is not None:
+            search.stop()
         engine.close()
         raise
-    child = StoreChild(engine, bus, owns)
-    pruned = engine.prune()
+    child = StoreChild(engine, bus, owns, search)
+    pruned = service.prune()
     if any(pruned.values()):
         log.info("store start-up pruning: %s", pruned)
     if cfg.prune_interval_s > 0:
         child.prune_every(cfg.prune_interval_s)
     return child
+
+
+def _start_search(engine: RecordEngine, home: GeodeHome) -> SearchFeed | None:
+    """The search index's feed, synced with the records at start; an index that cannot be opened at all
+    (an unwritable file) is logged and leaves the store without search, never without its records."""
+    try:
+        return SearchFeed.for_engine(engine, home.root).start()
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("search index unavailable: %s: %s", type(exc).__name__, exc)
+        return None
 
 
 def build(bus: Bus, ctx: ChildContext) -> StoreChild:

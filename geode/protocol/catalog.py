@@ -27,6 +27,7 @@ AREAS = (
     "schedule",
     "webhooks",
     "intake",
+    "search",
 )
 
 

@@ -18,7 +18,10 @@ from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.engine import RecordEngine
 from geode.records.intake_service import IntakeRoutes
+from geode.records.models import TurnRecord
 from geode.records.schedule_service import LedgerRoutes
+from geode.records.search_feed import SearchFeed
+from geode.records.search_service import SearchRoutes
 from geode.records.writer import WRITE_TIMEOUT_S
 from geode.redaction import canonical_json
 
@@ -30,12 +33,21 @@ INLINE_TYPES = frozenset({m.CHECKPOINT_SAVE, m.TIMELINE_APPEND, m.TURN_PUT, m.CU
 class StoreService:
     """Stateless adapter; every durable decision is the engine's."""
 
-    def __init__(self, engine: RecordEngine, *, name: str = "store", incarnation: int = 0) -> None:
+    def __init__(
+        self,
+        engine: RecordEngine,
+        *,
+        name: str = "store",
+        incarnation: int = 0,
+        search: SearchFeed | None = None,
+    ) -> None:
         self.engine = engine
+        self.search = search  # the search index's feed: done turns are indexed after their commit
         self.name = name
         self.incarnation = incarnation
         ledger = LedgerRoutes(engine.schedule)  # store.schedule.*: the scheduler's occurrence ledger
         intake = IntakeRoutes(engine.intake)  # store.webhook.*: the webhook intake table
+        found = SearchRoutes(search)  # store.search.*: the index over past sessions
         self.dispatch = Dispatch(
             "the store",
             {
@@ -78,18 +90,19 @@ class StoreService:
                     position=engine.get_cursor(b.platform, b.account, b.channel)
                 ),
                 m.STATS: lambda b, r: m.StatsReply(stats=self._stats()),
-                m.PRUNE: lambda b, r: m.PruneReply(pruned=engine.prune()),
+                m.PRUNE: lambda b, r: m.PruneReply(pruned=self.prune()),
                 rt.PING: lambda b, r: rt.Pong(name=self.name, incarnation=self.incarnation, pid=_pid()),
                 rt.STATUS: lambda b, r: rt.StatusReply(
                     name=self.name, incarnation=self.incarnation, pid=_pid(), detail=self._stats()
                 ),
                 **ledger.plain,
                 **intake.plain,
+                **found.plain,
             },
             deferred={
                 m.CHECKPOINT_SAVE: self._save,
                 m.TIMELINE_APPEND: self._append,
-                m.TURN_PUT: lambda b, r: engine.turns.put_later(b).map(lambda t: m.TurnReply(turn=t)),
+                m.TURN_PUT: lambda b, r: engine.turns.put_later(b).map(self._turn_stored),
                 m.CURSOR_SET: self._set_cursor,
                 m.DEDUPE: lambda b, r: engine.cursors.dedupe_later(b.key, ttl_s=b.ttl_s, token=b.token).map(
                     lambda first: m.DedupeReply(first=first)
@@ -107,6 +120,18 @@ class StoreService:
     # handlers with a little more to do --------------------------------------------------------------
     def _save(self, b: m.SaveCheckpoint, r: Request) -> Later:
         return self.engine.checkpoints.save_later(b)  # SaveCheckpoint is a CheckpointSave
+
+    def _turn_stored(self, turn: TurnRecord) -> m.TurnReply:
+        if self.search is not None:
+            self.search.turn_stored(turn)  # queued: indexed by the feed's thread, never on the writer's
+        return m.TurnReply(turn=turn)
+
+    def prune(self) -> dict[str, int]:
+        """Retention, then the search index drops what the records no longer hold."""
+        pruned = self.engine.prune()
+        if self.search is not None and pruned.get("sessions"):
+            self.search.request_sync()
+        return pruned
 
     def _load(self, b: m.LoadCheckpoint, r: Request) -> BaseModel:
         return m.LoadReply(page=self.engine.checkpoints.load_page(b.session_id, b.from_index, PAGE_BYTES))
