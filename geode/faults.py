@@ -28,6 +28,7 @@ POINTS = frozenset(
         "store.after_reply_commit",  # store.after_commit, for a chat reply's receipt only
         "loop.after_pending_checkpoint",  # the pending batch is written ahead, no call sent yet
         "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
+        "loop.after_compaction_record",  # a compaction summary's record saved, the view not sent to the model
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
         "messengers.after_turn_record",  # a polled batch's turn records stored, the cursor not advanced
         "executor.reply_after_admit",  # a reply's receipt admitted, messenger.send not asked yet

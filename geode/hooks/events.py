@@ -38,6 +38,8 @@ DECIDING_EVENTS = frozenset(
         HookEvent.STOP,
     }
 )
+# run to the end like deciding events (their output is wanted), but a failing hook never blocks
+CONTEXT_EVENTS = frozenset({HookEvent.SESSION_START})
 TOOL_EVENTS = frozenset({HookEvent.PRE_TOOL_USE, HookEvent.PERMISSION_REQUEST, HookEvent.POST_TOOL_USE})
 
 Decision = Literal["continue", "allow", "ask", "block"]

@@ -11,7 +11,7 @@ from typing import Any
 from geode.hooks import dialect
 from geode.hooks.command import HookFailed, HookInvalidOutput, parse_output, run_command
 from geode.hooks.config import HookCallable, HookEntry, entry
-from geode.hooks.events import DECIDING_EVENTS, HookEvent, HookOutcome, stronger
+from geode.hooks.events import CONTEXT_EVENTS, DECIDING_EVENTS, HookEvent, HookOutcome, stronger
 from geode.hooks.settings import DEFAULT_TIMEOUT_S
 from geode.redaction import redact_text
 from geode.sessions.transcript import hook_transcript_path
@@ -81,7 +81,7 @@ class HookRunner:
         hooks = [h for h in self._snapshot() if h.event == ev and h.matches(self._match_name(h, tool))]
         if not hooks:
             return HookOutcome()
-        if ev not in DECIDING_EVENTS:
+        if ev not in DECIDING_EVENTS and ev not in CONTEXT_EVENTS:
             for h in hooks:
                 with self._lock:
                     if self._queued >= MAX_OBSERVER_BACKLOG:
@@ -106,7 +106,7 @@ class HookRunner:
                 why = _failure_line(h, exc)
                 failures.append(f"{h.name}: {why}")
                 log.warning("%s (%s)", why, ev.value)
-                if h.fail == "closed":
+                if h.fail == "closed" and ev in DECIDING_EVENTS:
                     return HookOutcome(
                         decision="block",
                         reason=f"{why}; failing closed",

@@ -10,6 +10,7 @@ from geode.conversation import ImageBlock, Message, TextBlock
 from geode.loop.batch import drop_settled, process_batch
 from geode.loop.call import ContextOverflow, call_model
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
+from geode.loop.compacting import Compactor
 from geode.loop.compaction import ContextExhausted
 from geode.loop.events import EventStream, bind_current, unbind_current
 from geode.loop.finish import finish_turn, timeline
@@ -18,6 +19,7 @@ from geode.loop.judge import make_judge
 from geode.loop.opening import open_turn
 from geode.loop.ports import EventSink, LoopHooks, NoHooks, ToolRunner
 from geode.loop.prepare import bind_plan, prepare_call
+from geode.loop.session_hooks import notify_idle
 from geode.loop.settings import LoopSettings
 from geode.loop.state import Terminal, TurnState
 from geode.loop.verify import verify
@@ -119,7 +121,9 @@ class AgenticLoop:
         except Exception as exc:  # a bug: end the turn with a clear reason, never hang the lane
             log.exception("turn %s of %s failed", state.turn_id, state.session_id)
             outcome = Terminal(TerminationReason.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
-        return finish_turn(state, ckpt, events, outcome, self.records)
+        result = finish_turn(state, ckpt, events, outcome, self.records)
+        notify_idle(state, s, self.hooks)
+        return result
 
     def _ensure_bound(self, state: TurnState, plan: BoundToolPlan | None) -> None:
         """Bind the plan at the executor; an executor that is down does not stop a text-only turn (calls
@@ -202,6 +206,9 @@ class AgenticLoop:
         model: str,
     ) -> Terminal:
         """Rounds until the model proposes to stop (returned) or a guard ends the turn (raised)."""
+        compact = Compactor(  # one summary attempt per compaction point (a failure is not retried per round)
+            state, ckpt, s, provider=self.provider, model=model, hooks=self.hooks, records=self.records
+        )
         while True:
             state.check_cancel()
             check_round_entry(state, s)
@@ -216,6 +223,7 @@ class AgenticLoop:
                         prompt=self.prompt,
                         model=model,
                         squeeze=squeeze,
+                        compact=compact,
                     )
                 except ContextExhausted as exc:
                     raise Terminal(

@@ -2,7 +2,9 @@
 
 Mapping: PostVerify ``block`` → revise (instruction or reason), ``halt`` → escalate, ``allow`` → accept, an
 explicit ``updates.action`` wins. Stop ``block`` → continue with the instruction, ``halt`` → escalate.
-UserPromptSubmit ``block``/``halt`` → block, ``updates.prompt`` → rewrite.
+UserPromptSubmit ``block``/``halt`` → block, ``updates.prompt`` → rewrite. PreCompact ``block``/``halt`` →
+block (the summary is not made; the deterministic view stays). SessionStart → its ``additionalContext``.
+``observe`` runs an observation event (PostCompact, Notification: never decides).
 """
 
 from __future__ import annotations
@@ -56,3 +58,16 @@ class RunnerHooks:
                 action="continue", reason=out.reason, instruction=out.instruction or out.reason or ""
             )
         return HookOutcome(action="finalize", reason=out.reason)
+
+    def pre_compact(self, payload: dict[str, Any], correlation: dict[str, str]) -> HookOutcome:
+        out = self._run("PreCompact", payload, correlation)
+        if out.decision == "block" or out.halt:
+            return HookOutcome(action="block", reason=out.reason)
+        return HookOutcome(reason=out.reason)
+
+    def session_start(self, payload: dict[str, Any], correlation: dict[str, str]) -> str:
+        """SessionStart runs to the end (its context is wanted); a failing hook adds nothing."""
+        return str(self._run("SessionStart", payload, correlation).additional_context or "")
+
+    def observe(self, event: str, payload: dict[str, Any], correlation: dict[str, str]) -> None:
+        self._run(event, payload, correlation)

@@ -8,6 +8,7 @@ from geode.loop.events import RESUME_SEQ_GAP, EventStream
 from geode.loop.finish import timeline
 from geode.loop.ports import LoopHooks, ToolRunner
 from geode.loop.resume import repair
+from geode.loop.session_hooks import CONTEXT_KEY, session_start
 from geode.loop.settings import LoopSettings
 from geode.loop.state import GuardCounters, Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind, TurnResult
@@ -41,6 +42,8 @@ def open_turn(
         state.history = messages_of(restored)
         state.cognitive = cognitive_of(restored)
         state.meta = {k: meta[k] for k in KEPT_META if k in meta}
+        if CONTEXT_KEY in meta:  # SessionStart's additionalContext, for every turn of the session
+            state.meta[CONTEXT_KEY] = meta[CONTEXT_KEY]
         same_turn = meta.get("turn_id") == state.turn_id
         events.seq = int(meta.get("event_seq", 0)) + (RESUME_SEQ_GAP if same_turn else 0)
         if same_turn:
@@ -70,6 +73,9 @@ def open_turn(
     if same_turn:
         state.meta["user_input"] = state.user_text[:4000]
         return None
+    source = "startup" if restored is None else "resume" if s.session_source == "resume" else ""
+    if source:  # Claude Code's SessionStart: a new session, or the first turn after a client resumed it
+        session_start(state, s, hooks, source)
     hook = hooks.user_prompt_submit(
         {"prompt": state.user_text}, {"session_id": state.session_id, "turn_id": state.turn_id}
     )

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from geode.conversation import Message
 from geode.loop.compaction import estimate_tokens, model_view
 from geode.loop.guards import wrap_up
+from geode.loop.session_hooks import CONTEXT_KEY
 from geode.loop.settings import LoopSettings
 from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import TurnState
+from geode.loop.summarize import effective_history
 from geode.prompt.builder import build_system_prompt
 from geode.prompt.sources import PromptSources
 from geode.providers.types import ModelRequest, Provider
@@ -57,20 +60,26 @@ def prepare_call(
     prompt: PromptSources,
     model: str,
     squeeze: int = 0,
+    compact: Callable[[int], None] | None = None,
 ) -> PreparedCall:
     """Build the snapshot and request of the next call. ``squeeze`` halves the context budget per step."""
     wrapping = wrap_up(state, settings)
     hints = {
         "verification_continuation": state.continuation,
         "execution_budget": budget_hint(state, settings, wrapping),
+        "session_start_context": str(state.meta.get(CONTEXT_KEY, "")),
     }
     system = build_system_prompt(prompt, model=model, provider=getattr(provider, "name", ""), hints=hints)
     tools = plan.tool_schemas() if plan is not None else ()
     overhead = (sum(len(s.text) for s in system) + len(json.dumps([t.model_dump() for t in tools]))) // 4
     budget = settings.context_window_tokens - settings.output_reserve_tokens - overhead
     budget = max(1000, budget >> squeeze)
+    if compact is not None:  # summarizing compaction (geode.loop.compacting); the floor below either way
+        compact(budget)
     view: list[Message] = model_view(
-        state.history, budget_tokens=budget, keep_recent=max(2, settings.keep_recent_messages >> squeeze)
+        effective_history(state.history),
+        budget_tokens=budget,
+        keep_recent=max(2, settings.keep_recent_messages >> squeeze),
     )
     state.guards.step_count += 1
     snapshot = StepSnapshot(

@@ -37,6 +37,10 @@ class LoopSettings(BaseModel):
     output_reserve_tokens: int = 20_000
     keep_recent_messages: int = 10
     context_recovery_attempts: int = 2
+    compaction_summary: bool = True  # the model summarizes what the view drops (False: the floor only)
+    compact_at: float = Field(default=0.8, gt=0, le=1)  # summarize when the view passes this share of budget
+    compaction_timeout_s: float = Field(default=60.0, gt=0)  # the summary call's bound
+    compaction_summary_tokens: int = Field(default=2000, ge=100)  # the summary's max output tokens
     max_tool_result_chars: int = 50_000
     tool_parallelism: int = 4
     max_tool_calls_per_reply: int = Field(default=64, ge=1)  # the rest get an error tool_result, unrun
@@ -50,6 +54,7 @@ class LoopSettings(BaseModel):
     granted_tools: tuple[str, ...] = ()  # AUTOMATION: an operator job's explicit tools (no approval asked)
     plan_hash: str = ""  # the plan the session was composed with (compared with the executor's catalogue)
     plan_generation: int = 0
+    session_source: str = ""  # "resume": the first turn after a client resumed the session (SessionStart)
     verify: VerifySettings = VerifySettings()
 
     @classmethod
@@ -72,6 +77,7 @@ PER_TURN_LOOP_KEYS = frozenset(
     {
         *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
         *("skip_permissions", "creator", "plan_hash", "plan_generation", "granted_tools"),
+        "session_source",
     }
 )
 LoopSection = create_model(  # type: ignore[call-overload]
