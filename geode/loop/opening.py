@@ -14,7 +14,7 @@ from geode.loop.state import GuardCounters, Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind, TurnResult
 from geode.records.client import RecordClient
 
-KEPT_META = ("mode", "workspace", "origin", "title", "creator")  # creator: set once, by the first turn
+KEPT_META = ("mode", "workspace", "origin", "title", "creator", "scope")  # creator, scope: set by turn 1
 
 
 def open_turn(
@@ -56,6 +56,7 @@ def open_turn(
             "origin": s.origin,
             "workspace": s.workspace,
             "granted_tools": s.granted_tools,
+            "scope": s.scope,
         }
         repair(
             state,
@@ -70,6 +71,8 @@ def open_turn(
     state.meta.update(turn_id=state.turn_id, mode=s.mode, origin=s.origin, workspace=s.workspace)
     if restored is None and s.creator:  # a new MCP session: who may continue it (continue_agent)
         state.meta["creator"] = s.creator
+    if restored is None and s.scope:  # whose session: the store child reads it (search), set once
+        state.meta["scope"] = s.scope
     if same_turn:
         state.meta["user_input"] = state.user_text[:4000]
         return None

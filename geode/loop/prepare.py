@@ -98,6 +98,7 @@ def prepare_call(
         workspace=settings.workspace,
         skip_permissions=settings.skip_permissions,
         granted_tools=settings.granted_tools,
+        scope=settings.scope,
     )
     request = ModelRequest(
         model=model,

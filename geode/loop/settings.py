@@ -51,6 +51,7 @@ class LoopSettings(BaseModel):
     origin: str = ""
     skip_permissions: bool = False  # from the turn record: its submitter's --dangerously-skip-permissions
     creator: str = ""  # an MCP session's creator: recorded in the meta of the session this turn starts
+    scope: str = ""  # whose session (geode.memory.scopes), recorded once in its meta: memory and search
     granted_tools: tuple[str, ...] = ()  # AUTOMATION: an operator job's explicit tools (no approval asked)
     plan_hash: str = ""  # the plan the session was composed with (compared with the executor's catalogue)
     plan_generation: int = 0
@@ -76,7 +77,7 @@ class LoopSettings(BaseModel):
 PER_TURN_LOOP_KEYS = frozenset(
     {
         *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
-        *("skip_permissions", "creator", "plan_hash", "plan_generation", "granted_tools"),
+        *("skip_permissions", "creator", "plan_hash", "plan_generation", "granted_tools", "scope"),
         "session_source",
     }
 )

@@ -40,6 +40,7 @@ class StepSnapshot(BaseModel):
     workspace: str = ""
     skip_permissions: bool = False  # the turn's own flag (never a connection's)
     granted_tools: tuple[str, ...] = ()  # AUTOMATION: the operator job's explicit tools
+    scope: str = ""  # the session's scope (geode.memory.scopes)
 
     @property
     def step_id(self) -> str:
@@ -76,4 +77,5 @@ class StepSnapshot(BaseModel):
             deadline_ms=deadline_ms,
             skip_permissions=skips_permissions(self.mode, self.skip_permissions),
             granted_tools=self.granted_tools,
+            scope=self.scope,
         )

@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from geode.home import GeodeHome
+from geode.memory.scopes import chat_scope
 from geode.messengers.config import MessengerBinding
+from geode.messengers.workspaces import chat_dir_name
 from geode.sessions.factory import SessionSpec, create_session
 from geode.sessions.modes import SessionMode
 
@@ -52,6 +54,7 @@ def daemon_session_spec(
         origin=origin,
         plan=plans.base() if plans is not None else None,  # the built-ins when the executor is down
         env=env,
+        scope=chat_scope(chat_dir_name(binding)),  # the chat's memory and search scope
     )
     if spec.mode is not SessionMode.DAEMON:
         raise ValueError(f"a messenger session must be DAEMON, the factory made {spec.mode}")

@@ -27,6 +27,7 @@ from typing import Any
 from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.home_secrets import session_id_key
+from geode.memory.scopes import job_scope
 from geode.messengers.session_spec import PlanSource
 from geode.schedule.jobs import JobError, JobSpec
 from geode.schedule.occurrences import parse_occurrence_id, utc_text
@@ -140,6 +141,7 @@ def job_session(
         plan=plan,
         env=env,
         config=config,
+        scope=job_scope(job.name),
     )
     if spec.mode is not SessionMode.AUTOMATION:
         raise ValueError(f"a scheduled job's session must be AUTOMATION, the factory made {spec.mode}")

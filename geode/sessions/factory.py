@@ -6,16 +6,22 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
+from geode.memory.scopes import OPERATOR, parse_scope
 from geode.sessions.modes import MODES, SessionMode, session_limits
 from geode.sessions.settings import config_snapshot, current_model
 from geode.tools.plan import BoundToolPlan, compile_plan
 from geode.tools.spec import ToolSpec
+
+
+def _valid_scope(scope: str) -> str:
+    parse_scope(scope)
+    return scope
 
 
 class SessionSpec(BaseModel):
@@ -43,6 +49,9 @@ class SessionSpec(BaseModel):
     origin: str = ""
     skip_permissions: bool = False
     creator: str = ""  # an MCP session's creator (HEADLESS handshake), recorded in its checkpoint meta
+    # whose session: operator | chat:<platform>-<chat> | job:<name> | hook:<route> | "" (geode.memory.scopes);
+    # recorded once in its checkpoint meta; memory and search never cross scopes
+    scope: Annotated[str, AfterValidator(_valid_scope)] = ""
 
     @property
     def interactive(self) -> bool:
@@ -66,6 +75,11 @@ class SessionSpec(BaseModel):
         if self.allowed_tools is not None:
             settings["allowed_tools"] = sorted(self.allowed_tools)
         return settings
+
+
+def _default_scope(mode: SessionMode) -> str:
+    """The operator's own CLI sessions are "operator"; the rest have none unless their creator names one."""
+    return OPERATOR if mode in (SessionMode.IPC, SessionMode.REPL) else ""
 
 
 def new_session_id() -> str:
@@ -104,10 +118,12 @@ def create_session(
     env: Mapping[str, str] | None = None,
     config: GeodeConfig | None = None,
     schedule_allowed: bool = False,
+    scope: str | None = None,
 ) -> SessionSpec:
     """Compose a session: mode defaults, denylist and budget (:func:`session_limits`, the rule a turn without
     a session spec gets too), allowlist, projected plan. ``config`` is the caller's typed snapshot (None: the
-    home's, as :func:`config_snapshot` reads it now)."""
+    home's, as :func:`config_snapshot` reads it now). ``scope``: whose session (None: ``"operator"`` for IPC
+    and REPL, none for the rest; chats, jobs and webhook routes pass theirs)."""
     mode = SessionMode(mode)
     home = home or GeodeHome.from_env()
     defaults = MODES[mode]
@@ -157,4 +173,5 @@ def create_session(
         plan_generation=_generation(plan, session_plan),
         origin=origin,
         skip_permissions=bool(skip_permissions) and mode in (SessionMode.IPC, SessionMode.REPL),
+        scope=_default_scope(mode) if scope is None else scope,
     )

@@ -74,6 +74,7 @@ class ToolContext(BaseModel):
     skip_permissions: bool = False  # the turn's submitter skipped prompts (IPC/REPL only; set from the turn)
     # AUTOMATION only: the tools an operator-defined job names in allowed_tools (run without an approval)
     granted_tools: tuple[str, ...] = ()
+    scope: str = ""  # the session's scope (geode.memory.scopes): its memory and search audience
 
 
 class ToolCall(BaseModel):

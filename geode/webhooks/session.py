@@ -22,6 +22,7 @@ from typing import Any
 from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.home_secrets import session_id_key
+from geode.memory.scopes import hook_scope
 from geode.messengers.session_spec import PlanSource
 from geode.protocol.errors import ConfigError
 from geode.sessions.automation import WORKSPACES, SessionFactory, with_tool_lists
@@ -90,6 +91,7 @@ def route_session(
         plan=plan,
         env=env,
         config=config,
+        scope=hook_scope(route.name),
     )
     if spec.mode is not SessionMode.AUTOMATION:
         raise ValueError(f"a webhook delivery's session must be AUTOMATION, the factory made {spec.mode}")
