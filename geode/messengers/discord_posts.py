@@ -12,6 +12,7 @@ from typing import Any
 
 from geode.messengers.discord_errors import discord_call
 from geode.messengers.discord_observe import find_discord_reply
+from geode.messengers.discord_uploads import attach_file
 from geode.messengers.errors import PlatformError, Rejected
 from geode.messengers.observe import LookFor
 from geode.messengers.replies import split_reply
@@ -99,6 +100,12 @@ class DiscordPosts:
         await discord_call(
             "edit_message", self._http().edit_message(channel, int(message_id), params=_params(payload))
         )
+
+    async def send_file(
+        self, channel_key: str, filename: str, data: bytes, *, caption: str = ""
+    ) -> list[str]:
+        """Post ``data`` as an attachment in the channel (or its thread), ``caption`` its text."""
+        return await attach_file(self._http(), _target(channel_key), filename, data, caption)
 
     async def typing(self, channel_key: str) -> None:
         """Show "<bot> is typing…" in the channel (or thread) for about 10 s."""

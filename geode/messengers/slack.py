@@ -31,6 +31,7 @@ from geode.messengers.slack_text import (
     reaction_name,
     unreadable,
 )
+from geode.messengers.slack_uploads import upload_v2
 from geode.messengers.telegram_files import SavedFile
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,14 @@ class SlackTranslator:
             )
             posted.append(str(reply["ts"]))
         return posted
+
+    async def send_file(
+        self, channel_key: str, filename: str, data: bytes, *, caption: str = ""
+    ) -> list[str]:
+        """Share ``data`` as ``filename`` in the channel key's thread (files_upload_v2, slack_uploads)."""
+        channel, thread_ts = self._target(channel_key, "")
+        shared = upload_v2(self._client(), channel, thread_ts, filename, data, to_mrkdwn(caption))
+        return await self._call("files.upload_v2", shared)
 
     async def find_reply(self, look: LookFor) -> str | None:
         """The ts of the bot's post of an uncertain reply (its operation id in the metadata), else None."""

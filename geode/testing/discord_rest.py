@@ -16,6 +16,7 @@ from aiohttp import web
 
 from geode.testing import discord_events as ev
 from geode.testing.discord_events import JSON
+from geode.testing.discord_uploads import FORM_FILES, DiscordUploads, FormError, read_form
 
 MAX_CONTENT = 2000
 MAX_CUSTOM_ID = 100
@@ -111,6 +112,7 @@ class RestRoutes:
     bot_user: JSON
     users: dict[int, JSON]
     ids: ev.Snowflakes
+    uploads: DiscordUploads  # the files the bot attached (discord_uploads)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -203,7 +205,9 @@ class RestRoutes:
             at = time.monotonic()
             body: JSON = {}
             try:
-                if request.can_read_body:
+                if request.can_read_body and request.content_type == "multipart/form-data":
+                    body = await read_form(request)  # a message with files: payload_json, files[n]
+                elif request.can_read_body:
                     if request.content_type != "application/json":
                         raise ApiError(400, "Cannot send an empty message", 50006)
                     loaded = await request.json()
@@ -219,6 +223,8 @@ class RestRoutes:
                 if failure is not None:
                     raise failure.error()
                 response = json_response(result, status) if status != 204 else web.Response(status=204)
+            except FormError as exc:  # a multipart body refused (discord_uploads)
+                status, response = exc.status, ApiError(exc.status, str(exc), exc.code).response()
             except ApiError as exc:
                 status, response = exc.status, exc.response()
             with self._lock:
@@ -259,7 +265,7 @@ class RestRoutes:
         if not isinstance(content, str) or len(content) > MAX_CONTENT:
             raise _invalid("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
         _check_components(components)
-        if not content and not components:
+        if not content and not components and not request.get(FORM_FILES):
             raise ApiError(400, "Cannot send an empty message", 50006)
         nonce = str(body["nonce"]) if body.get("nonce") is not None else ""
         with self._lock:
@@ -279,6 +285,7 @@ class RestRoutes:
                     reference = {"type": 0, "message_id": referenced["id"], "channel_id": str(channel_id),
                                  "guild_id": referenced.get("guild_id")}  # fmt: skip
             msg = self._bot_message(channel_id, content, components, reference)
+            self.uploads.attach(request, msg, self.ids)
             if nonce:
                 msg["nonce"] = body["nonce"]  # echoed, as Discord does
                 self._nonces[(channel_id, nonce)] = int(msg["id"])

@@ -23,6 +23,7 @@ from geode.testing.discord_events import JSON
 from geode.testing.discord_gateway import GatewaySessions
 from geode.testing.discord_reactions import ReactionRoutes
 from geode.testing.discord_rest import ApiError, json_response
+from geode.testing.discord_uploads import DiscordUploads
 from geode.testing.local_http import LocalHttpServer
 
 DEFAULT_TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.GEODE.local-discord-test-token"
@@ -70,6 +71,7 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
         self.ids = ev.Snowflakes()
         self._joined_at = ev.timestamp()
         self.file_host = ChatFileHost()  # attachments users sent (push_file)
+        self.uploads = DiscordUploads(self.file_host)  # files the bot attached: uploads.of(channel_id)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     @property
@@ -84,7 +86,7 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
         await self._shut_gateway()  # refuses new gateway connections from now on
 
     def _app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # the bot's files (discord_uploads)
         self.add_rest_routes(app, f"/api/v{ev.API_VERSION}")
         app.router.add_get("/gw", self._gateway)
         self.file_host.route(app, "/attachments")  # the CDN's attachment URLs, no token

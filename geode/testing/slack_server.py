@@ -21,6 +21,7 @@ from geode.testing.chat_file_host import ChatFileHost
 from geode.testing.local_http import LocalHttpServer
 from geode.testing.slack_events import JSON, SlackError
 from geode.testing.slack_socket import SocketHub
+from geode.testing.slack_uploads import SlackUploads
 
 BOT_TOKEN = "xoxb-0000000001-geode-local-bot-token"
 APP_TOKEN = "xapp-1-A0GEODE01-geode-local-app-token"
@@ -69,6 +70,7 @@ class LocalSlack(LocalHttpServer):
         self._failures: dict[str, list[SlackError]] = {}
         self.hub = SocketHub(redeliver_after_s=redeliver_after_s, max_retries=max_retries)
         self.file_host = ChatFileHost(token=bot_token)  # shared files, served at their url_private
+        self.uploads = SlackUploads()  # the bot's files_upload_v2: uploads.of(channel) are its shares
 
     # -- lifecycle -------------------------------------------------------------------------------------
     @property
@@ -255,10 +257,11 @@ class LocalSlack(LocalHttpServer):
     # -- HTTP and websocket ----------------------------------------------------------------------------
     def _app(self) -> web.Application:
         self.hub.loop = self._loop  # called on the server's thread, its loop just made
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # the bot's uploads (slack_uploads)
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/slack-ws", self.hub.handle)
         self.file_host.route(app, "/files-pri")
+        self.uploads.route(app)  # the upload URLs files.getUploadURLExternal hands out
         app.router.add_route("*", "/_local/{name}", self._handle_local)
         return app
 

@@ -11,6 +11,7 @@ from geode.testing import slack_events as ev
 from geode.testing.slack_events import JSON, SlackError
 from geode.testing.slack_history import conversations_history, conversations_replies, store_metadata
 from geode.testing.slack_socket import SocketHub
+from geode.testing.slack_uploads import SlackUploads, complete_upload, get_upload_url
 
 BOT = "bot"  # the kinds of token a method needs
 APP = "app"
@@ -30,9 +31,13 @@ class Workspace(Protocol):
     _posts: list[tuple[str, str]]
     _ephemeral: list[JSON]
     _reactions: list[JSON]
+    uploads: SlackUploads  # files_upload_v2's files and shares (slack_uploads)
 
     @property
     def ws_url(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
 
     def _queue_event(self, event: JSON) -> JSON: ...
 
@@ -154,6 +159,8 @@ METHODS: dict[str, tuple[str, Method]] = {
     "chat.update": (BOT, update),
     "chat.postEphemeral": (BOT, post_ephemeral),
     "reactions.add": (BOT, reactions_add),
+    "files.getUploadURLExternal": (BOT, get_upload_url),
+    "files.completeUploadExternal": (BOT, complete_upload),
     "conversations.history": (BOT, conversations_history),
     "conversations.replies": (BOT, conversations_replies),
 }
