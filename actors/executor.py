@@ -40,6 +40,7 @@ from geode.tools.builtin.bash_groups import GroupNote, GroupNotes, GroupReaper
 from geode.tools.builtin.catalogue import builtin_handlers, builtin_specs
 from geode.tools.builtin.messaging import BusMessenger
 from geode.tools.builtin.schedule_job import BusScheduler, SchedulerLost
+from geode.tools.builtin.session_search import BusSearch
 from geode.tools.builtin.web_guard import WebAllow
 from geode.tools.delegation import DelegateLimits, LanesDelegate
 from geode.tools.executor import ToolExecutor
@@ -184,6 +185,7 @@ def build(bus: Bus, ctx: ChildContext) -> ExecutorChild:
         executor.services["scheduler"] = BusScheduler(bus.transport)  # schedule_job's requests
         # it exited with a request in flight: fail that now, saying the outcome is unknown (never retried)
         bus.subscribe("supervisor", on_exit_failer(bus, ("scheduler",), ctx.name, error=SchedulerLost))
+    executor.services["search"] = BusSearch(bus.transport)  # session_search: the store child's index
     executor.schedule_rule.use_tools([*builtin_specs(), *mcp_specs])
     reaper = start_group_reaper(executor, ctx, StoreClient(bus.transport, attempts=3))
     # at start and every SWEEP_S: what an earlier incarnation left uncertain and can be observed is settled

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
 LAZY_COMMAND_MODULES = (
     "actors.cli.schedule_cmds",  # schedule add|list|show|rm|pause|resume|run-now|runs
     "actors.cli.webhooks_cmds",  # webhooks [--json], webhooks replay
+    "actors.cli.search_cmds",  # search QUERY [--json] [--limit N] [--rebuild]
 )
 
 

@@ -16,6 +16,7 @@ from geode.tools.builtin import (
     web,
 )
 from geode.tools.builtin.file_observation import observe_edit, observe_write
+from geode.tools.builtin.session_search import session_search as search_sessions
 from geode.tools.handlers import HandlerEntry
 from geode.tools.spec import ApprovalMode as A
 from geode.tools.spec import EffectClass as E
@@ -126,6 +127,12 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
         policy=READ,
         deadline_s=60,
     ),
+    ToolSpec(
+        name="session_search",
+        description=(
+            "Search your earlier sessions (the user's messages and your final answers) and memory notes by "
+            "words (all must match; word* matches a prefix). Returns session, turn, when and a snippet."
+        ),
     ToolSpec(
         name="send_message",
         description="Send a message to a recipient on a messenger channel (e.g. channel 'slack:C123').",
@@ -250,6 +257,7 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:grep_files": HandlerEntry(search.grep_files, ("path",)),
         "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),  # always asks a person
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
+        "builtin:session_search": HandlerEntry(search_sessions),  # the calling session's scope only
         "builtin:send_message": HandlerEntry(messaging.send_message),
         "builtin:send_file": HandlerEntry(send_file.send_file, ("path",)),  # read through the file-tool roots
         "builtin:delegate_task": HandlerEntry(delegate.delegate_task),
