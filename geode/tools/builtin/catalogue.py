@@ -133,6 +133,17 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
             "Search your earlier sessions (the user's messages and your final answers) and memory notes by "
             "words (all must match; word* matches a prefix). Returns session, turn, when and a snippet."
         ),
+        input_schema=_obj(
+            {
+                "query": {"type": "string", "minLength": 1, "maxLength": 500},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+            },
+            ["query"],
+        ),
+        handler="builtin:session_search",
+        policy=READ,
+        deadline_s=30,
+    ),
     ToolSpec(
         name="send_message",
         description="Send a message to a recipient on a messenger channel (e.g. channel 'slack:C123').",
