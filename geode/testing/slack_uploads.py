@@ -31,6 +31,7 @@ class SlackUploads:
     shares: list[JSON] = field(default_factory=list)
     uploads: list[JSON] = field(default_factory=list)  # each POST to an upload URL: file id, status, header
     lock: threading.Lock = field(default_factory=threading.Lock)
+    fail_uploads: int = 0  # the next this many POSTs to an upload URL answer 500 (the bytes not taken)
 
     def of(self, channel: str | None = None) -> list[JSON]:
         """The shares accepted (in ``channel``), in order."""
@@ -51,6 +52,8 @@ class SlackUploads:
         with self.lock:
             file = self.files.get(fid)
             status = 404 if file is None or file["data"] is not None else 200
+            if status == 200 and self.fail_uploads > 0:
+                self.fail_uploads, status = self.fail_uploads - 1, 500
             if file is not None and status == 200:
                 file.update(data=data, authorization=auth)
             self.uploads.append({"file_id": fid, "status": status, "authorization": auth})

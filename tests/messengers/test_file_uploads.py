@@ -61,6 +61,11 @@ async def test_slack_a_refused_step_is_not_posted_and_nothing_is_shared(
         await tr.send_file(CHANNEL, "a.txt", b"a")
     with pytest.raises(Rejected, match="channel_not_found"):  # step 3 refused: uploaded, never shared
         await tr.send_file("nochannel", "b.txt", b"b")
+    completions = len(slack.calls("files.completeUploadExternal"))
+    slack.uploads.fail_uploads = 1  # the upload URL does not take the bytes: never completed
+    with pytest.raises(NotPosted, match=r"files\.upload: Failed to upload a file"):
+        await tr.send_file(CHANNEL, "c.txt", b"c")
+    assert len(slack.calls("files.completeUploadExternal")) == completions
     assert len(slack.uploads.of()) == before
 
 
