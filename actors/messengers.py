@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from actors.bus import Bus
-from actors.tree.messenger_platforms import PlatformActor, make_translator, wire_pollers
+from actors.tree.messenger_platforms import ActorLedger, PlatformActor, make_translator, wire_pollers
 from actors.tree.messenger_uploads import post_once, send_file_once
 from actors.tree.peer_exits import on_exit_failer
 from geode.config_reload import MESSENGERS, ConfigChange
@@ -177,6 +177,7 @@ class MessengersProcess:
         """Start each platform's actor (its poller thread); call once the endpoint is served."""
         for platform, runner in self.child.runners.items():
             self.child.actors[platform] = PlatformActor.start(runner)
+            self.child.pollers[platform].progress.ledger = ActorLedger(self.child.actors[platform])
         with self.child.idle:  # a send that came while they started goes on
             self.child.idle.notify_all()
 

@@ -102,6 +102,19 @@ class PlatformActor(pykka.ThreadingActor):
             self.keys[key] = outcome
 
 
+class ActorLedger:
+    """A platform actor's ledger as blocking calls (the poller's live progress posts through it)."""
+
+    def __init__(self, ref: pykka.ActorRef[PlatformActor]) -> None:
+        self.actor = ref.proxy()
+
+    def reserve(self, key: str) -> messengers_msg.MessageSent | str | None:
+        return self.actor.reserve(key).get(timeout=5.0)  # type: ignore[no-any-return]
+
+    def record(self, key: str, outcome: messengers_msg.MessageSent | str | None) -> None:
+        self.actor.record(key, outcome).get(timeout=5.0)
+
+
 def make_translator(
     platform: str, section: MessengersSection, *, environ: Mapping[str, str], dotenv: Mapping[str, str]
 ) -> Translator | str:
@@ -176,7 +189,13 @@ def wire_pollers(
     key = session_id_key(ctx.home)  # kept in the home: the same chat ids after every restart
     for platform, translator in translators.items():
         poller = Poller(
-            PollerSettings(platform, session_key=key, retry_cap_s=section.retry_cap_s),
+            PollerSettings(
+                platform,
+                session_key=key,
+                retry_cap_s=section.retry_cap_s,
+                progress_after_s=section.progress_after_s,
+                progress_every_s=section.progress_every_s,
+            ),
             translator,
             bindings,
             StoreClient(bus.transport, attempts=3),

@@ -25,6 +25,7 @@ with warnings.catch_warnings():
 
 MAX_CONTENT = 2000
 MAX_CUSTOM_ID = 100
+SUPPRESS_NOTIFICATIONS = 1 << 12  # a message flag: posted without a push or desktop notification
 NO_PINGS = {"parse": [], "replied_user": False}  # a reply never pings @everyone, roles, users
 
 
@@ -106,6 +107,27 @@ class DiscordPosts:
     ) -> list[str]:
         """Post ``data`` as an attachment in the channel (or its thread), ``caption`` its text."""
         return await attach_file(self._http(), _target(channel_key), filename, data, caption)
+
+    async def send_status(self, channel_key: str, text: str, *, reply_to: str = "") -> str:
+        """A live-progress message with notifications off (flag SUPPRESS_NOTIFICATIONS) in the channel or
+        thread; its message id. Not a reply to ``reply_to``: the final answer is the reply."""
+        channel = _target(channel_key)
+        payload: dict[str, Any] = {
+            "content": text[:MAX_CONTENT], "flags": SUPPRESS_NOTIFICATIONS, "allowed_mentions": NO_PINGS,
+            **_once(),
+        }  # fmt: skip
+        sent = await discord_call("send_message", self._http().send_message(channel, params=_params(payload)))
+        return str(sent["id"])
+
+    async def delete(self, channel_key: str, message_id: str) -> None:
+        """Delete one of the bot's messages; one already gone (404 Unknown Message) is fine."""
+        try:
+            await discord_call(
+                "delete_message", self._http().delete_message(_target(channel_key), int(message_id))
+            )
+        except Rejected as exc:
+            if "HTTP 404" not in str(exc):
+                raise
 
     async def typing(self, channel_key: str) -> None:
         """Show "<bot> is typing…" in the channel (or thread) for about 10 s."""

@@ -21,7 +21,7 @@ from geode.messengers.errors import NotPosted, PlatformError, RateLimited, Rejec
 from geode.messengers.journal import PollerState
 from geode.messengers.model import CallbackPress
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
-from geode.messengers.replies import reply_text, split_reply
+from geode.messengers.replies import reply_text, split_reply, text_limit
 from geode.messengers.schedule import PollerStatus, RateGate
 from geode.messengers.sessions import reply_operation_id
 from geode.protocol import lanes as lanes_msg
@@ -79,6 +79,7 @@ class Outbox:
         self._due: dict[str, tuple[float, int]] = {}  # deferred replies: turn → (retry at, attempt)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._deliveries = asyncio.Semaphore(MAX_DELIVERIES)  # leave I/O threads for polling and submits
+        self.progress: Any = None  # the turns' live progress (progress.Progress sets itself)
 
     # --- platform calls ---------------------------------------------------------------------------------
     async def call(self, make: Callable[[], Awaitable[T]]) -> T:
@@ -211,6 +212,8 @@ class Outbox:
         await self._settle(state, turn_id)
 
     async def _settle(self, state: PollerState, turn_id: str) -> None:
+        if self.progress is not None:  # the answer is settled: its status message goes
+            await self.progress.finish(turn_id)
         await asyncio.to_thread(state.settle, turn_id)
         for d in (self.turns, self._missing, self._due):
             d.pop(turn_id, None)
@@ -347,7 +350,7 @@ class Outbox:
         """Post ``text`` in parts. Nothing posted → ``BadRequest``/``Unavailable``; something may have been
         posted → a ``GeodeError`` (internal): the executor marks its receipt uncertain, never resends."""
         ids: list[str] = []
-        for i, part in enumerate(split_reply(text)):
+        for i, part in enumerate(split_reply(text, text_limit(self.platform))):
             ids += await self._post_part(channel_key, part, reply_to if i == 0 else "", posted=bool(ids))
         return ids
 

@@ -26,6 +26,7 @@ from geode.messengers.journal import PollerState
 from geode.messengers.model import Batch, CallbackPress, InboundMessage, Item, Unhandled
 from geode.messengers.outbox import Outbox, TurnInfo
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
+from geode.messengers.progress import Progress
 from geode.messengers.schedule import Backoff, PollerStatus, RateGate
 from geode.messengers.sessions import dedupe_key, reply_operation_id, session_id_for, turn_id_for
 from geode.protocol import lanes as lanes_msg
@@ -52,6 +53,8 @@ class PollerSettings:
     retry_cap_s: float = 300.0  # [messengers] retry_cap_s
     notice_every_s: float = 3600.0  # an unsupported kind is answered once per chat per kind per this
     session_key: bytes = field(default=b"", repr=False)  # the home's session-id key (home_secrets)
+    progress_after_s: float = 0.0  # [messengers] progress_after_s (0: no status messages)
+    progress_every_s: float = 10.0  # [messengers] progress_every_s
 
 
 def cursor_view(cursor: str | None) -> int | str | None:
@@ -96,6 +99,7 @@ class Poller:
             deliver_attempts=settings.deliver_attempts,
             retry_cap_s=settings.retry_cap_s,
         )
+        self.progress = Progress(self.out, settings.progress_after_s, settings.progress_every_s)
         self.username = ""
         self.inbox: inbox.Inbox | None = None  # where inbound files are saved (the child sets it)
         self.cursor: str | None = None
@@ -148,6 +152,7 @@ class Poller:
                 asyncio.create_task(self._drain_events()),
                 asyncio.create_task(self._every(self.settings.recover_every_s, self.out.recover)),
                 asyncio.create_task(self._every(self.settings.typing_every_s, self.out.typing_tick)),
+                asyncio.create_task(self._every(self.progress.period_s, self.progress.tick)),
             ]
             while True:
                 await self._retrying(self._poll_once)
@@ -168,6 +173,7 @@ class Poller:
         pending = await asyncio.to_thread(state.load)
         self.cursor = await asyncio.to_thread(state.cursor)
         self.out.state = state
+        await self.progress.load()  # the status messages of turns still owed a reply: edited on
         attach = getattr(self.translator, "attach_positions", None)
         if attach is not None:  # Discord reads history after them after each new gateway session
             attach(state, [b.channel_id for b in self.bindings.for_platform(self.platform)])
@@ -225,6 +231,7 @@ class Poller:
         while True:
             ev = await self._events.get()
             try:
+                await self.progress.on_event(ev)
                 await self.out.on_event(ev)
             except Exception:
                 log.exception("%s stream event %s failed", self.platform, ev.kind)

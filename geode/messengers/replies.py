@@ -3,10 +3,15 @@ parts a platform accepts."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 TELEGRAM_LIMIT = 4096  # sendMessage text, in UTF-16 code units (what the Bot API counts)
+DISCORD_LIMIT = 2000  # a message's content
+SLACK_LIMIT = 4000  # chat.postMessage text: Slack truncates past 40,000 and advises staying under 4,000
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+LIMITS = {"telegram": TELEGRAM_LIMIT, "slack": SLACK_LIMIT, "discord": DISCORD_LIMIT}
 
 
 def _units(text: str) -> int:
@@ -29,15 +34,12 @@ def _cut(line: str, limit: int) -> list[str]:
     return pieces
 
 
-def split_reply(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """``text`` in parts of at most ``limit`` UTF-16 units, split on line boundaries (the newline at a split
-    is dropped, and blank lines at either end of a part); a single line longer than the limit is cut hard.
-    Parts that would be empty or only whitespace are left out, so ``[]`` for blank text."""
-    if limit < 2:
-        raise ValueError(f"limit must be >= 2, not {limit}")
+def _lines(lines: list[str], limit: int) -> list[str]:
+    """``lines`` packed into parts of at most ``limit`` units on line boundaries; a longer line is cut hard
+    (its rest goes on with what follows)."""
     parts: list[str] = []
     cur: str | None = None
-    for line in text.split("\n"):
+    for line in lines:
         if _units(line) > limit:
             if cur is not None:
                 parts.append(cur)
@@ -53,7 +55,81 @@ def split_reply(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
             cur = line
     if cur is not None:
         parts.append(cur)
-    return [p.strip("\n") for p in parts if p.strip()]  # blank lines at a split go with the split
+    return parts
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, int, str]]:
+    """The paragraphs (runs of non-blank lines) and fenced code blocks (blank lines inside kept) of
+    ``lines``, as ``(start, end, fence)``: ``fence`` is a code block's opening marker, "" a paragraph's."""
+    blocks: list[tuple[int, int, str]] = []
+    start, fence = -1, ""
+    for i, line in enumerate(lines):
+        mark = FENCE.match(line)
+        if fence:
+            if mark and mark.group(1)[0] == fence[0] and not line.strip().strip(fence[0]):
+                blocks.append((start, i + 1, fence))
+                start, fence = -1, ""
+            continue
+        if mark:
+            if start >= 0:
+                blocks.append((start, i, ""))
+            start, fence = i, mark.group(1)
+        elif not line.strip():
+            if start >= 0:
+                blocks.append((start, i, ""))
+            start = -1
+        elif start < 0:
+            start = i
+    if start >= 0:
+        blocks.append((start, len(lines), fence))  # an unclosed fence runs to the end
+    return blocks
+
+
+def _code(lines: list[str], fence: str, limit: int) -> list[str]:
+    """A fenced code block longer than ``limit`` in parts, each closed and opened again, so every part
+    renders as code; a limit too small for the fences splits it as plain lines."""
+    opening, close = lines[0], fence[0] * len(fence)
+    body = lines[1:-1] if len(lines) > 1 and FENCE.match(lines[-1]) else lines[1:]
+    room = limit - _units(opening) - _units(close) - 2
+    if room < 16:
+        return _lines(lines, limit)
+    return [f"{opening}\n{chunk}\n{close}" for chunk in _lines(body, room) if chunk.strip()]
+
+
+def split_reply(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    """``text`` in parts of at most ``limit`` UTF-16 units: whole paragraphs (blank-line separated) and whole
+    fenced code blocks packed together while they fit; a paragraph longer than the limit splits on line
+    boundaries (a single longer line is cut hard), a longer code block is closed at each split and opened
+    again in the next part. The blank lines at a split are dropped; parts that would be empty or only
+    whitespace are left out, so ``[]`` for blank text."""
+    if limit < 2:
+        raise ValueError(f"limit must be >= 2, not {limit}")
+    if _units(text) <= limit:
+        return [text.strip("\n")] if text.strip() else []
+    lines = text.split("\n")
+    parts: list[str] = []
+    cur: tuple[int, int] | None = None  # the line range of the part being filled
+    for start, end, fence in _blocks(lines):
+        if cur is not None and _units("\n".join(lines[cur[0] : end])) <= limit:
+            cur = (cur[0], end)
+            continue
+        if cur is not None:
+            parts.append("\n".join(lines[cur[0] : cur[1]]))
+            cur = None
+        if _units("\n".join(lines[start:end])) <= limit:
+            cur = (start, end)
+        elif fence:
+            parts.extend(_code(lines[start:end], fence, limit))
+        else:
+            parts.extend(_lines(lines[start:end], limit))
+    if cur is not None:
+        parts.append("\n".join(lines[cur[0] : cur[1]]))
+    return [p.strip("\n") for p in parts if p.strip()]
+
+
+def text_limit(platform: str) -> int:
+    """The most one message of ``platform`` takes (a final answer is split at it)."""
+    return LIMITS.get(platform, TELEGRAM_LIMIT)
 
 
 def reply_text(outcome: Mapping[str, Any]) -> str:

@@ -252,6 +252,22 @@ class SlackTranslator:
         update = web.chat_update(channel=channel, ts=message_id, text=to_mrkdwn(text), blocks=[])
         await self._call("chat.update", update)
 
+    async def send_status(self, channel_key: str, text: str, *, reply_to: str = "") -> str:
+        """A live-progress message in the turn's thread; its ts. Slack has no per-message flag to post
+        without a notification (a thread reply notifies only the thread's followers)."""
+        channel, thread_ts = self._target(channel_key, reply_to)
+        post = self._client().chat_postMessage(channel=channel, text=to_mrkdwn(text), thread_ts=thread_ts)
+        return str((await self._call("chat.postMessage", post))["ts"])
+
+    async def delete(self, channel_key: str, message_id: str) -> None:
+        """Delete one of the bot's messages (chat.delete); one already gone is fine."""
+        gone = self._client().chat_delete(channel=channel_key.partition(":")[0], ts=message_id)
+        try:
+            await self._call("chat.delete", gone)
+        except Rejected as exc:
+            if "message_not_found" not in str(exc):
+                raise
+
     async def typing(self, channel_key: str) -> None:
         """Slack bots have no typing indicator: nothing to do."""
 

@@ -233,6 +233,22 @@ class TelegramTranslator:
             if "message is not modified" not in str(exc).lower():
                 raise
 
+    async def send_status(self, channel_key: str, text: str, *, reply_to: str = "") -> str:
+        """A live-progress message with notifications off (``disable_notification``) in the turn's topic; its
+        message id. Not a reply to ``reply_to``: the final answer is the reply."""
+        chat_id, thread_id = _channel(channel_key)
+        send = self._bot.send_message(chat_id, text, message_thread_id=thread_id, disable_notification=True)
+        return str((await self._call(send)).message_id)
+
+    async def delete(self, channel_key: str, message_id: str) -> None:
+        """Delete one of the bot's messages (deleteMessage); one already gone is fine."""
+        chat_id, _ = _channel(channel_key)
+        try:
+            await self._call(self._bot.delete_message(chat_id, int(message_id)))
+        except Rejected as exc:
+            if "not found" not in str(exc).lower():
+                raise
+
     async def close(self) -> None:
         try:
             await self._bot.shutdown()

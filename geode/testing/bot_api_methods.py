@@ -59,6 +59,7 @@ class BotApi(Protocol):
     _updates: list[JSON]
     _messages: dict[tuple[int, int], JSON]
     _posts: list[tuple[int, int, str | None]]
+    _deleted: set[tuple[int, int]]
     _actions: list[JSON]
     _reactions: list[JSON]
     _callbacks: dict[str, bool]
@@ -190,6 +191,13 @@ def edit_message_reply_markup(api: BotApi, p: JSON) -> JSON:
     return _edit(api, key, old, text=old["text"], markup=_markup(p), with_entities="entities" in old)
 
 
+def delete_message(api: BotApi, p: JSON) -> bool:
+    """deleteMessage of one of the bot's messages: ``posts()`` shows it ``deleted``; it cannot be edited."""
+    key, _old = _own_message(api, p, "delete")
+    api._deleted.add(key)
+    return True
+
+
 def set_message_reaction(api: BotApi, p: JSON) -> bool:
     """Records ``{"chat_id", "message_id", "emoji"}`` (the server's ``reactions()``); an empty list clears."""
     key = (_chat(p), _int(p, "message_id") or 0)
@@ -226,6 +234,7 @@ METHODS: dict[str, Callable[[BotApi, JSON], Any]] = {
     "answercallbackquery": answer_callback_query,
     "editmessagetext": edit_message_text,
     "editmessagereplymarkup": edit_message_reply_markup,
+    "deletemessage": delete_message,
     "setmessagereaction": set_message_reaction,
     "getfile": get_file,
 }
@@ -246,15 +255,15 @@ def _edit(
     return msg
 
 
-def _own_message(api: BotApi, p: JSON) -> tuple[tuple[int, int], JSON]:
+def _own_message(api: BotApi, p: JSON, verb: str = "edit") -> tuple[tuple[int, int], JSON]:
     if p.get("inline_message_id"):
         raise _error(400, "Bad Request: inline messages are not supported by the local server")
     key = (_chat(p), _int(p, "message_id") or 0)
     old = api._messages.get(key)
-    if old is None:
-        raise _error(400, "Bad Request: message to edit not found")
+    if old is None or key in api._deleted:
+        raise _error(400, f"Bad Request: message to {verb} not found")
     if old["from"]["id"] != api.bot_id:
-        raise _error(400, "Bad Request: message can't be edited")
+        raise _error(400, f"Bad Request: message can't be {verb}d")
     return key, old
 
 

@@ -57,6 +57,7 @@ class LocalBotApi(LocalHttpServer):
         self._next_message: dict[int, int] = {}
         self._messages: dict[tuple[int, int], JSON] = {}  # every message seen or sent, as the latest JSON
         self._posts: list[tuple[int, int, str | None]] = []  # (chat, message id, parse_mode) of sendMessage
+        self._deleted: set[tuple[int, int]] = set()  # (chat, message id) of deleteMessage
         self._actions: list[JSON] = []
         self.files = bot_api_files.FileStore()  # photos and documents users sent (bot_api_files.py)
         self.uploads = bot_api_uploads.Uploads()  # documents the bot sent (sendDocument, bot_api_uploads.py)
@@ -205,7 +206,7 @@ class LocalBotApi(LocalHttpServer):
                     "chat_id": chat, "message_id": mid, "thread_id": msg.get("message_thread_id"),
                     "text": msg["text"], "parse_mode": parse_mode, "reply_markup": msg.get("reply_markup"),
                     "reply_to": (msg.get("reply_to_message") or {}).get("message_id"),
-                    "edited": "edit_date" in msg,
+                    "edited": "edit_date" in msg, "deleted": (chat, mid) in self._deleted,
                 })  # fmt: skip
             return copy.deepcopy(out)
 

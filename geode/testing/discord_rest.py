@@ -21,6 +21,7 @@ from geode.testing.discord_uploads import FORM_FILES, DiscordUploads, FormError,
 MAX_CONTENT = 2000
 MAX_CUSTOM_ID = 100
 EPHEMERAL = 1 << 6
+SUPPRESS_NOTIFICATIONS = 1 << 12  # a message posted without a notification (kept on the message)
 
 # name -> (method, path under /api/v10); the names are what fail_next() and calls() take
 ROUTES: dict[str, tuple[str, str]] = {
@@ -30,6 +31,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "get_bot_gateway": ("GET", "/gateway/bot"),
     "send_message": ("POST", "/channels/{channel_id}/messages"),
     "edit_message": ("PATCH", "/channels/{channel_id}/messages/{message_id}"),
+    "delete_message": ("DELETE", "/channels/{channel_id}/messages/{message_id}"),  # discord_reactions
     "typing": ("POST", "/channels/{channel_id}/typing"),
     "interaction_callback": ("POST", "/interactions/{interaction_id}/{token}/callback"),
     "followup": ("POST", "/webhooks/{application_id}/{token}"),
@@ -146,12 +148,15 @@ class RestRoutes:
             for channel, mid in self._posts:
                 if channel_id is not None and channel != int(channel_id):
                     continue
-                msg = self.messages[(channel, mid)]
+                msg = self.messages.get((channel, mid))
+                if msg is None:  # deleted
+                    continue
                 out.append({
                     "channel_id": channel, "message_id": mid, "content": msg["content"],
                     "reply_to": (msg.get("message_reference") or {}).get("message_id"),
                     "components": msg["components"], "edited": msg["edited_timestamp"] is not None,
                     "ephemeral": bool(msg["flags"] & EPHEMERAL),
+                    "silent": bool(msg["flags"] & SUPPRESS_NOTIFICATIONS),
                 })  # fmt: skip
             return copy.deepcopy(out)
 
@@ -284,7 +289,8 @@ class RestRoutes:
                 if referenced is not None:
                     reference = {"type": 0, "message_id": referenced["id"], "channel_id": str(channel_id),
                                  "guild_id": referenced.get("guild_id")}  # fmt: skip
-            msg = self._bot_message(channel_id, content, components, reference)
+            silent = int(body.get("flags") or 0) & SUPPRESS_NOTIFICATIONS
+            msg = self._bot_message(channel_id, content, components, reference, silent)
             self.uploads.attach(request, msg, self.ids)
             if nonce:
                 msg["nonce"] = body["nonce"]  # echoed, as Discord does

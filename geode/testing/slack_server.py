@@ -191,13 +191,16 @@ class LocalSlack(LocalHttpServer):
         self.hub.disconnect(reason)
 
     def posts(self, channel: str | None = None) -> list[JSON]:
-        """Every chat.postMessage accepted, in order, in its current state (edits applied)."""
+        """Every chat.postMessage accepted, in order, in its current state (edits applied; deleted ones left
+        out)."""
         with self._lock:
             out = []
             for ch, ts in self._posts:
                 if channel is not None and ch != channel:
                     continue
-                msg = self._messages[(ch, ts)]
+                msg = self._messages.get((ch, ts))
+                if msg is None:  # chat.delete
+                    continue
                 out.append({
                     "channel": ch, "ts": ts, "thread_ts": msg.get("thread_ts"), "text": msg.get("text", ""),
                     "blocks": msg.get("blocks"), "edited": "edited" in msg, "metadata": msg.get("metadata"),

@@ -125,6 +125,18 @@ def update(slack: Workspace, params: JSON) -> JSON:
     return {"channel": channel, "ts": ts, "text": msg["text"], "message": dict(msg)}
 
 
+def delete(slack: Workspace, params: JSON) -> JSON:
+    """chat.delete of one of the bot's messages: gone from the channel (``posts()`` and the history)."""
+    channel, ts = _channel(params), str(params.get("ts") or "")
+    msg = slack._messages.get((channel, ts))
+    if msg is None:
+        raise SlackError("message_not_found")
+    if msg.get("user") != slack.bot_user:
+        raise SlackError("cant_delete_message")
+    del slack._messages[(channel, ts)]
+    return {"channel": channel, "ts": ts}
+
+
 def post_ephemeral(slack: Workspace, params: JSON) -> JSON:
     channel, text, blocks = _channel(params), _text(params), _blocks(params)
     user = params.get("user")
@@ -157,6 +169,7 @@ METHODS: dict[str, tuple[str, Method]] = {
     "apps.connections.open": (APP, connections_open),
     "chat.postMessage": (BOT, post_message),
     "chat.update": (BOT, update),
+    "chat.delete": (BOT, delete),
     "chat.postEphemeral": (BOT, post_ephemeral),
     "reactions.add": (BOT, reactions_add),
     "files.getUploadURLExternal": (BOT, get_upload_url),

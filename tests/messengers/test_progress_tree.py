@@ -1,0 +1,228 @@
+"""Live progress on a real `geode serve` tree through python-telegram-bot against the local Bot API server,
+with short thresholds (``progress_after_s`` 0.3, ``progress_every_s`` 0.5) and a scripted model whose steps
+wait on the test's events (no sleeps): a long turn gets ONE status message with notifications off, edited in
+place at the interval (the tool running, "awaiting approval" while the approval waits), then the final answer
+as a new notifying message, and the status deleted; a 12,000-character answer arrives split on paragraph
+boundaries; SIGKILL of the messengers child mid-turn (the restarted child edits the same status message) and
+of lanes mid-turn still leave exactly one status message and one final answer.
+
+The tests share one tree and run in file order."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geode.home import GeodeHome
+from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.scripted import ScriptedServer
+from tests.actors.tree_kit import children, scripted_home, serve, stop
+from tests.messengers.chat_tree_kit import prompt_of
+from tests.waiting import poll_for
+
+CHAT, USER = -100777, 1002
+STATUS = "⏳ Working"
+PARAGRAPHS = [f"Paragraph {i}: " + " ".join(f"w{i}-{j}" for j in range(120)) for i in range(13)]
+LONG = "\n\n".join(PARAGRAPHS)  # ~12,000 characters
+
+
+class Model:
+    """ "slow <tag>": write_file (approved in the chat), then waits for the tag's release before answering;
+    "wait <tag>": waits for the release at once; "long": the 12,000-character answer; else an echo."""
+
+    def __init__(self, ws: Path) -> None:
+        self.ws = ws
+        self.gates: dict[str, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def gate(self, tag: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(tag, threading.Event())
+
+    def __call__(self, req: Any) -> Any:
+        prompt = prompt_of(req)
+        last = req.body["messages"][-1].get("content")
+        after_tool = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
+        verb, _, tag = prompt.partition(" ")
+        if verb == "slow" and not after_tool:
+            return {
+                "tool_calls": [
+                    {"name": "write_file", "input": {"file_path": str(self.ws / tag), "content": "x"}}
+                ]
+            }
+        if verb in ("slow", "wait"):
+            self.gate(tag).wait(90)  # the test releases it (bounded: a stuck test ends, it does not hang)
+            return {"text": f"done {tag}"}
+        if verb == "long":
+            return {"text": LONG}
+        return {"text": f"echo: {prompt}"}
+
+
+Tree = tuple[GeodeHome, LocalBotApi, Model]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
+    base = tmp_path_factory.mktemp("progress")
+    ws = base / "ws"
+    ws.mkdir()
+    model = Model(ws)
+    with LocalBotApi() as api, ScriptedServer(model) as server:
+        extra = f"""
+[messengers]
+progress_after_s = 0.3
+progress_every_s = 0.5
+[messengers.telegram]
+base_url = "{api.base_url}"
+poll_timeout_s = 1
+[[messengers.bindings]]
+platform = "telegram"
+channel_id = "{CHAT}"
+allowed_senders = ["{USER}"]
+approvers = ["{USER}"]
+workspace = "{ws}"
+"""
+        home = scripted_home(base, server, ws, extra=extra)
+        with home.env_file.open("a") as f:
+            f.write(f"TELEGRAM_BOT_TOKEN={api.token}\n")
+        try:
+            serve(home, cwd=ws)
+            yield home, api, model
+        finally:
+            for gate in list(model.gates.values()):  # no model step left waiting
+                gate.set()
+            stop(home)
+
+
+def _silent(call: dict[str, Any]) -> bool:
+    return str(call["params"].get("disable_notification", "")).lower() == "true"
+
+
+def _status_posts(api: LocalBotApi) -> list[dict[str, Any]]:
+    return [p for p in api.posts(CHAT) if p["text"].startswith(STATUS)]
+
+
+def _edits_of(api: LocalBotApi, message_id: int) -> list[dict[str, Any]]:
+    return [c for c in api.calls("editmessagetext") if int(c["params"]["message_id"]) == message_id]
+
+
+def _answers(api: LocalBotApi, text: str) -> list[dict[str, Any]]:
+    return [p for p in api.posts(CHAT) if p["text"] == text]
+
+
+def _ask(api: LocalBotApi, text: str) -> tuple[int, dict[str, Any]]:
+    """Send ``text``; the message's id and the turn's status message (once posted)."""
+    before = {p["message_id"] for p in _status_posts(api)}
+    mid = api.push_message(CHAT, text, sender_id=USER)["message"]["message_id"]
+    status = poll_for(
+        lambda: [p for p in _status_posts(api) if p["message_id"] not in before],
+        60,
+        what="the status message",
+    )
+    assert len(status) == 1, status
+    return mid, status[0]
+
+
+def _finished(api: LocalBotApi, model: Model, tag: str, asked: int, status: dict[str, Any]) -> None:
+    """Release ``tag``: one notifying final answer replying to the message, then the status deleted."""
+    model.gate(tag).set()
+    [answer] = poll_for(lambda: _answers(api, f"done {tag}"), 60, what=f"the final answer to {tag}")
+    assert answer["reply_to"] == asked
+    poll_for(
+        lambda: [p for p in _status_posts(api) if p["message_id"] == status["message_id"] and p["deleted"]],
+        30,
+        what="the status message deleted",
+    )
+    assert len(_answers(api, f"done {tag}")) == 1
+    assert not _silent(next(c for c in api.calls("sendmessage") if c["params"].get("text") == f"done {tag}"))
+
+
+def test_a_long_turn_shows_one_silent_status_edited_in_place_then_the_answer(tree: Tree) -> None:
+    _home, api, model = tree
+    silent_before = sum(map(_silent, api.calls("sendmessage")))
+    asked, status = _ask(api, "slow a.txt")
+    kb = poll_for(
+        lambda: [p for p in api.posts(CHAT) if p["reply_markup"]], 60, what="the approval keyboard"
+    )[0]
+    shown = poll_for(
+        lambda: [
+            p["text"]
+            for p in _status_posts(api)
+            if p["message_id"] == status["message_id"] and "awaiting approval" in p["text"]
+        ],
+        30,
+        what="the status saying the approval waits",
+    )
+    assert "Running write_file (awaiting approval)" in shown[0], shown
+    buttons = {b["text"]: b["callback_data"] for row in kb["reply_markup"]["inline_keyboard"] for b in row}
+    api.push_callback(CHAT, kb["message_id"], buttons["Approve"], sender_id=USER)
+    # the tool ran; the model's next step waits: the status keeps being edited, no approval in it
+    poll_for(
+        lambda: [e for e in _edits_of(api, status["message_id"]) if "approval" not in e["params"]["text"]][
+            1:
+        ],
+        30,
+        what="two status edits after the approval",
+    )
+    edits = _edits_of(api, status["message_id"])
+    gaps = [b["at"] - a["at"] for a, b in itertools.pairwise(edits)]
+    assert all(g >= 0.45 for g in gaps), gaps  # progress_every_s = 0.5 per chat
+    _finished(api, model, "a.txt", asked, status)
+    assert sum(map(_silent, api.calls("sendmessage"))) == silent_before + 1  # the one status message
+
+
+def test_a_12000_character_answer_arrives_split_on_paragraph_boundaries(tree: Tree) -> None:
+    _home, api, _model = tree
+    mid = api.push_message(CHAT, "long", sender_id=USER)["message"]["message_id"]
+    first = poll_for(
+        lambda: [p for p in api.posts(CHAT) if p["text"].startswith("Paragraph 0:")], 60, what="the answer"
+    )[0]
+    poll_for(
+        lambda: any(p["text"].endswith(PARAGRAPHS[-1]) for p in api.posts(CHAT)), 60, what="the last part"
+    )
+    posts = api.posts(CHAT)
+    parts = [p["text"] for p in posts[posts.index(first) :] if p["text"].startswith("Paragraph")]
+    assert first["reply_to"] == mid and len(parts) == 3, [len(p) for p in parts]
+    assert all(len(p) <= 4096 for p in parts)
+    assert [para for p in parts for para in p.split("\n\n")] == PARAGRAPHS  # whole paragraphs, in order
+
+
+def _kill(home: GeodeHome, child: str) -> None:
+    before = children(home)[child]
+    os.kill(before.pid or 0, signal.SIGKILL)
+    poll_for(
+        lambda: (c := children(home)[child]).incarnation > before.incarnation and c.state == "running",
+        60,
+        what=f"{child} back after the SIGKILL",
+        swallow=(Exception,),
+    )
+
+
+def test_a_killed_messengers_child_edits_the_same_status_and_posts_no_second_one(tree: Tree) -> None:
+    home, api, model = tree
+    silent_before = sum(map(_silent, api.calls("sendmessage")))
+    asked, status = _ask(api, "wait m")
+    poll_for(lambda: _edits_of(api, status["message_id"]), 30, what="a first edit (the id is recorded)")
+    _kill(home, "messengers")
+    n = len(_edits_of(api, status["message_id"]))
+    poll_for(lambda: len(_edits_of(api, status["message_id"])) > n, 60, what="the restarted child's edit")
+    _finished(api, model, "m", asked, status)
+    assert sum(map(_silent, api.calls("sendmessage"))) == silent_before + 1
+    assert len(_status_posts(api)) == 2  # the two turns' status messages so far, both deleted
+    assert all(p["deleted"] for p in _status_posts(api))
+
+
+def test_killed_lanes_mid_turn_leave_one_status_and_one_answer(tree: Tree) -> None:
+    home, api, model = tree
+    silent_before = sum(map(_silent, api.calls("sendmessage")))
+    asked, status = _ask(api, "wait l")
+    _kill(home, "lanes")
+    _finished(api, model, "l", asked, status)
+    assert sum(map(_silent, api.calls("sendmessage"))) == silent_before + 1
