@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, TypeVar
 from geode.protocol.errors import BadRequest, Unavailable
 from geode.records.lmdb_env import prefix, scan_prefix
 from geode.records.models import TurnRecord, TurnState
-from geode.records.search_index import Entry, Hit, SearchIndex
+from geode.records.search_index import MAX_FIELD, Entry, Hit, SearchIndex
+from geode.redaction import redact_text
 
 if TYPE_CHECKING:
     from geode.records.engine import RecordEngine
@@ -44,8 +45,8 @@ _MEMORY_DIRS = {"chats": "chat", "jobs": "job", "hooks": "hook"}
 
 
 def turn_entry(turn: TurnRecord) -> Entry:
-    """A done turn's index entry: its user message and final answer, with its session's scope (set by the
-    session's creator in the turn's settings, never by the model)."""
+    """A done turn's index entry: its user message and final answer, redacted like the timeline, with its
+    session's scope (set by the session's creator in the turn's settings, never by the model)."""
     outcome = turn.outcome or {}
     return Entry(
         key=f"turn:{turn.turn_id}",
@@ -54,8 +55,8 @@ def turn_entry(turn: TurnRecord) -> Entry:
         turn_id=turn.turn_id,
         scope=str(turn.settings.get("scope") or ""),
         at=turn.updated_at or turn.created_at,
-        prompt=str(turn.input.get("text") or ""),
-        text=str(outcome.get("text") or ""),
+        prompt=redact_text(str(turn.input.get("text") or ""), MAX_FIELD),
+        text=redact_text(str(outcome.get("text") or ""), MAX_FIELD),
     )
 
 
@@ -181,12 +182,12 @@ class SearchFeed:
                     return
                 batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
             try:
+                turns = [turn_entry(t) for t in batch if isinstance(t, TurnRecord)]  # redacted: no lock held
                 with self._lock:
-                    turns = [turn_entry(t) for t in batch if isinstance(t, TurnRecord)]
                     self._guarded(lambda: self.index.put(turns))  # noqa: B023 (called at once)
                     self.stats.indexed += len(turns)
-                    if any(item is _SYNC for item in batch):
-                        self._guarded(self._sync)
+                if any(item is _SYNC for item in batch):
+                    self._sync()
             except Exception as exc:  # the feed thread never dies: the next sync catches up
                 self.stats.failures += 1
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"[:300]
@@ -216,21 +217,26 @@ class SearchFeed:
             return {k.split(b"\x00", 1)[1].decode() for k, _ in pairs}
 
     def _sync(self) -> None:
-        """Index the done turns the index lacks, drop the ones the records no longer hold, re-read memory."""
+        """Index the done turns the index lacks, drop the ones the records no longer hold, re-read memory.
+        The lock is taken per batch, so queries answer meanwhile (from what is indexed so far)."""
         done = self._done_ids()
-        indexed = {k.split(":", 1)[1] for k in self.index.keys("turn")}
+        with self._lock:
+            indexed = {k.split(":", 1)[1] for k in self._guarded(lambda: self.index.keys("turn"))}
         missing = sorted(done - indexed)
         for i in range(0, len(missing), BATCH):
             recs = (self.engine.turns.get(t) for t in missing[i : i + BATCH])
-            self.index.put(turn_entry(r) for r in recs if r is not None and r.state == TurnState.DONE)
+            entries = [turn_entry(r) for r in recs if r is not None and r.state == TurnState.DONE]
+            with self._lock:
+                self._guarded(lambda: self.index.put(entries))  # noqa: B023 (called at once)
         gone = indexed - done
-        if gone:
-            self.index.delete(f"turn:{t}" for t in gone)
+        with self._lock:
+            if gone:
+                self._guarded(lambda: self.index.delete(f"turn:{t}" for t in gone))
+            self._guarded(self._refresh_memory)
         if missing or gone:
             log.info(
                 "search index synced with the records: %d turns added, %d dropped", len(missing), len(gone)
             )
-        self._refresh_memory()
 
     def _refresh_memory(self) -> None:
         self._memory_checked = time.monotonic()
@@ -249,6 +255,7 @@ class SearchFeed:
                     text = f.read(MEMORY_MAX_BYTES).decode("utf-8", "replace")
             except OSError:
                 continue
+            text = redact_text(text, MAX_FIELD)
             changed.append(Entry(key, "memory", "", "", scope, st.st_mtime, "MEMORY.md", text, stamp))
         if changed:
             self.index.put(changed)
