@@ -6,6 +6,7 @@ idempotency keys posted (:class:`PlatformActor`). The process module is ``actors
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from geode.messengers.poller import Poller, PollerSettings
 from geode.messengers.ports import Translator
 from geode.messengers.runner import PollerRunner
 from geode.messengers.session_spec import daemon_session_settings
+from geode.messengers.transcription import transcriber_for
 from geode.messengers.workspaces import chat_workspace
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import lifecycle
@@ -186,6 +188,8 @@ def wire_pollers(
         )
 
     ports = BusPorts(bus.transport)
+    src = ctx.source  # voice notes: [messengers] transcription, the openai provider's key and base URL
+    transcriber = transcriber_for(section, environ=os.environ, dotenv=src.env, config=src.snapshot)
     key = session_id_key(ctx.home)  # kept in the home: the same chat ids after every restart
     for platform, translator in translators.items():
         poller = Poller(
@@ -203,7 +207,7 @@ def wire_pollers(
             ports,
             session_settings,
         )
-        poller.keep_files(ctx.home, section)  # photos and files: saved under each chat's workspace
+        poller.keep_files(ctx.home, section, transcriber)  # files saved under each chat's workspace
         pollers[platform] = poller
         observe = observing(poller, StoreClient(bus.transport, attempts=3), section.observe_grace_s)
         runners[platform] = PollerRunner(poller, sidecar=observe)

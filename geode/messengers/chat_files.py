@@ -24,12 +24,14 @@ DISCORD_FILE_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
 MAX_URL = 2_048
 
 
-def _attachment(file_id: str, name: str, media_type: str, size: Any) -> Attachment | None:
+def _attachment(
+    file_id: str, name: str, media_type: str, size: Any, voice: bool = False
+) -> Attachment | None:
     if not file_id or len(file_id) > MAX_URL:
         return None
     media = clean_text(media_type or "application/octet-stream").lower()[:128]
     return Attachment(
-        kind="photo" if media.startswith("image/") else "document",
+        kind="voice" if voice else "photo" if media.startswith("image/") else "document",
         file_id=file_id,
         file_name=clean_text(name or "file")[:200],  # safe_name() later
         media_type=media,
@@ -38,7 +40,7 @@ def _attachment(file_id: str, name: str, media_type: str, size: Any) -> Attachme
 
 
 def slack_kind(event: dict[str, Any]) -> str:
-    """The kind of a Slack message's files: ``voice`` for an audio clip (not handled), else ``file``."""
+    """The kind of a Slack message's files: ``voice`` for an audio clip (transcribed), else ``file``."""
     files = [f for f in event.get("files") or [] if isinstance(f, dict)]
     if any(f.get("subtype") == "slack_audio" for f in files):
         return kinds.VOICE
@@ -46,25 +48,30 @@ def slack_kind(event: dict[str, Any]) -> str:
 
 
 def slack_attachments(event: dict[str, Any]) -> tuple[Attachment, ...]:
-    """The files shared with a Slack message (``url_private_download``, else ``url_private``)."""
+    """The files shared with a Slack message (``url_private_download``, else ``url_private``); an audio clip
+    (subtype ``slack_audio``) is a voice note."""
     found = []
     for f in event.get("files") or []:
         if not isinstance(f, dict) or f.get("mode") in ("tombstone", "hidden_by_limit"):
             continue
         url = str(f.get("url_private_download") or f.get("url_private") or "")
         att = _attachment(url, str(f.get("name") or f.get("title") or ""), str(f.get("mimetype") or ""),
-                          f.get("size"))  # fmt: skip
+                          f.get("size"), f.get("subtype") == "slack_audio")  # fmt: skip
         if att is not None:
             found.append(att)
     return tuple(found)
 
 
 def discord_attachments(message: Any) -> tuple[Attachment, ...]:
-    """A Discord message's attachments (discord.py ``Attachment``: url, filename, content_type, size)."""
+    """A Discord message's attachments (discord.py ``Attachment``: url, filename, content_type, size); the
+    audio of a voice message (the message flag IS_VOICE_MESSAGE, 8192) is a voice note."""
     found = []
+    flags = getattr(message, "flags", None)
+    voice = bool(flags is not None and getattr(flags, "voice", False))
     for a in getattr(message, "attachments", None) or []:
-        att = _attachment(str(getattr(a, "url", "") or ""), str(getattr(a, "filename", "") or ""),
-                          str(getattr(a, "content_type", "") or ""), getattr(a, "size", 0))  # fmt: skip
+        ctype = str(getattr(a, "content_type", "") or "")
+        att = _attachment(str(getattr(a, "url", "") or ""), str(getattr(a, "filename", "") or ""), ctype,
+                          getattr(a, "size", 0), voice and ctype.startswith("audio/"))  # fmt: skip
         if att is not None:
             found.append(att)
     return tuple(found)

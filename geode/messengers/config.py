@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
@@ -213,6 +214,21 @@ def _unique(bindings: list[MessengerBinding]) -> list[MessengerBinding]:
     return bindings
 
 
+def _transcription(value: str) -> str:
+    """``[messengers] transcription``: "", "openai" or "command:<argv>" (an argv shlex can split)."""
+    if value in ("", "openai"):
+        return value
+    if not value.startswith("command:"):
+        raise ValueError(f'{value!r}: transcription is "", "openai" or "command:<argv>"')
+    try:
+        argv = shlex.split(value.removeprefix("command:"))
+    except ValueError as exc:
+        raise ValueError(f"{value!r}: the command cannot be split ({exc})") from None
+    if not argv:
+        raise ValueError(f"{value!r}: name a command after 'command:'")
+    return value
+
+
 DEFAULT_ATTACHMENT_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp", "application/pdf", "text/*")
 
 
@@ -238,6 +254,11 @@ class MessengersSection(BaseModel):
     attachment_types: list[Annotated[str, Field(pattern=r"^[a-z0-9.+-]+/([a-z0-9.+-]+|\*)$")]] = Field(
         default_factory=lambda: list(DEFAULT_ATTACHMENT_TYPES)
     )
+    # voice notes: "" (not enabled: answered so), "openai" (the OpenAI transcription API, the openai
+    # provider's base URL and key) or "command:<argv>" (run with the saved file's path appended; stdout is it)
+    transcription: Annotated[str, AfterValidator(_transcription)] = Field(default="", max_length=4096)
+    transcription_model: str = Field(default="whisper-1", min_length=1, max_length=128)
+    transcription_timeout_s: float = Field(default=60.0, gt=0, le=3600.0)
 
     def for_platform(self, platform: str) -> list[MessengerBinding]:
         return [b for b in self.bindings if b.platform == platform]

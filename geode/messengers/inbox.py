@@ -4,7 +4,9 @@
 the turn's durable input: pictures as image blocks the model sees, every file as a line of the prompt with
 its path. A file already saved (a restart before the turn was recorded) is hashed again, not re-downloaded;
 a turn already recorded is never fetched again (the poller's dedupe). A file over the limit, of a type not
-allowed, or that cannot be fetched for good gets one short receipted reply and no turn; nothing is kept."""
+allowed, or that cannot be fetched for good gets one short receipted reply and no turn; nothing is kept.
+A voice note (any audio type, within the size limit) is saved the same way and transcribed
+(geode/messengers/voice_notes.py); with ``[messengers] transcription`` unset it is answered "not enabled"."""
 
 from __future__ import annotations
 
@@ -20,11 +22,13 @@ from typing import Any
 
 from geode.conversation import ImageBlock
 from geode.home import GeodeHome
+from geode.messengers import voice_notes
 from geode.messengers.config import MessengerBinding, MessengersSection
 from geode.messengers.errors import Rejected
 from geode.messengers.model import Attachment, InboundMessage
 from geode.messengers.notices import Poller
 from geode.messengers.sessions import reply_operation_id, session_id_for, turn_id_for
+from geode.messengers.transcription import Transcriber
 from geode.messengers.workspaces import chat_workspace
 from geode.protocol import messengers as messengers_msg
 
@@ -54,11 +58,16 @@ class Taken:
 
     images: list[ImageBlock] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
+    transcripts: dict[str, str] = field(default_factory=dict)  # a voice note's path -> its transcript
 
     def prompt(self, text: str) -> str:
-        """The caption (the message's text) with one line per saved file: the model can open it by path."""
+        """The caption (the message's text) with one line per saved file: the model can open it by path; a
+        voice note as its transcript, marked as one."""
         lines = [
-            f"[{f['kind']} saved: {f['path']} ({f['media_type']}, {f['size']:,} bytes)]" for f in self.files
+            voice_notes.render(f, self.transcripts[f["path"]])
+            if f["path"] in self.transcripts
+            else f"[{f['kind']} saved: {f['path']} ({f['media_type']}, {f['size']:,} bytes)]"
+            for f in self.files
         ]
         return "\n".join([text, *lines]) if text else "\n".join(lines)
 
@@ -72,18 +81,24 @@ class Taken:
 class Inbox:
     """Where a poller saves inbound files: ``workspace(binding)/inbox/<message-id>/``."""
 
-    def __init__(self, workspace: Callable[[MessengerBinding], Path], limits: InboxLimits) -> None:
-        self.workspace, self.limits = workspace, limits
+    def __init__(
+        self,
+        workspace: Callable[[MessengerBinding], Path],
+        limits: InboxLimits,
+        transcriber: Transcriber | None = None,
+    ) -> None:
+        self.workspace, self.limits, self.transcriber = workspace, limits, transcriber
 
     @classmethod
-    def of(cls, home: GeodeHome, section: MessengersSection) -> Inbox:
-        """The daemon's inbox: each chat's workspace (workspaces.chat_workspace), ``section``'s limits."""
-        return cls(lambda binding: chat_workspace(binding, home), InboxLimits.of(section))
+    def of(cls, home: GeodeHome, section: MessengersSection, transcriber: Transcriber | None = None) -> Inbox:
+        """The daemon's inbox: each chat's workspace (workspaces.chat_workspace), ``section``'s limits, the
+        voice notes' ``transcriber`` (None: voice notes are not enabled)."""
+        return cls(lambda binding: chat_workspace(binding, home), InboxLimits.of(section), transcriber)
 
     def refusal(self, att: Attachment) -> str | None:
         """Why ``att`` is not taken before fetching it (its declared type or size), or None."""
         what = "photo" if att.kind == "photo" else f"file {safe_name(att.file_name, 'file')!r}"
-        if not self.limits.allows(att.media_type):
+        if att.kind != "voice" and not self.limits.allows(att.media_type):  # voice: transcription says
             allowed = ", ".join(self.limits.types) or "none"
             kind = att.media_type or "unknown"
             return f"Sorry, I can't take {kind} files (allowed: {allowed}); {what} was not read."
@@ -132,10 +147,15 @@ class Inbox:
                 "media_type": att.media_type,
             }
             taken.files.append(ref)
-            if att.media_type in IMAGE_TYPES:
+            if att.media_type in IMAGE_TYPES and att.kind != "voice":
                 taken.images.append(
                     ImageBlock(media_type=att.media_type, sha256=sha, path=str(dest), size=size)
                 )
+        said = await voice_notes.transcribe(self.transcriber, taken.files)
+        if isinstance(said, str):  # not transcribed: no turn on empty text, nothing of the message kept
+            await asyncio.to_thread(_discard, folder, [p for _, p, _, _ in saved])
+            return said
+        taken.transcripts = said
         return taken
 
 
@@ -158,6 +178,9 @@ async def take_files(poller: Poller, msg: InboundMessage, binding: MessengerBind
     if not msg.attachments:
         return Taken()
     inbox: Inbox | None = getattr(poller, "inbox", None)
+    if inbox is not None and inbox.transcriber is None and voice_notes.has_voice(msg):
+        await voice_notes.not_enabled(poller, msg)  # "voice notes are not enabled", once per chat per hour
+        return None
     result: Taken | str = (
         "Sorry, this bot does not take files; it was not read."
         if inbox is None
@@ -208,6 +231,7 @@ def _discard(folder: Path, files: list[Path]) -> None:
     """Nothing of a refused message is kept: its files so far, then its folder if empty."""
     for p in files:
         p.unlink(missing_ok=True)
+        voice_notes.discard(p)
     try:
         folder.rmdir()
     except OSError:

@@ -4,7 +4,10 @@ message without text is. A message of a kind not handled (a sticker, a voice not
 
 Coordination point between areas: Telegram photos and documents, Slack files and Discord attachments
 (``PHOTO``, ``FILE``) are handled: saved to the chat's inbox and given to the model
-(geode/messengers/inbox.py), with or without a caption. Voice notes and stickers are not."""
+(geode/messengers/inbox.py), with or without a caption. Voice notes (``VOICE``: Telegram voice and audio,
+Slack audio clips, Discord voice messages) are saved the same way and transcribed when ``[messengers]
+transcription`` names a backend, else answered "not enabled" once per chat per hour (inbox.py). Stickers
+are not handled."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ PHOTO = "photo"
 STICKER = "sticker"
 FILE = "file"
 VOICE = "voice"
+AUDIO = "audio"  # a Telegram audio file: taken as a voice note (transcribed)
 
 HANDLED_KINDS: dict[str, frozenset[str]] = {
-    "telegram": frozenset({PHOTO, FILE}),  # saved to the chat's inbox (geode/messengers/inbox.py)
-    "slack": frozenset({FILE}),  # files shared (images among them): chat_files.py, inbox.py
-    "discord": frozenset({PHOTO, FILE}),  # attachments: chat_files.py, inbox.py
+    "telegram": frozenset({PHOTO, FILE, VOICE, AUDIO}),  # saved to the chat's inbox (messengers/inbox.py)
+    "slack": frozenset({FILE, VOICE}),  # files shared (images among them): chat_files.py, inbox.py
+    "discord": frozenset({PHOTO, FILE, VOICE}),  # attachments: chat_files.py, inbox.py
 }
 
 # Telegram Message attributes that make a message of that kind, checked in this order (PTB names)
@@ -27,7 +31,7 @@ _TELEGRAM_KINDS: tuple[tuple[str, str], ...] = (
     ("photo", PHOTO),
     ("voice", VOICE),
     ("video_note", "video_note"),
-    ("audio", "audio"),
+    ("audio", AUDIO),
     ("animation", "animation"),
     ("video", "video"),
     ("document", FILE),

@@ -21,7 +21,7 @@ class Attachment(BaseModel):
     """A file sent with a message, as the platform names it (not fetched yet): geode/messengers/inbox.py
     checks its size and type against ``[messengers]`` and saves it under the chat's workspace."""
 
-    kind: Literal["photo", "document"]
+    kind: Literal["photo", "document", "voice"]  # voice: a voice note or audio clip, transcribed
     file_id: str = Field(min_length=1, max_length=2_048)  # Telegram file id; Slack/Discord file URL
     file_name: str = Field(default="", max_length=MAX_ID)  # as the sender named it: never trusted as a path
     media_type: str = Field(default="", max_length=MAX_ID)
@@ -106,6 +106,8 @@ class Unhandled(BaseModel):
 
     @property
     def reply_text(self) -> str:
+        if self.reason == "unsupported" and self.kind == "voice":  # [messengers] transcription unset
+            return "Sorry, voice notes are not enabled on this bot; please send text."
         if self.reason == "unsupported":
             return f"Sorry, I can't handle {self.kind or 'that kind of'} messages yet; please send text."
         return UNHANDLED_REPLIES[self.reason]

@@ -112,9 +112,10 @@ class Poller:
         self._early_lock = threading.Lock()
         self._conflict_reported = False
 
-    def keep_files(self, home: GeodeHome, section: MessengersSection) -> None:
-        """Save inbound files under each chat's workspace, within ``section``'s limits (inbox.py)."""
-        self.inbox = inbox.Inbox.of(home, section)
+    def keep_files(self, home: GeodeHome, section: MessengersSection, transcriber: Any = None) -> None:
+        """Save inbound files under each chat's workspace, within ``section``'s limits (inbox.py); voice notes
+        are transcribed by ``transcriber`` (transcription.py; None: not enabled)."""
+        self.inbox = inbox.Inbox.of(home, section, transcriber)
 
     # --- from other threads ---------------------------------------------------------------------------
     def on_event(self, ev: lanes_msg.StreamEvent) -> None:

@@ -39,7 +39,8 @@ class SavedFile:
 
 
 def attachments_of(msg: Message) -> tuple[Attachment, ...]:
-    """The message's photo (its largest size; Telegram sends photos as JPEG) and document, if any."""
+    """The message's photo (its largest size; Telegram sends photos as JPEG), document, and voice note or
+    audio file (kind ``voice``: transcribed, geode/messengers/inbox.py), if any."""
     found: list[Attachment] = []
     if msg.photo:
         best = msg.photo[-1]
@@ -63,6 +64,18 @@ def attachments_of(msg: Message) -> tuple[Attachment, ...]:
                 size=doc.file_size or 0,
             )
         )
+    for sound, ext in ((msg.voice, "ogg"), (msg.audio, "mp3")):
+        if sound is not None:
+            named = getattr(sound, "file_name", None) or f"voice-{sound.file_unique_id}.{ext}"
+            found.append(
+                Attachment(
+                    kind="voice",
+                    file_id=sound.file_id,
+                    file_name=clean_text(named),  # safe_name() later
+                    media_type=clean_text(sound.mime_type or f"audio/{ext}").lower(),
+                    size=sound.file_size or 0,
+                )
+            )
     return tuple(found)
 
 

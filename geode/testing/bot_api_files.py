@@ -1,6 +1,6 @@
-"""Files on the local Bot API server: a user's photo or document message (the bytes kept under a file id),
-``getFile`` (its ``file_path``, size), and the download route ``/file/bot<token>/<file_path>`` as Telegram
-serves it. Every download is recorded (path, token right or not) so a test sees what was fetched."""
+"""Files on the local Bot API server: a user's photo, document or voice message (the bytes kept under a file
+id), ``getFile`` (its ``file_path``, size), and the download route ``/file/bot<token>/<file_path>`` as
+Telegram serves it. Every download is recorded (path, token right or not) so a test sees what was fetched."""
 
 from __future__ import annotations
 
@@ -105,6 +105,30 @@ def push_document(
         msg["document"] = {
             "file_id": fid, "file_unique_id": f"u{fid}", "file_name": file_name, "mime_type": mime_type,
             "file_size": len(data) if declared_size is None else declared_size,
+        }  # fmt: skip
+        api._messages[(chat_id, mid)] = msg
+        return api._enqueue({"message": msg})
+
+
+def push_voice(
+    api: Any,
+    chat_id: int,
+    data: bytes,
+    *,
+    caption: str = "",
+    sender_id: int = 1001,
+    username: str = "alice",
+    duration: int = 3,
+) -> JSON:
+    """Queue a user's voice note (OGG/Opus as Telegram records them) with an optional caption."""
+    chat_id = int(chat_id)
+    with api._lock:
+        mid, msg = _file_message(api, chat_id, caption, sender_id, username)
+        fid = f"voice-{chat_id}-{mid}"
+        api.files.add(fid, data, f"voice/file_{mid}.oga")
+        msg["voice"] = {
+            "file_id": fid, "file_unique_id": f"u{fid}", "duration": duration, "mime_type": "audio/ogg",
+            "file_size": len(data),
         }  # fmt: skip
         api._messages[(chat_id, mid)] = msg
         return api._enqueue({"message": msg})

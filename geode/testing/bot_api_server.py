@@ -155,6 +155,7 @@ class LocalBotApi(LocalHttpServer):
 
     push_photo = bot_api_files.push_photo  # a user's photo (caption optional)
     push_document = bot_api_files.push_document  # a user's file, named as they named it
+    push_voice = bot_api_files.push_voice  # a user's voice note (audio/ogg)
 
     def reactions(self, chat_id: int | None = None) -> list[JSON]:
         """Each setMessageReaction the bot made, in order."""

@@ -1,6 +1,7 @@
 """The scripted provider: a local stdlib HTTP server speaking the Anthropic and OpenAI wires from a scenario.
 
 Point a real SDK client at ``server.base_url`` (Anthropic) or ``server.openai_base_url`` (OpenAI, ``/v1``).
+``server.audio`` is the OpenAI transcription endpoint (scripted_audio.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from geode.testing import scripted_anthropic, scripted_openai
+from geode.testing import scripted_anthropic, scripted_audio, scripted_openai
 from geode.testing.scenario import (
     RecordedRequest,
     ReplyFunction,
@@ -76,6 +77,7 @@ class ScriptedServer:
         self._host, self._port = host, port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.audio = scripted_audio.Transcriptions()  # POST /v1/audio/transcriptions (not in ``requests``)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> ScriptedServer:
@@ -189,6 +191,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if scripted_audio.is_transcription(self.path):  # multipart, answered apart from the scenario
+            auth = self.headers.get("authorization", "")
+            self._send_json(*self.server_ref.audio.handle(self.headers.get("content-type", ""), auth, raw))
+            return
         try:
             body: Any = json.loads(raw) if raw else None
         except json.JSONDecodeError:

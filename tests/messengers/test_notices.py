@@ -47,12 +47,15 @@ def _slack(event: dict[str, Any]) -> InboundMessage | Unhandled | None:
     return item  # type: ignore[return-value]
 
 
-def test_slack_audio_clip_without_text_is_unsupported_and_a_file_a_message_with_its_attachment() -> None:
+def test_slack_audio_clip_is_a_voice_note_and_a_file_a_message_with_its_attachment() -> None:
     base = {"type": "message", "subtype": "file_share", "channel": "C1", "user": "U1", "ts": "1.0"}
-    clip = {"id": "F1", "subtype": "slack_audio", "mimetype": "audio/webm", "url_private": "https://x/a"}
+    clip_url = "https://files.slack.com/files-pri/T1-F1/audio_message.webm"
+    clip = {"id": "F1", "subtype": "slack_audio", "name": "audio_message.webm", "mimetype": "audio/webm",
+            "size": 7, "url_private_download": clip_url}  # fmt: skip
     item = _slack({**base, "text": "", "files": [clip]})
-    assert isinstance(item, Unhandled) and item.reason == "unsupported" and item.kind == "voice"
-    assert item.reply_text.startswith("Sorry, I can't handle voice messages yet")
+    assert isinstance(item, InboundMessage) and item.text == ""  # transcribed, or "not enabled" (inbox.py)
+    (att,) = item.attachments
+    assert (att.kind, att.file_id, att.media_type, att.size) == ("voice", clip_url, "audio/webm", 7)
     url = "https://files.slack.com/files-pri/T1-F2/a.pdf"
     pdf = {"id": "F2", "name": "a.pdf", "mimetype": "application/pdf", "size": 9, "url_private": url}
     item = _slack({**base, "text": "", "files": [pdf]})

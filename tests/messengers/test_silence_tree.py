@@ -1,6 +1,7 @@
 """Nothing ignored in silence, on a real `geode serve` tree through the real SDKs against the local servers
-(issue 31 items 3 and 9): a message kind the bot does not handle (a sticker, a voice clip) gets one "not
-supported" reply per chat per kind per hour — a second one within the hour none, also after the messengers
+(issue 31 items 3 and 9): a message kind the bot does not handle (a sticker; a voice clip while
+``[messengers] transcription`` is unset: "not enabled") gets one "not supported" reply per chat per kind per
+hour — a second one within the hour none, also after the messengers
 child was SIGKILLed between them (the claim is stored before the reply is asked); a binding's
 ``ack_reaction`` puts a reaction on each message taken as a turn; with ``on_edit = "rerun"`` an edited
 message is a turn of its own (turn id keyed by the edit's version) with its own answer.
@@ -152,14 +153,14 @@ def _slack_texts(slack: LocalSlack) -> list[str]:
 
 def test_slack_a_voice_clip_is_answered_once_an_ack_is_put_and_an_edit_reruns(tree: Tree) -> None:
     home, _tg, slack, _dc = tree
-    first = slack.push_file(SLACK_CHAN, voice=True)  # an audio clip: still not handled (files are)
+    first = slack.push_file(SLACK_CHAN, voice=True)  # an audio clip, [messengers] transcription unset
     slack.push_file(SLACK_CHAN, voice=True)  # the same kind within the hour: nothing
     msg = slack.push_message(SLACK_CHAN, "slack before the edit")
     poll_for(lambda: "echo: slack before the edit" in _slack_texts(slack), 60, what="the answer")
     slack.push_edit(SLACK_CHAN, msg["ts"], "slack after the edit")
     poll_for(lambda: "echo: slack after the edit" in _slack_texts(slack), 60, what="the rerun's answer")
     poll_for(lambda: pollers(home)["slack"]["pending_replies"] == 0, 30, what="the replies settled")
-    not_supported = [p for p in slack.posts(SLACK_CHAN) if "can't handle voice messages" in p["text"]]
+    not_supported = [p for p in slack.posts(SLACK_CHAN) if "voice notes are not enabled" in p["text"]]
     assert len(not_supported) == 1, _slack_texts(slack)
     assert not_supported[0]["thread_ts"] == first["payload"]["event"]["ts"]
     assert pollers(home)["slack"]["unhandled"]["unsupported.voice"] == 2
