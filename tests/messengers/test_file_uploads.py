@@ -1,7 +1,8 @@
 """send_file's upload through each platform's real SDK against its local server, at the translator: Slack's
 files_upload_v2 (the upload URL on the server's own host, no token sent there; the share in the chat's
 thread with the caption; a refusal of any step is "not posted", nothing shared) and Discord's attachment
-(multipart ``files[0]``, the caption as content, in the thread; a refusal is Rejected, nothing posted)."""
+(multipart ``files[0]``, the caption as content, in the thread; discord.py's own retry after a lost answer
+finds the message already created by its nonce; a refusal is Rejected, nothing posted)."""
 
 from __future__ import annotations
 
@@ -84,12 +85,17 @@ async def test_discord_attaches_the_bytes_with_the_caption_in_the_thread(dc: Loc
     try:
         await tr.start()
         ids = await tr.send_file(f"{CHANNELS[0]}:{thread}", "report.bin", PAYLOAD, caption="the numbers")
+        # posted, then its answer lost (a 500): discord.py posts again by itself, the same nonce: no 2nd copy
+        dc.fail_next("send_message", status=500, applied=True)
+        again = await tr.send_file(str(CHANNELS[1]), "again.bin", b"again")
         with pytest.raises(Rejected):  # an unknown channel: nothing posted
             await tr.send_file("1399999999999999999", "x.txt", b"x")
     finally:
         await tr.close()
-    (upload,) = dc.uploads.of()
+    upload, retried = dc.uploads.of()
     assert ids == [str(upload["message_id"])] and upload["channel_id"] == thread
+    assert again == [str(retried["message_id"])] and retried["data"] == b"again"
+    assert [c["status"] for c in dc.calls("send_message")] == [200, 500, 200, 404]  # retried: the same one
     assert upload["data"] == PAYLOAD and upload["filename"] == "report.bin"
     assert upload["content"] == "the numbers"
     (post,) = dc.posts(thread)
