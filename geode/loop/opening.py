@@ -10,6 +10,7 @@ from geode.loop.ports import LoopHooks, ToolRunner
 from geode.loop.resume import repair
 from geode.loop.session_hooks import CONTEXT_KEY, session_start
 from geode.loop.settings import LoopSettings
+from geode.loop.skills_in_use import skills_in_use
 from geode.loop.state import GuardCounters, Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind, TurnResult
 from geode.records.client import RecordClient
@@ -57,6 +58,7 @@ def open_turn(
             "workspace": s.workspace,
             "granted_tools": s.granted_tools,
             "scope": s.scope,
+            "skills": skills_in_use(state.history),  # a re-sent call keeps the skills in use (not the new)
         }
         repair(
             state,

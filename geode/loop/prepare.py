@@ -11,6 +11,7 @@ from geode.loop.compaction import estimate_tokens, model_view
 from geode.loop.guards import wrap_up
 from geode.loop.session_hooks import CONTEXT_KEY
 from geode.loop.settings import LoopSettings
+from geode.loop.skills_in_use import skills_in_use
 from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import TurnState
 from geode.loop.summarize import effective_history
@@ -99,6 +100,7 @@ def prepare_call(
         skip_permissions=settings.skip_permissions,
         granted_tools=settings.granted_tools,
         scope=settings.scope,
+        skills=skills_in_use(state.history),
     )
     request = ModelRequest(
         model=model,

@@ -41,6 +41,7 @@ class StepSnapshot(BaseModel):
     skip_permissions: bool = False  # the turn's own flag (never a connection's)
     granted_tools: tuple[str, ...] = ()  # AUTOMATION: the operator job's explicit tools
     scope: str = ""  # the session's scope (geode.memory.scopes)
+    skills: tuple[str, ...] = ()  # the skills in use (geode.loop.skills_in_use)
 
     @property
     def step_id(self) -> str:
@@ -78,4 +79,5 @@ class StepSnapshot(BaseModel):
             skip_permissions=skips_permissions(self.mode, self.skip_permissions),
             granted_tools=self.granted_tools,
             scope=self.scope,
+            skills=self.skills,
         )

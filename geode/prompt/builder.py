@@ -6,6 +6,7 @@ import datetime as dt
 
 from geode.prompt.sources import PromptSources, geode_md_sections, rule_files
 from geode.providers.types import SystemSection
+from geode.skills.prompt_block import available_skills
 
 IDENTITY_ORDER = ("Identity", "Voice & Conduct", "Operating Principles", "RUNTIME CANNOT")
 
@@ -39,6 +40,8 @@ def build_system_prompt(
     if rules:
         body = "\n\n".join(f"### {r.name} ({r.scope})\n{r.text}" for r in rules)
         stable.append(SystemSection(name="runtime_rules", text=_tag("runtime_rules", body)))
+    if sources.skills:  # names and descriptions only: a skill's body loads through use_skill
+        stable.append(SystemSection(name="available_skills", text=available_skills(sources.skills)))
     stable.append(SystemSection(name="tool_contract", text=TOOL_CONTRACT))
     stable[-1] = stable[-1].model_copy(update={"cache_boundary": True})
 

@@ -74,3 +74,4 @@ class PromptSources:
     home_rules: Path | None = None
     directives: list[str] = field(default_factory=list)
     default_geode_md: Path = DEFAULT_GEODE_MD
+    skills: list[tuple[str, str]] = field(default_factory=list)  # (name, description): <available_skills>

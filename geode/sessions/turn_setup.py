@@ -15,6 +15,7 @@ from geode.loop import LoopSettings
 from geode.prompt import PromptSources
 from geode.protocol import turns
 from geode.sessions.modes import SessionMode, session_limits
+from geode.skills.prompt_block import skill_cards
 from geode.tools.plan import BoundToolPlan, compile_plan
 
 log = logging.getLogger("actors.loop_worker")
@@ -45,7 +46,10 @@ def compose_turn(
     rule as :func:`session_plan`), and the prompt's sources (:func:`turn_prompt`)."""
     settings = turn_settings(run, config, catalogue)
     plan = None if catalogue is None else (plan_for or session_plan)(catalogue, settings)
-    return ComposedTurn(settings, plan, turn_prompt(settings, rules_dir))
+    prompt = turn_prompt(settings, rules_dir)
+    if plan is not None and plan.get("use_skill") is not None:  # names and descriptions (geode/skills/)
+        prompt.skills = skill_cards(rules_dir.parent, prompt.workspace, config.trust.projects)
+    return ComposedTurn(settings, plan, prompt)
 
 
 def session_plan(catalogue: BoundToolPlan, settings: LoopSettings) -> BoundToolPlan:

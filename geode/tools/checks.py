@@ -18,6 +18,14 @@ from geode.tools.plan_cache import PlanCache
 from geode.tools.policy import PolicyDenial, check_monotonic, check_paths, check_runtime_policy
 from geode.tools.receipts import OMITTED
 from geode.tools.schema_check import SchemaDenial, validate_input
+from geode.tools.skill_scope import (
+    SkillScope,
+    SkillSource,
+    reads_files,
+    scope_of,
+    skill_relative,
+    with_skill_roots,
+)
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -120,11 +128,19 @@ class Checks:
         entry = self.handlers.get(req.spec.handler)
         if self.gate is not None and (why := self.gate.refusal(req.ctx, req.spec)):  # MCP overlay rules
             raise req.deny("policy", why.message, "tool_policy_denied", reason=why.reason)
+        skills = self.skill_scope(req.ctx)
+        if why_not := skills.refusal(req.spec.name):  # a skill's allowed-tools only narrow
+            raise req.deny("policy", why_not, "tool_policy_denied", reason="skill_allowed_tools")
+        if entry is not None and entry.path_args and reads_files(req.spec):  # relative to a skill's folder
+            req.call = skill_relative(req.call, entry.path_args, self.workspace_for(req.ctx), skills)
         try:
             check_runtime_policy(req.ctx, req.spec, self.config)
             if entry is not None and entry.path_args:
                 check_paths(
-                    req.call.input, entry.path_args, self.workspace_for(req.ctx), self.roots_for(req.ctx)
+                    req.call.input,
+                    entry.path_args,
+                    self.workspace_for(req.ctx),
+                    self.roots_for(req.ctx, req.spec),
                 )
         except PolicyDenial as exc:
             raise req.deny("policy", exc.message, exc.error_type, reason=exc.reason) from None
@@ -177,9 +193,17 @@ class Checks:
     def workspace_for(self, ctx: ToolContext) -> Path:
         return workspace_of(ctx, self.workspace)
 
-    def roots_for(self, ctx: ToolContext) -> AllowedRoots:
-        """The allowed roots (default: the session workspace), carrying the exclusion to the handlers."""
-        return AllowedRoots(self.roots or (self.workspace_for(ctx),), self.excluded)
+    def roots_for(self, ctx: ToolContext, spec: ToolSpec | None = None) -> AllowedRoots:
+        """The allowed roots (default: the session workspace), carrying the exclusion to the handlers; for a
+        read-only tool, the folders of the skills in use too (geode/tools/skill_scope.py)."""
+        roots = AllowedRoots(self.roots or (self.workspace_for(ctx),), self.excluded)
+        return with_skill_roots(roots, self.skill_scope(ctx)) if reads_files(spec) else roots
+
+    def skill_source(self) -> SkillSource:
+        return SkillSource(self.excluded.home, tuple(self.config.trust.projects))
+
+    def skill_scope(self, ctx: ToolContext) -> SkillScope:
+        return scope_of(ctx, self.skill_source(), self.workspace_for(ctx))
 
 
 def correlation(ctx: ToolContext, call: ToolCall) -> dict[str, Any]:

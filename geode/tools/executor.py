@@ -101,6 +101,7 @@ class ToolExecutor:
         self.gate = gate  # geode.tools.mcp.gate.McpGate (or None): MCP refusals and first-use approvals
         self.web_hosts = WebHosts(self.services)  # web_fetch asks once per new host in a session
         self.services.setdefault("web_hosts", self.web_hosts)  # and its handler checks every hop
+        self.services.setdefault("skills", self._checks.skill_source())  # use_skill: home + trusted projects
         self.redactor = ResultRedactor()  # secrets masked in every result before anything sees it
         self.send_rule = send_rule  # where send_message may post, and how often per turn (the daemon's)
         # where schedule_job may run, its create check and approval text (no bindings, no chat allows it)
@@ -272,7 +273,7 @@ class ToolExecutor:
         env = ToolEnv(
             ctx=ctx,
             workspace=workspace,
-            roots=c.roots_for(ctx),
+            roots=c.roots_for(ctx, spec),
             deadline_s=max(0.05, deadline - (time.monotonic() - started)),
             # schedule_job, send_file: which chat
             services={**self.services, "schedule_rule": self.schedule_rule, "send_rule": self.send_rule},

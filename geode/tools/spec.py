@@ -75,6 +75,8 @@ class ToolContext(BaseModel):
     # AUTOMATION only: the tools an operator-defined job names in allowed_tools (run without an approval)
     granted_tools: tuple[str, ...] = ()
     scope: str = ""  # the session's scope (geode.memory.scopes): its memory and search audience
+    # the skills in use by the session (use_skill succeeded in its history), the one used last at the end
+    skills: tuple[str, ...] = ()
 
 
 class ToolCall(BaseModel):

@@ -13,6 +13,7 @@ from geode.tools.builtin import (
     schedule_job,
     search,
     send_file,
+    use_skill,
     web,
 )
 from geode.tools.builtin.file_observation import observe_edit, observe_write
@@ -98,6 +99,17 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
         handler="builtin:grep_files",
         policy=READ,
         deadline_s=60,
+    ),
+    ToolSpec(
+        name="use_skill",
+        description=(
+            "Load a skill listed in <available_skills> by name: returns its instructions and its files. "
+            "Use it before a task the skill describes."
+        ),
+        input_schema=_obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}}, ["name"]),
+        handler="builtin:use_skill",
+        policy=READ,
+        deadline_s=30,
     ),
     ToolSpec(
         name="run_bash",
@@ -266,6 +278,7 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:list_dir": HandlerEntry(files.list_dir, ("path",)),
         "builtin:glob_files": HandlerEntry(search.glob_files, ("path",)),
         "builtin:grep_files": HandlerEntry(search.grep_files, ("path",)),
+        "builtin:use_skill": HandlerEntry(use_skill.use_skill),
         "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),  # always asks a person
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
         "builtin:session_search": HandlerEntry(search_sessions),  # the calling session's scope only
