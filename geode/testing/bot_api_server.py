@@ -15,7 +15,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from geode.testing import bot_api_files, bot_api_uploads
+from geode.testing import bot_api_files, bot_api_uploads, button_press
 from geode.testing import bot_api_wire as wire
 from geode.testing.bot_api_methods import METHODS, POLL_CONFLICT, ApiError, Poll, get_updates
 from geode.testing.bot_api_wire import JSON
@@ -24,6 +24,7 @@ from geode.testing.local_http import LocalHttpServer
 log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN = "123456789:GEODE-local-test-token"
+DEFAULT_PORT = 8081  # of main(); Slack 8082, Discord 8083: the three can run at once
 _DESCRIPTIONS = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden: bot was blocked by the user", 404: "Not Found",
     409: POLL_CONFLICT, 500: "Internal Server Error", 502: "Bad Gateway",
@@ -327,6 +328,7 @@ class LocalBotApi(LocalHttpServer):
         handlers: dict[str, Callable[[], Any]] = {
             "push_message": lambda: self.push_message(**body),
             "push_callback": lambda: self.push_callback(**body),
+            "press": lambda: button_press.telegram_press(self, **body),  # a button by its label
             "push_sticker": lambda: self.push_sticker(**body),
             "reactions": lambda: self.reactions(_opt_int(query.get("chat_id"))),
             "push_update": lambda: self.push_update(**body),
@@ -367,7 +369,7 @@ def _reply(body: JSON, status: int) -> web.Response:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A local Telegram Bot API server for tests and demos.")
-    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--token", default=DEFAULT_TOKEN)
     parser.add_argument("--username", default="geode_test_bot")

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from geode.testing import button_press
 from geode.testing import discord_events as ev
 from geode.testing.chat_file_host import ChatFileHost
 from geode.testing.discord_events import JSON
@@ -32,6 +33,7 @@ GUILD_ID = 1200000000000000001
 CHANNELS = (1300000000000000001, 1300000000000000002)
 THREADS = {1400000000000000001: CHANNELS[0]}  # thread id -> parent channel id
 USER_ID = 1500000000000000001
+DEFAULT_PORT = 8083  # of main(); Telegram 8081, Slack 8082: the three can run at once
 _T = TypeVar("_T")
 
 
@@ -301,6 +303,8 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
         body = await request.json() if request.can_read_body else {}
         query = dict(request.query)
         try:
+            if name == "press":  # a button by its label, on the newest post showing it (button_press.py)
+                name, body = "push_button", button_press.discord_body(self, body)
             if name == "push_message":
                 result: Any = self._user_message(
                     int(body["channel_id"]), str(body["content"]), bot=bool(body.get("bot", False)),
@@ -346,7 +350,7 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A local Discord REST + gateway server for tests and demos.")
-    parser.add_argument("--port", type=int, default=8082)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--token", default=DEFAULT_TOKEN)
     parser.add_argument("--bot-name", default="geode_test_bot")

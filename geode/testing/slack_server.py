@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from geode.testing import button_press, slack_web
 from geode.testing import slack_events as ev
-from geode.testing import slack_web
 from geode.testing.chat_file_host import ChatFileHost
 from geode.testing.local_http import LocalHttpServer
 from geode.testing.slack_events import JSON, SlackError
@@ -26,6 +26,7 @@ from geode.testing.slack_uploads import SlackUploads
 BOT_TOKEN = "xoxb-0000000001-geode-local-bot-token"
 APP_TOKEN = "xapp-1-A0GEODE01-geode-local-app-token"
 DEFAULT_USER = "U0ALICE01"
+DEFAULT_PORT = 8082  # of main(); Telegram 8081, Discord 8083: the three can run at once
 
 
 class LocalSlack(LocalHttpServer):
@@ -307,6 +308,7 @@ class LocalSlack(LocalHttpServer):
         handlers: dict[str, Callable[[], Any]] = {
             "push_message": lambda: self.push_message(**body),
             "push_action": lambda: self.push_action(**body),
+            "press": lambda: button_press.slack_press(self, **body),  # a button by its label
             "push_envelope": lambda: self.push_envelope(body),
             "fail_next": lambda: self.fail_next(**body),
             "disconnect": lambda: self.disconnect(**body),
@@ -327,7 +329,7 @@ class LocalSlack(LocalHttpServer):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A local Slack Web API + Socket Mode server (tests, demos).")
-    parser.add_argument("--port", type=int, default=8082)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--redeliver-after", type=float, default=3.0, help="seconds before an unacked resend")
     args = parser.parse_args(argv)
