@@ -21,6 +21,7 @@ SCHEMA_VERSION = "1"
 OPERATOR = "operator"
 MAX_FIELD = 16 * 1024  # characters of one indexed text (the timeline's string bound)
 SNIPPET_TOKENS = 16
+CANDIDATES = 1000  # a query ranks the newest this many matches it may see
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS entries(id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL,"
@@ -177,21 +178,44 @@ class SearchIndex:
         return {k: s for k, s in rows}
 
     def query(self, query: str, scope: str, limit: int) -> list[Hit]:
-        """The best ``limit`` matches ``scope`` may see (FTS5 rank, then newest first)."""
+        """The best ``limit`` matches ``scope`` may see: ranked (FTS5 bm25, then newest first) among the
+        newest :data:`CANDIDATES` matching entries, so a word in nearly every session costs a bounded scan;
+        snippets are made for the winners only."""
         where, params = visible_to(scope)
         if where == "0":
             return []
-        sql = (
-            "SELECT e.kind, e.session_id, e.turn_id, e.scope, e.at, e.key,"
+        c, expr = self._c(), match_expression(query)
+        ids = [
+            row[0]
+            for row in c.execute(
+                "SELECT id FROM (SELECT fts.rowid AS id, bm25(fts) AS score, e.at AS at, e.key AS key"
+                f" FROM fts JOIN entries e ON e.id = fts.rowid WHERE fts MATCH ? AND {where}"
+                " ORDER BY fts.rowid DESC LIMIT ?) ORDER BY score, at DESC, key LIMIT ?",
+                (expr, *params, CANDIDATES, limit),
+            )
+        ]
+        if not ids:
+            return []
+        rows = c.execute(
+            "SELECT e.id, e.kind, e.session_id, e.turn_id, e.scope, e.at, e.key,"
             f" snippet(fts, -1, '[', ']', '…', {SNIPPET_TOKENS})"
             " FROM fts JOIN entries e ON e.id = fts.rowid"
-            f" WHERE fts MATCH ? AND {where} ORDER BY fts.rank, e.at DESC LIMIT ?"
-        )
-        rows = self._c().execute(sql, (match_expression(query), *params, limit)).fetchall()
-        return [
-            Hit(kind, sid, tid, sc, at, snip, key.split(":", 1)[1] if kind == "memory" else "")
-            for kind, sid, tid, sc, at, key, snip in rows
-        ]
+            f" WHERE fts MATCH ? AND fts.rowid IN ({','.join('?' * len(ids))})",
+            (expr, *ids),
+        ).fetchall()
+        by_id = {
+            row[0]: Hit(
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                row[7],
+                row[6].split(":", 1)[1] if row[1] == "memory" else "",
+            )
+            for row in rows
+        }
+        return [by_id[i] for i in ids if i in by_id]
 
     def count(self) -> dict[str, int]:
         rows = self._c().execute("SELECT kind, count(*) FROM entries GROUP BY kind").fetchall()
