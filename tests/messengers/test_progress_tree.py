@@ -1,71 +1,38 @@
-"""Live progress on a real `geode serve` tree through python-telegram-bot against the local Bot API server,
-with short thresholds (``progress_after_s`` 0.3, ``progress_every_s`` 0.5) and a scripted model whose steps
-wait on the test's events (no sleeps): a long turn gets ONE status message with notifications off, edited in
-place at the interval (the tool running, "awaiting approval" while the approval waits), then the final answer
-as a new notifying message, and the status deleted; a 12,000-character answer arrives split on paragraph
-boundaries; SIGKILL of the messengers child mid-turn (the restarted child edits the same status message) and
-of lanes mid-turn still leave exactly one status message and one final answer.
+"""Live progress on a real `geode serve` tree serving Telegram (python-telegram-bot), Slack (slack_sdk, Socket
+Mode) and Discord (discord.py) against the local servers, with short thresholds (``progress_after_s`` 0.3,
+``progress_every_s`` 0.5) and a scripted model whose steps wait on the test's events (no sleeps): a long turn
+gets ONE status message (notifications off: Telegram disable_notification, Discord SUPPRESS_NOTIFICATIONS;
+Slack, which has no such flag, in the message's thread) edited in place at the interval (the tool running,
+"awaiting approval" while the approval waits), then the final answer as a new notifying message, and the
+status deleted; a 12,000-character answer arrives split on paragraph boundaries (Telegram at 4,096, Discord at
+2,000); SIGKILL of the messengers child mid-turn (the restarted child edits the same status message) and of
+lanes mid-turn still leave exactly one status message and one final answer.
 
-The tests share one tree and run in file order."""
+The tests share one tree and run in file order (the kills last)."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import signal
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from geode.home import GeodeHome
 from geode.testing.bot_api_server import LocalBotApi
+from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
-from tests.actors.tree_kit import children, scripted_home, serve, stop
-from tests.messengers.chat_tree_kit import prompt_of
+from geode.testing.slack_server import LocalSlack
+from tests.actors.tree_kit import children, scripted_home
+from tests.messengers.platform_tree_kit import platform_sections, serving
+from tests.messengers.progress_kit import LONG, PARAGRAPHS, STATUS, Model
 from tests.waiting import poll_for
 
 CHAT, USER = -100777, 1002
-STATUS = "⏳ Working"
-PARAGRAPHS = [f"Paragraph {i}: " + " ".join(f"w{i}-{j}" for j in range(120)) for i in range(13)]
-LONG = "\n\n".join(PARAGRAPHS)  # ~12,000 characters
-
-
-class Model:
-    """ "slow <tag>": write_file (approved in the chat), then waits for the tag's release before answering;
-    "wait <tag>": waits for the release at once; "long": the 12,000-character answer; else an echo."""
-
-    def __init__(self, ws: Path) -> None:
-        self.ws = ws
-        self.gates: dict[str, threading.Event] = {}
-        self.lock = threading.Lock()
-
-    def gate(self, tag: str) -> threading.Event:
-        with self.lock:
-            return self.gates.setdefault(tag, threading.Event())
-
-    def __call__(self, req: Any) -> Any:
-        prompt = prompt_of(req)
-        last = req.body["messages"][-1].get("content")
-        after_tool = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
-        verb, _, tag = prompt.partition(" ")
-        if verb == "slow" and not after_tool:
-            return {
-                "tool_calls": [
-                    {"name": "write_file", "input": {"file_path": str(self.ws / tag), "content": "x"}}
-                ]
-            }
-        if verb in ("slow", "wait"):
-            self.gate(tag).wait(90)  # the test releases it (bounded: a stuck test ends, it does not hang)
-            return {"text": f"done {tag}"}
-        if verb == "long":
-            return {"text": LONG}
-        return {"text": f"echo: {prompt}"}
-
-
-Tree = tuple[GeodeHome, LocalBotApi, Model]
+SLACK_CHAN, DC_CHAN = "C0PROGRESS", CHANNELS[0]
+Tree = tuple[GeodeHome, LocalBotApi, Model, LocalSlack, LocalDiscord]
 
 
 @pytest.fixture(scope="module")
@@ -74,31 +41,32 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     ws = base / "ws"
     ws.mkdir()
     model = Model(ws)
-    with LocalBotApi() as api, ScriptedServer(model) as server:
+    with LocalBotApi() as api, LocalSlack() as slack, LocalDiscord() as dc, ScriptedServer(model) as server:
         extra = f"""
 [messengers]
 progress_after_s = 0.3
 progress_every_s = 0.5
-[messengers.telegram]
-base_url = "{api.base_url}"
-poll_timeout_s = 1
+{platform_sections(api, slack, dc)}
 [[messengers.bindings]]
 platform = "telegram"
 channel_id = "{CHAT}"
 allowed_senders = ["{USER}"]
 approvers = ["{USER}"]
 workspace = "{ws}"
+[[messengers.bindings]]
+platform = "slack"
+channel_id = "{SLACK_CHAN}"
+[[messengers.bindings]]
+platform = "discord"
+channel_id = "{DC_CHAN}"
 """
         home = scripted_home(base, server, ws, extra=extra)
-        with home.env_file.open("a") as f:
-            f.write(f"TELEGRAM_BOT_TOKEN={api.token}\n")
         try:
-            serve(home, cwd=ws)
-            yield home, api, model
+            with serving(home, api, slack, dc, cwd=ws):
+                yield home, api, model, slack, dc
         finally:
             for gate in list(model.gates.values()):  # no model step left waiting
                 gate.set()
-            stop(home)
 
 
 def _silent(call: dict[str, Any]) -> bool:
@@ -144,8 +112,60 @@ def _finished(api: LocalBotApi, model: Model, tag: str, asked: int, status: dict
     assert not _silent(next(c for c in api.calls("sendmessage") if c["params"].get("text") == f"done {tag}"))
 
 
+def test_slack_a_long_turn_shows_a_status_in_its_thread_edited_then_deleted(tree: Tree) -> None:
+    _home, _api, model, slack, _dc = tree
+    asked = slack.push_message(SLACK_CHAN, "wait s")["ts"]
+
+    def status() -> list[dict[str, Any]]:
+        return [p for p in slack.posts(SLACK_CHAN) if p["text"].startswith(STATUS)]
+
+    [first] = poll_for(status, 60, what="the Slack status message")
+    assert first["thread_ts"] == asked  # in the message's thread
+    poll_for(lambda: [p for p in status() if p["edited"] and p["text"] != first["text"]], 30, what="an edit")
+    model.gate("s").set()
+    [answer] = poll_for(
+        lambda: [p for p in slack.posts(SLACK_CHAN) if p["text"] == "done s"], 60, what="the answer"
+    )
+    assert answer["thread_ts"] == asked and answer["ts"] != first["ts"]  # a new message
+    poll_for(lambda: not status(), 30, what="the status message deleted (chat.delete)")
+
+
+def test_discord_a_long_turn_shows_a_silent_status_edited_then_deleted(tree: Tree) -> None:
+    _home, _api, model, _slack, dc = tree
+    asked = int(dc.push_message(DC_CHAN, "wait d")["id"])
+
+    def status() -> list[dict[str, Any]]:
+        return [p for p in dc.posts(DC_CHAN) if p["content"].startswith(STATUS)]
+
+    [first] = poll_for(status, 60, what="the Discord status message")
+    assert first["silent"] and first["reply_to"] is None
+    poll_for(lambda: [p for p in status() if p["edited"]], 30, what="an edit of the status message")
+    model.gate("d").set()
+    [answer] = poll_for(
+        lambda: [p for p in dc.posts(DC_CHAN) if p["content"] == "done d"], 60, what="the answer"
+    )
+    assert str(answer["reply_to"]) == str(asked) and not answer["silent"]  # the reply, notifying
+    poll_for(lambda: not status(), 30, what="the status message deleted")
+    assert len(dc.calls("delete_message")) == 1
+
+
+def test_discord_a_12000_character_answer_arrives_in_paragraphs_of_at_most_2000(tree: Tree) -> None:
+    _home, _api, _model, _slack, dc = tree
+    dc.push_message(DC_CHAN, "long")
+    poll_for(
+        lambda: any(p["content"].endswith(PARAGRAPHS[-1]) for p in dc.posts(DC_CHAN)),
+        60,
+        what="the last part",
+    )
+    parts = [p["content"] for p in dc.posts(DC_CHAN) if p["content"].startswith("Paragraph")]
+    assert len(LONG) > 12_000 and len(parts) > 6 and all(len(p) <= 2000 for p in parts), parts
+    # each part is filled: the next part's first paragraph would not have fit
+    assert all(len(a) + 2 + len(b.split("\n\n")[0]) > 2000 for a, b in itertools.pairwise(parts))
+    assert [para for p in parts for para in p.split("\n\n")] == PARAGRAPHS  # whole paragraphs, in order
+
+
 def test_a_long_turn_shows_one_silent_status_edited_in_place_then_the_answer(tree: Tree) -> None:
-    _home, api, model = tree
+    _home, api, model, _slack, _dc = tree
     silent_before = sum(map(_silent, api.calls("sendmessage")))
     asked, status = _ask(api, "slow a.txt")
     kb = poll_for(
@@ -179,7 +199,7 @@ def test_a_long_turn_shows_one_silent_status_edited_in_place_then_the_answer(tre
 
 
 def test_a_12000_character_answer_arrives_split_on_paragraph_boundaries(tree: Tree) -> None:
-    _home, api, _model = tree
+    _home, api, _model, _slack, _dc = tree
     mid = api.push_message(CHAT, "long", sender_id=USER)["message"]["message_id"]
     first = poll_for(
         lambda: [p for p in api.posts(CHAT) if p["text"].startswith("Paragraph 0:")], 60, what="the answer"
@@ -189,8 +209,9 @@ def test_a_12000_character_answer_arrives_split_on_paragraph_boundaries(tree: Tr
     )
     posts = api.posts(CHAT)
     parts = [p["text"] for p in posts[posts.index(first) :] if p["text"].startswith("Paragraph")]
-    assert first["reply_to"] == mid and len(parts) == 3, [len(p) for p in parts]
-    assert all(len(p) <= 4096 for p in parts)
+    assert first["reply_to"] == mid and len(parts) > 2 and all(len(p) <= 4096 for p in parts), parts
+    # each part is filled: the next part's first paragraph would not have fit
+    assert all(len(a) + 2 + len(b.split("\n\n")[0]) > 4096 for a, b in itertools.pairwise(parts))
     assert [para for p in parts for para in p.split("\n\n")] == PARAGRAPHS  # whole paragraphs, in order
 
 
@@ -206,7 +227,7 @@ def _kill(home: GeodeHome, child: str) -> None:
 
 
 def test_a_killed_messengers_child_edits_the_same_status_and_posts_no_second_one(tree: Tree) -> None:
-    home, api, model = tree
+    home, api, model, _slack, _dc = tree
     silent_before = sum(map(_silent, api.calls("sendmessage")))
     asked, status = _ask(api, "wait m")
     poll_for(lambda: _edits_of(api, status["message_id"]), 30, what="a first edit (the id is recorded)")
@@ -220,7 +241,7 @@ def test_a_killed_messengers_child_edits_the_same_status_and_posts_no_second_one
 
 
 def test_killed_lanes_mid_turn_leave_one_status_and_one_answer(tree: Tree) -> None:
-    home, api, model = tree
+    home, api, model, _slack, _dc = tree
     silent_before = sum(map(_silent, api.calls("sendmessage")))
     asked, status = _ask(api, "wait l")
     _kill(home, "lanes")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from geode.messengers.replies import TELEGRAM_LIMIT, reply_text, split_reply
+from geode.messengers.replies import TELEGRAM_LIMIT, reply_text, split_reply, text_limit
 
 
 def _units(text: str) -> int:
@@ -73,3 +73,28 @@ def test_reply_text_is_the_answer_or_how_the_turn_ended() -> None:
     )
     assert reply_text({"text": "  ", "termination_reason": "user_cancelled"}).endswith("(user_cancelled).")
     assert reply_text({}) == "The turn ended without an answer (unknown)."
+
+
+def test_paragraphs_stay_whole_when_they_fit() -> None:
+    paragraphs = ["\n".join(f"p{i} line {k} " + "." * 40 for k in range(6)) for i in range(12)]  # ~300 each
+    parts = split_reply("\n\n".join(paragraphs), 1000)
+    assert [p for part in parts for p in part.split("\n\n")] == paragraphs  # never cut inside one
+    assert all(len(p) <= 1000 for p in parts) and len(parts) == 4  # three to a part
+
+
+def test_a_code_block_stays_whole_or_is_closed_and_reopened_across_parts() -> None:
+    block = "```python\n" + "\n".join(f"x_{i} = {i}" for i in range(40)) + "\n```"
+    text = "intro " * 30 + "\n\n" + block + "\n\nafter"
+    parts = split_reply(text, 300)
+    assert parts[0].strip() == ("intro " * 30).strip() and parts[-1] == "after"
+    code = parts[1:-1]
+    assert len(code) > 1 and all(len(p) <= 300 for p in code)
+    assert all(p.startswith("```python\n") and p.endswith("\n```") for p in code)  # each renders as code
+    body = [ln for p in code for ln in p.split("\n")[1:-1]]
+    assert body == [f"x_{i} = {i}" for i in range(40)]
+    small = "text\n\n```\na\n\nb\n```"  # a blank line inside a block is not a paragraph boundary
+    assert split_reply(small + "\n\n" + "z" * 20, 22) == [small, "z" * 20]
+
+
+def test_each_platform_has_its_limit() -> None:
+    assert (text_limit("telegram"), text_limit("slack"), text_limit("discord")) == (4096, 4000, 2000)
