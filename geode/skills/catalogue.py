@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geode.hooks.dialect import FROM_CLAUDE
-from geode.skills.parse import Skill, SkillError, parse_skill
+from geode.skills.parse import SKILL_FILE, Skill, SkillError, parse_skill
 from geode.tools.mcp.trust import is_trusted
 
 MAX_SKILLS = 100  # per skills folder
@@ -58,6 +58,36 @@ def project_skills_dir(workspace: Path) -> Path:
     return workspace / ".geode" / "skills"
 
 
+_PARSED: dict[tuple[str, str], tuple[tuple[int, int, int], Skill | SkillError]] = {}
+MAX_PARSED = 512
+
+
+def _parsed(folder: Path, source: str) -> Skill:
+    """``parse_skill``, remembered while its SKILL.md keeps its inode, size and mtime (the executor looks the
+    skills in use up on every call; the loop worker on every turn)."""
+    try:
+        st = os.stat(folder / SKILL_FILE)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return parse_skill(folder, source)  # its own one-line error
+    key = (str(folder), source)
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] == stamp:
+        if isinstance(hit[1], SkillError):
+            raise hit[1]
+        return hit[1]
+    try:
+        out: Skill | SkillError = parse_skill(folder, source)
+    except SkillError as exc:
+        out = exc
+    if len(_PARSED) >= MAX_PARSED:
+        _PARSED.clear()
+    _PARSED[key] = (stamp, out)
+    if isinstance(out, SkillError):
+        raise out
+    return out
+
+
 def _scan(root: Path, source: str) -> tuple[list[Skill], list[SkillFailure]]:
     skills: list[Skill] = []
     failures: list[SkillFailure] = []
@@ -83,7 +113,7 @@ def _scan(root: Path, source: str) -> tuple[list[Skill], list[SkillFailure]]:
             failures.append(SkillFailure(folder, source, f"more than {MAX_SKILLS} skills in {root}"))
             continue
         try:
-            skill = parse_skill(folder, source)
+            skill = _parsed(folder, source)
         except SkillError as exc:
             failures.append(SkillFailure(folder, source, exc.reason))
             continue

@@ -113,3 +113,14 @@ def test_the_prompt_block_names_and_describes_skills_without_their_bodies(tmp_pa
     assert "<available_skills>" in text and f"<name>{NAME}</name>" in text and DESCRIPTION in text
     assert INSTRUCTIONS not in text and "use_skill" in text
     assert "<available_skills>" not in system_text(build_system_prompt(PromptSources()))
+
+
+def test_an_edited_skill_md_is_read_again(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "skills")
+    assert discover(tmp_path, None, []).skills[0].description == DESCRIPTION
+    text = (folder / "SKILL.md").read_text()
+    (folder / "SKILL.md").write_text(text.replace(DESCRIPTION, "Edited description, longer than before."))
+    assert discover(tmp_path, None, []).skills[0].description == "Edited description, longer than before."
+    (folder / "SKILL.md").write_text("---\nname: pdf-forms\n---\n")
+    [failed] = discover(tmp_path, None, []).failures
+    assert "no 'description'" in failed.reason
