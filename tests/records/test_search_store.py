@@ -6,6 +6,7 @@ the same answers from the records."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,8 +22,15 @@ from geode.records.engine import RecordEngine
 from geode.records.models import TurnRecord, TurnState
 from geode.records.search_client import SearchClient
 from geode.records.store_client import StoreClient
+from tests.actors.tree_kit import geode
 
-SCOPES = {"t-a": "chat:telegram-1", "t-b": "chat:telegram-2", "t-op": "operator", "t-none": "", "t-job": "job:n"}
+SCOPES = {
+    "t-a": "chat:telegram-1",
+    "t-b": "chat:telegram-2",
+    "t-op": "operator",
+    "t-none": "",
+    "t-job": "job:n",
+}
 
 
 @contextmanager
@@ -56,7 +64,9 @@ def home(tmp_path: Path) -> GeodeHome:
 
 def _seed(store: StoreClient) -> None:
     for tid, scope in SCOPES.items():
-        store.put_turn(done_turn(tid, scope, f"where is the zebra of {tid}?", f"the zebra sleeps in {tid}'s barn"))
+        store.put_turn(
+            done_turn(tid, scope, f"where is the zebra of {tid}?", f"the zebra sleeps in {tid}'s barn")
+        )
     store.put_turn(TurnRecord(turn_id="t-running", session_id="s-r", input={"text": "zebra too early"}))
 
 
@@ -124,3 +134,14 @@ def test_a_damaged_index_or_a_missed_turn_is_rebuilt_from_the_records(
     with caplog.at_level(logging.INFO, logger="geode.records.search_feed"), served(home) as (_store, search):
         assert len(search.query("zebra", "operator", limit=50)) == len(SCOPES) + 1
         assert "is missing: building it from the records" in caplog.text
+
+
+def test_geode_search_with_no_daemon_reads_the_index_file_as_the_store_left_it(home: GeodeHome) -> None:
+    with served(home) as (store, _search):
+        _seed(store)
+    r = geode(home, "search", "zebra", "--json", "--limit", "50")
+    assert r.returncode == 0, r.stderr
+    assert {h["turn_id"] for h in json.loads(r.stdout)["hits"]} == set(SCOPES)
+    assert "no daemon runs" in r.stderr
+    r = geode(home, "search", "--rebuild")
+    assert r.returncode == 1 and "start `geode serve` first" in r.stderr
