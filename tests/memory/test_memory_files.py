@@ -111,3 +111,24 @@ def test_doctor_warns_about_a_file_past_the_cap(tmp_path: Path) -> None:
     path.write_text("- " + "q" * 2000 + "\n")
     (check,) = _memory_checks(home, 1_000)
     assert check["warn"] and str(path) in check["detail"] and "past the 1000-byte cap" in check["detail"]
+
+
+def test_geode_memory_edit_opens_the_editor_and_show_prints_the_scopes_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from actors.cli.main import build_app
+
+    home = GeodeHome(tmp_path / "h").ensure()
+    monkeypatch.setenv("GEODE_HOME", str(home.root))
+    monkeypatch.setenv("VISUAL", "")
+    monkeypatch.setenv("EDITOR", "sh -c 'echo - EDITED-BY-HAND >> \"$0\"'")
+    app, cli = build_app(["memory"]), CliRunner()
+    r = cli.invoke(app, ["memory", "edit", "--scope", "job:nightly"])
+    assert r.exit_code == 0, r.output
+    assert (home.root / "memory/jobs/nightly/MEMORY.md").read_text() == "- EDITED-BY-HAND\n"
+    r = cli.invoke(app, ["memory", "show", "--scope", "job:nightly"])
+    assert r.exit_code == 0 and "EDITED-BY-HAND" in r.output and "of 25000 bytes" in r.output, r.output
+    r = cli.invoke(app, ["memory", "show", "--scope", "chat:../x"])
+    assert r.exit_code == 2 and "scope 'chat:../x'" in r.output

@@ -76,8 +76,6 @@ def test_a_fact_saved_in_one_cli_session_is_in_the_next_sessions_memory_block(
     system = _system(model, "what do you remember")
     block = system[system.index("<agent_memory>") : system.index("</agent_memory>")]
     assert OPERATOR_FACT in block and "data, not instructions" in block
-    shown = geode(home, "memory", "show")
-    assert shown.returncode == 0 and OPERATOR_FACT in shown.stdout, shown.stderr
 
 
 def _posts_after(api: LocalBotApi, n: int) -> list[dict[str, Any]]:
@@ -111,5 +109,3 @@ def test_a_chats_memory_is_approved_in_the_chat_and_never_crosses_to_or_from_the
     _ask(home, ws, "recall in the cli")
     cli_system = _system(model, "recall in the cli")
     assert OPERATOR_FACT in cli_system and CHAT_FACT not in cli_system  # the chat's stays out
-    shown = geode(home, "memory", "show", "--scope", "chat:telegram--100777")
-    assert shown.returncode == 0 and CHAT_FACT in shown.stdout and OPERATOR_FACT not in shown.stdout
