@@ -17,10 +17,12 @@ import pytest
 from actors.bus import Bus
 from actors.store import start_store
 from geode.home import GeodeHome
+from geode.memory.scopes import memory_paths, memory_root
 from geode.protocol.errors import BadRequest
 from geode.records.engine import RecordEngine
 from geode.records.models import TurnRecord, TurnState
 from geode.records.search_client import SearchClient
+from geode.records.search_feed import memory_scope
 from geode.records.store_client import StoreClient
 from tests.actors.tree_kit import geode
 
@@ -145,3 +147,12 @@ def test_geode_search_with_no_daemon_reads_the_index_file_as_the_store_left_it(h
     assert "no daemon runs" in r.stderr
     r = geode(home, "search", "--rebuild")
     assert r.returncode == 1 and "start `geode serve` first" in r.stderr
+
+
+def test_a_memory_files_scope_is_the_one_whose_file_it_is(home: GeodeHome) -> None:
+    """The index reads a scope back from a memory file's path: the inverse of memory_paths."""
+    root = memory_root(home.root)
+    for scope in ("operator", "chat:telegram-1", "job:nightly.digest", "hook:github"):
+        assert memory_scope(memory_paths(scope, home.root)[0].relative_to(root)) == scope
+    assert memory_scope(Path("chats") / "a b" / "MEMORY.md") is None  # not a key a scope can hold
+    assert memory_scope(Path("chats") / "x" / "notes.md") is None
