@@ -22,6 +22,7 @@ import pytest
 from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.testing.scripted import ScriptedServer
+from geode.tools.mcp.trust_bind import trust_project
 from tests.actors.tree_kit import geode, scripted_home, serve, stop
 from tests.skills.skill_folder import DESCRIPTION, INSTRUCTIONS, NAME, REFERENCE, write_broken, write_skill
 
@@ -90,9 +91,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     where: dict[str, Path] = {"ws": ws}
     model = ScriptedServer(_reply(where)).start()
     try:
-        home = scripted_home(
-            base, model, ws, extra=f'[trust]\nprojects = ["{ws}"]\n'
-        )  # as `geode trust` lists it
+        home = scripted_home(base, model, ws)
+        trust_project(home.config_file, home.root, ws)  # what `geode trust` records (list + binding)
         skill = write_skill(home.root / "skills")
         where["skill"] = skill
         write_broken(home.root / "skills")
