@@ -20,9 +20,10 @@ from geode.home import GeodeHome
 from geode.memory.scopes import memory_paths, memory_root
 from geode.protocol.errors import BadRequest
 from geode.records.engine import RecordEngine
-from geode.records.models import TurnRecord, TurnState
+from geode.records.models import CheckpointSave, SessionStatus, TurnRecord, TurnState
 from geode.records.search_client import SearchClient
 from geode.records.search_feed import memory_scope
+from geode.records.settings import StoreConfig
 from geode.records.store_client import StoreClient
 from tests.actors.tree_kit import geode
 
@@ -156,3 +157,22 @@ def test_a_memory_files_scope_is_the_one_whose_file_it_is(home: GeodeHome) -> No
         assert memory_scope(memory_paths(scope, home.root)[0].relative_to(root)) == scope
     assert memory_scope(Path("chats") / "a b" / "MEMORY.md") is None  # not a key a scope can hold
     assert memory_scope(Path("chats") / "x" / "notes.md") is None
+
+
+def test_a_pruned_session_leaves_the_index_too(home: GeodeHome) -> None:
+    server = Bus("store", 1, home, single_process=True).start()
+    child = start_store(home, bus=server, concurrency=4, config=StoreConfig(session_retention_days=0))
+    client = Bus("tester", 1, home, single_process=True).start()
+    try:
+        store, search = StoreClient(client.transport, timeout_s=10.0), SearchClient(client.transport)
+        for tid in ("t-a", "t-op"):
+            store.put_turn(done_turn(tid, "operator", f"the okapi of {tid}", "noted"))
+        done = CheckpointSave(session_id="s-t-a", seq=1, base_count=0, status=SessionStatus.COMPLETED)
+        store.save_checkpoint(done)
+        assert {h.turn_id for h in search.query("okapi", "operator")} == {"t-a", "t-op"}
+        assert store.prune()["sessions"] == 1  # completed and past a retention of 0 days
+        assert [h.turn_id for h in search.query("okapi", "operator")] == ["t-op"]
+    finally:
+        client.stop()
+        server.stop()
+        child.stop()
