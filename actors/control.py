@@ -30,6 +30,7 @@ from actors.bus.zap import ZapResponder
 from geode.config_schema import GeodeConfig
 from geode.config_source import ConfigSource
 from geode.control.core import ControlCore
+from geode.control.session_end import SessionEndHooks
 from geode.control.settings import ControlSection
 from geode.home import GeodeHome
 from geode.protocol import codec, lifecycle
@@ -331,6 +332,7 @@ def start_control(
         queue_max=cfg.queue_max,
         plans=plans,
         session_factory=session_factory,
+        on_session_end=SessionEndHooks(lambda: source.snapshot, home.root),
     )
 
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:

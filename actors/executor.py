@@ -27,7 +27,6 @@ from actors.tree.worker_role import WorkerRole
 from geode.config_reload import HOOKS, MCP, MESSENGERS, ConfigChange
 from geode.hooks.config import hooks_of
 from geode.hooks.runner import HookRunner
-from geode.memory.files import MemoryFiles
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import tools as tools_msg
 from geode.protocol.dispatch import Dispatch
@@ -151,7 +150,6 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
             "bash_limits": limits,
             "messengers": BusMessenger(bus.transport),
             "web_fetch": WebAllow.from_section(tools.web_fetch),
-            "memory": MemoryFiles(ctx.home.root, cfg.memory.max_bytes, cfg.trust.projects),  # memory_save
         },
         roots=tuple(tools.roots),
         default_workspace=default_ws,
@@ -279,6 +277,7 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
         specs=specs,
         config=ctx.settings,
         limits=DelegateLimits(max_timeout_s=ctx.settings.tools.delegate.max_timeout_s),
+        hooks=lambda: executor.hooks,  # the current runner (`geode reload` replaces it)
     )
     executor.services["delegate"] = delegate
 

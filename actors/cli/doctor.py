@@ -32,7 +32,6 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
         from actors.cli.webhooks_view import doctor_checks as webhook_checks
 
         out.extend(webhook_checks(home, report.config))  # a route's secret missing; an open listener
-        out.extend(_memory_checks(home, settings.memory.max_bytes))
     out.extend(_secret_file_checks(home))
     out.append(_bash_check(settings.tools.bash.pid_namespace))
     try:
@@ -57,21 +56,6 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
 
         out.extend(daemon_checks(home))
     return out
-
-
-def _memory_checks(home: GeodeHome, cap: int) -> list[dict[str, Any]]:
-    """A MEMORY.md edited by hand past ``[memory] max_bytes``: a warning (the prompt loads its beginning)."""
-    from geode.memory.files import over_cap
-
-    return [
-        _check(
-            "memory",
-            True,
-            f"{p} is {n} bytes, past the {cap}-byte cap: only its beginning is loaded",
-            warn=True,
-        )
-        for p, n in over_cap(home.root, cap)
-    ]
 
 
 def _bash_check(enabled: bool) -> dict[str, Any]:

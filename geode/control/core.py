@@ -91,8 +91,10 @@ class ControlCore(SessionRequests):
         session_factory: Callable[..., SessionSpec] = create_session,
         clock: Callable[[], float] = time.monotonic,
         plans: CataloguePlans | None = None,
+        on_session_end: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.plans = plans  # the executor's catalogue, asked each time a session is composed (None: no tools)
+        self.on_session_end = on_session_end  # (session id, Claude Code reason, cwd): SessionEnd hooks
         self.transport, self.send, self.runner = transport, send, runner
         self.home = home or GeodeHome.from_env()
         self.server_version, self.origin, self.lanes = server_version, origin, lanes
@@ -285,6 +287,10 @@ class ControlCore(SessionRequests):
         for aid in denied:
             self._answer(aid, "n")
         log.info("connection %s closed (%s); denied %d approvals", conn_id, reason, len(denied))
+        if self.on_session_end is not None:  # the person's client left the sessions it ran turns in
+            why = "prompt_input_exit" if reason == "exit" else "other"
+            for sid in sorted(conn.prompted):
+                self.on_session_end(sid, why, conn.spec.workspace if conn.spec else "")
         return len(denied)
 
     def tick(self) -> list[str]:

@@ -105,6 +105,10 @@ class SessionRequests:
         log.info("prompt: turn %s of session %s", turn_id, sid)
         # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
         settings = conn.spec.turn_settings(sid)
+        if sid in conn.resumed:  # the first turn after a resume: the loop runs SessionStart (source resume)
+            conn.resumed.discard(sid)
+            settings["session_source"] = "resume"
+        conn.prompted.add(sid)
         conn.attach(sid, conn.attached.get(sid, 0))
         sub = lanes_msg.Submit(
             turn_id=turn_id,
@@ -160,6 +164,7 @@ class SessionRequests:
             summary = self.operator.find_session(r.session_id, newest=r.continue_)
         conn.spec = conn.spec.model_copy(update={"session_id": summary["session_id"]})
         conn.attach(summary["session_id"], 0)
+        conn.resumed.add(summary["session_id"])
         return c.Resumed(
             session_id=summary["session_id"],
             message_count=int(summary.get("message_count", 0)),

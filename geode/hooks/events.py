@@ -40,6 +40,14 @@ DECIDING_EVENTS = frozenset(
 )
 # run to the end like deciding events (their output is wanted), but a failing hook never blocks
 CONTEXT_EVENTS = frozenset({HookEvent.SESSION_START})
+# what a non-tool event's matcher is matched against (Claude Code's semantics)
+MATCHED_FIELD = {
+    HookEvent.SESSION_START: "source",
+    HookEvent.SESSION_END: "reason",
+    HookEvent.PRE_COMPACT: "trigger",
+    HookEvent.POST_COMPACT: "trigger",
+    HookEvent.NOTIFICATION: "notification_type",
+}
 TOOL_EVENTS = frozenset({HookEvent.PRE_TOOL_USE, HookEvent.PERMISSION_REQUEST, HookEvent.POST_TOOL_USE})
 
 Decision = Literal["continue", "allow", "ask", "block"]

@@ -11,7 +11,14 @@ from typing import Any
 from geode.hooks import dialect
 from geode.hooks.command import HookFailed, HookInvalidOutput, parse_output, run_command
 from geode.hooks.config import HookCallable, HookEntry, entry
-from geode.hooks.events import CONTEXT_EVENTS, DECIDING_EVENTS, HookEvent, HookOutcome, stronger
+from geode.hooks.events import (
+    CONTEXT_EVENTS,
+    DECIDING_EVENTS,
+    MATCHED_FIELD,
+    HookEvent,
+    HookOutcome,
+    stronger,
+)
 from geode.hooks.settings import DEFAULT_TIMEOUT_S
 from geode.redaction import redact_text
 from geode.sessions.transcript import hook_transcript_path
@@ -78,7 +85,11 @@ class HookRunner:
         """Run every matching hook in order. Rewrites compose; the first block ends the chain."""
         ev = HookEvent(event)
         tool = payload.get("tool_name")
-        hooks = [h for h in self._snapshot() if h.event == ev and h.matches(self._match_name(h, tool))]
+        if ev in MATCHED_FIELD:  # Claude Code: SessionStart's matcher is the source, PreCompact's the trigger
+            value = payload.get(MATCHED_FIELD[ev])
+            hooks = [h for h in self._snapshot() if h.event == ev and h.matches(str(value or ""))]
+        else:
+            hooks = [h for h in self._snapshot() if h.event == ev and h.matches(self._match_name(h, tool))]
         if not hooks:
             return HookOutcome()
         if ev not in DECIDING_EVENTS and ev not in CONTEXT_EVENTS:

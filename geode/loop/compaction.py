@@ -63,6 +63,14 @@ def _current_turn_start(groups: list[list[Message]]) -> int:
     return 0
 
 
+def _with_note(kept: list[Message], n: int) -> list[Message]:
+    """``kept`` led by the note saying ``n`` earlier messages were omitted."""
+    note = TextBlock(text=f"[system:compaction] {n} earlier messages were omitted to fit the context window.")
+    if kept and kept[0].role == "user":
+        return [kept[0].model_copy(update={"content": (note, *kept[0].content)}), *kept[1:]]
+    return [Message(role="user", content=(note,)), *kept]
+
+
 def model_view(history: list[Message], *, budget_tokens: int, keep_recent: int = 10) -> list[Message]:
     """The messages to send: the whole history if it fits, else a bounded compaction of it."""
     if estimate_tokens(history) <= budget_tokens:
@@ -74,18 +82,10 @@ def model_view(history: list[Message], *, budget_tokens: int, keep_recent: int =
     groups = units(view)
     protected = _current_turn_start(groups)
     dropped = 0
-    while dropped < protected and estimate_tokens([m for g in groups[dropped:] for m in g]) > budget_tokens:
+    kept = view
+    while dropped < protected and estimate_tokens(kept) > budget_tokens:  # the note counts too
         dropped += 1
-    kept = [m for g in groups[dropped:] for m in g]
-    if dropped:
-        n = sum(len(g) for g in groups[:dropped])
-        note = TextBlock(
-            text=f"[system:compaction] {n} earlier messages were omitted to fit the context window."
-        )
-        if kept and kept[0].role == "user":
-            kept[0] = kept[0].model_copy(update={"content": (note, *kept[0].content)})
-        else:
-            kept.insert(0, Message(role="user", content=(note,)))
+        kept = _with_note([m for g in groups[dropped:] for m in g], sum(len(g) for g in groups[:dropped]))
     if estimate_tokens(kept) > budget_tokens:
         kept = [_elide(m) for m in kept]
         if estimate_tokens(kept) > budget_tokens:

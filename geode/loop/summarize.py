@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 ORIGIN = "compaction"
 TAG = "[system:compaction-summary]"
+HEADER = " A summary of the earlier conversation (the messages it covers are not shown):"
 INSTRUCTIONS = (
     "You are compacting a long agent conversation so it fits the model's context window. Write a structured "
     "summary of the transcript you are given (and of the earlier summary, if any), for the same agent to "
@@ -131,7 +132,7 @@ def summary_request(
         kept.append(line)
         size += len(line)
     kept.extend(lines[:1])
-    earlier = f"Earlier summary:\n{recs[-1].text.removeprefix(TAG).strip()}\n\n" if recs else ""
+    earlier = f"Earlier summary:\n{recs[-1].text.removeprefix(TAG + HEADER).strip()}\n\n" if recs else ""
     text = f"{earlier}Transcript to summarize:\n\n" + "\n\n".join(reversed(kept))
     return ModelRequest(
         model=model,
@@ -205,7 +206,7 @@ def summarize(
     dropped = sum(1 for m in history[_covers(recs[-1]) if recs else 0 : cut] if not is_record(m))
     record = Message(
         role="user",
-        content=(TextBlock(text=f"{TAG} A summary of the earlier conversation:\n{response.text.strip()}"),),
+        content=(TextBlock(text=f"{TAG}{HEADER}\n{response.text.strip()}"),),
         metadata={
             "origin": ORIGIN,
             "covers": cut,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from geode.tools.locks import KeyedLocks
 from geode.tools.policy import COMPUTER_TOOLS, computer_allowed_in_daemon, is_headless
 from geode.tools.spec import ApprovalMode, DataClass, SafetyPolicy, ToolContext, ToolSpec
 
+log = logging.getLogger(__name__)
 APPROVAL_TIMEOUT_S = 120.0
 MAX_SESSIONS = 1024
 # a channel answer besides y / n / a: a denial nobody made (reported as itself, never "User denied")
@@ -196,6 +198,20 @@ class ApprovalGate:
             return Verdict(True, "hook_allow", out.reason)
         return None
 
+    def _notify(self, ctx: ToolContext, spec: ToolSpec) -> None:
+        """Claude Code's Notification (``permission_prompt``): a person is being asked (observation)."""
+        if self._hooks is None:
+            return
+        payload = {
+            "message": f"GEODE needs your permission to use {spec.name}",
+            "notification_type": "permission_prompt",
+        }
+        corr = {"session_id": ctx.session_id, "turn_id": ctx.turn_id, "cwd": ctx.workspace}
+        try:
+            self._hooks.run(HookEvent.NOTIFICATION, payload, corr)
+        except Exception as exc:  # observation only
+            log.debug("Notification hooks not run: %s", exc)
+
     def _ask(self, ctx: ToolContext, spec: ToolSpec, detail: str) -> str:
         """Ask through the channel; timeout, disconnect (any exception) or shutdown all deny."""
         done = threading.Event()
@@ -213,6 +229,7 @@ class ApprovalGate:
             finally:
                 done.set()
 
+        self._notify(ctx, spec)
         threading.Thread(target=target, name=f"approval-{ctx.session_id}", daemon=True).start()
         try:
             if not done.wait(self._timeout_s):

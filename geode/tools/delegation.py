@@ -10,7 +10,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Transport
 from geode.sessions.modes import default_denylist
+from geode.sessions.transcript import hook_transcript_path
 from geode.tools.handlers import ToolFailure
 from geode.tools.settings import DELEGATE_MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from geode.tools.spec import ToolContext, ToolSpec
@@ -90,6 +91,7 @@ class LanesDelegate:
         config: GeodeConfig | None = None,
         limits: DelegateLimits = DelegateLimits(),
         target: str = "lanes",
+        hooks: Callable[[], Any] | None = None,
     ) -> None:
         self.transport = transport
         self.origin = origin  # the peer name lanes streams child turns to (this process)
@@ -97,6 +99,7 @@ class LanesDelegate:
         self.config = config or GeodeConfig()  # the typed snapshot ([daemon]/[gateway] computer use)
         self.limits = limits
         self.target = target
+        self.hooks = hooks  # the executor's current HookRunner (SubagentStart / SubagentStop)
         self._mu = threading.Lock()
         self._children: dict[str, _Child] = {}  # child turn id → the waiting parent call
 
@@ -145,7 +148,12 @@ class LanesDelegate:
                 raise ToolFailure(
                     f"The sub-agent's turn could not be queued: {exc}", "tool_unavailable"
                 ) from None
-            outcome = self._wait(waiter, turn_id, session_id, wait_s, cancel)
+            self._observe("SubagentStart", parent, session_id, {})
+            try:
+                outcome = self._wait(waiter, turn_id, session_id, wait_s, cancel)
+            finally:
+                stop = {"stop_hook_active": False, "agent_transcript_path": hook_transcript_path(session_id)}
+                self._observe("SubagentStop", parent, session_id, stop)
         finally:
             with self._mu:
                 self._children.pop(turn_id, None)
@@ -156,6 +164,18 @@ class LanesDelegate:
             "termination_reason": str(outcome.get("termination_reason", "")),
             **({"error": outcome["error"]} if outcome.get("error") else {}),
         }
+
+    def _observe(self, event: str, parent: ToolContext, child_session: str, extra: dict[str, Any]) -> None:
+        """Claude Code's SubagentStart / SubagentStop (observation) in the parent's session."""
+        runner = self.hooks() if self.hooks is not None else None
+        if runner is None:
+            return
+        payload = {"agent_id": child_session, "agent_type": DELEGATE_TOOL, **extra}
+        corr = {"session_id": parent.session_id, "turn_id": parent.turn_id, "cwd": parent.workspace}
+        try:
+            runner.run(event, payload, corr)
+        except Exception as exc:  # observation only
+            log.debug("%s hooks not run: %s", event, exc)
 
     def _parent_settings(self, parent: ToolContext) -> dict[str, Any]:
         """The parent turn's session spec, from its durable turn record (lanes.turn)."""

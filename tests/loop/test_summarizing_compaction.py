@@ -1,7 +1,7 @@
-"""Summarizing compaction in the loop (issue 32 item 4): a session pushed past a small window gets ONE compaction
-record (the model's summary) in its durable history and the next request carries the summary plus the recent
-turns; a failing or timed-out summary call and a blocking PreCompact hook leave the deterministic view and the
-turn goes on."""
+"""Summarizing compaction in the loop (issue 32 item 4): a session pushed past a small window gets ONE
+compaction record (the model's summary) in its durable history and the next request carries the summary plus
+the recent turns; a failing or timed-out summary call and a blocking PreCompact hook leave the deterministic
+view and the turn goes on."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import threading
 from typing import Any
 
 from geode.conversation import Message
+from geode.hooks.runner import HookRunner
 from geode.loop import LoopSettings
 from geode.loop.hook_bridge import RunnerHooks
 from geode.loop.summarize import TAG, is_record
-from geode.hooks.runner import HookRunner
 from geode.protocol.turns import TerminationReason
 from geode.providers.types import ModelRequest, ProviderError, ProviderErrorKind
 from geode.testing.function_model import FunctionModel
 from tests.loop.conftest import Rig
 
-SUMMARY = "## Goal\nfind the harbour code\n## Decisions\nharbour code is 7731\n## Files touched\n-\n## Open items\n-"
+SUMMARY = "## Goal\nfind the code\n## Decisions\nharbour code is 7731\n## Files touched\n-\n## Open items\n-"
 WINDOW = dict(context_window_tokens=3000, output_reserve_tokens=500, keep_recent_messages=2)
 
 
@@ -27,7 +27,7 @@ def _is_summary_call(req: ModelRequest) -> bool:
 
 
 def _model(summary: Any = SUMMARY) -> FunctionModel:
-    """Answers every turn with a long text (so the history grows) and a compaction request with ``summary``."""
+    """Answers every turn with a long text (the history grows) and a compaction request with ``summary``."""
 
     def fn(req: ModelRequest) -> Any:
         if _is_summary_call(req):
@@ -94,7 +94,7 @@ def test_a_summary_call_that_hangs_is_bounded(fake_rig: Rig) -> None:
         return SUMMARY
 
     provider = _model(hang)
-    loop = fake_rig.loop(provider, settings=LoopSettings(model="m", compaction_timeout_s=0.3, **WINDOW))
+    loop = fake_rig.loop(provider, settings=LoopSettings(model="m", compaction_timeout_s=0.2, **WINDOW))
     try:
         results = [loop.run_turn("s-hang", f"t{i}", f"question {i} " + "pad " * 300) for i in range(6)]
     finally:
@@ -118,3 +118,18 @@ def test_a_blocking_pre_compact_hook_leaves_the_deterministic_view(fake_rig: Rig
     assert seen and seen[0]["trigger"] == "auto"
     assert not any(_is_summary_call(r) for r in provider.requests)  # blocked before the call
     _floor_checks(fake_rig, provider, "s-block")
+
+
+def test_the_floor_counts_its_own_omission_note() -> None:
+    """Dropping stops only when the view fits WITH the note saying what was omitted (it did not: a view one
+    note over the budget ended the turn context_exhausted)."""
+    from geode.loop.compaction import estimate_tokens, model_view
+
+    answer = Message(role="assistant", content=(Message.user_text("answer " + "words " * 150).content[0],))
+    history = []
+    for n in ("one", "two", "three"):
+        history += [Message.user_text(f"question {n} " + "pad " * 250), answer]
+    history.pop()
+    view = model_view(history, budget_tokens=1000, keep_recent=2)
+    assert estimate_tokens(view) <= 1000 and "question three" in view[-1].text
+    assert "[system:compaction]" in view[0].text
