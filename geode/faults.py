@@ -35,6 +35,7 @@ POINTS = frozenset(
         "executor.reply_after_send",  # messenger.send answered (posted), the reply's receipt not committed
         "messengers.after_post",  # messenger.send posted to the platform, the executor not answered yet
         "messengers.after_upload",  # messenger.send_file uploaded, the executor not answered yet
+        "messengers.after_status_post",  # a turn's status message posted, its id not recorded (progress.py)
         "scheduler.after_due",  # an occurrence recorded due (the cursor moved), its turn not submitted
         "scheduler.after_submit",  # lanes acknowledged the occurrence's turn, the ledger not told
         "scheduler.after_turn_end",  # the scheduler read the turn's record done, its outcome not recorded

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from geode import faults
 from geode.messengers.errors import NotPosted, PlatformError, RateLimited, Rejected
 from geode.messengers.journal import RING
 from geode.protocol import lanes as lanes_msg
@@ -209,6 +210,7 @@ class Progress:
                 log.info("%s status of %s maybe posted: %s", self.out.platform, turn_id, exc)
                 live.message_id = MAYBE
                 return
+            faults.fault("messengers.after_status_post")  # posted; its id not recorded
             live.message_id, live.shown = mid, text
             self._edited[live.channel_key] = self.clock()
             outcome = messengers_msg.MessageSent(

@@ -6,9 +6,11 @@ Slack, which has no such flag, in the message's thread) edited in place at the i
 "awaiting approval" while the approval waits), then the final answer as a new notifying message, and the
 status deleted; a 12,000-character answer arrives split on paragraph boundaries (Telegram at 4,096, Discord at
 2,000); SIGKILL of the messengers child mid-turn (the restarted child edits the same status message) and of
-lanes mid-turn still leave exactly one status message and one final answer.
+lanes mid-turn still leave exactly one status message and one final answer; killed right after the status
+post, before its id is recorded (``messengers.after_status_post``), no second status message and no edit.
 
-The tests share one tree and run in file order (the kills last)."""
+The tests share one tree and run in file order (the armed fault fires at the tree's first status post: the
+first test's)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from geode.testing.discord_server import CHANNELS, LocalDiscord
 from geode.testing.scripted import ScriptedServer
 from geode.testing.slack_server import LocalSlack
 from tests.actors.tree_kit import children, scripted_home
+from tests.messengers.chat_tree_kit import pollers
 from tests.messengers.platform_tree_kit import platform_sections, serving
 from tests.messengers.progress_kit import LONG, PARAGRAPHS, STATUS, Model
 from tests.waiting import poll_for
@@ -62,8 +65,10 @@ channel_id = "{DC_CHAN}"
 """
         home = scripted_home(base, server, ws, extra=extra)
         try:
-            with serving(home, api, slack, dc, cwd=ws):
-                yield home, api, model, slack, dc
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("GEODE_FAULTS", "messengers@messengers.after_status_post:kill")  # the first test's
+                with serving(home, api, slack, dc, cwd=ws):
+                    yield home, api, model, slack, dc
         finally:
             for gate in list(model.gates.values()):  # no model step left waiting
                 gate.set()
@@ -110,6 +115,48 @@ def _finished(api: LocalBotApi, model: Model, tag: str, asked: int, status: dict
     )
     assert len(_answers(api, f"done {tag}")) == 1
     assert not _silent(next(c for c in api.calls("sendmessage") if c["params"].get("text") == f"done {tag}"))
+
+
+def test_a_status_post_cut_by_a_kill_is_never_posted_again_nor_edited(tree: Tree) -> None:
+    """The messengers child is SIGKILLed right after the status message is posted, before its id is recorded
+    (``messengers.after_status_post``): the restarted child finds the marker "?" and posts no second status
+    message and edits none; the answer is posted once; that status message stays (never deleted)."""
+    home, api, model, slack, _dc = tree
+    asked = api.push_message(CHAT, "wait u", sender_id=USER)["message"]["message_id"]
+    poll_for((home.root / "faults" / "messengers.after_status_post.fired").exists, 60, what="the kill")
+    poll_for(
+        lambda: (c := children(home)["messengers"]).incarnation > 1 and c.state == "running",
+        60,
+        what="the messengers child back",
+        swallow=(Exception,),
+    )
+    # the control: a Slack turn of the restarted child gets its status message edited meanwhile
+    slack.push_message(SLACK_CHAN, "wait v")
+    poll_for(
+        lambda: [p for p in slack.posts(SLACK_CHAN) if p["text"].startswith(STATUS) and p["edited"]],
+        60,
+        what="the restarted child editing another turn's status",
+    )
+    [status] = _status_posts(api)
+    assert _edits_of(api, status["message_id"]) == []
+    model.gate("u").set()
+    model.gate("v").set()
+    [answer] = poll_for(lambda: _answers(api, "done u"), 60, what="the final answer")
+    assert answer["reply_to"] == asked
+    poll_for(
+        lambda: pollers(home)["telegram"]["pending_replies"] == 0,
+        30,
+        what="the reply settled",
+        swallow=(Exception,),
+    )
+    assert _status_posts(api) == [status] and not status["deleted"]  # one, never edited, never deleted
+    assert _edits_of(api, status["message_id"]) == []
+    assert sum(map(_silent, api.calls("sendmessage"))) == 1
+    poll_for(
+        lambda: not [p for p in slack.posts(SLACK_CHAN) if p["text"].startswith(STATUS)],
+        60,
+        what="the Slack turn answered, its status deleted",
+    )
 
 
 def test_slack_a_long_turn_shows_a_status_in_its_thread_edited_then_deleted(tree: Tree) -> None:
@@ -236,8 +283,8 @@ def test_a_killed_messengers_child_edits_the_same_status_and_posts_no_second_one
     poll_for(lambda: len(_edits_of(api, status["message_id"])) > n, 60, what="the restarted child's edit")
     _finished(api, model, "m", asked, status)
     assert sum(map(_silent, api.calls("sendmessage"))) == silent_before + 1
-    assert len(_status_posts(api)) == 2  # the two turns' status messages so far, both deleted
-    assert all(p["deleted"] for p in _status_posts(api))
+    later = [p["message_id"] for p in _status_posts(api) if p["message_id"] >= status["message_id"]]
+    assert later == [status["message_id"]]
 
 
 def test_killed_lanes_mid_turn_leave_one_status_and_one_answer(tree: Tree) -> None:
