@@ -32,6 +32,9 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
         from actors.cli.webhooks_view import doctor_checks as webhook_checks
 
         out.extend(webhook_checks(home, report.config))  # a route's secret missing; an open listener
+        from actors.cli.skills_cmds import doctor_checks as skill_checks
+
+        out.extend(skill_checks(home, settings.trust.projects))  # a skill folder that failed to parse
     out.extend(_secret_file_checks(home))
     out.append(_bash_check(settings.tools.bash.pid_namespace))
     try:

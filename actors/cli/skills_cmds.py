@@ -75,5 +75,26 @@ def _trusted(home: Any) -> tuple[tuple[str, ...], str]:
     return tuple(cfg.trust.projects), ""
 
 
+def doctor_checks(
+    home: Any, trusted: tuple[str, ...] | list[str], cwd: str | None = None
+) -> list[dict[str, Any]]:
+    """`geode doctor`: a warning per skill folder that failed to parse (home, and the current directory's
+    trusted project), with its one-line reason."""
+    from geode.skills.catalogue import discover
+
+    ws = Path(cwd or os.getcwd()).resolve()
+    cat = discover(home.root, ws, tuple(trusted))
+    return [
+        {
+            "name": "skills",
+            "ok": True,
+            "detail": f"{f.folder}: {f.reason} (skill not loaded)",
+            "warn": True,
+            "unused": False,
+        }
+        for f in cat.failures
+    ]
+
+
 def register(app: typer.Typer) -> None:
     app.command("skills")(skills)

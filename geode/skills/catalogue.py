@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geode.hooks.dialect import FROM_CLAUDE
-from geode.skills.parse import Skill, SkillError, parse_skill
-from geode.tools.mcp.trust import is_trusted
+from geode.protocol.errors import ConfigError
+from geode.skills.parse import SKILL_FILE, Skill, SkillError, parse_skill
+from geode.tools.mcp.trust import trusted_projects
+from geode.tools.mcp.trust_check import TrustDropped, open_trusted
+from geode.tools.mcp.trust_store import load_store
 
 MAX_SKILLS = 100  # per skills folder
 MAX_FILES = 200  # listed per skill
@@ -58,6 +61,36 @@ def project_skills_dir(workspace: Path) -> Path:
     return workspace / ".geode" / "skills"
 
 
+_PARSED: dict[tuple[str, str], tuple[tuple[int, int, int], Skill | SkillError]] = {}
+MAX_PARSED = 512
+
+
+def _parsed(folder: Path, source: str) -> Skill:
+    """``parse_skill``, remembered while its SKILL.md keeps its inode, size and mtime (the executor looks the
+    skills in use up on every call; the loop worker on every turn)."""
+    try:
+        st = os.stat(folder / SKILL_FILE)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return parse_skill(folder, source)  # its own one-line error
+    key = (str(folder), source)
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] == stamp:
+        if isinstance(hit[1], SkillError):
+            raise hit[1]
+        return hit[1]
+    try:
+        out: Skill | SkillError = parse_skill(folder, source)
+    except SkillError as exc:
+        out = exc
+    if len(_PARSED) >= MAX_PARSED:
+        _PARSED.clear()
+    _PARSED[key] = (stamp, out)
+    if isinstance(out, SkillError):
+        raise out
+    return out
+
+
 def _scan(root: Path, source: str) -> tuple[list[Skill], list[SkillFailure]]:
     skills: list[Skill] = []
     failures: list[SkillFailure] = []
@@ -83,7 +116,7 @@ def _scan(root: Path, source: str) -> tuple[list[Skill], list[SkillFailure]]:
             failures.append(SkillFailure(folder, source, f"more than {MAX_SKILLS} skills in {root}"))
             continue
         try:
-            skill = parse_skill(folder, source)
+            skill = _parsed(folder, source)
         except SkillError as exc:
             failures.append(SkillFailure(folder, source, exc.reason))
             continue
@@ -95,6 +128,29 @@ def _scan(root: Path, source: str) -> tuple[list[Skill], list[SkillFailure]]:
         seen[skill.name] = folder
         skills.append(skill)
     return skills, failures
+
+
+def project_distrust(workspace: Path, trusted: Sequence[str], home_root: Path | None) -> str | None:
+    """None when ``workspace`` is a trusted project whose trust still holds as for its MCP servers (listed in
+    ``[trust] projects``, bound by `geode trust` and still that directory, owned by us, not group/world-
+    writable: ``trust_check.open_trusted``); else why not, in one line."""
+    real = workspace.expanduser().resolve()
+    projects, _notes = trusted_projects(trusted)
+    if real not in projects:
+        return f"{workspace} is not a trusted project (geode trust)"
+    if home_root is None:
+        return "no GEODE home to check the trust binding in"
+    try:
+        binding = load_store(home_root).projects.get(str(real))
+    except ConfigError as exc:
+        return exc.message
+    if binding is None:
+        return f"the trust of {real} is not bound to a directory: run `geode trust {real}`"
+    try:
+        os.close(open_trusted(real, binding))
+    except TrustDropped as exc:
+        return f"trust dropped: {exc.message}; run `geode trust {real}` again if you trust it as it is now"
+    return None
 
 
 def discover(home_root: Path | None, workspace: Path | None, trusted: Sequence[str]) -> SkillCatalogue:
@@ -110,7 +166,8 @@ def discover(home_root: Path | None, workspace: Path | None, trusted: Sequence[s
     if workspace is not None:
         proj = project_skills_dir(workspace)
         if proj.is_dir() and proj.resolve() != home_dir:
-            if is_trusted(workspace, trusted):
+            why_not = project_distrust(workspace, trusted, home_root)
+            if why_not is None:
                 found, bad = _scan(proj.resolve(), "project")
                 for s in found:
                     if s.name in by_name:
@@ -118,9 +175,7 @@ def discover(home_root: Path | None, workspace: Path | None, trusted: Sequence[s
                     by_name[s.name] = s
                 failures += bad
             else:
-                notes.append(
-                    f"skills in {proj} are not loaded: {workspace} is not a trusted project (geode trust)"
-                )
+                notes.append(f"skills in {proj} are not loaded: {why_not}")
     skills = tuple(by_name[k] for k in sorted(by_name))
     return SkillCatalogue(skills, tuple(failures), tuple(notes))
 

@@ -16,6 +16,7 @@ from geode.prompt.sources import PromptSources
 from geode.skills.catalogue import discover, geode_tool_names
 from geode.skills.parse import SkillError, parse_skill, tool_list
 from geode.skills.prompt_block import skill_cards
+from geode.tools.mcp.trust_bind import trust_project
 from tests.skills.skill_folder import DESCRIPTION, INSTRUCTIONS, NAME, write_skill
 
 
@@ -73,9 +74,18 @@ def test_discovery_keeps_failures_skips_symlinks_and_trusts_only_listed_projects
     )
     assert "symbolic link" in reasons["linked"]
     assert cat.notes and "not a trusted project" in cat.notes[0]
+    listed = discover(home, ws, [str(ws)])  # listed by hand: not bound to the directory, as for MCP servers
+    assert listed.get(NAME).source == "home" and "is not bound to a directory" in listed.notes[0]  # type: ignore[union-attr]
+    trust_project(home / "config.toml", home, ws)
     trusted = discover(home, ws, [str(ws)])
     assert trusted.get(NAME).source == "project" and trusted.get(NAME).description == "project version"  # type: ignore[union-attr]
     assert "replaces the home skill" in trusted.notes[0]
+    ws.chmod(0o777)  # others could now write its skills: trust dropped, as for its MCP servers
+    try:
+        dropped = discover(home, ws, [str(ws)])
+    finally:
+        ws.chmod(0o755)
+    assert dropped.get(NAME).source == "home" and "trust dropped" in dropped.notes[0]  # type: ignore[union-attr]
 
 
 def _use(tu_id: str, name: str) -> Message:
@@ -113,3 +123,28 @@ def test_the_prompt_block_names_and_describes_skills_without_their_bodies(tmp_pa
     assert "<available_skills>" in text and f"<name>{NAME}</name>" in text and DESCRIPTION in text
     assert INSTRUCTIONS not in text and "use_skill" in text
     assert "<available_skills>" not in system_text(build_system_prompt(PromptSources()))
+
+
+def test_an_edited_skill_md_is_read_again(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "skills")
+    assert discover(tmp_path, None, []).skills[0].description == DESCRIPTION
+    text = (folder / "SKILL.md").read_text()
+    (folder / "SKILL.md").write_text(text.replace(DESCRIPTION, "Edited description, longer than before."))
+    assert discover(tmp_path, None, []).skills[0].description == "Edited description, longer than before."
+    (folder / "SKILL.md").write_text("---\nname: pdf-forms\n---\n")
+    [failed] = discover(tmp_path, None, []).failures
+    assert "no 'description'" in failed.reason
+
+
+def test_geode_doctor_warns_of_a_skill_folder_that_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.cli.doctor import run_checks
+    from geode.home import GeodeHome
+
+    home = GeodeHome(tmp_path / "gh").ensure()
+    write_skill(home.root / "skills")
+    _skill(home.root / "skills", "bad", "---\nname: bad\n---\n")
+    monkeypatch.chdir(tmp_path)
+    [warned] = [c for c in run_checks(home) if c["name"] == "skills"]
+    assert warned["warn"] and "/skills/bad: front matter has no 'description'" in warned["detail"], warned

@@ -12,6 +12,7 @@ import pytest
 
 from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
+from geode.tools.mcp.trust_bind import trust_project
 from tests.skills.skill_folder import INSTRUCTIONS, NAME, REFERENCE, write_broken, write_skill
 
 
@@ -117,6 +118,9 @@ def test_a_projects_skills_load_only_when_it_is_trusted(make_rig, home: GeodeHom
     (proj / "SKILL.md").write_text("---\nname: proj\ndescription: Project notes.\n---\nPROJECT BODY\n")
     assert untrusted.call("use_skill", {"name": "proj"}).error_type == "skill_not_found"
     cfg = GeodeConfig.from_raw({"trust": {"projects": [str(untrusted.workspace)]}})
+    listed = make_rig(approvals=_Yes(), config=cfg)  # listed by hand: not bound to the directory
+    assert listed.call("use_skill", {"name": "proj"}).error_type == "skill_not_found"
+    trust_project(home.config_file, home.root, untrusted.workspace)  # what `geode trust` records
     trusted = make_rig(approvals=_Yes(), config=cfg)
     out = trusted.call("use_skill", {"name": "proj"}).content
     assert out["instructions"] == "PROJECT BODY" and out["source"] == "project"
