@@ -27,6 +27,7 @@ from actors.tree.worker_role import WorkerRole
 from geode.config_reload import HOOKS, MCP, MESSENGERS, ConfigChange
 from geode.hooks.config import hooks_of
 from geode.hooks.runner import HookRunner
+from geode.memory.files import MemoryFiles
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import tools as tools_msg
 from geode.protocol.dispatch import Dispatch
@@ -150,6 +151,7 @@ def executor_from_config(bus: Bus, ctx: ChildContext, **overrides: Any) -> ToolE
             "bash_limits": limits,
             "messengers": BusMessenger(bus.transport),
             "web_fetch": WebAllow.from_section(tools.web_fetch),
+            "memory": MemoryFiles(ctx.home.root, cfg.memory.max_bytes, cfg.trust.projects),  # memory_save
         },
         roots=tuple(tools.roots),
         default_workspace=default_ws,

@@ -14,6 +14,7 @@ from geode.hooks.settings import HooksSection
 from geode.lanes.settings import LanesSection
 from geode.log.settings import LogSection
 from geode.loop.settings import LoopSection, VerifySettings
+from geode.memory.settings import MemorySection
 from geode.messengers.config import MessengersSection
 from geode.protocol.errors import ConfigError
 from geode.providers.settings import ProvidersSection
@@ -38,6 +39,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "mcp": [McpSection],
     "mcpServers": [],  # entries by name in the JSON shape (McpJsonServer), checked by load_mcp_servers
     "trust": [TrustSection],
+    "memory": [MemorySection],
     "gateway": [ComputerUseSection],
     "daemon": [ComputerUseSection],
     "log": [LogSection],
@@ -76,6 +78,7 @@ class GeodeConfig(BaseModel):
     mcp: McpSection = McpSection()
     mcp_servers: dict[str, McpJsonServer] = Field(default_factory=dict, alias="mcpServers")
     trust: TrustSection = TrustSection()
+    memory: MemorySection = MemorySection()
     gateway: ComputerUseSection = ComputerUseSection()
     daemon: ComputerUseSection = ComputerUseSection()
     log: LogSection = LogSection()

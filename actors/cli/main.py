@@ -32,6 +32,7 @@ LAZY_COMMAND_MODULES = (
     "actors.cli.schedule_cmds",  # schedule add|list|show|rm|pause|resume|run-now|runs
     "actors.cli.webhooks_cmds",  # webhooks [--json], webhooks replay
     "actors.cli.search_cmds",  # search QUERY [--json] [--limit N] [--rebuild]
+    "actors.cli.memory_cmds",  # memory show|edit [--scope S]
     "actors.cli.skills_cmds",  # skills [--json]
 )
 

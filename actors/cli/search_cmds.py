@@ -38,6 +38,7 @@ def search(
 ) -> None:
     """Search past sessions (your messages and the final answers) and memory files."""
     from actors.bus import Bus
+    from actors.tree.client import is_running
     from geode.records.search_client import SearchClient
 
     if not 1 <= limit <= MAX_LIMIT:
@@ -46,7 +47,18 @@ def search(
     if not query.strip() and not rebuild:
         typer.echo("error: give words to search for (or --rebuild)", err=True)
         raise typer.Exit(2)
-    bus = Bus(f"cli-{os.getpid()}", 1, GeodeHome.from_env(home)).start()
+    gh = GeodeHome.from_env(home)
+    if not is_running(gh):
+        if rebuild:
+            typer.echo(
+                "error: no daemon runs for this GEODE_HOME: the store child rebuilds the index; start "
+                "`geode serve` first",
+                err=True,
+            )
+            raise typer.Exit(1)
+        _offline(gh, query, limit, as_json)
+        return
+    bus = Bus(f"cli-{os.getpid()}", 1, gh).start()
     try:
         client = SearchClient(bus.transport)
         out: dict[str, Any] = {}
@@ -79,6 +91,37 @@ def search(
         bus.stop()
     if as_json:
         _print_json(out)
+
+
+def _offline(gh: GeodeHome, query: str, limit: int, as_json: bool) -> None:
+    """No daemon: the index file read directly, read-only, as the store child last left it."""
+    import sqlite3
+
+    from geode.records.search_feed import FILE_NAME
+    from geode.records.search_index import SearchIndex
+    from geode.records.search_service import hit_message
+
+    index = SearchIndex(gh.records_dir / FILE_NAME)
+    try:
+        index.open_readonly()
+        found = index.query(query, OPERATOR, limit)
+    except sqlite3.Error as exc:
+        typer.echo(f"error: cannot read the search index ({exc}); `geode serve` builds it", err=True)
+        raise typer.Exit(1) from None
+    except GeodeError as exc:
+        typer.echo(f"error: {exc.message or exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        index.close()
+    typer.echo("note: no daemon runs: read from the index file as the store last left it", err=True)
+    hits = [hit_message(h) for h in found]
+    if as_json:
+        _print_json({"hits": [h.model_dump(mode="json") for h in hits]})
+        return
+    for h in hits:
+        typer.echo(_line(h))
+    if not hits:
+        typer.echo("no matches", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -42,6 +42,8 @@ def build_system_prompt(
         stable.append(SystemSection(name="runtime_rules", text=_tag("runtime_rules", body)))
     if sources.skills:  # names and descriptions only: a skill's body loads through use_skill
         stable.append(SystemSection(name="available_skills", text=available_skills(sources.skills)))
+    if sources.memory:  # the scope's MEMORY.md notes, marked as the agent's data (geode/memory/)
+        stable.append(SystemSection(name="agent_memory", text=sources.memory))
     stable.append(SystemSection(name="tool_contract", text=TOOL_CONTRACT))
     stable[-1] = stable[-1].model_copy(update={"cache_boundary": True})
 

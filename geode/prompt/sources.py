@@ -74,4 +74,5 @@ class PromptSources:
     home_rules: Path | None = None
     directives: list[str] = field(default_factory=list)
     default_geode_md: Path = DEFAULT_GEODE_MD
+    memory: str = ""  # the <agent_memory> block of the session's scope (geode/memory/prompt_block.py)
     skills: list[tuple[str, str]] = field(default_factory=list)  # (name, description): <available_skills>

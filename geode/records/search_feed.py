@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from geode.memory.scopes import MEMORY_FILE, OPERATOR, ScopeError, memory_root, parse_scope
 from geode.protocol.errors import BadRequest, Unavailable
 from geode.records.lmdb_env import prefix, scan_prefix
 from geode.records.models import TurnRecord, TurnState
@@ -61,21 +62,26 @@ def turn_entry(turn: TurnRecord) -> Entry:
 
 
 def memory_scope(rel: Path) -> str | None:
-    """The scope of a memory file from its path under ``$GEODE_HOME/memory`` (None: not a memory file)."""
+    """The scope of a memory file from its path under ``$GEODE_HOME/memory`` (None: not a memory file), the
+    inverse of :func:`geode.memory.scopes.memory_paths`."""
     parts = rel.parts
-    if parts == ("MEMORY.md",):
-        return "operator"
-    if len(parts) == 3 and parts[2] == "MEMORY.md" and parts[0] in _MEMORY_DIRS:
-        return f"{_MEMORY_DIRS[parts[0]]}:{parts[1]}"
+    if parts == (MEMORY_FILE,):
+        return OPERATOR
+    if len(parts) == 3 and parts[2] == MEMORY_FILE and parts[0] in _MEMORY_DIRS:
+        scope = f"{_MEMORY_DIRS[parts[0]]}:{parts[1]}"
+        try:
+            parse_scope(scope)
+        except ScopeError:
+            return None
+        return scope
     return None
 
 
 def memory_files(memory_dir: Path) -> Iterator[tuple[Path, str]]:
     """(path, scope) of every memory file of the home (regular files only, never through a symlink)."""
-    top = memory_dir / "MEMORY.md"
     candidates = [
-        top,
-        *(memory_dir / d / n / "MEMORY.md" for d in _MEMORY_DIRS for n in _names(memory_dir / d)),
+        memory_dir / MEMORY_FILE,
+        *(memory_dir / d / n / MEMORY_FILE for d in _MEMORY_DIRS for n in _names(memory_dir / d)),
     ]
     for path in candidates:
         if path.is_file() and not path.is_symlink():
@@ -119,7 +125,7 @@ class SearchFeed:
 
     @classmethod
     def for_engine(cls, engine: RecordEngine, home_root: Path) -> SearchFeed:
-        return cls(engine, engine.renv.path / FILE_NAME, home_root / "memory")
+        return cls(engine, engine.renv.path / FILE_NAME, memory_root(home_root))
 
     # lifecycle --------------------------------------------------------------------------------------
     def start(self) -> SearchFeed:
@@ -256,7 +262,7 @@ class SearchFeed:
             except OSError:
                 continue
             text = redact_text(text, MAX_FIELD)
-            changed.append(Entry(key, "memory", "", "", scope, st.st_mtime, "MEMORY.md", text, stamp))
+            changed.append(Entry(key, "memory", "", "", scope, st.st_mtime, MEMORY_FILE, text, stamp))
         if changed:
             self.index.put(changed)
         gone = set(known) - seen

@@ -115,6 +115,21 @@ class SearchIndex:
         self.conn = conn
         return self
 
+    def open_readonly(self) -> SearchIndex:
+        """Open the file for reading only (``geode search`` with no daemon: nobody writes it); a missing or
+        unreadable file raises ``sqlite3.DatabaseError``."""
+        if not self.path.is_file():
+            raise sqlite3.OperationalError(f"no search index at {self.path}")
+        uri = self.path.resolve().as_uri()
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM entries").fetchone()
+        except sqlite3.OperationalError:  # WAL without its -shm, which a reader may not create
+            conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM entries").fetchone()
+        self.conn = conn
+        return self
+
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()

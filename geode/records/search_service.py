@@ -11,6 +11,20 @@ from geode.protocol.dispatch import Handler
 from geode.protocol.errors import Unavailable
 from geode.protocol.transport import Request
 from geode.records.search_feed import SearchFeed
+from geode.records.search_index import Hit
+
+
+def hit_message(h: Hit) -> m.SearchHit:
+    """One index hit as the protocol's ``SearchHit``."""
+    return m.SearchHit(
+        kind="memory" if h.kind == "memory" else "turn",
+        session_id=h.session_id,
+        turn_id=h.turn_id,
+        scope=h.scope,
+        at=h.at,
+        snippet=h.snippet,
+        path=h.path,
+    )
 
 
 class SearchRoutes:
@@ -26,21 +40,7 @@ class SearchRoutes:
         return self.feed
 
     def _query(self, b: m.SearchQuery, r: Request) -> BaseModel:
-        hits = self._feed().query(b.query, b.scope, b.limit)
-        return m.SearchReply(
-            hits=[
-                m.SearchHit(
-                    kind=h.kind,
-                    session_id=h.session_id,
-                    turn_id=h.turn_id,
-                    scope=h.scope,
-                    at=h.at,
-                    snippet=h.snippet,
-                    path=h.path,
-                )
-                for h in hits
-            ]
-        )
+        return m.SearchReply(hits=[hit_message(h) for h in self._feed().query(b.query, b.scope, b.limit)])
 
     def _rebuild(self, b: m.RebuildSearch, r: Request) -> BaseModel:
         counts = self._feed().rebuild()

@@ -123,7 +123,10 @@ class StoreService:
 
     def _turn_stored(self, turn: TurnRecord) -> m.TurnReply:
         if self.search is not None:
-            self.search.turn_stored(turn)  # queued: indexed by the feed's thread, never on the writer's
+            try:
+                self.search.turn_stored(turn)  # queued: indexed by the feed's thread, never on the writer's
+            except Exception:  # derived data: a write's reply never fails for it (the sync catches up)
+                log.exception("search index: turn %s not queued", turn.turn_id)
         return m.TurnReply(turn=turn)
 
     def prune(self) -> dict[str, int]:

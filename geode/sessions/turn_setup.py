@@ -12,6 +12,7 @@ from typing import Any
 
 from geode.config_schema import GeodeConfig
 from geode.loop import LoopSettings
+from geode.memory.prompt_block import memory_block
 from geode.prompt import PromptSources
 from geode.protocol import turns
 from geode.sessions.modes import SessionMode, session_limits
@@ -47,6 +48,13 @@ def compose_turn(
     settings = turn_settings(run, config, catalogue)
     plan = None if catalogue is None else (plan_for or session_plan)(catalogue, settings)
     prompt = turn_prompt(settings, rules_dir)
+    prompt.memory = memory_block(  # the scope's MEMORY.md files, read as the turn starts
+        rules_dir.parent,
+        settings.scope,
+        workspace=prompt.workspace,
+        projects=config.trust.projects,
+        max_bytes=config.memory.max_bytes,
+    )
     if plan is not None and plan.get("use_skill") is not None:  # names and descriptions (geode/skills/)
         prompt.skills = skill_cards(rules_dir.parent, prompt.workspace, config.trust.projects)
     return ComposedTurn(settings, plan, prompt)

@@ -136,10 +136,11 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
 
     def push_file(
         self, channel_id: int, data: bytes, *, filename: str, content_type: str, content: str = "",
-        url: str = "", author_id: int = USER_ID,
+        url: str = "", author_id: int = USER_ID, flags: int = 0,
     ) -> JSON:  # fmt: skip
         """A user's message with one attachment (``content`` its text), served at its CDN-like URL on this
-        server (``url`` overrides it: another host), dispatched as MESSAGE_CREATE; returns the message."""
+        server (``url`` overrides it: another host), dispatched as MESSAGE_CREATE; returns the message.
+        ``flags``: the message flags (8192 IS_VOICE_MESSAGE: a voice message)."""
         msg = self._user_message(int(channel_id), content, author_id=int(author_id), author_name="alice",
                                  bot=False, mention_bot=False, thread_id=None)  # fmt: skip
         with self._lock:
@@ -149,6 +150,7 @@ class LocalDiscord(LocalHttpServer, ReactionRoutes, GatewaySessions):
             where = url or f"{self.url}{path}"
             att = {"id": aid, "filename": filename, "size": len(data), "content_type": content_type}
             msg["attachments"] = [{**att, "url": where, "proxy_url": where}]
+            msg["flags"] = int(flags) or msg.get("flags", 0)
             sent = copy.deepcopy(msg)
         self._on_loop(lambda: self._dispatch_async("MESSAGE_CREATE", copy.deepcopy(sent)))
         return sent

@@ -2,7 +2,7 @@
 saved file's path appended, stdout the transcript; a non-zero exit, silence or a timeout a clear error), the
 ``[messengers] transcription`` setting's checks, the inbox transcribing a saved voice note once (a redelivery
 neither downloads nor transcribes again; a failure keeps nothing), and Discord's voice-message flag as a
-voice note. Telegram through the tree: test_voice_tree.py; Slack's audio clip: test_notices.py."""
+voice note (discord.py against the local server). Telegram and Slack through the tree: test_voice_tree.py."""
 
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ import hashlib
 import sys
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
-from geode.messengers.chat_files import discord_attachments
 from geode.messengers.config import MessengerBinding, MessengersSection
 from geode.messengers.inbox import Inbox, InboxLimits
 from geode.messengers.model import Attachment, InboundMessage
@@ -26,7 +24,8 @@ from geode.messengers.voice_notes import FAILED
 
 with warnings.catch_warnings():  # discord.py imports audioop (deprecated); see geode/messengers/discord.py
     warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
-    import discord
+    from geode.messengers.discord import DiscordTranslator
+    from geode.testing.discord_server import CHANNELS, LocalDiscord
 
 SCRIPT = """
 import pathlib, sys
@@ -138,16 +137,28 @@ def test_the_inbox_transcribes_a_voice_note_once_and_a_failure_keeps_nothing(
     assert not (tmp_path / "ws" / "inbox" / "10").exists()
 
 
-def test_a_discord_voice_message_is_a_voice_note_and_other_audio_a_file() -> None:
-    clip = SimpleNamespace(
-        url="https://cdn.discordapp.com/attachments/1/2/voice-message.ogg",
-        filename="voice-message.ogg",
-        content_type="audio/ogg",
-        size=5120,
-    )
-    is_voice = discord.MessageFlags._from_value(8192)  # IS_VOICE_MESSAGE
-    voice = SimpleNamespace(flags=is_voice, attachments=[clip])
-    (att,) = discord_attachments(voice)
-    assert (att.kind, att.media_type, att.size) == ("voice", "audio/ogg", 5120)
-    plain = SimpleNamespace(flags=discord.MessageFlags._from_value(0), attachments=[clip])
-    assert [a.kind for a in discord_attachments(plain)] == ["document"]
+async def test_a_discord_voice_message_is_a_voice_note_and_other_audio_a_file() -> None:
+    """Through discord.py against the local server: the IS_VOICE_MESSAGE flag (8192) makes the audio a voice
+    note; the same audio without the flag is a file."""
+    with LocalDiscord() as dc:
+        tr = DiscordTranslator(
+            dc.token, base_url=dc.api_base, gateway_url=dc.gateway_url, poll_timeout_s=5,
+            connect_timeout_s=10, guild_ready_timeout_s=0.05,
+        )  # fmt: skip
+        try:
+            await tr.start()
+            ogg = b"OggS" + b"\2" * 100
+            voice = dc.push_file(CHANNELS[0], ogg, filename="voice-message.ogg", content_type="audio/ogg",
+                                 flags=8192)  # fmt: skip
+            plain = dc.push_file(CHANNELS[0], ogg, filename="song.ogg", content_type="audio/ogg")
+            got: dict[str, InboundMessage] = {}
+            async with asyncio.timeout(10):
+                while len(got) < 2:
+                    for _, item in (await tr.poll(None)).items:
+                        if isinstance(item, InboundMessage):
+                            got[item.message_id] = item
+        finally:
+            await tr.close()
+    (att,) = got[voice["id"]].attachments
+    assert (att.kind, att.media_type, att.size, got[voice["id"]].text) == ("voice", "audio/ogg", 104, "")
+    assert [a.kind for a in got[plain["id"]].attachments] == ["document"]

@@ -6,6 +6,7 @@ the same answers from the records."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,13 +17,23 @@ import pytest
 from actors.bus import Bus
 from actors.store import start_store
 from geode.home import GeodeHome
+from geode.memory.scopes import memory_paths, memory_root
 from geode.protocol.errors import BadRequest
 from geode.records.engine import RecordEngine
-from geode.records.models import TurnRecord, TurnState
+from geode.records.models import CheckpointSave, SessionStatus, TurnRecord, TurnState
 from geode.records.search_client import SearchClient
+from geode.records.search_feed import memory_scope
+from geode.records.settings import StoreConfig
 from geode.records.store_client import StoreClient
+from tests.actors.tree_kit import geode
 
-SCOPES = {"t-a": "chat:telegram-1", "t-b": "chat:telegram-2", "t-op": "operator", "t-none": "", "t-job": "job:n"}
+SCOPES = {
+    "t-a": "chat:telegram-1",
+    "t-b": "chat:telegram-2",
+    "t-op": "operator",
+    "t-none": "",
+    "t-job": "job:n",
+}
 
 
 @contextmanager
@@ -56,7 +67,9 @@ def home(tmp_path: Path) -> GeodeHome:
 
 def _seed(store: StoreClient) -> None:
     for tid, scope in SCOPES.items():
-        store.put_turn(done_turn(tid, scope, f"where is the zebra of {tid}?", f"the zebra sleeps in {tid}'s barn"))
+        store.put_turn(
+            done_turn(tid, scope, f"where is the zebra of {tid}?", f"the zebra sleeps in {tid}'s barn")
+        )
     store.put_turn(TurnRecord(turn_id="t-running", session_id="s-r", input={"text": "zebra too early"}))
 
 
@@ -124,3 +137,42 @@ def test_a_damaged_index_or_a_missed_turn_is_rebuilt_from_the_records(
     with caplog.at_level(logging.INFO, logger="geode.records.search_feed"), served(home) as (_store, search):
         assert len(search.query("zebra", "operator", limit=50)) == len(SCOPES) + 1
         assert "is missing: building it from the records" in caplog.text
+
+
+def test_geode_search_with_no_daemon_reads_the_index_file_as_the_store_left_it(home: GeodeHome) -> None:
+    with served(home) as (store, _search):
+        _seed(store)
+    r = geode(home, "search", "zebra", "--json", "--limit", "50")
+    assert r.returncode == 0, r.stderr
+    assert {h["turn_id"] for h in json.loads(r.stdout)["hits"]} == set(SCOPES)
+    assert "no daemon runs" in r.stderr
+    r = geode(home, "search", "--rebuild")
+    assert r.returncode == 1 and "start `geode serve` first" in r.stderr
+
+
+def test_a_memory_files_scope_is_the_one_whose_file_it_is(home: GeodeHome) -> None:
+    """The index reads a scope back from a memory file's path: the inverse of memory_paths."""
+    root = memory_root(home.root)
+    for scope in ("operator", "chat:telegram-1", "job:nightly.digest", "hook:github"):
+        assert memory_scope(memory_paths(scope, home.root)[0].relative_to(root)) == scope
+    assert memory_scope(Path("chats") / "a b" / "MEMORY.md") is None  # not a key a scope can hold
+    assert memory_scope(Path("chats") / "x" / "notes.md") is None
+
+
+def test_a_pruned_session_leaves_the_index_too(home: GeodeHome) -> None:
+    server = Bus("store", 1, home, single_process=True).start()
+    child = start_store(home, bus=server, concurrency=4, config=StoreConfig(session_retention_days=0))
+    client = Bus("tester", 1, home, single_process=True).start()
+    try:
+        store, search = StoreClient(client.transport, timeout_s=10.0), SearchClient(client.transport)
+        for tid in ("t-a", "t-op"):
+            store.put_turn(done_turn(tid, "operator", f"the okapi of {tid}", "noted"))
+        done = CheckpointSave(session_id="s-t-a", seq=1, base_count=0, status=SessionStatus.COMPLETED)
+        store.save_checkpoint(done)
+        assert {h.turn_id for h in search.query("okapi", "operator")} == {"t-a", "t-op"}
+        assert store.prune()["sessions"] == 1  # completed and past a retention of 0 days
+        assert [h.turn_id for h in search.query("okapi", "operator")] == ["t-op"]
+    finally:
+        client.stop()
+        server.stop()
+        child.stop()

@@ -9,6 +9,7 @@ from geode.tools.builtin import (
     computer,
     delegate,
     files,
+    memory,
     messaging,
     schedule_job,
     search,
@@ -157,6 +158,33 @@ BUILTIN_SPECS: tuple[ToolSpec, ...] = (
         deadline_s=30,
     ),
     ToolSpec(
+        name="memory_save",
+        description=(
+            "Keep a note for your future sessions in your memory (MEMORY.md, shown in <agent_memory>): "
+            "action add (text: a new entry), replace (match: part of one entry; text: its new wording) or "
+            "remove (match: part of one entry). Save durable facts and preferences, not the conversation."
+        ),
+        input_schema=_obj(
+            {
+                "action": {"enum": ["add", "replace", "remove"]},
+                "text": {"type": "string", "maxLength": 2000},
+                "match": {"type": "string", "minLength": 1, "maxLength": 500},
+            },
+            ["action"],
+        ),
+        handler="builtin:memory_save",
+        policy=SafetyPolicy(effect=E.MUTATE, approval=A.CACHED, resource_strategy="global:memory"),
+        deadline_s=30,
+    ),
+    ToolSpec(
+        name="memory_search",
+        description="Search your memory's entries by words (all must match, any case).",
+        input_schema=_obj({"query": {"type": "string", "minLength": 1, "maxLength": 500}}, ["query"]),
+        handler="builtin:memory_search",
+        policy=READ,
+        deadline_s=30,
+    ),
+    ToolSpec(
         name="send_message",
         description="Send a message to a recipient on a messenger channel (e.g. channel 'slack:C123').",
         input_schema=_obj(
@@ -282,6 +310,8 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),  # always asks a person
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
         "builtin:session_search": HandlerEntry(search_sessions),  # the calling session's scope only
+        "builtin:memory_save": HandlerEntry(memory.memory_save),  # the session's own scope (ctx.scope)
+        "builtin:memory_search": HandlerEntry(memory.memory_search),
         "builtin:send_message": HandlerEntry(messaging.send_message),
         "builtin:send_file": HandlerEntry(send_file.send_file, ("path",)),  # read through the file-tool roots
         "builtin:delegate_task": HandlerEntry(delegate.delegate_task),
