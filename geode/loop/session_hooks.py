@@ -25,7 +25,7 @@ def correlation(state: TurnState, s: LoopSettings) -> dict[str, str]:
 def session_start(state: TurnState, s: LoopSettings, hooks: Any, source: str) -> None:
     """Run SessionStart with ``source``; a non-empty context replaces the session's stored one."""
     run = getattr(hooks, "session_start", None)
-    if run is None:
+    if run is None or s.subagent_depth:  # a sub-agent's session: SubagentStart fired in the executor
         return
     try:
         context = run({"source": source}, correlation(state, s))
@@ -39,7 +39,7 @@ def session_start(state: TurnState, s: LoopSettings, hooks: Any, source: str) ->
 def notify_idle(state: TurnState, s: LoopSettings, hooks: Any) -> None:
     """Notification ``idle_prompt`` when a turn of a person's session (IPC / REPL) ended."""
     observe = getattr(hooks, "observe", None)
-    if observe is None or s.mode not in PERSON_MODES:
+    if observe is None or s.mode not in PERSON_MODES or s.subagent_depth:
         return
     payload = {"message": "GEODE is waiting for your input", "notification_type": "idle_prompt"}
     try:

@@ -56,6 +56,8 @@ class LoopSettings(BaseModel):
     plan_hash: str = ""  # the plan the session was composed with (compared with the executor's catalogue)
     plan_generation: int = 0
     session_source: str = ""  # "resume": the first turn after a client resumed the session (SessionStart)
+    subagent_depth: int = 0  # a delegate_task child's turn: 1 (SubagentStart/Stop, not SessionStart, fire)
+    compact_now: bool = False  # the chat's /compact: this turn only compacts the session (loop.compact_now)
     verify: VerifySettings = VerifySettings()
 
     @classmethod
@@ -78,7 +80,8 @@ PER_TURN_LOOP_KEYS = frozenset(
     {
         *("model", "workspace", "denied_tools", "allowed_tools", "mode", "origin", "verify"),
         *("skip_permissions", "creator", "plan_hash", "plan_generation", "granted_tools", "scope"),
-        "session_source",
+        *("session_source", "subagent_depth"),
+        "compact_now",
     }
 )
 LoopSection = create_model(  # type: ignore[call-overload]

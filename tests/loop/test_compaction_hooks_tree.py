@@ -255,6 +255,7 @@ def test_subagent_and_notification_events_fire(rig: Rig) -> None:
     stop = _wait_seen(rig, "SubagentStop", session_id=sid)
     assert start["agent_type"] == "delegate_task" and stop["agent_id"] == start["agent_id"]
     assert stop["stop_hook_active"] is False
+    assert not _seen(rig, "SessionStart", session_id=start["agent_id"])  # a sub-agent: SubagentStart only
     idle = _wait_seen(rig, "Notification", session_id=sid, notification_type="idle_prompt")
     assert idle["message"]
     out = _ask(rig, "WRITE: a note")
