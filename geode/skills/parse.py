@@ -89,7 +89,7 @@ def parse_skill(folder: Path, source: str) -> Skill:
     try:
         if path.stat().st_size > MAX_SKILL_BYTES:
             raise SkillError(folder, f"{SKILL_FILE} is larger than {MAX_SKILL_BYTES} bytes")
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte order mark is not part of the text
     except FileNotFoundError:
         raise SkillError(folder, f"no {SKILL_FILE}") from None
     except UnicodeDecodeError:

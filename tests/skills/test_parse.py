@@ -33,6 +33,13 @@ def test_a_claude_code_shaped_skill_parses_as_written(tmp_path: Path) -> None:
     assert s.metadata == {"version": "1.2"}
     assert geode_tool_names(s.allowed_tools) == {"read_file", "grep_files", "glob_files", "run_bash"}
     assert tool_list(["Read", "Write"]) == ("Read", "Write") and tool_list("Read Grep") == ("Read", "Grep")
+    crlf = _skill(
+        tmp_path, "crlf", "\ufeff---\r\nname: crlf\r\ndescription: Saved on Windows.\r\n---\r\nBody\r\n"
+    )
+    assert (parse_skill(crlf, "home").description, parse_skill(crlf, "home").body) == (
+        "Saved on Windows.",
+        "Body",
+    )
 
 
 @pytest.mark.parametrize(
