@@ -3,8 +3,9 @@ folder laid out like a public Claude Code skill in ``$GEODE_HOME/skills/`` is li
 named in the model's system prompt, loaded on use (``use_skill``), its reference file read by a path
 relative to its folder (though the folder lies inside the GEODE home, outside the tool roots), its script
 run through run_bash only after a person approves it (a headless `geode ask` is denied), and its
-``allowed-tools`` narrowing the session (write_file refused while it is in use). A trusted project's skills
-reach the prompt; an untrusted project's do not."""
+``allowed-tools`` narrowing the session (write_file refused while it is in use), still in use in the
+session's next turn after the executor restarted. A trusted project's skills reach the prompt; an untrusted
+project's do not."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.actors.tree_kit import geode, scripted_home, serve, stop
 from tests.skills.skill_folder import DESCRIPTION, INSTRUCTIONS, NAME, REFERENCE, write_broken, write_skill
 
 MARK = "SKILLRUN"
+AGAIN = "SKILLAGAIN"
 
 
 def _results(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -45,6 +47,16 @@ def _reply(where: dict[str, Path]):  # type: ignore[no-untyped-def]
 
     def reply(req: Any) -> Any:
         msgs = req.body.get("messages", []) if isinstance(req.body, dict) else []
+        prompts = [i for i, m in enumerate(msgs) if m.get("role") == "user" and not _results([m])]
+        if prompts and AGAIN in json.dumps(msgs[prompts[-1]]):  # a later turn of the session: no use_skill
+            again = [
+                ("read_file", {"file_path": "reference.md"}),
+                ("write_file", {"file_path": str(where["ws"] / "again.w"), "content": "w"}),
+            ]
+            done = len(_results(msgs[prompts[-1] :]))
+            if done >= len(again):
+                return {"text": "again done"}
+            return {"tool_calls": [{"name": again[done][0], "input": again[done][1]}]}
         first = json.dumps(msgs[:1])
         if MARK not in first:
             return {"text": "plain"}
@@ -159,7 +171,7 @@ def test_loaded_on_use_reads_its_reference_and_runs_its_script_after_approval(ri
     assert "skill_allowed_tools" in wrote and not (rig.ws / f"{tag}.w").exists(), wrote
 
 
-def test_headless_the_script_is_denied_and_never_runs(rig: Rig) -> None:
+def test_headless_the_script_never_runs_and_the_skill_stays_in_use_past_an_executor_restart(rig: Rig) -> None:
     tag = f"hl{uuid.uuid4().hex[:8]}"
     r = geode(rig.home, "ask", f"{MARK} {tag}", "--json", cwd=rig.ws, timeout=90)
     out = json.loads(r.stdout)
@@ -168,6 +180,19 @@ def test_headless_the_script_is_denied_and_never_runs(rig: Rig) -> None:
     _loaded, read, ran, _wrote = rig.results_of(tag)
     assert REFERENCE in read and "permission_denied" in ran, ran
     assert not (rig.ws / f"{tag}.out").exists()
+    # the skill stays in use in the session's next turn, also for a restarted executor (it keeps no state:
+    # the loop names the skills in use from the session's history, the executor finds them again)
+    restarted = geode(rig.home, "restart", "executor", timeout=60)
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    r = geode(
+        rig.home, "ask", f"{AGAIN} {tag}", "--json", "--resume", out["session_id"], cwd=rig.ws, timeout=90
+    )
+    again = json.loads(r.stdout)
+    assert again["text"] == "again done", r.stdout + r.stderr
+    last = [q for q in rig.model.requests if AGAIN in json.dumps(q.body.get("messages", []))][-1]
+    read2, wrote2 = [json.dumps(b.get("content")) for b in _results(last.body["messages"])][-2:]
+    assert REFERENCE in read2 and "skill_allowed_tools" in wrote2, (read2, wrote2)
+    assert not (rig.ws / "again.w").exists()
 
 
 def test_an_untrusted_projects_skills_never_reach_the_prompt(rig: Rig) -> None:
