@@ -32,6 +32,7 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
         from actors.cli.webhooks_view import doctor_checks as webhook_checks
 
         out.extend(webhook_checks(home, report.config))  # a route's secret missing; an open listener
+        out.extend(_memory_checks(home, settings.memory.max_bytes))
         from actors.cli.skills_cmds import doctor_checks as skill_checks
 
         out.extend(skill_checks(home, settings.trust.projects))  # a skill folder that failed to parse
@@ -59,6 +60,21 @@ def run_checks(home: GeodeHome) -> list[dict[str, Any]]:
 
         out.extend(daemon_checks(home))
     return out
+
+
+def _memory_checks(home: GeodeHome, cap: int) -> list[dict[str, Any]]:
+    """A MEMORY.md edited by hand past ``[memory] max_bytes``: a warning (the prompt loads its beginning)."""
+    from geode.memory.files import over_cap
+
+    return [
+        _check(
+            "memory",
+            True,
+            f"{p} is {n} bytes, past the {cap}-byte cap: only its beginning is loaded",
+            warn=True,
+        )
+        for p, n in over_cap(home.root, cap)
+    ]
 
 
 def _bash_check(enabled: bool) -> dict[str, Any]:
