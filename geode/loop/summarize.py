@@ -37,6 +37,7 @@ INSTRUCTIONS = (
 )
 
 
+REQUEST_KEEP = 4000  # the current turn's request, when a compaction cuts inside the turn
 TEXT_KEEP = 4 * ELIDE_KEEP  # one message's share of the transcript the summarizer reads
 
 
@@ -76,18 +77,44 @@ def _turn_start(m: Message) -> bool:
     return m.role == "user" and not m.tool_results and m.metadata.get("origin", "user_input") == "user_input"
 
 
+def _unit_starts(history: list[Message], start: int) -> list[int]:
+    """Indices from ``start`` of assistant messages right after a tool_results message (records skipped):
+    where a tool round begins."""
+    out: list[int] = []
+    prev: Message | None = None
+    for i, m in enumerate(history):
+        if is_record(m):
+            continue
+        if i >= start and m.role == "assistant" and prev is not None and prev.tool_results:
+            out.append(i)
+        prev = m
+    return out
+
+
+def current_turn_start(history: list[Message]) -> int | None:
+    starts = [i for i, m in enumerate(history) if _turn_start(m)]
+    return starts[-1] if starts else None
+
+
 def cut_point(history: list[Message], budget_tokens: int) -> int | None:
     """Where the summary ends: the oldest turn start after the last record's point whose tail fits half the
-    budget (else the current turn's start), never inside a turn. None: nothing new to summarize."""
-    base = _covers(records_of(history)[-1]) if records_of(history) else 0
-    starts = [i for i in range(base + 1, len(history)) if _turn_start(history[i])]
-    if not starts:
+    budget; when even the current turn does not, the oldest tool round of the current turn whose tail does
+    (a long turn: its rounds are summarized, the newest kept), else the newest candidate. Never between a
+    tool_use and its results. None: nothing new to summarize."""
+    recs = records_of(history)
+    base = _covers(recs[-1]) if recs else 0
+    turn = current_turn_start(history)
+    inner_from = max(base, turn if turn is not None else 0) + 1
+    candidates = [i for i in range(base + 1, len(history)) if _turn_start(history[i])]
+    candidates += _unit_starts(history, inner_from)
+    candidates = sorted(set(candidates))
+    if not candidates:
         return None
-    for i in starts:
+    for i in candidates:
         tail = [m for m in history[i:] if not is_record(m)]
         if estimate_tokens(tail) <= budget_tokens // 2:
             return i
-    return starts[-1]
+    return candidates[-1]
 
 
 def compaction_id(session_id: str, cut: int) -> str:
@@ -204,9 +231,13 @@ def summarize(
     response = call(provider, request, timeout_s=timeout_s, cancel=cancel)
     recs = records_of(history)
     dropped = sum(1 for m in history[_covers(recs[-1]) if recs else 0 : cut] if not is_record(m))
+    text = f"{TAG}{HEADER}\n{response.text.strip()}"
+    turn = current_turn_start(history)
+    if turn is not None and turn < cut:  # the current turn's request is summarized: kept verbatim too
+        text += f"\n\nThe user's request in the current turn (verbatim):\n{history[turn].text[:REQUEST_KEEP]}"
     record = Message(
         role="user",
-        content=(TextBlock(text=f"{TAG}{HEADER}\n{response.text.strip()}"),),
+        content=(TextBlock(text=text),),
         metadata={
             "origin": ORIGIN,
             "covers": cut,

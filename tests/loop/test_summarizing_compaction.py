@@ -133,3 +133,32 @@ def test_the_floor_counts_its_own_omission_note() -> None:
     view = model_view(history, budget_tokens=1000, keep_recent=2)
     assert estimate_tokens(view) <= 1000 and "question three" in view[-1].text
     assert "[system:compaction]" in view[0].text
+
+
+def test_a_long_single_turn_summarizes_its_older_tool_rounds(fake_rig: Rig) -> None:
+    """One turn of many tool rounds passes the window: its older rounds are summarized (the request kept
+    verbatim in the record), the newest round stays whole with its tool_use and tool_result together."""
+    from geode.loop.compaction import unanswered_tool_uses
+    from tests.loop.conftest import tool
+
+    rounds = iter(range(1, 9))
+
+    def fn(req: ModelRequest) -> Any:
+        if _is_summary_call(req):
+            return SUMMARY
+        n = next(rounds, None)
+        if n is None:
+            return "all read"
+        return {"text": f"round {n} " + "thinking " * 200, "tool_calls": [tool("read", f"c{n}", key=str(n))]}
+
+    provider = FunctionModel(fn)
+    loop = fake_rig.loop(provider, settings=LoopSettings(model="m", **WINDOW))
+    result = loop.run_turn("s-long", "t1", "READ EVERYTHING please " + "pad " * 100)
+    assert result.termination_reason == TerminationReason.NATURAL and result.text == "all read"
+    records = [m for m in _history(fake_rig, "s-long") if is_record(m)]
+    assert records and "READ EVERYTHING please" in records[-1].text  # the request survives verbatim
+    last = _turn_requests(provider)[-1]
+    assert last.messages[0].text.startswith(TAG)
+    assert unanswered_tool_uses(list(last.messages)) == []
+    assert "round 8" in " ".join(m.text for m in last.messages)  # the newest round, whole
+    assert "round 1 " not in " ".join(m.text for m in last.messages)  # summarized, not repeated
