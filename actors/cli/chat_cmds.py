@@ -219,9 +219,8 @@ def _recorded_tool_calls(home: GeodeHome, session_id: str | None, turn_id: str |
 
 def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:
     """Interactive chat: a spinner while the model works (terminal only), streamed text, tool lines,
-    approvals; Ctrl-C cancels the running turn and returns to the prompt at once."""
-    from actors.cli.render import Renderer
-
+    approvals; Ctrl-C cancels the running turn and returns to the prompt at once; slash commands
+    (actors/cli/chat_commands.py)."""
     home = GeodeHome.from_env()
     cl = _connect_or_exit(
         home, model=model, skip=skip, tty=sys.stdin.isatty(), resume=resume, cont=cont, repl=repl
@@ -237,62 +236,30 @@ def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl:
         note = env_mismatch_note(home)
         if note:
             typer.echo(note)
-    live = sys.stdout.isatty()
-    from geode.lone_surrogates import undecodable
-
     if isinstance(sys.stdin, io.TextIOWrapper):  # a line that is not UTF-8 is refused below, not a traceback
         sys.stdin.reconfigure(errors="surrogateescape")
+    from actors.cli.chat_input import line_reader
+    from actors.cli.chat_session import ChatSession
+
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    session = ChatSession(
+        cl,
+        home,
+        reconnect=lambda m: _connect(  # /clear: a GeodeError is said by the command, the chat goes on
+            home, model=m, skip=skip, tty=sys.stdin.isatty(), resume=None, cont=False, repl=repl
+        ),
+        read=line_reader(home.root, terminal=terminal),
+        live=sys.stdout.isatty(),
+        cancel_wait_s=CANCEL_WAIT_S,
+        reattach=lambda client: _reattach(client, home),
+        why=_why,
+    )
     try:
         if resume is not None or cont:
             _reattach(cl, home)
-        while True:
-            try:
-                line = input("> ")
-            except (EOFError, KeyboardInterrupt):
-                typer.echo("")
-                break
-            if line.strip() in ("exit", "quit", "/quit", "q"):
-                break
-            if not line.strip():
-                continue
-            bad = undecodable(line)
-            if bad:
-                typer.echo(f"geode: that line is not UTF-8 text ({bad}); nothing was sent", err=True)
-                continue
-            renderer = Renderer(spinner=_spinner() if live else None)
-            try:
-                result = cl.run_prompt(
-                    line,
-                    on_event=renderer,
-                    on_approval=renderer.ask,  # Ctrl-C at the prompt cancels the turn; then the spinner again
-                    on_interrupt=lambda: True,
-                    cancel_wait_s=CANCEL_WAIT_S,  # Ctrl-C: back to the prompt within this, whatever the model
-                )
-            except GeodeError as exc:
-                renderer.end()
-                explain = getattr(exc, "explain", None)  # reattach.TurnContinues: which turn goes on
-                typer.echo(f"geode: {explain() if explain else exc}", err=True)
-                continue
-            except KeyboardInterrupt:  # outside the stream read: still cancel, then back to the prompt
-                renderer.end()
-                try:
-                    cl.cancel()
-                except GeodeError:
-                    pass
-                typer.echo("· turn ended: user_cancelled")
-                continue
-            renderer.end()
-            reason = result.get("termination_reason")
-            if reason not in SUCCESS:
-                typer.echo(f"· turn ended: {reason}" + _why(result))
+        session.loop()
     finally:
-        cl.close()
-
-
-def _spinner():  # type: ignore[no-untyped-def]
-    from actors.cli.spinner import Spinner
-
-    return Spinner(sys.stdout).start()
+        session.cl.close()
 
 
 def _reattach(cl: Any, home: GeodeHome) -> None:

@@ -40,8 +40,10 @@ class ControlClient(ControlSocket):
         timeout_s: float = 3600.0,
         on_interrupt: Callable[[], bool] | None = None,
         cancel_wait_s: float | None = None,
+        compact: bool = False,
     ) -> dict[str, Any]:
         """Send a prompt and stream its events until ``turn_done``; returns the result (+ ``turn_id``).
+        ``compact``: the chat's ``/compact`` (the turn only compacts the session).
 
         The client chooses the turn id, so a prompt whose reply was lost is re-sent as the same turn
         (``reattach.submit_prompt``). Giving up (no acknowledgement, or ``timeout_s`` passed while the turn
@@ -50,7 +52,12 @@ class ControlClient(ControlSocket):
 
         backlog: list[dict[str, Any]] = []
         mine = new_turn_id()
-        body = {"text": text, "session_id": self.session_id, "turn_id": mine}
+        body = {
+            "text": text,
+            "session_id": self.session_id,
+            "turn_id": mine,
+            **({"compact": True} if compact else {}),
+        }
         try:
             accepted = submit_prompt(self, body, backlog)
         except KeyboardInterrupt:  # Ctrl-C before the prompt's reply came: the turn may run already

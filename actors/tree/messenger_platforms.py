@@ -16,6 +16,7 @@ import pykka
 from actors.bus import Bus
 from geode.home_secrets import session_id_key
 from geode.messengers.bindings import Bindings
+from geode.messengers.chat_commands import ChatMemory
 from geode.messengers.config import TOKEN_VARS, MessengerBinding, MessengersSection, platform_token
 from geode.messengers.observe import observing
 from geode.messengers.poller import Poller, PollerSettings
@@ -208,6 +209,7 @@ def wire_pollers(
             session_settings,
         )
         poller.keep_files(ctx.home, section, transcriber)  # files saved under each chat's workspace
+        poller.memory = ChatMemory(ctx.home.root, src.snapshot.memory.max_bytes)  # the chats' /memory
         pollers[platform] = poller
         observe = observing(poller, StoreClient(bus.transport, attempts=3), section.observe_grace_s)
         runners[platform] = PollerRunner(poller, sidecar=observe)

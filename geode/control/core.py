@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from geode.control.chat_requests import ChatRequests
 from geode.control.connection import Connection, ConnState, Runner
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
@@ -71,7 +72,7 @@ def conn_of(request: Request) -> Connection:
     return request.conn
 
 
-class ControlCore(SessionRequests):
+class ControlCore(SessionRequests, ChatRequests):
     """Frames in, streams out, the connection table; the session requests are :class:`SessionRequests`."""
 
     def __init__(
@@ -117,6 +118,7 @@ class ControlCore(SessionRequests):
                 c.APPROVAL_RESPONSE: self._approval_response,
                 c.ATTACH: lambda b, r: self._attach(conn_of(r), b.session_id, b.after_seq),
                 c.RESUME: lambda b, r: self._resume(conn_of(r), b),
+                c.MODEL: lambda b, r: self._set_model(conn_of(r), b),
                 **self.operator.routes(),
             },
         )

@@ -116,7 +116,8 @@ class SessionRequests:
             mode=conn.spec.mode.value,
             origin=self.origin,
             input={"text": p.text},
-            settings=settings,
+            # the chat's /compact: a turn that only compacts the session (geode.loop.compact_now)
+            settings={**settings, "compact_now": True} if p.compact else settings,
         )
         out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
         with conn.lock:

@@ -10,6 +10,7 @@ from geode.conversation import ImageBlock, Message, TextBlock
 from geode.loop.batch import drop_settled, process_batch
 from geode.loop.call import ContextOverflow, call_model
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
+from geode.loop.compact_now import compact_turn
 from geode.loop.compacting import Compactor
 from geode.loop.compaction import ContextExhausted
 from geode.loop.events import EventStream, bind_current, unbind_current
@@ -106,6 +107,20 @@ class AgenticLoop:
         self, state: TurnState, ckpt: Checkpointer, events: EventStream, s: LoopSettings, model: str
     ) -> TurnResult:
         try:
+            if s.compact_now:  # the chat's /compact: only a summary of the session (geode.loop.compact_now)
+                done_or_end = compact_turn(
+                    state,
+                    ckpt,
+                    events,
+                    s,
+                    provider=self.provider,
+                    model=model,
+                    hooks=self.hooks,
+                    records=self.records,
+                )
+                if isinstance(done_or_end, TurnResult):
+                    return done_or_end
+                raise done_or_end
             plan = bind_plan(self.plan, self.provider, s)
             self._ensure_bound(state, plan)
             done = open_turn(

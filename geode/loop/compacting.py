@@ -52,17 +52,24 @@ class Compactor:
         if cut is None or cut in self.tried:
             return
         self.tried.add(cut)
+        self.compact(cut, budget_tokens)
+
+    def compact(self, cut: int, budget_tokens: int, *, trigger: str = "auto") -> str:
+        """Summarize ``history[..cut]`` and store the record once; what happened, in a few words ("stored",
+        "already stored", "blocked by PreCompact: …", "failed: …"). ``trigger``: "auto" (near the window)
+        or "manual" (the chat's ``/compact``, :mod:`geode.loop.compact_now`)."""
+        st, s = self.state, self.s
         key = compaction_id(st.session_id, cut)
         if any(m.metadata.get("compaction_id") == key for m in st.history):
-            return  # stored by an earlier incarnation (the view already uses it)
+            return "already stored"  # stored by an earlier incarnation (the view already uses it)
         corr = correlation(st, s)
         pre = getattr(self.hooks, "pre_compact", None)
         if pre is not None:
-            out = pre({"trigger": "auto", "custom_instructions": ""}, corr)
+            out = pre({"trigger": trigger, "custom_instructions": ""}, corr)
             if out.action == "block":
                 self._timeline(key, "compaction.blocked", {"reason": out.reason[:300]})
                 log.info("compaction of %s blocked by PreCompact: %s", st.session_id, out.reason)
-                return
+                return f"blocked by PreCompact: {out.reason}"[:300]
         try:
             done = summarize(
                 st.history,
@@ -79,7 +86,7 @@ class Compactor:
         except SummaryFailed as exc:
             self._timeline(key, "compaction.failed", {"error": str(exc)[:300]})
             log.warning("compaction summary for %s failed (deterministic view): %s", st.session_id, exc)
-            return
+            return f"failed: {exc}"[:300]
         u = done.response.usage
         st.guards.input_tokens += u.input_tokens
         st.guards.output_tokens += u.output_tokens
@@ -94,8 +101,9 @@ class Compactor:
         )
         observe = getattr(self.hooks, "observe", None)
         if observe is not None:
-            observe("PostCompact", {"trigger": "auto", "compact_summary": done.record.text}, corr)
+            observe("PostCompact", {"trigger": trigger, "compact_summary": done.record.text}, corr)
         session_start(st, s, self.hooks, "compact")
+        return "stored"
 
     def _timeline(self, key: str, kind: str, payload: dict[str, Any]) -> None:
         try:

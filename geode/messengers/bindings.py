@@ -12,9 +12,9 @@ from geode.messengers.config import MessengerBinding
 from geode.messengers.model import InboundMessage, channel_key_of
 
 IgnoreReason = Literal["unbound", "sender", "bot", "edited", "no_mention", "empty"]
-CommandName = Literal["new", "status"]
-COMMANDS: tuple[CommandName, ...] = ("new", "status")
-# "/new", "/status", "/new@botname", then whitespace or the end (arguments are ignored)
+CommandName = Literal["new", "status", "compact", "memory"]
+COMMANDS: tuple[CommandName, ...] = ("new", "status", "compact", "memory")
+# "/new", "/status", "/compact", "/memory", "/new@botname", then whitespace or the end (arguments are ignored)
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z0-9_]{1,32})(?:@(?P<bot>[A-Za-z0-9_]{1,64}))?(?:\s|$)")
 
 
@@ -27,7 +27,8 @@ class Ignore:
 
 @dataclass(frozen=True)
 class Command:
-    """A chat command for GEODE itself: ``/new`` (a fresh session for this chat) or ``/status``."""
+    """A chat command for GEODE itself: ``/new`` (a fresh session for this chat), ``/status``, ``/compact``
+    (summarize the session now) or ``/memory`` (show the chat's memory); geode/messengers/chat_commands.py."""
 
     name: CommandName
     binding: MessengerBinding
@@ -120,9 +121,9 @@ class Bindings:
     def classify(self, msg: InboundMessage, *, bot_username: str) -> Verdict:
         """What to do with one inbound message. Checks, in order: a binding for its chat or topic; not from
         a bot (this one or another); not an edit (unless the binding's ``on_edit = "rerun"``); an allowed
-        sender; a GEODE command (``/new``, ``/status``, also ``/new@<this bot>`` and ``@<this bot> /new``;
-        addressed to another bot → ignored); the mention the binding requires; some text left once the bot's
-        mention is stripped."""
+        sender; a GEODE command (``/new``, ``/status``, ``/compact``, ``/memory``, also ``/new@<this bot>``
+        and ``@<this bot> /new``; addressed to another bot → ignored); the mention the binding requires; some
+        text left once the bot's mention is stripped."""
         binding = self.find(msg.platform, msg.chat_id, msg.thread_id)
         if binding is None:
             return Ignore("unbound")

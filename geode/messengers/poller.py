@@ -1,7 +1,7 @@
 """The platform-neutral messenger poller: polls the platform through its translator (a :class:`Batch`),
 submits each bound chat's messages as DAEMON turns in order (durable dedupe by message id), stores the
 batch's cursor only after its turns are recorded, then lets the translator confirm the batch (Slack acks
-its envelopes), and answers ``/new`` and ``/status``. Failures back off with jitter; a 429's
+its envelopes), and answers the chat's commands (chat_commands.py). Failures back off with jitter; a 429's
 ``retry_after`` holds the next platform call; a 409 conflict is reported once and retried.
 The outbound half is :mod:`outbox`.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from geode import faults
 from geode.home import GeodeHome
-from geode.messengers import inbox, notices
+from geode.messengers import chat_commands, inbox, notices
 from geode.messengers.bindings import Bindings, Command, Ignore
 from geode.messengers.config import MessengerBinding, MessengersSection
 from geode.messengers.errors import Conflict, PlatformError, RateLimited
@@ -28,9 +28,8 @@ from geode.messengers.outbox import Outbox, TurnInfo
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
 from geode.messengers.progress import Progress
 from geode.messengers.schedule import Backoff, PollerStatus, RateGate
-from geode.messengers.sessions import dedupe_key, reply_operation_id, session_id_for, turn_id_for
+from geode.messengers.sessions import dedupe_key, session_id_for, turn_id_for
 from geode.protocol import lanes as lanes_msg
-from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import ErrorCode, GeodeError, Unavailable
 
 log = logging.getLogger(__name__)
@@ -102,6 +101,7 @@ class Poller:
         self.progress = Progress(self.out, settings.progress_after_s, settings.progress_every_s)
         self.username = ""
         self.inbox: inbox.Inbox | None = None  # where inbound files are saved (the child sets it)
+        self.memory: chat_commands.ChatMemory | None = None  # the chats' /memory (the child sets it)
         self.cursor: str | None = None
         self.ready = asyncio.Event()  # started: posts may go out (a post waits a little for a restart)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -299,12 +299,16 @@ class Poller:
             verdict = self.bindings.classify(item, bot_username=self.username)
             if isinstance(verdict, Ignore):
                 self.status.ignored[verdict.reason] += 1
+            elif isinstance(verdict, Command) and verdict.name == "compact":  # a turn that only compacts
+                await self._turn(item, "/compact", verdict.binding, compact=True)
             elif isinstance(verdict, Command):
-                await self._command(item, verdict.name)
+                await chat_commands.answer(self, item, verdict.name, verdict.binding)
             else:
                 await self._turn(item, verdict.text, verdict.binding)
 
-    async def _turn(self, msg: InboundMessage, text: str, binding: MessengerBinding) -> None:
+    async def _turn(
+        self, msg: InboundMessage, text: str, binding: MessengerBinding, compact: bool = False
+    ) -> None:
         state = self.out.state
         assert state is not None
         key = msg.channel_key
@@ -335,7 +339,10 @@ class Poller:
                     "sender_id": msg.sender_id,
                 },
             },
-            settings=await asyncio.to_thread(self.session_settings, binding, sid),
+            settings={
+                **await asyncio.to_thread(self.session_settings, binding, sid),
+                **({"compact_now": True} if compact else {}),  # /compact (chat_commands.py)
+            },
         )
         self.out.turns[turn_id] = TurnInfo(sid, key, msg.message_id)
         await asyncio.to_thread(state.add, turn_id)  # journaled before lanes has it: no reply is ever lost
@@ -347,38 +354,6 @@ class Poller:
 
     async def _unhandled(self, item: Unhandled) -> None:
         await notices.answer_unhandled(self, item)  # counted; one short receipted reply, or none
-
-    async def _command(self, msg: InboundMessage, name: str) -> None:
-        state = self.out.state
-        assert state is not None
-        key = msg.channel_key
-        if name == "new":
-            gen = await asyncio.to_thread(state.new_generation, key, msg.message_id)
-            sid = session_id_for(self.platform, key, gen, self.settings.session_key)
-            text = f"Started a new session: {sid}"
-        else:
-            gen = await asyncio.to_thread(state.generation, key)
-            sid = session_id_for(self.platform, key, gen, self.settings.session_key)
-            text = f"Session: {sid}\n{await self._last_turn_line(state, key)}"
-        self.status.messages_in += 1
-        turn_id = turn_id_for(self.platform, key, msg.message_id)
-        req = messengers_msg.DeliverReply(
-            operation_id=reply_operation_id(turn_id),
-            session_id=sid,
-            turn_id=turn_id,
-            channel=f"{self.platform}:{key}",
-            text=text,
-            reply_to=msg.message_id,
-        )
-        self.out.spawn(self.out.command_reply(req))
-
-    async def _last_turn_line(self, state: PollerState, key: str) -> str:
-        last = await asyncio.to_thread(state.last_turn, key)
-        rec = await asyncio.to_thread(self.store.get_turn, last) if last else None
-        if rec is None:
-            return "Last turn: none yet."
-        reason = (rec.outcome or {}).get("termination_reason", "")
-        return f"Last turn: {rec.state.value}" + (f" ({reason})" if reason else "") + f" [{rec.session_id}]"
 
     # --- posts (any thread → the loop) ----------------------------------------------------------------
     async def post(self, channel_key: str, text: str, reply_to: str = "") -> list[str]:

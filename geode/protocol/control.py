@@ -57,6 +57,7 @@ class Prompt(BaseModel):
     # chosen by the client up front, so a prompt re-sent after a lost reply finds the same turn (lanes'
     # submit is idempotent by turn id); None: control picks one
     turn_id: str | None = Field(default=None, pattern=r"^t-[0-9a-f]{16,32}$")
+    compact: bool = False  # the chat's /compact: the turn only compacts the session (geode.loop.compact_now)
 
 
 class PromptAccepted(BaseModel):
@@ -133,6 +134,17 @@ class Restart(BaseModel):
     child: str = Field(min_length=1, max_length=64)
 
 
+class SetModel(BaseModel):
+    """The chat's ``/model``: this connection's next turns use this exact model id."""
+
+    model: str = Field(min_length=1, max_length=128)
+
+
+class ModelSet(BaseModel):
+    model: str
+    provider: str
+
+
 HANDSHAKE = message("cli.handshake", Handshake, Welcome)
 PROMPT = message("cli.prompt", Prompt, PromptAccepted)
 CLI_CANCEL = message("cli.cancel", CliCancel, Cancelled)
@@ -147,5 +159,6 @@ RECEIPTS = message("cli.receipts", Receipts)
 RECONCILE = message("cli.reconcile", Reconcile)
 RESTART = message("cli.restart", Restart)
 STOP = message("cli.stop", Empty)
+MODEL = message("cli.model", SetModel, ModelSet)
 CLI_EVENT = message("cli.event", StreamEvent, None)
 CLI_NOTICE = message("cli.notice", Notice, None)

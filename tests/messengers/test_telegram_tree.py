@@ -149,6 +149,25 @@ def test_status_and_new_commands_answer_in_the_chat(tree: tuple[GeodeHome, Local
     assert f"s-telegram-{CHAT}-g1-" in [t for t in _texts(api) if t.startswith("Session:")][1]
 
 
+def test_memory_and_compact_commands_answer_in_the_chat(tree: tuple[GeodeHome, LocalBotApi, Path]) -> None:
+    """/memory shows the chat's own MEMORY.md; /compact stores a summary the next turn starts from."""
+    home, api, _ = tree
+    api.push_message(CHAT, "/memory", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "No memory yet in this chat"), 60, what="/memory without memory")
+    memory = home.root / "memory" / "chats" / f"telegram-{CHAT}" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("- the user likes teal\n")
+    api.push_message(CHAT, "/memory", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "- the user likes teal"), 60, what="/memory")
+    assert _answered(api, "Memory of this chat (22 of 25000 bytes)") == 1
+    api.push_message(CHAT, "/compact", sender_id=ALLOWED)
+    poll_for(lambda: _answered(api, "Compacted: 2 messages summarized"), 60, what="/compact")
+    api.push_message(CHAT, "after the summary", sender_id=ALLOWED)
+    echoed = lambda: [t for t in _texts(api) if t.startswith("echo:") and "after the summary" in t]  # noqa: E731
+    reply = poll_for(echoed, 60, what="the turn after /compact")[0]
+    assert "[system:compaction-summary]" in reply and "fresh start" in reply  # the summary, then the prompt
+
+
 def test_429_retry_after_delays_the_next_poll_and_409_shows_as_conflict(
     tree: tuple[GeodeHome, LocalBotApi, Path],
 ) -> None:

@@ -1,0 +1,65 @@
+"""The chat's /compact as a turn (``compact_now``): the whole history is summarized in one call and stored as
+one record, no user message is added and the model is not asked for an answer; a failed summary stores
+nothing and says so; a re-run of the same turn id stores nothing twice; an empty session has nothing to
+compact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geode.conversation import Message
+from geode.loop import LoopSettings
+from geode.loop.summarize import TAG, is_record
+from geode.protocol.turns import TerminationReason
+from geode.providers.types import ModelRequest, ProviderError, ProviderErrorKind
+from geode.testing.function_model import FunctionModel
+from tests.loop.conftest import Rig
+
+SUMMARY = "## Goal\nthe user asked twice\n## Decisions\n-\n## Files touched\n-\n## Open items\n-"
+
+
+def _model(summary: Any = SUMMARY) -> FunctionModel:
+    def fn(req: ModelRequest) -> Any:
+        if req.metadata.get("purpose") == "compaction":
+            return summary
+        return "answer to " + req.messages[-1].text[-40:]
+
+    return FunctionModel(fn)
+
+
+def _history(rig: Rig, sid: str) -> list[Message]:
+    return [Message.model_validate(m) for m in rig.records.load_checkpoint(sid).messages]
+
+
+def test_compact_now_summarizes_the_whole_session_once(fake_rig: Rig) -> None:
+    provider = _model()
+    loop = fake_rig.loop(provider, settings=LoopSettings(model="m"))
+    loop.run_turn("s-c", "t0", "first question")
+    loop.run_turn("s-c", "t1", "second question")
+    compact = LoopSettings(model="m", compact_now=True)
+    out = loop.run_turn("s-c", "t2", "/compact", settings=compact)
+    assert out.termination_reason == TerminationReason.NATURAL
+    assert out.text.startswith("Compacted: 4 messages summarized")
+    history = _history(fake_rig, "s-c")
+    assert len(history) == 5 and is_record(history[-1]) and "the user asked twice" in history[-1].text
+    assert not any(m.text == "/compact" for m in history)  # the command is no message of the session
+    assert loop.run_turn("s-c", "t2", "/compact", settings=compact).text == out.text  # a re-run: stored once
+    assert len(_history(fake_rig, "s-c")) == 5
+    loop.run_turn("s-c", "t3", "third question")
+    last = [r for r in provider.requests if r.metadata.get("purpose") != "compaction"][-1]
+    assert len(last.messages) == 1 and last.messages[0].text.startswith(TAG)  # the summary + the prompt
+    assert "third question" in last.messages[0].text and "first question" not in last.messages[0].text
+    again = loop.run_turn("s-c", "t4", "/compact", settings=compact)
+    assert again.text.startswith("Compacted: 2 messages summarized")  # only what followed the summary
+
+
+def test_a_failed_summary_stores_nothing_and_an_empty_session_has_nothing(fake_rig: Rig) -> None:
+    broken = _model(ProviderError(ProviderErrorKind.OVERLOADED, "upstream down"))
+    loop = fake_rig.loop(broken, settings=LoopSettings(model="m"))
+    compact = LoopSettings(model="m", compact_now=True)
+    assert loop.run_turn("s-e", "t0", "/compact", settings=compact).text.startswith("Nothing to compact")
+    loop.run_turn("s-f", "t0", "a question")
+    out = loop.run_turn("s-f", "t1", "/compact", settings=compact)
+    assert out.termination_reason == TerminationReason.NATURAL
+    assert out.text.startswith("Not compacted (failed: ") and "deterministic view" in out.text
+    assert not any(is_record(m) for m in _history(fake_rig, "s-f"))
