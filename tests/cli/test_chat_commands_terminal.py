@@ -2,7 +2,8 @@
 the scripted model: Up recalls the last prompt (in the same run and in the next one: the history is kept in
 ``$GEODE_HOME/chat_history``, 0600), ``/help`` lists the commands, ``/foo`` is said to be unknown and never
 reaches the model, ``/compact`` stores a summary that the next request starts from, ``/model`` refuses an
-unknown id and switches to a known one, ``/clear`` starts a new session."""
+unknown id and switches to a known one, ``/memory`` and ``/skills`` show what a session here is given,
+``/clear`` starts a new session and ``/resume ID`` goes back to the first."""
 
 from __future__ import annotations
 
@@ -87,11 +88,20 @@ def test_history_help_unknown_compact_and_model(term: tuple[Term, ScriptedServer
     t.type("a", "/status")
     screen = t.wait("a", "children running")
     assert "model     claude-opus-4-8 (anthropic)" in screen
+    memory = t.home.root / "memory" / "MEMORY.md"  # the operator's: what the chat's sessions are given
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("- the operator prefers tabs\n")
+    t.type("a", "/memory")
+    t.wait("a", "- the operator prefers tabs")
+    t.type("a", "/skills")
+    t.wait("a", "no skills (in ")
     t.type("a", "/clear")
     screen = t.wait("a", "· new session s-")
     first = screen.split("· session ", 1)[1].split()[0]
     assert screen.split("· new session ", 1)[1].split()[0] != first
-    t.tmux("send-keys", "-t", "a", "C-d")  # Ctrl-D: the last prompt in the history stays "/clear"
+    t.type("a", f"/resume {first}")
+    t.wait("a", f"· resumed session {first}")
+    t.tmux("send-keys", "-t", "a", "C-d")  # Ctrl-D: the last prompts in the history are /clear, /resume
     dead = lambda: t.tmux("display-message", "-p", "-t", "a", "#{pane_dead}").strip() == "1" or None  # noqa: E731
     wait_for(dead, 30, what="the chat never ended")
 
@@ -101,5 +111,5 @@ def test_history_help_unknown_compact_and_model(term: tuple[Term, ScriptedServer
     t.wait("b", "type a prompt")
     _ready(t, "b")
     t.tmux("send-keys", "-t", "b", "Up", "Up")
-    t.wait("b", "> /status")
+    t.wait("b", "> /clear")
     t.type("b", "exit")

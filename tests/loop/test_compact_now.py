@@ -1,14 +1,16 @@
 """The chat's /compact as a turn (``compact_now``): the whole history is summarized in one call and stored as
 one record, no user message is added and the model is not asked for an answer; a failed summary stores
 nothing and says so; a re-run of the same turn id stores nothing twice; an empty session has nothing to
-compact."""
+compact; a PreCompact hook sees ``trigger: "manual"`` and can block it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from geode.conversation import Message
+from geode.hooks.runner import HookRunner
 from geode.loop import LoopSettings
+from geode.loop.hook_bridge import RunnerHooks
 from geode.loop.summarize import TAG, is_record
 from geode.protocol.turns import TerminationReason
 from geode.providers.types import ModelRequest, ProviderError, ProviderErrorKind
@@ -63,3 +65,22 @@ def test_a_failed_summary_stores_nothing_and_an_empty_session_has_nothing(fake_r
     assert out.termination_reason == TerminationReason.NATURAL
     assert out.text.startswith("Not compacted (failed: ") and "deterministic view" in out.text
     assert not any(is_record(m) for m in _history(fake_rig, "s-f"))
+
+
+def test_pre_compact_sees_a_manual_trigger_and_may_block(fake_rig: Rig) -> None:
+    runner = HookRunner()
+    seen: list[dict[str, Any]] = []
+
+    def block(event: str, payload: dict[str, Any], corr: dict[str, Any]) -> dict[str, Any]:
+        seen.append(payload)
+        return {"decision": "block", "reason": "no summaries here"}
+
+    runner.register("PreCompact", block, name="no-summary")
+    provider = _model()
+    loop = fake_rig.loop(provider, settings=LoopSettings(model="m"), hooks=RunnerHooks(runner))
+    loop.run_turn("s-b", "t0", "a question")
+    out = loop.run_turn("s-b", "t1", "/compact", settings=LoopSettings(model="m", compact_now=True))
+    assert seen == [{"trigger": "manual", "custom_instructions": ""}]
+    assert out.text.startswith("Not compacted (blocked by PreCompact: no summaries here)")
+    assert not any(r.metadata.get("purpose") == "compaction" for r in provider.requests)  # never asked
+    assert not any(is_record(m) for m in _history(fake_rig, "s-b"))
