@@ -29,6 +29,9 @@ _RESUME = typer.Option(None, "--resume", help="resume session ID (alone: pick fr
 _CONTINUE = typer.Option(False, "--continue", help="continue the most recent session")
 PICK = ""  # ``--resume`` given without an id (main.py rewrites a bare ``--resume`` to ``--resume=``)
 _MODEL = typer.Option(None, "--model", help="model for this session (e.g. claude-sonnet-5)")
+_FORMAT = typer.Option(
+    "text", "--output-format", help="text, json (as --json) or stream-json (one JSON event per line)"
+)
 _SKIP = typer.Option(
     False, "--dangerously-skip-permissions", help="approve every tool call of this connection without asking"
 )
@@ -110,12 +113,14 @@ def ask(
     model: str | None = _MODEL,
     skip: bool = _SKIP,
     timeout: float = typer.Option(3600.0, "--timeout", help="seconds to wait for the turn"),
+    output_format: str = _FORMAT,
 ) -> None:
     """Run one prompt and exit: 0 success; 1 the turn ended otherwise (reason printed); 2 nothing to
     resume; 3 daemon unavailable; 4 the client stopped waiting but the turn continues in the daemon (its
     id and session are printed: `geode --resume SESSION` follows it); 77 a call needed approval and nobody
     could be asked (no terminal); 130 cancelled."""
-    run_ask(prompt, as_json=as_json, resume=resume, cont=cont, model=model, skip=skip, timeout=timeout)
+    opts: dict[str, Any] = {"resume": resume, "cont": cont, "model": model, "skip": skip, "timeout": timeout}
+    run_ask(prompt, as_json=as_json, output_format=output_format, **opts)
 
 
 def run_ask(
@@ -127,6 +132,7 @@ def run_ask(
     model: str | None = None,
     skip: bool = False,
     timeout: float = 3600.0,
+    output_format: str = "text",
 ) -> None:
     """``geode ask`` and ``geode -p``: one prompt, streamed, then exit with the turn's code."""
     from actors.cli.reattach import TurnContinues
@@ -138,31 +144,29 @@ def run_ask(
     if bad:
         typer.echo(f"geode: the prompt is not UTF-8 text ({bad}); nothing was sent", err=True)
         raise typer.Exit(EXIT_USAGE)
+    from actors.cli.ask_json import answer_object, continues_object
+    from actors.cli.stream_json import open_stream
+
+    stream = open_stream(output_format)  # stream-json: one JSON line per event (exit 2 for a bad format)
+    as_json = as_json or output_format == "json"
     home = GeodeHome.from_env()
     tty = sys.stdin.isatty()
-    renderer = Renderer(quiet=as_json)
+    renderer = Renderer(quiet=as_json or stream is not None)
     cl = _connect_or_exit(home, model=model, skip=skip, tty=tty, resume=resume, cont=cont)
     unasked = Unasked("--json does not ask" if tty else "no terminal")
     approve = ask_terminal if (tty and not as_json) else unasked  # nobody to ask: said so, not "denied"
+    on_event = renderer if stream is None else stream.start(cl, approve, skip=skip)
+    answer = approve if stream is None else stream.approver(approve)  # stream-json: each answer a line too
     try:
         result = cl.run_prompt(
-            prompt, on_event=renderer, on_approval=approve, timeout_s=timeout, on_interrupt=lambda: True
+            prompt, on_event=on_event, on_approval=answer, timeout_s=timeout, on_interrupt=lambda: True
         )
     except TurnContinues as exc:  # the client gave up, the turn did not: say which turn, exit 4
-        if as_json:
-            typer.echo(
-                json.dumps(
-                    {
-                        "turn_id": exc.turn_id,
-                        "session_id": exc.session_id,
-                        "termination_reason": None,
-                        "continues": True,
-                        "accepted": exc.accepted,
-                        "error": exc.message,
-                        "exit_code": EXIT_CONTINUES,
-                    }
-                )
-            )
+        gave_up = continues_object(exc.turn_id, exc.session_id, exc.accepted, exc.message, EXIT_CONTINUES)
+        if stream is not None:
+            stream.result(gave_up)
+        elif as_json:
+            typer.echo(json.dumps(gave_up))
         typer.echo(f"geode: {exc.explain()}", err=True)
         raise typer.Exit(EXIT_CONTINUES) from exc
     except GeodeError as exc:
@@ -179,20 +183,10 @@ def run_ask(
         renderer.end()
         cl.close()
     code = unasked.exit_code(exit_code(result))
-    if as_json:
-        out = {
-            "text": result.get("text", ""),
-            "session_id": cl.session_id,
-            "turn_id": result.get("turn_id"),
-            "termination_reason": result.get("termination_reason"),
-            **_recorded_tool_calls(home, cl.session_id, result.get("turn_id")),
-            "rounds": result.get("rounds", 0),
-            "usage": result.get("usage", {}),
-            "error": result.get("error"),
-            "approvals_unasked": unasked.tools,  # needed approval, nobody could be asked: not run
-            "exit_code": code,
-        }
-        typer.echo(json.dumps(out))
+    if stream is not None:
+        stream.result(answer_object(home, cl.session_id, result, unasked.tools, code))
+    elif as_json:
+        typer.echo(json.dumps(answer_object(home, cl.session_id, result, unasked.tools, code)))
     elif result.get("text") and not renderer.streamed:
         typer.echo(visible(str(result["text"])))
     if unasked.tools:
@@ -203,18 +197,6 @@ def run_ask(
             err=True,
         )
     raise typer.Exit(code)
-
-
-def _recorded_tool_calls(home: GeodeHome, session_id: str | None, turn_id: str | None) -> dict[str, Any]:
-    """``tool_calls`` and ``tool_call_count`` of the answer, from the turn's durable record (the session's
-    checkpoint); when the store does not answer both are null and ``tool_calls_error`` says why."""
-    from actors.cli.turn_tools import fetch_turn_tool_calls
-
-    try:
-        calls = fetch_turn_tool_calls(home, session_id or "", turn_id or "")
-    except GeodeError as exc:
-        return {"tool_calls": None, "tool_call_count": None, "tool_calls_error": str(exc)}
-    return {"tool_calls": calls, "tool_call_count": len(calls)}
 
 
 def chat(resume: str | None, cont: bool, model: str | None, skip: bool, *, repl: bool = False) -> None:
@@ -303,6 +285,7 @@ def root(
     model: str | None = _MODEL,
     skip: bool = _SKIP,
     repl: bool = typer.Option(False, "--repl", help="no daemon: run the whole tree in this process"),
+    output_format: str = _FORMAT,
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_version, help="print the version and exit"
     ),
@@ -311,7 +294,7 @@ def root(
     if ctx.invoked_subcommand is not None:
         return
     if print_prompt is not None:
-        run_ask(print_prompt, resume=resume, cont=cont, model=model, skip=skip)
+        run_ask(print_prompt, resume=resume, cont=cont, model=model, skip=skip, output_format=output_format)
         return
     if not repl:
         chat(resume, cont, model, skip)

@@ -102,6 +102,7 @@ def _ask_args(argv: list[str]) -> dict[str, Any] | None:
     p.add_argument("--model", default=None)
     p.add_argument("--dangerously-skip-permissions", dest="skip", action="store_true")
     p.add_argument("--timeout", type=float, default=3600.0)
+    p.add_argument("--output-format", dest="output_format", default=argparse.SUPPRESS)  # stream_json.FORMATS
     try:
         return vars(p.parse_args(argv))
     except _NotHot:
