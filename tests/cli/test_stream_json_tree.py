@@ -37,6 +37,8 @@ def reply(req: RecordedRequest) -> Any:
         HELD.set()
         RELEASE.wait(60)
         return {"chunks": ("all ", "done")}
+    if "hello" in json.dumps(msgs[0]):
+        return {"text": "hi there"}
     if not answered:
         return {
             "tool_calls": [
@@ -225,6 +227,9 @@ def test_nobody_to_ask_is_said_as_unasked_and_a_bad_format_is_a_usage_error(
         ("system", "approval_response", "write_file", "unasked"),
         ("user", "tool_result", "tu_w", True),
     ], seen
+    assert (
+        seen[4]["error"] == "permission_denied" and seen[-1]["tool_calls"][0]["error"] == "permission_denied"
+    )
     assert seen[-1]["approvals_unasked"] == ["write_file"] and seen[-1]["exit_code"] == 77
     assert not (ws / "w.txt").exists()
 
@@ -234,3 +239,12 @@ def test_nobody_to_ask_is_said_as_unasked_and_a_bad_format_is_a_usage_error(
     assert err.strip().splitlines() == [
         "geode: --output-format must be one of text, json, stream-json (not 'xml')"
     ]
+
+    # a reader that closes the pipe after the first line ends the output, not the turn nor the command
+    gone = geode_popen(
+        home, "ask", "--output-format", "stream-json", "hello", cwd=ws, stdin=subprocess.DEVNULL
+    )
+    assert gone.stdout is not None and json.loads(gone.stdout.readline())["subtype"] == "init"
+    gone.stdout.close()
+    code, err = _finish(gone)
+    assert code == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
