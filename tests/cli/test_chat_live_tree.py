@@ -24,6 +24,8 @@ CHUNK_S = 0.4  # …this far apart: the whole answer takes ~3 s
 SLOW_S = 30.0  # a model that answers long after any Ctrl-C test gives up
 MISMATCH = "differs from the running daemon's"
 PROVIDER_ENV = ("GEODE_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+CPR = b"\x1b[6n"  # the prompt line asks where the cursor is: answered "on the last row", as a terminal would
+CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x08")  # the prompt line's cursor moves, attributes and backspaces
 # the child takes the pty as its controlling terminal, so \x03 becomes SIGINT for it
 TTY_MAIN = (
     "import fcntl, runpy, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
@@ -80,13 +82,16 @@ class PtyChat:
                 return
             if not data:
                 return
+            if CPR in data:
+                os.write(self.master, b"\x1b[24;1R")
             with self._lock:
                 self._buf += data
 
     @property
     def out(self) -> str:
+        """What was written, without the prompt line's control sequences (prompt_toolkit redraws it)."""
         with self._lock:
-            return self._buf.decode(errors="replace")
+            return CSI.sub("", self._buf.decode(errors="replace"))
 
     def send(self, s: str) -> None:
         os.write(self.master, s.encode())
