@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from geode.conversation import Message
 from geode.loop.checkpoint import Checkpointer, cognitive_of, messages_of
 from geode.loop.compacting import Compactor
 from geode.loop.events import RESUME_SEQ_GAP, EventStream
@@ -63,19 +64,33 @@ def compact_turn(
     if not s.compaction_summary:
         return Terminal(TerminationReason.NATURAL, text=OFF)
     recs = records_of(state.history)
-    base = int(recs[-1].metadata.get("covers", 0)) if recs else 0
-    new = [m for m in state.history[base:] if not is_record(m)]
+    if recs and recs[-1].metadata.get("turn_id") == state.turn_id:  # stored by this turn before a crash
+        return _compacted(len(_covered(state.history, len(recs) - 1)))
+    new = _covered(state.history, len(recs))
     if not new:
         return Terminal(TerminationReason.NATURAL, text=NOTHING_NEW)
     budget = max(1000, s.context_window_tokens - s.output_reserve_tokens)
     compactor = Compactor(state, ckpt, s, provider=provider, model=model, hooks=hooks, records=records)
     outcome = compactor.compact(len(state.history), budget, trigger="manual")
     if outcome in ("stored", "already stored"):
-        return Terminal(
-            TerminationReason.NATURAL,
-            text=f"Compacted: {len(new)} messages summarized; the next turns start from the summary.",
-        )
+        return _compacted(len(new))
     return Terminal(
         TerminationReason.NATURAL,
         text=f"Not compacted ({outcome}); the session goes on with the deterministic view.",
+    )
+
+
+def _covered(history: list[Message], nth: int) -> list[Message]:
+    """The messages the ``nth`` compaction record covers beyond the one before it (``nth`` = the number of
+    records: those a new summary would cover, up to the end of the history)."""
+    recs = records_of(history)
+    start = int(recs[nth - 1].metadata.get("covers", 0)) if nth else 0
+    end = int(recs[nth].metadata.get("covers", len(history))) if nth < len(recs) else len(history)
+    return [m for m in history[start:end] if not is_record(m)]
+
+
+def _compacted(n: int) -> Terminal:
+    return Terminal(
+        TerminationReason.NATURAL,
+        text=f"Compacted: {n} messages summarized; the next turns start from the summary.",
     )

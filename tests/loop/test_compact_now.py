@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from geode.conversation import Message
 from geode.hooks.runner import HookRunner
 from geode.loop import LoopSettings
@@ -84,3 +86,30 @@ def test_pre_compact_sees_a_manual_trigger_and_may_block(fake_rig: Rig) -> None:
     assert out.text.startswith("Not compacted (blocked by PreCompact: no summaries here)")
     assert not any(r.metadata.get("purpose") == "compaction" for r in provider.requests)  # never asked
     assert not any(is_record(m) for m in _history(fake_rig, "s-b"))
+
+
+def test_a_compaction_turn_cut_after_its_record_answers_the_same_when_run_again(
+    fake_rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker dies after the record is saved, before the turn's end: the re-run (same turn id) stores no
+    second record and still says what was compacted."""
+    import geode.loop.agent as agent
+
+    provider = _model()
+    loop = fake_rig.loop(provider, settings=LoopSettings(model="m"))
+    loop.run_turn("s-k", "t0", "a question")
+    real = agent.finish_turn
+
+    def dies(*a: Any, **kw: Any) -> Any:
+        monkeypatch.setattr(agent, "finish_turn", real)
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(agent, "finish_turn", dies)
+    compact = LoopSettings(model="m", compact_now=True)
+    with pytest.raises(SystemExit):
+        loop.run_turn("s-k", "t1", "/compact", settings=compact)
+    assert sum(is_record(m) for m in _history(fake_rig, "s-k")) == 1
+    out = loop.run_turn("s-k", "t1", "/compact", settings=compact)
+    assert out.text.startswith("Compacted: 2 messages summarized")
+    assert sum(is_record(m) for m in _history(fake_rig, "s-k")) == 1
+    assert sum(r.metadata.get("purpose") == "compaction" for r in provider.requests) == 1
