@@ -1,9 +1,9 @@
 """The interactive chat's line editing and slash commands in a real terminal (tmux) against a served tree with
-the scripted model: Up recalls the last prompt (in the same run and in the next one: the history is kept in
-``$GEODE_HOME/chat_history``, 0600), ``/help`` lists the commands, ``/foo`` is said to be unknown and never
-reaches the model, ``/compact`` stores a summary that the next request starts from, ``/model`` refuses an
-unknown id and switches to a known one, ``/memory`` and ``/skills`` show what a session here is given,
-``/clear`` starts a new session and ``/resume ID`` goes back to the first."""
+the scripted model: Tab completes a command, Up recalls the last prompt (in the same run and in the next one:
+the history is kept in ``$GEODE_HOME/chat_history``, 0600), ``/help`` lists the commands, ``/foo`` is said to
+be unknown and never reaches the model, ``/compact`` stores a summary that the next request starts from,
+``/model`` refuses an unknown id and switches to a known one, ``/memory`` and ``/skills`` show what a session
+here is given, ``/clear`` starts a new session and ``/resume ID`` goes back to the first."""
 
 from __future__ import annotations
 
@@ -59,7 +59,10 @@ def test_history_help_unknown_compact_and_model(term: tuple[Term, ScriptedServer
     t.enter("a")
     t.wait("a", "echo: hello one", times=2)
 
-    t.type("a", "/help")
+    t.tmux("send-keys", "-t", "a", "-l", "/he")  # Tab completes the command
+    t.tmux("send-keys", "-t", "a", "Tab")
+    t.wait("a", "> /help")
+    t.enter("a")
     screen = t.wait("a", "list these commands")
     for name in ("/compact", "/memory", "/skills", "/status", "/model", "/clear", "/resume"):
         assert name in screen
