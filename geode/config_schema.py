@@ -20,6 +20,7 @@ from geode.protocol.errors import ConfigError
 from geode.providers.settings import ProvidersSection
 from geode.records.settings import StoreConfig
 from geode.schedule.settings import ScheduleSection
+from geode.telemetry.settings import TelemetrySection
 from geode.tools.mcp.settings import McpJsonServer, McpSection, TrustSection
 from geode.tools.settings import ComputerUseSection, ToolsSection
 from geode.webhooks.settings import WebhooksSection
@@ -46,6 +47,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "messengers": [MessengersSection],
     "schedule": [ScheduleSection],
     "webhooks": [WebhooksSection],
+    "telemetry": [TelemetrySection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
 # tables whose entries the loaders check (load_hooks, load_mcp_servers: their errors name the entry) before
@@ -85,6 +87,7 @@ class GeodeConfig(BaseModel):
     messengers: MessengersSection = MessengersSection()
     schedule: ScheduleSection = ScheduleSection()
     webhooks: WebhooksSection = WebhooksSection()
+    telemetry: TelemetrySection = TelemetrySection()
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> Self:
