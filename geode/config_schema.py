@@ -16,11 +16,11 @@ from geode.log.settings import LogSection
 from geode.loop.settings import LoopSection, VerifySettings
 from geode.memory.settings import MemorySection
 from geode.messengers.config import MessengersSection
+from geode.metrics.settings import MetricsSection
 from geode.protocol.errors import ConfigError
 from geode.providers.settings import ProvidersSection
 from geode.records.settings import StoreConfig
 from geode.schedule.settings import ScheduleSection
-from geode.telemetry.settings import TelemetrySection
 from geode.tools.mcp.settings import McpJsonServer, McpSection, TrustSection
 from geode.tools.settings import ComputerUseSection, ToolsSection
 from geode.webhooks.settings import WebhooksSection
@@ -47,7 +47,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "messengers": [MessengersSection],
     "schedule": [ScheduleSection],
     "webhooks": [WebhooksSection],
-    "telemetry": [TelemetrySection],
+    "metrics": [MetricsSection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
 # tables whose entries the loaders check (load_hooks, load_mcp_servers: their errors name the entry) before
@@ -87,7 +87,7 @@ class GeodeConfig(BaseModel):
     messengers: MessengersSection = MessengersSection()
     schedule: ScheduleSection = ScheduleSection()
     webhooks: WebhooksSection = WebhooksSection()
-    telemetry: TelemetrySection = TelemetrySection()
+    metrics: MetricsSection = MetricsSection()
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> Self:

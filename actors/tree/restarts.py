@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.tree.child_handle import ChildRun, exit_reason
 from actors.tree.spec import TreeConfig
+from geode.metrics import record as metrics
 from geode.protocol import lifecycle
 
 log = logging.getLogger("actors.tree.supervisor")
@@ -59,8 +60,10 @@ class RestartRules:
         c.state = "backoff"
         c.restart_at = time.monotonic() + delay
         c.after = after
+        metrics.child_restarted(c.name)
 
     def _on_exit(self, c: ChildRun, rc: int, now: float) -> None:
+        metrics.child_exited(c.pid)  # its live gauges leave the page; its counters stay
         if c.ready_fd is not None:
             self._sel.unregister(c.ready_fd)
             c.close_pipe()

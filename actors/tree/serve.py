@@ -14,11 +14,13 @@ from actors.tree.child_handle import IncarnationStore
 from actors.tree.children import child_names, tree_specs
 from actors.tree.config_sections import EXIT_CONFIG, TreeSettings, start_settings
 from actors.tree.instance_lock import InstanceLock
+from actors.tree.metrics_page import MetricsPage, metrics_off
 from actors.tree.service import SupervisorService
 from actors.tree.single_process import SingleProcessTree
 from actors.tree.supervisor import Supervisor
 from actors.tree.worker_role import WorkerRole
 from actors.tree.zygote import WARM_ENV
+from geode.config_check import ConfigReport
 from geode.config_file import remember_good
 from geode.config_reload import remember_env
 from geode.config_source import ConfigSource
@@ -80,6 +82,29 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         print(f"geode serve: {refusal}", file=sys.stderr)
         print("geode serve: refusing to start; no child was started", file=sys.stderr)
         return EXIT_CONFIG
+    try:  # before the zygote and any child: prometheus_client reads its directory at import
+        page = MetricsPage(home, settings.metrics) if settings.metrics.listen else None
+        if page is None:
+            metrics_off()
+    except GeodeError as exc:
+        print(f"geode serve: {exc.message or exc}", file=sys.stderr)
+        print("geode serve: refusing to start; no child was started", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return _run_tree(home, settings, report, role, single_process, page)
+    finally:
+        if page is not None:
+            page.stop()
+
+
+def _run_tree(
+    home: GeodeHome,
+    settings: TreeSettings,
+    report: ConfigReport,
+    role: WorkerRole | None,
+    single_process: bool,
+    page: MetricsPage | None,
+) -> int:
     names = child_names(settings, role, daemon=True)
     incarnations = IncarnationStore(home.root / "incarnations.json")
     inc = incarnations.next(ENDPOINT)
@@ -97,6 +122,7 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         tree = SingleProcessTree(names, home, source, incarnations)
     else:
         env = {"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1", **(role.env() if role else {})}
+        env.update(page.env if page is not None else {})
         if "messengers" in names and (sdks := settings.messengers.sdk_modules()):
             env[WARM_ENV] = ",".join(sdks)  # the zygote imports them: a restarted messengers child is quick
         tree = Supervisor(
@@ -119,6 +145,8 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
     try:
         service = SupervisorService(tree, ENDPOINT, inc, single_process=single_process, publish=bus.publish)
         bus.serve(ENDPOINT, service)
+        if page is not None:
+            page.start()
         log.info(
             "supervisor#%d pid %d: %d children%s",
             inc,

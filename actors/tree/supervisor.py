@@ -29,6 +29,7 @@ from actors.tree.child_handle import ChildRun, IncarnationStore
 from actors.tree.restarts import DiedCallback, RestartRules
 from actors.tree.spec import ChildSpec, TreeConfig
 from actors.tree.zygote_client import Zygote
+from geode.metrics import record as metrics
 from geode.protocol import lifecycle
 from geode.protocol.errors import NotFound
 from geode.protocol.runtime import ChildInfo
@@ -266,6 +267,7 @@ class Supervisor(RestartRules):
         assert c.ready_fd is not None
         self._sel.register(c.ready_fd, selectors.EVENT_READ, c)
         log.info("started %s#%d pid %s", c.name, inc, c.pid)
+        metrics.child_started(c.name, inc)
         self._emit(lifecycle.CHILD_STARTED, c)
 
     def _shutdown(self) -> None:

@@ -22,11 +22,11 @@ from functools import cached_property, partial
 from typing import Any
 
 from geode.faults import fault
-from geode.lanes import tracing
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.state import Asked, Reply, copy_record, requeues_of
 from geode.lanes.worker_requests import WorkerRequests
+from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.dispatch import Dispatch
@@ -111,8 +111,7 @@ class LanesService(WorkerRequests):
             r.answer(self._submitted_again(s, rec))
             return
         self._admitting[s.turn_id] = [(s.session_id, r.answer)]
-        trace = r.envelope.trace
-        self._io(s.turn_id, lambda: self.records.get_turn(s.turn_id), lambda out: self._admit(s, out, trace))
+        self._io(s.turn_id, lambda: self.records.get_turn(s.turn_id), lambda out: self._admit(s, out))
 
     def _submitted_again(self, s: lanes_msg.Submit, rec: TurnRecord) -> Reply | BaseException:
         if rec.session_id != s.session_id:
@@ -126,7 +125,7 @@ class LanesService(WorkerRequests):
             else:
                 answer(out)
 
-    def _admit(self, s: lanes_msg.Submit, existing: Outcome, trace: str | None = None) -> None:
+    def _admit(self, s: lanes_msg.Submit, existing: Outcome) -> None:
         if isinstance(existing, BaseException):
             self._admitted(s, existing)
             return
@@ -150,7 +149,6 @@ class LanesService(WorkerRequests):
             created_at=now,
             updated_at=now,
         )
-        rec.trace = tracing.admitted(rec, trace)
         self._recs[s.turn_id] = rec
         self._put(rec, lambda out: self._queued(s, rec, position, out))
 
@@ -197,6 +195,7 @@ class LanesService(WorkerRequests):
             self._starting[g.turn_id] = False
             started += 1
             self._put(rec, partial(self._started, g, worker.key, rec.attempts))
+        metrics.lane_queue(len(self.queue.queued()))
         return started
 
     def _started(self, g: Grant, worker_key: str, attempt: int, out: Outcome) -> None:
@@ -215,6 +214,7 @@ class LanesService(WorkerRequests):
             return
         fault("lanes.after_turn_stored")  # the running record is stored; the turn is not pushed yet
         resume = rec.resume or rec.attempts > 1
+        metrics.admission_wait(g.waited_s)
         self.pool.assign(owner.name, g.turn_id)  # its lost-run grace counts from the push, not the slow write
         self._emit(
             rec.session_id,
@@ -228,8 +228,7 @@ class LanesService(WorkerRequests):
                 "resume": resume,
             },
         )
-        with tracing.pushing(rec, g, owner.key, resume):
-            self._send_run(owner.name, rec, resume)
+        self._send_run(owner.name, rec, resume)
         log.info(
             "turn %s pushed to %s (attempt %d%s, age %.2fs)",
             rec.turn_id,

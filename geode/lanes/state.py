@@ -21,6 +21,7 @@ from geode.lanes.queue import LaneQueue
 from geode.lanes.records import Outcome, StoreRunner, TurnStore, inline_runner
 from geode.lanes.settings import MAX_REQUEUES
 from geode.lanes.stream import Reorder, StreamBuffer
+from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
 from geode.protocol.errors import GeodeError
@@ -171,6 +172,9 @@ class LanesState:
         self.pool.finish(rec.turn_id)
         self._orphans.pop(rec.turn_id, None)
         self.desk.deny_where(turn_id=rec.turn_id, reason="turn_ended")
+        reason = str((rec.outcome or {}).get("termination_reason") or "unknown")
+        metrics.turn_ended(rec.origin, rec.mode, reason, self._age(rec))  # counted before the origin hears
+        metrics.lane_queue(len(self.queue.queued()))
         self._emit(rec.session_id, rec.turn_id, lanes_msg.TURN_DONE, {"result": rec.outcome or {}})
         recent = self._recent.setdefault(rec.session_id, [])
         recent.append(outcome_row(rec))

@@ -7,10 +7,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from geode.loop import tracing
 from geode.loop.events import EventStream
 from geode.loop.settings import LoopSettings
 from geode.loop.state import Terminal, TurnState
+from geode.metrics import record as metrics
 from geode.protocol.turns import TerminationReason, TurnEventKind
 from geode.providers.setup_error import SetupError
 from geode.providers.types import ModelRequest, ModelResponse, Provider, ProviderError, ProviderErrorKind
@@ -81,10 +81,11 @@ def call_model(
 
     while True:
         state.check_cancel()
+        started = time.monotonic()
         try:
             try:
                 response = _interruptible(
-                    lambda: tracing.complete(provider, request, on_delta if request.stream else None),
+                    lambda: provider.complete(request, on_delta if request.stream else None),
                     state.cancel,
                     tick=deltas.tick,
                 )
@@ -92,12 +93,14 @@ def call_model(
                 if not state.cancel.is_set():
                     deltas.flush()  # the rest of the streamed text, before whatever follows the call
             state.guards.consecutive_llm_failures = 0
+            metrics.model_call(time.monotonic() - started, "ok")
             return response
         except _Cancelled:
             raise Terminal(
                 TerminationReason.USER_CANCELLED, error="cancelled during the model call"
             ) from None
         except ProviderError as exc:
+            metrics.model_call(time.monotonic() - started, "error")
             if state.cancel.is_set():
                 raise Terminal(
                     TerminationReason.USER_CANCELLED, error="cancelled during the model call"
@@ -117,6 +120,7 @@ def call_model(
             )
             if attempt > settings.llm_max_retries or wait > settings.retry_max_wait_s:
                 raise Terminal(TerminationReason.MODEL_ACTION_REQUIRED, error=_describe(exc)) from exc
+            metrics.provider_retry(getattr(provider, "name", ""))
             events.emit(
                 TurnEventKind.LLM_RETRY,
                 attempt=attempt,

@@ -9,6 +9,7 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from geode.loop.ports import EventSink
+from geode.metrics import record as metrics
 from geode.protocol.turns import TurnEvent, TurnEventKind
 from geode.providers.events import ProviderEvent
 from geode.providers.types import ProviderError, ProviderErrorKind
@@ -61,6 +62,10 @@ def unbind_current(token: Token[tuple[EventStream, threading.Event] | None]) -> 
 
 def relay_provider_event(event: ProviderEvent) -> None:
     """``on_event`` for providers: retries → llm_retry + retry_wait, fallbacks → fallback."""
+    if event.type == "retry":
+        metrics.provider_retry(event.provider)
+    elif event.type == "fallback":
+        metrics.provider_fallback(event.provider)
     cur = _current.get()
     if cur is None:
         return

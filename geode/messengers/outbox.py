@@ -24,6 +24,7 @@ from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
 from geode.messengers.replies import reply_text, split_reply, text_limit
 from geode.messengers.schedule import PollerStatus, RateGate
 from geode.messengers.sessions import reply_operation_id
+from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import messengers as messengers_msg
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError, Unavailable
@@ -90,6 +91,7 @@ class Outbox:
         except RateLimited as exc:
             self.gate.hold(min(exc.retry_after_s, self.retry_cap_s))
             self.status.rate_limited += 1
+            metrics.rate_limit_wait(self.platform, min(exc.retry_after_s, self.retry_cap_s))
             raise
 
     async def best_effort(self, what: str, make: Callable[[], Awaitable[Any]]) -> Any:
@@ -197,6 +199,7 @@ class Outbox:
             self.status.last_error = f"reply {turn_id}: {exc}"[:500]
             log.info("%s reply for %s not delivered yet: %s", self.platform, turn_id, exc)
             return
+        metrics.messenger_post(self.platform, out.state)  # posted | deferred | not_sent | uncertain
         if out.state == "posted":
             self.status.replies_out += 1
         elif out.state == "deferred":  # known not posted: owed (journaled) until a later attempt posts it

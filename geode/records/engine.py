@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
+from geode.metrics import record as metrics
 from geode.records.checkpoints import CheckpointStore
 from geode.records.cursors import CursorStore
 from geode.records.evidence import EvidenceLedger
@@ -65,7 +66,13 @@ class RecordEngine:
         self.turns.ensure_session_index()
         self.writer.start()
         self.started_at = time.time()
+        self._count_uncertain()
         return self
+
+    def _count_uncertain(self) -> None:
+        """The ``geode_receipts_uncertain`` gauge (scanned only when metrics are on)."""
+        if metrics.enabled():
+            metrics.receipts_uncertain(len(self.receipts.list(uncertain_only=True, limit=1_000_000)))
 
     def close(self) -> None:
         self.writer.stop()
@@ -117,6 +124,7 @@ class RecordEngine:
 
     def mark_uncertain(self, operation_id: str, reason: str) -> None:
         self.receipts.mark_uncertain(operation_id, reason)
+        self._count_uncertain()
 
     def get_receipt(self, operation_id: str) -> Receipt | None:
         return self.receipts.get(operation_id)
@@ -133,10 +141,14 @@ class RecordEngine:
         note: str = "",
         evidence: Observation | None = None,
     ) -> Receipt:
-        return self.receipts.reconcile(operation_id, outcome=outcome, by=by, note=note, evidence=evidence)
+        settled = self.receipts.reconcile(operation_id, outcome=outcome, by=by, note=note, evidence=evidence)
+        self._count_uncertain()
+        return settled
 
     def owner_died(self, name: str, incarnation: int) -> int:
-        return self.receipts.owner_died(name, incarnation)
+        n = self.receipts.owner_died(name, incarnation)
+        self._count_uncertain()
+        return n
 
     # timeline and evidence --------------------------------------------------------------------------
     def append_timeline(self, event: TimelineEvent) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from geode import faults
+from geode.metrics import record as metrics
 from geode.protocol.errors import Conflict, ErrorCode, GeodeError
 from geode.records.schedule_models import ClaimKind, ClaimResult, JobCursor, OccurrenceRow, OutcomeResult
 from geode.schedule.batching import Batching, Ending
@@ -176,6 +177,8 @@ class Driver(Definitions, Batching):
         if claim.kind == ClaimKind.CLAIMED:
             row = self.ledger.due(occ, holder=self.holder, lease_s=self.lease_s)
             claim = ClaimResult(kind=claim.kind, row=row)
+            if occ.instant is not None:  # how late it fired after its instant
+                metrics.scheduler_lag((self.now() - occ.instant).total_seconds())
         return self._take(occ, claim)
 
     def _take(self, occ: OccurrenceId, claim: ClaimResult) -> tuple[OccurrenceRow | None, bool]:

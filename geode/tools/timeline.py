@@ -9,6 +9,7 @@ import time
 from collections import deque
 from typing import Any
 
+from geode.metrics import record as metrics
 from geode.records.client import RecordClient
 from geode.records.models import TimelineEvent
 from geode.redaction import redact, redact_text
@@ -18,6 +19,11 @@ from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolS
 log = logging.getLogger(__name__)
 SUMMARY_CHARS = 500
 MAX_QUEUED = 10_000
+OUTCOMES = {"tool.denied": "denied", "tool.replayed": "replayed", "tool.completed": "ok"}
+
+
+def _ok(result: ToolResult) -> str:
+    return "error" if result.is_error else "ok"
 
 
 class ToolTimeline:
@@ -87,6 +93,9 @@ class ToolTimeline:
         result: ToolResult | None = None,
         **fields: Any,
     ) -> None:
+        if kind in OUTCOMES:  # one count per outcome row (a call is denied, replayed or completed once)
+            outcome = OUTCOMES[kind] if kind != "tool.completed" or result is None else _ok(result)
+            metrics.tool_call(call.name, spec is not None, outcome)
         if self._records is None:
             return
         personal = spec is not None and spec.policy.data_class is DataClass.PERSONAL

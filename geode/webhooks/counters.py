@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from geode.metrics import record as metrics
+
 # the rejection reasons (one per refusal the app answers; 429 is counted as rate_limited, not here)
 NOT_ALLOWED = "method_not_allowed"  # 405
 TOO_LARGE = "body_too_large"  # 413
@@ -51,23 +53,28 @@ class Counters:
     def accepted(self, route: str) -> None:
         with self._lock:
             self._route(route).accepted += 1
+        metrics.webhook_intake("accepted")
 
     def replayed(self, route: str) -> None:
         with self._lock:
             self._route(route).replayed += 1
+        metrics.webhook_intake("replayed")
 
     def rate_limited(self, route: str) -> None:
         with self._lock:
             self._route(route).rate_limited += 1
+        metrics.webhook_intake("rate_limited")
 
     def rejected(self, route: str, reason: str) -> None:
         with self._lock:
             rejected = self._route(route).rejected
             rejected[reason] = rejected.get(reason, 0) + 1
+        metrics.webhook_intake("rejected")
 
     def unrouted(self) -> None:
         with self._lock:
             self._unrouted += 1
+        metrics.webhook_intake("unrouted")
 
     def snapshot(self) -> dict[str, RouteCounts]:
         """A copy of every route's counters (routes that saw no request are absent)."""
