@@ -21,7 +21,7 @@ import pykka
 from actors.bus import Bus
 from actors.tree.registry import ChildContext
 from geode.config_reload import MCP, ConfigChange
-from geode.loop import AgenticLoop, LoopSettings
+from geode.loop import AgenticLoop, LoopSettings, tracing
 from geode.loop.membership import PoolMembership
 from geode.loop.state import turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
@@ -32,6 +32,7 @@ from geode.protocol.transport import Request, Transport
 from geode.records.store_client import StoreClient
 from geode.sessions.transcript import TranscriptingRecords
 from geode.sessions.turn_setup import ComposedTurn, compose_turn, loop_hooks
+from geode.telemetry import spans
 from geode.tools.catalogue_plans import CataloguePlans
 from geode.tools.executor_client import ExecutorClient, ExecutorLost
 from geode.tools.plan import BoundToolPlan
@@ -71,6 +72,7 @@ class TurnActor(pykka.ThreadingActor):
         super().__init__()
         self.worker = worker
         self.run = run
+        self.trace = spans.current()  # the push's trace context (started on the handler's thread)
         self.cancel = threading.Event()
         self.phase = "accepted"  # accepted → running → reporting → done
         self.cancel_reason: str | None = None
@@ -109,9 +111,11 @@ class TurnActor(pykka.ThreadingActor):
     def _body(self) -> None:
         """The turn's thread: the loop, then ``turn.done`` until lanes acknowledges it."""
         try:
-            result = self.worker.run_turn(self.run, self.cancel)
-            self.phase = "reporting"
-            self.worker.report_done(self.run, result)
+            with tracing.turn_span(self.run, self.trace) as sp:
+                result = self.worker.run_turn(self.run, self.cancel)
+                tracing.turn_ended(sp, result)
+                self.phase = "reporting"
+                self.worker.report_done(self.run, result)
         finally:
             self.worker.turn_finished(self.run.turn_id)
             try:

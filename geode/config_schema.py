@@ -21,6 +21,7 @@ from geode.protocol.errors import ConfigError
 from geode.providers.settings import ProvidersSection
 from geode.records.settings import StoreConfig
 from geode.schedule.settings import ScheduleSection
+from geode.telemetry.settings import TelemetrySection
 from geode.tools.mcp.settings import McpJsonServer, McpSection, TrustSection
 from geode.tools.settings import ComputerUseSection, ToolsSection
 from geode.webhooks.settings import WebhooksSection
@@ -48,6 +49,7 @@ DOMAIN_SCHEMAS: dict[str, list[Schema]] = {
     "schedule": [ScheduleSection],
     "webhooks": [WebhooksSection],
     "metrics": [MetricsSection],
+    "telemetry": [TelemetrySection],
 }
 OPEN_SECTIONS = frozenset({"hooks", "mcpServers"})  # sub-keys are names, not settings
 # tables whose entries the loaders check (load_hooks, load_mcp_servers: their errors name the entry) before
@@ -88,6 +90,7 @@ class GeodeConfig(BaseModel):
     schedule: ScheduleSection = ScheduleSection()
     webhooks: WebhooksSection = WebhooksSection()
     metrics: MetricsSection = MetricsSection()
+    telemetry: TelemetrySection = TelemetrySection()
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> Self:

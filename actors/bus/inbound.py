@@ -72,6 +72,8 @@ class Inbound(PollLoop):
             del served.peers[k]
         served.peers[hello.name] = rid
         served.peers[f"{hello.name}#{hello.incarnation}"] = rid
+        for k in (hello.name, f"{hello.name}#{hello.incarnation}"):
+            (served.trace_peers.add if hello.trace else served.trace_peers.discard)(k)
         if is_new and served.on_peer is not None:
             served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
 

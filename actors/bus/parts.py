@@ -81,6 +81,7 @@ class Served:
     pool: HandlerPool
     on_peer: Callable[[str, int], None] | None = None
     peers: dict[str, bytes] = field(default_factory=dict)  # "loop-1" and "loop-1#3" -> routing id
+    trace_peers: set[str] = field(default_factory=set)  # peers whose hello said they take Envelope.trace
     ipc_file: tuple[str, int] | None = None  # (path, inode) to unlink at close if still ours
     inline: frozenset[str] = frozenset()  # the service's ``inline_types``: handled on the bus thread
 

@@ -186,7 +186,9 @@ class PollLoop:
         for c in self._clients.values():
             if c.service is not None and now >= c.next_hello:
                 c.next_hello = now + self._hello_interval
-                body = runtime.Hello(name=self.name, incarnation=self.incarnation, pid=os.getpid())
+                body = runtime.Hello(
+                    name=self.name, incarnation=self.incarnation, pid=os.getpid(), trace=True
+                )
                 env = Envelope(
                     kind="cast", type=runtime.HELLO, body=body.model_dump(), **{"from": self.sender}
                 )

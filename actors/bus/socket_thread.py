@@ -35,6 +35,7 @@ from geode.protocol import codec
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Unavailable
 from geode.protocol.transport import Service
+from geode.telemetry import spans
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,17 @@ class Bus(Inbound):
         self._pending[env.id] = p
         self._post(partial(self._send_to, target, frame, env.id))
         return p
+
+    def trace_for(self, target: str) -> str | None:
+        """The ``trace`` for an envelope to ``target`` now: the current span's, when tracing is on and the
+        target takes it (a peer that said so in its hello, or a server of this tree reached by ipc)."""
+        traceparent = spans.outgoing()
+        if traceparent is None:
+            return None
+        for served in list(self._served.values()):
+            if target in served.peers:
+                return traceparent if target in served.trace_peers else None
+        return None if self.endpoints.connect_address(target).startswith("tcp://") else traceparent
 
     def send_cast(self, target: str, env: Envelope) -> None:
         if self._closed or self._thread is None:

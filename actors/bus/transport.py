@@ -26,6 +26,8 @@ class BusLink(Protocol):
 
     def send_cast(self, target: str, env: Envelope) -> None: ...
 
+    def trace_for(self, target: str) -> str | None: ...
+
 
 class BusTransport:
     """``call`` blocks for the reply (or raises its error / ``RequestTimeout``); ``cast`` is one-way."""
@@ -45,7 +47,7 @@ class BusTransport:
         session: str | None = None,
         timeout_s: float = 5.0,
     ) -> dict[str, Any]:
-        env = self._envelope(type_, body, session, timeout_s)
+        env = self._envelope(target, type_, body, session, timeout_s)
         return unwrap(self._bus.request(target, env, timeout_s))
 
     def call_nowait(
@@ -58,17 +60,20 @@ class BusTransport:
         timeout_s: float = 5.0,
     ) -> Callable[[], dict[str, Any]]:
         """Send now, collect later: returns ``result()`` which blocks for the reply body (pipelining)."""
-        env = self._envelope(type_, body, session, timeout_s)
+        env = self._envelope(target, type_, body, session, timeout_s)
         pending = self._bus.request_nowait(target, env)
         return lambda: unwrap(pending.result(timeout_s))
 
-    def _envelope(self, type_: str, body: Any, session: str | None, timeout_s: float) -> Envelope:
+    def _envelope(
+        self, target: str, type_: str, body: Any, session: str | None, timeout_s: float
+    ) -> Envelope:
         return Envelope(
             id=f"{self._prefix}{next(self._seq):014x}",
             type=type_,
             body=catalog.dump(body),
             session=session,
             deadline=now_ms() + int(timeout_s * 1000),
+            trace=self._bus.trace_for(target),
             **{"from": self._bus.sender},
         )
 
@@ -86,6 +91,7 @@ class BusTransport:
             type=type_,
             body=catalog.dump(body),
             session=session,
+            trace=self._bus.trace_for(target),
             **{"from": self._bus.sender},
         )
         self._bus.send_cast(target, env)

@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {exc}", file=sys.stderr, flush=True)
         return EX_TEMPFAIL
     process_logging.configure(home, name, incarnation, settings=source.snapshot)
+    from actors.tree.telemetry_boot import Tracing
+
+    tracing = Tracing(f"{name}#{incarnation}", source.snapshot)  # after the fork: a provider of its own
     if os.environ.get("GEODE_TRACEMALLOC"):  # diagnostics: SIGUSR2 logs the heap growth (heap_trace.py)
         from actors.tree.heap_trace import arm
 
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         log.exception("stop failed")
     bus.stop()
+    tracing.stop()
     return 0
 
 

@@ -8,6 +8,7 @@ import os
 from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
 from geode.private_dir import private_file
+from geode.telemetry import spans
 
 _configured = False
 
@@ -26,10 +27,20 @@ def configure(
     level = settings.log.level
     who = f"{name}#{incarnation}" if incarnation is not None else name
     handler = logging.FileHandler(path)
+    trace = ""
+    if settings.telemetry.enabled:  # a line logged under a span says its trace id
+        trace = "%(geode_trace)s"
+        handler.addFilter(_with_trace_id)
     handler.setFormatter(
-        logging.Formatter(f"%(asctime)s {who} pid={os.getpid()} %(levelname)s %(name)s: %(message)s")
+        logging.Formatter(f"%(asctime)s {who} pid={os.getpid()} %(levelname)s %(name)s{trace}: %(message)s")
     )
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(getattr(logging, level, logging.INFO))
 
+
+
+def _with_trace_id(record: logging.LogRecord) -> bool:
+    trace_id = spans.trace_id(spans.current())
+    record.geode_trace = f" trace={trace_id}" if trace_id else ""
+    return True

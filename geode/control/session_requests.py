@@ -15,6 +15,7 @@ from geode.control.connection import Connection, ConnState
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
 from geode.control.replay import SessionReplay
+from geode.control.tracing import prompt_span
 from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
@@ -119,7 +120,8 @@ class SessionRequests:
             # the chat's /compact: a turn that only compacts the session (geode.loop.compact_now)
             settings={**settings, "compact_now": True} if p.compact else settings,
         )
-        out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
+        with prompt_span(sub.mode, self.origin, turn_id, p.text):  # the turn's trace starts here
+            out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
         with conn.lock:
             conn.active_turns.add(turn_id)
         return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)

@@ -22,6 +22,7 @@ from functools import cached_property, partial
 from typing import Any
 
 from geode.faults import fault
+from geode.lanes import tracing
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.state import Asked, Reply, copy_record, requeues_of
@@ -111,7 +112,8 @@ class LanesService(WorkerRequests):
             r.answer(self._submitted_again(s, rec))
             return
         self._admitting[s.turn_id] = [(s.session_id, r.answer)]
-        self._io(s.turn_id, lambda: self.records.get_turn(s.turn_id), lambda out: self._admit(s, out))
+        trace = r.envelope.trace
+        self._io(s.turn_id, lambda: self.records.get_turn(s.turn_id), lambda out: self._admit(s, out, trace))
 
     def _submitted_again(self, s: lanes_msg.Submit, rec: TurnRecord) -> Reply | BaseException:
         if rec.session_id != s.session_id:
@@ -125,7 +127,7 @@ class LanesService(WorkerRequests):
             else:
                 answer(out)
 
-    def _admit(self, s: lanes_msg.Submit, existing: Outcome) -> None:
+    def _admit(self, s: lanes_msg.Submit, existing: Outcome, trace: str | None = None) -> None:
         if isinstance(existing, BaseException):
             self._admitted(s, existing)
             return
@@ -149,6 +151,7 @@ class LanesService(WorkerRequests):
             created_at=now,
             updated_at=now,
         )
+        rec.trace = tracing.admitted(rec, trace)
         self._recs[s.turn_id] = rec
         self._put(rec, lambda out: self._queued(s, rec, position, out))
 
@@ -228,7 +231,8 @@ class LanesService(WorkerRequests):
                 "resume": resume,
             },
         )
-        self._send_run(owner.name, rec, resume)
+        with tracing.pushing(rec, g, owner.key, resume):
+            self._send_run(owner.name, rec, resume)
         log.info(
             "turn %s pushed to %s (attempt %d%s, age %.2fs)",
             rec.turn_id,

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextvars import copy_context
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -221,9 +222,10 @@ def run_calls(
         if parallelism <= 1:  # strictly one after another: the next call is sent after the previous answered
             out: list[ToolResult] = []
             for ctx, call in jobs:
-                out.append(_await([pool.submit(one, ctx, call)], [call], state, executor)[0])
+                future = pool.submit(copy_context().run, one, ctx, call)  # the turn's trace context
+                out.append(_await([future], [call], state, executor)[0])
             return out
-        futures = [pool.submit(one, ctx, call) for ctx, call in jobs]
+        futures = [pool.submit(copy_context().run, one, ctx, call) for ctx, call in jobs]  # the turn's trace
         return _await(futures, [c for _, c in jobs], state, executor)
     finally:
         pool.shutdown(wait=False)  # a call abandoned by a cancel finishes (or times out) on its own

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from geode.loop import tracing
 from geode.loop.events import EventStream
 from geode.loop.settings import LoopSettings
 from geode.loop.state import Terminal, TurnState
@@ -85,7 +86,7 @@ def call_model(
         try:
             try:
                 response = _interruptible(
-                    lambda: provider.complete(request, on_delta if request.stream else None),
+                    lambda: tracing.complete(provider, request, on_delta if request.stream else None),
                     state.cancel,
                     tick=deltas.tick,
                 )

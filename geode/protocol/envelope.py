@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 PROTOCOL_VERSION: Final = 1
 MAX_TYPE_LEN = 64
+TRACEPARENT_PATTERN: Final = r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 
 # Seeded once from the OS (and again in every forked child): os.urandom per id is a GIL-releasing
 # syscall on every message, which measurably convoys the bus's threads.
@@ -44,6 +45,9 @@ class Envelope(BaseModel):
     session: str | None = Field(default=None, max_length=128)
     deadline: int | None = None
     body: dict[str, Any] = Field(default_factory=dict)
+    # W3C traceparent of the sender's span: only with tracing on, only toward a peer that takes it (a peer of
+    # the previous release forbids unknown fields); docs/observability.md
+    trace: str | None = Field(default=None, max_length=55, pattern=TRACEPARENT_PATTERN)
 
     def reply_ok(self, body: dict[str, Any] | None = None, *, sender: str = "") -> Envelope:
         return Envelope(

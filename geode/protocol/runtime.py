@@ -44,6 +44,7 @@ class Hello(BaseModel):
     name: str = Field(max_length=64)
     incarnation: int = Field(ge=0)
     pid: int = 0
+    trace: bool = False  # it takes ``Envelope.trace`` (a peer of an older release says nothing: not sent)
 
 
 class Ready(BaseModel):

@@ -19,6 +19,7 @@ from geode.protocol import catalog, codec
 from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.errors import ErrorCode, GeodeError, NotFound, RequestTimeout, error_from_reply
 from geode.protocol.later import Later
+from geode.telemetry import spans
 
 DEFERRED_CAP_S = 300.0  # how long a deferred reply without a deadline may stay outstanding
 
@@ -79,7 +80,27 @@ def dispatch_later(service: Service, env: Envelope, *, sender: str = "") -> Enve
 
     A handler that returns a :class:`Later` (a deferred reply) gets back a ``Later`` of the reply envelope,
     completed on the thread that completes the handler's. Errors map to codes the same way everywhere.
+    An envelope with ``trace`` runs under that trace context (a server span when tracing is on).
     """
+    if env.trace is not None:
+        return _traced(service, env, sender)
+    return _dispatch(service, env, sender)
+
+
+def _traced(service: Service, env: Envelope, sender: str) -> Envelope | Later | None:
+    spans.note_received()
+    if env.type in spans.QUIET_TYPES:
+        with spans.use(env.trace):
+            return _dispatch(service, env, sender)
+    attrs = {"rpc.system": "geode", "rpc.method": env.type, "geode.from": env.sender}
+    with spans.span(env.type, attrs, parent=env.trace, kind="server") as sp:
+        out = _dispatch(service, env, sender)
+        if isinstance(out, Envelope) and out.kind == "error":
+            sp.fail(str(out.body.get("code", "error")))
+        return out
+
+
+def _dispatch(service: Service, env: Envelope, sender: str) -> Envelope | Later | None:
     try:
         body = catalog.parse_body(env.type, env.body)
         if env.expired():

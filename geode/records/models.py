@@ -233,6 +233,7 @@ class TurnRecord(BaseModel):
     outcome: dict[str, Any] | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    trace: str | None = None  # the traceparent of its admission span (tracing on): resumes stay in the trace
 
     @model_validator(mode="before")
     @classmethod

@@ -37,6 +37,7 @@ from geode.tools.schedule_rule import ScheduleRule, check_schedule
 from geode.tools.send_rule import SendRule, check_send
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
 from geode.tools.timeline import ToolTimeline
+from geode.tools.tracing import tool_ended, tool_span
 from geode.tools.web_hosts import WebHosts
 
 MAX_CANCELLED = 4096
@@ -164,6 +165,12 @@ class ToolExecutor:
         self.timeline.close()
 
     def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
+        with tool_span(call) as sp:
+            result = self._execute(ctx, call)
+            tool_ended(sp, result)
+            return result
+
+    def _execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
         req = Request(ctx, call)
         try:
             return self._run(req)
