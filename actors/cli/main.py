@@ -34,6 +34,7 @@ LAZY_COMMAND_MODULES = (
     "actors.cli.search_cmds",  # search QUERY [--json] [--limit N] [--rebuild]
     "actors.cli.memory_cmds",  # memory show|edit [--scope S]
     "actors.cli.skills_cmds",  # skills [--json]
+    "actors.cli.top_cmds",  # top [--once] [--json]: the metrics page, live
 )
 
 

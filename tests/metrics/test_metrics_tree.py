@@ -151,6 +151,21 @@ def test_a_killed_child_moves_the_restart_counter_and_no_counter_goes_back(tree:
     assert incarnations["executor"] == wait_children(home, lambda k: True)["executor"].incarnation
 
 
+def test_geode_top_shows_the_page_figures(tree: Tree) -> None:
+    home, _server, url, ws = tree
+    page = _page(url)
+    r = geode(home, "top", "--json", cwd=ws)
+    assert r.returncode == 0, r.stderr
+    f = json.loads(r.stdout)
+    assert f["turns"]["total"] == total(page, n.TURNS) >= 10
+    assert f["turns"]["by_termination"]["natural"] == total(page, n.TURNS, termination="natural")
+    assert f["tool_calls"]["by_outcome"]["denied"] == 1 and f["receipts_uncertain"] == 0
+    assert f["children"]["restarts"]["executor"] >= 1 and f["turns"]["latency_p95_s"] is not None
+    once = geode(home, "top", "--once", cwd=ws)
+    assert once.returncode == 0, once.stderr
+    assert "turns" in once.stdout and "receipts uncertain" in once.stdout and "executor" in once.stdout
+
+
 def test_the_bearer_token_is_required(tree: Tree) -> None:
     _home, _server, url, _ws = tree
     assert fetch(url, token=None)[0] == 401
@@ -202,6 +217,8 @@ def test_metrics_off_a_served_tree_records_nothing(tmp_path: Path) -> None:
             for name, child in kids.items():
                 environ = Path(f"/proc/{child.pid}/environ").read_bytes().split(b"\0")
                 assert not [v for v in environ if b"METRICS" in v or b"PROMETHEUS" in v], name
+            off = geode(home, "top", "--once", cwd=ws)
+            assert off.returncode == 2 and "metrics are off" in off.stderr, off.stderr
         finally:
             stop(home)
     finally:
