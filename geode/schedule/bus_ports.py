@@ -20,6 +20,7 @@ from geode.schedule.jobs import Job
 from geode.schedule.ports import Delivery, Reconciled, TurnEnd
 from geode.sessions.automation import job_session_id
 from geode.sessions.modes import AUTOMATION_ORIGIN
+from geode.telemetry import spans
 
 TRANSIENT = "receipt store unavailable"  # the executor's not_sent before anything was admitted
 Settings = Callable[[Job, str], dict[str, Any]]  # (job, occurrence id) -> lanes.submit settings
@@ -57,7 +58,13 @@ class BusTurns:
             input={"text": job.prompt, "schedule": {"job": job.name, "occurrence": row.occurrence_id}},
             settings=settings,
         )
-        submit_retrying(self.transport, sub)
+        attrs = {
+            "geode.job": job.name,
+            "geode.occurrence_id": row.occurrence_id,
+            "geode.turn_id": row.turn_id,
+        }
+        with spans.span("schedule.occurrence", attrs, root=True):  # the turn's trace starts here
+            submit_retrying(self.transport, sub)
 
     def ended(self, turn_id: str) -> TurnEnd | None:
         rec = self.store.get_turn(turn_id)

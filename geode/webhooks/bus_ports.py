@@ -20,6 +20,7 @@ from geode.records.models import TimelineEvent, TurnState
 from geode.records.store_client import StoreClient
 from geode.schedule.bus_ports import TRANSIENT, submit_retrying
 from geode.schedule.ports import Delivery, TurnEnd
+from geode.telemetry import spans
 from geode.webhooks.ports import StatusView, status_word
 from geode.webhooks.settings import RouteSpec
 
@@ -53,7 +54,9 @@ class BusLanes:
             input={"text": text, "webhook": {"route": row.route, "delivery": row.delivery_id}},
             settings=settings,
         )
-        submit_retrying(self.transport, sub)
+        attrs = {"geode.route": row.route, "geode.turn_id": row.turn_id}
+        with spans.span("webhooks.intake", attrs, root=True):  # the turn's trace starts here
+            submit_retrying(self.transport, sub)
 
     def ended(self, turn_id: str) -> TurnEnd | None:
         rec = self.store.get_turn(turn_id)

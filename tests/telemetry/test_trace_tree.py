@@ -20,10 +20,30 @@ from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
 from geode.testing.otlp_receiver import OtlpReceiver, SpanRow
-from tests.actors.tree_kit import scripted_tree, status_children, stop
+from geode.testing.scripted import ScriptedServer
+from tests.actors.tree_kit import geode, scripted_home, scripted_tree, serve, status_children, stop
 from tests.waiting import poll_for
+from tests.webhooks.hook_kit import Reply, free_port, github_headers, pr_body, send_until_2xx
 
-CHILDREN = ("store", "lanes", "executor", "loop-1", "loop-2", "control")
+CHILDREN = ("store", "lanes", "executor", "loop-1", "loop-2", "control", "scheduler")
+SECRET = b"trace-hook-secret"
+TREE: dict[str, Any] = {"port": free_port()}
+# a scheduled job (run by `geode schedule run-now`) and a webhook route: two more entry paths
+ENTRIES = """
+[[schedule.jobs]]
+name = "tick"
+every = "1d"
+prompt = "a scheduled tick"
+[webhooks]
+listen = "127.0.0.1:{port}"
+[[webhooks.routes]]
+name = "gh"
+path = "/hooks/gh"
+auth = "github"
+secrets = ["GH_SECRET"]
+prompt = "A GitHub event arrived."
+fields = ["action"]
+"""
 
 
 def _text(content: Any) -> str:
@@ -40,6 +60,8 @@ def _reply(ws: Path, gate: threading.Event):  # type: ignore[no-untyped-def]
         if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
             return {"text": "wrote it"}
         text = _text(content)
+        if "scheduled tick" in text or "GitHub event" in text:
+            return {"text": "noted"}
         if "hold" in text:
             gate.wait(60)
         name = text.split()[-1]
@@ -63,11 +85,18 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     gate = threading.Event()
     with OtlpReceiver() as rx:
         extra = f'[telemetry]\notlp_endpoint = "{rx.endpoint}"\nschedule_delay_s = 0.05\n'
+        extra += ENTRIES.format(port=TREE["port"])
+        model = ScriptedServer(_reply(ws, gate)).start()
         try:
-            with scripted_tree(base, _reply(ws, gate), ws, extra=extra, cwd=ws) as (home, _server):
-                yield home, ws, rx, gate
+            home = scripted_home(base, model, ws, extra)
+            with home.env_file.open("a") as f:
+                f.write(f"GH_SECRET={SECRET.decode()}\n")
+            serve(home, cwd=ws)
+            yield home, ws, rx, gate
         finally:
             gate.set()
+            stop(home)
+            model.stop()
 
 
 def _prompt(home: GeodeHome, ws: Path, text: str) -> dict[str, Any]:
@@ -97,6 +126,41 @@ def _ancestors(rows: list[SpanRow], row: SpanRow) -> list[str]:
         cur = by_id[cur.parent_id]  # a missing parent fails the test: every span's parent was exported
         names.append(cur.name)
     return names
+
+
+def _rooted_turn(rows: list[SpanRow], root_name: str) -> list[SpanRow] | None:
+    """The spans of the trace whose root is ``root_name``, once its loop.turn arrived."""
+    roots = [r for r in rows if r.name == root_name and r.parent_id == ""]
+    for root in roots:
+        trace = [r for r in rows if r.trace_id == root.trace_id]
+        if any(r.name == "loop.turn" for r in trace):
+            return trace
+    return None
+
+
+def test_a_scheduled_occurrence_and_a_webhook_intake_start_their_turns_traces(traced: Tree) -> None:
+    home, _, rx, _ = traced
+    ran = geode(home, "schedule", "run-now", "tick")
+    assert ran.returncode == 0, ran.stderr
+    body = pr_body("traced")
+    tries = send_until_2xx(
+        f"http://127.0.0.1:{TREE['port']}/hooks/gh", body, github_headers(SECRET, body, "d-traced-1")
+    )
+    assert isinstance(tries[-1], Reply) and tries[-1].status == 202, tries
+    for root_name, where, attr in (
+        ("schedule.occurrence", "scheduler#", ("geode.job", "tick")),
+        ("webhooks.intake", "webhooks#", ("geode.route", "gh")),
+    ):
+        rx.wait_for(lambda rows, n=root_name: _rooted_turn(rows, n) is not None, 30)
+        rows = _rooted_turn(rx.spans(), root_name)
+        assert rows is not None
+        root = _one(rows, root_name)
+        assert root.instance.startswith(where) and root.attributes[attr[0]] == attr[1]
+        admit = _one(rows, "lanes.admit")
+        assert admit.parent_id == root.span_id and admit.attributes["geode.mode"] == "AUTOMATION"
+        turn = _one(rows, "loop.turn")
+        assert _ancestors(rows, turn)[:4] == ["turn.run", "lanes.dispatch", "lanes.admit", root_name]
+        assert any(r.name.startswith("chat ") and r.parent_id == turn.span_id for r in rows)
 
 
 def test_one_turn_with_a_tool_call_is_one_trace_across_the_tree(traced: Tree) -> None:
@@ -213,7 +277,7 @@ def test_the_traced_trees_children_say_at_their_stop_that_they_traced(traced: Tr
     """The other side of the off test's check (run last: it stops the module's traced tree)."""
     home = traced[0]
     stop(home)
-    for name in CHILDREN:
+    for name in (*CHILDREN, "webhooks"):
         line = poll_for(lambda name=name: _stop_line(home, name), 10, what=f"{name}'s stop line")
         assert "telemetry: on; opentelemetry SDK modules loaded " in line and "spans dropped 0" in line, line
         loaded = int(line.split("SDK modules loaded ")[1].split(";")[0])
