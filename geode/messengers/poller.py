@@ -31,6 +31,7 @@ from geode.messengers.schedule import Backoff, PollerStatus, RateGate
 from geode.messengers.sessions import dedupe_key, session_id_for, turn_id_for
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import ErrorCode, GeodeError, Unavailable
+from geode.telemetry import spans
 
 log = logging.getLogger(__name__)
 ORIGIN = "messengers"
@@ -346,7 +347,9 @@ class Poller:
         )
         self.out.turns[turn_id] = TurnInfo(sid, key, msg.message_id)
         await asyncio.to_thread(state.add, turn_id)  # journaled before lanes has it: no reply is ever lost
-        await asyncio.to_thread(self.lanes.submit, sub)
+        attrs = {"geode.platform": self.platform, "geode.turn_id": turn_id}
+        with spans.span("messengers.message", attrs, root=True):  # the turn's trace starts here
+            await asyncio.to_thread(self.lanes.submit, sub)  # (to_thread carries the span's context)
         await asyncio.to_thread(state.set_last_turn, key, turn_id)
         notices.ack(self, msg, binding)
         self.status.messages_in += 1

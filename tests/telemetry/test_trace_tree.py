@@ -19,6 +19,7 @@ from actors.tree.client import client_bus
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
+from geode.testing.bot_api_server import LocalBotApi
 from geode.testing.otlp_receiver import OtlpReceiver, SpanRow
 from geode.testing.scripted import ScriptedServer
 from tests.actors.tree_kit import geode, scripted_home, scripted_tree, serve, status_children, stop
@@ -28,7 +29,7 @@ from tests.webhooks.hook_kit import Reply, free_port, github_headers, pr_body, s
 CHILDREN = ("store", "lanes", "executor", "loop-1", "loop-2", "control", "scheduler")
 SECRET = b"trace-hook-secret"
 TREE: dict[str, Any] = {"port": free_port()}
-# a scheduled job (run by `geode schedule run-now`) and a webhook route: two more entry paths
+# the other entry paths: a scheduled job (run by `geode schedule run-now`), a webhook route, a Telegram chat
 ENTRIES = """
 [[schedule.jobs]]
 name = "tick"
@@ -43,7 +44,14 @@ auth = "github"
 secrets = ["GH_SECRET"]
 prompt = "A GitHub event arrived."
 fields = ["action"]
+[messengers.telegram]
+base_url = "{api}"
+poll_timeout_s = 1
+[[messengers.bindings]]
+platform = "telegram"
+channel_id = "{chat}"
 """
+CHAT = -100333
 
 
 def _text(content: Any) -> str:
@@ -60,7 +68,7 @@ def _reply(ws: Path, gate: threading.Event):  # type: ignore[no-untyped-def]
         if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
             return {"text": "wrote it"}
         text = _text(content)
-        if "scheduled tick" in text or "GitHub event" in text:
+        if "scheduled tick" in text or "GitHub event" in text or "hello traced" in text:
             return {"text": "noted"}
         if "hold" in text:
             gate.wait(60)
@@ -85,18 +93,21 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     gate = threading.Event()
     with OtlpReceiver() as rx:
         extra = f'[telemetry]\notlp_endpoint = "{rx.endpoint}"\nschedule_delay_s = 0.05\n'
-        extra += ENTRIES.format(port=TREE["port"])
+        api = LocalBotApi().start()
+        TREE["api"] = api
+        extra += ENTRIES.format(port=TREE["port"], api=api.base_url, chat=CHAT)
         model = ScriptedServer(_reply(ws, gate)).start()
         try:
             home = scripted_home(base, model, ws, extra)
             with home.env_file.open("a") as f:
-                f.write(f"GH_SECRET={SECRET.decode()}\n")
+                f.write(f"GH_SECRET={SECRET.decode()}\nTELEGRAM_BOT_TOKEN={api.token}\n")
             serve(home, cwd=ws)
             yield home, ws, rx, gate
         finally:
             gate.set()
             stop(home)
             model.stop()
+            api.stop()
 
 
 def _prompt(home: GeodeHome, ws: Path, text: str) -> dict[str, Any]:
@@ -138,7 +149,9 @@ def _rooted_turn(rows: list[SpanRow], root_name: str) -> list[SpanRow] | None:
     return None
 
 
-def test_a_scheduled_occurrence_and_a_webhook_intake_start_their_turns_traces(traced: Tree) -> None:
+def test_a_chat_message_a_scheduled_occurrence_and_a_webhook_intake_start_their_turns_traces(
+    traced: Tree,
+) -> None:
     home, _, rx, _ = traced
     ran = geode(home, "schedule", "run-now", "tick")
     assert ran.returncode == 0, ran.stderr
@@ -147,7 +160,9 @@ def test_a_scheduled_occurrence_and_a_webhook_intake_start_their_turns_traces(tr
         f"http://127.0.0.1:{TREE['port']}/hooks/gh", body, github_headers(SECRET, body, "d-traced-1")
     )
     assert isinstance(tries[-1], Reply) and tries[-1].status == 202, tries
+    TREE["api"].push_message(CHAT, "hello traced")
     for root_name, where, attr in (
+        ("messengers.message", "messengers#", ("geode.platform", "telegram")),
         ("schedule.occurrence", "scheduler#", ("geode.job", "tick")),
         ("webhooks.intake", "webhooks#", ("geode.route", "gh")),
     ):
@@ -157,7 +172,7 @@ def test_a_scheduled_occurrence_and_a_webhook_intake_start_their_turns_traces(tr
         root = _one(rows, root_name)
         assert root.instance.startswith(where) and root.attributes[attr[0]] == attr[1]
         admit = _one(rows, "lanes.admit")
-        assert admit.parent_id == root.span_id and admit.attributes["geode.mode"] == "AUTOMATION"
+        assert admit.parent_id == root.span_id and admit.attributes["geode.mode"] in ("AUTOMATION", "DAEMON")
         turn = _one(rows, "loop.turn")
         assert _ancestors(rows, turn)[:4] == ["turn.run", "lanes.dispatch", "lanes.admit", root_name]
         assert any(r.name.startswith("chat ") and r.parent_id == turn.span_id for r in rows)
@@ -277,7 +292,7 @@ def test_the_traced_trees_children_say_at_their_stop_that_they_traced(traced: Tr
     """The other side of the off test's check (run last: it stops the module's traced tree)."""
     home = traced[0]
     stop(home)
-    for name in (*CHILDREN, "webhooks"):
+    for name in (*CHILDREN, "webhooks", "messengers"):
         line = poll_for(lambda name=name: _stop_line(home, name), 10, what=f"{name}'s stop line")
         assert "telemetry: on; opentelemetry SDK modules loaded " in line and "spans dropped 0" in line, line
         loaded = int(line.split("SDK modules loaded ")[1].split(";")[0])
