@@ -28,6 +28,15 @@ def fetch(url: str, token: str | None = TOKEN) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def fetch_post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of the page by (name, sorted labels)."""
     out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}

@@ -23,17 +23,38 @@ from geode.records.reader import RecordReader
 from geode.records.turns import TurnStore
 from geode.testing.scenario import RecordedRequest, ScriptedError, ScriptedReply
 from geode.testing.scripted import ScriptedServer
-from tests.actors.tree_kit import env, geode, make_home, scripted_home, serve, stop, wait_children
-from tests.metrics.metrics_kit import TOKEN, counters, fetch, free_port, samples, total
+from tests.actors.tree_kit import (
+    env,
+    geode,
+    geode_popen,
+    make_home,
+    scripted_home,
+    serve,
+    stop,
+    wait_children,
+)
+from tests.metrics.metrics_kit import TOKEN, counters, fetch, fetch_post, free_port, samples, total
 from tests.waiting import poll_for
 
-Tree = tuple[Any, ScriptedServer, str, Path]
+Tree = tuple[Any, ScriptedServer, str, Path, str]
+ROUTE = """[[webhooks.routes]]
+name = "gh"
+path = "/hooks/gh"
+auth = "github"
+secrets = ["GH_SECRET"]
+prompt = "p"
+"""
 
 
 def _reply(ws: Path):  # type: ignore[no-untyped-def]
+    overloaded: list[str] = []
+
     def reply(req: RecordedRequest) -> Any:
         msgs = req.body["messages"]
         first, last = json.dumps(msgs[0]), msgs[-1]
+        if "overloaded once" in first and not overloaded:  # the adapter retries it (base delay 10 ms)
+            overloaded.append(first)
+            return ScriptedReply(error=ScriptedError(status=529, message="scripted: overloaded"))
         if isinstance(last.get("content"), list) and any(
             b.get("type") == "tool_result" for b in last["content"]
         ):
@@ -51,6 +72,9 @@ def _reply(ws: Path):  # type: ignore[no-untyped-def]
                 "input": {"file_path": str(ws / "w.txt"), "content": "W"},
             }
             return {"tool_calls": [call]}
+        if "run the slow command" in first:  # the executor is SIGKILLed while it runs: uncertain
+            cmd = f"touch {ws / 'started'}; sleep 5"
+            return {"tool_calls": [{"name": "run_bash", "id": "tu_b", "input": {"command": cmd}}]}
         return {"text": "plain answer"}
 
     return reply
@@ -62,15 +86,17 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     ws = base / "ws"
     ws.mkdir()
     (ws / "n.txt").write_text("the notes\n")
-    port = free_port()
+    port, hook_port = free_port(), free_port()
     server = ScriptedServer(_reply(ws)).start()
     try:
         extra = f'[metrics]\nlisten = "127.0.0.1:{port}"\ntoken_env = "METRICS_TOKEN"\n'
+        extra += "[providers.retry]\nbase_delay_s = 0.01\n"
+        extra += f'[webhooks]\nlisten = "127.0.0.1:{hook_port}"\n{ROUTE}'
         home = scripted_home(base, server, ws, extra)
-        home.env_file.write_text(f"ANTHROPIC_API_KEY=sk-test-key\nMETRICS_TOKEN={TOKEN}\n")
+        home.env_file.write_text(f"ANTHROPIC_API_KEY=sk-test-key\nMETRICS_TOKEN={TOKEN}\nGH_SECRET=s\n")
         try:
             serve(home, cwd=ws)
-            yield home, server, f"http://127.0.0.1:{port}/metrics", ws
+            yield home, server, f"http://127.0.0.1:{port}/metrics", ws, f"http://127.0.0.1:{hook_port}"
         finally:
             stop(home)
     finally:
@@ -92,7 +118,7 @@ def _page_when(url: str, ok: Any) -> dict[tuple[str, Any], float]:
 
 
 def test_turn_and_tool_counters_equal_the_arranged_outcomes(tree: Tree) -> None:
-    home, _server, url, ws = tree
+    home, _server, url, ws, _hooks = tree
     prompts = [f"plain {i}" for i in range(7)] + ["read the notes", "write the notes", "provider breaks"]
     results = []
     for p in prompts:
@@ -132,16 +158,41 @@ def test_turn_and_tool_counters_equal_the_arranged_outcomes(tree: Tree) -> None:
     assert "tu_" not in json.dumps([k for k in page]) and not any("s-" in v for k in page for _, v in k[1])
 
 
+def test_a_provider_retry_is_counted(tree: Tree) -> None:
+    home, _server, url, ws, _hooks = tree
+    before = total(_page(url), n.RETRIES, provider="anthropic")
+    r = geode(home, "ask", "overloaded once", "--json", cwd=ws)
+    assert json.loads(r.stdout)["termination_reason"] == "natural", r.stderr
+    page = _page_when(url, lambda p: total(p, n.RETRIES, provider="anthropic") > before)
+    assert total(page, n.RETRIES, provider="anthropic") == before + 1
+
+
 def test_a_killed_child_moves_the_restart_counter_and_no_counter_goes_back(tree: Tree) -> None:
-    home, _server, url, ws = tree
+    """The executor is SIGKILLed while a run_bash call runs: its restart is counted, its receipt turns
+    uncertain (the gauge says 1, as the store does), and no counter of the dead process goes back."""
+    home, _server, url, ws, _hooks = tree
     assert geode(home, "ask", "read the notes", "--json", cwd=ws).returncode == 0
     before = counters(_page_when(url, lambda p: total(p, n.TOOL_CALLS) >= 1))
+    assert total(_page(url), n.UNCERTAIN) == 0
     victim = wait_children(home, lambda k: k["executor"].state == "running")["executor"]
     restarts = total(samples(fetch(url)[1]), n.RESTARTS, child="executor")
-    assert victim.pid is not None
-    os.kill(victim.pid, signal.SIGKILL)
+    ask = geode_popen(home, "ask", "run the slow command", "--json", "--dangerously-skip-permissions", cwd=ws)
+    try:
+        poll_for(lambda: (ws / "started").exists(), 30, what="the slow command to start")
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        out, err = ask.communicate(timeout=60)
+    finally:
+        if ask.poll() is None:
+            ask.kill()
+            ask.communicate()
+    assert json.loads(out)["termination_reason"], err
     wait_children(home, lambda k: k["executor"].pid != victim.pid and k["executor"].state == "running", 30)
-    after_page = _page_when(url, lambda p: total(p, n.RESTARTS, child="executor") > restarts)
+    after_page = _page_when(
+        url, lambda p: total(p, n.RESTARTS, child="executor") > restarts and total(p, n.UNCERTAIN) >= 1
+    )
+    listed = geode(home, "receipts", "--uncertain", "--json", cwd=ws)  # what the operator is told
+    assert total(after_page, n.UNCERTAIN) == len(json.loads(listed.stdout)) == 1, listed.stderr
     after = counters(after_page)
     assert total(after_page, n.RESTARTS, child="executor") == restarts + 1
     went_back = {k: (v, after.get(k)) for k, v in before.items() if after.get(k, -1) < v}
@@ -152,22 +203,40 @@ def test_a_killed_child_moves_the_restart_counter_and_no_counter_goes_back(tree:
 
 
 def test_geode_top_shows_the_page_figures(tree: Tree) -> None:
-    home, _server, url, ws = tree
+    home, _server, url, ws, _hooks = tree
     page = _page(url)
     r = geode(home, "top", "--json", cwd=ws)
     assert r.returncode == 0, r.stderr
     f = json.loads(r.stdout)
     assert f["turns"]["total"] == total(page, n.TURNS) >= 10
     assert f["turns"]["by_termination"]["natural"] == total(page, n.TURNS, termination="natural")
-    assert f["tool_calls"]["by_outcome"]["denied"] == 1 and f["receipts_uncertain"] == 0
+    assert (
+        f["tool_calls"]["by_outcome"]["denied"] == 1
+        and f["receipts_uncertain"] == total(page, n.UNCERTAIN) == 1
+    )
     assert f["children"]["restarts"]["executor"] >= 1 and f["turns"]["latency_p95_s"] is not None
     once = geode(home, "top", "--once", cwd=ws)
     assert once.returncode == 0, once.stderr
     assert "turns" in once.stdout and "receipts uncertain" in once.stdout and "executor" in once.stdout
 
 
+def test_webhook_intakes_are_counted_by_outcome(tree: Tree) -> None:
+    home, _server, url, ws, hooks = tree
+    before = _page(url)
+    bad = {"X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": "sha256=" + "0" * 64}
+    assert fetch_post(f"{hooks}/hooks/gh", b"{}", bad) == 401  # a wrong signature: rejected
+    assert fetch_post(f"{hooks}/hooks/none", b"{}", {}) == 404  # no such route: unrouted
+    page = _page_when(url, lambda p: total(p, n.INTAKES) >= total(before, n.INTAKES) + 2)
+    for outcome in ("rejected", "unrouted"):
+        assert total(page, n.INTAKES, outcome=outcome) == total(before, n.INTAKES, outcome=outcome) + 1
+    detail = json.loads(geode(home, "webhooks", "--json", cwd=ws).stdout)  # the child's own counters agree
+    assert sum(detail["routes"][0]["counters"]["rejected"].values()) == total(
+        page, n.INTAKES, outcome="rejected"
+    )
+
+
 def test_the_bearer_token_is_required(tree: Tree) -> None:
-    _home, _server, url, _ws = tree
+    _home, _server, url, _ws, _hooks = tree
     assert fetch(url, token=None)[0] == 401
     assert fetch(url, token="wrong")[0] == 401
     assert fetch(url.replace("/metrics", "/other"))[0] == 404
