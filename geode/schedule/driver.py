@@ -177,8 +177,6 @@ class Driver(Definitions, Batching):
         if claim.kind == ClaimKind.CLAIMED:
             row = self.ledger.due(occ, holder=self.holder, lease_s=self.lease_s)
             claim = ClaimResult(kind=claim.kind, row=row)
-            if occ.instant is not None:  # how late it fired after its instant
-                metrics.scheduler_lag((self.now() - occ.instant).total_seconds())
         return self._take(occ, claim)
 
     def _take(self, occ: OccurrenceId, claim: ClaimResult) -> tuple[OccurrenceRow | None, bool]:
@@ -194,6 +192,8 @@ class Driver(Definitions, Batching):
         assert row is not None
         if new:
             faults.fault("scheduler.after_due")
+            if occ.instant is not None:  # recorded due now: how late after its instant
+                metrics.scheduler_lag((self.now() - occ.instant).total_seconds())
         self.following[key] = Following(
             occ, row, submitted=row.submitted_at is not None, renewed_at=self.now()
         )
