@@ -28,6 +28,7 @@ Every message between actors is one msgpack map (`use_bin_type=True`; decoded wi
 | `session` | session id where one applies |
 | `deadline` | absolute deadline (ms since the epoch) for requests |
 | `body` | the typed payload (below) |
+| `trace` | optional W3C `traceparent` of the sender's span (tracing on; docs/observability.md) |
 
 An `error` reply's body is `{code, message}` with one of these stable codes:
 
