@@ -46,7 +46,7 @@ def _m() -> Any:
 def entry_of(origin: str, mode: str) -> str:
     """A turn's entry path from its origin peer and mode: cli, mcp, chat, schedule, webhook, delegate or
     other."""
-    base = origin.split("#", 1)[0]
+    base = origin.split("#", 1)[0].rsplit("/", 1)[-1]  # "w1/executor#2" (a worker host's) -> "executor"
     if base == "control":
         return "mcp" if mode == "HEADLESS" else "cli"
     return n.ENTRIES.get(base) or ("delegate" if base.startswith(("loop", "executor")) else "other")

@@ -30,3 +30,17 @@ def test_totals_by_label_and_rates() -> None:
     assert by_label(now, n.TURNS, "termination") == {"natural": 12.0, "user_cancelled": 1.0}
     assert per_minute(now, before, n.TURNS, 30.0) == 18.0
     assert per_minute(now, None, n.TURNS, 30.0) is None
+
+
+def test_the_entry_label_of_each_origin_the_tree_uses() -> None:
+    from geode.messengers.poller import ORIGIN as MESSENGERS
+    from geode.metrics.record import entry_of
+    from geode.sessions.modes import AUTOMATION_ORIGIN, WEBHOOKS_ORIGIN
+
+    assert entry_of("control", "IPC") == entry_of("control", "REPL") == "cli"
+    assert entry_of("control", "HEADLESS") == "mcp"
+    assert entry_of(MESSENGERS, "DAEMON") == "chat"
+    assert entry_of(AUTOMATION_ORIGIN, "AUTOMATION") == "schedule"
+    assert entry_of(WEBHOOKS_ORIGIN, "AUTOMATION") == "webhook"
+    assert entry_of("executor", "IPC") == entry_of("w1/executor", "IPC") == "delegate"  # a sub-agent's turn
+    assert entry_of("compaction", "IPC") == entry_of("", "IPC") == "other"
