@@ -27,6 +27,7 @@ from geode.protocol import turns
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
 from geode.records.models import TurnRecord, TurnState
+from geode.telemetry import spans
 
 log = logging.getLogger(__name__)
 ORPHAN_GRACE_S = 3.0
@@ -160,7 +161,8 @@ class LanesState:
         rec = self._recs.get(turn_id)
         if rec is not None and rec.origin:
             try:
-                self.transport.cast(rec.origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
+                with spans.use(rec.trace if kind == lanes_msg.TURN_DONE else None):  # its reply post's parent
+                    self.transport.cast(rec.origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
             except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
                 log.debug("origin %s unreachable: %s", rec.origin, exc)
         return out

@@ -22,6 +22,7 @@ from geode.messengers.journal import PollerState
 from geode.messengers.model import CallbackPress
 from geode.messengers.ports import DeliverPort, LanesPort, StorePort, Translator
 from geode.messengers.replies import reply_text, split_reply, text_limit
+from geode.messengers.reply_trace import ReplyTraces
 from geode.messengers.schedule import PollerStatus, RateGate
 from geode.messengers.sessions import reply_operation_id
 from geode.metrics import record as metrics
@@ -75,6 +76,7 @@ class Outbox:
         self.turns: dict[str, TurnInfo] = {}  # pending turns' chats (filled on submit, or from the record)
         self.running: dict[str, str] = {}  # turn id → channel key, between turn_started and turn_done
         self.approvals = ApprovalBoard()
+        self.traces = ReplyTraces()
         self._delivering: set[str] = set()
         self._missing: dict[str, int] = {}
         self._due: dict[str, tuple[float, int]] = {}  # deferred replies: turn → (retry at, attempt)
@@ -159,7 +161,8 @@ class Outbox:
             return
         self._delivering.add(turn_id)
         try:
-            await self._deliver(state, turn_id, outcome)
+            with self.traces.span(turn_id, self.platform):  # in the turn's trace (tracing on)
+                await self._deliver(state, turn_id, outcome)
         finally:
             self._delivering.discard(turn_id)
 

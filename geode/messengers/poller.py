@@ -131,6 +131,8 @@ class Poller:
                 return
         if loop.is_closed():
             return
+        if ev.kind == lanes_msg.TURN_DONE:  # lanes sent it under the turn's trace (tracing on)
+            self.out.traces.note(ev.turn_id, spans.current())
         try:
             loop.call_soon_threadsafe(events.put_nowait, ev)
         except RuntimeError:  # the loop closed meanwhile

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -130,12 +130,19 @@ def span(
     return backend.start(name, parent, attrs, kind=kind, start_ns=start_ns, link=link)
 
 
-@contextmanager
-def use(traceparent: str | None) -> Iterator[None]:
-    """Run the block under ``traceparent`` (an envelope's or a turn record's); nothing when ``None``."""
+def use(traceparent: str | None) -> AbstractContextManager[None]:
+    """Run the block under ``traceparent`` (an envelope's or a turn record's); the one shared null context
+    (nothing made) when it is ``None`` or tracing is off."""
     if traceparent is None or _state.backend is None:
-        yield
-        return
+        return _NULL
+    return _under(traceparent)
+
+
+_NULL: AbstractContextManager[None] = nullcontext()
+
+
+@contextmanager
+def _under(traceparent: str) -> Iterator[None]:
     token = _current.set(traceparent)
     try:
         yield

@@ -176,6 +176,24 @@ def test_a_chat_message_a_scheduled_occurrence_and_a_webhook_intake_start_their_
         turn = _one(rows, "loop.turn")
         assert _ancestors(rows, turn)[:4] == ["turn.run", "lanes.dispatch", "lanes.admit", root_name]
         assert any(r.name.startswith("chat ") and r.parent_id == turn.span_id for r in rows)
+    chat = rx.wait_for(lambda rows: _reply_posted(rows) is not None)
+    reply, deliver = _reply_posted(chat) or (None, None)
+    assert reply is not None and deliver is not None and reply.instance.startswith("messengers#")
+    assert deliver.instance.startswith("executor#") and [t for t in TREE["api"].posts(CHAT) if t]
+
+
+def _reply_posted(rows: list[SpanRow]) -> tuple[SpanRow, SpanRow] | None:
+    """The chat turn's reply post: ``messengers.reply`` under its ``lanes.admit``, the executor's
+    ``messenger.deliver`` under it."""
+    by_id = {r.span_id: r for r in rows}
+    for reply in (r for r in rows if r.name == "messengers.reply"):
+        parent = by_id.get(reply.parent_id)
+        deliver = next(
+            (r for r in rows if r.parent_id == reply.span_id and r.name == "messenger.deliver"), None
+        )
+        if parent is not None and parent.name == "lanes.admit" and deliver is not None:
+            return reply, deliver
+    return None
 
 
 def test_one_turn_with_a_tool_call_is_one_trace_across_the_tree(traced: Tree) -> None:
