@@ -80,3 +80,13 @@ def test_every_dashboard_expression_names_an_exported_metric() -> None:
             used.add(base)
     for wanted in (n.TURNS, n.TURN_SECONDS, n.RESTARTS, n.UNCERTAIN, n.QUEUE_DEPTH):  # the issue's five
         assert wanted in used, wanted
+
+
+def test_run_bash_does_not_inherit_the_metrics_directory() -> None:
+    """A command's own prometheus_client would write into the page's directory: the shell never gets it."""
+    from geode.tools.builtin.bash_env import shell_env
+
+    env = shell_env(
+        {"PATH": "/bin", "PROMETHEUS_MULTIPROC_DIR": "/x", "GEODE_METRICS_DIR": "/x"}, home_root=""
+    )
+    assert env == {"PATH": "/bin"}

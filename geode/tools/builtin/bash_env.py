@@ -2,7 +2,8 @@
 
 Dropped: provider and messenger keys by name, anything that looks like a credential (``*_API_KEY``,
 ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``CODEX*`` ...), every name defined in ``$GEODE_HOME/.env``,
-any variable whose value equals one of those ``.env`` values, every ``GEODE_*`` name (``GEODE_HOME`` too).
+any variable whose value equals one of those ``.env`` values, every ``GEODE_*`` name (``GEODE_HOME`` too),
+and ``PROMETHEUS_MULTIPROC_DIR`` (the metrics page's directory, docs/observability.md).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _SECRET_NAME = re.compile(
     r"|AUTH_KEY|_PAT$",
     re.IGNORECASE,
 )
+# the tree's own plumbing: a command's prometheus_client must not write into the metrics page's directory
+TREE_ONLY = frozenset({"PROMETHEUS_MULTIPROC_DIR"})
 MIN_SECRET_VALUE = 8  # shorter .env values ("1", "true") are not matched by value
 
 
@@ -64,7 +67,7 @@ def shell_env(
     """
     src = dict(os.environ if base is None else base)
     dotenv = dotenv_of(home_root if home_root is not None else src.get("GEODE_HOME"))
-    names = {n.upper() for n in (*dotenv, *extra_names)}
+    names = {n.upper() for n in (*dotenv, *extra_names, *TREE_ONLY)}
     values = {v for v in dotenv.values() if len(v) >= MIN_SECRET_VALUE}
     return {
         k: v for k, v in src.items() if k.upper() not in names and not is_secret_name(k) and v not in values
