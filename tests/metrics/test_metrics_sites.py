@@ -1,7 +1,8 @@
 """The recording sites a served tree test does not reach cheaply, each run in a fresh interpreter with
 metrics on (prometheus_client decides multiprocess mode at import): a chat reply posted and a platform 429
-(the messengers' outbox over the poller fakes), and a scheduled occurrence fired late (the scheduler's
-driver on a fake clock over a real store)."""
+(the messengers' outbox over the poller fakes), a scheduled occurrence fired late (the scheduler's driver on
+a fake clock over a real store), the lane queue's depth and turns by entry (the lanes service), provider
+retries and fallbacks as an adapter relays them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = """
+import json
 from prometheus_client import CollectorRegistry, multiprocess
 reg = CollectorRegistry(); multiprocess.MultiProcessCollector(reg)
 print(json.dumps([[s.name, s.labels, s.value] for f in reg.collect() for s in f.samples]))
@@ -58,10 +60,44 @@ engine.close()
 """
 
 
-def _page(script: str, tmp: Path) -> list[tuple[str, dict[str, str], float]]:
+LANES = """
+import json
+from prometheus_client import CollectorRegistry, multiprocess
+from tests.lanes.harness import done, make, submit
+
+def depth():
+    reg = CollectorRegistry(); multiprocess.MultiProcessCollector(reg)
+    return sum(s.value for f in reg.collect() for s in f.samples if s.name == "geode_lane_queue_depth")
+
+svc, tr, store = make()
+svc.worker_ready("loop-1", 1, capacity=1)
+submit(svc, "t1", "S")
+submit(svc, "t2", "S")
+submit(svc, "t3", "T", origin="messengers")
+seen = [depth()]  # t1 runs; t2 (its lane is held) and t3 (no free slot) wait
+done(svc, "t1", "S", "loop-1")
+seen.append(depth())
+done(svc, "t2", "S", "loop-1", reason="user_cancelled")
+done(svc, "t3", "T", "loop-1")
+seen.append(depth())
+svc.stop()
+print(json.dumps(seen))
+"""
+RELAY = """
+from geode.loop.events import relay_provider_event
+from geode.providers.events import ProviderEvent
+relay_provider_event(ProviderEvent(type="retry", provider="openai", model="m", attempt=1, delay_s=0.1))
+relay_provider_event(ProviderEvent(type="fallback", provider="anthropic", model="a", to_model="b"))
+relay_provider_event(ProviderEvent(type="fallback", provider="https://10.0.0.1/v1", model="a", to_model="b"))
+"""
+
+
+def _run(script: str, tmp: Path) -> tuple[list[str], list[tuple[str, dict[str, str], float]]]:
+    """The script's printed lines and the page its process left in a fresh multiprocess directory."""
     metrics = tmp / "metrics"
     metrics.mkdir()
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "GEODE_METRICS_DIR": str(metrics)}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)  # as `geode serve` sets both
     out = subprocess.run(
         [sys.executable, "-c", script + PAGE, str(tmp)],
         cwd=ROOT,
@@ -71,7 +107,12 @@ def _page(script: str, tmp: Path) -> list[tuple[str, dict[str, str], float]]:
         timeout=60,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    return [(n, labels, v) for n, labels, v in json.loads(out.stdout.strip().splitlines()[-1])]
+    lines = out.stdout.strip().splitlines()
+    return lines[:-1], [(n, labels, v) for n, labels, v in json.loads(lines[-1])]
+
+
+def _page(script: str, tmp: Path) -> list[tuple[str, dict[str, str], float]]:
+    return _run(script, tmp)[1]
 
 
 def _value(page: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
@@ -92,3 +133,20 @@ def test_a_late_occurrence_is_the_scheduler_lag(tmp_path: Path) -> None:
     assert _value(page, "geode_scheduler_lag_seconds_sum") == 5.0
     assert _value(page, "geode_scheduler_lag_seconds_bucket", le="1.0") == 0
     assert _value(page, "geode_scheduler_lag_seconds_bucket", le="5.0") == 1
+
+
+def test_lane_queue_depth_admission_waits_and_turns_through_the_lanes_service(tmp_path: Path) -> None:
+    printed, page = _run(LANES, tmp_path)
+    assert json.loads(printed[-1]) == [2, 1, 0]  # queued: t2 and t3; then t3; then none
+    assert _value(page, "geode_turns_total", entry="cli", termination="natural") == 1
+    assert _value(page, "geode_turns_total", entry="cli", termination="user_cancelled") == 1
+    assert _value(page, "geode_turns_total", entry="chat", termination="natural") == 1
+    assert _value(page, "geode_lane_admission_wait_seconds_count") == 3
+    assert _value(page, "geode_turn_duration_seconds_count") == 3
+
+
+def test_provider_retries_and_fallbacks_relayed_from_an_adapter(tmp_path: Path) -> None:
+    page = _page(RELAY, tmp_path)
+    assert _value(page, "geode_provider_retries_total", provider="openai") == 1
+    assert _value(page, "geode_provider_fallbacks_total", provider="anthropic") == 1
+    assert _value(page, "geode_provider_fallbacks_total", provider="other") == 1  # never a URL as a label
