@@ -140,11 +140,14 @@ def _ancestors(rows: list[SpanRow], row: SpanRow) -> list[str]:
 
 
 def _rooted_turn(rows: list[SpanRow], root_name: str) -> list[SpanRow] | None:
-    """The spans of the trace whose root is ``root_name``, once its loop.turn arrived."""
+    """The spans of the trace whose root is ``root_name``, once its lanes and loop spans arrived."""
     roots = [r for r in rows if r.name == root_name and r.parent_id == ""]
     for root in roots:
         trace = [r for r in rows if r.trace_id == root.trace_id]
-        if any(r.name == "loop.turn" for r in trace):
+        names = {r.name for r in trace}  # each process exports on its own: wait for all of them
+        if {"lanes.admit", "lanes.dispatch", "turn.run", "loop.turn"} <= names and any(
+            n.startswith("chat ") for n in names
+        ):
             return trace
     return None
 
@@ -203,9 +206,17 @@ def test_one_turn_with_a_tool_call_is_one_trace_across_the_tree(traced: Tree) ->
     trace = _lanes_turn(home, result["turn_id"])["trace"]
     trace_id = trace[3:35]
 
-    def complete(rows: list[SpanRow]) -> bool:
-        names = {r.name for r in rows if r.trace_id == trace_id}
-        return {"loop.turn", "execute_tool write_file", "turn.done", "control.prompt"} <= names
+    def complete(rows: list[SpanRow]) -> bool:  # every process exports on its own thread: wait for all
+        mine = [r for r in rows if r.trace_id == trace_id]
+        names = {r.name for r in mine}
+        stores = {r.parent_id for r in mine if r.name.startswith("store.")}
+        return (
+            {"control.prompt", "lanes.admit", "lanes.dispatch", "turn.run", "loop.turn", "tool.execute"}
+            <= names
+            and {"execute_tool write_file", "turn.done", "store.checkpoint.save"} <= names
+            and sum(r.name.startswith("chat ") for r in mine) == 2
+            and any(r.span_id in stores for r in mine if r.name == "execute_tool write_file")
+        )
 
     rows = [r for r in rx.wait_for(complete) if r.trace_id == trace_id]
     prompt = _one(rows, "control.prompt")
@@ -263,7 +274,13 @@ def test_a_turn_whose_loop_worker_was_killed_resumes_in_the_same_trace(traced: T
     runner.join(90)
     assert out.get("termination_reason") == "natural", out
     trace_id = _lanes_turn(home, row["turn_id"])["trace"][3:35]
-    rows = rx.wait_for(lambda rs: any(r.trace_id == trace_id and r.name == "loop.turn" for r in rs))
+
+    def resumed(rows: list[SpanRow]) -> bool:
+        mine = [r for r in rows if r.trace_id == trace_id]
+        pushes = sum(r.name == "lanes.dispatch" for r in mine)
+        return pushes == 2 and {"loop.turn", "execute_tool write_file"} <= {r.name for r in mine}
+
+    rows = rx.wait_for(resumed)
     rows = [r for r in rows if r.trace_id == trace_id]
     pushes = sorted(r.attributes["geode.attempt"] for r in rows if r.name == "lanes.dispatch")
     assert pushes == [1, 2]
