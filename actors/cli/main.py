@@ -111,12 +111,16 @@ def _ask_args(argv: list[str]) -> dict[str, Any] | None:
 
 
 def _run_hot(argv: list[str]) -> bool:
-    """``geode ask …`` and bare ``geode`` (the chat) without building the typer app (every command module,
-    typer's rich help): False when ``argv`` is not one of them."""
+    """``geode ask …``, ``geode status [--json]`` and bare ``geode`` (the chat) without building the typer app
+    (every command module, typer's rich help): False when ``argv`` is not one of them."""
     if not argv:
         from actors.cli.chat_cmds import chat
 
         return _exit_as_typer(lambda: chat(None, False, None, False))
+    if argv[0] == "status" and argv[1:] in ([], ["--json"]):  # no command module but its own
+        from actors.cli.serve_cmds import status
+
+        return _exit_as_typer(lambda: status(as_json=argv[1:] == ["--json"]))
     if argv[0] != "ask":
         return False
     kwargs = _ask_args(optional_resume(argv[1:]))
@@ -138,6 +142,9 @@ def _exit_as_typer(fn: Callable[[], None]) -> bool:
         raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
         print("\nAborted!", file=sys.stderr)
+        raise SystemExit(1) from None
+    except BrokenPipeError:  # `geode status | head`: click's quiet exit 1, no traceback
+        sys.stdout = None  # type: ignore[assignment]  # nothing flushed at exit into the closed pipe
         raise SystemExit(1) from None
     return True
 
@@ -167,5 +174,15 @@ def main() -> None:
         raise SystemExit(EXIT_CONFIG) from None
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The `geode` console script: :func:`main`; the short client commands end without the interpreter's
+    teardown (:mod:`actors.cli.quick_exit`)."""
+    from actors.cli.quick_exit import QUICK_COMMANDS, run_then_exit
+
+    if sys.argv[1:2] and sys.argv[1] in QUICK_COMMANDS:
+        run_then_exit(main)
     main()
+
+
+if __name__ == "__main__":
+    entry()

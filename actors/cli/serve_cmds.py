@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -78,10 +78,14 @@ def _enter_worker_role(connect: str, server_key: str, children: str, roots: str,
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:
     """Show every child: pid, incarnation, state, uptime, restarts, RSS and PSS. Exit 1 when not running."""
+    from actors.tree.instance_lock import InstanceLock
+
+    home = GeodeHome.from_env()
+    if not InstanceLock(home.lock_file).is_held():  # nothing holds the home: said without the bus's imports
+        _not_running(home, as_json)
     from actors.tree.client import in_process_tree, tree_status
     from geode.protocol.errors import GeodeError
 
-    home = GeodeHome.from_env()
     if (inside := in_process_tree(home)) is not None:  # running, but no supervisor socket to ask
         _in_process(inside, as_json)
         return
@@ -91,11 +95,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         typer.echo(f"geode: the supervisor does not answer: {exc}", err=True)
         raise typer.Exit(1) from exc
     if st is None:
-        if as_json:
-            typer.echo(json.dumps({"running": False, "children": []}))
-        else:
-            typer.echo(f"geode is not running (GEODE_HOME={home.root})")
-        raise typer.Exit(1)
+        _not_running(home, as_json)
     from actors.cli.hosts_view import executor_hosts, hosts_detail, hosts_lines
     from actors.cli.lanes_view import lanes_detail, lanes_lines
     from actors.cli.messengers_view import messengers_detail, poller_lines
@@ -132,6 +132,14 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
 
         for line in webhook_lines(hooks):
             typer.echo(line)
+
+
+def _not_running(home: GeodeHome, as_json: bool) -> NoReturn:
+    if as_json:
+        typer.echo(json.dumps({"running": False, "children": []}))
+    else:
+        typer.echo(f"geode is not running (GEODE_HOME={home.root})")
+    raise typer.Exit(1)
 
 
 def _schedule(home: GeodeHome, ask_scheduler: bool) -> list[dict[str, Any]]:

@@ -145,10 +145,17 @@ def trust_notes(home: GeodeHome, config: GeodeConfig, cwd: str | None = None) ->
 
 
 def note_untrusted_project(home: GeodeHome) -> None:
-    """Once at the start of ``geode ask`` / ``geode chat``: the untrusted-project line on stderr, if any."""
-    from geode.config_schema import GeodeConfig
-    from geode.config_source import ConfigSource
+    """Once at the start of ``geode ask`` / ``geode chat``: the untrusted-project line on stderr, if any. No
+    project MCP file from here up (the common case, file checks only): nothing to say, no config read."""
     from geode.tools.mcp.trust import untrusted_project_note
+
+    try:
+        if untrusted_project_note(os.getcwd(), [], home_root=home.root) is None:
+            return
+    except (GeodeError, OSError):
+        return
+    from geode.config_schema import GeodeConfig  # its models cost a CLI ~50 ms
+    from geode.config_source import ConfigSource
 
     try:
         projects = ConfigSource(home, GeodeConfig.from_raw).snapshot.trust.projects

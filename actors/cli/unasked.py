@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from actors.cli.client import NO_ONE
-from geode.tools.approvals import ways_to_allow
 from geode.visible_text import visible
 
 EXIT_NO_APPROVER = 77  # sysexits' EX_NOPERM: a call needed approval and nobody could be asked
@@ -32,6 +31,8 @@ class Unasked:
 
     def message(self) -> str:
         """One stderr line per tool: the reason and the ways to allow it."""
+        from geode.tools.approvals import ways_to_allow  # the config schema and hooks: only when it is said
+
         return "\n".join(
             f"geode: {tool} needed approval and nobody could be asked ({self.why}); it was not run. "
             f"To allow it: {ways_to_allow(tool)}."

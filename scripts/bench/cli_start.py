@@ -159,6 +159,7 @@ def main() -> None:
                 to_model, wall = ask(env, clock)
                 add("ask", to_model)
                 add("ask_wall", wall)
+                add("ask_tail", wall - to_model)  # one round: the model's only reply → the CLI's exit
                 add("ask_typer", ask({**env, HOT_ENV: "0"}, clock)[0])
                 if opts.before is not None:
                     add("ask_before", ask(env, clock, opts.before)[0])
@@ -170,19 +171,22 @@ def main() -> None:
                     got = cold(Path(tmp) / f"cold-{i}-{tag}", server.base_url, clock, warm, settle)
                     for k, v in got.items():
                         add(f"{k}_{tag}", v)
-    load, cmd = os.getloadavg()[0], ' '.join(geode_cmd())
+    load, cmd = os.getloadavg()[0], " ".join(geode_cmd())
     print(f"{opts.runs} runs each, load average {load:.2f} on {os.cpu_count()} cores; {cmd}")
     print(f"python -c pass (to exit)                        {fmt(rows['pass'])}")
     print(f"geode --help (to exit)                          {fmt(rows['help'])}   (goal ≤ 120 ms)")
     print(f"geode ask --help (to exit)                      {fmt(rows['ask_help'])}")
     print(f"warm geode ask → first model request            {fmt(rows['ask'])}   (goal ≤ 120 ms)")
     print(f"warm geode ask → exit                           {fmt(rows['ask_wall'])}")
+    print(f"warm last model request → geode ask exits       {fmt(rows['ask_tail'])}   (goal ≤ 30 ms)")
     print(f"warm geode ask → first model request, typer app {fmt(rows['ask_typer'])}   ({HOT_ENV}=0)")
     if opts.before is not None:
         print(f"warm geode ask → first model request, before  {fmt(rows['ask_before'])}   ({opts.before})")
     base = p50(rows["pass"])
-    print(f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
-          f"{p50(rows['ask']) / base:.1f}x")
+    print(
+        f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
+        f"{p50(rows['ask']) / base:.1f}x"
+    )
     if opts.no_cold:
         return
     print(f"cold: a fresh tree per run, {opts.cold_runs} runs per setting")

@@ -91,7 +91,9 @@ def test_ask_runs_without_the_typer_app_with_the_same_options(
         ["ask"],
         ["ask", "a", "b"],
         ["ask", "--js", "p"],
-        ["status"],
+        ["status", "--help"],
+        ["status", "--bogus"],
+        ["sessions"],
     ],
 )
 def test_help_usage_errors_and_other_commands_go_through_the_typer_app(

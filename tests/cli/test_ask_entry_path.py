@@ -1,0 +1,116 @@
+"""`geode ask` as the console script runs it, against a fake control socket (tests/cli/fake_control.py), in a
+fresh interpreter: what it imports, how often the client wakes after the turn's end, and that it ends without
+the interpreter's teardown (issue 34: a CLI that starts in a blink, ≤ 30 ms from the last reply to its exit).
+Counted, not timed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.tree.instance_lock import InstanceLock
+from geode.home import GeodeHome
+from geode.protocol import control as c
+from geode.protocol import lanes as lanes_msg
+from geode.protocol.envelope import Envelope
+from tests.cli.fake_control import FakeControl, welcome
+
+# Run as the `geode` console script does (actors.cli.main:entry). At exit (atexit) it reports the modules
+# loaded and the client's socket reads after the turn_done event; a global's __del__ says the interpreter
+# tore itself down.
+_ASK = """
+import atexit, json, sys
+import actors.cli.client as client
+import actors.cli.control_socket as sock
+
+after_done = []
+recv = sock.ControlSocket._recv
+on_turn_event = client.ControlClient._on_turn_event
+
+def counted_recv(self, timeout_s):
+    if after_done:
+        after_done[0] += 1
+    return recv(self, timeout_s)
+
+def noted(self, ev, *a, **k):
+    out = on_turn_event(self, ev, *a, **k)
+    if out is not None and not after_done:
+        after_done.append(0)
+    return out
+
+sock.ControlSocket._recv = counted_recv
+client.ControlClient._on_turn_event = noted
+
+class TornDown:
+    def __del__(self):
+        sys.__stderr__.write("torn down\\n")
+
+GLOBAL = TornDown()
+report = lambda: {"modules": sorted(sys.modules), "wakes": after_done}
+atexit.register(lambda: print(json.dumps(report()), file=sys.__stderr__))
+sys.argv = ["geode", "ask", "hi"]
+from actors.cli.main import entry
+entry()
+"""
+
+HEAVY = (  # none of these is needed to send a prompt and print its answer
+    "actors.bus",
+    "actors.tree.client",
+    "actors.tree.config_sections",
+    "geode.config_schema",
+    "geode.tools.approvals",
+    "zmq.asyncio",
+    "asyncio",
+)
+
+
+@pytest.fixture
+def served_home(tmp_path: Path) -> Iterator[GeodeHome]:
+    """A home that looks served (its instance lock held) whose control socket runs a one-event turn."""
+    home = GeodeHome(tmp_path / "gh").ensure()
+
+    def answer(env: Envelope, ident: bytes) -> dict[str, Any] | None:
+        if env.type == c.HANDSHAKE:
+            return welcome()
+        if env.type == c.PROMPT:
+            turn = str(env.body["turn_id"])
+            fc.send(ident, env.reply_ok({"turn_id": turn, "session_id": "s-1", "state": "accepted"}))
+            result = {"text": "the answer", "termination_reason": "natural"}
+            done = {"session_id": "s-1", "turn_id": turn, "seq": 1, "kind": lanes_msg.TURN_DONE}
+            fc.send(ident, Envelope(kind="cast", type=c.CLI_EVENT, body={**done, "data": {"result": result}}))
+            return None
+        return {"ok": True}
+
+    lock = InstanceLock(home.lock_file)
+    assert lock.acquire()
+    try:
+        with FakeControl(home, answer=answer) as fc:
+            yield home
+    finally:
+        lock.release()
+
+
+def test_ask_imports_only_what_it_uses_wakes_once_after_the_turn_and_skips_teardown(
+    served_home: GeodeHome, tmp_path: Path
+) -> None:
+    env = {**os.environ, "GEODE_HOME": str(served_home.root)}
+    out = subprocess.run(
+        [sys.executable, "-c", _ASK], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "the answer"
+    lines = out.stderr.strip().splitlines()
+    report = json.loads(next(line for line in lines if line.startswith("{")))
+    loaded = [m for m in report["modules"] if m.startswith(HEAVY)]
+    assert loaded == [], f"geode ask imported {loaded}"
+    # after turn_done: one read, the reply to cli.exit (no poll timeout waited out, no ping round)
+    assert report["wakes"] == [1], report["wakes"]
+    # atexit ran (the report above), the interpreter's teardown did not (~25 ms of freeing modules)
+    assert "torn down" not in lines, out.stderr
