@@ -156,6 +156,11 @@ def main() -> None:
 
         print(f"geode {client_version()}")
         return
+    if argv == ["--help"] and os.environ.get(HOT_ENV, "1") != "0":  # the stored page: no command module
+        from actors.cli.help_page import print_page
+
+        print_page()
+        return
     if argv[:1] == ["mcp"]:  # an MCP host waits on initialize: no typer, no CLI modules first
         from actors.cli.mcp_cmds import main as mcp_main
 

@@ -1,5 +1,5 @@
-"""The `geode` console script's end for the short client commands (`ask`, `status`, `--version`): the
-command's exit code without the interpreter's teardown.
+"""The `geode` console script's end for the short client commands (`ask`, `status`, `--version`,
+`--help`): the command's exit code without the interpreter's teardown.
 
 Freeing every module at exit (pydantic's models, zmq, the protocol) cost `geode ask` ~25 ms after its
 answer was printed, a third of the last model reply → exit budget. The process ends the same way a normal
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import NoReturn
 
-QUICK_COMMANDS = frozenset({"ask", "status", "--version"})
+QUICK_COMMANDS = frozenset({"ask", "status", "--version", "--help"})
 
 
 def exit_code(exc: SystemExit) -> int:
