@@ -1,6 +1,9 @@
 """CLI start-up as a user meets it: `geode --help`, warm `geode ask` → first model request, and the first
 `geode ask` after `geode serve`, each a real CLI process against a real tree on the scripted provider.
 
+Also `geode --version` and `geode status` (a tree running, and a home nothing serves), and the last model
+request → `geode ask`'s exit (one round: the only request; the scripted reply is immediate).
+
 Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold] [--before DIR]
 (``--before DIR``: `git archive <commit> actors geode | tar -x -C DIR`, that checkout's `geode ask` as a row.)
 Baseline in the same run: ``python -c pass`` (to its exit), and `geode ask` through the typer app
@@ -90,6 +93,14 @@ def run(args: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
+def timed(args: list[str], env: dict[str, str], code: int) -> float:
+    """Spawn → exit of a command that must exit with ``code`` (`geode status` with nothing running: 1)."""
+    t0 = time.perf_counter()
+    r = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    assert r.returncode == code, r.stderr.decode()[-2000:]
+    return time.perf_counter() - t0
+
+
 def ask(env: dict[str, str], clock: Clock, before: Path | None = None) -> tuple[float, float]:
     """(spawn → first model request, spawn → exit) of one `geode ask` (of the checkout ``before``: its
     ``python -m actors.cli.main``, against the same daemon)."""
@@ -148,6 +159,8 @@ def main() -> None:
     with ScriptedServer(clock) as server, tempfile.TemporaryDirectory(prefix="geode-cli-bench-") as tmp:
         home = make_home(Path(tmp) / "warm", server.base_url)
         env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+        idle = GeodeHome(Path(tmp) / "idle").ensure()  # a home nothing serves (`geode status` says so)
+        idle_env = {**env, "GEODE_HOME": str(idle.root)}
         run([*geode_cmd(), "serve"], env)
         try:
             ask(env, clock)  # both loop workers past their first turn, the daemon's caches warm
@@ -156,13 +169,18 @@ def main() -> None:
                 add("pass", run([sys.executable, "-c", "pass"], env))
                 add("help", run([*geode_cmd(), "--help"], env))
                 add("ask_help", run([*geode_cmd(), "ask", "--help"], env))
+                add("version", run([*geode_cmd(), "--version"], env))
+                add("status", run([*geode_cmd(), "status"], env))
+                add("status_idle", timed([*geode_cmd(), "status"], idle_env, 1))
                 to_model, wall = ask(env, clock)
                 add("ask", to_model)
                 add("ask_wall", wall)
                 add("ask_tail", wall - to_model)  # one round: the model's only reply → the CLI's exit
                 add("ask_typer", ask({**env, HOT_ENV: "0"}, clock)[0])
                 if opts.before is not None:
-                    add("ask_before", ask(env, clock, opts.before)[0])
+                    before_model, before_wall = ask(env, clock, opts.before)
+                    add("ask_before", before_model)
+                    add("ask_before_tail", before_wall - before_model)
         finally:
             stop_tree(home, timeout_s=20)
         if not opts.no_cold:
@@ -174,14 +192,18 @@ def main() -> None:
     load, cmd = os.getloadavg()[0], " ".join(geode_cmd())
     print(f"{opts.runs} runs each, load average {load:.2f} on {os.cpu_count()} cores; {cmd}")
     print(f"python -c pass (to exit)                        {fmt(rows['pass'])}")
-    print(f"geode --help (to exit)                          {fmt(rows['help'])}   (goal ≤ 120 ms)")
+    print(f"geode --help (to exit)                          {fmt(rows['help'])}   (goal ≤ 80 ms)")
     print(f"geode ask --help (to exit)                      {fmt(rows['ask_help'])}")
-    print(f"warm geode ask → first model request            {fmt(rows['ask'])}   (goal ≤ 120 ms)")
+    print(f"geode --version (to exit)                       {fmt(rows['version'])}   (goal ≤ 80 ms)")
+    print(f"geode status, a tree running (to exit)          {fmt(rows['status'])}   (goal ≤ 120 ms)")
+    print(f"geode status, nothing running (to exit)         {fmt(rows['status_idle'])}   (goal ≤ 120 ms)")
+    print(f"warm geode ask → first model request            {fmt(rows['ask'])}   (goal ≤ 80 ms)")
     print(f"warm geode ask → exit                           {fmt(rows['ask_wall'])}")
     print(f"warm last model request → geode ask exits       {fmt(rows['ask_tail'])}   (goal ≤ 30 ms)")
     print(f"warm geode ask → first model request, typer app {fmt(rows['ask_typer'])}   ({HOT_ENV}=0)")
     if opts.before is not None:
         print(f"warm geode ask → first model request, before  {fmt(rows['ask_before'])}   ({opts.before})")
+        print(f"warm last model request → exit, before        {fmt(rows['ask_before_tail'])}")
     base = p50(rows["pass"])
     print(
         f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
