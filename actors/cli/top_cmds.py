@@ -54,12 +54,13 @@ def top(
 
 def _where() -> tuple[str, str]:
     """The page's url and token from the config the tree serves on; exit 2 when metrics are off."""
-    from geode.config_file import serving
+    from geode.config_source import ConfigSource
     from geode.home import GeodeHome
     from geode.metrics.settings import MetricsSection, parse_listen
 
     home = GeodeHome.from_env()
-    section = serving(home, lambda raw: MetricsSection.model_validate(raw.get("metrics", {})))
+    source = ConfigSource(home, lambda raw: MetricsSection.model_validate(raw.get("metrics", {})), tree=True)
+    section = source.snapshot  # the tree's validated copy when it serves, else the file
     if not section.listen:
         typer.echo(
             'geode top: metrics are off: set [metrics] listen = "127.0.0.1:9464" and restart geode serve',
@@ -69,7 +70,7 @@ def _where() -> tuple[str, str]:
     host, port = parse_listen(section.listen)
     host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     host = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    token = home.load_dotenv().get(section.token_env, "") if section.token_env else ""
+    token = source.env.get(section.token_env, "") if section.token_env else ""
     return f"http://{host}:{port}/metrics", token
 
 

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from actors.cli.main import build_app
 from actors.tree import client as tree_client
+from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
 from geode.protocol import runtime
 from geode.protocol import webhooks as wh
@@ -220,6 +221,7 @@ def test_status_shows_the_webhooks_child_when_it_runs(
     tree = runtime.TreeStatus(
         pid=1, incarnation=1, state="running", children=[runtime.ChildInfo(name="webhooks", state="running")]
     )
+    monkeypatch.setattr(InstanceLock, "is_held", lambda self: True)  # a tree holds the home
     monkeypatch.setattr(tree_client, "in_process_tree", lambda home: None)
     monkeypatch.setattr(tree_client, "tree_status", lambda home: tree)
     code, out, err = cli(stored_home, "status")
