@@ -5,12 +5,13 @@ A leaf: pydantic only. A literal token is refused (secrets live in .env) and nev
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from geode.listen_address import parse_listen as parse_address
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 SECRETS_HINT = 'secrets live in $GEODE_HOME/.env; name the key in token_env = "NAME"'
@@ -47,19 +48,4 @@ class MetricsSection(BaseModel):
 
 def parse_listen(listen: str) -> tuple[str, int]:
     """``"host:port"`` (``"[::1]:9464"`` for IPv6) as ``(host, port)``; ``ValueError`` in one line."""
-    host, sep, port = listen.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            host = ""
-    elif ":" in host:
-        host = ""
-    ok_host = bool(host) and bool(re.fullmatch(r"[A-Za-z0-9.\-:]{1,253}", host))
-    if not sep or not ok_host or not port.isdigit() or not 0 <= int(port) <= 65_535:
-        raise ValueError(
-            f"listen = {listen!r}: write host:port such as 127.0.0.1:9464 ([::1]:9464 for IPv6), or ''"
-            " for off"
-        )
-    return host, int(port)
+    return parse_address(listen, 9464)

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from geode.listen_address import parse_listen as parse_address
 from geode.schedule.jobs import AUTOMATION_BUDGET_S, MAX_BUDGET_S, PROMPT_MAX, DeliveryTarget, parse_every
 
 HOOK_PREFIX = "/hooks/"  # every route's path starts with it
@@ -260,22 +261,7 @@ class WebhooksSection(BaseModel):
 
 def parse_listen(listen: str) -> tuple[str, int]:
     """``"host:port"`` (``"[::1]:8787"`` for IPv6) as ``(host, port)``; ``ValueError`` in one line."""
-    host, sep, port = listen.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            host = ""
-    elif ":" in host:
-        host = ""
-    ok_host = bool(host) and bool(re.fullmatch(r"[A-Za-z0-9.\-:]{1,253}", host))
-    if not sep or not ok_host or not port.isdigit() or not 0 <= int(port) <= 65_535:
-        raise ValueError(
-            f"listen = {listen!r}: write host:port such as 127.0.0.1:8787 ([::1]:8787 for IPv6), or ''"
-            " for off"
-        )
-    return host, int(port)
+    return parse_address(listen, 8787)
 
 
 def listen_address(section: WebhooksSection) -> tuple[str, int] | None:

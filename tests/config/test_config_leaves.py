@@ -34,6 +34,7 @@ VOCAB = {
     "actors.tree.spec",
     "geode.schedule.jobs",  # the job model [[schedule.jobs]] entries are (cronsim loaded only to check one)
     "geode.schedule.occurrences",
+    "geode.listen_address",  # parse "host:port" (re and ipaddress only)
 }
 PENDING: set[str] = set()  # leaves not assembled yet, each with its reason
 THIRD_PARTY = {"pydantic", "pydantic_core", "typing_extensions"}
