@@ -54,13 +54,14 @@ def top(
 
 def _where() -> tuple[str, str]:
     """The page's url and token from the config the tree serves on; exit 2 when metrics are off."""
+    from geode.config_schema import GeodeConfig
     from geode.config_source import ConfigSource
     from geode.home import GeodeHome
-    from geode.metrics.settings import MetricsSection, parse_listen
+    from geode.metrics.settings import parse_listen
 
     home = GeodeHome.from_env()
-    source = ConfigSource(home, lambda raw: MetricsSection.model_validate(raw.get("metrics", {})), tree=True)
-    section = source.snapshot  # the tree's validated copy when it serves, else the file
+    source = ConfigSource(home, GeodeConfig.from_raw, tree=True)  # the tree's validated copy, else the file
+    section = source.snapshot.metrics
     if not section.listen:
         typer.echo(
             'geode top: metrics are off: set [metrics] listen = "127.0.0.1:9464" and restart geode serve',
