@@ -12,6 +12,9 @@ import queue
 import threading
 from collections.abc import Callable
 
+from geode.work_tally import HANDOFF_POOL
+from geode.work_tally import count as tally
+
 log = logging.getLogger(__name__)
 
 Job = Callable[[], None]
@@ -32,6 +35,7 @@ class HandlerPool:
             t.start()
 
     def submit(self, job: Job) -> None:
+        tally(HANDOFF_POOL)
         self._q.put(job)
 
     def full(self) -> bool:

@@ -25,6 +25,8 @@ from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
+from geode.work_tally import HANDOFF_POST, HANDOFF_WAKE
+from geode.work_tally import count as tally
 
 log = logging.getLogger("actors.bus.socket_thread")
 
@@ -69,6 +71,7 @@ class PollLoop:
 
     # ---- plumbing (other threads) ----------------------------------------------------------------
     def _wake(self) -> None:
+        tally(HANDOFF_WAKE)
         with self._wake_lock:  # never write to a closed (and maybe reused) fd number
             if self._wake_fd >= 0:
                 try:
@@ -79,6 +82,7 @@ class PollLoop:
     def _post(self, op: Callable[[], object]) -> None:
         if self._closed and (self._thread is None or not self._thread.is_alive()):
             return  # the bus is gone: nothing will run it
+        tally(HANDOFF_POST)
         self._ops.put(op)
         if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
             self._wake()

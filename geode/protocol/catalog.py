@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from geode.protocol.errors import BadRequest
+from geode.work_tally import VALIDATION, VALIDATION_REPLY
+from geode.work_tally import count as tally
 
 AREAS = (
     "runtime",
@@ -76,6 +78,7 @@ def spec(type_: str) -> MessageSpec:
 def parse_body(type_: str, body: dict[str, Any]) -> BaseModel:
     """Validate a request/cast body against its declared model."""
     s = spec(type_)
+    tally(VALIDATION, type_)
     try:
         return s.body.model_validate(body)
     except ValidationError as exc:
@@ -88,6 +91,7 @@ def parse_reply(type_: str, body: dict[str, Any]) -> BaseModel | dict[str, Any]:
     s = spec(type_)
     if s.reply is None:
         return body
+    tally(VALIDATION_REPLY, type_)
     try:
         return s.reply.model_validate(body)
     except ValidationError as exc:

@@ -10,6 +10,8 @@ from pydantic import ValidationError
 from geode.lone_surrogates import escape_tree
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
+from geode.work_tally import FRAME_DECODED, FRAME_ENCODED, VALIDATION
+from geode.work_tally import count as tally
 
 MAX_FRAME_BYTES = 1024 * 1024  # 1 MiB: the bus and control-socket cap
 
@@ -26,6 +28,7 @@ def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
         raise BadRequest(f"body is not encodable: {exc}") from exc
     if len(data) > max_frame:
         raise BadRequest(f"frame of {len(data)} bytes exceeds the {max_frame}-byte cap")
+    tally(FRAME_ENCODED, env.type)
     return data
 
 
@@ -85,10 +88,13 @@ def _refuse_non_text_bytes(obj: Any) -> None:
 def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:
     """Decode and validate an envelope (the body is validated later, by its type's model)."""
     obj = decode_raw(frame, max_frame=max_frame)
+    tally(VALIDATION, "Envelope")
     try:
-        return Envelope.model_validate(obj)
+        env = Envelope.model_validate(obj)
     except ValidationError as exc:
         raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
+    tally(FRAME_DECODED, env.type)
+    return env
 
 
 def peek_reply_address(frame: bytes) -> tuple[str | None, str | None]:

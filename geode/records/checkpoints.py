@@ -23,6 +23,8 @@ from geode.records.models import (
 )
 from geode.records.writer import GroupWriter
 from geode.redaction import bound, fingerprint
+from geode.work_tally import CHECKPOINT_SAVE
+from geode.work_tally import count as tally
 
 TERMINAL = (SessionStatus.COMPLETED, SessionStatus.ERROR)
 PAGE_BYTES = 512 * 1024  # restore pages stay well under the 1 MiB frame cap
@@ -47,6 +49,7 @@ class CheckpointStore:
         return self.writer.submit(lambda txn: self._save(txn, save))
 
     def _save(self, txn: Txn, save: CheckpointSave) -> SaveResult:
+        tally(CHECKPOINT_SAVE)
         sid = save.session_id
         fp = fingerprint(save.model_dump(mode="json"))
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))

@@ -26,6 +26,8 @@ from geode.records.models import (
     TimelineRow,
     TurnRecord,
 )
+from geode.work_tally import STORE_CALL
+from geode.work_tally import count as tally
 
 RETRYABLE = (ErrorCode.TIMEOUT, ErrorCode.UNAVAILABLE, ErrorCode.NOT_READY, ErrorCode.OVERLOADED)
 
@@ -59,6 +61,7 @@ class StoreClient:
     def _call(self, type_: str, body: Any, *, session: str | None = None) -> dict[str, Any]:
         delay = self.backoff_s
         for i in range(self.attempts):
+            tally(STORE_CALL, type_)
             try:
                 return self.transport.call(
                     self.target, type_, body, session=session, timeout_s=self.timeout_s
@@ -186,6 +189,7 @@ class StoreClient:
         ``wait=True`` one short request: True when the row was written. Failures are counted."""
         try:
             body = m.AppendEvidence(session_id=session_id, kind=kind, payload=payload, **kw)
+            tally(STORE_CALL, m.EVIDENCE_APPEND)
             if not wait:
                 self.transport.cast(self.target, m.EVIDENCE_APPEND, body, session=session_id)
                 return True

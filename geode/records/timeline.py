@@ -16,6 +16,8 @@ from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefi
 from geode.records.models import TimelineEvent, TimelineRow
 from geode.records.writer import WRITE_TIMEOUT_S, GroupWriter
 from geode.redaction import canonical_json, redact
+from geode.work_tally import TIMELINE_APPEND
+from geode.work_tally import count as tally
 
 SCHEMA = "geode.timeline@1"
 
@@ -49,6 +51,7 @@ class TimelineStore:
         return self.writer.submit(lambda txn: self._append(txn, event, text))
 
     def _append(self, txn: Txn, ev: TimelineEvent, text: str) -> int:
+        tally(TIMELINE_APPEND)
         sid = ev.session_id
         h = _hash(text)
         ids = self.renv.db("tl_ids")

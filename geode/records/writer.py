@@ -19,6 +19,8 @@ import lmdb
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn
+from geode.work_tally import LMDB_WRITE_OP, LMDB_WRITE_TXN
+from geode.work_tally import count as tally
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,8 @@ class GroupWriter:
                 for op in batch:
                     results.append(self._one(env, txn, op))
                 txn.commit()
+                tally(LMDB_WRITE_TXN, "group")
+                tally(LMDB_WRITE_OP, None, len(batch))
             except lmdb.MapFullError:
                 _abort(txn)
                 raise _MapFull() from None
