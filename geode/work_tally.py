@@ -32,7 +32,7 @@ ENV = "GEODE_WORK_TALLY"
 # the kinds counted at the choke points: keep these names stable (the guards and docs read them)
 FRAME_DECODED = "frame.decoded"  # detail: message type; a frame unpacked and validated by its receiver
 FRAME_ENCODED = "frame.encoded"  # detail: message type
-VALIDATION = "validation"  # detail: Envelope, or the message type whose body was validated
+VALIDATION = "validation"  # detail: the message type whose envelope or body was validated
 VALIDATION_REPLY = "validation.reply"  # detail: the message type whose reply body was validated
 HANDOFF_POOL = "handoff.pool"  # a job queued for a handler thread (HandlerPool.submit)
 HANDOFF_POST = "handoff.post"  # an op posted from another thread to the bus thread (PollLoop._post)
@@ -121,6 +121,7 @@ class _Tally:
 
 
 _state: _Tally | None = None
+_here = threading.local()  # the message type this thread last encoded, decoded or validated
 _open_lock = threading.Lock()
 _role: str | None = None
 
@@ -153,6 +154,15 @@ def _count(kind: str, detail: str | None = None, n: int = 1) -> None:
         v[idx[1]] += n
 
 
+def _frame(kind: str, type_: str) -> None:
+    _here.type = type_
+    _count(kind, type_)
+
+
+def _handoff(kind: str) -> None:
+    _count(kind, getattr(_here, "type", None) or "-")
+
+
 def _noop(kind: str, detail: str | None = None, n: int = 1) -> None:
     return None
 
@@ -166,6 +176,12 @@ def _forget_after_fork() -> None:
 ON = bool(os.environ.get(ENV))
 count: Callable[..., None] = _count if ON else _noop
 """``count(kind, detail=None, n=1)``: add ``n`` to ``kind`` (and to ``kind:detail``); a no-op when off."""
+frame: Callable[[str, str], None] = _frame if ON else _noop
+"""``frame(kind, message_type)``: count work on one message, and remember its type as this thread's current
+message (what the thread's next hand-off is counted under)."""
+handoff: Callable[[str], None] = _handoff if ON else _noop
+"""``handoff(kind)``: count a thread hand-off under ``kind`` and ``kind:<the thread's current message type>``
+(``-`` when the thread has handled none), so a guard can leave out the hand-offs of background traffic."""
 
 if ON:
     os.register_at_fork(after_in_child=_forget_after_fork)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from geode.work_tally import HANDOFF_POOL
-from geode.work_tally import count as tally
+from geode.work_tally import handoff as tally
 
 log = logging.getLogger(__name__)
 

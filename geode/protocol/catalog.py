@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from geode.protocol.errors import BadRequest
 from geode.work_tally import VALIDATION, VALIDATION_REPLY
 from geode.work_tally import count as tally
+from geode.work_tally import frame as tally_frame
 
 AREAS = (
     "runtime",
@@ -78,7 +79,7 @@ def spec(type_: str) -> MessageSpec:
 def parse_body(type_: str, body: dict[str, Any]) -> BaseModel:
     """Validate a request/cast body against its declared model."""
     s = spec(type_)
-    tally(VALIDATION, type_)
+    tally_frame(VALIDATION, type_)
     try:
         return s.body.model_validate(body)
     except ValidationError as exc:

@@ -70,8 +70,28 @@ def test_the_bus_codec_counts_frames_by_type_and_nothing_is_written_when_off(tmp
     ((_role, counts),) = read_all(tmp_path).values()
     assert counts["frame.encoded:runtime.ping"] == 3
     assert counts["frame.decoded:runtime.ping"] == 3
-    assert counts["validation:Envelope"] == 3
+    assert counts["validation"] == 3  # each frame decoded validated once
 
     probe = "from geode import work_tally as w\n        print(codec.tally is w._noop, w._state)\n"
     off = _run(code + probe, None)
     assert off.split() == ["True", "None"]  # unset: the hook is the no-op and no file was opened
+
+
+def test_a_hand_off_is_counted_under_the_message_its_thread_last_handled(tmp_path: Path) -> None:
+    _run(
+        """
+        import threading
+        from geode import work_tally as w
+        w.frame("frame.decoded", "turn.event")
+        w.handoff("handoff.post")
+        w.handoff("handoff.post")
+        t = threading.Thread(target=w.handoff, args=("handoff.pool",))
+        t.start()
+        t.join()
+        """,
+        tmp_path,
+    )
+    ((_role, counts),) = read_all(tmp_path).values()
+    assert counts["handoff.post:turn.event"] == 2
+    assert counts["handoff.pool:-"] == 1  # a thread that handled no message yet
+    assert counts["handoff.post"] + counts["handoff.pool"] == 3
