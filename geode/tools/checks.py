@@ -56,6 +56,10 @@ class Request:
     approval_class: str = ""  # a write to a file GEODE executes or loads as instructions (loaded_files)
     approval_detail: str = ""  # the whole text a person approves, when a tool's rule words it (schedule_job)
     rewrites: list[str] = field(default_factory=list)  # "<stage>:<old name>-><new name>" (observation)
+    # worked out once per call by ``Checks`` (the workspace resolved, the roots, the skills in use)
+    workspace: Path | None = None
+    roots: AllowedRoots | None = None
+    skills: SkillScope | None = None
 
     def deny(self, stage: str, message: str, error_type: str, **extra: Any) -> Denied:
         extra.setdefault("denied", True)
@@ -128,19 +132,19 @@ class Checks:
         entry = self.handlers.get(req.spec.handler)
         if self.gate is not None and (why := self.gate.refusal(req.ctx, req.spec)):  # MCP overlay rules
             raise req.deny("policy", why.message, "tool_policy_denied", reason=why.reason)
-        skills = self.skill_scope(req.ctx)
+        skills = self.skill_scope(req)
         if why_not := skills.refusal(req.spec.name):  # a skill's allowed-tools only narrow
             raise req.deny("policy", why_not, "tool_policy_denied", reason="skill_allowed_tools")
         if entry is not None and entry.path_args and reads_files(req.spec):  # relative to a skill's folder
-            req.call = skill_relative(req.call, entry.path_args, self.workspace_for(req.ctx), skills)
+            req.call = skill_relative(req.call, entry.path_args, self.workspace_for(req), skills)
         try:
             check_runtime_policy(req.ctx, req.spec, self.config)
             if entry is not None and entry.path_args:
                 check_paths(
                     req.call.input,
                     entry.path_args,
-                    self.workspace_for(req.ctx),
-                    self.roots_for(req.ctx, req.spec),
+                    self.workspace_for(req),
+                    self.roots_for(req, req.spec),
                 )
         except PolicyDenial as exc:
             raise req.deny("policy", exc.message, exc.error_type, reason=exc.reason) from None
@@ -185,25 +189,31 @@ class Checks:
         entry = self.handlers.get(req.spec.handler)
         if entry is None or not entry.path_args:
             return req.spec
-        workspace = self.workspace_for(req.ctx)
+        workspace = self.workspace_for(req)
         args = req.call.input
         req.approval_class = write_class(req.spec, args, entry.path_args, workspace, self.config)
         return own_class(req.spec) if req.approval_class else req.spec
 
-    def workspace_for(self, ctx: ToolContext) -> Path:
-        return workspace_of(ctx, self.workspace)
+    def workspace_for(self, req: Request) -> Path:
+        """The call's workspace, resolved once per call (every check and the handler see the same)."""
+        if req.workspace is None:
+            req.workspace = workspace_of(req.ctx, self.workspace)
+        return req.workspace
 
-    def roots_for(self, ctx: ToolContext, spec: ToolSpec | None = None) -> AllowedRoots:
+    def roots_for(self, req: Request, spec: ToolSpec | None = None) -> AllowedRoots:
         """The allowed roots (default: the session workspace), carrying the exclusion to the handlers; for a
         read-only tool, the folders of the skills in use too (geode/tools/skill_scope.py)."""
-        roots = AllowedRoots(self.roots or (self.workspace_for(ctx),), self.excluded)
-        return with_skill_roots(roots, self.skill_scope(ctx)) if reads_files(spec) else roots
+        if req.roots is None:
+            req.roots = AllowedRoots(self.roots or (self.workspace_for(req),), self.excluded)
+        return with_skill_roots(req.roots, self.skill_scope(req)) if reads_files(spec) else req.roots
 
     def skill_source(self) -> SkillSource:
         return SkillSource(self.excluded.home, tuple(self.config.trust.projects))
 
-    def skill_scope(self, ctx: ToolContext) -> SkillScope:
-        return scope_of(ctx, self.skill_source(), self.workspace_for(ctx))
+    def skill_scope(self, req: Request) -> SkillScope:
+        if req.skills is None:
+            req.skills = scope_of(req.ctx, self.skill_source(), self.workspace_for(req))
+        return req.skills
 
 
 def correlation(ctx: ToolContext, call: ToolCall) -> dict[str, Any]:

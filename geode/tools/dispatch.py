@@ -1,7 +1,14 @@
-"""Dispatch with a deadline: the handler runs on its own thread; locks are released when it really ends."""
+"""Dispatch with a deadline: the handler runs on its own thread; locks are released when it really ends.
+
+The threads are kept for the next call (``Workers``): a handler runs on a thread no other call is using, in
+an empty context (as on a new thread), and a thread idle for ``IDLE_S`` ends; a call whose deadline passed
+keeps its thread until the handler returns."""
 
 from __future__ import annotations
 
+import contextvars
+import os
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +48,64 @@ def run_with_deadline(
             finally:
                 done.set()
 
-    worker = threading.Thread(target=target, name=f"tool-{env.ctx.operation_id or 'call'}", daemon=True)
-    worker.start()
+    WORKERS.run(target, f"tool-{env.ctx.operation_id or 'call'}")
     if not done.wait(env.deadline_s):
         env.cancel.set()
         return Outcome("timeout")
     return box["out"]
+
+
+Job = Callable[[], None]
+
+
+class Workers:
+    """Handler threads, each running one call at a time; an idle one takes the next call (most recently
+    idle first), a new one starts when none is idle. ``started`` counts the threads ever started."""
+
+    IDLE_S = 30.0
+    MAX_IDLE = 32
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._idle: list[queue.SimpleQueue[tuple[Job, str]]] = []
+        self.started = 0
+
+    def run(self, job: Job, name: str) -> None:
+        with self._mu:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                self.started += 1
+        if inbox is not None:
+            inbox.put((job, name))
+            return
+        inbox = queue.SimpleQueue()
+        thread = threading.Thread(target=self._serve, args=(inbox, job), name=name, daemon=True)
+        thread.start()
+
+    def _serve(self, inbox: queue.SimpleQueue[tuple[Job, str]], job: Job) -> None:
+        me = threading.current_thread()
+        while True:
+            contextvars.Context().run(job)  # nothing of the previous call's context
+            with self._mu:
+                if len(self._idle) >= self.MAX_IDLE:
+                    return
+                self._idle.append(inbox)
+            while True:
+                try:
+                    job, me.name = inbox.get(timeout=self.IDLE_S)
+                    break
+                except queue.Empty:
+                    with self._mu:
+                        if inbox in self._idle:  # nobody took it meanwhile: end
+                            self._idle.remove(inbox)
+                            return
+                    # taken just now: its call is on the way
+
+    def forked(self) -> None:
+        """In a forked child the parent's threads do not exist: forget them."""
+        self._mu = threading.Lock()
+        self._idle = []
+
+
+WORKERS = Workers()
+os.register_at_fork(after_in_child=WORKERS.forked)

@@ -85,9 +85,7 @@ class ToolExecutor:
         self._cancelled: OrderedDict[tuple[str, str], None] = OrderedDict()  # cancelled turns, bounded
         self.receipts = Receipts(records, owner)
         self.timeline = ToolTimeline(records)
-        self.approvals = ApprovalGate(
-            approvals, hooks, timeout_s=approval_timeout_s, config=self._config
-        )
+        self.approvals = ApprovalGate(approvals, hooks, timeout_s=approval_timeout_s, config=self._config)
         workspace = Path(default_workspace).resolve() if default_workspace else Path.cwd()
         self._checks = Checks(
             self.plans,
@@ -203,7 +201,7 @@ class ToolExecutor:
         c.schema(req)
         c.pre_tool_use(req)
         check_send(self.send_rule, req)  # send_message: where it may post, how often per turn
-        check_schedule(self.schedule_rule, req, c.workspace_for(req.ctx))  # schedule_job: where, which job
+        check_schedule(self.schedule_rule, req, c.workspace_for(req))  # schedule_job: where, which job
         spec, call, ctx = req.spec, req.call, req.ctx
         assert spec is not None
         entry = self._handlers.get(spec.handler)
@@ -211,7 +209,7 @@ class ToolExecutor:
             raise req.deny(
                 "dispatch", f"Tool '{call.name}' has no handler here ({spec.handler}).", "tool_unavailable"
             )
-        workspace = c.workspace_for(ctx)
+        workspace = c.workspace_for(req)
         try:
             keys = resource_keys(spec, call.input, ctx, workspace)
         except ResourceKeyError as exc:
@@ -244,7 +242,7 @@ class ToolExecutor:
         receipted = needs_receipt(spec)
         if receipted:
             fault("executor.before_admit")
-            observation = observe(entry, spec, call, workspace, c.roots_for(ctx))
+            observation = observe(entry, spec, call, workspace, c.roots_for(req))
             early = self.receipts.admit(ctx, call, spec, observation=observation)
             if early is not None:
                 kind = "tool.replayed" if not early.is_error else "tool.denied"
@@ -280,7 +278,7 @@ class ToolExecutor:
         env = ToolEnv(
             ctx=ctx,
             workspace=workspace,
-            roots=c.roots_for(ctx, spec),
+            roots=c.roots_for(req, spec),
             deadline_s=max(0.05, deadline - (time.monotonic() - started)),
             # schedule_job, send_file: which chat
             services={**self.services, "schedule_rule": self.schedule_rule, "send_rule": self.send_rule},

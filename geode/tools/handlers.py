@@ -32,6 +32,8 @@ class ToolEnv:
     deadline_s: float
     cancel: threading.Event = field(default_factory=threading.Event)
     services: Mapping[str, Any] = field(default_factory=dict)  # messengers, delegate, display ...
+    # what a handler works out once per call (its file boundary: geode/tools/builtin/files.py)
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def service(self, name: str) -> Any:
         return self.services.get(name)

@@ -38,6 +38,27 @@ def within(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+class Under:
+    """``within`` for many paths against fixed roots, on their text: a path is one of the roots or starts
+    with one of them and a separator. The same answer as ``within`` for the absolute paths ``realpath``
+    gives; anything else (relative, a leading ``//``) is answered by ``within`` itself."""
+
+    __slots__ = ("exact", "plain", "prefixes", "roots")
+
+    def __init__(self, roots: Iterable[Path]) -> None:
+        self.roots = tuple(roots)
+        texts = tuple(str(r) for r in self.roots)
+        self.exact = frozenset(texts)
+        self.prefixes = tuple(t.rstrip("/") + "/" for t in texts)
+        self.plain = all(t.startswith("/") and not t.startswith("//") for t in texts)
+
+    def holds(self, path: Path | str) -> bool:
+        s = str(path)
+        if not self.plain or not s.startswith("/") or s.startswith("//"):
+            return within(Path(s), self.roots)
+        return s in self.exact or s.startswith(self.prefixes)
+
+
 @dataclass(frozen=True)
 class Exclusion:
     """Subtrees no file tool may touch or list whatever the allowed roots are (``paths``), except the
@@ -47,6 +68,8 @@ class Exclusion:
     paths: tuple[Path, ...]
     carve_outs: tuple[Path, ...] = ()
     home: Path | None = None
+    _paths: Under = field(init=False, repr=False, compare=False)
+    _carve_outs: Under = field(init=False, repr=False, compare=False)
 
     @classmethod
     def of_home(cls, home: GeodeHome) -> Exclusion:
@@ -75,8 +98,12 @@ class Exclusion:
         )
         return cls(paths, kept)
 
-    def covers(self, real: Path) -> bool:
-        return within(real, self.paths) and not within(real, self.carve_outs)
+    def __post_init__(self) -> None:  # the text forms ``covers`` compares, once per exclusion
+        object.__setattr__(self, "_paths", Under(self.paths))
+        object.__setattr__(self, "_carve_outs", Under(self.carve_outs))
+
+    def covers(self, real: Path | str) -> bool:
+        return self._paths.holds(real) and not self._carve_outs.holds(real)
 
 
 @lru_cache(maxsize=8)
@@ -109,6 +136,7 @@ class Boundary:
     roots: tuple[Path, ...]
     excluded: Exclusion
     secrets: SecretFiles = field(default_factory=lambda: SecretFiles({}), compare=False)
+    _roots: Under = field(init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, roots: tuple[Path, ...]) -> Boundary:
@@ -118,11 +146,14 @@ class Boundary:
         secrets = SecretFiles.scan(excluded.home, excluded.paths)
         return cls(tuple(_real(r) for r in roots), excluded, secrets)
 
-    def verdict(self, real: Path, st: os.stat_result | None = None) -> str | None:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_roots", Under(self.roots))
+
+    def verdict(self, real: Path | str, st: os.stat_result | None = None) -> str | None:
         """Why the resolved ``real`` (whose ``stat`` the caller may pass) may not be touched, or None."""
         if self.excluded.covers(real):
             return GEODE_HOME
-        if not within(real, self.roots):
+        if not self._roots.holds(real):
             return "outside_roots"
         return self.secrets.verdict(real, st)
 
@@ -155,13 +186,16 @@ def resolve_in(workspace: Path, raw: str) -> Path:
     return _real(p)
 
 
-def checked_path(workspace: Path, roots: tuple[Path, ...], raw: str) -> Path:
+def checked_path(
+    workspace: Path, roots: tuple[Path, ...], raw: str, boundary: Boundary | None = None
+) -> Path:
     """The resolved path; InvalidPath for a malformed one; PathOutsideRoots (reason ``outside_roots`` or
     ``geode_home`` or ``credential_file``) when it lies outside every root, inside a GEODE home (or is one of
     the daemon home's files by a hardlink), or is a credential file."""
     validate_raw(raw)
     p = resolve_in(workspace, raw)
-    why = Boundary.of(roots).verdict(p)
+    bound = Boundary.of(roots) if boundary is None else boundary  # ``boundary``: the call's, of these roots
+    why = bound.verdict(p)
     if why == GEODE_HOME:
         raise PathOutsideRoots(
             f"path {raw!r} resolves inside a GEODE home (or is one of its files); file tools never open one",

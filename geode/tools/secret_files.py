@@ -37,12 +37,17 @@ CREDENTIAL_FILES: tuple[str, ...] = (
 _BY_NAME = tuple(tuple(p.split("/")[-2:]) if "/" in p else (p,) for p in CREDENTIAL_FILES if p != ".npmrc")
 
 
-def credential_name(path: Path) -> bool:
+_BY_NAME_ONE = frozenset(s[0] for s in _BY_NAME if len(s) == 1)
+_BY_NAME_TWO = frozenset(s for s in _BY_NAME if len(s) == 2)
+
+
+def credential_name(path: Path | str) -> bool:
     """Whether ``path`` is named like a credential file (``.aws/credentials``, ``.ssh/id_ed25519`` ...)."""
-    parts = path.parts
-    if len(parts) >= 2 and parts[-2] == ".ssh" and parts[-1].startswith("id_"):
-        return not parts[-1].endswith(".pub")
-    return any(tuple(parts[-len(s) :]) == s for s in _BY_NAME)
+    *rest, last = str(path).rsplit("/", 2)  # its last two components are all a name rule looks at
+    second = rest[-1] if len(rest) == 2 else ""  # "/.netrc": nothing above the name but the root
+    if second == ".ssh" and last.startswith("id_"):
+        return not last.endswith(".pub")
+    return last in _BY_NAME_ONE or (second, last) in _BY_NAME_TWO
 
 
 def is_geode_home(d: Path) -> bool:
@@ -106,13 +111,18 @@ def user_home() -> Path | None:
 @dataclass
 class SecretFiles:
     """One call's view of the secret files: identities taken when it was made (a file created later is
-    still refused by name or by its home's markers), GEODE homes found on the way cached per directory.
+    still refused by name or by its home's markers), GEODE homes found on the way cached per directory
+    (as is what they decide for a directory: a walk asks once per directory, not once per entry).
     ``handled``: the homes the path exclusion already decides (the daemon's own, whose ``workspace/`` stays
     usable)."""
 
     ids: dict[tuple[int, int], str]
     handled: tuple[Path, ...] = ()
-    _homes: dict[Path, bool] = field(default_factory=dict)
+    _homes: dict[str, bool] = field(default_factory=dict)
+    _below: dict[str, bool] = field(default_factory=dict)  # directory -> under another home (strictly)
+
+    def __post_init__(self) -> None:
+        self._handled = frozenset(str(h) for h in self.handled)
 
     @classmethod
     def scan(cls, home_root: Path | None, handled: tuple[Path, ...] = ()) -> SecretFiles:
@@ -124,7 +134,7 @@ class SecretFiles:
             _identities(_user_credentials(uh), CREDENTIAL, ids)
         return cls(ids, handled)
 
-    def verdict(self, real: Path, st: os.stat_result | None = None) -> str | None:
+    def verdict(self, real: Path | str, st: os.stat_result | None = None) -> str | None:
         """None, or why the resolved ``real`` may not be touched (``geode_home`` | ``credential_file``)."""
         if st is None:
             try:
@@ -135,24 +145,59 @@ class SecretFiles:
             why = self.ids.get((st.st_dev, st.st_ino))
             if why is not None:
                 return why
-        if credential_name(real):
+        s = str(real)
+        if credential_name(s):
             return CREDENTIAL
         is_dir = st is not None and stat.S_ISDIR(st.st_mode)
-        return GEODE_HOME if self.in_other_home(real if is_dir else real.parent) else None
+        return GEODE_HOME if self._inside(s if is_dir else os.path.dirname(s)) else None
 
     def in_other_home(self, d: Path) -> bool:
         """Whether directory ``d`` is, or lies inside, a GEODE home not in ``handled`` (outside its
         ``workspace/`` and ``workspaces/``)."""
+        return self._inside(str(d))
+
+    def _inside(self, d: str) -> bool:
+        if not d.startswith("/") or d.startswith("//"):  # not what realpath gives: the plain walk up
+            return self._inside_by_parts(Path(d))
+        return self._own_home(d) or self._below_home(d)
+
+    def _own_home(self, d: str) -> bool:
+        return d not in self._handled and self._home(d)
+
+    def _below_home(self, d: str) -> bool:
+        """Whether a strict ancestor of the absolute ``d`` is another home, ``d`` not under its workspaces:
+        below(d) = (home(parent) and d's step down is no workspace) or below(parent), memoised per
+        directory, worked out from the top down (no recursion: a path may have 2,000 components)."""
+        found = self._below.get(d)
+        if found is not None:
+            return found
+        chain: list[tuple[str, str, str]] = []  # d and its ancestors not yet known, nearest first
+        here = d
+        while (known := self._below.get(here)) is None:
+            parent, _, name = here.rpartition("/")
+            parent = parent or "/"
+            if parent == here:  # the root: nothing above it
+                known = self._below[here] = False
+                break
+            chain.append((here, parent, name))
+            here = parent
+        below = bool(known)
+        for here, parent, name in reversed(chain):
+            below = below or (self._own_home(parent) and name not in HOME_WORKSPACES)
+            self._below[here] = below
+        return below
+
+    def _inside_by_parts(self, d: Path) -> bool:
         child: Path | None = None
         for here in (d, *d.parents):
-            if here not in self.handled and self._home(here):
+            if str(here) not in self._handled and self._home(str(here)):
                 if child is None or child.name not in HOME_WORKSPACES:
                     return True
             child = here
         return False
 
-    def _home(self, d: Path) -> bool:
+    def _home(self, d: str) -> bool:
         found = self._homes.get(d)
         if found is None:
-            found = self._homes[d] = is_geode_home(d)
+            found = self._homes[d] = is_geode_home(Path(d))
         return found

@@ -21,7 +21,7 @@ MAX_ENTRIES = 1000
 def resolve(env: ToolEnv, raw: str | None) -> Path:
     """A path argument resolved in the workspace, refused outside the roots (also checked by policy)."""
     try:
-        return checked_path(env.workspace, env.roots, raw or ".")
+        return checked_path(env.workspace, env.roots, raw or ".", boundary(env))
     except InvalidPath as exc:
         raise ToolFailure(f"invalid path: {exc}", "invalid_tool_input") from None
     except PathOutsideRoots as exc:
@@ -29,8 +29,12 @@ def resolve(env: ToolEnv, raw: str | None) -> Path:
 
 
 def boundary(env: ToolEnv) -> Boundary:
-    """The allowed roots of this call minus GEODE homes and credential files."""
-    return Boundary.of(env.roots)
+    """The allowed roots of this call minus GEODE homes and credential files: one per call (the secret
+    files' identities taken once, the homes met on the way looked up once), shared by its path checks."""
+    found = env.memo.get("boundary")
+    if found is None:
+        found = env.memo["boundary"] = Boundary.of(env.roots)
+    return found  # type: ignore[no-any-return]
 
 
 def read_text(path: Path, env: ToolEnv, raw: str, *, strict: bool = False) -> str:

@@ -128,20 +128,30 @@ class Entry:
     """A listed path (as seen under the base: a symlink keeps its own name), its parts relative to the base,
     and whether it is a directory. Symlinked directories are listed but never descended."""
 
-    path: Path
+    text: str
     rel: tuple[str, ...]
     is_dir: bool
+
+    @property
+    def path(self) -> Path:
+        return Path(self.text)
 
 
 def classify(path: Path, boundary: Boundary, skips: Skips) -> bool | None:
     """For one directory entry: True (a directory), False (a regular file), None (skipped and counted, or
     gone). A symlink counts by where it resolves; nothing is opened."""
+    kind = _classify(str(path), boundary, skips)
+    return None if kind is None else kind[0]
+
+
+def _classify(path: str, boundary: Boundary, skips: Skips) -> tuple[bool, bool] | None:
+    """``classify`` on a path's text: (is a directory, is a symlink), or None."""
     try:
         lst = os.lstat(path)
     except OSError:
         return None
     link = stat.S_ISLNK(lst.st_mode)
-    real = Path(os.path.realpath(path)) if link else path
+    real = os.path.realpath(path) if link else path
     try:
         st = os.stat(path) if link else lst
     except OSError:  # a dangling link
@@ -154,9 +164,9 @@ def classify(path: Path, boundary: Boundary, skips: Skips) -> bool | None:
         return None
     mode = st.st_mode
     if stat.S_ISDIR(mode):
-        return True
+        return True, link
     if stat.S_ISREG(mode):
-        return False
+        return False, link
     skips.count("not_regular")
     return None
 
@@ -171,23 +181,27 @@ def walk(
     cancel: threading.Event | None = None,
 ) -> Iterator[Entry]:
     """Depth-first, names sorted, under the resolved directory ``base``; real directories only are descended
-    (up to ``max_depth`` levels), GEODE homes, credential files and anything pointing out are skipped."""
-    stack: list[tuple[Path, tuple[str, ...]]] = [(base, ())]
+    (up to ``max_depth`` levels), GEODE homes, credential files and anything pointing out are skipped.
+    Every entry is checked on its own (its lstat, its identity); what holds for a whole directory (inside
+    the roots, under a GEODE home) is worked out once per directory by the boundary."""
+    stack: list[tuple[str, tuple[str, ...]]] = [(str(base), ())]
     while stack:
         here, rel = stack.pop()
         try:
             names = sorted(os.listdir(here))
         except OSError:
             continue
-        below: list[tuple[Path, tuple[str, ...]]] = []
+        prefix = here if here.endswith("/") else here + "/"
+        below: list[tuple[str, tuple[str, ...]]] = []
         for name in names:
             if cancel is not None and cancel.is_set():
                 return
-            path, parts = here / name, (*rel, name)
-            is_dir = classify(path, boundary, skips)
-            if is_dir is None or (is_dir and name in skip_dirs):
+            path, parts = prefix + name, (*rel, name)
+            kind = _classify(path, boundary, skips)
+            if kind is None or (kind[0] and name in skip_dirs):
                 continue
+            is_dir, link = kind
             yield Entry(path, parts, is_dir)
-            if is_dir and not path.is_symlink() and (max_depth is None or len(parts) < max_depth):
+            if is_dir and not link and (max_depth is None or len(parts) < max_depth):
                 below.append((path, parts))
         stack.extend(reversed(below))
