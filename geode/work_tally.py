@@ -37,6 +37,7 @@ VALIDATION_REPLY = "validation.reply"  # detail: the message type whose reply bo
 HANDOFF_POOL = "handoff.pool"  # a job queued for a handler thread (HandlerPool.submit)
 HANDOFF_POST = "handoff.post"  # an op posted from another thread to the bus thread (PollLoop._post)
 HANDOFF_WAKE = "handoff.wake"  # an eventfd write waking the bus thread (PollLoop._wake)
+HANDOFF_REPLY = "handoff.reply"  # a reply handed from the bus thread to the caller waiting for it
 STORE_CALL = "store.call"  # detail: message type; a client's round trip to the store (StoreClient._call)
 LMDB_WRITE_TXN = "lmdb.write_txn"  # detail: who wrote (group, turns, env); one committed write transaction
 LMDB_WRITE_OP = "lmdb.write_op"  # one operation inside a group-commit transaction

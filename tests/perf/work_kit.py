@@ -39,7 +39,7 @@ MEASURES: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("frames decoded", ("frame.decoded",), True),
     ("frames encoded", ("frame.encoded",), True),
     ("validations", ("validation", "validation.reply"), True),
-    ("hand-offs", ("handoff.pool", "handoff.post"), True),
+    ("hand-offs", ("handoff.pool", "handoff.post", "handoff.reply"), True),
     ("store round trips", ("store.call",), True),
     ("LMDB write txns", ("lmdb.write_txn",), False),
     ("checkpoint saves", ("checkpoint.save",), False),
