@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 from geode.conversation import Message, TextBlock, ToolResultBlock
+from geode.loop.history_fold import HistoryFold
+from geode.providers.identity_memo import IdentityMemo
 
 CHARS_PER_TOKEN = 4
 ELIDE_KEEP = 1500
@@ -22,10 +24,34 @@ class ContextExhausted(Exception):
 IMAGE_TOKENS = 1600  # what a picture costs a model (Anthropic: about 1,600 tokens for a 1.15 MP image)
 
 
+_SIZES: IdentityMemo[tuple[int, int]] = IdentityMemo()  # message -> (JSON characters, pictures)
+_ELIDED: IdentityMemo[Message] = IdentityMemo()  # message -> its view with long tool results shortened
+
+
+def message_size(m: Message) -> tuple[int, int]:
+    """The JSON characters of ``m``'s blocks and its number of pictures, computed once per message object."""
+    return _SIZES.get(m, _measure)
+
+
+def _measure(m: Message) -> tuple[int, int]:
+    return len(json.dumps([b.model_dump() for b in m.content], ensure_ascii=False)), len(m.images)
+
+
 def estimate_tokens(messages: list[Message]) -> int:
-    """A rough count: JSON characters / CHARS_PER_TOKEN, plus IMAGE_TOKENS per picture (held by reference)."""
-    chars = sum(len(json.dumps([b.model_dump() for b in m.content], ensure_ascii=False)) for m in messages)
-    return chars // CHARS_PER_TOKEN + 1 + IMAGE_TOKENS * sum(len(m.images) for m in messages)
+    """A rough count: JSON characters / CHARS_PER_TOKEN, plus IMAGE_TOKENS per picture (held by reference).
+
+    Each message is measured once (:func:`message_size`), and a list that only grew since the last estimate
+    on this thread adds only its new messages (:class:`~geode.loop.history_fold.HistoryFold`)."""
+    chars, pictures = _TOTAL(messages)
+    return chars // CHARS_PER_TOKEN + 1 + IMAGE_TOKENS * pictures
+
+
+def _add_size(total: tuple[int, int], m: Message) -> tuple[int, int]:
+    c, p = message_size(m)
+    return total[0] + c, total[1] + p
+
+
+_TOTAL: HistoryFold[tuple[int, int]] = HistoryFold(lambda: (0, 0), _add_size)
 
 
 def units(history: list[Message]) -> list[list[Message]]:
@@ -44,8 +70,13 @@ def units(history: list[Message]) -> list[list[Message]]:
 
 
 def _elide(m: Message) -> Message:
-    if not m.tool_results:
-        return m
+    """``m`` with long tool results shortened; the same object for the same message every round."""
+    if not any(isinstance(b, ToolResultBlock) and len(b.content) > 2 * ELIDE_KEEP for b in m.content):
+        return m  # (never memoized as itself: the memo would keep the message alive)
+    return _ELIDED.get(m, _elided)
+
+
+def _elided(m: Message) -> Message:
     blocks = []
     for b in m.content:
         if isinstance(b, ToolResultBlock) and len(b.content) > 2 * ELIDE_KEEP:

@@ -17,7 +17,8 @@ from geode.loop.state import TurnState
 from geode.loop.summarize import effective_history
 from geode.prompt.builder import build_system_prompt
 from geode.prompt.sources import PromptSources
-from geode.providers.types import ModelRequest, Provider
+from geode.providers.identity_memo import IdentityMemo
+from geode.providers.types import ModelRequest, Provider, ToolSchema
 from geode.tools.plan import BoundToolPlan
 
 
@@ -43,6 +44,21 @@ def budget_hint(state: TurnState, settings: LoopSettings, wrapping_up: bool) -> 
     if wrapping_up:
         text += ". The budget is nearly spent: tools are off for this call; give your best final answer now."
     return text
+
+
+_TOOLS: IdentityMemo[tuple[tuple[ToolSchema, ...], int]] = IdentityMemo()  # plan -> (schemas, JSON chars)
+
+
+def plan_tools(plan: BoundToolPlan | None) -> tuple[tuple[ToolSchema, ...], int]:
+    """The plan's tool schemas and their JSON size, built once per (frozen) plan object, not per round."""
+    if plan is None:
+        return (), len("[]")
+    return _TOOLS.get(plan, _tools_of)
+
+
+def _tools_of(plan: BoundToolPlan) -> tuple[tuple[ToolSchema, ...], int]:
+    tools = plan.tool_schemas()
+    return tools, len(json.dumps([t.model_dump() for t in tools]))
 
 
 @dataclass
@@ -71,8 +87,8 @@ def prepare_call(
         "session_start_context": str(state.meta.get(CONTEXT_KEY, "")),
     }
     system = build_system_prompt(prompt, model=model, provider=getattr(provider, "name", ""), hints=hints)
-    tools = plan.tool_schemas() if plan is not None else ()
-    overhead = (sum(len(s.text) for s in system) + len(json.dumps([t.model_dump() for t in tools]))) // 4
+    tools, tools_chars = plan_tools(plan)
+    overhead = (sum(len(s.text) for s in system) + tools_chars) // 4
     budget = settings.context_window_tokens - settings.output_reserve_tokens - overhead
     budget = max(1000, budget >> squeeze)
     if compact is not None:  # summarizing compaction (geode.loop.compacting); the floor below either way

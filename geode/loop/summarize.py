@@ -20,6 +20,7 @@ from typing import Any
 
 from geode.conversation import Message, TextBlock
 from geode.loop.compaction import CHARS_PER_TOKEN, ELIDE_KEEP, estimate_tokens
+from geode.loop.history_fold import HistoryFold
 from geode.providers.types import ModelRequest, ModelResponse, Provider, SystemSection
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,15 @@ def records_of(history: list[Message]) -> list[Message]:
     return [m for m in history if is_record(m)]
 
 
+def _note_record(state: tuple[int, tuple[int, ...]], m: Message) -> tuple[int, tuple[int, ...]]:
+    """(messages seen, the indices of the compaction records among them)."""
+    n, where = state
+    return n + 1, (*where, n) if is_record(m) else where
+
+
+_RECORD_AT: HistoryFold[tuple[int, tuple[int, ...]]] = HistoryFold(lambda: (0, ()), _note_record)
+
+
 def _covers(record: Message | None) -> int:
     return int(record.metadata.get("covers", 0)) if record is not None else 0
 
@@ -60,10 +70,10 @@ def _covers(record: Message | None) -> int:
 def effective_history(history: list[Message]) -> list[Message]:
     """The history as the model sees it before the floor: the latest summary (merged into the first kept user
     message, or a user message of its own), then every non-record message after the point it covers."""
-    recs = records_of(history)
-    if not recs:
+    where = _RECORD_AT(history)[1]  # folded: a round pays only for its new messages
+    if not where:
         return list(history)
-    latest = recs[-1]
+    latest = history[where[-1]]
     rest = [m for m in history[_covers(latest) :] if not is_record(m)]
     note = TextBlock(text=latest.text)
     if rest and rest[0].role == "user" and not rest[0].tool_results:

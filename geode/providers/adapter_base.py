@@ -100,6 +100,12 @@ class WireAdapter:
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The body :meth:`complete` sends: ``build_body``'s, where an adapter may put lists of items already
+        encoded (:class:`Encoded`, each message's JSON cached per message) so a round does not re-encode
+        the whole history. Encodes to the same JSON object as ``build_body``."""
+        return self.build_body(request)
+
     def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:
         raise NotImplementedError
 
@@ -110,7 +116,7 @@ class WireAdapter:
         *,
         on_event: EventCallback | None = None,
     ) -> ModelResponse:
-        body = self.build_body(request)
+        body = self.wire_body(request)
 
         def attempt(_n: int) -> ModelResponse:
             sink = StreamSink(on_delta)
@@ -139,13 +145,28 @@ class WireAdapter:
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
+class Encoded(list[bytes]):
+    """A JSON array given as its items already encoded (UTF-8 JSON), spliced in by :func:`encode_body`."""
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """``body`` as UTF-8 JSON; its top-level :class:`Encoded` values are joined from their encoded items."""
+    spliced = [(k, v) for k, v in body.items() if isinstance(v, Encoded)]
+    if not spliced:
+        return json.dumps(body, ensure_ascii=False).encode()
+    rest = {k: v for k, v in body.items() if not isinstance(v, Encoded)}
+    parts = [json.dumps(rest, ensure_ascii=False).encode()[1:-1]] if rest else []
+    parts += [json.dumps(k, ensure_ascii=False).encode() + b": [" + b", ".join(v) + b"]" for k, v in spliced]
+    return b"{" + b", ".join(parts) + b"}"
+
+
 def post_json(client: Any, path: str, body: dict[str, Any], *, stream_cls: Any = None) -> Any:
     """POST an already-built body through the SDK client as pre-serialized JSON bytes.
 
     Sending ``content=`` (not ``body=``) skips the SDK's per-request deep copy of the body while keeping its
     auth, headers, timeouts and error classes. Returns a dict, or an SDK Stream of dicts when ``stream_cls``.
     """
-    data = json.dumps(body, ensure_ascii=False).encode()
+    data = encode_body(body)
     options = {"headers": JSON_HEADERS}
     if stream_cls is None:
         return client.post(path, content=data, options=options, cast_to=object)

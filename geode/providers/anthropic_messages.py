@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from typing import Any
 
 from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from geode.providers.adapter_base import StreamSink, WireAdapter, http_timeout, json_args, post_json
+from geode.providers.adapter_base import (
+    Encoded,
+    StreamSink,
+    WireAdapter,
+    http_timeout,
+    json_args,
+    post_json,
+)
 from geode.providers.catalogue import model_info
+from geode.providers.encoded_history import EncodedHistory
+from geode.providers.identity_memo import IdentityMemo
 from geode.providers.images import load_image
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, SystemSection, ToolSchema, Usage
 
@@ -66,6 +77,27 @@ def message_param(message: Message, model: str = "") -> dict[str, Any]:
 
 def tool_param(tool: ToolSchema) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+
+
+SPLICED = {"messages", "tools", "tool_choice"}
+_TOOL_JSON: IdentityMemo[bytes] = IdentityMemo()  # tool schema -> its encoded param
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+def message_json(message: Message) -> bytes:
+    """The encoded ``message_param`` of a message without pictures."""
+    return dumps(message_param(message))
+
+
+def _pictures_json(message: Message, model: str) -> bytes:
+    return dumps(message_param(message, model))
+
+
+def _tool_json(tool: ToolSchema) -> bytes:
+    return dumps(tool_param(tool))
 
 
 def usage_of(raw: dict[str, Any] | None, prev: Usage | None = None) -> Usage:
@@ -177,6 +209,24 @@ class AnthropicMessagesAdapter(WireAdapter):
         if request.stream:
             body["stream"] = True
         body.update(self.endpoint.options.get("extra_body") or {})
+        return body
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._history = EncodedHistory(message_json)
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """``build_body`` with each message and tool encoded once per object (a message with a picture is
+        projected every time: its file is read and verified per request)."""
+        if SPLICED & set(self.endpoint.options.get("extra_body") or {}):
+            return self.build_body(request)  # the endpoint's extra body replaces what would be spliced
+        body = self.build_body(request.model_copy(update={"messages": (), "tools": ()}))
+        with_pictures = partial(_pictures_json, model=request.model)
+        key = request.metadata.get("session_id", "")
+        body["messages"] = Encoded(self._history.items(key, request.messages, with_pictures))
+        if request.tools:
+            body["tools"] = Encoded(_TOOL_JSON.get(t, _tool_json) for t in request.tools)
+            body["tool_choice"] = {"type": request.tool_choice}
         return body
 
     def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:

@@ -1,0 +1,54 @@
+"""Values computed once per live object: a message's token estimate, its wire param, a plan's tool schemas.
+
+The conversation's messages and a turn's plan are frozen pydantic models that live as long as the turn's
+history holds them. What the loop and the adapters derive from one of them (its size, its JSON on the wire)
+is the same every round, so it is computed when first asked and kept beside the object — keyed by the
+object itself (its identity, checked through a weak reference), dropped when the object is collected.
+Never by value: two equal messages are two entries, and ``model_copy`` makes a new object with no entry.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class IdentityMemo(Generic[V]):
+    """``memo.get(obj, compute)``: ``compute(obj)`` the first time for this very object, then the kept value.
+
+    Thread-safe without a lock (single dict operations under the GIL; a lock could deadlock when a weak
+    reference's callback runs inside it): two threads asking at once may both compute (the functions are
+    pure), one value is kept. An object that does not take weak references is computed every time.
+    An id is only reused after its object is freed, which is after the object's callback has run."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, obj: Any, compute: Callable[[Any], V]) -> V:
+        key = id(obj)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is obj:
+            return entry[1]
+        value = compute(obj)
+        try:
+            ref = weakref.ref(obj, self._forget(key))
+        except TypeError:
+            return value
+        self._entries[key] = (ref, value)
+        return value
+
+    def _forget(self, key: int) -> Callable[[weakref.ref[Any]], None]:
+        entries = self._entries
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            entry = entries.get(key)
+            if entry is not None and entry[0] is ref:  # not a newer object that reuses the id
+                entries.pop(key, None)
+
+        return forget
