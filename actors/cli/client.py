@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from actors.cli import wire_data as c
+from actors.cli import wire_data as lanes_msg
 from actors.cli.control_socket import PING_EVERY_S, ControlSocket, EventFn
 from actors.cli.turn_replies import cancel_pending, unknown_to
-from geode.protocol import control as c
-from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError, RequestTimeout
 
 SILENCE_S = 2.0  # no answer to pings for this long: assume the control child restarted

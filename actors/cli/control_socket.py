@@ -17,14 +17,13 @@ from typing import Any
 
 import zmq
 
+from actors.cli import wire
+from actors.cli import wire_data as c
 from actors.cli.drop_watch import DropWatch
 from actors.cli.turn_replies import durable_outcomes
+from actors.cli.wire import Frame, unwrap
 from geode.home import GeodeHome
-from geode.protocol import catalog, codec
-from geode.protocol import control as c
-from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
-from geode.protocol.transport import unwrap
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
 
@@ -57,7 +56,7 @@ class ControlSocket:
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.ROUTING_ID, os.urandom(8))
         s.setsockopt(zmq.RECONNECT_IVL, 100)
-        s.setsockopt(zmq.MAXMSGSIZE, 2 * codec.MAX_FRAME_BYTES)
+        s.setsockopt(zmq.MAXMSGSIZE, 2 * c.MAX_FRAME_BYTES)
         try:
             self._watch = DropWatch(s, owner=self)
         except zmq.ZMQError:
@@ -122,7 +121,7 @@ class ControlSocket:
         def beat() -> None:
             while not self._hb_stop.wait(PING_EVERY_S):
                 try:
-                    self._send(Envelope(kind="cast", type=c.PING, body={}))
+                    self._send(wire.encode(c.PING, kind="cast")[1])
                 except (GeodeError, zmq.ZMQError):
                     if self._sock is None:
                         return
@@ -131,13 +130,13 @@ class ControlSocket:
         self._hb.start()
 
     # --- frames --------------------------------------------------------------------------------------------
-    def _send(self, env: Envelope) -> None:
+    def _send(self, frame: bytes) -> None:
         with self._lock:
             if self._sock is None:
                 raise Unavailable("not connected")
-            self._sock.send(codec.encode(env), zmq.NOBLOCK)
+            self._sock.send(frame, zmq.NOBLOCK)
 
-    def _recv(self, timeout_s: float) -> Envelope | None:
+    def _recv(self, timeout_s: float) -> Frame | None:
         """The next frame within ``timeout_s``; None at the timeout, or at once when the peer went away."""
         with self._lock:
             if self._sock is None:
@@ -149,14 +148,14 @@ class ControlSocket:
                 return None
             frame = self._sock.recv()
         try:
-            return codec.decode(frame)
+            return wire.decode(frame)
         except BadRequest:
             return None
 
     def send_request(self, type_: str, body: dict[str, Any]) -> str:
-        env = Envelope(type=type_, body=catalog.dump(body), session=self.session_id)
-        self._send(env)
-        return env.id
+        mid, frame = wire.encode(type_, body, session=self.session_id)
+        self._send(frame)
+        return mid
 
     def request(
         self,
@@ -191,7 +190,7 @@ class ControlSocket:
 
     def wait_reply(
         self, mids: Collection[str], timeout_s: float, *, on_event: EventFn | None = None
-    ) -> Envelope | None:
+    ) -> Frame | None:
         """The first reply (ok or error) to any request in ``mids``; None after ``timeout_s``, or as soon as
         the control child went away (:attr:`disconnects` grew). Events meanwhile go to ``on_event``."""
         drops = self.disconnects

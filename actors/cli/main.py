@@ -126,26 +126,28 @@ def _run_hot(argv: list[str]) -> bool:
     kwargs = _ask_args(optional_resume(argv[1:]))
     if kwargs is None:
         return False
-    from actors.cli.chat_cmds import run_ask
+    from actors.cli.ask_run import run_ask
 
     return _exit_as_typer(lambda: run_ask(kwargs.pop("prompt"), **kwargs))
 
 
 def _exit_as_typer(fn: Callable[[], None]) -> bool:
     """Run a command function as the typer app would: ``typer.Exit(code)`` exits with ``code``; Ctrl-C
-    outside the command's own handling is click's ``Aborted!`` (exit 1)."""
-    from typer import Exit
-
+    outside the command's own handling is click's ``Aborted!`` (exit 1). Typer is not imported for it (a
+    command that raises ``typer.Exit`` has imported typer; `geode ask` raises ``SystemExit``)."""
     try:
         fn()
-    except Exit as exc:
-        raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
         print("\nAborted!", file=sys.stderr)
         raise SystemExit(1) from None
     except BrokenPipeError:  # `geode status | head`: click's quiet exit 1, no traceback
         sys.stdout = None  # type: ignore[assignment]  # nothing flushed at exit into the closed pipe
         raise SystemExit(1) from None
+    except Exception as exc:
+        typer_exit = getattr(sys.modules.get("typer"), "Exit", None)
+        if typer_exit is not None and isinstance(exc, typer_exit):
+            raise SystemExit(exc.exit_code) from None
+        raise
     return True
 
 

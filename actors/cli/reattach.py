@@ -8,15 +8,17 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from actors.cli import wire_data as c
+from actors.cli import wire_data as lanes_msg
+from actors.cli.wire import unwrap
 from geode.home import GeodeHome
-from geode.protocol import control as c
-from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import ErrorCode, GeodeError, RequestTimeout
-from geode.protocol.transport import unwrap
-from geode.sessions.transcript import Exchange, first_prompt, last_exchanges
 from geode.visible_text import visible
+
+if TYPE_CHECKING:  # the transcript (logging, json) only when a session's history is shown, not per `ask`
+    from geode.sessions.transcript import Exchange
 
 LAST_EXCHANGES = 3
 ANSWER_LINES = 12
@@ -128,6 +130,8 @@ def exchange_lines(ex: Exchange) -> list[str]:
 
 
 def print_history(home: GeodeHome, session_id: str, out: TextIO, n: int = LAST_EXCHANGES) -> list[Exchange]:
+    from geode.sessions.transcript import last_exchanges
+
     shown = last_exchanges(home.root, session_id, n)
     if shown:
         out.write(f"── last {len(shown)} exchange(s) of {session_id} ──\n")
@@ -219,6 +223,8 @@ def session_rows(
     home: GeodeHome, sessions: list[dict[str, Any]], limit: int = PICK_MAX
 ) -> list[dict[str, Any]]:
     """Most recently updated first, each with its first prompt (from the transcript) and its age."""
+    from geode.sessions.transcript import first_prompt
+
     now = time.time()
     rows = sorted(sessions, key=lambda s: float(s.get("updated_at") or 0), reverse=True)[:limit]
     return [

@@ -7,7 +7,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from geode.protocol import lanes as lanes_msg
+from actors.cli import wire_data as lanes_msg
 from geode.visible_text import visible
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any, TextIO
 
+from actors.cli import wire_data as lanes_msg
 from actors.cli.client import NO_ONE, ApprovalFn
-from geode.protocol import lanes as lanes_msg
 
 FORMATS = ("text", "json", "stream-json")
 DECISIONS = {"y": "allow", "a": "always", "n": "deny"}

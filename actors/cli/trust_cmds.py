@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from actors.cli.project_note import note_untrusted_project  # noqa: F401  (its old home)
 from geode.home import GeodeHome
 from geode.protocol.errors import ConfigError, GeodeError
 
@@ -142,28 +143,6 @@ def trust_notes(home: GeodeHome, config: GeodeConfig, cwd: str | None = None) ->
     except (GeodeError, OSError):  # a bad global config is reported by the config check itself
         pass
     return out
-
-
-def note_untrusted_project(home: GeodeHome) -> None:
-    """Once at the start of ``geode ask`` / ``geode chat``: the untrusted-project line on stderr, if any. No
-    project MCP file from here up (the common case, file checks only): nothing to say, no config read."""
-    from geode.tools.mcp.trust import untrusted_project_note
-
-    try:
-        if untrusted_project_note(os.getcwd(), [], home_root=home.root) is None:
-            return
-    except (GeodeError, OSError):
-        return
-    from geode.config_schema import GeodeConfig  # its models cost a CLI ~50 ms
-    from geode.config_source import ConfigSource
-
-    try:
-        projects = ConfigSource(home, GeodeConfig.from_raw).snapshot.trust.projects
-        note = untrusted_project_note(os.getcwd(), projects, home_root=home.root)
-    except (GeodeError, OSError):
-        return
-    if note:
-        typer.echo(f"geode: {note}", err=True)
 
 
 def register(app: typer.Typer) -> None:

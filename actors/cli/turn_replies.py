@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from geode.protocol import lanes as lanes_msg
-from geode.protocol.envelope import Envelope
+from actors.cli import wire_data as lanes_msg
+from actors.cli.wire import Frame
 from geode.protocol.errors import ErrorCode
 
 
@@ -20,7 +20,7 @@ def cancel_pending(turn_id: str) -> dict[str, Any]:
     }
 
 
-def unknown_to(env: Envelope) -> bool:
+def unknown_to(env: Frame) -> bool:
     """A ping's reply saying the control child does not know this connection (it restarted)."""
     if env.kind == "ok":
         return env.body.get("ok") is False

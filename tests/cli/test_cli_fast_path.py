@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import actors.cli.ask_run as ask_run
 import actors.cli.chat_cmds as chat_cmds
 import actors.cli.main as cli_main
 from actors.tree.instance_lock import InstanceLock
@@ -33,7 +34,8 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     def no_app() -> Any:
         raise AssertionError("the typer app was built for a hot command")
 
-    monkeypatch.setattr(chat_cmds, "run_ask", run_ask)
+    monkeypatch.setattr(ask_run, "run_ask", run_ask)  # `geode ask` (main's hot path)
+    monkeypatch.setattr(chat_cmds, "run_ask", run_ask)  # `geode -p` and the typer app
     monkeypatch.setattr(cli_main, "build_app", no_app)
     return calls
 

@@ -72,9 +72,8 @@ def test_doctor_names_the_untrusted_project_until_it_is_trusted(tmp_path: Path) 
 
 def test_ask_and_chat_print_the_untrusted_line_once_on_stderr(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     import pytest
-    import typer
 
-    from actors.cli import chat_cmds
+    from actors.cli import ask_run
     from geode.protocol.errors import Unavailable
 
     home, proj = _setup(tmp_path)
@@ -83,14 +82,14 @@ def test_ask_and_chat_print_the_untrusted_line_once_on_stderr(tmp_path, monkeypa
     def unreachable(*_a: object, **_k: object) -> None:
         raise Unavailable("no daemon in this test")
 
-    monkeypatch.setattr(chat_cmds, "_connect", unreachable)
-    with pytest.raises(typer.Exit):
-        chat_cmds._connect_or_exit(home, model=None, skip=False, tty=False, resume=None, cont=False)
+    monkeypatch.setattr(ask_run, "_connect", unreachable)
+    with pytest.raises(SystemExit):
+        ask_run._connect_or_exit(home, model=None, skip=False, tty=False, resume=None, cont=False)
     out = capsys.readouterr()
     assert out.err.count("is not trusted") == 1 and f"geode trust {proj}" in out.err and out.out == ""
     home.config_file.write_text(f'[trust]\nprojects = ["{proj}"]\n')
-    with pytest.raises(typer.Exit):
-        chat_cmds._connect_or_exit(home, model=None, skip=False, tty=False, resume=None, cont=False)
+    with pytest.raises(SystemExit):
+        ask_run._connect_or_exit(home, model=None, skip=False, tty=False, resume=None, cont=False)
     assert "trust" not in capsys.readouterr().err
 
 

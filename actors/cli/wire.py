@@ -1,0 +1,166 @@
+"""The CLI's control-socket frames without pydantic's model machinery: msgpack with the bus's limits, each
+received envelope validated by a pydantic-core ``SchemaValidator`` built from the envelope model's own core
+schema (stored as data in ``actors/cli/wire_data.py``, checked against the models by
+tests/cli/test_wire_data.py), and a ``cli.event``'s body validated as the protocol's ``StreamEvent`` (the
+client acts on its ``seq``, ``kind`` and ``turn_id``).
+
+`geode ask` and `geode status` import this instead of ``geode.protocol.codec`` / ``envelope`` / ``control``:
+creating the first pydantic model class and the protocol's ~30 models cost the CLI ~90 ms before its first
+frame. What is accepted is what ``Envelope.model_validate`` accepts; a frame that fails is a ``BadRequest``
+(the caller drops it, as before).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any
+
+import msgpack
+from pydantic_core import SchemaValidator, ValidationError
+
+from actors.cli import wire_data as d
+from geode.lone_surrogates import escape_tree
+from geode.protocol.errors import BadRequest, error_from_reply
+
+_rng = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _rng.seed(os.urandom(32)))
+
+
+def new_id() -> str:
+    """A unique message id, as ``geode.protocol.envelope.new_id`` makes them (time-ordered prefix)."""
+    return f"{time.time_ns() // 1_000_000:011x}{_rng.getrandbits(56):014x}"[:24]
+
+
+FACTORIES = {"dict": dict, "list": list, "new_id": new_id}
+_validators: dict[str, SchemaValidator] = {}
+
+
+def _resolved(schema: Any) -> Any:
+    """A stored schema with its default factories' names turned back into the callables."""
+    if isinstance(schema, dict):
+        out = {k: _resolved(v) for k, v in schema.items()}
+        if isinstance(out.get("default_factory"), str):
+            out["default_factory"] = FACTORIES[out["default_factory"]]
+        return out
+    if isinstance(schema, list):
+        return [_resolved(v) for v in schema]
+    return schema
+
+
+def validator(name: str) -> SchemaValidator:
+    """The validator of a stored schema (``ENVELOPE_SCHEMA``, ``STREAM_EVENT_SCHEMA``), built once."""
+    v = _validators.get(name)
+    if v is None:
+        v = _validators[name] = SchemaValidator(_resolved(getattr(d, name)))
+    return v
+
+
+class Frame:
+    """A received (validated) envelope, read like ``geode.protocol.envelope.Envelope``."""
+
+    __slots__ = ("body", "corr", "deadline", "id", "kind", "sender", "session", "trace", "type", "v")
+    v: int
+    id: str
+    kind: str
+    type: str
+    corr: str | None
+    sender: str
+    session: str | None
+    deadline: int | None
+    body: dict[str, Any]
+    trace: str | None
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+    def __repr__(self) -> str:
+        return f"Frame({self.kind} {self.type} id={self.id} corr={self.corr})"
+
+
+def encode(
+    type_: str, body: Any = None, *, kind: str = "request", session: str | None = None
+) -> tuple[str, bytes]:
+    """A frame as ``codec.encode(Envelope(...))`` packs it (``None`` fields left out), and its id. A body
+    may be a dict or a model (dumped as ``catalog.dump`` does); refused over the frame cap."""
+    if body is None:
+        body = {}
+    elif not isinstance(body, dict):
+        body = body.model_dump(mode="json", exclude_none=True)
+    mid = new_id()
+    obj: dict[str, Any] = {"v": 1, "id": mid, "kind": kind, "type": type_, "from": ""}
+    if session is not None:
+        obj["session"] = session
+    obj["body"] = body
+    try:
+        try:
+            data = msgpack.packb(obj, use_bin_type=True)
+        except UnicodeEncodeError:  # a lone surrogate (a file name's byte): sent escaped
+            data = msgpack.packb(escape_tree(obj), use_bin_type=True)
+    except (TypeError, OverflowError, ValueError) as exc:
+        raise BadRequest(f"body is not encodable: {exc}") from exc
+    if len(data) > d.MAX_FRAME_BYTES:
+        raise BadRequest(f"frame of {len(data)} bytes exceeds the {d.MAX_FRAME_BYTES}-byte cap")
+    return mid, data
+
+
+def decode(frame: bytes) -> Frame:
+    """Unpack one frame with bounded lengths (never trusting a length header) and validate it as an
+    envelope; a ``cli.event``'s body as a stream event too. Anything malformed: ``BadRequest``."""
+    n = len(frame)
+    if n > d.MAX_FRAME_BYTES:
+        raise BadRequest(f"frame of {n} bytes exceeds the {d.MAX_FRAME_BYTES}-byte cap")
+    try:
+        obj = msgpack.unpackb(
+            frame,
+            raw=False,
+            strict_map_key=True,
+            max_str_len=n,
+            max_bin_len=n,
+            max_array_len=min(n, 100_000),
+            max_map_len=min(n, 100_000),
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises ValueError, ExtraData, StackError, FormatError, ...
+        raise BadRequest(f"undecodable frame: {type(exc).__name__}: {exc}"[:300]) from exc
+    if not isinstance(obj, dict):
+        raise BadRequest("frame is not a map")
+    if any(m in frame for m in _BIN_MARKERS):  # only then can a bin value be in there
+        _refuse_non_text_bytes(obj)
+    try:
+        fields = validator("ENVELOPE_SCHEMA").validate_python(obj)
+        if fields["type"] == d.CLI_EVENT:
+            fields["body"] = validator("STREAM_EVENT_SCHEMA").validate_python(fields["body"])
+    except ValidationError as exc:
+        raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
+    return Frame(fields)
+
+
+_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack bin 8/16/32
+
+
+def _refuse_non_text_bytes(obj: Any) -> None:
+    """Bodies are JSON-shaped: a bin value must at least be UTF-8 text (as ``codec.decode_raw`` says)."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+        elif isinstance(o, bytes):
+            try:
+                o.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRequest("a binary value is not UTF-8 text (bodies are JSON-shaped)") from None
+
+
+def unwrap(reply: Frame) -> dict[str, Any]:
+    """The body of an ``ok`` reply, or the matching exception for an ``error`` reply."""
+    if reply.kind == "error":
+        raise error_from_reply(str(reply.body.get("code", "internal")), str(reply.body.get("message", "")))
+    body: dict[str, Any] = reply.body
+    return body
