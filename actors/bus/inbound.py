@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from actors.bus.parts import ERROR_TYPE, Client, Served, Sub
 from actors.bus.poll_loop import PollLoop
-from geode.protocol import codec, runtime
+from geode.protocol import codec, runtime, typed_frames
 from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
 from geode.protocol.later import Later
@@ -41,16 +41,16 @@ class Inbound(PollLoop):
                 continue
             prefix, frame = parts[:-1], parts[-1]
             try:
-                env = codec.decode(frame)
+                env, body = typed_frames.decode_request(frame)  # envelope and body validated in one pass
             except BadRequest as exc:
                 self._send_raw(served.sock, [*prefix, self._bad_request_frame(frame, exc)])
                 continue
             if env.kind in ("ok", "error"):
                 self._resolve(env)
             elif env.type == runtime.HELLO:
-                self._on_hello(served, prefix[0], env)
+                self._on_hello(served, prefix[0], body)
             elif env.type in served.inline and len(frame) <= INLINE_MAX_BYTES:  # cheap: no hand-off
-                self._answer(env, self._reply_frame(served.service, env), sock, prefix)
+                self._answer(env, self._reply_frame(served.service, env, body), sock, prefix)
             elif served.pool.full():
                 if env.kind == "request":
                     err = env.reply_error(
@@ -60,12 +60,10 @@ class Inbound(PollLoop):
                     )
                     self._send_raw(sock, [*prefix, codec.encode(err)])
             else:
-                served.pool.submit(partial(self._handle, served.service, env, served.sock, prefix))
+                served.pool.submit(partial(self._handle, served.service, env, body, served.sock, prefix))
 
-    def _on_hello(self, served: Served, rid: bytes, env: Envelope) -> None:
-        try:
-            hello = runtime.Hello.model_validate(env.body)
-        except ValidationError:
+    def _on_hello(self, served: Served, rid: bytes, hello: typed_frames.Received) -> None:
+        if not isinstance(hello, runtime.Hello):  # its body was refused
             return
         is_new = served.peers.get(hello.name) != rid
         for k in [k for k in served.peers if k == hello.name or k.startswith(hello.name + "#")]:
@@ -84,7 +82,7 @@ class Inbound(PollLoop):
             except zmq.Again:
                 return
             try:
-                env = codec.decode(frame)
+                env, body = typed_frames.decode_request(frame)
             except BadRequest as exc:
                 log.warning("dropped a malformed frame from %s: %s", client.target, exc)
                 continue
@@ -96,8 +94,12 @@ class Inbound(PollLoop):
                         ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", sender=self.sender
                     )
                     self._send_raw(client.sock, [codec.encode(err)])
+            elif env.type in getattr(client.service, "inline_types", ()):  # a peer's push, any size: one
+                self._answer(
+                    env, self._reply_frame(client.service, env, body), client.sock, []
+                )  # path keeps order
             else:
-                client.pool.submit(partial(self._handle, client.service, env, client.sock, []))
+                client.pool.submit(partial(self._handle, client.service, env, body, client.sock, []))
 
     def _on_sub(self, sub: Sub) -> None:
         for _ in range(512):
@@ -120,9 +122,11 @@ class Inbound(PollLoop):
             env = Envelope(kind="error", type=ERROR_TYPE, body=body, **{"from": self.sender})
         return codec.encode(env)
 
-    def _handle(self, service: Service, env: Envelope, sock: Any, prefix: list[bytes]) -> None:
-        """Worker thread: validate + run the handler, then hand the reply back to the bus thread."""
-        self._answer(env, self._reply_frame(service, env), sock, prefix)
+    def _handle(
+        self, service: Service, env: Envelope, body: typed_frames.Received, sock: Any, prefix: list[bytes]
+    ) -> None:
+        """Worker thread: run the handler, then hand the reply back to the bus thread."""
+        self._answer(env, self._reply_frame(service, env, body), sock, prefix)
 
     def _answer(self, env: Envelope, out: bytes | Later | None, sock: Any, prefix: list[bytes]) -> None:
         """Send a reply: at once on the bus thread, else one post to it; a deferred one when it completes."""
@@ -159,9 +163,12 @@ class Inbound(PollLoop):
                 self.deferred_dropped += 1
                 log.warning("bus %s: dropped a deferred reply past its caller's deadline", self.sender)
 
-    def _reply_frame(self, service: Service, env: Envelope) -> bytes | Later | None:
-        """Validate + run the handler; the encoded reply (``None`` for a cast, a ``Later`` if deferred)."""
-        reply = dispatch_later(service, env, sender=self.sender)
+    def _reply_frame(
+        self, service: Service, env: Envelope, body: typed_frames.Received
+    ) -> bytes | Later | None:
+        """Run the handler on the decoded body; the encoded reply (``None`` for a cast, a ``Later`` if
+        deferred)."""
+        reply = dispatch_later(service, env, sender=self.sender, body=body)
         if reply is None or isinstance(reply, Later):
             return reply
         return self._encode_reply(env, reply)

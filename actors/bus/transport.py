@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from actors.bus.parts import PendingReply
 from geode.protocol import catalog
-from geode.protocol.envelope import Envelope, now_ms
+from geode.protocol.envelope import Envelope, now_ms, outgoing
 from geode.protocol.transport import unwrap
 
 
@@ -67,14 +67,15 @@ class BusTransport:
     def _envelope(
         self, target: str, type_: str, body: Any, session: str | None, timeout_s: float
     ) -> Envelope:
-        return Envelope(
+        return outgoing(
             id=f"{self._prefix}{next(self._seq):014x}",
+            kind="request",
             type=type_,
             body=catalog.dump(body),
             session=session,
             deadline=now_ms() + int(timeout_s * 1000),
             trace=self._bus.trace_for(target),
-            **{"from": self._bus.sender},
+            sender=self._bus.sender,
         )
 
     def cast(
@@ -85,13 +86,13 @@ class BusTransport:
         *,
         session: str | None = None,
     ) -> None:
-        env = Envelope(
+        env = outgoing(
             id=f"{self._prefix}{next(self._seq):014x}",
             kind="cast",
             type=type_,
             body=catalog.dump(body),
             session=session,
             trace=self._bus.trace_for(target),
-            **{"from": self._bus.sender},
+            sender=self._bus.sender,
         )
         self._bus.send_cast(target, env)

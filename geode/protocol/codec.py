@@ -12,30 +12,59 @@ from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
 from geode.work_tally import FRAME_DECODED, FRAME_ENCODED, VALIDATION
 from geode.work_tally import count as tally
+from geode.work_tally import frame as tally_frame
 
 MAX_FRAME_BYTES = 1024 * 1024  # 1 MiB: the bus and control-socket cap
 
 
 def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
     """Pack an envelope; refuses one larger than ``max_frame`` (a sender-side ``BadRequest``)."""
-    obj = env.model_dump(by_alias=True, exclude_none=True)
+    obj = _wire_map(env)
     try:
         try:
-            data = msgpack.packb(obj, use_bin_type=True)
+            try:
+                data = msgpack.packb(obj, use_bin_type=True)
+            except TypeError:  # a body holding something msgpack lacks (a model): as pydantic dumps it
+                obj = env.model_dump(by_alias=True, exclude_none=True)
+                data = msgpack.packb(obj, use_bin_type=True)
         except UnicodeEncodeError:  # a lone surrogate (model text, a file name's byte): sent escaped
             data = msgpack.packb(escape_tree(obj), use_bin_type=True)
     except (TypeError, OverflowError, ValueError) as exc:
         raise BadRequest(f"body is not encodable: {exc}") from exc
     if len(data) > max_frame:
         raise BadRequest(f"frame of {len(data)} bytes exceeds the {max_frame}-byte cap")
-    tally(FRAME_ENCODED, env.type)
+    tally_frame(FRAME_ENCODED, env.type)
     return data
+
+
+_WIRE_FIELDS = ("v", "id", "kind", "type", "corr", "sender", "session", "deadline", "body", "trace")
+if tuple(Envelope.model_fields) != _WIRE_FIELDS:  # a new envelope field must be added to _wire_map too
+    raise RuntimeError(f"Envelope fields changed: {tuple(Envelope.model_fields)}; update codec._wire_map")
+
+
+def _wire_map(env: Envelope) -> dict[str, Any]:
+    """What ``env.model_dump(by_alias=True, exclude_none=True)`` gives (same keys in the same order, so the
+    same bytes), read straight off the validated model instead of through pydantic's serializer."""
+    d = env.__dict__
+    out = {"v": d["v"], "id": d["id"], "kind": d["kind"], "type": d["type"]}
+    if d["corr"] is not None:
+        out["corr"] = d["corr"]
+    out["from"] = d["sender"]
+    if d["session"] is not None:
+        out["session"] = d["session"]
+    if d["deadline"] is not None:
+        out["deadline"] = d["deadline"]
+    out["body"] = d["body"]
+    if d["trace"] is not None:
+        out["trace"] = d["trace"]
+    return out
 
 
 def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:
     """Unpack one frame into a map with bounded lengths; never trusts a length header."""
     obj = _unpack(frame, max_frame)
-    if any(m in frame for m in _BIN_MARKERS):  # only then can a bin value be in there: most frames skip this
+    # only with a msgpack bin 8/16/32 marker byte can a bin value be in there: most frames skip this
+    if b"\xc4" in frame or b"\xc5" in frame or b"\xc6" in frame:
         _refuse_non_text_bytes(obj)
     return obj
 
@@ -64,9 +93,6 @@ def _unpack(frame: bytes, max_frame: int) -> dict[str, Any]:
     return obj
 
 
-_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack bin 8/16/32
-
-
 def _refuse_non_text_bytes(obj: Any) -> None:
     """Bodies are JSON-shaped: records dump them as JSON, so a bin value must at least be UTF-8 text
     (a non-UTF-8 one used to pass validation and fail later, inside a store write, as ``internal``)."""
@@ -87,13 +113,18 @@ def _refuse_non_text_bytes(obj: Any) -> None:
 
 def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:
     """Decode and validate an envelope (the body is validated later, by its type's model)."""
-    obj = decode_raw(frame, max_frame=max_frame)
-    tally(VALIDATION, "Envelope")
+    return validate_envelope(decode_raw(frame, max_frame=max_frame))
+
+
+def validate_envelope(obj: dict[str, Any]) -> Envelope:
+    """The envelope of an unpacked frame (its body a map, not validated here); ``BadRequest`` if invalid."""
     try:
         env = Envelope.model_validate(obj)
     except ValidationError as exc:
+        tally(VALIDATION, "-")  # the envelope of a frame refused
         raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
-    tally(FRAME_DECODED, env.type)
+    tally_frame(FRAME_DECODED, env.type)
+    tally(VALIDATION, env.type)  # the envelope's validation (the body's is counted where it is validated)
     return env
 
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from geode.protocol import catalog, codec
+from geode.protocol import catalog, codec, typed_frames
 from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.errors import ErrorCode, GeodeError, NotFound, RequestTimeout, error_from_reply
 from geode.protocol.later import Later
@@ -75,34 +75,48 @@ class Transport(Protocol):
     ) -> None: ...
 
 
-def dispatch_later(service: Service, env: Envelope, *, sender: str = "") -> Envelope | Later | None:
+def dispatch_later(
+    service: Service, env: Envelope, *, sender: str = "", body: typed_frames.Received = None
+) -> Envelope | Later | None:
     """Validate, run and wrap one request in a reply envelope (``None`` for casts).
+
+    ``body``: what :func:`typed_frames.decode_request` made of the frame's body (its model, validated with the
+    envelope in one pass, or the ``BadRequest`` to answer with); ``None`` validates it here.
 
     A handler that returns a :class:`Later` (a deferred reply) gets back a ``Later`` of the reply envelope,
     completed on the thread that completes the handler's. Errors map to codes the same way everywhere.
     An envelope with ``trace`` runs under that trace context (a server span when tracing is on).
     """
     if env.trace is not None:
-        return _traced(service, env, sender)
-    return _dispatch(service, env, sender)
+        return _traced(service, env, sender, body)
+    return _dispatch(service, env, sender, body)
 
 
-def _traced(service: Service, env: Envelope, sender: str) -> Envelope | Later | None:
+def _traced(
+    service: Service, env: Envelope, sender: str, body: typed_frames.Received
+) -> Envelope | Later | None:
     spans.note_received()
     if env.type in spans.QUIET_TYPES:
         with spans.use(env.trace):
-            return _dispatch(service, env, sender)
+            return _dispatch(service, env, sender, body)
     attrs = {"rpc.system": "geode", "rpc.method": env.type, "geode.from": env.sender}
     with spans.span(env.type, attrs, parent=env.trace, kind="server") as sp:
-        out = _dispatch(service, env, sender)
+        out = _dispatch(service, env, sender, body)
         if isinstance(out, Envelope) and out.kind == "error":
             sp.fail(str(out.body.get("code", "error")))
         return out
 
 
-def _dispatch(service: Service, env: Envelope, sender: str) -> Envelope | Later | None:
+def _dispatch(
+    service: Service, env: Envelope, sender: str, received: typed_frames.Received
+) -> Envelope | Later | None:
     try:
-        body = catalog.parse_body(env.type, env.body)
+        if received is None:
+            body = catalog.parse_body(env.type, env.body)
+        elif isinstance(received, BaseModel):
+            body = received
+        else:
+            raise received
         if env.expired():
             raise GeodeError("deadline passed before handling", code=ErrorCode.TIMEOUT)
         out = service.handle(Request(env, body))
@@ -117,11 +131,13 @@ def _dispatch(service: Service, env: Envelope, sender: str) -> Envelope | Later 
     return _settle(env, True, out, sender)
 
 
-def dispatch(service: Service, env: Envelope, *, sender: str = "") -> Envelope | None:
+def dispatch(
+    service: Service, env: Envelope, *, sender: str = "", body: typed_frames.Received = None
+) -> Envelope | None:
     """:func:`dispatch_later`, waiting for a deferred reply (up to the request's deadline).
 
     Used by :class:`LocalTransport` and any caller that cannot take a deferred reply."""
-    out = dispatch_later(service, env, sender=sender)
+    out = dispatch_later(service, env, sender=sender, body=body)
     if not isinstance(out, Later):
         return out
     left_s = (env.deadline - now_ms()) / 1000 if env.deadline is not None else DEFERRED_CAP_S
@@ -186,8 +202,8 @@ class LocalTransport:
             deadline=now_ms() + int(timeout_s * 1000),
             **{"from": self._sender},
         )
-        env = codec.decode(codec.encode(env))
-        reply = dispatch(self._service(target), env, sender=target)
+        env, received = typed_frames.decode_request(codec.encode(env))
+        reply = dispatch(self._service(target), env, sender=target, body=received)
         assert reply is not None
         return unwrap(codec.decode(codec.encode(reply)))
 
@@ -195,9 +211,9 @@ class LocalTransport:
         env = Envelope(
             kind="cast", type=type_, body=catalog.dump(body), session=session, **{"from": self._sender}
         )
-        env = codec.decode(codec.encode(env))
+        env, received = typed_frames.decode_request(codec.encode(env))
         self.cast_log.append(env)
         if self.on_cast is not None:
             self.on_cast(target, env)
         if target in self._services:
-            dispatch(self._services[target], env, sender=target)
+            dispatch(self._services[target], env, sender=target, body=received)
