@@ -3,6 +3,9 @@
 ``redact(obj)`` returns a JSON-safe copy with secrets masked and sizes bounded; ``mask_secrets(text)`` masks
 the same shapes with a label each (tool results); ``fingerprint(obj)`` is the sha256 of the canonical JSON of
 an object (sorted keys, compact separators).
+
+A text is searched only by the shapes it may hold (each shape names the substrings every match contains, or a
+cheaper gate): most texts cost a few substring look-ups, not a regex scan per shape; the result is the same.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import enum
 import hashlib
 import json
 import re
+import string
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 MASK = "[REDACTED]"
@@ -41,8 +45,36 @@ class Shape:
     pattern: re.Pattern[str]
     template: str = "{mask}"
     entropy: bool = False
+    # every match contains one of these (lower case when the pattern ignores case): a text with none of them,
+    # or shorter than the pattern's shortest match, is not searched (the same result, without the regex scan)
+    needs: tuple[str, ...] = ()
+    gate: Callable[[str], bool] | None = None  # else: a necessary condition cheaper than the pattern
+    min_len: int = field(init=False, default=0)
+    folds: bool = field(init=False, default=False)  # the pattern ignores case
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "min_len", _min_width(self.pattern))
+        object.__setattr__(self, "folds", bool(self.pattern.flags & re.IGNORECASE))
+
+    def possible(self, text: str) -> bool:
+        """False only when the pattern cannot match ``text`` (a case-insensitive pattern checks ``needs`` in
+        the lower-cased text, and only in an ASCII one: Unicode case folding matches more than ``lower``)."""
+        if len(text) < self.min_len:
+            return False
+        if self.gate is not None:
+            return self.gate(text)
+        if self.folds:
+            if not text.isascii():
+                return True
+            text = text.lower()
+        for need in self.needs:
+            if need in text:
+                return True
+        return not self.needs
 
     def sub(self, text: str, mask: str, counts: Counter[str] | None = None) -> str:
+        if not self.possible(text):
+            return text
         repl = self.template.replace("{mask}", mask)
 
         def one(m: re.Match[str]) -> str:
@@ -57,6 +89,31 @@ class Shape:
         return self.pattern.sub(one, text)
 
 
+def _run_gate(chars: str, length: int, end: str, *, ascii_only: bool) -> Callable[[str], bool]:
+    """A gate: False when ``text`` holds no ``length`` characters of ``chars`` in a row followed by ``end``
+    (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there)."""
+    table = str.maketrans(dict.fromkeys(chars, "\x00"))
+    probe = "\x00" * length + end
+
+    def gate(text: str) -> bool:
+        if ascii_only and not text.isascii():
+            return True
+        return probe in text.translate(table)
+
+    return gate
+
+
+def _min_width(pattern: re.Pattern[str]) -> int:
+    """The length of the shortest text ``pattern`` can match (0 when the parser cannot tell)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        low = int(_parser.parse(pattern.pattern, pattern.flags).getwidth()[0])
+    except Exception:
+        return 0
+    return max(0, low)
+
+
 # The one list of secret shapes: logs, the timeline and the ledger mask them as MASK, tool results as
 # "[REDACTED:<label>]" (geode/tools/result_redaction.py). Order matters: a PEM block before what it contains,
 # the specific before the generic.
@@ -64,15 +121,31 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "private-key",
         re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
+        needs=("-----BEGIN ",),
     ),
-    Shape("bearer-token", re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE), r"\1{mask}"),
-    Shape("basic-auth", re.compile(r"\b(Basic\s+)[A-Za-z0-9+/=]{8,}"), r"\1{mask}"),
-    Shape("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    Shape("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{6,}")),
-    Shape("openai-key", re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")),  # sk-…, sk-proj-…
-    Shape("github-token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
-    Shape("slack-token", re.compile(r"\b(xox[abposre]-[A-Za-z0-9\-]{6,}|xapp-[A-Za-z0-9\-]{6,})")),
-    Shape("aws-access-key-id", re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")),
+    Shape(
+        "bearer-token",
+        re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE),
+        r"\1{mask}",
+        needs=("bearer",),
+    ),
+    Shape("basic-auth", re.compile(r"\b(Basic\s+)[A-Za-z0-9+/=]{8,}"), r"\1{mask}", needs=("Basic",)),
+    Shape(
+        "jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), needs=("eyJ",)
+    ),
+    Shape("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{6,}"), needs=("sk-ant-",)),
+    Shape("openai-key", re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), needs=("sk-",)),  # sk-…, sk-proj-…
+    Shape(
+        "github-token",
+        re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
+        needs=("gh", "github_pat_"),
+    ),
+    Shape(
+        "slack-token",
+        re.compile(r"\b(xox[abposre]-[A-Za-z0-9\-]{6,}|xapp-[A-Za-z0-9\-]{6,})"),
+        needs=("xox", "xapp-"),
+    ),
+    Shape("aws-access-key-id", re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), needs=("AKIA", "ASIA")),
     Shape(
         "aws-secret",
         re.compile(
@@ -80,12 +153,19 @@ SHAPES: tuple[Shape, ...] = (
             r"[A-Za-z0-9/+=]{16,}"
         ),
         r"\1\2{mask}",
+        needs=("secret", "aws_session_token"),
     ),
     # telegram bot token, also inside a Bot API URL (".../bot<token>/getUpdates", as httpx logs it)
-    Shape("telegram-bot-token", re.compile(r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}")),
+    Shape(
+        "telegram-bot-token",
+        re.compile(r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}"),
+        gate=_run_gate(string.digits, 6, ":", ascii_only=True),
+    ),
     # discord bot token (base64 user id . timestamp . hmac)
     Shape(
-        "discord-bot-token", re.compile(r"\b[A-Za-z0-9_\-]{24,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}")
+        "discord-bot-token",
+        re.compile(r"\b[A-Za-z0-9_\-]{24,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"),
+        gate=_run_gate(string.ascii_letters + string.digits + "_-", 24, ".", ascii_only=False),
     ),
     # a long, mixed value assigned to a secret-named key ("client_secret": "…", API_TOKEN=…)
     Shape(
@@ -96,6 +176,7 @@ SHAPES: tuple[Shape, ...] = (
         ),
         r"\1{mask}",
         entropy=True,
+        needs=("api", "secret", "token", "passw"),
     ),
 )
 # logs only: any value of api_key=/token=/password=/secret= (a tool result keeps code such as token=tok)
@@ -105,8 +186,39 @@ _LOG_SHAPES = (
         "secret-assignment",
         re.compile(r"(?i)\b(api[_-]?key|token|password|secret)=([^\s&;,]+)"),
         r"\1={mask}",
+        needs=("api", "token", "passw", "secret"),
     ),
 )
+
+
+class _Screen:
+    """A quick pass that tells a text no shape of a list can match (most texts): the shapes' ``needs`` looked
+    up as substrings (a case-insensitive shape's in the lower-cased text, only when it is ASCII: Unicode
+    case folding matches more than ``lower``), then the other shapes' gates."""
+
+    def __init__(self, shapes: Sequence[Shape]) -> None:
+        self.cased = tuple(sorted({n for s in shapes if not s.folds for n in s.needs}))
+        self.folded = tuple(sorted({n for s in shapes if s.folds for n in s.needs}))
+        self.gated = tuple(s for s in shapes if s.gate is not None)
+        if any(not s.needs and s.gate is None for s in shapes):
+            raise ValueError("every shape names what it needs or has a gate")
+
+    def maybe(self, text: str) -> bool:
+        for need in self.cased:
+            if need in text:
+                return True
+        if self.folded:
+            if not text.isascii():
+                return True
+            low = text.lower()
+            for need in self.folded:
+                if need in low:
+                    return True
+        return any(s.possible(text) for s in self.gated)
+
+
+_SCREEN = _Screen(SHAPES)
+_LOG_SCREEN = _Screen(_LOG_SHAPES)
 
 
 def mask_secrets(text: str, literals: Sequence[tuple[str, str]] = ()) -> tuple[str, Counter[str]]:
@@ -117,8 +229,9 @@ def mask_secrets(text: str, literals: Sequence[tuple[str, str]] = ()) -> tuple[s
         if value and value in text:
             counts[label] += text.count(value)
             text = text.replace(value, f"[REDACTED:{label}]")
-    for shape in SHAPES:
-        text = shape.sub(text, f"[REDACTED:{shape.label}]", counts)
+    if _SCREEN.maybe(text):
+        for shape in SHAPES:
+            text = shape.sub(text, f"[REDACTED:{shape.label}]", counts)
     return text, counts
 
 
@@ -144,8 +257,9 @@ def is_secret_key(key: str) -> bool:
 
 def redact_text(text: str, max_len: int = MAX_STR) -> str:
     """Mask credential-looking substrings and truncate to ``max_len`` characters."""
-    for shape in _LOG_SHAPES:
-        text = shape.sub(text, MASK)
+    if _LOG_SCREEN.maybe(text):
+        for shape in _LOG_SHAPES:
+            text = shape.sub(text, MASK)
     return _truncate(text, max_len)
 
 
@@ -246,3 +360,15 @@ def _as_json(obj: Any) -> Any:
 def fingerprint(obj: Any) -> str:
     """sha256 hex digest of the canonical JSON of ``obj``."""
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def canonical_plain_json(obj: Any) -> str:
+    """:func:`canonical_json` of a value that is already JSON-plain (string keys; str, int, float, bool,
+    None, list and dict values: what :func:`redact`, :func:`bound` and ``model_dump(mode="json")`` return):
+    the same text, without the Python walk that converts other types first."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def plain_fingerprint(obj: Any) -> str:
+    """:func:`fingerprint` of a JSON-plain value (see :func:`canonical_plain_json`): the same digest."""
+    return hashlib.sha256(canonical_plain_json(obj).encode("utf-8")).hexdigest()

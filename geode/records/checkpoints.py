@@ -22,7 +22,7 @@ from geode.records.models import (
     SessionSummary,
 )
 from geode.records.writer import GroupWriter
-from geode.redaction import bound, fingerprint
+from geode.redaction import bound, plain_fingerprint
 from geode.work_tally import CHECKPOINT_SAVE
 from geode.work_tally import count as tally
 
@@ -35,10 +35,33 @@ def _check_transition(old: SessionStatus, new: SessionStatus, reopen: bool, sess
         raise Conflict(f"session {session_id} is {old.value}; saving it as {new.value} needs reopen=True")
 
 
+class StateMemo:
+    """The last state record seen per session, keyed by its stored bytes: a record whose bytes are the ones
+    remembered is not validated again; any other bytes (an older version's, a rolled-back write's) are."""
+
+    def __init__(self, cap: int = 4096) -> None:
+        self.cap = cap
+        self._seen: dict[str, tuple[bytes, CheckpointState]] = {}
+
+    def state(self, session_id: str, raw: bytes) -> CheckpointState:
+        hit = self._seen.get(session_id)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        state = CheckpointState.model_validate(unpack(raw))
+        self.remember(session_id, raw, state)
+        return state
+
+    def remember(self, session_id: str, raw: bytes, state: CheckpointState) -> None:
+        if len(self._seen) >= self.cap and session_id not in self._seen:
+            self._seen.clear()
+        self._seen[session_id] = (raw, state)
+
+
 class CheckpointStore:
     def __init__(self, renv: RecordEnv, writer: GroupWriter) -> None:
         self.renv = renv
         self.writer = writer
+        self.memo = StateMemo()
 
     # writes -------------------------------------------------------------------------------------------
     def save(self, save: CheckpointSave) -> SaveResult:
@@ -51,9 +74,10 @@ class CheckpointStore:
     def _save(self, txn: Txn, save: CheckpointSave) -> SaveResult:
         tally(CHECKPOINT_SAVE)
         sid = save.session_id
-        fp = fingerprint(save.model_dump(mode="json"))
+        dumped = save.model_dump(mode="json")
+        fp = plain_fingerprint(dumped)  # the digest fingerprint() gives it, without its walk
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))
-        state = CheckpointState.model_validate(unpack(raw)) if raw else None
+        state = self.memo.state(sid, raw) if raw else None
         if state is not None and save.seq <= state.seq:
             seen = txn.get(key(sid, save.seq), db=self.renv.db("ck_seqfp"))
             if seen is not None and seen.decode() == fp:
@@ -81,23 +105,33 @@ class CheckpointStore:
         for i, m in enumerate(save.new_messages):
             txn.put(key(sid, save.base_count + i), pack(m), db=msgs)
         now = time.time()
-        new_state = CheckpointState(
-            session_id=sid,
-            seq=save.seq,
-            message_count=save.base_count + len(save.new_messages),
-            status=save.status,
-            cognitive_state=save.cognitive_state,
-            guard_counters=save.guard_counters,
-            pending_batch=save.pending_batch,
-            model_settings=save.model_settings,
-            meta={**(state.meta if state else {}), **save.meta},
-            created_at=state.created_at if state else now,
-            updated_at=now,
-        )
-        txn.put(key(sid), pack(new_state.model_dump(mode="json")), db=self.renv.db("ck_state"))
+        # the state record, as CheckpointState(...).model_dump(mode="json") makes it, from the dump above
+        record = {
+            "session_id": sid,
+            "seq": save.seq,
+            "message_count": save.base_count + len(save.new_messages),
+            "status": dumped["status"],
+            "cognitive_state": dumped["cognitive_state"],
+            "guard_counters": dumped["guard_counters"],
+            "pending_batch": dumped["pending_batch"],
+            "model_settings": dumped["model_settings"],
+            "meta": {**(state.meta if state else {}), **dumped["meta"]},
+            "created_at": state.created_at if state else now,
+            "updated_at": now,
+        }
+        packed = pack(record)
+        txn.put(key(sid), packed, db=self.renv.db("ck_state"))
         txn.put(key(sid, save.seq), fp.encode(), db=self.renv.db("ck_seqfp"))
+        # what validating ``packed`` gives, from parts validated already (the save's)
+        self.memo.remember(
+            sid,
+            packed,
+            CheckpointState.model_construct(
+                **{**record, "status": save.status, "pending_batch": save.pending_batch}
+            ),
+        )
         return SaveResult(
-            session_id=sid, seq=new_state.seq, message_count=new_state.message_count, status=new_state.status
+            session_id=sid, seq=save.seq, message_count=record["message_count"], status=save.status
         )
 
     def delete_session(self, txn: Txn, session_id: str) -> None:
@@ -112,7 +146,7 @@ class CheckpointStore:
     def state(self, session_id: str) -> CheckpointState | None:
         with self.renv.read() as txn:
             raw = txn.get(key(session_id), db=self.renv.db("ck_state"))
-        return CheckpointState.model_validate(unpack(raw)) if raw else None
+        return self.memo.state(session_id, raw) if raw else None
 
     def load_page(
         self, session_id: str, from_index: int = 0, max_bytes: int = PAGE_BYTES
@@ -121,7 +155,7 @@ class CheckpointStore:
             raw = txn.get(key(session_id), db=self.renv.db("ck_state"))
             if raw is None:
                 return None
-            state = CheckpointState.model_validate(unpack(raw))
+            state = self.memo.state(session_id, raw)
             out: list[dict[str, Any]] = []
             size = 0
             nxt: int | None = None

@@ -15,7 +15,7 @@ from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, u64, unpack
 from geode.records.models import TimelineEvent, TimelineRow
 from geode.records.writer import WRITE_TIMEOUT_S, GroupWriter
-from geode.redaction import canonical_json, redact
+from geode.redaction import canonical_plain_json, redact
 from geode.work_tally import TIMELINE_APPEND
 from geode.work_tally import count as tally
 
@@ -24,9 +24,10 @@ SCHEMA = "geode.timeline@1"
 
 def bounded_payload(payload: dict[str, Any], max_bytes: int) -> str:
     """The redacted, bounded payload as canonical JSON text."""
-    text = canonical_json(redact(payload, max_str=16384, max_items=256, max_depth=12))
-    if len(text.encode()) > max_bytes:
-        text = canonical_json({"truncated": True, "bytes": len(text.encode()), "preview": text[:4096]})
+    text = canonical_plain_json(redact(payload, max_str=16384, max_items=256, max_depth=12))
+    size = len(text) if text.isascii() else len(text.encode())
+    if size > max_bytes:
+        text = canonical_plain_json({"truncated": True, "bytes": size, "preview": text[:4096]})
     return text
 
 
