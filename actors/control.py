@@ -344,8 +344,11 @@ def start_control(
             pool.submit(core.lanes_restarted, event.incarnation)
 
     bus.subscribe("supervisor", lifecycle.on_child_events(on_lifecycle))
-    lanes_push = Dispatch("control (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
-    bus.connect_peer("lanes", lanes_push, concurrency=1)  # one handler: the stream stays in order
+    # run on the bus thread as each push arrives (no hand-off; never blocks: it only queues frames for the
+    # control socket), so the stream also stays in order
+    events = lanes_msg.ORIGIN_EVENT
+    lanes_push = Dispatch("control (lanes peer)", {events: on_origin_event}, inline=[events])
+    bus.connect_peer("lanes", lanes_push, concurrency=1)
     sock.start(core)
     stop = threading.Event()
 

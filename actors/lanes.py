@@ -12,11 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pykka
 
@@ -25,11 +23,12 @@ from geode.config_reload import MCP, ConfigChange
 from geode.config_schema import GeodeConfig
 from geode.config_source import ConfigSource
 from geode.home import GeodeHome
+from geode.lanes.keyed_runner import STORE_THREADS, KeyedRunner
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
 from geode.lanes.settings import LanesSection
-from geode.protocol import lifecycle
+from geode.protocol import lifecycle, turns
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import Request
@@ -43,53 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 ENDPOINT = "lanes"
 TICK_S = 0.25
-STORE_THREADS = 4
 T = TypeVar("T")
-
-
-class KeyedRunner:
-    """Runs store calls on a small pool; calls with the same key run one after another, in issue order.
-
-    ``deliver(then, outcome)`` posts each continuation to the actor before the key's next call starts.
-    """
-
-    def __init__(self, threads: int = STORE_THREADS) -> None:
-        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="lanes-store")
-        self._mu = threading.Lock()  # guards the queues only, never held across a call
-        self._queues: dict[str, deque[tuple[Callable[[], Any], Then]]] = {}
-        self.deliver: Callable[[Then, Outcome], None] = lambda then, out: then(out)
-
-    def __call__(self, key: str, call: Callable[[], Any], then: Then) -> None:
-        with self._mu:
-            waiting = self._queues.get(key)
-            if waiting is not None:
-                waiting.append((call, then))
-                return
-            self._queues[key] = deque()
-        self._submit(key, call, then)
-
-    def _submit(self, key: str, call: Callable[[], Any], then: Then) -> None:
-        try:
-            self._pool.submit(self._run, key, call, then)
-        except RuntimeError:  # shut down: the actor is stopping
-            log.debug("lanes store runner stopped; dropping a %s call", key)
-
-    def _run(self, key: str, call: Callable[[], Any], then: Then) -> None:
-        try:
-            out: Outcome = call()
-        except Exception as exc:
-            out = exc
-        self.deliver(then, out)
-        with self._mu:
-            waiting = self._queues[key]
-            if not waiting:
-                del self._queues[key]
-                return
-            call, then = waiting.popleft()
-        self._submit(key, call, then)
-
-    def stop(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -203,18 +156,26 @@ class _DeskView:
 
 @dataclass
 class LanesHandle:
-    """The lanes actor from outside: ``handle`` is the bus Service (posts, then waits for its own answer)."""
+    """The lanes actor from outside: ``handle`` is the bus Service (posts, then waits for its own answer).
+
+    A worker's ``turn.event`` is relayed on the calling thread (the bus thread: ``inline_types``) by
+    ``relay``, the state machine's thread-safe stream relay: no hand-off to a handler or to the actor."""
 
     ref: pykka.ActorRef[LanesActor]
     records: TurnStore
     runner: KeyedRunner
+    relay: Callable[[turns.TurnEvent, str], None] | None = None
     ask_timeout_s: float = 30.0
     desk: _DeskView = field(init=False)
+    inline_types: ClassVar[frozenset[str]] = frozenset({turns.TURN_EVENT})
 
     def __post_init__(self) -> None:
         self.desk = _DeskView(self)
 
     def handle(self, request: Request) -> Reply:
+        if self.relay is not None and isinstance(request.body, turns.TurnEvent):
+            self.relay(request.body, request.sender)
+            return None
         if request.envelope.kind == "cast":
             self._tell(_Op(request, None))
             return None
@@ -282,7 +243,7 @@ def start_lanes_actor(
             log.debug("lanes stopped before a store reply arrived")
 
     runner.deliver = deliver
-    lanes = LanesHandle(ref, records, runner)
+    lanes = LanesHandle(ref, records, runner, relay=core.relay_event)
     lanes.query(lambda c: c.load(running, queued))
     return lanes
 

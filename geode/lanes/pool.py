@@ -129,6 +129,14 @@ class WorkerPool:
     def owner_of(self, turn_id: str) -> Worker | None:
         return next((w for w in self._workers.values() if turn_id in w.turns), None)
 
+    def owner_key(self, turn_id: str) -> str | None:
+        """``owner_of(turn_id).key``, safe from another thread (the stream relay on the bus thread): it reads
+        a copy of the workers taken in one step, never a dict the owner may be resizing."""
+        for w in list(self._workers.values()):
+            if turn_id in w.turns:
+                return w.key
+        return None
+
     def is_alive(self, name: str, incarnation: int | None) -> bool:
         w = self._workers.get(name)
         return w is not None and (incarnation is None or w.incarnation == incarnation)

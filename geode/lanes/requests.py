@@ -113,7 +113,8 @@ class OriginRequests(LanesState):
         r.answer(lanes_msg.Ok(ok=ok))
 
     def replay(self, q: lanes_msg.Replay, r: Asked) -> None:
-        events, complete = self.stream.since(q.session_id, q.after_seq)
+        with self.stream_lock:  # the bus thread's relay appends to it meanwhile
+            events, complete = self.stream.since(q.session_id, q.after_seq)
         outcomes = list(self._recent.get(q.session_id, ()))
         running = self.queue.running_for(q.session_id)
         if complete and outcomes:

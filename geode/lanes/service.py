@@ -1,9 +1,11 @@
 """LanesService: admits turns into the one LaneQueue, runs them on the worker pool, relays their streams.
 
 Single-threaded by contract: only its owner (the lanes actor, ``actors/lanes.py``) calls it, one message at a
-time, and nothing here blocks. A store round trip is handed to the ``runner`` and the operation finishes in a
-continuation when the reply arrives, so one session's slow write never holds up another session. A request
-is answered through ``Asked.answer`` when its operation completes (a submit once its record is stored).
+time, and nothing here blocks; the one exception is the stream relay (``relay_event``, also run on the bus
+thread as a worker's ``turn.event`` arrives: see ``geode/lanes/state.py``). A store round trip is handed to
+the ``runner`` and the operation finishes in a continuation when the reply arrives, so one session's slow
+write never holds up another session. A request is answered through ``Asked.answer`` when its operation
+completes (a submit once its record is stored).
 
 Durable turn records (queued → running on worker W incarnation N → done) make every restart safe: on start
 queued records are queued again and running ones hold their lanes until their worker confirms them by
@@ -253,17 +255,15 @@ class LanesService(WorkerRequests):
             if now >= deadline:
                 self._requeue_orphan(turn_id, f"unconfirmed for {self.orphan_grace_s:g}s")
         self.desk.expire(now)
-        for ev in self.reorder.flush():
-            self._relay(ev)
+        with self.stream_lock:
+            for ev in self.reorder.flush():
+                self._relay(ev)
         self.schedule()
 
     # --- streams ----------------------------------------------------------------------------------------
     def turn_event(self, ev: turns.TurnEvent, r: Asked) -> None:
-        owner = self.pool.owner_of(ev.turn_id)
-        fenced = owner is not None and r.sender and r.sender != owner.key and "#" in r.sender
-        if not fenced:  # else: an older incarnation of a worker that no longer owns this turn
-            for item in self.reorder.push(ev.turn_id, ev.seq, ev):
-                self._relay(item)
+        """Through the actor (tests, a relay the bus did not run inline): the same as the bus thread's."""
+        self.relay_event(ev, r.sender)
         r.answer(None)
 
     def turn_done(self, done: turns.TurnDone, r: Asked) -> None:

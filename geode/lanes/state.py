@@ -1,12 +1,17 @@
 """The lanes state machine's state and primitives: active turn records, queue, pool, desk, streams, and how
 a store round trip is issued (``_io``: run by the owner's ``StoreRunner``, continued on the owner's thread).
 
-Single-threaded by contract, like all of ``geode/lanes``: only the lanes actor's thread touches it.
+Single-threaded by contract, like all of ``geode/lanes``: only the lanes actor's thread touches it, with one
+exception: the stream relay (:meth:`LanesState.relay_event`) also runs on the bus thread, so a worker's
+``turn.event`` reaches the turn's origin without a hand-off to the actor. The stream's state (sequence
+numbers, buffer, reorder) is touched only under ``stream_lock``, on either thread; a relay only reads the
+actor's turn records and pool (one dict lookup each, never iterating a dict the actor may be changing).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -99,6 +104,9 @@ class LanesState:
         self.stream = stream or StreamBuffer()
         self.desk = ApprovalDesk(max_pending_approvals)  # each pending approval holds one bus handler thread
         self.reorder = Reorder()
+        # the stream (seq, buffer, reorder) and the casts to origins: the actor and the bus thread's relay
+        # take it in turn, so seq order is send order (reentrant: a relay under it emits under it)
+        self.stream_lock = threading.RLock()
         self.orphan_grace_s = orphan_grace_s
         self.routable = routable  # is a worker reachable yet (its peer hello arrived)? None: always
         self.lost_run_grace_s = lost_run_grace_s
@@ -153,23 +161,40 @@ class LanesState:
         """The turn's first submission on the queue's (monotonic) clock."""
         return float(self._clock()) - self._age(rec)
 
+    def relay_event(self, ev: turns.TurnEvent, sender: str) -> None:
+        """A worker's ``turn.event``: into the session's stream and on to the turn's origin. Thread-safe: the
+        bus thread calls it as the frame arrives (no hand-off), the actor when a test drives it."""
+        owner = self.pool.owner_key(ev.turn_id)
+        if owner is not None and sender and sender != owner and "#" in sender:
+            return  # an older incarnation of a worker that no longer owns this turn
+        with self.stream_lock:
+            for item in self.reorder.push(ev.turn_id, ev.seq, ev):
+                self._relay(item)
+
     def _relay(self, ev: turns.TurnEvent) -> None:
         self._emit(ev.session_id, ev.turn_id, ev.kind.value, ev.data)
 
     def _emit(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> lanes_msg.StreamEvent:
-        out = self.stream.append(session_id, turn_id, kind, data)
         rec = self._recs.get(turn_id)
-        if rec is not None and rec.origin:
-            try:
-                with spans.use(rec.trace if kind == lanes_msg.TURN_DONE else None):  # its reply post's parent
-                    self.transport.cast(rec.origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
-            except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
-                log.debug("origin %s unreachable: %s", rec.origin, exc)
+        origin = rec.origin if rec is not None else ""
+        with self.stream_lock:  # seq assigned and cast queued in one step: the origin gets them in seq order
+            out = self.stream.append(session_id, turn_id, kind, data)
+            if origin:
+                try:
+                    with spans.use(rec.trace if rec is not None and kind == lanes_msg.TURN_DONE else None):
+                        self.transport.cast(origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
+                except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
+                    log.debug("origin %s unreachable: %s", origin, exc)
         return out
 
+    def _forget_stream(self, turn_id: str) -> None:
+        """A turn ended or went back to the queue: release its held-back events now, then forget them."""
+        with self.stream_lock:
+            for item in self.reorder.forget(turn_id):
+                self._relay(item)
+
     def _finish(self, rec: TurnRecord) -> None:
-        for item in self.reorder.forget(rec.turn_id):
-            self._relay(item)
+        self._forget_stream(rec.turn_id)
         self.queue.release(rec.turn_id)
         self.pool.finish(rec.turn_id)
         self._orphans.pop(rec.turn_id, None)

@@ -122,7 +122,8 @@ class WorkerRequests(OriginRequests):
         """Its worker was lost: back to the head of its lane in its first-submission place, or, after
         ``max_requeues`` such losses, ended ``worker_lost`` (it would only bounce between workers)."""
         self.desk.deny_where(turn_id=turn_id, reason="worker_died")
-        self.reorder.forget(turn_id)
+        with self.stream_lock:  # its held-back events go with it (the bus thread's relay shares the stream)
+            self.reorder.forget(turn_id)
         self.pool.finish(turn_id)
         self._starting.pop(turn_id, None)
         rec = self._recs.get(turn_id)

@@ -1,0 +1,143 @@
+"""A turn's stream over real buses: lanes relays a worker's events on its bus thread, control takes them
+on its own (issue 34: no thread hand-off per event on either hop).
+
+Lanes: a worker's ``turn.event`` reaches the turn's origin even while the lanes actor is busy with something
+else (before, each event queued behind the actor's other work). Control: ``origin.event`` pushes run on
+control's bus thread, in order, never on a handler thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.bus import Bus
+from actors.control import start_control
+from actors.lanes import LanesHandle, start_lanes_actor
+from geode.home import GeodeHome
+from geode.lanes.queue import LaneQueue
+from geode.lanes.records import MemoryTurnStore
+from geode.protocol import lanes as lanes_msg
+from geode.protocol import runtime, turns
+from geode.protocol.dispatch import Dispatch
+from geode.protocol.transport import Request
+from tests.waiting import poll_for
+
+
+@dataclass
+class Wired:
+    lanes: LanesHandle
+    origin_events: list[dict[str, Any]]
+    runs: list[turns.TurnRun]
+    worker: Bus
+
+
+@pytest.fixture
+def wired(tmp_path: Path) -> Iterator[Wired]:
+    """lanes (the real actor) served on a bus; an origin peer and a worker peer on their own buses."""
+    home = GeodeHome(tmp_path / "h").ensure()
+    lanes_bus = Bus("lanes", 1, home, single_process=True).start()
+    lanes = start_lanes_actor(MemoryTurnStore(), lanes_bus.transport, queue=LaneQueue(global_cap=2))
+    lanes_bus.serve("lanes", lanes)
+    origin_events: list[dict[str, Any]] = []
+    runs: list[turns.TurnRun] = []
+
+    def on_event(b: lanes_msg.StreamEvent, r: Request) -> None:
+        origin_events.append(b.model_dump())
+
+    def on_run(b: turns.TurnRun, r: Request) -> turns.TurnRunAccepted:
+        runs.append(b)
+        return turns.TurnRunAccepted(worker="loop-1")
+
+    origin = Bus("origin", 1, home, single_process=True).start()
+    origin.connect_peer("lanes", Dispatch("test origin", {lanes_msg.ORIGIN_EVENT: on_event}))
+    worker = Bus("loop-1", 1, home, single_process=True).start()
+    worker.connect_peer("lanes", Dispatch("test worker", {turns.TURN_RUN: on_run}))
+    try:
+        poll_for(lambda: {"origin", "loop-1"} <= set(lanes_bus.peers("lanes")), 10, what="both peers' hellos")
+        worker.transport.call("lanes", turns.WORKER_READY, turns.WorkerReady(worker="loop-1", incarnation=1))
+        sub = lanes_msg.Submit(turn_id="t-1", session_id="s-1", origin="origin", input={"text": "hi"})
+        origin.transport.call("lanes", lanes_msg.SUBMIT, sub)
+        poll_for(lambda: runs, 10, what="the turn pushed to the worker")
+        yield Wired(lanes, origin_events, runs, worker)
+    finally:
+        worker.stop()
+        origin.stop()
+        lanes.stop()
+        lanes_bus.stop()
+
+
+def _event(seq: int, kind: turns.TurnEventKind, **data: Any) -> turns.TurnEvent:
+    return turns.TurnEvent(session_id="s-1", turn_id="t-1", seq=seq, kind=kind, data=data)
+
+
+def test_worker_events_reach_the_origin_while_the_lanes_actor_is_busy(wired: Wired) -> None:
+    poll_for(lambda: any(e["kind"] == lanes_msg.TURN_STARTED for e in wired.origin_events), 10)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(core: Any) -> None:
+        entered.set()
+        release.wait(20)
+
+    holder = threading.Thread(target=wired.lanes.query, args=(hold, 30.0), daemon=True)
+    holder.start()
+    try:
+        assert entered.wait(10), "the lanes actor never ran the blocking query"
+        for seq, kind in enumerate((turns.TurnEventKind.ROUND_START, turns.TurnEventKind.TOOL_START), 1):
+            wired.worker.transport.cast("lanes", turns.TURN_EVENT, _event(seq, kind, round=1), session="s-1")
+        relayed = poll_for(
+            lambda: [e for e in wired.origin_events if e["kind"] in ("round_start", "tool_start")],
+            10,
+            what="the worker's events at the origin while the actor is busy",
+        )
+        assert len(relayed) == 2 or poll_for(lambda: len(relayed) == 2, 5)
+    finally:
+        release.set()
+        holder.join(10)
+    kinds = [e["kind"] for e in wired.origin_events]
+    seqs = [e["seq"] for e in wired.origin_events]
+    assert kinds[:3] == [lanes_msg.TURN_QUEUED, lanes_msg.TURN_STARTED, "round_start"], kinds
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # lanes' seq: one order for both threads
+
+
+def test_a_fenced_incarnations_events_are_not_relayed(wired: Wired) -> None:
+    """An older incarnation of the turn's worker is fenced on the bus thread as it was in the actor."""
+    poll_for(lambda: any(e["kind"] == lanes_msg.TURN_STARTED for e in wired.origin_events), 10)
+    stale = Bus("loop-1", 0, wired.worker.endpoints.home, single_process=True).start()
+    try:
+        stale.transport.cast("lanes", turns.TURN_EVENT, _event(1, turns.TurnEventKind.TEXT_DELTA, text="old"))
+        stale.transport.call("lanes", runtime.PING, runtime.Ping())  # after the cast on the same socket
+        wired.worker.transport.cast(
+            "lanes", turns.TURN_EVENT, _event(2, turns.TurnEventKind.TEXT_DELTA, text="new")
+        )
+        poll_for(lambda: any(e["data"].get("text") == "new" for e in wired.origin_events), 10)
+    finally:
+        stale.stop()
+    assert [e["data"]["text"] for e in wired.origin_events if e["kind"] == "text_delta"] == ["new"]
+
+
+def test_control_takes_origin_events_on_its_bus_thread_in_order(tmp_path: Path) -> None:
+    home = GeodeHome(tmp_path / "h").ensure()
+    lanes_bus = Bus("lanes", 1, home, single_process=True).start()
+    lanes_bus.serve("lanes", Dispatch("quiet lanes", {}))
+    control_bus = Bus("control", 1, home, single_process=True).start()
+    child = start_control(home, bus=control_bus)
+    seen: list[tuple[int, str]] = []
+    child.core.on_origin_event = lambda ev: seen.append((ev.seq, threading.current_thread().name))  # type: ignore[method-assign]
+    try:
+        poll_for(lambda: "control" in lanes_bus.peers("lanes"), 10, what="control's hello to lanes")
+        for seq in range(1, 41):
+            ev = lanes_msg.StreamEvent(session_id="s-1", turn_id="t-1", seq=seq, kind="text_delta", data={})
+            lanes_bus.transport.cast("control", lanes_msg.ORIGIN_EVENT, ev, session="s-1")
+        poll_for(lambda: len(seen) == 40, 10, what="40 events at control")
+    finally:
+        child.stop()
+        control_bus.stop()
+        lanes_bus.stop()
+    assert [s for s, _ in seen] == list(range(1, 41))
+    assert {t for _, t in seen} == {"bus-control"}  # no hand-off to a handler thread per event
