@@ -25,8 +25,8 @@ from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
-from geode.work_tally import HANDOFF_POST, HANDOFF_WAKE
-from geode.work_tally import count as tally
+from geode.work_tally import HANDOFF_POST, HANDOFF_REPLY, HANDOFF_WAKE
+from geode.work_tally import handoff as tally
 
 log = logging.getLogger("actors.bus.socket_thread")
 
@@ -57,6 +57,7 @@ class PollLoop:
     _stopping: bool
     _closed: bool
     _idle: bool
+    _woken: bool  # an eventfd write is on its way since the bus thread last went idle: no second one
     _peer_clients: int
     _deferred: dict[int, tuple[float, Later]]
     _deferred_seq: itertools.count[int]
@@ -84,7 +85,8 @@ class PollLoop:
             return  # the bus is gone: nothing will run it
         tally(HANDOFF_POST)
         self._ops.put(op)
-        if self._idle:  # only wake a bus thread that is (about to be) asleep in poll
+        if self._idle and not self._woken:  # only wake a bus thread asleep in poll, and only once
+            self._woken = True
             self._wake()
 
     def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
@@ -118,6 +120,7 @@ class PollLoop:
         try:
             while not self._stopping:
                 timeout = 1000 if not self._has_peer_clients() else max(1, int(self._hello_interval * 500))
+                self._woken = False  # first, so that a poster who sees us idle writes the eventfd
                 self._idle = True  # posters now wake us; re-check the queue so no post is missed
                 ready = self._poller.poll(0 if not self._ops.empty() else timeout)
                 self._idle = False
@@ -248,6 +251,7 @@ class PollLoop:
         p = self._pending.pop(env.corr, None) if env.corr else None
         if p is not None:
             p.reply = env
+            tally(HANDOFF_REPLY)
             p.set()
 
     def _send_pub(self, topic: bytes, frame: bytes) -> None:

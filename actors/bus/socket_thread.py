@@ -83,6 +83,7 @@ class Bus(Inbound):
         self._stopping = False
         self._closed = False
         self._idle = True
+        self._woken = False
         self._peer_clients = 0
         # deferred replies outstanding: key -> (monotonic deadline, Later); swept on the bus thread
         self._deferred = {}
