@@ -91,14 +91,18 @@ class WorkerPool:
         w.last_seen = self._clock()
         return True
 
-    def pick(self, usable: Callable[[str], bool] | None = None) -> Worker | None:
-        """A live worker with a free slot (round robin) that ``usable`` accepts, or None."""
+    def pick(self, usable: Callable[[str], bool] | None = None, prefer: str | None = None) -> Worker | None:
+        """A live worker with a free slot that ``usable`` accepts (``prefer`` when it is one, else round
+        robin), or None."""
         candidates = sorted(
             (w for w in self._workers.values() if w.free > 0 and (usable is None or usable(w.name))),
             key=lambda w: w.name,
         )
         if not candidates:
             return None
+        for w in candidates:
+            if w.name == prefer:
+                return w
         self._rr = (self._rr + 1) % len(candidates)
         return candidates[self._rr]
 

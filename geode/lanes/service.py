@@ -185,8 +185,10 @@ class LanesService(WorkerRequests):
             if not grants:
                 break
             g = grants[0]
-            worker = self.pool.pick(self.routable)
             rec = self._recs.get(g.turn_id)
+            # a session's turns go to the worker of its last turn when it is free: that worker holds the
+            # session's history from its own last save (geode/loop/checkpoint.py) and reads no message again
+            worker = self.pool.pick(self.routable, prefer=self._ran_on.get(rec.session_id) if rec else None)
             if worker is None or rec is None:
                 if rec is not None:  # no worker after all: back to the head of its lane, not a loss
                     self.queue.requeue(g.turn_id, lost=False)
@@ -194,6 +196,10 @@ class LanesService(WorkerRequests):
                     self.queue.release(g.turn_id)  # no record (it was dropped): drop the turn
                 break
             rec.state, rec.worker, rec.incarnation = TurnState.RUNNING, worker.name, worker.incarnation
+            self._ran_on.pop(rec.session_id, None)
+            self._ran_on[rec.session_id] = worker.name
+            if len(self._ran_on) > 1024:
+                self._ran_on.popitem(last=False)
             rec.attempts += 1
             rec.updated_at = self._wall()
             self.pool.assign(worker.name, g.turn_id)  # the slot is taken now, pushed once stored

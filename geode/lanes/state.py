@@ -117,6 +117,7 @@ class LanesState:
         self._starting: dict[str, bool] = {}  # turn → cancel once pushed (its running record is in flight)
         self._orphans: dict[str, tuple[str | None, int | None, float]] = {}
         self._recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._ran_on: OrderedDict[str, str] = OrderedDict()  # session → its last turn's worker (preferred)
         self._start_failed = False
         self.inflight = 0  # store round trips issued and not yet continued
 
