@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import re
@@ -200,10 +201,13 @@ class _Screen:
         self.cased = tuple(sorted({n for s in shapes if not s.folds for n in s.needs}))
         self.folded = tuple(sorted({n for s in shapes if s.folds for n in s.needs}))
         self.gated = tuple(s for s in shapes if s.gate is not None)
+        self.min_len = min(s.min_len for s in shapes)  # no shape matches a shorter text
         if any(not s.needs and s.gate is None for s in shapes):
             raise ValueError("every shape names what it needs or has a gate")
 
     def maybe(self, text: str) -> bool:
+        if len(text) < self.min_len:
+            return False
         for need in self.cased:
             if need in text:
                 return True
@@ -214,7 +218,10 @@ class _Screen:
             for need in self.folded:
                 if need in low:
                     return True
-        return any(s.possible(text) for s in self.gated)
+        for shape in self.gated:
+            if len(text) >= shape.min_len and shape.possible(text):
+                return True
+        return False
 
 
 _SCREEN = _Screen(SHAPES)
@@ -237,6 +244,11 @@ def mask_secrets(text: str, literals: Sequence[tuple[str, str]] = ()) -> tuple[s
 
 def is_secret_key(key: str) -> bool:
     """True when a mapping key names a secret (api_key, Authorization, Cookie, token, password...)."""
+    return _secret_key(key)
+
+
+@functools.lru_cache(maxsize=4096)  # a payload's keys are a few names over and over
+def _secret_key(key: str) -> bool:
     norm = key.lower().replace("-", "_")
     if norm in {
         "tokens",
@@ -274,6 +286,14 @@ def redact(
 
 
 def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int, mask: bool = True) -> Any:
+    # the exact JSON types first (what a decoded frame holds), each as its isinstance branch below treats it
+    kind = type(obj)
+    if kind is str:
+        return redact_text(obj, max_str) if mask else _truncate(obj, max_str)
+    if kind is int or kind is bool or obj is None:
+        return obj
+    if kind is dict and depth < max_depth:
+        return _redact_map(obj, depth, max_str, max_items, max_depth, mask)
     if obj is None or isinstance(obj, bool | int):
         return obj
     if isinstance(obj, float):
@@ -289,18 +309,7 @@ def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int, 
         return f"[depth>{max_depth}]"
     obj = _as_plain(obj)
     if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for i, (k, v) in enumerate(obj.items()):
-            if i >= max_items:
-                out["…"] = f"[+{len(obj) - max_items} keys]"
-                break
-            key = k if isinstance(k, str) else str(k)
-            key = key[:256]
-            if mask and is_secret_key(key) and v not in (None, "", [], {}):
-                out[key] = MASK
-            else:
-                out[key] = _redact(v, depth + 1, max_str, max_items, max_depth, mask)
-        return out
+        return _redact_map(obj, depth, max_str, max_items, max_depth, mask)
     if isinstance(obj, list | tuple | set | frozenset):
         seq = list(obj) if not isinstance(obj, set | frozenset) else sorted(obj, key=repr)
         items = [_redact(v, depth + 1, max_str, max_items, max_depth, mask) for v in seq[:max_items]]
@@ -308,6 +317,23 @@ def _redact(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int, 
             items.append(f"[+{len(seq) - max_items} items]")
         return items
     return redact_text(repr(obj), max_str) if mask else _truncate(repr(obj), max_str)
+
+
+def _redact_map(
+    obj: Mapping[Any, Any], depth: int, max_str: int, max_items: int, max_depth: int, mask: bool
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, (k, v) in enumerate(obj.items()):
+        if i >= max_items:
+            out["…"] = f"[+{len(obj) - max_items} keys]"
+            break
+        key = k if isinstance(k, str) else str(k)
+        key = key[:256]
+        if mask and _secret_key(key) and v not in (None, "", [], {}):
+            out[key] = MASK
+        else:
+            out[key] = _redact(v, depth + 1, max_str, max_items, max_depth, mask)
+    return out
 
 
 def bound(obj: Any, *, max_str: int = MAX_STR, max_items: int = MAX_ITEMS, max_depth: int = MAX_DEPTH) -> Any:
