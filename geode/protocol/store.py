@@ -135,6 +135,22 @@ class AppendReply(BaseModel):
     seq: int
 
 
+MAX_APPEND_MANY = 64
+
+
+class AppendTimelines(BaseModel):
+    """Append several rows in one request, in order (a tool call's rows): each as one ``AppendTimeline``."""
+
+    events: list[AppendTimeline] = Field(min_length=1, max_length=MAX_APPEND_MANY)
+
+
+class AppendManyReply(BaseModel):
+    """Each row's seq in the request's order, -1 for a row not appended (``errors``: why, one line each)."""
+
+    seqs: list[int]
+    errors: list[str] = Field(default_factory=list)
+
+
 class ReadTimeline(BaseModel):
     """Rows after ``after_seq``, paged by size; ``next_after`` is set when more remain."""
 
@@ -251,6 +267,7 @@ RECEIPT_LIST = message("store.receipt.list", ListReceipts, ReceiptList)
 RECEIPT_RECONCILE = message("store.receipt.reconcile", ReconcileReceipt, ReceiptReply)
 RECEIPT_OWNER_DIED = message("store.receipt.owner_died", OwnerDied, OwnerDiedReply)
 TIMELINE_APPEND = message("store.timeline.append", AppendTimeline, AppendReply)
+TIMELINE_APPEND_MANY = message("store.timeline.append_many", AppendTimelines, AppendManyReply)
 TIMELINE_READ = message("store.timeline.read", ReadTimeline, TimelinePage)
 EVIDENCE_APPEND = message("store.evidence.append", AppendEvidence, EvidenceReply)
 TURN_PUT = message("store.turn.put", PutTurn, TurnReply)

@@ -22,12 +22,14 @@ from geode.records.models import TurnRecord
 from geode.records.schedule_service import LedgerRoutes
 from geode.records.search_feed import SearchFeed
 from geode.records.search_service import SearchRoutes
+from geode.records.timeline_many import append_many
 from geode.records.writer import WRITE_TIMEOUT_S
 from geode.redaction import canonical_json
 
 log = logging.getLogger(__name__)
 PAGE_BYTES = 512 * 1024
 INLINE_TYPES = frozenset({m.CHECKPOINT_SAVE, m.TIMELINE_APPEND, m.TURN_PUT, m.CURSOR_SET, m.DEDUPE, rt.PING})
+INLINE_TYPES |= {m.TIMELINE_APPEND_MANY}  # a tool call's rows together (geode/records/timeline_many.py)
 
 
 class StoreService:
@@ -102,6 +104,7 @@ class StoreService:
             deferred={
                 m.CHECKPOINT_SAVE: self._save,
                 m.TIMELINE_APPEND: self._append,
+                m.TIMELINE_APPEND_MANY: lambda b, r: append_many(engine.timeline, b.events),
                 m.TURN_PUT: lambda b, r: engine.turns.put_later(b).map(self._turn_stored),
                 m.CURSOR_SET: self._set_cursor,
                 m.DEDUPE: lambda b, r: engine.cursors.dedupe_later(b.key, ttl_s=b.ttl_s, token=b.token).map(

@@ -76,13 +76,14 @@ class StoreClient:
 
     # checkpoints ------------------------------------------------------------------------------------
     def save_checkpoint(self, save: CheckpointSave) -> SaveResult:
-        body = m.SaveCheckpoint.model_validate(save.model_dump())
-        return SaveResult.model_validate(self._call(m.CHECKPOINT_SAVE, body, session=save.session_id))
+        # a SaveCheckpoint is a CheckpointSave: the validated model goes as it is (the store validates it)
+        return SaveResult.model_validate(self._call(m.CHECKPOINT_SAVE, save, session=save.session_id))
 
-    def load_checkpoint(self, session_id: str) -> Restored | None:
-        """The one restore path: every page of messages, in order, with the state record of the first page."""
+    def load_checkpoint(self, session_id: str, from_index: int = 0) -> Restored | None:
+        """The one restore path: every page of messages, in order, with the state record of the first page.
+        ``from_index``: the messages from there only (a caller that holds the ones before it)."""
         messages: list[dict[str, Any]] = []
-        index = 0
+        index = from_index
         state = None
         while True:
             body = m.LoadCheckpoint(session_id=session_id, from_index=index)
@@ -92,7 +93,7 @@ class StoreClient:
             if state is None:
                 state = reply.page.state
             elif reply.page.state.seq != state.seq:  # saved while we paged: start over for a consistent view
-                messages, index, state = [], 0, None
+                messages, index, state = [], from_index, None
                 continue
             messages.extend(reply.page.messages)
             if reply.page.next_index is None:
@@ -167,9 +168,13 @@ class StoreClient:
 
     # timeline and evidence --------------------------------------------------------------------------
     def append_timeline(self, event: TimelineEvent) -> None:
-        self._call(
-            m.TIMELINE_APPEND, m.AppendTimeline.model_validate(event.model_dump()), session=event.session_id
-        )
+        self._call(m.TIMELINE_APPEND, event, session=event.session_id)  # an AppendTimeline is a TimelineEvent
+
+    def append_timelines(self, events: list[TimelineEvent]) -> list[str]:
+        """Several rows, in order, in one round trip (``store.timeline.append_many``, at most
+        ``m.MAX_APPEND_MANY``); the errors of the rows not appended (empty: all were)."""
+        body = {"events": [e.model_dump() for e in events]}
+        return m.AppendManyReply.model_validate(self._call(m.TIMELINE_APPEND_MANY, body)).errors
 
     def read_timeline(self, session_id: str) -> list[TimelineRow]:
         rows: list[TimelineRow] = []
@@ -205,7 +210,7 @@ class StoreClient:
 
     # turns, cursors, dedupe -------------------------------------------------------------------------
     def put_turn(self, turn: TurnRecord) -> TurnRecord:
-        reply = self._call(m.TURN_PUT, m.PutTurn.model_validate(turn.model_dump()), session=turn.session_id)
+        reply = self._call(m.TURN_PUT, turn, session=turn.session_id)  # a PutTurn is a TurnRecord
         out = m.TurnReply.model_validate(reply).turn
         assert out is not None
         return out

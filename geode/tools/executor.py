@@ -35,7 +35,7 @@ from geode.tools.receipts import OMITTED, Receipts, needs_receipt
 from geode.tools.result_redaction import ResultRedactor
 from geode.tools.schedule_rule import ScheduleRule, check_schedule
 from geode.tools.send_rule import SendRule, check_send
-from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
+from geode.tools.spec import DataClass, EffectClass, ToolCall, ToolContext, ToolResult, ToolSpec
 from geode.tools.timeline import ToolTimeline
 from geode.tools.tracing import tool_ended, tool_span
 from geode.tools.web_hosts import WebHosts
@@ -285,8 +285,15 @@ class ToolExecutor:
         )
         try:
             held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under
-            self.timeline.write(
-                "tool.called", ctx, call, spec, approval=verdict.how, rewrites=req.rewrites, **held_keys
+            self.timeline.write(  # a read-only call's row may wait for its end row: one store request
+                "tool.called",
+                ctx,
+                call,
+                spec,
+                hold=not receipted and spec.policy.effect is EffectClass.READ,
+                approval=verdict.how,
+                rewrites=req.rewrites,
+                **held_keys,
             )
             self._observe(HookEvent.TOOL_EXEC_STARTED, ctx, call, {})
             with self._mu:

@@ -1,4 +1,8 @@
-"""Timeline rows for every call and outcome (denials included), redacted; personal-data arguments omitted."""
+"""Timeline rows for every call and outcome (denials included), redacted; personal-data arguments omitted.
+
+The rows queued together go to the store in one request (``append_timelines``); the ``tool.called`` row of a
+read-only call (no effect, no receipt) waits up to ``HOLD_S`` for the call's end so that both rows go
+together: one store round trip per call instead of two, the same rows in the same order."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ log = logging.getLogger(__name__)
 SUMMARY_CHARS = 500
 MAX_QUEUED = 10_000
 OUTCOMES = {"tool.denied": "denied", "tool.replayed": "replayed", "tool.completed": "ok"}
+HOLD_S = 0.05  # how long a read-only call's tool.called row waits for its end row (then it goes alone)
+BATCH = 64  # rows per store request at most (geode.protocol.store.MAX_APPEND_MANY)
 
 
 def _ok(result: ToolResult) -> str:
@@ -35,7 +41,8 @@ class ToolTimeline:
 
     def __init__(self, records: RecordClient | None, *, background: bool = True) -> None:
         self._records = records
-        self._queue: deque[TimelineEvent] = deque()
+        self._queue: deque[tuple[TimelineEvent, bool]] = deque()  # (row, held for the next row)
+        self._since = 0.0  # when the oldest queued row was queued (monotonic)
         self._cv = threading.Condition()
         self._pending = 0
         self._closed = False
@@ -71,11 +78,33 @@ class ToolTimeline:
                     self._cv.wait()
                 if not self._queue:
                     return
-                event = self._queue.popleft()
-            self._append(event)
+                while self._queue[-1][1] and not self._closed:  # the newest row waits for its call's end
+                    left = self._since + HOLD_S - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+                batch = [self._queue.popleft()[0] for _ in range(min(BATCH, len(self._queue)))]
+                self._since = time.monotonic()
+            self._append_all(batch)
             with self._cv:
-                self._pending -= 1
+                self._pending -= len(batch)
                 self._cv.notify_all()
+
+    def _append_all(self, batch: list[TimelineEvent]) -> None:
+        many = getattr(self._records, "append_timelines", None)  # a StoreClient has it, an engine not
+        if len(batch) == 1 or many is None:
+            for event in batch:
+                self._append(event)
+            return
+        try:
+            errors = many(batch)
+        except Exception as exc:
+            self.failures += len(batch)
+            log.warning("timeline append of %d rows failed: %s", len(batch), redact_text(str(exc), 500))
+            return
+        for error in errors:
+            self.failures += 1
+            log.warning("timeline append failed: %s", redact_text(error, 500))
 
     def _append(self, event: TimelineEvent) -> None:
         try:
@@ -91,8 +120,11 @@ class ToolTimeline:
         call: ToolCall,
         spec: ToolSpec | None,
         result: ToolResult | None = None,
+        *,
+        hold: bool = False,
         **fields: Any,
     ) -> None:
+        """Queue one row (``hold``: it may wait up to ``HOLD_S`` for the next row, to go with it)."""
         if kind in OUTCOMES:  # one count per outcome row (a call is denied, replayed or completed once)
             outcome = OUTCOMES[kind] if kind != "tool.completed" or result is None else _ok(result)
             metrics.tool_call(call.name, spec is not None, outcome)
@@ -126,7 +158,9 @@ class ToolTimeline:
         )
         with self._cv:
             if self._thread is not None and not self._closed and len(self._queue) < MAX_QUEUED:
-                self._queue.append(event)
+                if not self._queue:
+                    self._since = time.monotonic()
+                self._queue.append((event, hold))
                 self._pending += 1
                 self._cv.notify_all()
                 return

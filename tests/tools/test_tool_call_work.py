@@ -17,11 +17,14 @@ import pytest
 
 import geode.tools.checks as checks_module
 import geode.tools.secret_files as secret_files
+from geode.records.models import TimelineEvent
 from geode.tools.dispatch import WORKERS
 from geode.tools.handlers import HandlerEntry, ToolEnv
 from geode.tools.paths import Under, within
 from geode.tools.secret_files import SecretFiles
+from geode.tools.spec import EffectClass
 from tests.tools.conftest import Rig, probe_spec
+from tests.waiting import poll_for
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> Counter[str]:
@@ -112,6 +115,91 @@ def test_a_call_past_its_deadline_keeps_its_thread_and_the_next_call_runs(
     finally:
         release.set()
     assert WORKERS.started >= 2
+
+
+def _store_calls(monkeypatch: pytest.MonkeyPatch, rig: Rig) -> Counter[str]:
+    """The store requests the executor's store client makes, by message type."""
+    seen: Counter[str] = Counter()
+    client = rig.store.client
+    real = client._call
+
+    def counted(type_: str, body: Any, **kw: Any) -> dict[str, Any]:
+        seen[type_] += 1
+        return real(type_, body, **kw)
+
+    monkeypatch.setattr(client, "_call", counted)
+    return seen
+
+
+def test_a_read_only_calls_two_rows_go_to_the_store_in_one_request(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = make_rig()
+    (rig.workspace / "a.txt").write_text("a\n")
+    calls = _store_calls(monkeypatch, rig)
+    out = rig.call("glob_files", {"pattern": "*.txt"}, session_id="s-one")
+    assert not out.is_error, out.content
+    assert rig.executor.timeline.flush(5)
+    sent = dict(calls)
+    print(f"store requests for one read-only call: {sent}")
+    assert sent == {"store.timeline.append_many": 1}  # was 2 x store.timeline.append
+    rows = rig.timeline("s-one")
+    assert [r.kind for r in rows] == ["tool.called", "tool.completed"]
+    assert rows[0].payload["tool_name"] == rows[1].payload["tool_name"] == "glob_files"
+    assert rows[0].payload["approval"] and rows[1].payload["status"] == "ok"
+    assert rig.executor.timeline.failures == 0
+
+
+def test_a_slow_read_only_call_is_on_the_timeline_before_it_ends(make_rig: Callable[..., Rig]) -> None:
+    release, entered = threading.Event(), threading.Event()
+
+    def slow(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
+        entered.set()
+        release.wait(30)
+        return {"ok": True}
+
+    spec = probe_spec("slow_read")
+    assert spec.policy.effect is EffectClass.READ
+    rig = make_rig((spec,), handlers={"test:slow_read": HandlerEntry(slow)})
+    done: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: done.append(rig.call("slow_read", {"x": 1}, session_id="s-slow"))
+    )
+    worker.start()
+    try:
+        poll_for(entered.is_set, 10, what="the handler to start")
+        kinds = poll_for(
+            lambda: [r.event.kind for r in rig.store.client.read_timeline("s-slow")],
+            10,
+            what="the tool.called row while the call runs",
+        )
+        assert kinds == ["tool.called"] and not done
+    finally:
+        release.set()
+        worker.join(10)
+    assert done and not done[0].is_error
+    assert [r.kind for r in rig.timeline("s-slow")] == ["tool.called", "tool.completed"]
+
+
+def test_rows_sent_together_are_appended_in_order_and_a_refused_one_alone(
+    make_rig: Callable[..., Rig],
+) -> None:
+    client = make_rig().store.client
+    row = {"session_id": "s-many", "kind": "tool.called", "ts": 1.0, "payload": {"n": 1}}
+    assert client.append_timelines([TimelineEvent(event_id="e1", **row)]) == []
+    errors = client.append_timelines(
+        [
+            TimelineEvent(event_id="e2", **row),
+            TimelineEvent(event_id="e1", **{**row, "payload": {"n": 2}}),  # e1 again, other content
+            TimelineEvent(event_id="e3", **row),
+        ]
+    )
+    assert len(errors) == 1 and errors[0].startswith("e1: Conflict"), errors
+    assert [(r.seq, r.event.event_id) for r in client.read_timeline("s-many")] == [
+        (1, "e1"),
+        (2, "e2"),
+        (3, "e3"),
+    ]
 
 
 def _random_path(rng: random.Random, names: list[str]) -> str:
