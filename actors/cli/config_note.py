@@ -4,26 +4,34 @@ it must be) and that a running daemon keeps serving on its last good config. ``g
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from geode.config_file import file_problem
 from geode.home import GeodeHome
 
 SELF_REPORTING = frozenset({"serve", "reload", "doctor", "trust", "mcp", "--help", "-h", "--version"})
 LIFE_CYCLE = frozenset({"status", "stop", "restart"})  # work with any config: the socket is all they need
+LAST_GOOD_NAME = "config.good.toml"  # geode.config_file.LAST_GOOD, under the run directory
 
 
 def config_problem(home: GeodeHome) -> str | None:
     """The config file's first problem in one line, or None when it is fine (``geode.config_file``). An absent
     or empty file is the defaults, which every tree starts on: fine without the typed check (~140 ms)."""
     try:
-        if home.config_file.stat().st_size == 0:
-            return None
+        raw = home.config_file.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError:
+        raw = None  # said by file_problem below
+    if raw == b"":
+        return None
+    try:  # the running tree's last good copy, byte for byte: fine without parsing (tomllib, logging)
+        if raw is not None and (home.run_dir / LAST_GOOD_NAME).read_bytes() == raw:
+            return None
+    except OSError:
+        pass
+    from geode.config_file import file_problem
 
     def builder() -> Callable[[dict[str, Any]], object]:
         from actors.tree.config_sections import TreeSettings
@@ -48,6 +56,8 @@ def note_broken_config(argv: list[str]) -> None:
     problem = config_problem(home)
     if problem is None:
         return
+    import logging
+
     logging.getLogger("geode.config").addHandler(logging.NullHandler())  # said here, not again per read
     then = "the daemon keeps serving on its last good config; fix the file, then `geode reload`"
     print(

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import GeodeError
 
 TURN_LINES = 10
@@ -15,6 +14,7 @@ TURN_LINES = 10
 def lanes_detail(home: GeodeHome, timeout_s: float = 2.0) -> dict[str, Any] | None:
     """``lanes.status`` of the running tree, or None when lanes does not answer."""
     from actors.tree.client import client_bus
+    from geode.protocol import lanes as lanes_msg  # models: not for `geode status`'s lines (status_light)
 
     try:
         with client_bus(home) as bus:

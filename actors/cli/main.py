@@ -117,8 +117,8 @@ def _run_hot(argv: list[str]) -> bool:
         from actors.cli.chat_cmds import chat
 
         return _exit_as_typer(lambda: chat(None, False, None, False))
-    if argv[0] == "status" and argv[1:] in ([], ["--json"]):  # no command module but its own
-        from actors.cli.serve_cmds import status
+    if argv[0] == "status" and argv[1:] in ([], ["--json"]):  # a tree running: no bus (status_light)
+        from actors.cli.status_light import status
 
         return _exit_as_typer(lambda: status(as_json=argv[1:] == ["--json"]))
     if argv[0] != "ask":

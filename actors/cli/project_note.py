@@ -9,10 +9,32 @@ import sys
 from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
 
+PROJECT_FILES = (".geode/config.toml", ".mcp.json")  # geode.tools.mcp.trust.PROJECT_FILES
+
+
+def _any_project_file(cwd: str) -> bool:
+    """Whether ``cwd`` or a parent (up to the user's home, excluded, or ``/``) holds a project MCP file: the
+    directories ``untrusted_project_note`` looks at, by file checks only, without importing it (its config
+    editing: tomllib, logging)."""
+    here, home = os.path.realpath(cwd), os.path.realpath(os.path.expanduser("~"))
+    while here != home:
+        if any(os.path.isfile(os.path.join(here, name)) for name in PROJECT_FILES):
+            return True
+        parent = os.path.dirname(here)
+        if parent == here:
+            return False
+        here = parent
+    return False
+
 
 def note_untrusted_project(home: GeodeHome) -> None:
     """Once at the start of ``geode ask`` / ``geode chat``: the untrusted-project line on stderr, if any. No
     project MCP file from here up (the common case, file checks only): nothing to say, no config read."""
+    try:
+        if not _any_project_file(os.getcwd()):
+            return
+    except OSError:
+        return
     from geode.tools.mcp.trust import untrusted_project_note
 
     try:

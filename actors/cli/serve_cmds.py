@@ -165,31 +165,11 @@ def _in_process(inside: str, as_json: bool) -> None:
     typer.echo("`geode sessions`, `geode receipts` and `geode timeline` read its records")
 
 
-def _mib(n: int | None) -> str:
-    return f"{'-':>8}" if n is None else f"{n / 2**20:>8.1f}"
-
-
 def _tree_lines(st: TreeStatus) -> list[str]:
     """The children's table, then the zygote, the supervisor and the tree's total memory (MiB)."""
-    from actors.tree.child_handle import shown_state
+    from actors.cli.tree_table import tree_lines  # the light `geode status` prints the same table
 
-    head = f"{'NAME':<12} {'PID':>7} {'INC':>4} {'UPTIME':>9} {'RESTARTS':>8}"
-    lines = [f"{head} {'RSS MiB':>8} {'PSS MiB':>8} STATE"]
-    for c in st.children:
-        pid = c.pid or "-"
-        mem = f"{'':>17}" if st.single_process else f"{_mib(c.rss_bytes)} {_mib(c.pss_bytes)}"
-        row = f"{c.name:<12} {pid:>7} {c.incarnation:>4} {c.uptime_s:>8.1f}s {c.restarts:>8}"
-        lines.append(f"{row} {mem} {shown_state(c)}")
-    gap = " " * 23  # INC, UPTIME, RESTARTS
-    if st.zygote is not None:
-        z = st.zygote
-        lines.append(f"{'zygote':<12} {z.pid:>7} {gap} {_mib(z.rss_bytes)} {_mib(z.pss_bytes)} fork server")
-    lines.append(f"{'supervisor':<12} {st.pid:>7} {gap} {_mib(st.rss_bytes)} {_mib(st.pss_bytes)}")
-    if st.total is not None:
-        t = st.total
-        what = f"total of {t.processes} processes (RSS counts a shared page in each)"
-        lines.append(f"{'':<12} {'':>7} {gap} {_mib(t.rss_bytes)} {_mib(t.pss_bytes)} {what}")
-    return lines
+    return tree_lines(st.model_dump())
 
 
 def stop() -> None:

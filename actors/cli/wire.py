@@ -49,11 +49,12 @@ def _resolved(schema: Any) -> Any:
     return schema
 
 
-def validator(name: str) -> SchemaValidator:
-    """The validator of a stored schema (``ENVELOPE_SCHEMA``, ``STREAM_EVENT_SCHEMA``), built once."""
+def validator(name: str, source: Any = d) -> SchemaValidator:
+    """The validator of a stored schema (``ENVELOPE_SCHEMA`` … of ``source``, a generated data module:
+    ``wire_data`` or ``status_wire_data``), built once."""
     v = _validators.get(name)
     if v is None:
-        v = _validators[name] = SchemaValidator(_resolved(getattr(d, name)))
+        v = _validators[name] = SchemaValidator(_resolved(getattr(source, name)))
     return v
 
 
@@ -81,7 +82,13 @@ class Frame:
 
 
 def encode(
-    type_: str, body: Any = None, *, kind: str = "request", session: str | None = None
+    type_: str,
+    body: Any = None,
+    *,
+    kind: str = "request",
+    session: str | None = None,
+    sender: str = "",
+    deadline: int | None = None,
 ) -> tuple[str, bytes]:
     """A frame as ``codec.encode(Envelope(...))`` packs it (``None`` fields left out), and its id. A body
     may be a dict or a model (dumped as ``catalog.dump`` does); refused over the frame cap."""
@@ -90,9 +97,11 @@ def encode(
     elif not isinstance(body, dict):
         body = body.model_dump(mode="json", exclude_none=True)
     mid = new_id()
-    obj: dict[str, Any] = {"v": 1, "id": mid, "kind": kind, "type": type_, "from": ""}
+    obj: dict[str, Any] = {"v": 1, "id": mid, "kind": kind, "type": type_, "from": sender}
     if session is not None:
         obj["session"] = session
+    if deadline is not None:
+        obj["deadline"] = deadline
     obj["body"] = body
     try:
         try:

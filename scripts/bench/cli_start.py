@@ -5,7 +5,8 @@ Also `geode --version` and `geode status` (a tree running, and a home nothing se
 request → `geode ask`'s exit (one round: the only request; the scripted reply is immediate).
 
 Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold] [--before DIR]
-(``--before DIR``: `git archive <commit> actors geode | tar -x -C DIR`, that checkout's `geode ask` as a row.)
+(``--before DIR``: `git archive <commit> actors geode | tar -x -C DIR`, that checkout's `geode ask`, `geode
+status` with the tree running and `geode --version` as rows, run as ``python -m actors.cli.main``.)
 Baseline in the same run: ``python -c pass`` (to its exit), and `geode ask` through the typer app
 (``GEODE_CLI_HOT=0``, as before the hot path). "→ first model request" is measured from the
 CLI's spawn to the moment the ScriptedServer receives the turn's model request (same clock: the server runs
@@ -181,6 +182,10 @@ def main() -> None:
                     before_model, before_wall = ask(env, clock, opts.before)
                     add("ask_before", before_model)
                     add("ask_before_tail", before_wall - before_model)
+                    old = [sys.executable, "-m", "actors.cli.main"]
+                    before_env = {**env, "PYTHONPATH": str(opts.before)}
+                    add("status_before", run([*old, "status"], before_env))
+                    add("version_before", run([*old, "--version"], before_env))
         finally:
             stop_tree(home, timeout_s=20)
         if not opts.no_cold:
@@ -204,6 +209,8 @@ def main() -> None:
     if opts.before is not None:
         print(f"warm geode ask → first model request, before  {fmt(rows['ask_before'])}   ({opts.before})")
         print(f"warm last model request → exit, before        {fmt(rows['ask_before_tail'])}")
+        print(f"geode status, a tree running, before          {fmt(rows['status_before'])}")
+        print(f"geode --version, before                       {fmt(rows['version_before'])}")
     base = p50(rows["pass"])
     print(
         f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "

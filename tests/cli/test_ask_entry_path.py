@@ -82,6 +82,12 @@ HEAVY = (  # none of these is needed to send a prompt and print its answer
     "importlib.metadata",
     "actors.cli.chat_cmds",
     "actors.cli.trust_cmds",
+    # no project MCP file from the cwd up, the config byte for byte the running tree's last good copy:
+    # neither the trust module nor the config reader (tomllib, logging) is needed
+    "geode.tools.mcp.trust",
+    "geode.config_file",
+    "tomllib",
+    "logging",
 )
 
 

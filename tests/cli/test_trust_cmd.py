@@ -119,3 +119,11 @@ def test_with_a_daemon_running_trust_restarts_its_executor(tmp_path, monkeypatch
     assert r.exit_code == 1 and "run `geode restart executor`" in r.output, r.output
     assert "trust" in tomllib.loads(home.config_file.read_text())  # the removal itself was written
     assert tomllib.loads(home.config_file.read_text())["trust"]["projects"] == []
+
+
+def test_the_ask_paths_file_check_names_the_trust_modules_project_files() -> None:
+    """`geode ask` looks for these files itself before importing the trust module (issue 34)."""
+    from actors.cli.project_note import PROJECT_FILES
+    from geode.tools.mcp.trust import PROJECT_FILES as TRUSTED
+
+    assert PROJECT_FILES == tuple(str(p) for p in TRUSTED)

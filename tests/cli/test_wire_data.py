@@ -10,17 +10,63 @@ from typing import Any
 import msgpack
 import pytest
 
-from actors.cli import wire, wire_data
-from actors.cli.wire_schema_gen import data
+from actors.cli import status_wire_data, wire, wire_data
+from actors.cli.wire_schema_gen import data, status_data
 from geode.protocol import codec
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest, NotFound
 from geode.protocol.lanes import StreamEvent
+from geode.protocol.messengers import BindingsReply
+from geode.protocol.runtime import TreeStatus
 
 
 def test_the_stored_wire_data_says_what_the_models_say() -> None:
-    stored = {name: getattr(wire_data, name, None) for name in data()}
-    assert stored == data(), "geode.protocol changed: regenerate with `.venv/bin/python scripts/wire_schemas`"
+    for module, values in ((wire_data, data()), (status_wire_data, status_data())):
+        stored = {name: getattr(module, name, None) for name in values}
+        assert stored == values, (
+            "geode.protocol changed: regenerate with `.venv/bin/python scripts/wire_schemas`"
+        )
+
+
+TREE = {
+    "pid": 7,
+    "incarnation": 2,
+    "state": "running",
+    "children": [
+        {"name": "store", "pid": 9, "state": "running", "uptime_s": 1.5, "rss_bytes": 10},
+        {"name": "lanes", "state": "backoff", "next_try_s": 0.4, "restarts": 3},
+    ],
+    "zygote": {"pid": 8, "rss_bytes": 1, "pss_bytes": 2},
+}
+BINDINGS = {
+    "platforms": [{"platform": "telegram", "state": "disabled", "reason": "no token"}],
+    "bindings": [{"platform": "slack", "channel_id": "C1", "session_id": "s-1"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "dumped"),
+    [
+        ("TREE_STATUS_SCHEMA", TREE, lambda raw: TreeStatus.model_validate(raw).model_dump()),
+        (
+            "BINDINGS_REPLY_SCHEMA",
+            BINDINGS,
+            lambda raw: BindingsReply.model_validate(raw).model_dump(mode="json"),
+        ),
+        ("TREE_STATUS_SCHEMA", {**TREE, "pid": "seven"}, None),
+        ("TREE_STATUS_SCHEMA", {**TREE, "children": [{"pid": 3}]}, None),
+        ("BINDINGS_REPLY_SCHEMA", {"platforms": "none"}, None),
+    ],
+)
+def test_status_replies_read_as_the_models_read_them(name: str, raw: dict[str, Any], dumped: Any) -> None:
+    """`geode status`'s light reads give the very data the models give (its JSON is theirs), and refuse
+    what they refuse."""
+    check = wire.validator(name, status_wire_data)
+    if dumped is None:
+        with pytest.raises(ValueError):
+            check.validate_python(raw)
+    else:
+        assert check.validate_python(raw) == dumped(raw)
 
 
 EVENT = {"session_id": "s-1", "turn_id": "t-1", "seq": 3, "kind": "text", "data": {"t": "x"}}
