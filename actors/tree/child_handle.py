@@ -65,7 +65,7 @@ class ChildRun:
             with open(log_path, "ab") as log:
                 forked = None
                 if zygote is not None and self.spec.forkable:
-                    forked = zygote.spawn(self.name, full_env, w, log.fileno())
+                    forked = zygote.spawn(self.name, full_env, w, log.fileno(), sdk=self.spec.sdks)
                 self.proc = forked or subprocess.Popen(
                     list(self.spec.argv),
                     env=full_env,

@@ -13,6 +13,14 @@ from actors.tree.child_guard import arm_parent_death, report_ready
 
 log = logging.getLogger("actors.tree.child_main")
 EX_TEMPFAIL = 75  # sysexits: a start-up failure that may clear (unwritable directory, full disk)
+# sys.modules when the zygote forked this child (None: exec'd); what a child imports after the fork is private
+# memory and start time of every incarnation, so the ready line says it (the zygote's CORE should hold it)
+AT_FORK: frozenset[str] | None = None
+
+
+def imported_after_fork() -> list[str]:
+    """The modules this forked child imported itself (none when the zygote's imports cover it; [] exec'd)."""
+    return sorted(set(sys.modules) - AT_FORK) if AT_FORK is not None else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +87,19 @@ def main(argv: list[str] | None = None) -> int:
 
     arm_reload(bus, ctx, hosted)  # `geode reload`: re-read the tree's copy, apply, confirm
     report_ready()
-    log.info("%s#%d ready (pid %d)", name, incarnation, os.getpid())
+    if AT_FORK is None:
+        log.info("%s#%d ready (pid %d)", name, incarnation, os.getpid())
+    else:
+        new = imported_after_fork()
+        log.info(
+            "%s#%d ready (pid %d; %d modules imported after the fork%s)",
+            name,
+            incarnation,
+            os.getpid(),
+            len(new),
+            f": {', '.join(new[:30])}" if new else "",
+        )
+
     while not stop.wait(1.0):
         pass
     log.info("%s#%d stopping", name, incarnation)

@@ -47,5 +47,12 @@ def tree_specs(
         default = ChildOverride(shutdown_ms=CHILD_SHUTDOWN_MS.get(name, ChildOverride().shutdown_ms))
         restart = over.get("restart", default.restart)
         shutdown = over.get("shutdown_ms", default.shutdown_ms)
-        specs.append(ChildSpec(name, (python, "-m", "actors.tree.child_main", name), restart, shutdown))
+        argv = (python, "-m", "actors.tree.child_main", name)
+        specs.append(ChildSpec(name, argv, restart, shutdown, sdks=_sdks(settings, name)))
     return specs
+
+
+def _sdks(settings: TreeSettings, name: str) -> bool:
+    """A loop worker imports its provider's SDK; the messengers child those of the platforms it binds."""
+    kind = kind_of(name)
+    return kind == "loop" or (kind == "messengers" and bool(settings.messengers.sdk_modules()))

@@ -109,9 +109,10 @@ def _running(pid: int) -> bool:
 def start_daemon(
     home: GeodeHome, *, single_process: bool = False, timeout_s: float = 30.0
 ) -> tuple[int, str]:
-    """Start ``geode serve --foreground`` detached; wait until every child is running. (exit code, message)"""
+    """Start ``geode serve --foreground`` detached (its entry without the CLI: ``actors.tree.daemon_main``);
+    wait until every child is running. (exit code, message)"""
     home.ensure()
-    args = [sys.executable, "-m", "actors.cli.main", "serve", "--foreground"]
+    args = [sys.executable, "-m", "actors.tree.daemon_main"]
     if single_process:
         args.append("--single-process")
     out = open(home.logs_dir / "serve.out", "ab")  # handed to the child

@@ -27,6 +27,9 @@ class ChildSpec:
     restart: Restart = "permanent"
     shutdown_ms: int = 3000
     env: dict[str, str] = field(default_factory=dict)
+    # it imports SDKs (a loop worker: the provider's; the messengers: its platforms'): forked by the zygote
+    # only after it imported them, and started after the other children at the tree's start
+    sdks: bool = False
 
     @property
     def forkable(self) -> bool:

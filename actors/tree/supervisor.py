@@ -112,7 +112,7 @@ class Supervisor(RestartRules):
             if self.zygote is not None:
                 self.zygote.start()  # it imports while we get ready; the first spawn waits for it
             now = time.monotonic()
-            for name in self._order:
+            for name in self._start_order():
                 self._start(self.children[name], now)
             self._refresh()
             self.started.set()
@@ -127,6 +127,13 @@ class Supervisor(RestartRules):
             self._wake_r.close()
             self._wake_w.close()
         return self.exit_code if self.exit_code is not None else 0
+
+    def _start_order(self) -> list[str]:
+        """With the zygote, the children that need the SDKs last: the others are forked at once and start
+        while it imports the SDKs (it forks those only after). Stopping stays the reverse of ``_order``."""
+        if self.zygote is None:
+            return list(self._order)
+        return sorted(self._order, key=lambda n: self.children[n].spec.sdks)
 
     def _install_signals(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):

@@ -5,12 +5,16 @@ the tree shares those pages. Started by :class:`actors.tree.zygote_client.Zygote
 ``python -m actors.tree.zygote``; single-threaded, so forking is safe. It speaks JSON datagrams with file
 descriptors on a SOCK_SEQPACKET socket (``GEODE_ZYGOTE_FD``):
 
-* supervisor → zygote: ``{"op": "spawn", "id": N, "name": ..., "env": {...}}`` with the fds
-  ``[ready_w, log]``;
+* supervisor → zygote: ``{"op": "spawn", "id": N, "name": ..., "env": {...}, "sdk": bool}`` with the fds
+  ``[ready_w, log]``; ``sdk``: the child needs the SDKs (a loop worker, the messengers);
 * zygote → supervisor: ``{"op": "importing", "module": M}`` before each import (busy, not stuck),
-  ``{"op": "core"}`` once the children's modules are imported, ``{"op": "spawned",
-  "id": N, "pid": P}`` (or ``"error"``), and ``{"op": "exit", "pid": P, "rc": RC}`` (Popen's returncode
-  convention: ``-signal`` when killed).
+  ``{"op": "core"}`` once the children's modules are imported, ``{"op": "sdks"}`` once the SDKs are,
+  ``{"op": "spawned", "id": N, "pid": P}`` (or ``"error"``), and ``{"op": "exit", "pid": P, "rc": RC}``
+  (Popen's returncode convention: ``-signal`` when killed).
+
+The SDKs (``WARM``, 1-2 s of imports) come after ``core``, on demand: children that do not need them are
+forked at once and start while the zygote imports them for the first spawn with ``sdk``, before its fork, so
+every loop worker shares them and none imports them itself (a tree without one never imports them).
 """
 
 from __future__ import annotations
@@ -43,11 +47,31 @@ CORE = (
     "actors.loop_worker",
     "actors.control",
     "actors.messengers",
+    "actors.scheduler",
+    # what child_main and the builders import at every start: imported after the fork, each child paid its
+    # import time and ~8 MiB of private memory (the config schema's pydantic models) on every (re)start
+    "actors.tree.config_sections",
+    "actors.tree.process_logging",
+    "actors.tree.telemetry_boot",
+    "actors.tree.reload_rule",
+    "actors.tree.peer_exits",
+    "actors.tree.worker_role",
+    "actors.bus.endpoints",
+    "actors.bus.host_keys",
+    "geode.config_source",
+    "geode.protocol.webhooks",
+    "geode.loop.hook_bridge",
+    "geode.tools.mcp.hub",
+    "geode.tools.mcp.bridge",
+    "geode.tools.mcp.catalogue",
+    "geode.tools.mcp.status",
+    "geode.schedule.stored",
+    "lmdb._envid",  # lmdb.open imports it
 )
-# the provider SDKs, imported before any fork too: ~1.2-1.8 s more at tree start, but no loop worker ever pays
-# them on its first turn, and the tree shares them (PSS 246 MiB instead of 354 at rest, measured)
+# the provider SDKs, imported before the first fork of a child that needs them (a loop worker): 1.2-1.8 s,
+# while the other children start; no loop worker ever pays them on its first turn, and the tree shares them
 WARM = ("httpx", "anthropic", "openai")
-# more to import before any fork, comma-separated: the messenger SDKs of the platforms the config binds
+# more to import with them, comma-separated: the messenger SDKs of the platforms the config binds
 WARM_ENV = "GEODE_ZYGOTE_WARM"
 PR_SET_PDEATHSIG = 1
 
@@ -64,9 +88,14 @@ def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
 
 
 def warm_modules(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """What the zygote imports before it forks: every child's code, the provider SDKs, then ``WARM_ENV``."""
+    """What the zygote imports: every child's code, the provider SDKs, then ``WARM_ENV``."""
+    return CORE + sdk_modules(environ)
+
+
+def sdk_modules(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """What a child that needs the SDKs waits for: the provider SDKs, then ``WARM_ENV`` (messenger SDKs)."""
     extra = tuple(m.strip() for m in environ.get(WARM_ENV, "").split(",") if m.strip())
-    return CORE + WARM + extra
+    return WARM + extra
 
 
 def _import(name: str) -> None:
@@ -95,6 +124,7 @@ def _rc(status: int) -> int:
 def _child(name: str, env: dict[str, str], fds: list[int], closing: list[int]) -> None:
     """In the forked child: become ``python -m actors.tree.child_main NAME`` and never return."""
     rc = 1
+    at_fork = frozenset(sys.modules)
     try:
         for fd in closing:
             with contextlib.suppress(OSError):
@@ -123,6 +153,7 @@ def _child(name: str, env: dict[str, str], fds: list[int], closing: list[int]) -
         sys.argv = ["-m", "actors.tree.child_main", name]
         from actors.tree import child_main
 
+        child_main.AT_FORK = at_fork
         rc = child_main.main([name])
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else 1
@@ -160,13 +191,10 @@ class Server:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the supervisor decides
         self.parent = _die_with_parent()
         self.children: set[int] = set()
+        self.sdks = list(sdk_modules(os.environ))  # still to import
 
     def run(self) -> int:
-        for name in warm_modules(os.environ):
-            _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
-            _import(name)
-        gc.collect()
-        gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
+        self._import_all(CORE)
         _send(self.sock, {"op": "core", "pid": os.getpid()})
         while True:
             if os.getppid() != self.parent:
@@ -181,6 +209,18 @@ class Server:
             if self.sock in ready and not self._request():
                 return 0
 
+    def _import_all(self, names: Any) -> None:
+        for name in names:
+            _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
+            _import(name)
+        gc.collect()
+        gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
+
+    def _import_sdks(self) -> None:
+        names, self.sdks = self.sdks, []
+        self._import_all(names)
+        _send(self.sock, {"op": "sdks"})
+
     def _request(self) -> bool:
         try:
             data, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_MESSAGE, 4)
@@ -193,6 +233,8 @@ class Server:
             req = json.loads(data)
             if not isinstance(req, dict) or req.get("op") != "spawn" or len(fds) != 2:
                 raise ValueError(f"bad request {str(req)[:200]!r} with {len(fds)} fds")
+            if req.get("sdk") and self.sdks:
+                self._import_sdks()
             pid = os.fork()
             if pid == 0:
                 ours = [self.sock.fileno(), self.wake_r, self.wake_w]

@@ -134,14 +134,17 @@ class Zygote:
             self._proc = None
 
     # ---- children --------------------------------------------------------------------------------
-    def spawn(self, name: str, env: dict[str, str], ready_w: int, log_fd: int) -> ZygoteProc | None:
-        """Fork ``child_main NAME`` with ``env``; None when the zygote cannot (the caller execs it)."""
+    def spawn(
+        self, name: str, env: dict[str, str], ready_w: int, log_fd: int, *, sdk: bool = False
+    ) -> ZygoteProc | None:
+        """Fork ``child_main NAME`` with ``env`` (``sdk``: after the zygote imported the SDKs); None when the
+        zygote cannot (the caller execs it)."""
         self.start()
         if self._sock is None or not self._await_core():
             return None
         self._next_id += 1
         rid = self._next_id
-        msg = json.dumps({"op": "spawn", "id": rid, "name": name, "env": env}).encode()
+        msg = json.dumps({"op": "spawn", "id": rid, "name": name, "env": env, "sdk": sdk}).encode()
         try:
             socket.send_fds(self._sock, [msg], [ready_w, log_fd])
         except OSError as exc:
@@ -213,6 +216,8 @@ class Zygote:
             elif op == "core":
                 self._core = True
                 log.info("zygote %s ready: children fork from it", msg.get("pid"))
+            elif op == "sdks":
+                log.info("zygote imported the SDKs: loop workers and messengers fork from it")
             elif op in ("spawned", "error") and isinstance(msg.get("id"), int):
                 self._replies[msg["id"]] = msg
 

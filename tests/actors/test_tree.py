@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +111,16 @@ def test_single_process_mode(tmp_path: Path) -> None:
     finally:
         stop(h)
     assert not list(h.run_dir.glob("*.sock"))
+
+
+def test_the_daemon_entry_imports_no_cli() -> None:
+    """`geode serve` starts the supervisor as ``python -m actors.tree.daemon_main``: the tree's own entry,
+    which imports neither typer nor the CLI's command modules (≈ 5 MiB and 0.1-0.4 s at every start)."""
+    code = "import sys, actors.tree.daemon_main, actors.tree.serve; print(sorted(m for m in sys.modules"
+    code += " if m.split('.')[0] in ('typer', 'click', 'rich') or m.startswith('actors.cli')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "actors.tree.daemon_main", "--bogus"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("usage:"), bad.stderr

@@ -1,6 +1,8 @@
 """The fork server on a real `geode serve` tree: children are forked from the zygote (``ps`` still shows their
-own command line), a killed loop worker is back and answering within a fraction of a second with the provider
-SDK already imported, and a killed zygote takes its children along and the tree comes back serving."""
+own command line) and import nothing after the fork, the children without an SDK start while the zygote
+imports the provider SDKs, a killed loop worker is back and answering within a fraction of a second with the
+provider SDK already imported, and a killed zygote takes its children along and the tree comes back
+serving."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,44 @@ def test_children_are_forked_by_the_zygote_and_look_like_themselves(tree: tuple[
     assert "zygote: imported actors.messengers in" in imported
     assert "geode.messengers.telegram" not in imported  # no chat is bound: no messenger SDK imported
     assert geode(home, "ask", "ping", "--json").returncode == 0
+
+
+def _ready_line(home: Any, name: str, pid: int) -> str:
+    """The child's own ready line for that pid (child_main logs it once the builder is up)."""
+    lines = (home.logs_dir / f"{name}.log").read_text().splitlines()
+    return next((ln for ln in lines if f"ready (pid {pid};" in ln), "")
+
+
+def test_no_child_imports_a_module_after_the_fork(tree: tuple[Any, ScriptedServer]) -> None:
+    """What a forked child imports itself is private memory (the config schema alone was ~8 MiB a child) and
+    start time of every incarnation: the zygote imports all of it before it forks."""
+    home, _ = tree
+    kids = _all_running(home)
+    for name, c in kids.items():
+        assert c.pid is not None
+        line = poll_for(partial(_ready_line, home, name, c.pid), 30, what=f"{name}'s ready line")
+        assert "; 0 modules imported after the fork)" in line, line
+
+
+def test_children_without_an_sdk_start_before_the_zygote_imports_the_sdks(
+    tree: tuple[Any, ScriptedServer],
+) -> None:
+    """`geode serve`: the store, lanes, executor, control, messengers (no chat bound) and the scheduler are
+    forked right after the zygote's own imports and start while it imports the provider SDKs (1-2 s); the
+    loop workers are forked after, sharing them. So the SDK is in the loop workers, not in the others."""
+    home, _ = tree
+    kids = _all_running(home)
+    log = (home.logs_dir / "supervisor.log").read_text()
+    sdks_at = log.index("zygote imported the SDKs")
+    for name, c in kids.items():
+        assert c.pid is not None
+        started = log.index(f"started {name}#1 ")
+        if name.startswith("loop-"):
+            assert started > sdks_at, name
+            assert "jiter" in _modules(c.pid), name  # anthropic's compiled JSON parser came with the fork
+        else:
+            assert started < sdks_at, name
+            assert "jiter" not in _modules(c.pid), name  # the provider SDK is not in this child
 
 
 def test_a_killed_loop_worker_is_back_at_once_with_its_sdk_imported(tree: tuple[Any, ScriptedServer]) -> None:

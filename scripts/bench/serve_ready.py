@@ -1,0 +1,148 @@
+"""`geode serve` → ready (every child running), with where the time goes, and the tree's PSS at rest.
+
+Each run serves a fresh GEODE_HOME (default config, the scripted provider) and times the whole `geode serve`
+command as a user runs it; the phases come from the tree's own logs (wall-clock stamps, ms): the supervisor's
+first line (the daemon's interpreter, CLI and tree imports, the config check), the zygote started and
+ready (its imports: every child's code and the provider SDKs, ``zygote.log`` has each import's time), the
+first child started, the last child ready. Then, 3 s after ready, the tree's PSS (supervisor, zygote,
+children) from ``/proc/<pid>/smaps_rollup``.
+
+``--old DIR`` alternates runs of another checkout (``git worktree add DIR REV``; run with this venv,
+``PYTHONPATH=DIR``) with this one, so before and after share the machine's load; each line says the load.
+
+Run: .venv/bin/python scripts/bench/serve_ready.py [--runs 5] [--old /tmp/old-tree]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from geode.home import GeodeHome  # noqa: E402
+from geode.testing.scripted import ScriptedServer  # noqa: E402
+
+MARKS = (  # (phase, substring of a supervisor.log line; the first line that has it)
+    ("supervisor logging", ""),
+    ("zygote started", "zygote started"),
+    ("zygote ready", "children fork from it"),
+    ("first child started", "supervisor: started "),
+)
+
+
+def stamp(line: str) -> float | None:
+    try:
+        return dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
+
+
+def phases(home: GeodeHome, t0: float) -> dict[str, float]:
+    lines = (home.logs_dir / "supervisor.log").read_text().splitlines()
+    out: dict[str, float] = {}
+    for phase, key in MARKS:
+        hit = next((ln for ln in lines if key in ln and stamp(ln) is not None), None)
+        if hit is not None:
+            out[phase] = (stamp(hit) or t0) - t0
+    ready = [stamp(ln) for ln in lines if " ready (pid " in ln]
+    if ready:
+        out["last child ready"] = max(t for t in ready if t is not None) - t0
+    return out
+
+
+def pss_mib(home: GeodeHome, src: Path) -> float:
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "status", "--json"],
+        env=_env(home, src),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    st = json.loads(r.stdout)
+    pids = [st["pid"]] + ([st["zygote"]["pid"]] if st.get("zygote") else [])
+    pids += [c["pid"] for c in st["children"] if c.get("pid")]
+    total = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def _env(home: GeodeHome, src: Path) -> dict[str, str]:
+    return {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(src)}
+
+
+def one(server: ScriptedServer, src: Path) -> tuple[float, dict[str, float], float, float]:
+    base = Path(tempfile.mkdtemp(prefix="geode-ready-", dir="/tmp"))
+    home = GeodeHome(base / "gh").ensure()
+    home.config_file.write_text(
+        f'[providers]\nmodel = "claude-sonnet-5"\n[providers.anthropic]\nbase_url = "{server.base_url}"\n'
+    )
+    home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
+    load = os.getloadavg()[0]
+    t0 = time.time()
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "serve"],
+        env=_env(home, src),
+        cwd=base,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    wall = time.time() - t0
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        marks = phases(home, t0)
+        time.sleep(3.0)  # at rest: the bench's settle time, not a test wait
+        pss = pss_mib(home, src)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "actors.cli.main", "stop"], env=_env(home, src), capture_output=True
+        )
+    return wall, marks, pss, load
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--old", default="", help="another checkout to alternate with (the baseline)")
+    args = ap.parse_args()
+    trees = [("this", ROOT)] + ([("old", Path(args.old).resolve())] if args.old else [])
+    results: dict[str, list[tuple[float, dict[str, float], float, float]]] = {n: [] for n, _ in trees}
+    with ScriptedServer(lambda req: {"text": "pong"}) as server:
+        for i in range(args.runs):
+            for name, src in trees if i % 2 == 0 else list(reversed(trees)):
+                wall, marks, pss, load = one(server, src)
+                results[name].append((wall, marks, pss, load))
+                detail = "  ".join(f"{k} {v:.2f}" for k, v in marks.items())
+                head = f"{name:5s} run {i + 1}: ready {wall:.2f} s  PSS {pss:.0f} MiB  load {load:.1f}"
+                print(f"{head}  | {detail}")
+    for name, rows in results.items():
+        walls = [r[0] for r in rows]
+        keys = [k for k, _ in MARKS] + ["last child ready"]
+        med = {
+            k: statistics.median([r[1][k] for r in rows if k in r[1]])
+            for k in keys
+            if any(k in r[1] for r in rows)
+        }
+        print(
+            f"{name}: ready p50 {statistics.median(walls):.2f} s"
+            f" (min {min(walls):.2f}, max {max(walls):.2f}),"
+            f" PSS p50 {statistics.median([r[2] for r in rows]):.0f} MiB, load {min(r[3] for r in rows):.1f}"
+            f"-{max(r[3] for r in rows):.1f}; phase p50: " + ", ".join(f"{k} {v:.2f}" for k, v in med.items())
+        )
+
+
+if __name__ == "__main__":
+    main()
