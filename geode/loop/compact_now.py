@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.conversation import Message
-from geode.loop.checkpoint import Checkpointer, cognitive_of, messages_of
+from geode.loop.checkpoint import Checkpointer, cognitive_of
 from geode.loop.compacting import Compactor
 from geode.loop.events import RESUME_SEQ_GAP, EventStream
 from geode.loop.opening import KEPT_META
@@ -55,7 +55,7 @@ def compact_turn(
     meta = restored.state.meta
     if meta.get("done_turn") == state.turn_id and isinstance(meta.get("last_result"), dict):
         return TurnResult.model_validate(meta["last_result"])  # already finished: idempotent re-run
-    state.history = messages_of(restored)
+    state.history = ckpt.history(restored)
     state.cognitive = cognitive_of(restored)
     state.meta = {k: meta[k] for k in (*KEPT_META, CONTEXT_KEY) if k in meta}
     same_turn = meta.get("turn_id") == state.turn_id

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from geode.conversation import Message, TextBlock
-from geode.loop.checkpoint import Checkpointer, cognitive_of, guards_of, messages_of
+from geode.loop.checkpoint import Checkpointer, cognitive_of, guards_of
 from geode.loop.events import RESUME_SEQ_GAP, EventStream
 from geode.loop.finish import timeline
 from geode.loop.ports import LoopHooks, ToolRunner
@@ -40,7 +40,7 @@ def open_turn(
         meta = restored.state.meta
         if meta.get("done_turn") == state.turn_id and isinstance(meta.get("last_result"), dict):
             return TurnResult.model_validate(meta["last_result"])  # already finished: idempotent re-run
-        state.history = messages_of(restored)
+        state.history = ckpt.history(restored)
         state.cognitive = cognitive_of(restored)
         state.meta = {k: meta[k] for k in KEPT_META if k in meta}
         if CONTEXT_KEY in meta:  # SessionStart's additionalContext, for every turn of the session

@@ -13,6 +13,7 @@ from geode.loop import compaction
 from geode.loop.compaction import estimate_tokens
 from geode.loop.skills_in_use import skills_in_use
 from geode.loop.summarize import ORIGIN, effective_history
+from geode.records.models import CheckpointSave
 from tests.loop.conftest import Rig, tool
 
 K = 12
@@ -78,3 +79,50 @@ def test_the_folds_agree_with_a_fold_from_the_start_whatever_the_list() -> None:
     view = effective_history(h)
     assert view[0].content[0] == TextBlock(text="summary") and view[1:] == h[3:7] + h[8:]
     assert effective_history(h[:7]) == h[:7]
+
+
+def _loads(rig: Rig) -> list[tuple[int, int]]:
+    """(from_index, messages read) of every restore from the store."""
+    seen: list[tuple[int, int]] = []
+    inner = rig.records.load_checkpoint
+
+    def load(session_id: str, from_index: int = 0) -> Any:
+        restored = inner(session_id, from_index) if from_index else inner(session_id)
+        seen.append((from_index, len(restored.messages) if restored is not None else 0))
+        return restored
+
+    rig.records.load_checkpoint = load  # type: ignore[method-assign]
+    return seen
+
+
+def test_the_next_turn_reads_no_message_of_the_history_this_process_saved(fake_rig: Rig) -> None:
+    """Before: every turn read and validated the whole session from the store (O(session) per turn). Now a
+    turn after this process's own last save reads only the state record (a new session's second turn still
+    reads it all: its creation time is learnt then), and another writer in between (here: a save of the
+    store's own, as the other worker would) makes it read the whole history again."""
+    loads = _loads(fake_rig)
+    replies = [{"tool_calls": [tool("read", "a", key="1")]}, "one", "two", "three", "four"]
+    model = fake_rig.script(*replies)
+    loop = fake_rig.loop(model)
+    assert loop.run_turn("s-kept", "turn-1", "first").text == "one"
+    assert loop.run_turn("s-kept", "turn-2", "second").text == "two"
+    assert loads == [(0, 0), (0, 4)]
+    assert loop.run_turn("s-kept", "turn-3", "third").text == "three"
+    assert loads[-1] == (6, 0)  # none of the 6 messages read again
+    state = fake_rig.records.load_checkpoint("s-kept").state
+    loads.clear()
+    other = Message.user_text("written by the other worker").model_dump(mode="json")
+    save = CheckpointSave(
+        session_id="s-kept", seq=state.seq + 1, base_count=state.message_count, new_messages=[other]
+    )
+    fake_rig.records.save_checkpoint(save)
+    assert loop.run_turn("s-kept", "turn-4", "fourth").text == "four"
+    assert loads == [(8, 1), (0, 9)]  # the seq moved: the whole history, the other's message in it
+    history = fake_rig.records.load_checkpoint("s-kept")
+    texts = [Message.model_validate(m).text for m in history.messages]
+    assert texts[-4:] == ["three", "written by the other worker", "fourth", "four"]
+    assert [m.text for m in model.requests[-1].messages][-3:] == [
+        "three",
+        "written by the other worker",
+        "fourth",
+    ]
