@@ -7,7 +7,12 @@ Same run, same disk (a temp dir under the repo's filesystem):
   * over the bus to a real store child process: 1 client, then 50 concurrent clients
   * admit+commit latency of one receipt, p50/p99, in-process and over the bus
 
-    .venv/bin/python scripts/bench/store_commit.py [--seconds 3] [--clients 50]
+With ``--old DIR`` (a checkout of older code: ``git archive <rev> geode actors | tar -x -C DIR``) a second
+store child runs that code, and the bus rounds alternate between the two children in the same run (the
+baseline beside the figure). ``--payload tool`` appends what the executor appends per tool call (a
+``tool.completed`` row with arguments and a 500-character summary) instead of a two-key payload.
+
+    .venv/bin/python scripts/bench/store_commit.py [--seconds 3] [--clients 50] [--old DIR] [--payload tool]
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
@@ -60,10 +66,11 @@ def raw_batch(path: Path, n: int = 50_000) -> float:
     return rate
 
 
-def proc_sample(pid: int) -> tuple[float, int]:
-    """(CPU seconds, voluntary context switches over all threads) of process ``pid``, from /proc."""
+def proc_sample(pid: int) -> tuple[float, int, float]:
+    """(CPU seconds, voluntary context switches over all threads, kernel CPU seconds) of process ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    kernel = int(fields[12]) / os.sysconf("SC_CLK_TCK")
     switches = 0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -71,7 +78,29 @@ def proc_sample(pid: int) -> tuple[float, int]:
         except OSError:
             continue
         switches += sum(int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("voluntary_ctxt"))
-    return cpu, switches
+    return cpu, switches, kernel
+
+
+FILES = "\n".join(f"src/pkg/module_{i}.py" for i in range(40))[:500]
+
+
+def payload(kind: str, n: int) -> dict[str, object]:
+    """What one durable write carries: a two-key payload, or a tool call's ``tool.completed`` row."""
+    if kind == "small":
+        return {"tool": "write_file", "n": n}
+    return {
+        "tool_name": "glob_files",
+        "tool_use_id": f"toolu_{n:020d}",
+        "operation_id": f"op-{n:032x}",
+        "turn_id": "turn-0001",
+        "step_id": f"step-{n}",
+        "mode": "IPC",
+        "arguments": {"pattern": "**/*.py", "path": "."},
+        "status": "ok",
+        "error_type": None,
+        "executed": True,
+        "summary": FILES,
+    }
 
 
 def clients_rate(
@@ -81,6 +110,7 @@ def clients_rate(
     tag: str,
     profile: list[str] | None = None,
     pid: int = 0,
+    kind: str = "small",
 ) -> tuple[float, float]:
     """Durable timeline appends/s with ``clients`` threads; also the mean group-commit batch seen.
 
@@ -98,7 +128,7 @@ def clients_rate(
                 event_id=f"e{n}",
                 kind="tool.called",
                 ts=time.time(),
-                payload={"tool": "write_file", "n": n},
+                payload=payload(kind, n),
             )
             client.append_timeline(ev)
             n += 1
@@ -110,9 +140,10 @@ def clients_rate(
     before = client.stats()["writer"]
     start.wait()
     t0 = time.perf_counter()
-    s0, c0 = (proc_sample(pid), proc_sample(os.getpid())) if pid else ((0.0, 0), (0.0, 0))
+    none = (0.0, 0, 0.0)
+    s0, c0 = (proc_sample(pid), proc_sample(os.getpid())) if pid else (none, none)
     time.sleep(seconds)
-    s1, c1 = (proc_sample(pid), proc_sample(os.getpid())) if pid else ((0.0, 0), (0.0, 0))
+    s1, c1 = (proc_sample(pid), proc_sample(os.getpid())) if pid else (none, none)
     stop.set()
     for t in threads:
         t.join(30)
@@ -123,8 +154,10 @@ def clients_rate(
     if pid and profile is not None:
         store_cpu, client_cpu = s1[0] - s0[0], c1[0] - c0[0]
         profile.append(
-            f"{clients:>3} clients: store child {store_cpu / writes * 1e6:4.0f} us CPU/write "
-            f"({store_cpu / seconds:.2f} cores), {(s1[1] - s0[1]) / writes:4.1f} ctx switches/write; "
+            f"{tag.split('-')[0]:>4} {clients:>3} clients: "
+            f"store child {store_cpu / writes * 1e6:4.0f} us CPU/write "
+            f"(kernel {(s1[2] - s0[2]) / writes * 1e6:3.0f}; {store_cpu / seconds:.2f} cores), "
+            f"{(s1[1] - s0[1]) / writes:4.1f} ctx switches/write; "
             f"client {client_cpu / writes * 1e6:4.0f} us CPU/write ({client_cpu / seconds:.2f} cores)"
         )
     return sum(counts) / dt, (after["ops"] - before["ops"]) / batches
@@ -206,25 +239,41 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--latency-samples", type=int, default=500)
     ap.add_argument("--switch", type=float, default=0.0, help="sys.setswitchinterval for the bench process")
+    ap.add_argument("--old", type=Path, help="a tree of older geode/actors: its store child as the baseline")
+    ap.add_argument("--payload", choices=("small", "tool"), default="small")
+    ap.add_argument("--bus-only", action="store_true", help="skip the raw LMDB and in-process figures")
     args = ap.parse_args()
     if args.switch:
         sys.setswitchinterval(args.switch)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-store-", dir=ROOT / ".venv"))
-    print(f"record store group commit ({os.cpu_count()} cores, dir {tmp})")
+    venv = ROOT / ".venv"  # the repo's filesystem (a worktree without a venv: the system's temp dir)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-store-", dir=venv if venv.is_dir() else None))
+    print(f"record store group commit ({os.cpu_count()} cores, dir {tmp}, load {os.getloadavg()[:3]})")
     raw = statistics.median(raw_sync_commits(tmp / f"raw{i}", args.seconds / 2) for i in range(args.rounds))
-    batch = raw_batch(tmp / "rawb")
     print(
         f"  raw LMDB sync commit (1 put/commit): {raw:8.0f} commits/s ({1000 / raw:.3f} ms), "
         f"median of {args.rounds}"
     )
-    print(f"  raw LMDB one-transaction batch:      {batch:8.0f} puts/s")
+    n = iter(range(1_000_000))
+    if not args.bus_only:
+        in_process(tmp, args, raw, n)
+    try:
+        over_the_bus(tmp, args, raw, n)
+    finally:
+        import shutil
 
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"  load average at the end: {os.getloadavg()[:3]}")
+
+
+def in_process(tmp: Path, args: argparse.Namespace, raw: float, n: Iterator[int]) -> None:
+    print(f"  raw LMDB one-transaction batch:      {raw_batch(tmp / 'rawb'):8.0f} puts/s")
     home = GeodeHome(tmp / "local").ensure()
     engine = RecordEngine.for_home(home).open()
     local = StoreClient(LocalTransport({"store": StoreService(engine)}))
-    n = iter(range(1_000_000))
     rates = median_rates(
-        lambda c: clients_rate(local, c, args.seconds, f"l{next(n)}"), args.clients, args.rounds
+        lambda c: clients_rate(local, c, args.seconds, f"l{next(n)}", kind=args.payload),
+        args.clients,
+        args.rounds,
     )
     report("in-process (LocalTransport)", rates, args.clients, raw)
     p50, p99 = admit_commit_latency(local, args.latency_samples, "l")
@@ -235,43 +284,64 @@ def main() -> None:
     )
     engine.close()
 
-    from actors.bus import Bus
 
-    bhome = GeodeHome(tmp / "bus").ensure()
-    env = {**os.environ, "GEODE_HOME": str(bhome.root), "GEODE_CHILD_NAME": "store", "GEODE_INCARNATION": "1"}
+def start_child(home: GeodeHome, code: Path) -> subprocess.Popen[str]:
+    """A store child process running the code under ``code`` (this checkout, or an older tree)."""
+    env = {**os.environ, "GEODE_HOME": str(home.root), "GEODE_CHILD_NAME": "store", "GEODE_INCARNATION": "1"}
+    if code != ROOT:
+        env["PYTHONPATH"] = str(code)
     proc = subprocess.Popen(
         [sys.executable, "-m", "actors.tree.child_main", "store"],
-        cwd=ROOT,
+        cwd=code,
         env=env,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    bus = Bus("bench", 1, bhome).start()
-    try:
-        remote = StoreClient(bus.transport, timeout_s=30.0)
-        profile: list[str] = []
-        rates = median_rates(
-            lambda c: clients_rate(remote, c, args.seconds, f"b{next(n)}", profile, proc.pid),
-            args.clients,
-            args.rounds,
-        )
-        ratio = report("over the bus (store child)", rates, args.clients, raw)
-        for line in profile:
-            print(f"    {line}")
-        p50, p99 = admit_commit_latency(remote, args.latency_samples, "b")
-        print(f"  admit+commit latency over the bus: p50 {p50:.3f} ms   p99 {p99:.3f} ms")
-        print(
-            f"  target >= 15x single-client with {args.clients} clients over the bus: "
-            f"{'MET' if ratio >= 15 else 'NOT MET'} ({ratio:.1f}x)"
-        )
-    finally:
-        bus.stop()
-        proc.terminate()
-        proc.wait(10)
-        import shutil
+    return proc
 
-        shutil.rmtree(tmp, ignore_errors=True)
+
+def over_the_bus(tmp: Path, args: argparse.Namespace, raw: float, n: Iterator[int]) -> None:
+    """1 vs N clients against the store child (and the ``--old`` one, round by round in turn)."""
+    from actors.bus import Bus
+
+    codes = {"new": ROOT, **({"old": args.old.resolve()} if args.old else {})}
+    children: dict[str, tuple[subprocess.Popen[str], Any, StoreClient]] = {}
+    try:
+        for label, code in codes.items():
+            home = GeodeHome(tmp / f"bus-{label}").ensure()
+            proc = start_child(home, code)
+            bus = Bus("bench", 1, home).start()
+            children[label] = (proc, bus, StoreClient(bus.transport, timeout_s=30.0))
+        out = {label: {1: [], args.clients: []} for label in children}  # type: dict[str, dict[int, list[float]]]
+        batches = {label: {1: [], args.clients: []} for label in children}  # type: dict[str, dict[int, list[float]]]
+        profile: list[str] = []
+        for _ in range(args.rounds):
+            for label, (proc, _bus, client) in children.items():
+                for c in (1, args.clients):
+                    rate, mean_batch = clients_rate(
+                        client, c, args.seconds, f"{label}-{next(n)}", profile, proc.pid, args.payload
+                    )
+                    out[label][c].append(rate)
+                    batches[label][c].append(mean_batch)
+        for label, (_proc, _bus, client) in children.items():
+            rates = {c: statistics.median(v) for c, v in out[label].items()}
+            rates |= {-c: statistics.median(v) for c, v in batches[label].items()}
+            ratio = report(f"over the bus, {label} store child", rates, args.clients, raw)
+            for line in profile:
+                if line.lstrip().startswith(label):
+                    print(f"    {line}")
+            p50, p99 = admit_commit_latency(client, args.latency_samples, f"b{label}")
+            print(f"  admit+commit latency over the bus ({label}): p50 {p50:.3f} ms   p99 {p99:.3f} ms")
+            print(
+                f"  target >= 15x single-client with {args.clients} clients over the bus ({label}): "
+                f"{'MET' if ratio >= 15 else 'NOT MET'} ({ratio:.1f}x)"
+            )
+    finally:
+        for proc, bus, _client in children.values():
+            bus.stop()
+            proc.terminate()
+            proc.wait(10)
 
 
 if __name__ == "__main__":
