@@ -2,6 +2,12 @@
 
 Run: .venv/bin/python scripts/bench/executor_overhead.py [--n 2000]
 Prints microseconds per call and the ratio to the raw handler call, measured in the same run.
+
+``--glob N`` (issue 34) instead: N ``glob_files`` calls (the built-in handler, a 22-file workspace, as the
+profile's tool round) through a real ToolExecutor with the store in-process; prints the handler's CPU per
+call alone, the whole call's CPU (this process: pipeline, handler, timeline writer and the in-process store)
+and the store requests per call by type. Run it with PYTHONPATH=DIR (from DIR's scripts/bench) for a
+baseline tree in the same minute.
 """
 
 from __future__ import annotations
@@ -38,10 +44,85 @@ def _time(fn, n: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(samples) * 1e6
 
 
+def glob_phase(n: int) -> None:
+    import os
+    from collections import Counter
+
+    from geode.tools.builtin.catalogue import builtin_specs
+    from geode.tools.builtin.search import glob_files
+    from geode.tools.paths import AllowedRoots, home_exclusion
+
+    tmp = Path(tempfile.mkdtemp())
+    home = GeodeHome(tmp / "h").ensure()
+    os.environ["GEODE_HOME"] = str(home.root)
+    ws = tmp / "ws"
+    ws.mkdir()
+    for i in range(22):
+        (ws / f"data-{i}.txt").write_text(f"line {i}\n")
+    engine = RecordEngine.for_home(home).open()
+    records = StoreClient(LocalTransport({"store": StoreService(engine)}))
+    sent: Counter[str] = Counter()
+    call = records._call
+
+    def counted(type_: str, body: object, **kw: object) -> dict:  # type: ignore[type-arg]
+        sent[type_] += 1
+        return call(type_, body, **kw)  # type: ignore[arg-type]
+
+    records._call = counted  # type: ignore[method-assign]
+    plan = BoundToolPlan.build(builtin_specs())
+    ex = ToolExecutor(owner="bench#1", records=records, default_workspace=ws, roots=[ws])
+    ex.bind_plan(plan)
+
+    def one(i: int) -> None:
+        c = ToolContext(
+            session_id=f"s{i % 10}",
+            turn_id=f"t{i}",
+            step_id=f"st{i}",
+            operation_id=f"op{i}",
+            plan_hash=plan.content_hash,
+            plan_generation=plan.generation,
+            workspace=str(ws),
+        )
+        out = ex.execute(c, ToolCall(id=f"c{i}", name="glob_files", input={"pattern": f"data-{i % 20}.txt"}))
+        assert not out.is_error, out.content
+
+    env = ToolEnv(
+        ctx=ToolContext(session_id="s", turn_id="t", step_id="st", operation_id="o"),
+        workspace=ws,
+        roots=AllowedRoots([ws], home_exclusion()),
+        deadline_s=10,
+    )
+    for i in range(200):  # warm-up
+        one(-i - 1)
+        glob_files({"pattern": "data-3.txt"}, ToolEnv(env.ctx, env.workspace, env.roots, 10))
+    ex.timeline.flush(120)
+    sent.clear()
+    c0 = time.process_time()
+    for i in range(n):
+        glob_files({"pattern": f"data-{i % 20}.txt"}, ToolEnv(env.ctx, env.workspace, env.roots, 10))
+    handler = (time.process_time() - c0) / n * 1e6
+    c0, t0 = time.process_time(), time.perf_counter()
+    for i in range(n):
+        one(i)
+    ex.timeline.flush(120)
+    cpu, wall = (time.process_time() - c0) / n * 1e6, (time.perf_counter() - t0) / n * 1e6
+    print(f"glob_files calls: {n}; load average {os.getloadavg()}")
+    print(f"handler alone               {handler:10.1f} us CPU / call")
+    print(f"executor.execute + store    {cpu:10.1f} us CPU / call   {wall:10.1f} us wall / call")
+    print("store requests / call       " + ", ".join(f"{t} {k / n:.2f}" for t, k in sorted(sent.items())))
+    ex.shutdown()
+    engine.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
-    n = ap.parse_args().n
+    ap.add_argument("--glob", type=int, default=0, help="only the glob_files phase, this many calls")
+    args = ap.parse_args()
+    if args.glob:
+        glob_phase(args.glob)
+        return
+    n = args.n
     tmp = Path(tempfile.mkdtemp())
     home = GeodeHome(tmp / "h").ensure()
     engine = RecordEngine.for_home(home).open()
