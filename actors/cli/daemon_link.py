@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from geode.home import GeodeHome
-from geode.protocol.errors import NotReady, RequestTimeout, Unavailable
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # `geode --version` imports this module for client_version alone
     from actors.cli.client import ControlClient
+    from geode.home import GeodeHome
 
 
 def client_version() -> str:
@@ -66,6 +64,8 @@ def connect_daemon(cl: ControlClient, **handshake: Any) -> dict[str, Any]:
     message (no ``cli.ping`` on a socket of its own before it). When none serves it, or the handshake gets
     no answer (a control child restarting), start the daemon or wait for it as before
     (:func:`actors.cli.daemon_start.ensure_daemon`) and handshake again on a new socket."""
+    from geode.protocol.errors import NotReady, RequestTimeout, Unavailable
+
     if serving(cl.home):
         try:
             return cl.connect(**handshake)

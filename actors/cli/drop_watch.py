@@ -4,8 +4,8 @@ within milliseconds, where silence on the heartbeat took seconds)."""
 
 from __future__ import annotations
 
+import os
 import struct
-import uuid
 import weakref
 
 import zmq
@@ -20,7 +20,7 @@ class DropWatch:
     def __init__(self, sock: zmq.Socket, owner: object) -> None:  # type: ignore[type-arg]
         self._sock = sock
         self.mon: zmq.Socket = sock.get_monitor_socket(
-            zmq.EVENT_DISCONNECTED, addr=f"inproc://geode-monitor-{uuid.uuid4().hex}"
+            zmq.EVENT_DISCONNECTED, addr=f"inproc://geode-monitor-{os.urandom(16).hex()}"
         )  # type: ignore[type-arg]
         self.drops = 0
         # closed with its owner at the latest (a caller that closed only the watched socket leaks no socket)

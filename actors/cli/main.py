@@ -85,6 +85,11 @@ class _NotHot(Exception):
     """Not a plain hot command line: let the typer app parse it (its usage errors, its help)."""
 
 
+def _fixed_width(prog: str) -> argparse.HelpFormatter:
+    """A fixed width: argparse's default asks ``shutil`` (and its archive modules) for the terminal's."""
+    return argparse.HelpFormatter(prog, width=100)
+
+
 class _HotParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _NotHot(message)
@@ -95,7 +100,7 @@ def _ask_args(argv: list[str]) -> dict[str, Any] | None:
     anything else (``--help``, a usage error): those go through the typer app as before."""
     if any(a in ("--help", "-h") for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
         return None
-    p = _HotParser(prog="geode ask", add_help=False, allow_abbrev=False)
+    p = _HotParser(prog="geode ask", add_help=False, allow_abbrev=False, formatter_class=_fixed_width)
     p.add_argument("prompt")
     p.add_argument("--json", dest="as_json", action="store_true")
     p.add_argument("--resume", default=None)

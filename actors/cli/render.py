@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -172,6 +171,8 @@ def ask_terminal(data: dict[str, Any], *, stdin: TextIO | None = None, out: Text
     out.write(f"\n◆ Approval · {name} ({CATEGORY.get(effect, visible(effect, one_line=True))})\n")
     detail = str(data.get("detail", ""))
     if detail:
+        import shutil  # only here (an approval's request): `geode ask` without one never loads it
+
         width = shutil.get_terminal_size((100, 24)).columns
         out.write(f"  the whole request ({len(detail)} characters):\n")
         out.write("\n".join(request_lines(detail, width)) + "\n")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,10 +88,20 @@ def make_home(base: Path, url: str) -> GeodeHome:
     return home
 
 
-def run(args: list[str], env: dict[str, str]) -> float:
+CPU: list[float] = [0.0]  # the CPU (user + system) of the last CLI process run, in seconds
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)  # reaped children only: the CLI, never the daemon
+    return r.ru_utime + r.ru_stime
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
+    c0 = _children_cpu()
     t0 = time.perf_counter()
-    r = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    r = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
+    CPU[0] = _children_cpu() - c0
     return time.perf_counter() - t0
 
 
@@ -110,9 +121,11 @@ def ask(env: dict[str, str], clock: Clock, before: Path | None = None) -> tuple[
     if before is not None:
         cmd, cwd = [sys.executable, "-m", "actors.cli.main", "ask", "hi"], before
         env = {**env, "PYTHONPATH": str(before)}
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
     wall = time.perf_counter() - t0
+    CPU[0] = _children_cpu() - c0
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     return clock.arrival(n) - t0, wall
 
@@ -156,6 +169,7 @@ def main() -> None:
 
     def add(key: str, value: float) -> None:
         rows.setdefault(key, []).append(value)
+        rows.setdefault(f"cpu_{key}", []).append(CPU[0])  # the CPU of the process just run (see CPU)
 
     with ScriptedServer(clock) as server, tempfile.TemporaryDirectory(prefix="geode-cli-bench-") as tmp:
         home = make_home(Path(tmp) / "warm", server.base_url)
@@ -184,8 +198,8 @@ def main() -> None:
                     add("ask_before_tail", before_wall - before_model)
                     old = [sys.executable, "-m", "actors.cli.main"]
                     before_env = {**env, "PYTHONPATH": str(opts.before)}
-                    add("status_before", run([*old, "status"], before_env))
-                    add("version_before", run([*old, "--version"], before_env))
+                    add("status_before", run([*old, "status"], before_env, opts.before))  # cwd: -m's path
+                    add("version_before", run([*old, "--version"], before_env, opts.before))
         finally:
             stop_tree(home, timeout_s=20)
         if not opts.no_cold:
@@ -216,6 +230,15 @@ def main() -> None:
         f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
         f"{p50(rows['ask']) / base:.1f}x"
     )
+    cpu = {"pass": "python -c pass", "help": "geode --help", "version": "geode --version"}
+    cpu |= {"status": "geode status, a tree running", "status_idle": "geode status, nothing running"}
+    cpu |= {"ask_wall": "warm geode ask (whole process)", "ask_typer": "warm geode ask, typer app"}
+    cpu |= {"ask_before": "warm geode ask, before", "status_before": "geode status, a tree running, before"}
+    cpu |= {"version_before": "geode --version, before"}
+    print("CPU (user + system) of the CLI process, p50 (less moved by the load than wall time):")
+    for key, title in cpu.items():
+        if f"cpu_{key}" in rows:
+            print(f"  {title:<42} {p50(rows[f'cpu_{key}']) * 1000:6.0f} ms")
     if opts.no_cold:
         return
     print(f"cold: a fresh tree per run, {opts.cold_runs} runs per setting")

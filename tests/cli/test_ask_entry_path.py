@@ -88,6 +88,7 @@ HEAVY = (  # none of these is needed to send a prompt and print its answer
     "geode.config_file",
     "tomllib",
     "logging",
+    "shutil",  # the terminal's width: only for an approval's request (and argparse's help, never shown)
 )
 
 
