@@ -161,7 +161,7 @@ class Boundary:
 def workspace_of(ctx: ToolContext, default: Path | None = None) -> Path:
     """The session's workspace (the loop sets it); falls back to ``default`` or the process cwd."""
     raw = ctx.workspace or (str(default) if default else os.getcwd())
-    return Path(raw).expanduser().resolve()
+    return Path(os.path.realpath(os.path.expanduser(raw)))  # Path(raw).expanduser().resolve(), cheaper
 
 
 def validate_raw(raw: str) -> None:

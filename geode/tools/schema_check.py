@@ -21,10 +21,26 @@ def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
+# the validator of a schema object the plan holds, by identity (the plan's specs live as long as the plan):
+# no canonical JSON of the schema per call; the object is kept with it, so its id cannot be reused meanwhile
+_BY_OBJECT: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def _validator_of(schema: dict[str, Any]) -> Draft202012Validator:
+    known = _BY_OBJECT.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    if len(_BY_OBJECT) >= 512:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(schema)] = (schema, validator)
+    return validator
+
+
 def validate_input(schema: dict[str, Any], args: dict[str, Any]) -> None:
     """Raise SchemaDenial naming the first error by path."""
     try:
-        validator = _validator(json.dumps(schema, sort_keys=True))
+        validator = _validator_of(schema)
     except SchemaError as exc:
         raise SchemaDenial(f"the tool's input schema is invalid: {exc.message}") from None
     errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))

@@ -62,35 +62,38 @@ def is_geode_home(d: Path) -> bool:
     return os.path.isdir(j(d, "evidence")) or os.path.isfile(j(d, "config.toml"))
 
 
-def _files(d: Path) -> Iterator[Path]:
+def _files(d: str) -> Iterator[str]:
     try:
         names = os.listdir(d)
     except OSError:
         return
     for name in names:
-        yield d / name
+        yield os.path.join(d, name)
 
 
-def _home_secrets(root: Path) -> Iterator[Path]:
+def _home_secrets(root: Path) -> Iterator[str]:
     """The daemon home's own files: every file at its top (``.env``, ``config.toml``, tokens), ``keys/*``,
     ``records/*``."""
-    yield from _files(root)
-    yield from _files(root / "keys")
-    yield from _files(root / "records")
+    top = str(root)
+    yield from _files(top)
+    yield from _files(os.path.join(top, "keys"))
+    yield from _files(os.path.join(top, "records"))
 
 
-def _user_credentials(user_home: Path) -> Iterator[Path]:
+def _user_credentials(user_home: Path) -> Iterator[str]:
+    home = str(user_home)
     for rel in CREDENTIAL_FILES:
-        yield user_home / rel
-    for p in _files(user_home / ".ssh"):
-        if p.name.startswith("id_") and not p.name.endswith(".pub"):
+        yield os.path.join(home, rel)
+    for p in _files(os.path.join(home, ".ssh")):
+        name = os.path.basename(p)
+        if name.startswith("id_") and not name.endswith(".pub"):
             yield p
     codex = os.environ.get("CODEX_HOME")
     if codex:
-        yield Path(codex).expanduser() / "auth.json"
+        yield os.path.join(os.path.expanduser(codex), "auth.json")
 
 
-def _identities(paths: Iterator[Path], reason: str, into: dict[tuple[int, int], str]) -> None:
+def _identities(paths: Iterator[str], reason: str, into: dict[tuple[int, int], str]) -> None:
     for p in paths:
         try:
             st = os.stat(p)

@@ -5,6 +5,8 @@ handler threads; the text-based path checks answer as the pathlib ones they repl
 from __future__ import annotations
 
 import contextvars
+import fnmatch
+import functools
 import os
 import random
 import threading
@@ -18,6 +20,7 @@ import pytest
 import geode.tools.checks as checks_module
 import geode.tools.secret_files as secret_files
 from geode.records.models import TimelineEvent
+from geode.tools.builtin.search import _matches
 from geode.tools.dispatch import WORKERS
 from geode.tools.handlers import HandlerEntry, ToolEnv
 from geode.tools.paths import Under, within
@@ -200,6 +203,30 @@ def test_rows_sent_together_are_appended_in_order_and_a_refused_one_alone(
         (2, "e2"),
         (3, "e3"),
     ]
+
+
+def _matches_by_search(segs: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """The glob matcher as it was: a memoised search over (segment, part)."""
+
+    @functools.cache
+    def m(i: int, j: int) -> bool:
+        if i == len(segs):
+            return j == len(parts)
+        if segs[i] == "**":
+            return any(m(i + 1, k) for k in range(j, len(parts) + 1))
+        return j < len(parts) and fnmatch.fnmatchcase(parts[j], segs[i]) and m(i + 1, j + 1)
+
+    return m(0, 0)
+
+
+def test_the_glob_matcher_answers_as_the_search_it_replaces() -> None:
+    rng = random.Random(34)
+    pool, names = ["**", "*", "a", "b*", "*.txt", "?", "[ab]"], ["a", "b", "a.txt", "bb", "c.txt"]
+    for _ in range(20_000):
+        raw = [rng.choice(pool) for _ in range(rng.randint(1, 4))]
+        segs = tuple(s for i, s in enumerate(raw) if not (s == "**" and i and raw[i - 1] == "**"))
+        parts = tuple(rng.choice(names) for _ in range(rng.randint(0, 5)))
+        assert _matches(segs, parts) is _matches_by_search(segs, parts), (segs, parts)
 
 
 def _random_path(rng: random.Random, names: list[str]) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,19 @@ def _segments(pattern: str) -> tuple[str, ...]:
 
 
 def _matches(segs: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    @cache
-    def m(i: int, j: int) -> bool:
-        if i == len(segs):
-            return j == len(parts)
-        if segs[i] == "**":
-            return any(m(i + 1, k) for k in range(j, len(parts) + 1))
-        return j < len(parts) and fnmatch.fnmatchcase(parts[j], segs[i]) and m(i + 1, j + 1)
-
-    return m(0, 0)
+    """Whether the path ``parts`` matches the pattern ``segs`` (``**``: any number of folders)."""
+    if "**" not in segs:  # one segment per part: no search
+        return len(segs) == len(parts) and all(map(fnmatch.fnmatchcase, parts, segs))
+    # positions in ``parts`` reachable after each pattern segment, left to right
+    at = {0}
+    for seg in segs:
+        if seg == "**":
+            at = set(range(min(at), len(parts) + 1))
+        else:
+            at = {j + 1 for j in at if j < len(parts) and fnmatch.fnmatchcase(parts[j], seg)}
+        if not at:
+            return False
+    return len(parts) in at
 
 
 def _mtime(p: Path) -> float:
@@ -61,9 +64,7 @@ def glob_files(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         raise ToolFailure(f"{args.get('path') or '.'} is not a directory", "not_a_directory")
     depth = None if "**" in segs else len(segs)
     skips, found = Skips(), []
-    for entry in walk(
-        base, boundary(env), skips, skip_dirs=SKIP_DIRS, max_depth=depth, cancel=env.cancel
-    ):
+    for entry in walk(base, boundary(env), skips, skip_dirs=SKIP_DIRS, max_depth=depth, cancel=env.cancel):
         if _matches(segs, entry.rel):
             found.append(entry.path)
             if len(found) > MAX_RESULTS:
