@@ -26,6 +26,7 @@ from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
 from geode.work_tally import HANDOFF_POST, HANDOFF_REPLY, HANDOFF_WAKE
+from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import handoff as tally
 
 log = logging.getLogger("actors.bus.socket_thread")
@@ -83,7 +84,8 @@ class PollLoop:
     def _post(self, op: Callable[[], object]) -> None:
         if self._closed and (self._thread is None or not self._thread.is_alive()):
             return  # the bus is gone: nothing will run it
-        tally(HANDOFF_POST)
+        if TALLY_ON and threading.current_thread() is not self._thread:  # the bus thread's own: no hand-off
+            tally(HANDOFF_POST)
         self._ops.put(op)
         if self._idle and not self._woken:  # only wake a bus thread asleep in poll, and only once
             self._woken = True

@@ -4,6 +4,7 @@ Run: .venv/bin/python scripts/bench/bus_latency.py [--n 3000] [--tput-n 20000] [
 Modes: raw pyzmq; bus (handler pool: every request hops to a worker thread); inline (the same echo declared
 in the service's ``inline_types``, so it runs on the server's bus thread).
 Latency: p50/p99 with 1 request in flight. Throughput: 100 requests in flight (pipelined from one thread).
+CPU per round trip: client and server process CPU (all threads) over all the round's messages.
 BENCH_CONCURRENCY=N sets the server handler pool size (default 4).
 """
 
@@ -87,6 +88,12 @@ def spawn(mode: str, home: GeodeHome) -> subprocess.Popen[str]:
     )
     assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     return p
+
+
+def proc_cpu_s(pid: int) -> float:
+    """user + system CPU seconds of a process, every thread (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -200,11 +207,15 @@ def main() -> None:
     home.ensure_run_dir()  # the raw pyzmq server binds in it directly (the bus does this itself)
     clients = {"raw": raw_client, "bus": bus_client, "inline": bus_client}
     runs: dict[str, list[tuple[list[float], float]]] = {mode: [] for mode in clients}
+    cpu: dict[str, list[tuple[float, float]]] = {mode: [] for mode in clients}  # per message: client, server
     for _ in range(args.rounds):  # alternate the modes: the machine is shared and load drifts
         for mode, client in clients.items():
             server = spawn(mode, home)
             try:
+                c0, s0 = time.process_time(), proc_cpu_s(server.pid)
                 runs[mode].append(client(home, args.n, args.tput_n))
+                msgs = 200 + args.n + args.tput_n
+                cpu[mode].append(((time.process_time() - c0) / msgs, (proc_cpu_s(server.pid) - s0) / msgs))
             finally:
                 server.kill()
                 server.wait()
@@ -228,6 +239,11 @@ def main() -> None:
     print(f"{'':<7}{'p50 us':>10}{'p99 us':>10}{'mean us':>10}{'msg/s @100':>14}")
     for mode, (p50, p99, mean, rate) in results.items():
         print(f"{mode:<7}{p50 * 1e6:>10.0f}{p99 * 1e6:>10.0f}{mean * 1e6:>10.0f}{rate:>14.0f}")
+    print("CPU per round trip (every thread of the process, /proc; less load-sensitive than wall time):")
+    for mode, xs in cpu.items():
+        c = statistics.median(x[0] for x in xs) * 1e6
+        sv = statistics.median(x[1] for x in xs) * 1e6
+        print(f"  {mode:<7} client {c:6.1f} us   server {sv:6.1f} us   both {c + sv:6.1f} us")
     hop = pct(thread_pingpong(), 0.5)
     print(
         f"thread ping-pong (2 hand-offs) p50 {hop * 1e6:.0f} us; the bus adds 4 hand-offs per round trip "
