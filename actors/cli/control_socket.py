@@ -155,6 +155,7 @@ class ControlSocket:
     def send_request(self, type_: str, body: dict[str, Any]) -> str:
         mid, frame = wire.encode(type_, body, session=self.session_id)
         self._send(frame)
+        wire.prepare()  # the first time: the validators are built while the daemon answers
         return mid
 
     def request(

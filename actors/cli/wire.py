@@ -15,14 +15,16 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-from pydantic_core import SchemaValidator, ValidationError
 
 from actors.cli import wire_data as d
 from geode.lone_surrogates import escape_tree
 from geode.protocol.errors import BadRequest, error_from_reply
+
+if TYPE_CHECKING:  # pydantic-core is imported at the first frame received: `geode ask` sends its handshake
+    from pydantic_core import SchemaValidator  # first, and the import overlaps the daemon's answer
 
 _rng = random.Random(os.urandom(32))
 os.register_at_fork(after_in_child=lambda: _rng.seed(os.urandom(32)))
@@ -54,8 +56,17 @@ def validator(name: str, source: Any = d) -> SchemaValidator:
     ``wire_data`` or ``status_wire_data``), built once."""
     v = _validators.get(name)
     if v is None:
+        from pydantic_core import SchemaValidator
+
         v = _validators[name] = SchemaValidator(_resolved(getattr(source, name)))
     return v
+
+
+def prepare() -> None:
+    """Build the receiving validators now (pydantic-core's import, ~10 ms): called right after a first
+    request is sent, so the work overlaps the daemon's answer instead of preceding the send."""
+    validator("ENVELOPE_SCHEMA")
+    validator("STREAM_EVENT_SCHEMA")
 
 
 class Frame:
@@ -138,8 +149,11 @@ def decode(frame: bytes) -> Frame:
         raise BadRequest("frame is not a map")
     if any(m in frame for m in _BIN_MARKERS):  # only then can a bin value be in there
         _refuse_non_text_bytes(obj)
+    envelope = validator("ENVELOPE_SCHEMA")
+    from pydantic_core import ValidationError  # loaded by validator(): a dictionary look-up
+
     try:
-        fields = validator("ENVELOPE_SCHEMA").validate_python(obj)
+        fields = envelope.validate_python(obj)
         if fields["type"] == d.CLI_EVENT:
             fields["body"] = validator("STREAM_EVENT_SCHEMA").validate_python(fields["body"])
     except ValidationError as exc:
