@@ -331,6 +331,8 @@ def _redact_map(
         key = key[:256]
         if mask and _secret_key(key) and v not in (None, "", [], {}):
             out[key] = MASK
+        elif type(v) is str:  # a leaf inline: what _redact does with it, without the call
+            out[key] = redact_text(v, max_str) if mask else _truncate(v, max_str)
         else:
             out[key] = _redact(v, depth + 1, max_str, max_items, max_depth, mask)
     return out
