@@ -34,7 +34,7 @@ from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.envelope import Envelope
+from geode.protocol.envelope import Envelope, new_id, outgoing
 from geode.protocol.errors import (
     BadRequest,
     ErrorCode,
@@ -232,17 +232,16 @@ class ControlCore(SessionRequests, ChatRequests):
         )
 
     def _deliver(self, conn: Connection, events: list[lanes_msg.StreamEvent]) -> None:
-        for ev in events:
-            self.send(
-                conn.conn_id,
-                Envelope(
-                    kind="cast",
-                    type=c.CLI_EVENT,
-                    session=ev.session_id,
-                    body=catalog.dump(ev),
-                    **{"from": self.origin},
-                ),
+        for ev in events:  # the event was validated as it arrived: its cast is built without a second pass
+            env = outgoing(
+                id=new_id(),
+                kind="cast",
+                type=c.CLI_EVENT,
+                body=catalog.dump(ev),
+                sender=self.origin,
+                session=ev.session_id,
             )
+            self.send(conn.conn_id, env)
 
     def _answer(self, approval_id: str, decision: str, reason: str = "user") -> None:
         try:

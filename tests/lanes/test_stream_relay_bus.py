@@ -1,9 +1,10 @@
 """A turn's stream over real buses: lanes relays a worker's events on its bus thread, control takes them
 on its own (issue 34: no thread hand-off per event on either hop).
 
-Lanes: a worker's ``turn.event`` reaches the turn's origin even while the lanes actor is busy with something
-else (before, each event queued behind the actor's other work). Control: ``origin.event`` pushes run on
-control's bus thread, in order, never on a handler thread.
+Every bus is a real one over ipc in the test's own home. Lanes: a worker's ``turn.event`` reaches the
+turn's origin even while the lanes actor is busy with something else (before, each event queued behind the
+actor's other work). Control: ``origin.event`` pushes run on control's bus thread, in order, never on a
+handler thread.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Wired:
 def wired(tmp_path: Path) -> Iterator[Wired]:
     """lanes (the real actor) served on a bus; an origin peer and a worker peer on their own buses."""
     home = GeodeHome(tmp_path / "h").ensure()
-    lanes_bus = Bus("lanes", 1, home, single_process=True).start()
+    lanes_bus = Bus("lanes", 1, home).start()
     lanes = start_lanes_actor(MemoryTurnStore(), lanes_bus.transport, queue=LaneQueue(global_cap=2))
     lanes_bus.serve("lanes", lanes)
     origin_events: list[dict[str, Any]] = []
@@ -54,9 +55,9 @@ def wired(tmp_path: Path) -> Iterator[Wired]:
         runs.append(b)
         return turns.TurnRunAccepted(worker="loop-1")
 
-    origin = Bus("origin", 1, home, single_process=True).start()
+    origin = Bus("origin", 1, home).start()
     origin.connect_peer("lanes", Dispatch("test origin", {lanes_msg.ORIGIN_EVENT: on_event}))
-    worker = Bus("loop-1", 1, home, single_process=True).start()
+    worker = Bus("loop-1", 1, home).start()
     worker.connect_peer("lanes", Dispatch("test worker", {turns.TURN_RUN: on_run}))
     try:
         poll_for(lambda: {"origin", "loop-1"} <= set(lanes_bus.peers("lanes")), 10, what="both peers' hellos")
@@ -108,7 +109,7 @@ def test_worker_events_reach_the_origin_while_the_lanes_actor_is_busy(wired: Wir
 def test_a_fenced_incarnations_events_are_not_relayed(wired: Wired) -> None:
     """An older incarnation of the turn's worker is fenced on the bus thread as it was in the actor."""
     poll_for(lambda: any(e["kind"] == lanes_msg.TURN_STARTED for e in wired.origin_events), 10)
-    stale = Bus("loop-1", 0, wired.worker.endpoints.home, single_process=True).start()
+    stale = Bus("loop-1", 0, wired.worker.endpoints.home).start()
     try:
         stale.transport.cast("lanes", turns.TURN_EVENT, _event(1, turns.TurnEventKind.TEXT_DELTA, text="old"))
         stale.transport.call("lanes", runtime.PING, runtime.Ping())  # after the cast on the same socket
@@ -123,9 +124,9 @@ def test_a_fenced_incarnations_events_are_not_relayed(wired: Wired) -> None:
 
 def test_control_takes_origin_events_on_its_bus_thread_in_order(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path / "h").ensure()
-    lanes_bus = Bus("lanes", 1, home, single_process=True).start()
+    lanes_bus = Bus("lanes", 1, home).start()
     lanes_bus.serve("lanes", Dispatch("quiet lanes", {}))
-    control_bus = Bus("control", 1, home, single_process=True).start()
+    control_bus = Bus("control", 1, home).start()
     child = start_control(home, bus=control_bus)
     seen: list[tuple[int, str]] = []
     child.core.on_origin_event = lambda ev: seen.append((ev.seq, threading.current_thread().name))  # type: ignore[method-assign]
