@@ -2,12 +2,20 @@
 
 It runs the tree exactly as ``geode serve --foreground`` does (:func:`actors.tree.serve.run_foreground`, the
 worker role from the environment ``geode serve --role worker`` put there), without the CLI's command modules:
-the supervisor process does not import typer and every command (≈ 5 MiB and 0.1-0.4 s at every start).
+the supervisor process does not import typer and every command (≈ 5 MiB and 0.1-0.4 s at every start). And
+it starts the zygote first, so the zygote imports the children's code while this process imports the tree's
+and reads the config (the tree adopts it; a refused start or ``zygote = false`` stops it at once).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from actors.tree.zygote_client import Zygote
+    from geode.home import GeodeHome
 
 USAGE = "usage: python -m actors.tree.daemon_main [--single-process] (started by `geode serve`)"
 
@@ -17,10 +25,28 @@ def main(argv: list[str] | None = None) -> int:
     if args not in ([], ["--single-process"]):
         print(USAGE, file=sys.stderr)
         return 2
-    from actors.tree.serve import run_foreground
     from geode.home import GeodeHome
 
-    return run_foreground(GeodeHome.from_env(), single_process=bool(args))
+    home = GeodeHome.from_env()
+    zygote = None if args else early_zygote(home)
+    from actors.tree.serve import run_foreground
+
+    return run_foreground(home, single_process=bool(args), zygote=zygote)
+
+
+def early_zygote(home: GeodeHome) -> Zygote | None:
+    """The zygote, started before this process imports the tree (None when it is off or cannot start)."""
+    if os.environ.get("GEODE_ZYGOTE", "1") == "0":
+        return None
+    from actors.tree.zygote_client import Zygote
+
+    try:
+        home.ensure()
+    except OSError:
+        return None  # run_foreground says why
+    zygote = Zygote({"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}, home.logs_dir / "zygote.log")
+    zygote.start()
+    return zygote if zygote.pid is not None else None
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from actors.tree.single_process import SingleProcessTree
 from actors.tree.supervisor import Supervisor
 from actors.tree.worker_role import WorkerRole
 from actors.tree.zygote import WARM_ENV
+from actors.tree.zygote_client import Zygote
 from geode.config_check import ConfigReport
 from geode.config_file import remember_good
 from geode.config_reload import remember_env
@@ -46,8 +47,18 @@ def already_running_message(home: GeodeHome, pid: int | None) -> str:
     )
 
 
-def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
-    """Run the tree until stopped. Exit codes: 0 stopped, 1 restart intensity exceeded, 3 already running."""
+def run_foreground(home: GeodeHome, *, single_process: bool = False, zygote: Zygote | None = None) -> int:
+    """Run the tree until stopped. Exit codes: 0 stopped, 1 restart intensity exceeded, 3 already running.
+    ``zygote``: started early by ``actors.tree.daemon_main``; stopped at once when the tree does not use
+    it."""
+    try:
+        return _run_foreground(home, single_process, zygote)
+    finally:
+        if zygote is not None and not zygote.adopted:
+            zygote.abandon()
+
+
+def _run_foreground(home: GeodeHome, single_process: bool, zygote: Zygote | None) -> int:
     home.ensure()
     try:
         home.ensure_run_dir()  # refuses a run dir another user could reach: one line, before any child
@@ -60,7 +71,7 @@ def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
         print(already_running_message(home, lock.holder_pid()), file=sys.stderr)
         return EXIT_ALREADY_RUNNING
     try:
-        return _run_locked(home, single_process)
+        return _run_locked(home, single_process, zygote)
     except GeodeError as exc:
         print(f"geode serve: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -69,7 +80,7 @@ def run_foreground(home: GeodeHome, *, single_process: bool = False) -> int:
         lock.release()
 
 
-def _run_locked(home: GeodeHome, single_process: bool) -> int:
+def _run_locked(home: GeodeHome, single_process: bool, zygote: Zygote | None) -> int:
     # before any child: a bad config refuses the start, one line per problem (the same check as --repl)
     settings, report = start_settings(home, prog="geode serve")
     if settings is None:
@@ -91,7 +102,7 @@ def _run_locked(home: GeodeHome, single_process: bool) -> int:
         print("geode serve: refusing to start; no child was started", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        return _run_tree(home, settings, report, role, single_process, page)
+        return _run_tree(home, settings, report, role, single_process, page, zygote)
     finally:
         if page is not None:
             page.stop()
@@ -104,6 +115,7 @@ def _run_tree(
     role: WorkerRole | None,
     single_process: bool,
     page: MetricsPage | None,
+    zygote: Zygote | None = None,
 ) -> int:
     names = child_names(settings, role, daemon=True)
     incarnations = IncarnationStore(home.root / "incarnations.json")
@@ -118,6 +130,8 @@ def _run_tree(
     bus = Bus(ENDPOINT, inc, home).start()  # always ipc: the CLI reaches it from outside
     tree: Supervisor | SingleProcessTree
     if single_process:
+        if zygote is not None:
+            zygote.abandon()  # no child to fork
         source = ConfigSource(home, TreeSettings.from_raw, tree=True)  # the copy just remembered
         tree = SingleProcessTree(names, home, source, incarnations)
     else:
@@ -132,6 +146,7 @@ def _run_tree(
             incarnations=incarnations,
             env=env,
             publish=bus.publish,
+            zygote=zygote,
         )
     remote_bus: Bus | None = None
     if role is None:

@@ -51,7 +51,9 @@ class Supervisor(RestartRules):
         incarnations: IncarnationStore | None = None,
         env: dict[str, str] | None = None,
         publish: Publish | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
+        """``zygote``: one started early (``actors.tree.daemon_main``), used when the tree forks children."""
         self.config = config or TreeConfig()
         self.children: dict[str, ChildRun] = {s.name: ChildRun(s) for s in specs}
         self._order = [s.name for s in specs]
@@ -77,7 +79,12 @@ class Supervisor(RestartRules):
         self.zygote: Zygote | None = None
         wanted = self.config.zygote and os.environ.get("GEODE_ZYGOTE", "1") != "0"
         if wanted and any(s.forkable for s in specs):
-            self.zygote = Zygote(self._env, logs_dir / "zygote.log")
+            self.zygote = zygote or Zygote(self._env, logs_dir / "zygote.log")
+            self.zygote.adopt(self._env)
+            if zygote is not None:
+                log.info("zygote started before the tree's imports (pid %s)", zygote.pid)
+        elif zygote is not None:
+            zygote.abandon()
         self._zygote_key: tuple[int, int] | None = None  # (fd, start count) registered in the selector
 
     # ---- thread-safe API -------------------------------------------------------------------------

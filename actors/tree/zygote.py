@@ -191,7 +191,7 @@ class Server:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the supervisor decides
         self.parent = _die_with_parent()
         self.children: set[int] = set()
-        self.sdks = list(sdk_modules(os.environ))  # still to import
+        self.sdks_done: set[str] = set()
 
     def run(self) -> int:
         self._import_all(CORE)
@@ -216,10 +216,14 @@ class Server:
         gc.collect()
         gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
 
-    def _import_sdks(self) -> None:
-        names, self.sdks = self.sdks, []
-        self._import_all(names)
-        _send(self.sock, {"op": "sdks"})
+    def _import_sdks(self, env: Mapping[str, str]) -> None:
+        """The SDKs a child with ``env`` needs (``WARM_ENV`` is in the spawn's env: the zygote may have been
+        started before the supervisor read the config), those not imported yet."""
+        names = [m for m in sdk_modules(env) if m not in self.sdks_done]
+        if names:
+            self.sdks_done.update(names)
+            self._import_all(names)
+            _send(self.sock, {"op": "sdks"})
 
     def _request(self) -> bool:
         try:
@@ -233,8 +237,8 @@ class Server:
             req = json.loads(data)
             if not isinstance(req, dict) or req.get("op") != "spawn" or len(fds) != 2:
                 raise ValueError(f"bad request {str(req)[:200]!r} with {len(fds)} fds")
-            if req.get("sdk") and self.sdks:
-                self._import_sdks()
+            if req.get("sdk"):
+                self._import_sdks(dict(req["env"]))
             pid = os.fork()
             if pid == 0:
                 ours = [self.sock.fileno(), self.wake_r, self.wake_w]

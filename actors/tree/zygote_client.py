@@ -78,6 +78,7 @@ class Zygote:
         self._starts = 0
         self._heard = 0.0  # when the zygote last said anything
         self._importing = False  # and whether that was "importing M"
+        self.adopted = False  # by a Supervisor (``adopt``)
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -119,6 +120,18 @@ class Zygote:
     def watch_key(self) -> tuple[int, int] | None:
         """(fd, start count) of the live socket: a restarted zygote may get the dead one's fd number back."""
         return (self._sock.fileno(), self._starts) if self._sock is not None else None
+
+    def adopt(self, env: dict[str, str]) -> None:
+        """A zygote started early (``actors.tree.daemon_main``, before the config was read) is the tree's now:
+        a restarted one gets the tree's environment."""
+        self._env = env
+        self.adopted = True
+
+    def abandon(self) -> None:
+        """Stop a zygote started early that the tree does not use (a refused start, zygote off): at once."""
+        if self._proc is not None:
+            self._proc.kill()
+        self._lost("not used")
 
     def close(self) -> None:
         """Stop the zygote (after the children are gone); its pipe closing is enough to make it exit."""
