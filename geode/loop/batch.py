@@ -6,8 +6,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextvars import copy_context
+from concurrent.futures import Future, wait
+from contextvars import Context, copy_context
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -16,6 +16,7 @@ from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
+from geode.loop.reused_threads import TOOL_CALLS
 from geode.loop.settings import LoopSettings
 from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import Terminal, TurnState
@@ -217,18 +218,20 @@ def run_calls(
         )
         return result
 
-    pool = ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(jobs))), thread_name_prefix="loop-tool")
-    try:
-        if parallelism <= 1:  # strictly one after another: the next call is sent after the previous answered
-            out: list[ToolResult] = []
-            for ctx, call in jobs:
-                future = pool.submit(copy_context().run, one, ctx, call)  # the turn's trace context
-                out.append(_await([future], [call], state, executor)[0])
-            return out
-        futures = [pool.submit(copy_context().run, one, ctx, call) for ctx, call in jobs]  # the turn's trace
-        return _await(futures, [c for _, c in jobs], state, executor)
-    finally:
-        pool.shutdown(wait=False)  # a call abandoned by a cancel finishes (or times out) on its own
+    def in_context(context: Context, ctx: ToolContext, call: ToolCall) -> ToolResult:
+        return context.run(one, ctx, call)  # the turn's trace context
+
+    # threads reused across batches (geode.loop.reused_threads); a call abandoned by a cancel finishes (or
+    # times out) on its own
+    if parallelism <= 1:  # strictly one after another: the next call is sent after the previous answered
+        out: list[ToolResult] = []
+        for ctx, call in jobs:
+            future = TOOL_CALLS.map_ordered(in_context, [(copy_context(), ctx, call)], 1)[0]
+            out.append(_await([future], [call], state, executor)[0])
+        return out
+    work = [(copy_context(), ctx, call) for ctx, call in jobs]
+    futures = TOOL_CALLS.map_ordered(in_context, work, parallelism)
+    return _await(futures, [c for _, c in jobs], state, executor)
 
 
 def _await(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from geode.loop import tracing
 from geode.loop.events import EventStream
+from geode.loop.reused_threads import MODEL_CALLS
 from geode.loop.settings import LoopSettings
 from geode.loop.state import Terminal, TurnState
 from geode.metrics import record as metrics
@@ -153,7 +154,7 @@ def _interruptible(
         finally:
             done.set()
 
-    threading.Thread(target=target, name="model-call", daemon=True).start()
+    MODEL_CALLS.run(target)  # a reused daemon thread (geode.loop.reused_threads)
     while not done.wait(0.05):
         if cancel.is_set():
             raise _Cancelled()

@@ -259,19 +259,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_stream(self, frames: Iterator[bytes], pause_s: float = 0.0) -> None:
+        # chunked, as the vendors' APIs send a stream: the connection stays open for the client's next
+        # request (keep-alive), so a turn's rounds do not each pay a new TCP connection
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
+        self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        self.close_connection = True
         try:
             for i, frame in enumerate(frames):
                 if pause_s and i:
                     self.server_ref.wait(pause_s)
-                self.wfile.write(frame)
+                if frame:  # (an empty chunk would end the body)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
                 self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
             return
 
 

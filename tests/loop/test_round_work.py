@@ -5,6 +5,7 @@ skills in use) agree with a fold from the start whatever list they are given."""
 from __future__ import annotations
 
 import json
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -126,3 +127,25 @@ def test_the_next_turn_reads_no_message_of_the_history_this_process_saved(fake_r
         "written by the other worker",
         "fourth",
     ]
+
+
+def test_a_turns_rounds_reuse_their_threads(fake_rig: Rig, monkeypatch: Any) -> None:
+    """Before: a new thread per model call and per tool batch (2K for K rounds, Thread.start was a share of
+    the loop's CPU). Now the threads of the first round wait for the next one: at most one of each kind
+    is started for the turn, and parallel calls still run at once and answer in order."""
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    replies: list[Any] = [{"tool_calls": [tool("read", f"r{i}", key=f"k{i}")]} for i in range(K)]
+    replies.append({"tool_calls": [tool("read", f"p{i}", key=f"p{i}") for i in range(3)]})
+    result = fake_rig.loop(fake_rig.script(*replies, "done")).run_turn("s-threads", "turn-1", "read")
+    assert result.text == "done"
+    assert len(started) <= 4, started  # a model-call thread, and up to 3 for the parallel batch
+    history = fake_rig.records.load_checkpoint("s-threads")
+    last = Message.model_validate(history.messages[-2])
+    assert [b.tool_use_id for b in last.tool_results] == ["p0", "p1", "p2"]
