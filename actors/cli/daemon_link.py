@@ -27,8 +27,9 @@ def client_version() -> str:
 
 
 def _dist_info_version(name: str) -> str | None:
-    """``Version:`` of the first ``<name>-*.dist-info/METADATA`` on ``sys.path`` (None when in any doubt:
-    an egg-info, a zip, two distributions of that name in one directory)."""
+    """``Version:`` of the first ``<name>-*.dist-info/METADATA`` (or ``<name>*.egg-info/PKG-INFO``) on
+    ``sys.path``, as importlib.metadata finds it; None when in any doubt (a zip, an egg-info file, two
+    distributions of that name in one directory)."""
     import os
     import sys
 
@@ -40,10 +41,11 @@ def _dist_info_version(name: str) -> str | None:
         infos = [n for n in names if n.lower().startswith((f"{name}-", f"{name}.")) and n.endswith("-info")]
         if not infos:
             continue
-        if len(infos) > 1 or not infos[0].endswith(".dist-info"):
+        if len(infos) > 1:
             return None
+        meta = "METADATA" if infos[0].endswith(".dist-info") else "PKG-INFO"  # an egg-info (a dev checkout)
         try:
-            with open(os.path.join(entry or ".", infos[0], "METADATA"), encoding="utf-8") as f:
+            with open(os.path.join(entry or ".", infos[0], meta), encoding="utf-8") as f:
                 head = [next(f, "") for _ in range(8)]
         except OSError:
             return None

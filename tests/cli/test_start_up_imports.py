@@ -101,3 +101,13 @@ def test_status_with_nothing_running_loads_no_bus_config_or_pydantic(tmp_path: P
         "actors.cli.chat_cmds",
     )
     assert [m for m in modules if m.startswith(heavy)] == []
+
+
+def test_the_version_read_without_importlib_metadata_is_its_version() -> None:
+    """`geode --version` and the handshake's client version read the distribution's metadata file directly
+    (issue 34): the same version importlib.metadata finds, on this sys.path."""
+    from importlib.metadata import version
+
+    from actors.cli.daemon_link import _dist_info_version, client_version
+
+    assert _dist_info_version("geode") == version("geode") == client_version()
