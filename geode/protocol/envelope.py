@@ -63,13 +63,13 @@ _FIELDS: Final = tuple(Envelope.model_fields)
 _set_attr = object.__setattr__
 
 
-def trusted(fields: dict[str, Any]) -> Envelope:
+def trusted(fields: dict[str, Any], fields_set: set[str] | None = None) -> Envelope:
     """An envelope from values already validated (every field of ``Envelope``, by field name), built without a
     second validation: what a receiver makes of a frame its typed model checked once, and a reply whose fields
     all come from a validated request (geode/protocol/typed_frames.py; docs/runtime.md)."""
     env = Envelope.__new__(Envelope)
     _set_attr(env, "__dict__", fields)
-    _set_attr(env, "__pydantic_fields_set__", set(fields))
+    _set_attr(env, "__pydantic_fields_set__", set(fields) if fields_set is None else fields_set)
     _set_attr(env, "__pydantic_extra__", None)
     _set_attr(env, "__pydantic_private__", None)
     return env

@@ -1,19 +1,21 @@
 """One pydantic validation per received request: the envelope and its body checked together.
 
-For every catalogued message type, one compiled model (built on first use, then cached) has the envelope's
-fields with ``body`` typed as the type's catalogued body model. :func:`decode_request` validates a request or
-cast frame with it once, instead of validating the envelope and then the body again; what it gives back is
-the same ``Envelope`` (its body the received map) and the body model the handler takes (docs/runtime.md,
-"Served requests"). Error messages are the ones the two-step path gave: ``invalid envelope: ...`` for the
-envelope, ``invalid <type> body at <where>: ...`` for the body.
+For every catalogued message type, one compiled pydantic-core validator (built on first use from the models'
+own core schemas, then cached) has the envelope's fields with ``body`` typed as the type's catalogued body
+model. :func:`decode_request` validates a request or cast frame with it once, instead of validating the
+envelope and then the body again; what it gives back is the same ``Envelope`` (its body the received map) and
+the body model the handler takes (docs/runtime.md, "Served requests"). Error messages are the ones the
+two-step path gave: ``invalid envelope: ...`` for the envelope, ``invalid <type> body at <where>: ...`` for
+the body.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
+from pydantic_core import CoreConfig, CoreSchema, SchemaValidator
 
 from geode.protocol import catalog
 from geode.protocol.codec import MAX_FRAME_BYTES, decode_raw, validate_envelope
@@ -25,7 +27,7 @@ from geode.work_tally import frame as tally_frame
 
 Received = BaseModel | BadRequest | None  # a body as decode_request leaves it (see there)
 _SERVED_KINDS = ("request", "cast")
-_models: dict[str, type[BaseModel]] = {}
+_models: dict[str, SchemaValidator] = {}
 _lock = threading.Lock()
 
 
@@ -53,35 +55,50 @@ def decode_request(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> tuple[E
     return out
 
 
-def typed_model(type_: str) -> type[BaseModel] | None:
-    """The envelope-with-typed-body model of a catalogued type (``None`` for a type not in the catalogue)."""
-    model = _models.get(type_)
-    if model is not None:
-        return model
+def typed_model(type_: str) -> SchemaValidator | None:
+    """The envelope-with-typed-body validator of a catalogued type (``None`` for a type not in the catalogue).
+
+    Built from the models' own core schemas (the envelope's fields, the body's model schema in place of its
+    map), which pydantic-core compiles in ~30 µs; a ``create_model`` class takes ~5 ms and 30 KiB a type."""
+    validator = _models.get(type_)
+    if validator is not None:
+        return validator
     try:
-        body_model = catalog.spec(type_).body
+        body_schema = catalog.spec(type_).body.__pydantic_core_schema__
     except BadRequest:
         return None  # not cached: a frame's type is any string a sender chose
-    fields: dict[str, Any] = {}
-    for name, info in Envelope.model_fields.items():
-        if name == "body":
-            fields[name] = (body_model, Field(default_factory=dict, validate_default=True))
-        else:
-            fields[name] = (info.annotation, info)
+    fields = dict(_ENVELOPE_FIELDS["fields"])
+    fields["body"] = {
+        **fields["body"],
+        "schema": {
+            "type": "default",
+            "schema": body_schema,
+            "default_factory": dict,
+            "validate_default": True,
+        },
+    }
+    validator = SchemaValidator(cast(CoreSchema, {**_ENVELOPE_FIELDS, "fields": fields}), _ENVELOPE_CONFIG)
     with _lock:
-        model = _models.get(type_)
-        if model is None:
-            config = ConfigDict(extra="forbid", frozen=True)
-            model = create_model(f"Envelope[{type_}]", __config__=config, **fields)
-            _models[type_] = model
-    return model
+        return _models.setdefault(type_, validator)
 
 
-def _validate(model: type[BaseModel], obj: dict[str, Any]) -> tuple[Envelope, BaseModel] | BadRequest:
+def _envelope_fields() -> dict[str, Any]:
+    """The ``model-fields`` core schema of ``Envelope`` (its fields, extra forbidden by the config)."""
+    schema = cast(dict[str, Any], Envelope.__pydantic_core_schema__)
+    if schema.get("type") != "model" or schema["schema"].get("type") != "model-fields":
+        raise RuntimeError("Envelope's core schema is not a plain model: typed_frames needs updating")
+    return cast(dict[str, Any], schema["schema"])
+
+
+_ENVELOPE_FIELDS = _envelope_fields()
+_ENVELOPE_CONFIG = cast(CoreConfig, Envelope.__pydantic_core_schema__.get("config"))
+
+
+def _validate(validator: SchemaValidator, obj: dict[str, Any]) -> tuple[Envelope, BaseModel] | BadRequest:
     """``(envelope, body model)``; a body the model refuses comes back as the ``BadRequest`` to answer with
     (the envelope itself was valid); an invalid envelope raises it."""
     try:
-        typed = model.model_validate(obj)
+        fields, _, fields_set = validator.validate_python(obj)
     except ValidationError as exc:
         errors = exc.errors()
         for err in errors:
@@ -90,7 +107,6 @@ def _validate(model: type[BaseModel], obj: dict[str, Any]) -> tuple[Envelope, Ba
         first = errors[0]
         where = ".".join(str(p) for p in first.get("loc", ())[1:])
         return BadRequest(f"invalid {obj['type']} body at {where or '<root>'}: {first.get('msg')}"[:500])
-    fields = dict(typed.__dict__)
     body = fields["body"]
     fields["body"] = obj.get("body", {})  # the map as received: what Envelope.body always held
-    return trusted(fields), body
+    return trusted(fields, fields_set), body
