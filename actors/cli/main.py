@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
@@ -10,6 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported in build_app: `geode mcp` answers its host before typer is loaded
+    import argparse
+
     import typer
 
 EXIT_CONFIG = 78  # EX_CONFIG: a command whose config is broken
@@ -85,22 +86,18 @@ class _NotHot(Exception):
     """Not a plain hot command line: let the typer app parse it (its usage errors, its help)."""
 
 
-def _fixed_width(prog: str) -> argparse.HelpFormatter:
-    """A fixed width: argparse's default asks ``shutil`` (and its archive modules) for the terminal's."""
-    return argparse.HelpFormatter(prog, width=100)
+def _hot_parser() -> argparse.ArgumentParser:
+    """`geode ask`'s parser (argparse imported here: `status` and `--version` never parse with it)."""
+    import argparse
 
+    class HotParser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise _NotHot(message)
 
-class _HotParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _NotHot(message)
+    def fixed_width(prog: str) -> argparse.HelpFormatter:  # the default asks shutil for the terminal's width
+        return argparse.HelpFormatter(prog, width=100)
 
-
-def _ask_args(argv: list[str]) -> dict[str, Any] | None:
-    """``geode ask`` options as ``run_ask`` keywords (the same options as ``chat_cmds.ask``), or None for
-    anything else (``--help``, a usage error): those go through the typer app as before."""
-    if any(a in ("--help", "-h") for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
-        return None
-    p = _HotParser(prog="geode ask", add_help=False, allow_abbrev=False, formatter_class=_fixed_width)
+    p = HotParser(prog="geode ask", add_help=False, allow_abbrev=False, formatter_class=fixed_width)
     p.add_argument("prompt")
     p.add_argument("--json", dest="as_json", action="store_true")
     p.add_argument("--resume", default=None)
@@ -109,8 +106,16 @@ def _ask_args(argv: list[str]) -> dict[str, Any] | None:
     p.add_argument("--dangerously-skip-permissions", dest="skip", action="store_true")
     p.add_argument("--timeout", type=float, default=3600.0)
     p.add_argument("--output-format", dest="output_format", default=argparse.SUPPRESS)  # stream_json.FORMATS
+    return p
+
+
+def _ask_args(argv: list[str]) -> dict[str, Any] | None:
+    """``geode ask`` options as ``run_ask`` keywords (the same options as ``chat_cmds.ask``), or None for
+    anything else (``--help``, a usage error): those go through the typer app as before."""
+    if any(a in ("--help", "-h") for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
+        return None
     try:
-        return vars(p.parse_args(argv))
+        return vars(_hot_parser().parse_args(argv))
     except _NotHot:
         return None
 
