@@ -3,22 +3,23 @@
 Several things the loop derives from the whole history every round (its token estimate, where the
 compaction records are, the skills in use) are left folds: the value after ``history[:n + 1]`` depends only
 on the value after ``history[:n]`` and message ``n``. :class:`HistoryFold` remembers, per thread (a turn runs
-its rounds on one thread), the last list it folded and the value; when the next list starts with the very
-same message objects it folds only the messages after them, otherwise it starts over. The result is the
-same as a fold from the start, whatever list is passed.
+its rounds on one thread), the last few lists it folded and the value after each of their messages; the
+next list is folded from the end of the longest run of leading messages (the very same objects) it shares
+with one of them: a grown history costs its new messages, a compacted view the messages that changed near
+its end. The result is the same as a fold from the start, whatever list is passed.
 
-What it keeps: one copy of the last list per thread and fold (references to messages the history holds
-anyway), until that thread folds another list.
+What it keeps: per thread and fold, copies of the last ``lists`` lists (references to messages the history
+holds anyway) and one state per message, until that thread folds other lists.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from operator import is_
 from typing import Generic, TypeVar
 
 from geode.conversation import Message
+from geode.providers.identity_memo import common_prefix
 
 S = TypeVar("S")
 
@@ -27,20 +28,26 @@ class HistoryFold(Generic[S]):
     """``fold(history)``: ``step`` applied from ``start()`` over ``history``; ``step`` returns the new state
     and must not change the one it is given (states are kept between calls)."""
 
-    def __init__(self, start: Callable[[], S], step: Callable[[S, Message], S]) -> None:
-        self._start, self._step = start, step
+    def __init__(self, start: Callable[[], S], step: Callable[[S, Message], S], *, lists: int = 4) -> None:
+        self._start, self._step, self._lists = start, step, lists
         self._local = threading.local()
         self.folded = 0  # messages stepped through, all threads (a work count for the tests)
 
     def __call__(self, history: Sequence[Message]) -> S:
-        last: tuple[list[Message], S] | None = getattr(self._local, "last", None)
-        if last is not None and len(last[0]) <= len(history) and all(map(is_, last[0], history)):
-            begin, state = len(last[0]), last[1]  # the same messages first: fold only the new ones
-        else:
-            begin, state = 0, self._start()
-        step = self._step
+        """The fold resumes after the longest run of leading messages ``history`` shares with one of the
+        last few lists this thread folded (the history, and views derived from it, alternate)."""
+        kept: list[tuple[list[Message], list[S]]] = self._local.__dict__.setdefault("kept", [])
+        begin, states = 0, None
+        for seen, seen_states in kept:
+            k = common_prefix(seen, history)
+            if k > begin or states is None:
+                begin, states = k, seen_states
+        states = states[: begin + 1] if states is not None else [self._start()]
+        state, step = states[-1], self._step
         for m in history[begin:]:
             state = step(state, m)
+            states.append(state)
         self.folded += len(history) - begin
-        self._local.last = (list(history), state)
+        kept.insert(0, (list(history), states))
+        del kept[self._lists :]
         return state

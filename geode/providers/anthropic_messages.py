@@ -214,6 +214,7 @@ class AnthropicMessagesAdapter(WireAdapter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._history = EncodedHistory(message_json)
+        self._tools: tuple[tuple[ToolSchema, ...], list[bytes]] = ((), [])  # the last request's, encoded
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         """``build_body`` with each message and tool encoded once per object (a message with a picture is
@@ -225,7 +226,11 @@ class AnthropicMessagesAdapter(WireAdapter):
         key = request.metadata.get("session_id", "")
         body["messages"] = Encoded(self._history.items(key, request.messages, with_pictures))
         if request.tools:
-            body["tools"] = Encoded(_TOOL_JSON.get(t, _tool_json) for t in request.tools)
+            tools, encoded = self._tools
+            if tools is not request.tools:  # a plan's schemas are one tuple for the whole turn
+                encoded = [_TOOL_JSON.get(t, _tool_json) for t in request.tools]
+                self._tools = (request.tools, encoded)
+            body["tools"] = Encoded(encoded)
             body["tool_choice"] = {"type": request.tool_choice}
         return body
 

@@ -2,8 +2,9 @@
 
 A turn's request ``n + 1`` sends the messages of request ``n`` (the very same message objects) plus the
 round's new ones. :class:`EncodedHistory` keeps, per conversation (the request's ``session_id``), the
-messages last sent and their encoded wire params; when the next request starts with those messages, only
-the new ones are encoded (each once per message object, :class:`~geode.providers.identity_memo.IdentityMemo`)
+messages last sent and their encoded wire params; the next request reuses them for the leading messages
+it shares with the last one (all of them, or up to a change near the end in a compacted view): only the
+others are encoded (each once per message object, :class:`~geode.providers.identity_memo.IdentityMemo`)
 and the rest is reused, so a round's request body costs what its new messages cost, not the whole history.
 A message with a picture is projected on every request (its file is read and verified each time).
 """
@@ -12,10 +13,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from operator import is_
 
 from geode.conversation import Message
-from geode.providers.identity_memo import IdentityMemo
+from geode.providers.identity_memo import IdentityMemo, common_prefix
 
 Encode = Callable[[Message], bytes]
 
@@ -35,8 +35,9 @@ class EncodedHistory:
         """``with_pictures`` encodes a message that has a picture (every time it is sent)."""
         with self._lock:
             last = self._last.get(key)
-        if last is not None and len(last[0]) <= len(messages) and all(map(is_, last[0], messages)):
-            begin, out, pictures = len(last[0]), list(last[1]), list(last[2])
+        if last is not None:  # what it shares with the last request (a compacted view: up to a change)
+            begin = common_prefix(last[0], messages)
+            out, pictures = last[1][:begin], [i for i in last[2] if i < begin]
             for i in pictures:
                 out[i] = with_pictures(messages[i])
         else:

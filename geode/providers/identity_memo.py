@@ -10,7 +10,8 @@ Never by value: two equal messages are two entries, and ``model_copy`` makes a n
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from operator import is_
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
@@ -52,3 +53,13 @@ class IdentityMemo(Generic[V]):
                 entries.pop(key, None)
 
         return forget
+
+
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` share (the very same objects), compared in C, not per item
+    in Python: what a list derived from the last one (grown, or changed near its end) has in common."""
+    same = list(map(is_, a, b))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)

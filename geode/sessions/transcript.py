@@ -86,13 +86,22 @@ class TranscriptWriter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lock = threading.Lock()
+        # session -> (inode, size, last index) after this writer's last append: while the file is still
+        # that (nobody else appended), its tail is not read again on every save
+        self._wrote: dict[str, tuple[int, int, int]] = {}
 
     def append(self, session_id: str, base_count: int, messages: Iterable[dict[str, Any]]) -> int:
         """Write messages ``base_count, base_count+1, …`` not yet in the file; returns how many."""
         msgs = list(messages)
         with self._lock:
-            path = ensure_transcript(self.root, session_id)
-            last = _last_index(path)
+            path = transcript_path(self.root, session_id)
+            try:
+                st = os.stat(path)
+            except OSError:
+                path = ensure_transcript(self.root, session_id)
+                st = os.stat(path)
+            wrote = self._wrote.get(session_id)
+            last = wrote[2] if wrote and wrote[:2] == (st.st_ino, st.st_size) else _last_index(path)
             lines = []
             for i, m in enumerate(msgs):
                 index = base_count + i
@@ -110,6 +119,13 @@ class TranscriptWriter:
             if lines:
                 with path.open("a", encoding="utf-8") as fh:
                     fh.write("".join(lines))
+                    fh.flush()
+                    st = os.fstat(fh.fileno())
+                last = base_count + len(msgs) - 1
+            self._wrote.pop(session_id, None)
+            self._wrote[session_id] = (st.st_ino, st.st_size, last)
+            while len(self._wrote) > 256:
+                self._wrote.pop(next(iter(self._wrote)))
             return len(lines)
 
 

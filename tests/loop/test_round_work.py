@@ -15,6 +15,7 @@ from geode.loop.compaction import estimate_tokens
 from geode.loop.skills_in_use import skills_in_use
 from geode.loop.summarize import ORIGIN, effective_history
 from geode.records.models import CheckpointSave
+from geode.sessions import transcript
 from tests.loop.conftest import Rig, tool
 
 K = 12
@@ -58,8 +59,8 @@ def _scratch_tokens(messages: list[Message]) -> int:
 
 
 def test_the_folds_agree_with_a_fold_from_the_start_whatever_the_list() -> None:
-    """Grown, shortened (a popped proposal), replaced (a compacted view) or mixed: the same answers as the
-    plain scan of the list given."""
+    """Grown, shortened (a popped proposal), replaced, changed in the middle (a compacted view) or mixed:
+    the same answers as the plain scan of the list given."""
     record = Message(
         role="user",
         content=(TextBlock(text="summary"),),
@@ -71,7 +72,8 @@ def test_the_folds_agree_with_a_fold_from_the_start_whatever_the_list() -> None:
     seen.append(list(h))
     seen.append(h[:-1])  # the last message popped (a save that failed)
     h += [record, *_round(4, skill="pdf"), *_round(5, skill="xls", failed=True)]
-    seen += [list(h), [h[0], *h[5:]], list(h), h[2:]]
+    changed = h[4].model_copy(update={"content": (ToolResultBlock(tool_use_id="c2", content="[elided]"),)})
+    seen += [list(h), [h[0], *h[5:]], list(h), h[2:], [*h[:4], changed, *h[5:]], list(h)]
     for messages in seen:
         assert estimate_tokens(messages) == _scratch_tokens(messages)
     assert skills_in_use(h) == ("csv", "pdf")
@@ -149,3 +151,29 @@ def test_a_turns_rounds_reuse_their_threads(fake_rig: Rig, monkeypatch: Any) -> 
     history = fake_rig.records.load_checkpoint("s-threads")
     last = Message.model_validate(history.messages[-2])
     assert [b.tool_use_id for b in last.tool_results] == ["p0", "p1", "p2"]
+
+
+def test_the_transcript_tail_is_read_only_when_another_process_appended(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Before: every checkpoint save read the last 64 KiB of the session's transcript to find its last
+    index. Now only the first save, and a save after another writer appended (the file's size moved)."""
+    reads: list[int] = []
+    real = transcript._last_index
+
+    def counted(path: Any) -> int:
+        reads.append(1)
+        return real(path)
+
+    monkeypatch.setattr(transcript, "_last_index", counted)
+    writer = transcript.TranscriptWriter(tmp_path)
+    rows = [Message.user_text(f"m{i}").model_dump(mode="json") for i in range(12)]
+    for i in range(0, 8, 2):
+        assert writer.append("s-t", i, rows[i : i + 2]) == 2
+    assert len(reads) == 1
+    other = transcript.TranscriptWriter(tmp_path)  # the other loop worker
+    assert other.append("s-t", 8, rows[8:10]) == 2
+    assert writer.append("s-t", 8, rows[8:12]) == 2  # it reads the tail again: 8 and 9 are not doubled
+    assert len(reads) == 3
+    lines = (tmp_path / "transcripts" / "s-t.jsonl").read_text().splitlines()
+    assert [json.loads(x)["index"] for x in lines] == list(range(12))
