@@ -96,7 +96,7 @@ def bench(home: GeodeHome, args: argparse.Namespace) -> None:
     st = tree_status(home)
     assert st is not None
     sup_pid = InstanceLock(home.lock_file).holder_pid() or 0
-    pids = [sup_pid] + [c.pid for c in st.children if c.pid]
+    pids = [sup_pid] + ([st.zygote.pid] if st.zygote else []) + [c.pid for c in st.children if c.pid]
     mem = [rss_kib(p) for p in pids]
     names = [c.name for c in st.children]
     targets = [n for n in args.children.split(",") if n] or names
@@ -165,7 +165,7 @@ def bench(home: GeodeHome, args: argparse.Namespace) -> None:
     total_rss, total_pss = sum(m[0] for m in mem), sum(m[1] for m in mem)
     print(
         f"idle memory of the tree ({len(pids)} processes): RSS {total_rss / 1024:.0f} MiB, "
-        f"PSS {total_pss / 1024:.0f} MiB (supervisor RSS {mem[0][0] / 1024:.0f} MiB)"
+        f"PSS {total_pss / 1024:.0f} MiB (supervisor RSS {mem[0][0] / 1024:.0f} MiB; 1 s after ready)"
     )
 
 

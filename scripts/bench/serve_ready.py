@@ -1,10 +1,11 @@
 """`geode serve` → ready (every child running), with where the time goes, and the tree's PSS at rest.
 
 Each run serves a fresh GEODE_HOME (default config, the scripted provider) and times the whole `geode serve`
-command as a user runs it; the phases come from the tree's own logs (wall-clock stamps, ms): the supervisor's
-first line (the daemon's interpreter, CLI and tree imports, the config check), the zygote started and
-ready (its imports: every child's code and the provider SDKs, ``zygote.log`` has each import's time), the
-first child started, the last child ready. Then, 3 s after ready, the tree's PSS (supervisor, zygote,
+command as a user runs it. The phases come from ``/proc`` (the daemon's and the zygote's process start) and
+from the tree's own logs (wall-clock stamps, ms): the supervisor's first line (after the daemon's imports and
+the config check), the zygote ready (its imports: every child's code; the old tree: and the provider SDKs;
+``zygote.log`` has each import's time), the first child started, the SDKs imported (this tree: on demand,
+for the first loop worker), the last child ready. Then, 3 s after ready, the tree's PSS (supervisor, zygote,
 children) from ``/proc/<pid>/smaps_rollup``.
 
 ``--old DIR`` alternates runs of another checkout (``git worktree add DIR REV``; run with this venv,
@@ -34,10 +35,17 @@ from geode.testing.scripted import ScriptedServer  # noqa: E402
 
 MARKS = (  # (phase, substring of a supervisor.log line; the first line that has it)
     ("supervisor logging", ""),
-    ("zygote started", "zygote started"),
     ("zygote ready", "children fork from it"),
     ("first child started", "supervisor: started "),
+    ("SDKs imported", "zygote imported the SDKs"),
 )
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_start(pid: int) -> float:
+    """When ``pid`` started (wall clock), from /proc/<pid>/stat and the boot time."""
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    return boot + int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]) / CLK
 
 
 def stamp(line: str) -> float | None:
@@ -60,7 +68,7 @@ def phases(home: GeodeHome, t0: float) -> dict[str, float]:
     return out
 
 
-def pss_mib(home: GeodeHome, src: Path) -> float:
+def pss_mib(home: GeodeHome, src: Path, t0: float, marks: dict[str, float]) -> float:
     r = subprocess.run(
         [sys.executable, "-m", "actors.cli.main", "status", "--json"],
         env=_env(home, src),
@@ -69,6 +77,9 @@ def pss_mib(home: GeodeHome, src: Path) -> float:
         timeout=60,
     )
     st = json.loads(r.stdout)
+    marks["daemon started"] = proc_start(st["pid"]) - t0
+    if st.get("zygote"):  # the one serving now: started with the tree unless it was restarted
+        marks["zygote started"] = proc_start(st["zygote"]["pid"]) - t0
     pids = [st["pid"]] + ([st["zygote"]["pid"]] if st.get("zygote") else [])
     pids += [c["pid"] for c in st["children"] if c.get("pid")]
     total = 0
@@ -105,7 +116,7 @@ def one(server: ScriptedServer, src: Path) -> tuple[float, dict[str, float], flo
         assert r.returncode == 0, r.stdout + r.stderr
         marks = phases(home, t0)
         time.sleep(3.0)  # at rest: the bench's settle time, not a test wait
-        pss = pss_mib(home, src)
+        pss = pss_mib(home, src, t0, marks)
     finally:
         subprocess.run(
             [sys.executable, "-m", "actors.cli.main", "stop"], env=_env(home, src), capture_output=True
@@ -130,7 +141,7 @@ def main() -> None:
                 print(f"{head}  | {detail}")
     for name, rows in results.items():
         walls = [r[0] for r in rows]
-        keys = [k for k, _ in MARKS] + ["last child ready"]
+        keys = ["daemon started", "zygote started"] + [k for k, _ in MARKS] + ["last child ready"]
         med = {
             k: statistics.median([r[1][k] for r in rows if k in r[1]])
             for k in keys
