@@ -19,7 +19,11 @@ from tests.waiting import poll_for
 
 
 def child_pid(home: GeodeHome, name: str) -> tuple[int, int]:
-    kid = status_children(home, timeout=60)[name]
+    # the supervisor lists its children once the tree has started them all (the store serves before)
+    kid = poll_for(
+        lambda: status_children(home, timeout=60).get(name), 60, interval_s=0.2, what=f"{name} in status"
+    )
+    assert kid is not None
     return kid["pid"], kid["incarnation"]
 
 
