@@ -30,7 +30,7 @@ from geode.home import GeodeHome  # noqa: E402
 from geode.testing.scripted import ScriptedServer  # noqa: E402
 
 MIB = 2**20
-GOAL_REST, GOAL_TURNS = 120, 160  # MiB of tree PSS (issue 16)
+GOAL_REST, GOAL_TURNS = 160, 180  # MiB of tree PSS (issue 34: at rest, after 100 turns; issue 16: 120, 160)
 EXTRA_ENV: dict[str, str] = {}  # --no-warm-worker: GEODE_WARM_WORKER=0 in both trees
 BEFORE = "PSS 208 MiB at start (RSS 344 MiB, 8 processes), 336 MiB after five turns (exec'd children)"
 
