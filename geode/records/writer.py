@@ -67,7 +67,9 @@ class GroupWriter:
     def __init__(self, renv: RecordEnv, *, max_batch: int = 256, queue_max: int = 10000) -> None:
         self.renv = renv
         self.max_batch = max_batch
-        self._q: queue.Queue[_Op | None] = queue.Queue(maxsize=queue_max)
+        # a SimpleQueue (C): put and get without the Python-level Condition of queue.Queue (≈ 5 µs a write)
+        self._q: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self.queue_max = queue_max
         self._thread: threading.Thread | None = None
         self.stats = WriterStats()
         self.after_commit: list[Callable[[], None]] = []
@@ -89,10 +91,9 @@ class GroupWriter:
         op = _Op(fn)
         if self._thread is None:
             raise Unavailable("record store writer is not running")
-        try:
-            self._q.put_nowait(op)
-        except queue.Full:
-            raise Overloaded("record store write queue is full") from None
+        if self._q.qsize() >= self.queue_max:
+            raise Overloaded("record store write queue is full")
+        self._q.put(op)
         return op.future
 
     def run(self, fn: Callable[[Txn], T], timeout_s: float = WRITE_TIMEOUT_S) -> T:

@@ -9,7 +9,7 @@ the state record's layout).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -181,3 +181,41 @@ def test_checkpoint_saves_walk_nothing_and_validate_the_state_once(
     assert list(record) == list(expected) and record == expected
     # the remembered state is the one validating the stored record gives
     assert store.engine.checkpoints.state("s1") == real(CheckpointState, record)
+
+
+def test_a_full_write_queue_is_overloaded_and_what_was_queued_commits(tmp_path: Any) -> None:
+    """The writer's queue is bounded: past ``queue_max`` waiting writes a write is refused at once
+    (``overloaded``, retryable), and every write queued before commits."""
+    import threading
+
+    from geode.protocol.errors import Overloaded
+    from geode.records.lmdb_env import RecordEnv
+    from geode.records.writer import GroupWriter
+
+    renv = RecordEnv(tmp_path / "db").open()
+    writer = GroupWriter(renv, queue_max=2).start()
+    gate = threading.Event()
+    try:
+        first = writer.submit(lambda txn: gate.wait(10) and 0)  # holds the writer in its batch
+        assert _first_taken(writer)
+
+        def put(i: int) -> Callable[[Any], int]:
+            return lambda txn: txn.put(f"k{i}".encode(), b"v") and i
+
+        queued = [writer.submit(put(i)) for i in range(2)]
+        with pytest.raises(Overloaded):
+            writer.submit(lambda txn: 99)
+        gate.set()
+        assert first.result(10) == 0
+        assert [q.result(10) for q in queued] == [0, 1]
+    finally:
+        gate.set()
+        writer.stop()
+        renv.close()
+
+
+def _first_taken(writer: Any) -> bool:
+    """True once the writer took the first write off its queue (it is then inside that write)."""
+    from tests.waiting import poll_for
+
+    return bool(poll_for(lambda: writer._q.qsize() == 0, 10, what="the writer to take the first write"))
