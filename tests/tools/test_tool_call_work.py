@@ -222,7 +222,7 @@ def _matches_by_search(segs: tuple[str, ...], parts: tuple[str, ...]) -> bool:
 def test_the_glob_matcher_answers_as_the_search_it_replaces() -> None:
     rng = random.Random(34)
     pool, names = ["**", "*", "a", "b*", "*.txt", "?", "[ab]"], ["a", "b", "a.txt", "bb", "c.txt"]
-    for _ in range(20_000):
+    for _ in range(5_000):
         raw = [rng.choice(pool) for _ in range(rng.randint(1, 4))]
         segs = tuple(s for i, s in enumerate(raw) if not (s == "**" and i and raw[i - 1] == "**"))
         parts = tuple(rng.choice(names) for _ in range(rng.randint(0, 5)))
