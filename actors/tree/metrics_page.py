@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,8 @@ class MetricsPage:
                     f"[metrics] token_env = {section.token_env!r}: no such key in {home.env_file}"
                 )
             self.token = value.encode()
+        from http.server import ThreadingHTTPServer  # only with [metrics] listen: not in every supervisor
+
         try:
             self.server = ThreadingHTTPServer((host, port), _handler(self))
         except OSError as exc:
@@ -98,6 +99,8 @@ class MetricsPage:
 
 
 def _handler(page: MetricsPage) -> Any:
+    from http.server import BaseHTTPRequestHandler
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "geode-metrics"
 
