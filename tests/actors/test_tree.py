@@ -115,9 +115,10 @@ def test_single_process_mode(tmp_path: Path) -> None:
 
 def test_the_daemon_entry_imports_no_cli() -> None:
     """`geode serve` starts the supervisor as ``python -m actors.tree.daemon_main``: the tree's own entry,
-    which imports neither typer nor the CLI's command modules (≈ 5 MiB and 0.1-0.4 s at every start)."""
+    which imports neither typer nor the CLI's command modules (≈ 5 MiB and 0.1-0.4 s at every start), nor
+    http.server while the metrics page is off."""
     code = "import sys, actors.tree.daemon_main, actors.tree.serve; print(sorted(m for m in sys.modules"
-    code += " if m.split('.')[0] in ('typer', 'click', 'rich') or m.startswith('actors.cli')))"
+    code += " if m.split('.')[0] in ('typer', 'click', 'rich', 'http') or m.startswith('actors.cli')))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
     bad = subprocess.run(
