@@ -58,6 +58,9 @@ class IdentityMemo(Generic[V]):
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     """How many leading items ``a`` and ``b`` share (the very same objects), compared in C, not per item
     in Python: what a list derived from the last one (grown, or changed near its end) has in common."""
+    n = len(a)
+    if n <= len(b) and (not n or a[n - 1] is b[n - 1]) and all(map(is_, a, b)):
+        return n  # the usual case (the list grew): no list of flags built
     same = list(map(is_, a, b))
     try:
         return same.index(False)
