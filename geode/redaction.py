@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from geode.secret_screen import Screen, min_width, run_gate
+
 MASK = "[REDACTED]"
 MAX_STR = 4096
 MAX_ITEMS = 64
@@ -54,7 +56,7 @@ class Shape:
     folds: bool = field(init=False, default=False)  # the pattern ignores case
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "min_len", _min_width(self.pattern))
+        object.__setattr__(self, "min_len", min_width(self.pattern))
         object.__setattr__(self, "folds", bool(self.pattern.flags & re.IGNORECASE))
 
     def possible(self, text: str) -> bool:
@@ -88,31 +90,6 @@ class Shape:
             return m.expand(repl)
 
         return self.pattern.sub(one, text)
-
-
-def _run_gate(chars: str, length: int, end: str, *, ascii_only: bool) -> Callable[[str], bool]:
-    """A gate: False when ``text`` holds no ``length`` characters of ``chars`` in a row followed by ``end``
-    (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there)."""
-    table = str.maketrans(dict.fromkeys(chars, "\x00"))
-    probe = "\x00" * length + end
-
-    def gate(text: str) -> bool:
-        if ascii_only and not text.isascii():
-            return True
-        return probe in text.translate(table)
-
-    return gate
-
-
-def _min_width(pattern: re.Pattern[str]) -> int:
-    """The length of the shortest text ``pattern`` can match (0 when the parser cannot tell)."""
-    try:
-        from re import _parser  # type: ignore[attr-defined]
-
-        low = int(_parser.parse(pattern.pattern, pattern.flags).getwidth()[0])
-    except Exception:
-        return 0
-    return max(0, low)
 
 
 # The one list of secret shapes: logs, the timeline and the ledger mask them as MASK, tool results as
@@ -160,13 +137,13 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "telegram-bot-token",
         re.compile(r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}"),
-        gate=_run_gate(string.digits, 6, ":", ascii_only=True),
+        gate=run_gate(string.digits, 6, ":", ascii_only=True),
     ),
     # discord bot token (base64 user id . timestamp . hmac)
     Shape(
         "discord-bot-token",
         re.compile(r"\b[A-Za-z0-9_\-]{24,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"),
-        gate=_run_gate(string.ascii_letters + string.digits + "_-", 24, ".", ascii_only=False),
+        gate=run_gate(string.ascii_letters + string.digits + "_-", 24, ".", ascii_only=False),
     ),
     # a long, mixed value assigned to a secret-named key ("client_secret": "…", API_TOKEN=…)
     Shape(
@@ -192,40 +169,8 @@ _LOG_SHAPES = (
 )
 
 
-class _Screen:
-    """A quick pass that tells a text no shape of a list can match (most texts): the shapes' ``needs`` looked
-    up as substrings (a case-insensitive shape's in the lower-cased text, only when it is ASCII: Unicode
-    case folding matches more than ``lower``), then the other shapes' gates."""
-
-    def __init__(self, shapes: Sequence[Shape]) -> None:
-        self.cased = tuple(sorted({n for s in shapes if not s.folds for n in s.needs}))
-        self.folded = tuple(sorted({n for s in shapes if s.folds for n in s.needs}))
-        self.gated = tuple(s for s in shapes if s.gate is not None)
-        self.min_len = min(s.min_len for s in shapes)  # no shape matches a shorter text
-        if any(not s.needs and s.gate is None for s in shapes):
-            raise ValueError("every shape names what it needs or has a gate")
-
-    def maybe(self, text: str) -> bool:
-        if len(text) < self.min_len:
-            return False
-        for need in self.cased:
-            if need in text:
-                return True
-        if self.folded:
-            if not text.isascii():
-                return True
-            low = text.lower()
-            for need in self.folded:
-                if need in low:
-                    return True
-        for shape in self.gated:
-            if len(text) >= shape.min_len and shape.possible(text):
-                return True
-        return False
-
-
-_SCREEN = _Screen(SHAPES)
-_LOG_SCREEN = _Screen(_LOG_SHAPES)
+_SCREEN = Screen(SHAPES)
+_LOG_SCREEN = Screen(_LOG_SHAPES)
 
 
 def mask_secrets(text: str, literals: Sequence[tuple[str, str]] = ()) -> tuple[str, Counter[str]]:

@@ -1,0 +1,83 @@
+"""The quick screen in front of the secret shapes of :mod:`geode.redaction`: what tells, in a few substring
+look-ups, that a text cannot hold any shape of a list, so that most texts run no regex at all (issue 34).
+
+Each shape names the substrings every one of its matches contains (``needs``), or has a cheaper ``gate``
+(:func:`run_gate`); :func:`min_width` is the length of the shortest text a pattern can match. The result of
+redaction is the same with or without the screen (tests/records/test_redaction_screen.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+
+class Shape(Protocol):
+    """What the screen reads of a :class:`geode.redaction.Shape`."""
+
+    @property
+    def needs(self) -> tuple[str, ...]: ...
+    @property
+    def gate(self) -> Callable[[str], bool] | None: ...
+    @property
+    def min_len(self) -> int: ...
+    @property
+    def folds(self) -> bool: ...
+    def possible(self, text: str) -> bool: ...
+
+
+def run_gate(chars: str, length: int, end: str, *, ascii_only: bool) -> Callable[[str], bool]:
+    """A gate: False when ``text`` holds no ``length`` characters of ``chars`` in a row followed by ``end``
+    (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there)."""
+    table = str.maketrans(dict.fromkeys(chars, "\x00"))
+    probe = "\x00" * length + end
+
+    def gate(text: str) -> bool:
+        if ascii_only and not text.isascii():
+            return True
+        return probe in text.translate(table)
+
+    return gate
+
+
+def min_width(pattern: re.Pattern[str]) -> int:
+    """The length of the shortest text ``pattern`` can match (0 when the parser cannot tell)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        low = int(_parser.parse(pattern.pattern, pattern.flags).getwidth()[0])
+    except Exception:
+        return 0
+    return max(0, low)
+
+
+class Screen:
+    """A quick pass that tells a text no shape of a list can match (most texts): the shapes' ``needs`` looked
+    up as substrings (a case-insensitive shape's in the lower-cased text, only when it is ASCII: Unicode
+    case folding matches more than ``lower``), then the other shapes' gates."""
+
+    def __init__(self, shapes: Sequence[Shape]) -> None:
+        self.cased = tuple(sorted({n for s in shapes if not s.folds for n in s.needs}))
+        self.folded = tuple(sorted({n for s in shapes if s.folds for n in s.needs}))
+        self.gated = tuple(s for s in shapes if s.gate is not None)
+        self.min_len = min(s.min_len for s in shapes)  # no shape matches a shorter text
+        if any(not s.needs and s.gate is None for s in shapes):
+            raise ValueError("every shape names what it needs or has a gate")
+
+    def maybe(self, text: str) -> bool:
+        if len(text) < self.min_len:
+            return False
+        for need in self.cased:
+            if need in text:
+                return True
+        if self.folded:
+            if not text.isascii():
+                return True
+            low = text.lower()
+            for need in self.folded:
+                if need in low:
+                    return True
+        for shape in self.gated:
+            if len(text) >= shape.min_len and shape.possible(text):
+                return True
+        return False
