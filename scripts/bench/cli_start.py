@@ -107,9 +107,11 @@ def run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
 
 def timed(args: list[str], env: dict[str, str], code: int) -> float:
     """Spawn → exit of a command that must exit with ``code`` (`geode status` with nothing running: 1)."""
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     r = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     assert r.returncode == code, r.stderr.decode()[-2000:]
+    CPU[0] = _children_cpu() - c0
     return time.perf_counter() - t0
 
 
