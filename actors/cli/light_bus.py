@@ -46,6 +46,7 @@ def ask_children(home: GeodeHome, requests: dict[str, Request]) -> dict[str, Fra
             sock.send(frame, zmq.NOBLOCK)
             waiting[sock] = (child, mid, now + wait_s)
             poller.register(sock, zmq.POLLIN)
+        wire.prepare()  # the first time: pydantic-core's import overlaps the children's answers
         while waiting:
             now = time.monotonic()
             for sock in [s for s, (_, _, until) in waiting.items() if until <= now]:
