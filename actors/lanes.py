@@ -31,6 +31,7 @@ from geode.lanes.settings import LanesSection
 from geode.protocol import lifecycle, turns
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
+from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.models import TurnState
 from geode.records.store_client import StoreClient
@@ -48,7 +49,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class _Op:
     request: Request
-    future: pykka.Future[Reply] | None  # None for a cast
+    future: pykka.Future[Reply] | Later | None  # None for a cast; a Later when served on the bus thread
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,11 @@ def _answerer(op: _Op) -> Callable[[Reply | BaseException], None]:
         if op.future is None:
             if isinstance(out, BaseException):
                 log.warning("lanes cast %s failed: %s", op.request.type, out)
+        elif isinstance(op.future, Later):
+            if isinstance(out, BaseException):
+                op.future.fail(out)
+            else:
+                op.future.resolve(out)
         elif isinstance(out, BaseException):
             op.future.set_exception((type(out), out, out.__traceback__))
         else:
@@ -165,6 +171,7 @@ class LanesHandle:
     records: TurnStore
     runner: KeyedRunner
     relay: Callable[[turns.TurnEvent, str], None] | None = None
+    types: frozenset[str] = frozenset()  # every message type the state machine routes
     ask_timeout_s: float = 30.0
     desk: _DeskView = field(init=False)
     inline_types: ClassVar[frozenset[str]] = frozenset({turns.TURN_EVENT})
@@ -187,6 +194,14 @@ class LanesHandle:
             return future.get(timeout=wait)
         except pykka.Timeout as exc:
             raise RequestTimeout(f"lanes did not answer {request.type} in time") from exc
+
+    def handle_later(self, request: Request) -> Reply | Later:
+        """As :meth:`handle`, but a request's answer is a ``Later`` the actor completes: nobody waits."""
+        if request.envelope.kind == "cast" or isinstance(request.body, turns.TurnEvent):
+            return self.handle(request)
+        later = Later()
+        self._tell(_Op(request, later))
+        return later
 
     def query(self, fn: Callable[[LanesService], T], timeout_s: float = 10.0) -> T:
         """Run ``fn`` on the actor's thread (between two messages) and return its result."""
@@ -222,6 +237,22 @@ class LanesHandle:
             pass
 
 
+@dataclass(frozen=True)
+class DeferredLanes:
+    """The lanes handle as the bus serves it: every lanes message is taken on the bus thread
+    (``inline_types``); a request is told to the actor and answered when the actor answers (a ``Later``: no
+    handler thread waits for the actor), a worker's ``turn.event`` is relayed at once (issue 34)."""
+
+    lanes: LanesHandle
+
+    @property
+    def inline_types(self) -> frozenset[str]:
+        return self.lanes.types
+
+    def handle(self, request: Request) -> Reply | Later:
+        return self.lanes.handle_later(request)
+
+
 def start_lanes_actor(
     records: TurnStore,
     transport: Any,
@@ -243,7 +274,7 @@ def start_lanes_actor(
             log.debug("lanes stopped before a store reply arrived")
 
     runner.deliver = deliver
-    lanes = LanesHandle(ref, records, runner, relay=core.relay_event)
+    lanes = LanesHandle(ref, records, runner, relay=core.relay_event, types=core.dispatch.types)
     lanes.query(lambda c: c.load(running, queued))
     return lanes
 
@@ -335,7 +366,7 @@ def start_lanes(
 
     bus.subscribe("supervisor", lifecycle.on_child_events(on_lifecycle))
     try:
-        bus.serve(ENDPOINT, lanes, concurrency=cfg.handlers, on_peer=lanes.peer_seen)
+        bus.serve(ENDPOINT, DeferredLanes(lanes), concurrency=cfg.handlers, on_peer=lanes.peer_seen)
     except BaseException:
         child.stop()
         raise

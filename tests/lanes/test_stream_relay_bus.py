@@ -19,14 +19,17 @@ import pytest
 
 from actors.bus import Bus
 from actors.control import start_control
-from actors.lanes import LanesHandle, start_lanes_actor
+from actors.lanes import LanesHandle, start_lanes, start_lanes_actor
 from geode.home import GeodeHome
 from geode.lanes.queue import LaneQueue
 from geode.lanes.records import MemoryTurnStore
+from geode.lanes.settings import LanesSection
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
+from geode.records.engine import RecordEngine
+from geode.records.service import StoreService
 from tests.waiting import poll_for
 
 
@@ -142,3 +145,62 @@ def test_control_takes_origin_events_on_its_bus_thread_in_order(tmp_path: Path) 
         lanes_bus.stop()
     assert [s for s, _ in seen] == list(range(1, 41))
     assert {t for _, t in seen} == {"bus-control"}  # no hand-off to a handler thread per event
+
+
+def test_a_pending_approval_holds_no_lanes_handler(tmp_path: Path) -> None:
+    """``[lanes] handlers = 1``: a person's pending approval held lanes' only handler thread, so every other
+    lanes request waited behind it; now lanes takes its requests on the bus thread and answers each when the
+    actor does (a deferred reply), so a status asked meanwhile is answered at once."""
+    home = GeodeHome(tmp_path / "h").ensure()
+    engine = RecordEngine.for_home(home).open()
+    buses = [Bus(name, 1, home).start() for name in ("store", "lanes", "origin", "loop-1", "executor")]
+    store_bus, lanes_bus, origin, worker, executor = buses
+    store_bus.serve("store", StoreService(engine))
+    child = start_lanes(home, bus=lanes_bus, settings=LanesSection(handlers=1, global_cap=2))
+    events: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
+    origin.connect_peer(
+        "lanes", Dispatch("test origin", {lanes_msg.ORIGIN_EVENT: lambda b, r: events.append(b.model_dump())})
+    )
+    worker.connect_peer(
+        "lanes",
+        Dispatch("test worker", {turns.TURN_RUN: lambda b, r: turns.TurnRunAccepted(worker="loop-1")}),
+    )
+    done = threading.Event()
+
+    def beating() -> None:
+        beat = turns.WorkerHeartbeat(worker="loop-1", incarnation=1, running=["t-1"])
+        while not done.wait(0.3):
+            worker.transport.call("lanes", turns.WORKER_HEARTBEAT, beat, timeout_s=5)
+
+    try:
+        poll_for(lambda: {"origin", "loop-1"} <= set(lanes_bus.peers("lanes")), 10, what="the peers' hellos")
+        worker.transport.call("lanes", turns.WORKER_READY, turns.WorkerReady(worker="loop-1", incarnation=1))
+        sub = lanes_msg.Submit(turn_id="t-1", session_id="s-1", origin="origin", input={"text": "hi"})
+        origin.transport.call("lanes", lanes_msg.SUBMIT, sub)
+        poll_for(
+            lambda: any(e["kind"] == lanes_msg.TURN_STARTED for e in events), 10, what="the turn started"
+        )
+        threading.Thread(target=beating, daemon=True).start()  # the worker stays alive, not reaped as silent
+        ask = lanes_msg.ApprovalAsk(
+            approval_id="a-1", session_id="s-1", turn_id="t-1", tool_name="write_file"
+        )
+
+        def asking() -> None:
+            answers.append(executor.transport.call("lanes", lanes_msg.APPROVAL, ask, timeout_s=60))
+
+        threading.Thread(target=asking, daemon=True).start()
+        poll_for(lambda: any(e["kind"] == lanes_msg.APPROVAL_REQUEST for e in events), 10, what="the ask")
+        status = origin.transport.call("lanes", lanes_msg.LANES_STATUS, lanes_msg.LanesStatus(), timeout_s=5)
+        assert status["pending_approvals"] == 1 and not answers  # answered while the approval waits
+        reply = lanes_msg.ApprovalReply(approval_id="a-1", decision="y")
+        assert origin.transport.call("lanes", lanes_msg.APPROVAL_REPLY, reply)["ok"] is True
+        assert poll_for(lambda: answers, 10, what="the decision")[0]["decision"] == "y"
+    finally:
+        done.set()
+        for bus in (executor, worker, origin):
+            bus.stop()
+        child.stop()
+        lanes_bus.stop()
+        store_bus.stop()
+        engine.close()
