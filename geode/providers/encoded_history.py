@@ -23,7 +23,7 @@ Encode = Callable[[Message], bytes]
 class EncodedHistory:
     """``items(key, messages)``: each message's encoded param, in order (a fresh list the caller may keep)."""
 
-    def __init__(self, encode: Encode, *, conversations: int = 16) -> None:
+    def __init__(self, encode: Encode, *, conversations: int = 8) -> None:
         self._encode = encode
         self._memo: IdentityMemo[bytes] = IdentityMemo()
         self._last: dict[str, tuple[list[Message], list[bytes], tuple[int, ...]]] = {}
