@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 DEFAULT_GEODE_MD = Path(__file__).resolve().parent.parent / "defaults" / "GEODE.md"
@@ -15,6 +17,11 @@ _HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 
 def parse_sections(text: str) -> dict[str, str]:
     """``## Heading`` sections of a markdown file, in order (text before the first heading is dropped)."""
+    return dict(_parse_sections(text))
+
+
+@lru_cache(maxsize=16)
+def _parse_sections(text: str) -> dict[str, str]:  # (the same text every call of a turn; callers get a copy)
     out: dict[str, str] = {}
     matches = list(_HEADING.finditer(text))
     for i, m in enumerate(matches):
@@ -25,11 +32,26 @@ def parse_sections(text: str) -> dict[str, str]:
     return out
 
 
+_READ: dict[Path, tuple[tuple[int, int, int], str]] = {}  # path -> (inode, mtime_ns, size) and its text
+_READ_LIMIT = 64
+
+
 def _read(path: Path) -> str | None:
+    """The file's text, read again only when its inode, mtime or size changed (the prompt is built for every
+    call of a turn; the sources rarely change between two)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError):
+        st = os.stat(path)
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = _READ.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError, NotADirectoryError):
         return None
+    if len(_READ) >= _READ_LIMIT:
+        _READ.clear()
+    _READ[path] = (key, text)
+    return text
 
 
 def geode_md_sections(workspace: Path | None, default: Path = DEFAULT_GEODE_MD) -> dict[str, str]:

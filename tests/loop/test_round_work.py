@@ -177,3 +177,27 @@ def test_the_transcript_tail_is_read_only_when_another_process_appended(
     assert len(reads) == 3
     lines = (tmp_path / "transcripts" / "s-t.jsonl").read_text().splitlines()
     assert [json.loads(x)["index"] for x in lines] == list(range(12))
+
+
+def test_the_prompt_sources_are_read_again_only_when_they_changed(tmp_path: Any, monkeypatch: Any) -> None:
+    """Before: every call of a turn read and parsed GEODE.md and the rules again. Now a file is read when
+    its inode, mtime or size changed: an edit between two rounds is in the next call's prompt."""
+    from pathlib import Path
+
+    from geode.prompt import PromptSources, build_system_prompt
+
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counted(self: Path, *a: Any, **kw: Any) -> str:
+        reads.append(self.name)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    md = tmp_path / "GEODE.md"
+    md.write_text("## Project\nfirst guidance\n")
+    src = PromptSources(workspace=tmp_path)
+    texts = [build_system_prompt(src, model="m")[0].text for _ in range(5)]
+    assert reads.count("GEODE.md") <= 2 and all("first guidance" in t for t in texts)  # the default + ours
+    md.write_text("## Project\nsecond guidance, longer\n")
+    assert "second guidance" in build_system_prompt(src, model="m")[0].text
