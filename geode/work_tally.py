@@ -32,6 +32,7 @@ ENV = "GEODE_WORK_TALLY"
 # the kinds counted at the choke points: keep these names stable (the guards and docs read them)
 FRAME_DECODED = "frame.decoded"  # detail: message type; a frame unpacked and validated by its receiver
 FRAME_ENCODED = "frame.encoded"  # detail: message type
+FRAME_BIN_WALK = "frame.bin_walk"  # a received frame walked for its bin values (codec.decode_raw)
 VALIDATION = "validation"  # detail: the message type whose envelope or body was validated
 VALIDATION_REPLY = "validation.reply"  # detail: the message type whose reply body was validated
 HANDOFF_POOL = "handoff.pool"  # a job queued for a handler thread (HandlerPool.submit)
