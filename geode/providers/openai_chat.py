@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import Endpoint, StreamSink, WireAdapter, http_timeout, json_args, post_json
 from geode.providers.catalogue import model_info
 from geode.providers.images import load_image
+from geode.providers.openai_spliced import (
+    SplicedWire,
+    dumps,
+    items_json,
+    replaced_by_extra_body,
+    without_history,
+)
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, ToolSchema, Usage
 
 FINISH = {
@@ -83,6 +91,18 @@ def _project(m: Message, model: str = "") -> list[dict[str, Any]]:
     if content:
         out.append({"role": "user", "content": content})
     return out
+
+
+def message_json(m: Message) -> bytes:
+    """The encoded items of a message without pictures."""
+    return items_json(_project(m))
+
+
+def _pictures_json(m: Message, model: str) -> bytes:
+    return items_json(_project(m, model))
+
+
+SPLICED = {"messages", "tools", "tool_choice"}
 
 
 def tool_param(tool: ToolSchema) -> dict[str, Any]:
@@ -185,6 +205,24 @@ class OpenAIChatAdapter(WireAdapter):
             if opts.get("stream_usage", True):
                 body["stream_options"] = {"include_usage": True}
         body.update(opts.get("extra_body") or {})
+        return body
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._spliced = SplicedWire(message_json, tool_param)
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """``build_body`` with each message's items and each tool encoded once per object (a message with a
+        picture is projected every time: its file is read and verified per request)."""
+        if replaced_by_extra_body(self.endpoint.options, SPLICED):
+            return self.build_body(request)
+        body = self.build_body(without_history(request))
+        lead = [dumps(m) for m in body["messages"]]  # the system message
+        with_pictures = partial(_pictures_json, model=request.model)
+        body["messages"] = self._spliced.messages(request, with_pictures, lead)
+        if request.tools:
+            body["tools"] = self._spliced.tools(request.tools)
+            body["tool_choice"] = request.tool_choice
         return body
 
     def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:

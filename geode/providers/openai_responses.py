@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
-from geode.conversation import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import StreamSink, WireAdapter, json_args, post_json
 from geode.providers.catalogue import model_info
 from geode.providers.classify import stream_error
 from geode.providers.images import load_image
 from geode.providers.openai_chat import make_openai_client
+from geode.providers.openai_spliced import SplicedWire, items_json, replaced_by_extra_body, without_history
 from geode.providers.types import (
     ModelRequest,
     ModelResponse,
@@ -23,32 +25,48 @@ from geode.providers.types import (
 
 
 def input_items(request: ModelRequest) -> list[dict[str, Any]]:
+    return [item for m in request.messages for item in _items(m, request.model)]
+
+
+def _items(m: Message, model: str = "") -> list[dict[str, Any]]:
+    """One message's input items, in order."""
     items: list[dict[str, Any]] = []
-    for m in request.messages:
-        for b in m.content:
-            if isinstance(b, TextBlock) and b.text:
-                kind = "input_text" if m.role == "user" else "output_text"
-                items.append({"role": m.role, "content": [{"type": kind, "text": b.text}]})
-            elif isinstance(b, ImageBlock):
-                loaded = load_image(b, model=request.model)
-                part = (
-                    {"type": "input_text", "text": loaded}
-                    if isinstance(loaded, str)
-                    else {"type": "input_image", "image_url": loaded.data_url}
-                )
-                items.append({"role": "user", "content": [part]})
-            elif isinstance(b, ToolUseBlock):
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": b.id,
-                        "name": b.name,
-                        "arguments": json.dumps(b.input),
-                    }
-                )
-            elif isinstance(b, ToolResultBlock):
-                items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": b.content})
+    for b in m.content:
+        if isinstance(b, TextBlock) and b.text:
+            kind = "input_text" if m.role == "user" else "output_text"
+            items.append({"role": m.role, "content": [{"type": kind, "text": b.text}]})
+        elif isinstance(b, ImageBlock):
+            loaded = load_image(b, model=model)
+            part = (
+                {"type": "input_text", "text": loaded}
+                if isinstance(loaded, str)
+                else {"type": "input_image", "image_url": loaded.data_url}
+            )
+            items.append({"role": "user", "content": [part]})
+        elif isinstance(b, ToolUseBlock):
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": b.id,
+                    "name": b.name,
+                    "arguments": json.dumps(b.input),
+                }
+            )
+        elif isinstance(b, ToolResultBlock):
+            items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": b.content})
     return items
+
+
+def message_json(m: Message) -> bytes:
+    """The encoded input items of a message without pictures."""
+    return items_json(_items(m))
+
+
+def _pictures_json(m: Message, model: str) -> bytes:
+    return items_json(_items(m, model))
+
+
+SPLICED = {"input", "tools", "tool_choice"}
 
 
 def tool_param(tool: ToolSchema) -> dict[str, Any]:
@@ -165,6 +183,22 @@ class OpenAIResponsesAdapter(WireAdapter):
         if request.stream or opts.get("force_stream"):
             body["stream"] = True
         body.update(opts.get("extra_body") or {})
+        return body
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._spliced = SplicedWire(message_json, tool_param)
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """``build_body`` with each message's items and each tool encoded once per object (a message with a
+        picture is projected every time: its file is read and verified per request)."""
+        if replaced_by_extra_body(self.endpoint.options, SPLICED):
+            return self.build_body(request)
+        body = self.build_body(without_history(request))
+        body["input"] = self._spliced.messages(request, partial(_pictures_json, model=request.model))
+        if request.tools:
+            body["tools"] = self._spliced.tools(request.tools)
+            body["tool_choice"] = request.tool_choice
         return body
 
     def _send(self, body: dict[str, Any], request: ModelRequest, sink: StreamSink) -> ModelResponse:
