@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,7 +40,8 @@ MEASURES: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("validations", ("validation", "validation.reply"), True),
     ("hand-offs", ("handoff.pool", "handoff.post", "handoff.reply"), True),
     ("store round trips", ("store.call",), True),
-    ("LMDB write txns", ("lmdb.write_txn",), False),
+    ("LMDB write txns", ("lmdb.write_txn",), False),  # fewer than ops when the group writer batched some
+    ("LMDB write ops", ("lmdb.write_op",), False),
     ("checkpoint saves", ("checkpoint.save",), False),
     ("timeline appends", ("timeline.append",), False),
 )
@@ -200,4 +200,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,0 +1,92 @@
+"""Regression guards on WORK, not time (issue 34): a real `geode serve` tree with ``GEODE_WORK_TALLY`` set
+runs turns of 1 and 6 read-only tool rounds for one control-socket session, and the frames, validations,
+thread hand-offs, store round trips, LMDB write transactions, checkpoint saves and timeline appends of each
+process per tool round and per turn stay under the ceilings below (tests/perf/work_kit.py: how they are
+counted).
+
+A ceiling is what main measured when it was set (after issue 34's cuts), plus a small margin: a change that
+adds a frame, a validation or a hand-off per round fails here and names the process and the measure. When a
+change cuts work, lower the ceiling with it (the table is printed: ``pytest -s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.perf.work_kit import MEASURES, ROLES, counted_tree, per_round_and_turn, render, run_windows
+
+Ceilings = dict[str, dict[str, float]]  # role | "tree" -> measure -> most allowed
+NAMES = [m[0] for m in MEASURES]  # frames decoded, frames encoded, validations, hand-offs, store round trips,
+# LMDB write txns, LMDB write ops, checkpoint saves, timeline appends
+
+
+def _row(*most: float) -> dict[str, float]:
+    assert len(most) == len(NAMES)
+    return dict(zip(NAMES, most, strict=True))
+
+
+# Set from main at 06:49 UTC 2026-12-05 (python -m tests.perf.work_kit, after issue 34's cuts), plus a margin:
+# per tool round + max(0.5, 10 %) (one stray event in every window is 0.2 a round), per turn + max(1, 10 %),
+# a zero per turn stays zero. LMDB write txns get the ops' ceiling: group commit may batch fewer, never more.
+PER_TOOL_ROUND: Ceilings = {
+    "control": _row(6.6, 6.6, 6.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),
+    "lanes": _row(6.6, 6.6, 6.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),
+    "loop": _row(3.5, 9.9, 3.5, 13.2, 2.5, 0.5, 0.5, 0.5, 0.5),
+    "executor": _row(2.5, 2.5, 2.5, 4.5, 1.5, 0.5, 0.5, 0.5, 0.5),
+    "store": _row(3.5, 3.5, 3.5, 3.5, 0.5, 4.5, 4.5, 2.5, 2.5),
+    "tree": _row(22, 28.6, 22, 20.9, 3.5, 4.5, 4.5, 2.5, 2.5),
+}
+PER_TURN: Ceilings = {
+    "control": _row(19, 19, 20, 3, 0, 0, 0, 0, 0),
+    "lanes": _row(20, 25, 20, 16, 5, 0, 0, 0, 0),
+    "loop": _row(15, 27, 15, 41, 10, 0, 0, 0, 0),
+    "executor": _row(4, 4, 4, 7, 2, 0, 0, 0, 0),
+    "store": _row(16, 16, 16, 19, 0, 14, 14, 5, 6),
+    "tree": _row(72, 88, 73, 84, 16, 14, 14, 5, 6),
+}
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, dict[str, float]]]]:
+    with counted_tree(tmp_path_factory.mktemp("work")) as (home, ws, tally):
+        out = per_round_and_turn(run_windows(home, ws, tally))
+    print("\n" + render(out))
+    yield out
+
+
+def _over(measured: dict[str, dict[str, float]], ceilings: Ceilings) -> list[str]:
+    return [
+        f"{role}: {name} {measured[role][name]:g} > {most:g}"
+        for role, row in ceilings.items()
+        for name, most in row.items()
+        if measured[role][name] > most
+    ]
+
+
+def test_the_turns_ran_their_tool_rounds_through_every_process(
+    figures: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    rnd, turn = figures["per tool round"], figures["per turn"]
+    assert rnd["executor"]["frames decoded"] >= 1, "no tool call reached the executor per round"
+    assert rnd["store"]["checkpoint saves"] >= 1, "a tool round saved no checkpoint"
+    for role in ROLES:
+        assert turn[role]["frames decoded"] >= 1, f"{role} took no part in a turn: is the tally on?"
+
+
+def test_work_per_tool_round_stays_under_its_ceilings(
+    figures: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    over = _over(figures["per tool round"], PER_TOOL_ROUND)
+    assert not over, "more work per tool round than the guard allows:\n" + "\n".join(over)
+
+
+def test_work_per_turn_stays_under_its_ceilings(figures: dict[str, dict[str, dict[str, float]]]) -> None:
+    over = _over(figures["per turn"], PER_TURN)
+    assert not over, "more work per one-round turn than the guard allows:\n" + "\n".join(over)
+
+
+def test_every_role_and_measure_has_a_ceiling() -> None:
+    for table in (PER_TOOL_ROUND, PER_TURN):
+        assert set(table) == {*ROLES, "tree"}
