@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -38,25 +39,28 @@ def _say(text: str) -> None:
 
 
 def start_daemon_reporting(
-    home: GeodeHome, *, single_process: bool = False, timeout_s: float = START_TIMEOUT_S
+    home: GeodeHome,
+    *,
+    single_process: bool = False,
+    timeout_s: float = START_TIMEOUT_S,
+    spawned: tuple[subprocess.Popen[bytes], int] | None = None,
 ) -> tuple[int, str]:
     """``start_daemon`` whose failure message is only this start's own output (``serve.out`` is appended
     to by every start), exactly the lines ``geode serve --foreground`` prints. A child that keeps exiting
     while the tree starts ends the wait early: the tree is stopped (nothing is left running) and the
-    child's last error is the reason."""
+    child's last error is the reason. ``spawned``: the daemon already spawned and ``serve.out``'s size
+    before it (:mod:`actors.tree.daemon_spawn`; `geode serve` spawns it before importing this module)."""
     from actors.tree.client import start_daemon, stop_tree
+    from actors.tree.daemon_spawn import serve_out_offset
 
     home.ensure()
     out = home.logs_dir / "serve.out"
-    try:
-        offset = out.stat().st_size
-    except OSError:
-        offset = 0
+    proc, offset = spawned if spawned is not None else (None, serve_out_offset(home))
     box: dict[str, tuple[int, str]] = {}
 
     def run() -> None:
         try:
-            box["out"] = start_daemon(home, single_process=single_process, timeout_s=timeout_s)
+            box["out"] = start_daemon(home, single_process=single_process, timeout_s=timeout_s, proc=proc)
         except Exception as exc:  # e.g. a config the client itself cannot read: the start failed, say why
             box["out"] = (1, str(getattr(exc, "message", "") or exc))
 

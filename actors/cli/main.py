@@ -131,6 +131,11 @@ def _run_hot(argv: list[str]) -> bool:
         from actors.cli.status_light import status
 
         return _exit_as_typer(lambda: status(as_json=argv[1:] == ["--json"]))
+    if argv[0] == "serve":  # plain options: the daemon spawned without typer and the command modules
+        from actors.cli.serve_fast import plain_serve_args, serve_exit
+
+        if (plain := plain_serve_args(argv[1:])) is not None:
+            return _exit_as_typer(lambda: serve_exit(*plain))
     if argv[0] != "ask":
         return False
     kwargs = _ask_args(optional_resume(argv[1:]))

@@ -6,7 +6,6 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -107,20 +106,19 @@ def _running(pid: int) -> bool:
 
 
 def start_daemon(
-    home: GeodeHome, *, single_process: bool = False, timeout_s: float = 30.0
+    home: GeodeHome,
+    *,
+    single_process: bool = False,
+    timeout_s: float = 30.0,
+    proc: subprocess.Popen[bytes] | None = None,
 ) -> tuple[int, str]:
-    """Start ``geode serve --foreground`` detached (its entry without the CLI: ``actors.tree.daemon_main``);
-    wait until every child is running. (exit code, message)"""
-    home.ensure()
-    args = [sys.executable, "-m", "actors.tree.daemon_main"]
-    if single_process:
-        args.append("--single-process")
-    out = open(home.logs_dir / "serve.out", "ab")  # handed to the child
-    env = {**os.environ, "GEODE_HOME": str(home.root)}
-    proc = subprocess.Popen(
-        args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
-    )
-    out.close()
+    """Start ``geode serve --foreground`` detached (its entry without the CLI: ``actors.tree.daemon_main``;
+    ``proc``: already spawned by :func:`actors.tree.daemon_spawn.spawn_daemon`); wait until every child is
+    running. (exit code, message)"""
+    if proc is None:
+        from actors.tree.daemon_spawn import spawn_daemon
+
+        proc = spawn_daemon(home, single_process=single_process)
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         rc = proc.poll()

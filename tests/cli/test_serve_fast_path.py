@@ -1,0 +1,104 @@
+"""`geode serve` with plain options spawns the daemon without building the typer app (issue 34): the modules
+imported before ``python -m actors.tree.daemon_main`` is spawned are counted in a fresh interpreter (not
+timed), and its refusal says and exits what the typer command says and exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actors.tree.instance_lock import InstanceLock
+from geode.home import GeodeHome
+
+# Measured as below (GEODE_HOME fresh, no daemon) when the fast path landed: 117 modules in all, 13 ours (the
+# daemon is spawned before the bus and pydantic are imported to wait for it). The typer way (GEODE_CLI_HOT=0)
+# imported 494 and 139 before the spawn: typer, click, rich, zmq, pydantic and every command module.
+CEILINGS = {("serve",): (117, 13), ("serve", "--single-process"): (117, 13)}
+
+# The command runs until it would spawn the daemon; there it prints sys.modules and ends (nothing is spawned).
+_AT_SPAWN = """
+import json, os, subprocess, sys
+sys.argv = ["geode", *json.loads(sys.argv[1])]
+
+class AtSpawn(subprocess.Popen):
+    def __init__(self, args, *a, **k):
+        if "actors.tree.daemon_main" in list(args):
+            print(json.dumps({"args": list(args)[1:], "modules": sorted(sys.modules)}), file=sys.__stderr__)
+            sys.__stderr__.flush()
+            os._exit(0)
+        super().__init__(args, *a, **k)
+
+subprocess.Popen = AtSpawn
+from actors.cli.main import main
+main()
+"""
+
+
+def _run(code: str, argv: tuple[str, ...], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, json.dumps(list(argv))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GEODE_HOME": str(home), **env},
+        cwd=home.parent,
+    )
+
+
+@pytest.mark.parametrize("argv", sorted(CEILINGS))
+def test_serve_spawns_the_daemon_before_typer_or_any_command_module(
+    argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    out = _run(_AT_SPAWN, argv, tmp_path / "home")
+    last = (out.stderr.strip().splitlines() or [""])[-1]
+    assert last.startswith("{"), f"geode {' '.join(argv)} never spawned the daemon:\n{out.stderr}"
+    seen = json.loads(last)
+    assert seen["args"] == ["-m", "actors.tree.daemon_main", *argv[1:]]
+    modules = seen["modules"]
+    heavy: tuple[str, ...] = ("typer", "click", "rich", "zmq", "pydantic", "actors.bus")
+    heavy += ("actors.cli.serve_cmds", "actors.cli.chat_cmds", "actors.cli.records_cmds")
+    assert [m for m in modules if m.startswith(heavy)] == []
+    total_ceiling, ours_ceiling = CEILINGS[argv]
+    ours = [m for m in modules if m.split(".")[0] in ("geode", "actors")]
+    assert len(ours) <= ours_ceiling, f"geode {' '.join(argv)} imports {len(ours)} of our modules: {ours}"
+    assert len(modules) <= total_ceiling, f"geode {' '.join(argv)} imports {len(modules)} modules"
+
+
+_GEODE = (
+    "import json, sys; sys.argv = ['geode', *json.loads(sys.argv[1])]; "
+    "from actors.cli.main import main; main()"
+)
+
+
+@pytest.mark.parametrize("argv", [("serve",), ("serve", "--single-process")])
+def test_serve_refused_while_the_home_is_held_as_the_typer_command_refuses(
+    argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    home = GeodeHome(tmp_path / "home")
+    home.ensure()
+    lock = InstanceLock(home.lock_file)
+    assert lock.acquire()
+    try:
+        fast = _run(_GEODE, argv, home.root)
+        full = _run(_GEODE, argv, home.root, GEODE_CLI_HOT="0")
+    finally:
+        lock.release()
+    assert fast.returncode == full.returncode == 3, fast.stderr + full.stderr
+    assert "already running" in fast.stderr and str(home.root) in fast.stderr
+    assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
+
+
+def test_unusual_serve_arguments_go_the_typer_way(tmp_path: Path) -> None:
+    """``--help``, an unknown option and the worker role's options are typer's: help, usage error, checks."""
+    home = tmp_path / "home"
+    helped = _run(_GEODE, ("serve", "--help"), home)
+    assert helped.returncode == 0 and "--single-process" in helped.stdout and "--role" in helped.stdout
+    bogus = _run(_GEODE, ("serve", "--bogus"), home)
+    assert bogus.returncode == 2 and "No such option" in bogus.stderr
+    role = _run(_GEODE, ("serve", "--role", "boss"), home)
+    assert role.returncode == 2 and "--role is main or worker" in role.stderr
