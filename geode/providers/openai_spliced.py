@@ -17,7 +17,7 @@ from typing import Any
 
 from geode.providers.adapter_base import Encoded
 from geode.providers.encoded_history import Encode, EncodedHistory
-from geode.providers.identity_memo import IdentityMemo
+from geode.providers.identity_memo import IdentityMemo, common_prefix
 from geode.providers.types import ModelRequest, ToolSchema
 
 
@@ -48,7 +48,7 @@ class SplicedWire:
 
     def tools(self, tools: tuple[ToolSchema, ...]) -> Encoded:
         last, encoded = self._tools
-        if last is not tools:  # a plan's schemas are one tuple for the whole turn
+        if len(last) != len(tools) or common_prefix(last, tools) < len(tools):  # same schemas: compared in C
             encoded = [self._tool_memo.get(t, self._tool_json) for t in tools]
             self._tools = (tools, encoded)
         return Encoded(encoded)

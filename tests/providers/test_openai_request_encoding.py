@@ -82,7 +82,7 @@ def test_interleaved_sessions_and_a_shorter_history_are_sent_whole(wire, server,
     """Two conversations, a history that is not the last one plus new messages (a compacted view, a retried
     turn), an empty message and a tools list changed mid-turn are all sent as ``build_body`` describes."""
     key = WIRES[wire][1]
-    server.set_scenario(Scenario.of(*["ok"] * 6))
+    server.set_scenario(Scenario.of(*["ok"] * 7))
     adapter = build(wire, server, fake_time)
     a = [Message.user_text("a"), *_round(1)]
     b = [
@@ -96,6 +96,7 @@ def test_interleaved_sessions_and_a_shorter_history_are_sent_whole(wire, server,
         ("s-a", a, (WEATHER,)),
         ("s-b", b, (WEATHER,)),
         ("s-a", [*a, *_round(4)], (WEATHER, other_tool)),
+        ("s-a", [*a, *_round(6)], (other_tool, WEATHER)),
         ("s-b", b[:1], ()),
         ("s-b", [b[0], *_round(5)], (other_tool,)),
         ("", [Message.user_text("no session")], (WEATHER,)),
