@@ -132,6 +132,8 @@ class ControlSocket:
         self.gate: PeerGate | None = None
         self._out: queue.SimpleQueue[tuple[bytes, bytes]] = queue.SimpleQueue()
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._idle = False  # the socket thread is (about to be) asleep in poll: a sender must wake it
+        self._woken = False  # a wake is on its way since the socket thread last went idle: no second one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.core: ControlCore | None = None
@@ -159,7 +161,9 @@ class ControlSocket:
                 )
             )
         self._out.put((bytes.fromhex(conn_id), frame))
-        os.eventfd_write(self._wake, 1)
+        if self._idle and not self._woken:  # one wake per sleep of the socket thread, not one per frame
+            self._woken = True
+            os.eventfd_write(self._wake, 1)
 
     def stop(self) -> None:
         self._stop.set()
@@ -228,7 +232,10 @@ class ControlSocket:
         assert self.core is not None
         try:
             while not self._stop.is_set():
-                ready = dict(poller.poll(500))
+                self._woken = False  # first, so that a sender who sees us idle writes the eventfd
+                self._idle = True  # senders now wake us; re-check the queue so no frame waits for the poll
+                ready = dict(poller.poll(0 if not self._out.empty() else 500))
+                self._idle = False
                 if self._wake in ready:
                     try:
                         os.eventfd_read(self._wake)
