@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from geode.config_bytes import LAST_GOOD
 from geode.private_dir import write_private
 from geode.protocol.errors import ConfigError
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from geode.home import GeodeHome
 
 log = logging.getLogger("geode.config")
-LAST_GOOD = "config.good.toml"  # under the run directory (0700): the last config the full check passed
 T = TypeVar("T")
 _logged: set[str] = set()
 

@@ -12,25 +12,15 @@ from geode.home import GeodeHome
 
 SELF_REPORTING = frozenset({"serve", "reload", "doctor", "trust", "mcp", "--help", "-h", "--version"})
 LIFE_CYCLE = frozenset({"status", "stop", "restart"})  # work with any config: the socket is all they need
-LAST_GOOD_NAME = "config.good.toml"  # geode.config_file.LAST_GOOD, under the run directory
 
 
 def config_problem(home: GeodeHome) -> str | None:
     """The config file's first problem in one line, or None when it is fine (``geode.config_file``). An absent
     or empty file is the defaults, which every tree starts on: fine without the typed check (~140 ms)."""
-    try:
-        raw = home.config_file.read_bytes()
-    except FileNotFoundError:
+    from geode.config_bytes import known_good
+
+    if known_good(home):
         return None
-    except OSError:
-        raw = None  # said by file_problem below
-    if raw == b"":
-        return None
-    try:  # the running tree's last good copy, byte for byte: fine without parsing (tomllib, logging)
-        if raw is not None and (home.run_dir / LAST_GOOD_NAME).read_bytes() == raw:
-            return None
-    except OSError:
-        pass
     from geode.config_file import file_problem
 
     def builder() -> Callable[[dict[str, Any]], object]:

@@ -32,22 +32,14 @@ def _echo(line: str, *, err: bool = False) -> None:
 
 def _light(home: GeodeHome, lock: InstanceLock) -> bool:
     """A `geode serve` tree whose children this process reaches on ipc without the bus's settings."""
-    from actors.cli.config_note import LAST_GOOD_NAME
     from actors.tree.instance_lock import SERVE
+    from geode.config_bytes import mentions
 
     if os.environ.get("GEODE_ROLE") == "worker":  # actors.tree.worker_role.ROLE_ENV: main's tcp ports
         return False
     if lock.holder() != SERVE:
         return False
-    for path in (home.config_file, home.run_dir / LAST_GOOD_NAME):  # the file, its last good copy
-        try:
-            if b"bus" in path.read_bytes():  # [bus], [bus.tcp], [bus.curve]: the bus resolves endpoints
-                return False
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return False
-    return True
+    return not mentions(home, b"bus")  # [bus], [bus.tcp], [bus.curve]: the bus resolves endpoints
 
 
 def status(as_json: bool = False) -> None:

@@ -22,11 +22,12 @@ import pytest
 # holds the home): geode status -> 174 modules in all, 13 of them ours (it was 499 and 144).
 # Later in issue 34, `geode status` with nothing running answered without serve_cmds (typer) and argparse:
 # 107 and 12; `geode --version` read the version without importlib.metadata and geode.home: 82 and 4 (it was
-# 169 and 9).
+# 169 and 9). Then its check of a broken config.toml read the file's bytes through geode.config_bytes (the
+# one module besides the config source that reads them): 108 and 13.
 CEILINGS: dict[tuple[str, ...], tuple[int, int]] = {
     ("--version",): (82, 4),
-    ("status",): (107, 12),
-    ("status", "--json"): (107, 12),
+    ("status",): (108, 13),
+    ("status", "--json"): (108, 13),
 }
 
 _COUNT = """
