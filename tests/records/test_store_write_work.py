@@ -219,3 +219,19 @@ def _first_taken(writer: Any) -> bool:
     from tests.waiting import poll_for
 
     return bool(poll_for(lambda: writer._q.qsize() == 0, 10, what="the writer to take the first write"))
+
+
+def test_the_state_memo_keeps_the_sessions_saving_now_and_stays_bounded(store: LocalStore) -> None:
+    """A soak of one-turn sessions grew the store's heap by each session's remembered state until a clear-all
+    at 4,096: the memo keeps the most recently saved sessions only."""
+    memo = store.engine.checkpoints.memo
+    memo.cap = 8
+    for i in range(40):
+        save = _save(1, 0, pending=False).model_copy(update={"session_id": f"s-{i}"})
+        assert store.client.save_checkpoint(save).seq == 1
+        if i % 5 == 0:  # "s-0" saves again now and then: it stays among the kept
+            seq = i // 5 + 2
+            again = _save(seq, 2 * (seq - 1), pending=False).model_copy(update={"session_id": "s-0"})
+            assert store.client.save_checkpoint(again).seq == again.seq
+    assert len(memo) == 8
+    assert "s-0" in memo._seen and "s-39" in memo._seen and "s-1" not in memo._seen
