@@ -126,9 +126,12 @@ def test_every_1s_job_runs_in_the_daemon_and_survives_a_scheduler_sigkill(tree: 
     # no decided instant fired twice: one durable turn per due occurrence, each with its derived id
     with client_bus(home) as bus:
         store = StoreClient(bus.transport)
-        turns: dict[str, Any] = {o.turn_id: store.get_turn(o.turn_id) for o in rows if o.history}
+        # an occurrence skipped for overlap (the previous turn still running: the first turns wait for the
+        # loop workers, forked once the zygote has the SDKs) has a row and no turn; a due one has its turn
+        due = [o for o in rows if any(step.outcome.kind == "due" for step in o.history)]
+        turns: dict[str, Any] = {o.turn_id: store.get_turn(o.turn_id) for o in due}
     assert all(t is not None for t in turns.values()), "a due occurrence whose turn lanes never stored"
-    assert len(turns) == len([o for o in rows if o.history])
+    assert len(turns) == len(due) >= decided_before + 3
     # none silent: every second from the first instant to the last decided one has a row or a range
     decided = sorted(o.instant for o in rows if o.terminal and o.instant is not None)
     covered = set(instants)
