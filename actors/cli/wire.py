@@ -21,6 +21,7 @@ import msgpack
 
 from actors.cli import wire_data as d
 from geode.lone_surrogates import escape_tree
+from geode.protocol.bin_values import refuse_non_text_bytes
 from geode.protocol.errors import BadRequest, error_from_reply
 
 if TYPE_CHECKING:  # pydantic-core is imported at the first frame received: `geode ask` sends its handshake
@@ -148,7 +149,7 @@ def decode(frame: bytes) -> Frame:
     if not isinstance(obj, dict):
         raise BadRequest("frame is not a map")
     if any(m in frame for m in _BIN_MARKERS):  # only then can a bin value be in there
-        _refuse_non_text_bytes(obj)
+        refuse_non_text_bytes(obj)
     envelope = validator("ENVELOPE_SCHEMA")
     from pydantic_core import ValidationError  # loaded by validator(): a dictionary look-up
 
@@ -162,23 +163,6 @@ def decode(frame: bytes) -> Frame:
 
 
 _BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack bin 8/16/32
-
-
-def _refuse_non_text_bytes(obj: Any) -> None:
-    """Bodies are JSON-shaped: a bin value must at least be UTF-8 text (as ``codec.decode_raw`` says)."""
-    stack = [obj]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, dict):
-            stack.extend(o.keys())
-            stack.extend(o.values())
-        elif isinstance(o, list):
-            stack.extend(o)
-        elif isinstance(o, bytes):
-            try:
-                o.decode("utf-8")
-            except UnicodeDecodeError:
-                raise BadRequest("a binary value is not UTF-8 text (bodies are JSON-shaped)") from None
 
 
 def unwrap(reply: Frame) -> dict[str, Any]:

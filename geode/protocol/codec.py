@@ -8,6 +8,7 @@ import msgpack
 from pydantic import ValidationError
 
 from geode.lone_surrogates import escape_tree
+from geode.protocol.bin_values import refuse_non_text_bytes
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
 from geode.work_tally import FRAME_BIN_WALK, FRAME_DECODED, FRAME_ENCODED, VALIDATION
@@ -67,7 +68,7 @@ def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, A
     except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
         obj = _unpack(frame, max_frame)
         tally(FRAME_BIN_WALK)
-        _refuse_non_text_bytes(obj)
+        refuse_non_text_bytes(obj)
     return obj
 
 
@@ -93,24 +94,6 @@ def _unpack(frame: bytes, max_frame: int, max_bin: int | None = None) -> dict[st
     if not isinstance(obj, dict):
         raise BadRequest("frame is not a map")
     return obj
-
-
-def _refuse_non_text_bytes(obj: Any) -> None:
-    """Bodies are JSON-shaped: records dump them as JSON, so a bin value must at least be UTF-8 text
-    (a non-UTF-8 one used to pass validation and fail later, inside a store write, as ``internal``)."""
-    stack = [obj]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, dict):
-            stack.extend(o.keys())
-            stack.extend(o.values())
-        elif isinstance(o, list):
-            stack.extend(o)
-        elif isinstance(o, bytes):
-            try:
-                o.decode("utf-8")
-            except UnicodeDecodeError:
-                raise BadRequest("a binary value is not UTF-8 text (bodies are JSON-shaped)") from None
 
 
 def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:

@@ -18,13 +18,13 @@ GOOD = {"v": 1, "id": "abc", "kind": "request", "type": "store.timeline.append",
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every object codec walks for bin values (the walk still runs)."""
     seen: list[Any] = []
-    walk = codec._refuse_non_text_bytes
+    walk = codec.refuse_non_text_bytes
 
     def counted(obj: Any) -> None:
         seen.append(obj)
         walk(obj)
 
-    monkeypatch.setattr(codec, "_refuse_non_text_bytes", counted)
+    monkeypatch.setattr(codec, "refuse_non_text_bytes", counted)
     return seen
 
 
