@@ -21,8 +21,8 @@ import msgpack
 
 from actors.cli import wire_data as d
 from geode.lone_surrogates import escape_tree
-from geode.protocol.bin_values import refuse_non_text_bytes
 from geode.protocol.errors import BadRequest, error_from_reply
+from geode.protocol.frame_unpack import decode_map
 
 if TYPE_CHECKING:  # pydantic-core is imported at the first frame received: `geode ask` sends its handshake
     from pydantic_core import SchemaValidator  # first, and the import overlaps the daemon's answer
@@ -130,26 +130,7 @@ def encode(
 def decode(frame: bytes) -> Frame:
     """Unpack one frame with bounded lengths (never trusting a length header) and validate it as an
     envelope; a ``cli.event``'s body as a stream event too. Anything malformed: ``BadRequest``."""
-    n = len(frame)
-    if n > d.MAX_FRAME_BYTES:
-        raise BadRequest(f"frame of {n} bytes exceeds the {d.MAX_FRAME_BYTES}-byte cap")
-    try:
-        obj = msgpack.unpackb(
-            frame,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=n,
-            max_bin_len=n,
-            max_array_len=min(n, 100_000),
-            max_map_len=min(n, 100_000),
-            max_ext_len=0,
-        )
-    except Exception as exc:  # msgpack raises ValueError, ExtraData, StackError, FormatError, ...
-        raise BadRequest(f"undecodable frame: {type(exc).__name__}: {exc}"[:300]) from exc
-    if not isinstance(obj, dict):
-        raise BadRequest("frame is not a map")
-    if any(m in frame for m in _BIN_MARKERS):  # only then can a bin value be in there
-        refuse_non_text_bytes(obj)
+    obj = decode_map(frame, d.MAX_FRAME_BYTES)
     envelope = validator("ENVELOPE_SCHEMA")
     from pydantic_core import ValidationError  # loaded by validator(): a dictionary look-up
 
@@ -160,9 +141,6 @@ def decode(frame: bytes) -> Frame:
     except ValidationError as exc:
         raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
     return Frame(fields)
-
-
-_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack bin 8/16/32
 
 
 def unwrap(reply: Frame) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import msgpack
 from pydantic import ValidationError
 
 from geode.lone_surrogates import escape_tree
-from geode.protocol.bin_values import refuse_non_text_bytes
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
+from geode.protocol.frame_unpack import decode_map, unpack_map
 from geode.work_tally import FRAME_BIN_WALK, FRAME_DECODED, FRAME_ENCODED, VALIDATION
 from geode.work_tally import count as tally
 from geode.work_tally import frame as tally_frame
@@ -63,37 +63,11 @@ def _wire_map(env: Envelope) -> dict[str, Any]:
 
 def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:
     """Unpack one frame into a map with bounded lengths; never trusts a length header."""
-    try:  # a frame without a non-empty bin value (nearly all) unpacks here at once, and is not walked
-        obj = _unpack(frame, max_frame, max_bin=0)
-    except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
-        obj = _unpack(frame, max_frame)
-        tally(FRAME_BIN_WALK)
-        refuse_non_text_bytes(obj)
-    return obj
+    return decode_map(frame, max_frame, on_walk=_walked)
 
 
-def _unpack(frame: bytes, max_frame: int, max_bin: int | None = None) -> dict[str, Any]:
-    if not isinstance(frame, bytes | bytearray | memoryview):
-        raise BadRequest("frame is not bytes")
-    n = len(frame)
-    if n > max_frame:
-        raise BadRequest(f"frame of {n} bytes exceeds the {max_frame}-byte cap")
-    try:
-        obj = msgpack.unpackb(
-            frame,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=n,
-            max_bin_len=n if max_bin is None else max_bin,  # 0: any non-empty bin value raises
-            max_array_len=min(n, 100_000),
-            max_map_len=min(n, 100_000),
-            max_ext_len=0,
-        )
-    except Exception as exc:  # msgpack raises ValueError, ExtraData, StackError, FormatError, ...
-        raise BadRequest(f"undecodable frame: {type(exc).__name__}: {exc}"[:300]) from exc
-    if not isinstance(obj, dict):
-        raise BadRequest("frame is not a map")
-    return obj
+def _walked() -> None:
+    tally(FRAME_BIN_WALK)
 
 
 def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:
@@ -116,7 +90,7 @@ def validate_envelope(obj: dict[str, Any]) -> Envelope:
 def peek_reply_address(frame: bytes) -> tuple[str | None, str | None]:
     """Best-effort (id, type) of a frame that failed validation, so a ``bad_request`` can correlate."""
     try:
-        obj = _unpack(frame, MAX_FRAME_BYTES)  # a map whose values are refused still has an id to answer
+        obj = unpack_map(frame, MAX_FRAME_BYTES)  # a map whose values are refused still has an id to answer
     except BadRequest:
         return None, None
     mid = obj.get("id") if isinstance(obj.get("id"), str) else None

@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from geode.protocol import codec
+from geode.protocol import codec, frame_unpack
 from geode.protocol.errors import BadRequest
 
 GOOD = {"v": 1, "id": "abc", "kind": "request", "type": "store.timeline.append", "from": "t#1"}
@@ -18,13 +18,13 @@ GOOD = {"v": 1, "id": "abc", "kind": "request", "type": "store.timeline.append",
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every object codec walks for bin values (the walk still runs)."""
     seen: list[Any] = []
-    walk = codec.refuse_non_text_bytes
+    walk = frame_unpack.refuse_non_text_bytes
 
     def counted(obj: Any) -> None:
         seen.append(obj)
         walk(obj)
 
-    monkeypatch.setattr(codec, "refuse_non_text_bytes", counted)
+    monkeypatch.setattr(frame_unpack, "refuse_non_text_bytes", counted)
     return seen
 
 
