@@ -148,6 +148,15 @@ class LaneQueue:
             out.append(Grant(turn_id, entry.session_id, waited, now - entry.first_at, entry.requeues))
         return out
 
+    def hold(self, turn_id: str) -> bool:
+        """Keep a queued turn from being granted (its first durable record is being stored). False if it is
+        not queued (running, or gone)."""
+        entry = self._entries.get(turn_id)
+        if entry is None or turn_id in self._running:
+            return False
+        entry.held = True
+        return True
+
     def unhold(self, turn_id: str) -> bool:
         """The held turn's record is stored: it may be granted now. False if it is no longer queued."""
         entry = self._entries.get(turn_id)

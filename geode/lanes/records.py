@@ -10,6 +10,9 @@ from geode.records.models import TurnRecord, TurnState
 
 
 class TurnStore(Protocol):
+    """``put_turn`` returns the record as stored: a turn's done record is final, so a put over it stores
+    nothing and returns the done record (how lanes learns that a submitted turn id ran before)."""
+
     def put_turn(self, turn: TurnRecord) -> TurnRecord: ...
     def get_turn(self, turn_id: str) -> TurnRecord | None: ...
     def list_turns(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]: ...
@@ -51,6 +54,9 @@ class MemoryTurnStore:
 
         if self.fail:
             raise Unavailable("turn store unavailable")
+        old = self._turns.get(turn.turn_id)
+        if old is not None and old.state == TurnState.DONE:  # as the store: a done record is final
+            return old.model_copy(deep=True)
         self.writes += 1
         self._turns[turn.turn_id] = turn.model_copy(deep=True)
         return turn

@@ -27,7 +27,7 @@ from geode.faults import fault
 from geode.lanes import tracing
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
-from geode.lanes.state import Asked, Reply, copy_record, requeues_of
+from geode.lanes.state import Asked, Fresh, Reply, copy_record, requeues_of
 from geode.lanes.worker_requests import WorkerRequests
 from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
@@ -104,7 +104,8 @@ class LanesService(WorkerRequests):
 
     # --- admission ------------------------------------------------------------------------------------
     def submit(self, s: lanes_msg.Submit, r: Asked) -> None:
-        """Answered ``queued`` once the turn's record is stored (or with the store's error)."""
+        """Answered once the turn's first record is stored: ``running`` when it started at once, else
+        ``queued`` (or with the store's error, or the earlier run's state for a turn id that ran before)."""
         waiting = self._admitting.get(s.turn_id)
         if waiting is not None:  # a retry while the first attempt is being stored: answered with it
             waiting.append((s.session_id, r.answer))
@@ -114,8 +115,7 @@ class LanesService(WorkerRequests):
             r.answer(self._submitted_again(s, rec))
             return
         self._admitting[s.turn_id] = [(s.session_id, r.answer)]
-        trace = r.envelope.trace
-        self._io(s.turn_id, lambda: self.records.get_turn(s.turn_id), lambda out: self._admit(s, out, trace))
+        self._admit(s, r.envelope.trace)
 
     def _submitted_again(self, s: lanes_msg.Submit, rec: TurnRecord) -> Reply | BaseException:
         if rec.session_id != s.session_id:
@@ -129,15 +129,12 @@ class LanesService(WorkerRequests):
             else:
                 answer(out)
 
-    def _admit(self, s: lanes_msg.Submit, existing: Outcome, trace: str | None = None) -> None:
-        if isinstance(existing, BaseException):
-            self._admitted(s, existing)
-            return
-        if existing is not None:  # stored before (a retry after it finished, or after a restart)
-            self._admitted(s, self._submitted_again(s, existing))
-            return
+    def _admit(self, s: lanes_msg.Submit, trace: str | None = None) -> None:
+        """Queue the turn and store its first record: its running record when it can start at once (one
+        write, not queued then running), else its queued record. No read first: the store keeps a done
+        record final and returns it, so a turn id that ran before is answered from what the put returns."""
         try:
-            position = self.queue.enqueue(s.turn_id, s.session_id, front=s.resume, held=True)
+            position = self.queue.enqueue(s.turn_id, s.session_id, front=s.resume)
         except GeodeError as exc:
             self._admitted(s, exc)
             return
@@ -155,14 +152,19 @@ class LanesService(WorkerRequests):
         )
         rec.trace = tracing.admitted(rec, trace)
         self._recs[s.turn_id] = rec
+        self._fresh[s.turn_id] = (s, position)
+        self.schedule()  # grants it if its lane, the cap and a worker allow: its first write is then running
+        if self._fresh.pop(s.turn_id, None) is None:
+            return
+        self.queue.hold(s.turn_id)  # waits behind others: not granted before its queued record is stored
         self._put(rec, lambda out: self._queued(s, rec, position, out))
 
     def _queued(self, s: lanes_msg.Submit, rec: TurnRecord, position: int, out: Outcome) -> None:
-        if isinstance(out, BaseException):
+        if isinstance(out, BaseException) or out.state == TurnState.DONE:  # failed, or it ran before
             if self._recs.get(s.turn_id) is rec:
                 self._recs.pop(s.turn_id, None)
                 self.queue.remove(s.turn_id, missing_ok=True)
-            self._admitted(s, out)
+            self._admitted(s, out if isinstance(out, BaseException) else self._submitted_again(s, out))
             return
         if self._recs.get(s.turn_id) is rec and self.queue.unhold(s.turn_id):
             self._emit(s.session_id, s.turn_id, lanes_msg.TURN_QUEUED, {"position": position})
@@ -173,6 +175,28 @@ class LanesService(WorkerRequests):
             ),
         )
         self.schedule()
+
+    def _first_stored(self, s: lanes_msg.Submit, position: int, current: bool, out: Outcome) -> bool:
+        """A turn that started at once: its running record (its first) is stored, or failed, or the store
+        returned the done record of an earlier run. Answers the submit; True when the turn is pushed now."""
+        turn_id = s.turn_id
+        if isinstance(out, BaseException) or out.state == TurnState.DONE:
+            self.pool.finish(turn_id)  # nothing of it is durable (or it ran before): forget it everywhere
+            if not self.queue.release(turn_id):  # re-queued (held) while its record was stored
+                self.queue.remove(turn_id, missing_ok=True)
+            self._starting.pop(turn_id, None)
+            self._recs.pop(turn_id, None)
+            self._admitted(s, out if isinstance(out, BaseException) else self._submitted_again(s, out))
+            self.schedule()
+            return False
+        rec = self._recs.get(turn_id)
+        if rec is not None and (current or self.queue.unhold(turn_id)):
+            self._emit(s.session_id, turn_id, lanes_msg.TURN_QUEUED, {"position": position})
+        state = "running" if current else "queued"
+        self._admitted(s, lanes_msg.Submitted(turn_id=turn_id, session_id=s.session_id, state=state))
+        if not current:
+            self.schedule()
+        return current
 
     def schedule(self) -> int:
         """Start every turn the lanes and the free workers allow: each one's running record is stored
@@ -205,15 +229,21 @@ class LanesService(WorkerRequests):
             self.pool.assign(worker.name, g.turn_id)  # the slot is taken now, pushed once stored
             self._starting[g.turn_id] = False
             started += 1
-            self._put(rec, partial(self._started, g, worker.key, rec.attempts))
+            self._put(
+                rec, partial(self._started, g, worker.key, rec.attempts, self._fresh.pop(g.turn_id, None))
+            )
         metrics.lane_queue(len(self.queue.queued()))
         return started
 
-    def _started(self, g: Grant, worker_key: str, attempt: int, out: Outcome) -> None:
+    def _started(self, g: Grant, worker_key: str, attempt: int, fresh: Fresh | None, out: Outcome) -> None:
+        """The running record is stored (``fresh``: the turn's first record; its submit is answered here)."""
         cancel = self._starting.pop(g.turn_id, False)
         rec = self._recs.get(g.turn_id)
         owner = self.pool.owner_of(g.turn_id)
-        if rec is None or rec.attempts != attempt or owner is None or owner.key != worker_key:
+        current = not (rec is None or rec.attempts != attempt or owner is None or owner.key != worker_key)
+        if fresh is not None and not self._first_stored(*fresh, current, out):
+            return
+        if rec is None or owner is None or not current:
             return  # superseded while the record was stored (its worker died, it was re-queued)
         if isinstance(out, BaseException):
             log.warning("cannot record turn %s as running: %s", g.turn_id, out)

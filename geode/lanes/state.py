@@ -41,6 +41,7 @@ RECENT_OUTCOMES = 8
 STATUS_TURNS = 50  # the oldest active turns listed in lanes.status
 
 Reply = BaseModel | dict[str, Any] | None
+Fresh = tuple[lanes_msg.Submit, int]  # a submitted turn with no record stored yet, and its queue position
 Answer = Callable[[Reply | BaseException], None]
 
 
@@ -113,6 +114,7 @@ class LanesState:
         self._clock, self._wall = clock, wall
         self._recs: dict[str, TurnRecord] = {}  # every queued or running turn's record, as last stored
         self._admitting: dict[str, list[tuple[str, Answer]]] = {}  # turn → (session, answer) awaiting store
+        self._fresh: dict[str, Fresh] = {}  # turn → its submit, while admission decides its first record
         self._finishing: dict[str, list[Answer]] = {}  # turn → turn.done answers awaiting its done record
         self._starting: dict[str, bool] = {}  # turn → cancel once pushed (its running record is in flight)
         self._orphans: dict[str, tuple[str | None, int | None, float]] = {}

@@ -133,6 +133,12 @@ class WorkerRequests(OriginRequests):
             self.queue.release(turn_id)
             return
         requeues = requeues_of(rec) + 1
+        if turn_id in self._admitting:  # started at once and its first record is still being stored: it
+            self.queue.requeue(turn_id)  # waits, held, at the head of its lane for that write's outcome
+            self.queue.hold(turn_id)  # (service._first_stored); nothing durable to re-queue over yet
+            rec.state, rec.worker, rec.incarnation = TurnState.QUEUED, None, None
+            rec.resume, rec.requeues = True, requeues
+            return
         if requeues > self.max_requeues:
             self._give_up(rec, requeues - 1)
             return

@@ -121,7 +121,8 @@ def test_a_slow_running_write_does_not_make_a_pushed_turn_look_lost() -> None:
     try:
         svc.worker_ready("loop-1", 1)
         body = lanes_msg.Submit(turn_id="t1", session_id="S", origin="control", input={"text": "t1"})
-        svc.lanes.handle(req(lanes_msg.SUBMIT, body))
+        # answered once its first record (the running one: it starts at once) is stored, so from a thread
+        threading.Thread(target=svc.lanes.handle, args=(req(lanes_msg.SUBMIT, body),), daemon=True).start()
         assert store.holding.wait(5), "the running record's write never started"
         clock[0] = 5.0  # the write took 5 s; the run is pushed only now
         store.release.set()

@@ -40,11 +40,11 @@ PER_TOOL_ROUND: Ceilings = {
 }
 PER_TURN: Ceilings = {
     "control": _row(19, 19, 20, 3, 0, 0, 0, 0, 0),
-    "lanes": _row(20, 25, 20, 16, 5, 0, 0, 0, 0),
+    "lanes": _row(20, 25, 20, 11, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4), hand-offs 10
     "loop": _row(15, 27, 15, 41, 10, 0, 0, 0, 0),
     "executor": _row(4, 4, 4, 7, 2, 0, 0, 0, 0),
     "store": _row(16, 16, 16, 19, 0, 14, 14, 5, 6),
-    "tree": _row(72, 88, 73, 84, 16, 14, 14, 5, 6),
+    "tree": _row(72, 88, 73, 84, 14, 14, 14, 5, 6),
 }
 
 
