@@ -5,7 +5,6 @@ subscribers."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from functools import partial
 from typing import Any
@@ -31,11 +30,10 @@ class Inbound(PollLoop):
     """The receiving half of a Bus, run on its bus thread (handlers on their pools)."""
 
     def _on_router(self, served: Served) -> None:
-        sock = served.sock
+        sock, wire = served.sock, served.wire
         for _ in range(512):
-            try:  # recv until empty: cheaper than asking getsockopt(ZMQ_EVENTS) before every frame
-                parts = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            parts = wire.recv()  # until empty: its fd is edge-triggered, and cheaper than asking ZMQ_EVENTS
+            if parts is None:
                 return
             if len(parts) < 2:
                 continue
@@ -60,7 +58,9 @@ class Inbound(PollLoop):
                     )
                     self._send_raw(sock, [*prefix, codec.encode(err)])
             else:
-                served.pool.submit(partial(self._handle, served.service, env, body, served.sock, prefix))
+                job = partial(self._handle, served.service, env, body, served.sock, prefix)
+                self._handoffs.append(partial(served.pool.submit, job))
+        self._hot.add(wire.fd)  # more may wait: read on after the other sockets had their turn
 
     def _on_hello(self, served: Served, rid: bytes, hello: typed_frames.Received) -> None:
         if not isinstance(hello, runtime.Hello):  # its body was refused
@@ -76,11 +76,12 @@ class Inbound(PollLoop):
             served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
 
     def _on_dealer(self, client: Client) -> None:
+        wire = client.wire
         for _ in range(512):
-            try:
-                frame = client.sock.recv_multipart(zmq.NOBLOCK)[-1]
-            except zmq.Again:
+            parts = wire.recv()
+            if parts is None:
                 return
+            frame = parts[-1]
             try:
                 env, body = typed_frames.decode_request(frame)
             except BadRequest as exc:
@@ -99,7 +100,9 @@ class Inbound(PollLoop):
                     env, self._reply_frame(client.service, env, body), client.sock, []
                 )  # path keeps order
             else:
-                client.pool.submit(partial(self._handle, client.service, env, body, client.sock, []))
+                job = partial(self._handle, client.service, env, body, client.sock, [])
+                self._handoffs.append(partial(client.pool.submit, job))
+        self._hot.add(wire.fd)
 
     def _on_sub(self, sub: Sub) -> None:
         for _ in range(512):
@@ -125,19 +128,17 @@ class Inbound(PollLoop):
     def _handle(
         self, service: Service, env: Envelope, body: typed_frames.Received, sock: Any, prefix: list[bytes]
     ) -> None:
-        """Worker thread: run the handler, then hand the reply back to the bus thread."""
+        """Worker thread: run the handler, then send the reply from this thread (under the socket's lock)."""
         self._answer(env, self._reply_frame(service, env, body), sock, prefix)
 
     def _answer(self, env: Envelope, out: bytes | Later | None, sock: Any, prefix: list[bytes]) -> None:
-        """Send a reply: at once on the bus thread, else one post to it; a deferred one when it completes."""
+        """Send a reply at once, from this thread (bus or handler); a deferred one when it completes."""
         if out is None:
             return
         if isinstance(out, Later):
             self._defer(env, out, sock, prefix)
-        elif threading.current_thread() is self._thread:
-            self._send_raw(sock, [*prefix, out])
         else:
-            self._post(partial(self._send_raw, sock, [*prefix, out]))
+            self._send_raw(sock, [*prefix, out])
 
     def _defer(self, env: Envelope, later: Later, sock: Any, prefix: list[bytes]) -> None:
         """Track a deferred reply until it completes (send it) or its caller's deadline passed (drop it)."""

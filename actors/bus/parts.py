@@ -12,6 +12,7 @@ import zmq
 from pydantic import BaseModel
 
 from actors.bus.handler_pool import HandlerPool
+from actors.bus.shared_socket import SharedSocket
 from geode.protocol import codec
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, RequestTimeout
@@ -84,6 +85,10 @@ class Served:
     trace_peers: set[str] = field(default_factory=set)  # peers whose hello said they take Envelope.trace
     ipc_file: tuple[str, int] | None = None  # (path, inode) to unlink at close if still ours
     inline: frozenset[str] = frozenset()  # the service's ``inline_types``: handled on the bus thread
+    wire: SharedSocket = field(init=False)  # ``sock`` as every thread uses it: under its lock
+
+    def __post_init__(self) -> None:
+        self.wire = SharedSocket(self.sock)
 
 
 @dataclass
@@ -95,6 +100,10 @@ class Client:
     next_hello: float = 0.0
     monitor: zmq.Socket | None = None  # type: ignore[type-arg]  # handshakes of a peer client's connection
     on_connected: Callable[[], None] | None = None  # run after the hello of each new handshake
+    wire: SharedSocket = field(init=False)  # ``sock`` as every thread uses it: under its lock
+
+    def __post_init__(self) -> None:
+        self.wire = SharedSocket(self.sock)
 
 
 @dataclass

@@ -1,5 +1,9 @@
 """The bus thread of :class:`actors.bus.socket_thread.Bus`: its poll loop, the queue other threads post work
-to, the sockets it alone owns, and sending frames to peers (replies resolve or fail the pending requests)."""
+to, its sockets, and sending frames to peers (replies resolve or fail the pending requests).
+
+The ROUTERs and DEALERs are each a :class:`~actors.bus.shared_socket.SharedSocket`: a calling thread sends its
+request, a handler thread its reply, itself, under the socket's lock; the bus thread polls their ``ZMQ_FD``
+and receives. Every other socket (PUB, SUB, ZAP, monitors) is the bus thread's alone."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import zmq
 from actors.bus.endpoints import Endpoints
 from actors.bus.handler_pool import HandlerPool
 from actors.bus.parts import Client, PendingReply, Served, Sub, make_socket, unlink_if_same
+from actors.bus.shared_socket import SharedSocket
 from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.zap import ZapHandler
 from geode.protocol import codec, runtime
@@ -49,6 +54,9 @@ class PollLoop:
     _clients: dict[str, Client]
     _subs: dict[Any, Sub]
     _handlers: dict[Any, Callable[[], None]]
+    _wires: dict[Any, SharedSocket]  # a ROUTER's or DEALER's zmq socket -> the SharedSocket around it
+    _hot: set[int]  # wires' fds to read without waiting for their edge (a send consumed it, or a cap hit)
+    _handoffs: list[Callable[[], None]]  # replies to release, jobs to queue: run right before the bus sleeps
     _pub: zmq.Socket | None  # type: ignore[type-arg]
     _pub_file: tuple[str, int] | None
     _zap: ZapHandler | None
@@ -81,6 +89,13 @@ class PollLoop:
                 except OSError:
                     pass
 
+    def _readable(self, wire: SharedSocket) -> None:
+        """A send saw a frame waiting on ``wire`` (and may have consumed its fd's edge): have it read."""
+        self._hot.add(wire.fd)
+        if self._idle and not self._woken and threading.current_thread() is not self._thread:
+            self._woken = True
+            self._wake()
+
     def _post(self, op: Callable[[], object]) -> None:
         if self._closed and (self._thread is None or not self._thread.is_alive()):
             return  # the bus is gone: nothing will run it
@@ -91,11 +106,13 @@ class PollLoop:
             self._woken = True
             self._wake()
 
-    def _on_bus(self, fn: Callable[[], None], timeout_s: float = 5.0) -> None:
+    def _on_bus(self, fn: Callable[[], object], timeout_s: float = 5.0) -> None:
         """Run ``fn`` on the bus thread and re-raise its exception here (inline before start)."""
         if self._thread is None or threading.current_thread() is self._thread:
             fn()
             return
+        if self._closed:
+            raise Unavailable(f"bus {self.sender} is stopped")
         done = threading.Event()
         err: list[BaseException] = []
 
@@ -121,19 +138,21 @@ class PollLoop:
     def _run(self) -> None:
         try:
             while not self._stopping:
+                if self._handoffs:
+                    self._hand_off()
                 timeout = 1000 if not self._has_peer_clients() else max(1, int(self._hello_interval * 500))
                 self._woken = False  # first, so that a poster who sees us idle writes the eventfd
                 self._idle = True  # posters now wake us; re-check the queue so no post is missed
-                ready = self._poller.poll(0 if not self._ops.empty() else timeout)
+                ready = self._poller.poll(0 if self._hot or not self._ops.empty() else timeout)
                 self._idle = False
                 for sock, _ in ready:
                     if sock == self._wake_fd:
                         self._drain_wake()
                         continue
-                    try:
-                        self._handlers[sock]()
-                    except Exception:  # one bad socket event must not take the bus thread down
-                        log.exception("bus %s: socket handler failed", self.sender)
+                    self._handle_ready(sock)
+                hot = self._hot
+                while hot:
+                    self._handle_ready(hot.pop())
                 self._run_ops()
                 if self._has_peer_clients():
                     self._send_hellos(time.monotonic())
@@ -142,7 +161,27 @@ class PollLoop:
         except Exception:
             log.exception("bus thread %s crashed", self.sender)
         finally:
+            self._hand_off()
             self._close_sockets()
+
+    def _hand_off(self) -> None:
+        """Wake the threads this pass has work for, as late as possible: a thread woken while the bus thread
+        still runs Python waits for the GIL (one more context switch) until the bus thread sleeps in poll."""
+        handoffs, self._handoffs = self._handoffs, []
+        for fn in handoffs:
+            try:
+                fn()
+            except Exception:
+                log.exception("bus %s: a hand-off failed", self.sender)
+
+    def _handle_ready(self, sock: Any) -> None:
+        handler = self._handlers.get(sock)
+        if handler is None:
+            return
+        try:
+            handler()
+        except Exception:  # one bad socket event must not take the bus thread down
+            log.exception("bus %s: socket handler failed", self.sender)
 
     def _drain_wake(self) -> None:
         try:
@@ -174,6 +213,11 @@ class PollLoop:
         self._handlers[sock] = handler
         self._poller.register(sock, zmq.POLLIN)
 
+    def _register_wire(self, wire: SharedSocket, handler: Callable[[], None]) -> None:
+        """Poll a shared socket's ``ZMQ_FD`` (edge-triggered: ``handler`` reads until nothing is left)."""
+        self._wires[wire.sock] = wire
+        self._register(wire.fd, handler)
+
     def _client(self, target: str) -> Client:
         client = self._clients.get(target)
         if client is None:
@@ -184,8 +228,8 @@ class PollLoop:
                 sock.close(0)
                 raise
             client = Client(target, sock)
-            self._clients[target] = client
-            self._register(sock, partial(self._on_dealer, client))
+            self._register_wire(client.wire, partial(self._on_dealer, client))
+            self._clients[target] = client  # last: other threads send on it from now on
         return client
 
     def _has_peer_clients(self) -> bool:
@@ -204,19 +248,26 @@ class PollLoop:
                 self._send_raw(c.sock, [codec.encode(env)])
 
     def _send_raw(self, sock: Any, frames: list[bytes]) -> bool:
-        self._owned()
+        """Send on a ROUTER/DEALER from any thread (under its lock), any other socket on the bus thread."""
+        wire = self._wires.get(sock)
+        if wire is None:
+            self._owned()
         try:
-            sock.send_multipart(frames, zmq.NOBLOCK)
+            if wire is None:
+                sock.send_multipart(frames, zmq.NOBLOCK)
+            elif wire.send(frames):
+                self._readable(wire)
             return True
         except zmq.ZMQError as exc:
-            log.warning("send dropped: %s", exc)
+            if wire is None or not wire.closed:  # a reply after stop() closed the socket: nobody to tell
+                log.warning("send dropped: %s", exc)
             return False
 
-    def _peer_route(self, target: str) -> tuple[Any, bytes] | None:
-        for served in self._served.values():
+    def _peer_route(self, target: str) -> tuple[SharedSocket, bytes] | None:
+        for served in tuple(self._served.values()):  # a snapshot: serve() may add one on the bus thread
             rid = served.peers.get(target)
             if rid is not None:
-                return served.sock, rid
+                return served.wire, rid
         return None
 
     def _forget_rid(self, rid: bytes) -> None:
@@ -225,18 +276,26 @@ class PollLoop:
                 del served.peers[k]
 
     def _send_to(self, target: str, frame: bytes, mid: str | None) -> None:
-        self._owned()
+        """Send a request or cast on the calling thread: to a peer by its routing id on our ROUTER, else on
+        our DEALER to ``target`` (created once, on the bus thread). A refusal fails the pending request."""
+        route = None
         try:
             route = self._peer_route(target)
             if route is not None:
-                route[0].send_multipart([route[1], frame], zmq.NOBLOCK)
+                wire, frames = route[0], [route[1], frame]
             else:
-                self._client(target).sock.send(frame, zmq.NOBLOCK)
+                client = self._clients.get(target)
+                if client is None:
+                    self._on_bus(partial(self._client, target))
+                    client = self._clients[target]
+                wire, frames = client.wire, [frame]
+            if wire.send(frames):
+                self._readable(wire)
         except zmq.Again:
             self._fail(mid, Overloaded(f"send queue to {target!r} is full"))
         except zmq.ZMQError as exc:
             if exc.errno == errno.EHOSTUNREACH and route is not None:
-                self._forget_rid(route[1])
+                self._post(partial(self._forget_rid, route[1]))  # the bus thread's peers table
             self._fail(mid, Unavailable(f"cannot reach {target!r}: {exc}"))
         except GeodeError as exc:
             self._fail(mid, exc)
@@ -254,7 +313,7 @@ class PollLoop:
         if p is not None:
             p.reply = env
             tally(HANDOFF_REPLY)
-            p.set()
+            self._handoffs.append(p.set)
 
     def _send_pub(self, topic: bytes, frame: bytes) -> None:
         if self._pub is None:
@@ -272,8 +331,9 @@ class PollLoop:
 
     def _close_sockets(self) -> None:
         self._owned()
-        socks = [s.sock for s in self._served.values()] + [c.sock for c in self._clients.values()]
-        socks += [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
+        for wire in list(self._wires.values()):
+            wire.close()
+        socks = [s.sock for s in self._subs.values()] + ([self._pub] if self._pub is not None else [])
         socks += [self._zap.sock] if self._zap is not None else []
         socks += [c.monitor for c in self._clients.values() if c.monitor is not None]
         socks += [w.sock for w in self._watches]

@@ -1,4 +1,5 @@
-"""The per-process message bus: one thread owns every ZeroMQ socket; other threads hand it work via a queue.
+"""The per-process message bus: a calling thread sends its request, a handler thread its reply, itself (under
+the socket's lock); one bus thread receives on every socket and owns the rest (PUB, SUB, ZAP, monitors).
 
 Requests are ROUTER/DEALER with correlation ids and deadlines; served requests are validated by
 ``geode.protocol.transport.dispatch`` and run on a :class:`HandlerPool` of plain threads (a service that
@@ -73,6 +74,9 @@ class Bus(Inbound):
         self._clients: dict[str, Client] = {}
         self._subs: dict[Any, Sub] = {}
         self._handlers: dict[Any, Callable[[], None]] = {}
+        self._wires = {}
+        self._hot = set()
+        self._handoffs = []
         self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
         self._pub_file: tuple[str, int] | None = None
         self._zap: ZapHandler | None = None
@@ -158,8 +162,8 @@ class Bus(Inbound):
             pool = HandlerPool(concurrency or self._workers, f"{endpoint}-handlers", max_backlog)
             served = Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
             served.inline = frozenset(getattr(service, "inline_types", ()))
+            self._register_wire(served.wire, partial(self._on_router, served))
             self._served[endpoint] = served
-            self._register(sock, partial(self._on_router, served))
             if self.endpoints.is_tcp(endpoint):  # refusals before ZAP is asked, logged with the address
                 watch = HandshakeWatch(sock, endpoint)
                 self._watches.append(watch)
@@ -189,8 +193,8 @@ class Bus(Inbound):
             client.next_hello = 0.0
             client.on_connected = on_connected
             if client.monitor is None:  # a restarted server learns our name at its first handshake
-                client.monitor = client.sock.get_monitor_socket(
-                    zmq.EVENT_HANDSHAKE_SUCCEEDED, addr=f"inproc://geode-monitor-{uuid.uuid4().hex}"
+                client.monitor = client.wire.monitor(
+                    zmq.EVENT_HANDSHAKE_SUCCEEDED, f"inproc://geode-monitor-{uuid.uuid4().hex}"
                 )
                 self._register(client.monitor, partial(self._on_peer_handshake, client))
             self._send_hellos(time.monotonic())
@@ -244,8 +248,8 @@ class Bus(Inbound):
     def fail_pending(self, target: str, error: GeodeError) -> int:
         """Fail every request in flight to ``target`` with ``error`` (its peer died: no reply will come).
 
-        Runs on the bus thread, after every request posted before this call was sent; later requests are
-        not touched (they go to the peer's next incarnation). Returns how many were failed."""
+        Runs on the bus thread (every request made before this call was sent when it was made); later
+        requests are not touched (they go to the peer's next incarnation). Returns how many were failed."""
         failed: list[str] = []
 
         def op() -> None:
@@ -271,7 +275,7 @@ class Bus(Inbound):
         frame = codec.encode(env)
         p = PendingReply(target, env.type, _forget=partial(self._pending.pop, env.id, None))
         self._pending[env.id] = p
-        self._post(partial(self._send_to, target, frame, env.id))
+        self._send_to(target, frame, env.id)  # on this thread: no hand-off to the bus thread
         return p
 
     def trace_for(self, target: str) -> str | None:
@@ -288,7 +292,7 @@ class Bus(Inbound):
     def send_cast(self, target: str, env: Envelope) -> None:
         if self._closed or self._thread is None:
             raise Unavailable(f"bus {self.sender} is not running")
-        self._post(partial(self._send_to, target, codec.encode(env), None))
+        self._send_to(target, codec.encode(env), None)
 
 
 __all__ = ["Bus", "BusTransport", "PendingReply"]

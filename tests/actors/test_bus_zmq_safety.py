@@ -20,6 +20,7 @@ from geode.home import GeodeHome
 from geode.protocol import runtime as rt
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.transport import Request
+from tests.waiting import poll_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # A ROUTER that never reads (its pipe to the peer fills: the engine stops input), a peer that floods it and
@@ -100,13 +101,18 @@ def test_ipc_router_and_dealer_sockets_set_no_zmtp_heartbeats(home: GeodeHome) -
         server.stop()
 
 
-def test_a_socket_used_off_the_bus_thread_is_refused(home: GeodeHome) -> None:
+def test_a_socket_used_off_the_bus_thread_is_refused_unless_it_is_shared(home: GeodeHome) -> None:
+    """The PUB is the bus thread's alone; a ROUTER is shared: any thread sends on it, under its lock."""
     bus = Bus("owner", 1, home).start()
     try:
         bus.serve("owned", Dispatch("owned", {}))
-        sock = bus._served["owned"].sock
+        bus.publish("owner.started")
+        poll_for(lambda: bus._pub is not None, 5, what="the PUB socket")
         with pytest.raises(RuntimeError, match="not the bus thread"):
-            bus._send_raw(sock, [b"rid", b"frame"])
+            bus._send_raw(bus._pub, [b"topic", b"frame"])
+        router = bus._served["owned"].sock
+        assert bus._wires[router] is bus._served["owned"].wire
+        assert not bus._send_raw(router, [b"nobody", b"frame"])  # ROUTER_MANDATORY: unreachable, no raise
     finally:
         bus.stop()
 

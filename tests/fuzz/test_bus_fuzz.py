@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +146,8 @@ def test_a_bus_client_drops_garbled_pushes_with_one_line_each(
         rid = served.peers["peer"]
         bad = sum(1 for f in batch if not _decodes(f))
         with logged("actors.bus") as lines:
-            for f in batch:
-                server._post(partial(_push, server, served.sock, [rid, f]))
-            server._wake()
+            for f in batch:  # sent by this thread, on the ROUTER under its lock, before the ping below
+                _push(server, served.sock, [rid, f])
             # the peer's reply to its own ping comes after every push (one DEALER, in order)
             reply = peer.transport.call("lanes", rt.PING, {}, timeout_s=5)
         assert reply["name"] == "fuzz"
