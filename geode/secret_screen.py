@@ -28,14 +28,22 @@ class Shape(Protocol):
 
 def run_gate(chars: str, length: int, end: str, *, ascii_only: bool) -> Callable[[str], bool]:
     """A gate: False when ``text`` holds no ``length`` characters of ``chars`` in a row followed by ``end``
-    (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there)."""
-    table = str.maketrans(dict.fromkeys(chars, "\x00"))
-    probe = "\x00" * length + end
+    (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there).
+
+    ``chars`` and ``end`` are ASCII, so the text's UTF-8 bytes are translated by a byte table (``chars`` to 0,
+    ``end`` kept, any other byte, a multi-byte character's included, to 1): a C table look-up per byte
+    instead of a ``str.translate`` dict look-up per character."""
+    if not (chars + end).isascii() or end in chars:
+        raise ValueError("a gate's characters and end are ASCII, its end not among its characters")
+    table = bytes(0 if chr(b) in chars else b if chr(b) == end else 1 for b in range(256))
+    probe = b"\x00" * length + end.encode()
 
     def gate(text: str) -> bool:
-        if ascii_only and not text.isascii():
+        if text.isascii():
+            return probe in text.encode("ascii").translate(table)
+        if ascii_only:
             return True
-        return probe in text.translate(table)
+        return probe in text.encode("utf-8", "surrogatepass").translate(table)
 
     return gate
 
@@ -57,8 +65,11 @@ class Screen:
     case folding matches more than ``lower``), then the other shapes' gates."""
 
     def __init__(self, shapes: Sequence[Shape]) -> None:
-        self.cased = tuple(sorted({n for s in shapes if not s.folds for n in s.needs}))
-        self.folded = tuple(sorted({n for s in shapes if s.folds for n in s.needs}))
+        self.cased = _lean({n for s in shapes if not s.folds for n in s.needs})
+        self.folded = _lean({n for s in shapes if s.folds for n in s.needs})
+        # each need behind its rarest character: a one-character look-up (memchr) rules most needs out
+        self._cased = tuple((_rarest(n), n) for n in self.cased)
+        self._folded = tuple((_rarest(n), n) for n in self.folded)
         self.gated = tuple(s for s in shapes if s.gate is not None)
         self.min_len = min(s.min_len for s in shapes)  # no shape matches a shorter text
         if any(not s.needs and s.gate is None for s in shapes):
@@ -67,17 +78,33 @@ class Screen:
     def maybe(self, text: str) -> bool:
         if len(text) < self.min_len:
             return False
-        for need in self.cased:
-            if need in text:
+        for rare, need in self._cased:
+            if rare in text and need in text:
                 return True
-        if self.folded:
+        if self._folded:
             if not text.isascii():
                 return True
             low = text.lower()
-            for need in self.folded:
-                if need in low:
+            for rare, need in self._folded:
+                if rare in low and need in low:
                     return True
         for shape in self.gated:
             if len(text) >= shape.min_len and shape.possible(text):
                 return True
         return False
+
+
+def _lean(needs: set[str]) -> tuple[str, ...]:
+    """The needs without those that hold a shorter one (a text with ``sk-ant-`` has ``sk-``): the same
+    verdict with fewer look-ups."""
+    return tuple(sorted(n for n in needs if not any(m != n and m in n for m in needs)))
+
+
+# letters and signs from the most to the least frequent in text and code (a rough order: it only chooses
+# which character of a need is looked up first; any choice gives the same verdict)
+_BY_FREQUENCY = " etaoinshrdlcu_./-mwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ"
+
+
+def _rarest(need: str) -> str:
+    """The character of ``need`` least likely in a text (one not in the table counts as the rarest)."""
+    return max(need, key=lambda c: _BY_FREQUENCY.find(c) % (len(_BY_FREQUENCY) + 1))

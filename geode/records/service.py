@@ -177,8 +177,7 @@ class StoreService:
         return rt.Ack()
 
     def _append(self, b: m.AppendTimeline, r: Request) -> Later:
-        later = self.engine.timeline.append_later(b)  # AppendTimeline is a TimelineEvent
-        return later.map(lambda seq: m.AppendReply(seq=seq))
+        return self.engine.timeline.append_later(b, _append_reply)  # AppendTimeline is a TimelineEvent
 
     def _read_timeline(self, b: m.ReadTimeline, r: Request) -> BaseModel:
         rows = self.engine.timeline.read(b.session_id, after_seq=b.after_seq, limit=b.limit + 1)
@@ -228,6 +227,11 @@ class StoreService:
 
     def _stats(self) -> dict[str, Any]:
         return self.engine.stats()
+
+
+def _append_reply(seq: int) -> dict[str, int]:
+    """``AppendReply(seq=seq)`` as the reply's body map (what dumping the model gives, without the model)."""
+    return {"seq": seq}
 
 
 def _pid() -> int:

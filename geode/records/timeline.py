@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from geode.protocol.errors import Conflict
@@ -15,7 +16,8 @@ from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, u64, unpack
 from geode.records.models import TimelineEvent, TimelineRow
 from geode.records.writer import WRITE_TIMEOUT_S, GroupWriter
-from geode.redaction import canonical_plain_json, redact
+from geode.redacted_json import redacted_json
+from geode.redaction import canonical_plain_json
 from geode.work_tally import TIMELINE_APPEND
 from geode.work_tally import count as tally
 
@@ -24,7 +26,7 @@ SCHEMA = "geode.timeline@1"
 
 def bounded_payload(payload: dict[str, Any], max_bytes: int) -> str:
     """The redacted, bounded payload as canonical JSON text."""
-    text = canonical_plain_json(redact(payload, max_str=16384, max_items=256, max_depth=12))
+    text = redacted_json(payload, max_str=16384, max_items=256, max_depth=12)  # most: no walk, one screen
     size = len(text) if text.isascii() else len(text.encode())
     if size > max_bytes:
         text = canonical_plain_json({"truncated": True, "bytes": size, "preview": text[:4096]})
@@ -46,10 +48,13 @@ class TimelineStore:
         seq: int = self.append_later(event).result(WRITE_TIMEOUT_S)
         return seq
 
-    def append_later(self, event: TimelineEvent) -> Later:
-        """:meth:`append` without waiting: a ``Later`` of the seq, completed after the sync commit."""
+    def append_later(self, event: TimelineEvent, reply: Callable[[int], Any] | None = None) -> Later:
+        """:meth:`append` without waiting: a ``Later`` of the seq (or of ``reply(seq)``: a request's reply
+        made in the write, no second ``Later`` to map it), completed after the sync commit."""
         text = bounded_payload(event.payload, self.max_payload)
-        return self.writer.submit(lambda txn: self._append(txn, event, text))
+        if reply is None:
+            return self.writer.submit(lambda txn: self._append(txn, event, text))
+        return self.writer.submit(lambda txn: reply(self._append(txn, event, text)))
 
     def _append(self, txn: Txn, ev: TimelineEvent, text: str) -> int:
         tally(TIMELINE_APPEND)
@@ -57,7 +62,8 @@ class TimelineStore:
         h = _hash(text)
         ids = self.renv.db("tl_ids")
         db = self.renv.db("timeline")
-        seen = txn.get(key(sid, ev.event_id), db=ids)
+        id_key = key(sid, ev.event_id)
+        seen = txn.get(id_key, db=ids)
         if seen is not None:
             seq = u64(seen)
             raw = txn.get(key(sid, seq), db=db)
@@ -65,7 +71,7 @@ class TimelineStore:
             if old.get("kind") == ev.kind[:128] and old.get("payload_hash") == h:
                 return seq
             raise Conflict(f"timeline event {ev.event_id} of {sid} already stored with different content")
-        seq = self._last_seq(txn, sid) + 1
+        seq = self._last_seq(txn, sid, prefix(sid)) + 1
         row = {
             "schema": SCHEMA,
             "session_id": sid,
@@ -76,13 +82,13 @@ class TimelineStore:
             "payload_hash": h,
         }
         txn.put(key(sid, seq), pack(row), db=db)
-        txn.put(key(sid, ev.event_id), seq.to_bytes(8, "big"), db=ids)
+        txn.put(id_key, seq.to_bytes(8, "big"), db=ids)
         return seq
 
-    def _last_seq(self, txn: Txn, sid: str) -> int:
+    def _last_seq(self, txn: Txn, sid: str, pfx: bytes) -> int:
+        """The session's last seq (0 for none); ``pfx`` is ``prefix(sid)``."""
         cur = txn.cursor(db=self.renv.db("timeline"))
-        pfx = prefix(sid)
-        positioned = cur.set_range(key(sid) + b"\x01")
+        positioned = cur.set_range(pfx[:-1] + b"\x01")  # just past every key(sid, ...)
         moved = cur.prev() if positioned else cur.last()
         if moved and cur.key().startswith(pfx) and len(cur.key()) == len(pfx) + 8:
             return u64(cur.key())

@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import lmdb
@@ -34,10 +34,12 @@ class _MapFull(Exception):
     pass
 
 
-@dataclass
 class _Op:
-    fn: WriteFn
-    future: Later = field(default_factory=Later)
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: WriteFn) -> None:
+        self.fn = fn
+        self.future = Later()
 
 
 @dataclass

@@ -1,0 +1,67 @@
+"""The canonical JSON of a redacted, bounded value, without the per-string walk when redaction changes
+nothing (issue 34: the store's timeline rows).
+
+:func:`redacted_json` returns exactly ``canonical_plain_json(redact(obj, ...))``. Most payloads hold nothing
+redaction would change: JSON types only, no container over ``max_items`` or deeper than ``max_depth``, no
+string over ``max_str``, no key over 256 characters or naming a secret, no text a secret shape could match.
+For those the text is the canonical JSON of the value itself, and the secret shapes are screened once over
+that whole text instead of once per string: every shape match in a string would leave in the text what the
+screen looks for (a needed substring, a gate's run of ASCII characters; none of them is a character JSON
+escapes, and a non-ASCII string leaves a non-ASCII text, which the screen passes). Anything else, or a
+screen that says a shape may match, takes the walk of :func:`geode.redaction.redact`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from geode.redaction import _LOG_SCREEN, _secret_key, canonical_plain_json, redact
+
+MAX_KEY = 256  # redact truncates longer keys
+# canonical_plain_json's text, refusing NaN and infinities (redact turns those into strings)
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def redacted_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) -> str:
+    """``canonical_plain_json(redact(obj, max_str=..., max_items=..., max_depth=...))``, the same text."""
+    text = unchanged_json(obj, max_str=max_str, max_items=max_items, max_depth=max_depth)
+    if text is not None:
+        return text
+    return canonical_plain_json(redact(obj, max_str=max_str, max_items=max_items, max_depth=max_depth))
+
+
+def unchanged_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) -> str | None:
+    """The canonical JSON of ``obj`` when redaction would return it unchanged; ``None`` when it might not."""
+    try:
+        if not _plain(obj, 0, max_str, max_items, max_depth):
+            return None
+        text = _ENCODE(obj)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return None if _LOG_SCREEN.maybe(text) else text
+
+
+def _plain(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) -> bool:
+    """True when ``redact`` leaves ``obj`` as it is, its strings aside (screened in the text by the caller):
+    exact JSON types, within the bounds, no secret-named key."""
+    kind = type(obj)
+    if kind is str:
+        return len(obj) <= max_str
+    if kind is int or kind is bool or kind is float or obj is None:
+        return True  # a float that is not finite: the encoder refuses it
+    if kind is not dict and kind is not list:
+        return False  # a tuple, bytes, a model...: redact converts it
+    if depth >= max_depth or len(obj) > max_items:  # a container too deep is replaced, a long one cut
+        return False
+    if kind is list:
+        return all(_plain(v, depth + 1, max_str, max_items, max_depth) for v in obj)
+    for k, v in obj.items():
+        if type(k) is not str or len(k) > MAX_KEY or _secret_key(k):
+            return False
+        if type(v) is str:
+            if len(v) > max_str:
+                return False
+        elif not _plain(v, depth + 1, max_str, max_items, max_depth):
+            return False
+    return True

@@ -1,0 +1,136 @@
+"""A timeline row's payload is screened for secrets once, as one text, when nothing in it needs redacting
+(issue 34), and what is stored is exactly what the walk of ``redact`` gives (geode/redacted_json.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import geode.redaction as redaction
+from geode.home import GeodeHome
+from geode.records.models import TimelineEvent
+from geode.redacted_json import redacted_json
+from geode.redaction import canonical_plain_json, redact
+from tests.records.harness import LocalStore, local_store
+from tests.records.test_redaction_screen import FRAGMENTS
+
+FILES = "\n".join(f"src/pkg/module_{i}.py" for i in range(40))[:500]
+
+
+def _walked(obj: Any, **bounds: int) -> str:
+    return canonical_plain_json(redact(obj, **bounds))
+
+
+@pytest.fixture
+def store(tmp_path: Any) -> Iterator[LocalStore]:
+    s = local_store(GeodeHome(tmp_path / "h").ensure())
+    try:
+        yield s
+    finally:
+        s.engine.close()
+
+
+@pytest.fixture
+def screens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the log screen looks at (the screen in front of the secret shapes' regexes)."""
+    seen: list[str] = []
+    screen = redaction._LOG_SCREEN
+    real = type(screen).maybe
+
+    def counted(text: str) -> bool:
+        seen.append(text)
+        return real(screen, text)
+
+    monkeypatch.setattr(screen, "maybe", counted)
+    return seen
+
+
+def test_a_tool_calls_row_is_screened_once_and_stored_as_the_walk_stores_it(
+    store: LocalStore, screens: list[str]
+) -> None:
+    payload = {
+        "tool_name": "glob_files",
+        "tool_use_id": "toolu_0001",
+        "operation_id": "op-1",
+        "turn_id": "turn-abc",
+        "step_id": "s1",
+        "mode": "IPC",
+        "arguments": {"pattern": "**/*.py", "path": ".", "limits": [1, 2.5, None, True]},
+        "status": "ok",
+        "error_type": None,
+        "summary": FILES,
+    }
+    ev = TimelineEvent(session_id="s1", event_id="e1", kind="tool.completed", ts=1.0, payload=payload)
+    store.client.append_timeline(ev)
+    assert len(screens) == 1, f"{len(screens)} screens for one row holding no secret (one per string before)"
+    row = store.client.read_timeline("s1")[-1]
+    assert row.event.payload == payload and not row.corrupt
+    expected = _walked(payload, max_str=16384, max_items=256, max_depth=12)
+    assert row.payload_hash == hashlib.sha256(expected.encode()).hexdigest()
+
+    # a row that does hold a secret is still masked by the walk, the rest of it kept
+    curl = "curl -H 'Authorization: Bearer abcdefgh12345678' https://x"
+    leak = {**payload, "summary": curl, "api_key": "k"}
+    store.client.append_timeline(
+        TimelineEvent(session_id="s1", event_id="e2", kind="tool.completed", ts=2.0, payload=leak)
+    )
+    stored = store.client.read_timeline("s1")[-1].event.payload
+    assert stored["api_key"] == redaction.MASK and "abcdefgh12345678" not in stored["summary"]
+    assert "Bearer [REDACTED]" in stored["summary"] and stored["tool_name"] == "glob_files"
+
+
+KEYS = st.sampled_from(["a", "path", "token", "api_key", "max_tokens", "Authorization", "k" * 300, "x"])
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(st.sampled_from(FRAGMENTS), max_size=8).map("".join),
+    st.text(max_size=12),
+    st.binary(max_size=4),
+)
+
+
+def _values() -> st.SearchStrategy[Any]:
+    return st.recursive(
+        SCALARS,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=5),
+            st.lists(inner, max_size=3).map(tuple),
+            st.dictionaries(KEYS, inner, max_size=5),
+            st.dictionaries(st.one_of(st.integers(0, 3), st.booleans()), inner, max_size=2),
+        ),
+        max_leaves=20,
+    )
+
+
+@settings(max_examples=250, deadline=None)
+@given(_values(), st.integers(1, 40), st.integers(1, 6), st.integers(1, 5))
+def test_the_text_is_what_the_walk_gives_for_any_value(obj: Any, max_str: int, items: int, deep: int) -> None:
+    bounds = {"max_str": max_str, "max_items": items, "max_depth": deep}
+    assert redacted_json(obj, **bounds) == _walked(obj, **bounds)
+
+
+def test_values_the_walk_changes_take_the_walk() -> None:
+    bounds = {"max_str": 16, "max_items": 2, "max_depth": 2}
+    for obj in (
+        {"a": math.nan},
+        {"a": (1, 2)},
+        {"a": b"xy"},
+        {"a": [1, 2, 3]},
+        {"a": {"b": {"c": 1}}},
+        {"a": "x" * 17},
+        {"k" * 257: 1},
+        {1: "one"},
+        {True: 1},
+        {"password": "hunter2"},
+        {"a": "sk-ant-abcdefgh1234"},
+        {"a": "é Bearer abcdefgh"},
+    ):
+        assert redacted_json(obj, **bounds) == _walked(obj, **bounds), obj
