@@ -33,6 +33,7 @@ from geode.control.core import ControlCore
 from geode.control.session_end import SessionEndHooks
 from geode.control.settings import ControlSection
 from geode.home import GeodeHome
+from geode.lanes.stream import each_event
 from geode.protocol import codec, lifecycle
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.dispatch import Dispatch
@@ -352,9 +353,10 @@ def start_control(
 
     bus.subscribe("supervisor", lifecycle.on_child_events(on_lifecycle))
     # run on the bus thread as each push arrives (no hand-off; never blocks: it only queues frames for the
-    # control socket), so the stream also stays in order
-    events = lanes_msg.ORIGIN_EVENT
-    lanes_push = Dispatch("control (lanes peer)", {events: on_origin_event}, inline=[events])
+    # control socket), so the stream also stays in order; ``origin.events``: several in one frame, in order
+    events, batched = lanes_msg.ORIGIN_EVENT, lanes_msg.ORIGIN_EVENTS
+    routes = {events: on_origin_event, batched: each_event(on_origin_event)}
+    lanes_push = Dispatch("control (lanes peer)", routes, inline=[events, batched])
     bus.connect_peer("lanes", lanes_push, concurrency=1)
     sock.start(core)
     stop = threading.Event()

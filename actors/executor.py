@@ -27,6 +27,7 @@ from actors.tree.worker_role import WorkerRole
 from geode.config_reload import HOOKS, MCP, MESSENGERS, ConfigChange
 from geode.hooks.config import hooks_of
 from geode.hooks.runner import HookRunner
+from geode.lanes.stream import each_event
 from geode.memory.files import MemoryFiles
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import tools as tools_msg
@@ -286,7 +287,10 @@ def start_delegate(bus: Bus, executor: ToolExecutor, ctx: ChildContext, specs: l
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
         delegate.on_event(b)
 
-    lanes_push = Dispatch(f"{bus.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: on_origin_event})
+    lanes_push = Dispatch(
+        f"{bus.name} (lanes peer)",
+        {lanes_msg.ORIGIN_EVENT: on_origin_event, lanes_msg.ORIGIN_EVENTS: each_event(on_origin_event)},
+    )
     bus.connect_peer("lanes", lanes_push, concurrency=1)
 
 

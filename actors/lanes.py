@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pykka
@@ -28,6 +29,7 @@ from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
 from geode.lanes.service import Asked, LanesService, Reply
 from geode.lanes.settings import LanesSection
+from geode.lanes.stream_relay import relay_events
 from geode.protocol import lifecycle, turns
 from geode.protocol.envelope import now_ms
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
@@ -164,24 +166,26 @@ class _DeskView:
 class LanesHandle:
     """The lanes actor from outside: ``handle`` is the bus Service (posts, then waits for its own answer).
 
-    A worker's ``turn.event`` is relayed on the calling thread (the bus thread: ``inline_types``) by
-    ``relay``, the state machine's thread-safe stream relay: no hand-off to a handler or to the actor."""
+    A worker's ``turn.event`` / ``turn.events`` is relayed on the calling thread (the bus thread:
+    ``inline_types``) by ``relay``, the state machine's thread-safe stream relay: no hand-off to a handler or
+    to the actor."""
 
     ref: pykka.ActorRef[LanesActor]
     records: TurnStore
     runner: KeyedRunner
-    relay: Callable[[turns.TurnEvent, str], None] | None = None
+    relay: Callable[[list[turns.TurnEvent], str], None] | None = None
     types: frozenset[str] = frozenset()  # every message type the state machine routes
     ask_timeout_s: float = 30.0
     desk: _DeskView = field(init=False)
-    inline_types: ClassVar[frozenset[str]] = frozenset({turns.TURN_EVENT})
+    inline_types: ClassVar[frozenset[str]] = frozenset({turns.TURN_EVENT, turns.TURN_EVENTS})
 
     def __post_init__(self) -> None:
         self.desk = _DeskView(self)
 
     def handle(self, request: Request) -> Reply:
-        if self.relay is not None and isinstance(request.body, turns.TurnEvent):
-            self.relay(request.body, request.sender)
+        if self.relay is not None and isinstance(request.body, turns.TurnEvent | turns.TurnEvents):
+            body = request.body
+            self.relay(body.events if isinstance(body, turns.TurnEvents) else [body], request.sender)
             return None
         if request.envelope.kind == "cast":
             self._tell(_Op(request, None))
@@ -197,7 +201,7 @@ class LanesHandle:
 
     def handle_later(self, request: Request) -> Reply | Later:
         """As :meth:`handle`, but a request's answer is a ``Later`` the actor completes: nobody waits."""
-        if request.envelope.kind == "cast" or isinstance(request.body, turns.TurnEvent):
+        if request.envelope.kind == "cast" or isinstance(request.body, turns.TurnEvent | turns.TurnEvents):
             return self.handle(request)
         later = Later()
         self._tell(_Op(request, later))
@@ -247,7 +251,7 @@ class DeferredLanes:
 
     @property
     def inline_types(self) -> frozenset[str]:
-        return self.lanes.types
+        return self.lanes.types | LanesHandle.inline_types  # ``turn.events`` is relayed, never routed
 
     def handle(self, request: Request) -> Reply | Later:
         return self.lanes.handle_later(request)
@@ -274,7 +278,7 @@ def start_lanes_actor(
             log.debug("lanes stopped before a store reply arrived")
 
     runner.deliver = deliver
-    lanes = LanesHandle(ref, records, runner, relay=core.relay_event, types=core.dispatch.types)
+    lanes = LanesHandle(ref, records, runner, relay=partial(relay_events, core), types=core.dispatch.types)
     lanes.query(lambda c: c.load(running, queued))
     return lanes
 

@@ -26,6 +26,7 @@ from actors.tree.messenger_platforms import ActorLedger, PlatformActor, make_tra
 from actors.tree.messenger_uploads import post_once, send_file_once
 from actors.tree.peer_exits import on_exit_failer
 from geode.config_reload import MESSENGERS, ConfigChange
+from geode.lanes.stream import each_event
 from geode.messengers.bindings import Bindings
 from geode.messengers.config import PLATFORMS, MessengerBinding, MessengersSection
 from geode.messengers.poller import Poller
@@ -80,6 +81,7 @@ class MessengersChild:
                 messengers_msg.SEND_FILE: self._send_file,
                 messengers_msg.BINDINGS: self._bindings,
                 lanes_msg.ORIGIN_EVENT: self._origin_event,
+                lanes_msg.ORIGIN_EVENTS: each_event(self._origin_event),
             },
         )
 
@@ -224,7 +226,11 @@ def build(bus: Bus, ctx: ChildContext) -> MessengersProcess:
     bus.subscribe("supervisor", on_exit_failer(bus, ("executor",), ctx.name))
     dispatch = proc.child.dispatch()
     bus.serve(ctx.name, dispatch)
-    stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc.child._origin_event})
+    on_event = proc.child._origin_event
+    stream = Dispatch(
+        f"{ctx.name} (lanes peer)",
+        {lanes_msg.ORIGIN_EVENT: on_event, lanes_msg.ORIGIN_EVENTS: each_event(on_event)},
+    )
     bus.connect_peer("lanes", stream, concurrency=1)  # one handler: each turn's stream stays in order
     proc.start()
     return proc

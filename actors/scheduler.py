@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from actors.bus import Bus
 from geode.config_reload import SCHEDULE, ConfigChange
 from geode.home_secrets import session_id_key
+from geode.lanes.stream import each_event
 from geode.messengers.config import canonical_destination
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import lifecycle, runtime
@@ -154,6 +155,7 @@ class SchedulerProcess:
                 m.RUN_NOW: self._run_now,
                 m.RUNS: self._runs,
                 lanes_msg.ORIGIN_EVENT: self._origin_event,
+                lanes_msg.ORIGIN_EVENTS: each_event(self._origin_event),
             },
         )
 
@@ -272,7 +274,11 @@ def build(bus: Bus, ctx: ChildContext) -> SchedulerProcess:
     """Registry builder (``actors.tree.registry``): serve ``scheduler``, then start the driver's thread."""
     proc = assemble(bus, ctx, f"scheduler#{ctx.incarnation}:{os.getpid()}")
     bus.serve(ctx.name, proc.dispatch())
-    stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc._origin_event})
+    on_event = proc._origin_event
+    stream = Dispatch(
+        f"{ctx.name} (lanes peer)",
+        {lanes_msg.ORIGIN_EVENT: on_event, lanes_msg.ORIGIN_EVENTS: each_event(on_event)},
+    )
     bus.connect_peer("lanes", stream, concurrency=1)
     proc.start()
     return proc

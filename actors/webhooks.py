@@ -26,6 +26,7 @@ from aiohttp import web
 from actors.bus import Bus
 from geode.config_reload import WEBHOOKS, ConfigChange
 from geode.home_secrets import session_id_key
+from geode.lanes.stream import each_event
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime
 from geode.protocol import webhooks as m
@@ -247,6 +248,7 @@ class WebhooksProcess:
                 m.ROUTES: self._routes,
                 m.REPLAY: self._replay,
                 lanes_msg.ORIGIN_EVENT: self._origin_event,
+                lanes_msg.ORIGIN_EVENTS: each_event(self._origin_event),
             },
         )
 
@@ -342,7 +344,11 @@ def build(bus: Bus, ctx: ChildContext) -> WebhooksProcess:
     proc = WebhooksProcess(ctx, bus, plans)
     proc.serve_http()  # a bind failure: ConfigError, one line in the log, exit 75
     bus.serve(ctx.name, proc.dispatch())
-    stream = Dispatch(f"{ctx.name} (lanes peer)", {lanes_msg.ORIGIN_EVENT: proc._origin_event})
+    on_event = proc._origin_event
+    stream = Dispatch(
+        f"{ctx.name} (lanes peer)",
+        {lanes_msg.ORIGIN_EVENT: on_event, lanes_msg.ORIGIN_EVENTS: each_event(on_event)},
+    )
     bus.connect_peer("lanes", stream, concurrency=1)
     proc.start()
     return proc

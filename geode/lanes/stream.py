@@ -1,12 +1,18 @@
-"""Per-session event streams: lane-assigned sequence numbers and a bounded replay buffer for re-attach."""
+"""Per-session event streams: lane-assigned sequence numbers, a bounded replay buffer for re-attach, and an
+origin's ``origin.events`` route (:func:`each_event`)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 
-from geode.protocol.lanes import StreamEvent
+from geode.protocol.lanes import StreamEvent, StreamEvents
+from geode.protocol.transport import Request
+
+log = logging.getLogger(__name__)
 
 MAX_SESSIONS = 256
 MAX_EVENTS_PER_SESSION = 512
@@ -122,3 +128,19 @@ class Reorder:
         self._next.pop(turn_id, None)
         self._seen.pop(turn_id, None)
         return [held[s][1] for s in sorted(held)]
+
+
+def each_event(
+    handler: Callable[[StreamEvent, Request], None],
+) -> Callable[[StreamEvents, Request], None]:
+    """The ``origin.events`` route of an origin whose ``origin.event`` route is ``handler``: each event of
+    the frame in order, as if it had come alone (one that fails is logged; the rest still go through)."""
+
+    def on_events(body: StreamEvents, r: Request) -> None:
+        for ev in body.events:
+            try:
+                handler(ev, r)
+            except Exception:
+                log.exception("stream event %s (seq %d) failed", ev.kind, ev.seq)
+
+    return on_events

@@ -1,7 +1,8 @@
 """Messages of the lanes area: entry paths (control, messengers) and the executor ↔ lanes.
 
 Entry paths submit turns (``lanes.submit``), cancel, replay and query them; lanes relays each turn's stream to
-the turn's origin as ``origin.event`` casts and routes executor approval requests (``lanes.approval``) there.
+the turn's origin as ``origin.event`` casts (several at once as one ``origin.events``) and routes executor
+approval requests (``lanes.approval``) there.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ class StreamEvent(BaseModel):
     seq: int = Field(ge=1)
     kind: str = Field(max_length=64)
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+STREAM_EVENTS_MAX = 64  # stream events in one ``origin.events`` frame
+
+
+class StreamEvents(BaseModel):
+    """Several stream events in one frame, in ``seq`` order (a worker's ``turn.events`` relayed as one)."""
+
+    events: list[StreamEvent] = Field(min_length=1, max_length=STREAM_EVENTS_MAX)
 
 
 class Ok(BaseModel):
@@ -139,3 +149,4 @@ REPLAY = message("lanes.replay", Replay, Replayed)
 LANES_STATUS = message("lanes.status", LanesStatus)
 TURN = message("lanes.turn", TurnQuery)
 ORIGIN_EVENT = message("origin.event", StreamEvent, None)
+ORIGIN_EVENTS = message("origin.events", StreamEvents, None)

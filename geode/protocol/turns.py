@@ -2,7 +2,8 @@
 
 Flow: a loop worker connects to the ``lanes`` endpoint as a peer and sends ``worker.ready``, then
 ``worker.heartbeat`` periodically. Lanes pushes ``turn.run`` (and ``turn.cancel``) to the worker by its peer
-name; the worker streams ``turn.event`` casts (ordered per session by ``seq``) and ends with ``turn.done``.
+name; the worker streams ``turn.event`` casts (ordered per session by ``seq``; several events produced back to
+back go as one ``turn.events`` cast) and ends with ``turn.done``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class WorkerReady(BaseModel):
 
     worker: str
     incarnation: int = Field(ge=0)
-    capacity: int = Field(default=1, ge=1)
+    capacity: int = Field(default=1, ge=0)  # 0: retiring (geode.loop.retirement): pushed nothing new
     address: str = Field(default="", max_length=64)  # a worker host's address on its route to main (status)
 
 
@@ -144,6 +145,17 @@ class TurnEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+# events of one turn sent in one frame (geode/loop/event_batch.py): at most this many
+TURN_EVENTS_MAX = 64
+
+
+class TurnEvents(BaseModel):
+    """Several events of one running turn in one frame, in ``seq`` order: the events the loop produced
+    back to back without waiting on anything (each keeps its own ``seq``; lanes relays them one by one)."""
+
+    events: list[TurnEvent] = Field(min_length=1, max_length=TURN_EVENTS_MAX)
+
+
 class TurnUsage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
@@ -189,5 +201,6 @@ WORKER_READY = message("worker.ready", WorkerReady, Ack)
 WORKER_HEARTBEAT = message("worker.heartbeat", WorkerHeartbeat, HeartbeatAck)
 TURN_RUN = message("turn.run", TurnRun, TurnRunAccepted)
 TURN_EVENT = message("turn.event", TurnEvent)
+TURN_EVENTS = message("turn.events", TurnEvents)
 TURN_DONE = message("turn.done", TurnDone, Ack)
 TURN_CANCEL = message("turn.cancel", TurnCancel, Ack)

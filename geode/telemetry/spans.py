@@ -19,7 +19,16 @@ TRACEPARENT_PATTERN = TRACEPARENT.pattern
 # traced messages handled without a server span of their own (per stream delta, liveness): their context
 # still applies, so what their handler sends stays in the trace
 QUIET_TYPES = frozenset(
-    {"turn.event", "origin.event", "worker.heartbeat", "executor.heartbeat", "runtime.ping", "runtime.status"}
+    {
+        "turn.event",
+        "turn.events",
+        "origin.event",
+        "origin.events",
+        "worker.heartbeat",
+        "executor.heartbeat",
+        "runtime.ping",
+        "runtime.status",
+    }
 )
 
 _current: ContextVar[str | None] = ContextVar("geode_traceparent", default=None)

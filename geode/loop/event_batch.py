@@ -1,0 +1,121 @@
+"""A turn's events sent several to a frame: held while the loop works without waiting, sent before it waits.
+
+Per tool round the loop produces its events in two bursts (``tokens``, the pending batch's
+``checkpoint_saved``, ``tool_start``; then ``tool_end``, the completed batch's ``checkpoint_saved``, the next
+``round_start``), each followed by a wait: the tool, the model. :class:`EventBatch` holds a turn's events and
+sends what it holds as one list when an event that comes just before a wait arrives (:data:`SEND_AFTER`: the
+round's start before the model request, a tool's start before the tool runs, streamed text, retries and
+fallbacks, the termination), when it holds ``TURN_EVENTS_MAX``, when the turn ends (:meth:`EventBatch.close`),
+and in any case :data:`HOLD_S` after the first held event (:class:`HoldTimer`, for the waits the loop does
+not announce: a slow store save, a hook, a summary call). So no event reaches the user later than before by
+more than ``HOLD_S``, and those before a wait not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from geode.protocol.turns import TURN_EVENTS_MAX, TurnEvent, TurnEventKind
+
+log = logging.getLogger(__name__)
+
+HOLD_S = 0.05  # the longest an event is held (the timer's bound), only across a wait the loop does not say
+# kinds the loop emits just before it waits (or that a person waits for): what is held goes out with them
+SEND_AFTER = frozenset(
+    {
+        TurnEventKind.ROUND_START,  # the model request follows
+        TurnEventKind.TOOL_START,  # the tool runs next
+        TurnEventKind.TEXT_DELTA,  # during the model call (already coalesced per 50 ms)
+        TurnEventKind.LLM_RETRY,
+        TurnEventKind.RETRY_WAIT,  # the backoff sleep follows
+        TurnEventKind.FALLBACK,
+        TurnEventKind.APPROVAL_REQUEST,
+        TurnEventKind.TERMINATION,  # the turn ends
+    }
+)
+Send = Callable[[list[TurnEvent]], None]
+
+
+class HoldTimer:
+    """One thread per process that sends what a batch still holds ``hold_s`` after its first held event.
+
+    A batch that sends on its own (the usual case) disarms without waking the thread; the thread is woken only
+    when nothing earlier is due (so a steady flow of bursts costs at most one wake per ``hold_s``)."""
+
+    def __init__(self, hold_s: float = HOLD_S) -> None:
+        self.hold_s = hold_s
+        self._cond = threading.Condition(threading.Lock())
+        self._due: dict[EventBatch, float] = {}
+        self._wake_at: float | None = None  # when the thread wakes next (None: it waits to be told)
+        self._thread: threading.Thread | None = None
+
+    def arm(self, batch: EventBatch) -> None:
+        deadline = time.monotonic() + self.hold_s
+        with self._cond:
+            self._due.setdefault(batch, deadline)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="event-hold", daemon=True)
+                self._thread.start()
+            elif self._wake_at is None or deadline < self._wake_at:
+                self._cond.notify()
+
+    def disarm(self, batch: EventBatch) -> None:
+        with self._cond:
+            self._due.pop(batch, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                ready = [b for b, t in self._due.items() if t <= now]
+                for b in ready:
+                    del self._due[b]
+                if not ready:
+                    self._wake_at = min(self._due.values(), default=None)
+                    self._cond.wait(None if self._wake_at is None else self._wake_at - now)
+                    self._wake_at = now  # awake: an arm in between needs no notify
+                    continue
+            for b in ready:
+                b.flush()
+
+
+class EventBatch:
+    """One turn's event sink (``geode.loop.ports.EventSink``): holds events and sends them as lists."""
+
+    def __init__(self, send: Send, timer: HoldTimer | None = None, *, most: int = TURN_EVENTS_MAX) -> None:
+        self._send = send
+        self._timer = timer
+        self._most = most
+        self._held: list[TurnEvent] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: TurnEvent) -> None:
+        with self._lock:
+            self._held.append(event)
+            if event.kind in SEND_AFTER or len(self._held) >= self._most:
+                self._send_locked()
+            elif len(self._held) == 1 and self._timer is not None:
+                self._timer.arm(self)
+
+    def flush(self) -> None:
+        """Send what is held now (the timer; the turn's end)."""
+        with self._lock:
+            self._send_locked()
+
+    def close(self) -> None:
+        """The turn ended: send the rest (nothing is held past the turn's ``turn.done``)."""
+        self.flush()
+
+    def _send_locked(self) -> None:
+        if self._timer is not None:
+            self._timer.disarm(self)
+        if not self._held:
+            return
+        batch, self._held = self._held, []
+        try:
+            self._send(batch)  # under the lock: batches leave in seq order
+        except Exception as exc:  # an event is observation: losing some never fails the turn
+            log.warning("%d turn event(s) dropped: %s", len(batch), exc)
