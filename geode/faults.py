@@ -26,8 +26,9 @@ POINTS = frozenset(
         "store.after_commit",  # the store committed a receipt's result, the reply not sent
         "store.after_reply_admit",  # store.after_admit, for a chat reply's receipt only (step "reply")
         "store.after_reply_commit",  # store.after_commit, for a chat reply's receipt only
+        "loop.before_pending_checkpoint",  # a batch proposed, not saved; the last batch's results unsaved
         "loop.after_pending_checkpoint",  # the pending batch is written ahead, no call sent yet
-        "loop.before_completed_checkpoint",  # the batch ran, the completed-batch checkpoint not saved
+        "loop.before_completed_checkpoint",  # the batch ran; its results not saved (they ride the next save)
         "loop.after_compaction_record",  # a compaction summary's record saved, the view not sent to the model
         "lanes.after_turn_stored",  # the turn's running record stored, the turn not pushed to its worker
         "messengers.after_turn_record",  # a polled batch's turn records stored, the cursor not advanced

@@ -1,5 +1,6 @@
 """The tool calls of one turn as its durable record says, for `geode ask --json`: read from the session's
-checkpoint (each completed batch is saved strictly before the turn goes on), never tallied from events."""
+checkpoint (a batch's results ride the next save, the turn's final save at the latest), never tallied from
+events."""
 
 from __future__ import annotations
 

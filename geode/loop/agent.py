@@ -14,7 +14,7 @@ from geode.loop.compact_now import compact_turn
 from geode.loop.compacting import Compactor
 from geode.loop.compaction import ContextExhausted
 from geode.loop.events import EventStream, bind_current, unbind_current
-from geode.loop.finish import finish_turn, timeline
+from geode.loop.finish import finish_turn, timeline_row, write_rows
 from geode.loop.guards import check_cost, check_round_entry, observe_batch
 from geode.loop.judge import make_judge
 from geode.loop.opening import open_turn
@@ -32,6 +32,7 @@ from geode.protocol.turns import (
 )
 from geode.providers.types import Provider, StopReason
 from geode.records.client import RecordClient
+from geode.records.models import TimelineEvent
 from geode.tools.plan import BoundToolPlan
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class AgenticLoop:
     def _run(
         self, state: TurnState, ckpt: Checkpointer, events: EventStream, s: LoopSettings, model: str
     ) -> TurnResult:
+        rows: list[TimelineEvent] = []  # the verification's decision, written with turn.ended
         try:
             if s.compact_now:  # the chat's /compact: only a summary of the session (geode.loop.compact_now)
                 done_or_end = compact_turn(
@@ -128,7 +130,7 @@ class AgenticLoop:
             )
             if done is not None:
                 return done
-            outcome = self._run_rounds(state, ckpt, events, s, plan, model)
+            outcome, rows = self._run_rounds(state, ckpt, events, s, plan, model)
         except Terminal as t:
             outcome = t
         except CheckpointUnavailable as exc:
@@ -136,7 +138,7 @@ class AgenticLoop:
         except Exception as exc:  # a bug: end the turn with a clear reason, never hang the lane
             log.exception("turn %s of %s failed", state.turn_id, state.session_id)
             outcome = Terminal(TerminationReason.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
-        result = finish_turn(state, ckpt, events, outcome, self.records)
+        result = finish_turn(state, ckpt, events, outcome, self.records, rows)
         notify_idle(state, s, self.hooks)
         return result
 
@@ -160,7 +162,8 @@ class AgenticLoop:
         s: LoopSettings,
         plan: BoundToolPlan | None,
         model: str,
-    ) -> Terminal:
+    ) -> tuple[Terminal, list[TimelineEvent]]:
+        """The outcome and, when it ends the turn, the verification's timeline row (still to write)."""
         judge = make_judge(self.judge_provider or self.provider, s.verify.judge_model or model)
         while True:
             candidate = self._until_stop(state, ckpt, events, s, plan, model)
@@ -182,8 +185,7 @@ class AgenticLoop:
                 reason=decision.reason,
                 misses=[m.name for m in decision.misses],
             )
-            timeline(
-                self.records,
+            row = timeline_row(
                 state,
                 "verification.decided",
                 {
@@ -193,13 +195,14 @@ class AgenticLoop:
                 },
             )
             if decision.action == "accept":
-                return candidate
+                return candidate, [row]
             if decision.action == "escalate":
                 return Terminal(
                     TerminationReason.EXTERNAL_VERIFICATION_REQUIRED,
                     text=candidate.text,
                     error=decision.reason,
-                )
+                ), [row]
+            write_rows(self.records, [row])
             state.guards.verify_attempt += 1
             state.continuation = decision.instruction
             state.history.append(

@@ -1,4 +1,10 @@
-"""Phase 4, process tools: write-ahead the pending batch, run it against its snapshot, save the results."""
+"""Phase 4, process tools: write-ahead the pending batch, run it against its snapshot, keep the results.
+
+One checkpoint save per tool round: the pending batch, strict, before any call is sent. The results are not
+saved on their own; they ride the next save (the next round's pending batch, the turn's final save, a
+compaction record or a verification note). A crash before that save is the same case as a crash while the
+tools ran: the resume repairs the batch from its receipts (:mod:`geode.loop.resume`), never re-running an
+effect that began."""
 
 from __future__ import annotations
 
@@ -293,10 +299,11 @@ def process_batch(
     observe: Callable[[list[ToolResult]], None] | None = None,
     records: RecordClient | None = None,
 ) -> list[ToolResult]:
-    """Save the pending batch (strict) → execute → observe (guards) → save the completed batch (strict).
+    """Save the pending batch (strict) → execute → append the results → observe (guards).
 
-    A guard that trips in ``observe`` ends the turn only after the completed batch is durable.
-    Calls beyond ``settings.max_tool_calls_per_reply`` are not run: each gets an error tool_result."""
+    The results ride the next save (see the module's docstring); a guard that trips in ``observe`` or a
+    cancel ends the turn, whose final save holds them. Calls beyond ``settings.max_tool_calls_per_reply``
+    are not run: each gets an error tool_result."""
     cap = settings.max_tool_calls_per_reply
     over = calls[cap:]
     if over:
@@ -306,6 +313,7 @@ def process_batch(
     state.history.append(assistant_message(snapshot, escape_text(text), calls, cap if over else 0))
     refused = [c for c in calls[:cap] if c.id in bad]  # answered below, never sent to the executor
     calls = tuple(c for c in calls[:cap] if c.id not in bad)
+    fault("loop.before_pending_checkpoint")  # the model saw the previous batch's results, still unsaved
     try:
         seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
     except CheckpointUnavailable as exc:
@@ -328,22 +336,9 @@ def process_batch(
     results += [not_unicode_result(c, bad[c.id]) for c in refused]
     results += [over_cap_result(c, cap) for c in over]  # every tool_use gets its tool_result
     state.history.append(results_message(results, settings))
-    tripped: Terminal | None = None
     if observe is not None:
-        try:
-            observe(results)
-        except Terminal as t:
-            tripped = t
-    fault("loop.before_completed_checkpoint")
-    try:
-        seq = checkpoint.save(state, pending=None, meta=save_meta)
-    except CheckpointUnavailable as exc:
-        raise Terminal(
-            TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"completed batch not saved: {exc}"
-        ) from exc
-    events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="completed_batch")
-    if tripped is not None:
-        raise tripped
+        observe(results)  # a guard that trips ends the turn: its final save holds the results
+    fault("loop.before_completed_checkpoint")  # the batch ran; its results ride the next save
     if state.cancel.is_set():  # the answer says exactly what ran of the batch the cancel cut short
         report = cancel_report(results)
         raise Terminal(TerminationReason.USER_CANCELLED, text=f"Cancelled. {report}", error=report)

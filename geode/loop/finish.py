@@ -1,9 +1,10 @@
-"""Phase 6, finish: the TurnResult, the termination event, the final checkpoint and the timeline row."""
+"""Phase 6, finish: the TurnResult, the termination event, the final checkpoint and the timeline rows."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from geode.loop.checkpoint import Checkpointer
@@ -17,9 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def finish_turn(
-    state: TurnState, ckpt: Checkpointer, events: EventStream, outcome: Terminal, records: RecordClient
+    state: TurnState,
+    ckpt: Checkpointer,
+    events: EventStream,
+    outcome: Terminal,
+    records: RecordClient,
+    rows: Sequence[TimelineEvent] = (),
 ) -> TurnResult:
-    """The result, the terminal event, the final save (``done_turn`` + result) and the timeline row."""
+    """The result, the terminal event, the final save (``done_turn`` + result) and the timeline rows:
+    ``rows`` (the verification's decision) and ``turn.ended``, in one store request."""
     reason = outcome.reason
     escalated = reason == TerminationReason.EXTERNAL_VERIFICATION_REQUIRED
     g = state.guards
@@ -38,22 +45,41 @@ def finish_turn(
     state.meta.update(done_turn=state.turn_id, last_result=result.model_dump(mode="json"))
     if ckpt.seq or state.history:
         ckpt.save(state, status=status, strict=False)
-    timeline(records, state, "turn.ended", {"reason": reason.value, "rounds": g.round_index})
+    ended = timeline_row(state, "turn.ended", {"reason": reason.value, "rounds": g.round_index})
+    write_rows(records, [*rows, ended])
     return result
+
+
+def timeline_row(state: TurnState, kind: str, payload: dict[str, Any]) -> TimelineEvent:
+    """A timeline row of the turn, stamped now; its event id makes a second write of it a no-op."""
+    n = state.guards.verify_attempt
+    return TimelineEvent(
+        session_id=state.session_id,
+        event_id=f"{state.turn_id}:{kind}:{n}",
+        kind=kind,
+        ts=time.time(),
+        payload=payload,
+    )
 
 
 def timeline(records: RecordClient, state: TurnState, kind: str, payload: dict[str, Any]) -> None:
     """Best-effort timeline row (observation only), idempotent by event id."""
-    try:
-        n = state.guards.verify_attempt
-        records.append_timeline(
-            TimelineEvent(
-                session_id=state.session_id,
-                event_id=f"{state.turn_id}:{kind}:{n}",
-                kind=kind,
-                ts=time.time(),
-                payload=payload,
-            )
-        )
-    except Exception as exc:  # observation only
-        log.debug("timeline %s not written: %s", kind, exc)
+    write_rows(records, [timeline_row(state, kind, payload)])
+
+
+def write_rows(records: RecordClient, rows: list[TimelineEvent]) -> None:
+    """Best-effort (observation only): several rows in one store request when the client can
+    (``append_timelines``; an in-process engine appends them one by one)."""
+    many = getattr(records, "append_timelines", None)
+    if many is not None and len(rows) > 1:
+        try:
+            for error in many(rows):
+                log.debug("timeline row not written: %s", error)
+        except Exception as exc:  # observation only
+            log.debug("timeline %s not written: %s", ", ".join(r.kind for r in rows), exc)
+        return
+    for row in rows:
+        try:
+            records.append_timeline(row)
+        except Exception as exc:  # observation only
+            log.debug("timeline %s not written: %s", row.kind, exc)

@@ -4,6 +4,10 @@ committed receipt → the stored result; admitted → awaited until its executor
 store marks it uncertain); uncertain → an ``effect_outcome_uncertain`` error;
 reconciled → the operator's outcome as an error result (never re-run); no receipt → the call never
 began, so it runs normally through the executor (every check again). Then the batch is saved strictly.
+
+The same repair closes a batch that ran to the end when the process died before the results' save: a
+round's results are not saved on their own but ride the next save (:mod:`geode.loop.batch`). A batch of
+the turn being resumed is counted in its guards (rounds, tool calls) as the round that ran would have been.
 """
 
 from __future__ import annotations
@@ -126,6 +130,9 @@ def repair(
                 state.unresolved.append(ctx.operation_id)
     ordered = [results[tu.id] for tu in msg.tool_uses]
     state.history.append(results_message(ordered, settings))
+    if state.guards.turn_id == state.turn_id:  # this turn's round: counted as the round that ran would be
+        state.guards.round_index += 1
+        state.guards.tool_calls += sum(1 for tu in msg.tool_uses if tu.id in ops)
     try:
         seq = checkpoint.save(state, pending=None, meta={"repaired": len(ordered)})
     except CheckpointUnavailable as exc:

@@ -1,0 +1,124 @@
+"""One checkpoint save per tool round (issue 34): the pending batch is written ahead, strict, and a round's
+results ride the next save. A crash between the results and that save is the crash-during-the-tools case: the
+resume repairs the batch from its receipts (committed → the stored result, never re-run; a read runs again),
+counts it in the turn's guards, and the session goes on. The verdict's and the turn end's timeline rows go to
+the store in one request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from geode.conversation import Message
+from geode.loop import LoopSettings
+from geode.loop.compaction import unanswered_tool_uses
+from geode.protocol import store as m
+from geode.protocol.turns import TerminationReason
+from geode.testing.function_model import FunctionModel
+from tests.loop.conftest import Rig, tool
+from tests.loop.fakes import Crash
+
+SEQ = LoopSettings(model="test-model", tool_parallelism=1)
+
+
+def _store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The message type of every request the turn's store client makes, in order."""
+    client = rig.records.inner
+    seen: list[str] = []
+    inner: Callable[..., Any] = client._call
+
+    def call(type_: str, body: Any, **kw: Any) -> Any:
+        seen.append(type_)
+        return inner(type_, body, **kw)
+
+    monkeypatch.setattr(client, "_call", call)
+    return seen
+
+
+def test_a_tool_round_is_saved_once_its_results_riding_the_next_save(fake_rig: Rig) -> None:
+    """Before: 2 saves a round (the pending batch, then the completed one): 8 for 3 rounds. Now 5: the turn's
+    open, one pending batch a round (carrying the last round's results), the final save."""
+    rig = fake_rig
+    replies = [{"tool_calls": [tool("write", f"w{i}", text=f"T{i}")]} for i in range(3)]
+    result = rig.loop(rig.script(*replies, "done"), settings=SEQ).run_turn("s1", "turn-1", "write three")
+    assert result.termination_reason == TerminationReason.NATURAL and result.text == "done"
+    assert (result.rounds, result.tool_calls) == (4, 3) and rig.effects == ["T0", "T1", "T2"]
+    shape = [(s.base_count, len(s.new_messages), s.pending_batch is not None) for s in rig.records.saves]
+    assert shape == [(0, 1, False), (1, 1, True), (2, 2, True), (4, 2, True), (6, 2, False)]
+    for save in rig.records.saves[2:4]:  # the results of the round before, then the batch written ahead
+        first, second = (Message.model_validate(x) for x in save.new_messages)
+        assert first.tool_results and second.tool_uses
+        assert save.pending_batch.operations[0].tool_use_id == second.tool_uses[0].id
+    restored = rig.records.load_checkpoint("s1")
+    msgs = [Message.model_validate(x) for x in restored.messages]
+    assert len(msgs) == 8 and unanswered_tool_uses(msgs) == [] and restored.state.pending_batch is None
+
+
+def test_a_one_round_turn_makes_seven_store_requests(fake_rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: 9 (the completed batch's save, and the verdict's row apart from turn.ended's)."""
+    rig = fake_rig
+    calls = _store_calls(rig, monkeypatch)
+    provider = rig.script({"tool_calls": [tool("read", "r1", key="k")]}, "the answer")
+    assert rig.loop(provider, settings=SEQ).run_turn("s2", "turn-1", "read").text == "the answer"
+    assert calls == [
+        m.CHECKPOINT_LOAD,  # the restore (a new session: nothing stored)
+        m.CHECKPOINT_SAVE,  # the turn's open
+        m.TIMELINE_APPEND,  # turn.started
+        m.CHECKPOINT_SAVE,  # the pending batch
+        m.RECEIPT_LIST,  # Verify: no unresolved receipt
+        m.CHECKPOINT_SAVE,  # the final save, holding the batch's results
+        m.TIMELINE_APPEND_MANY,  # verification.decided and turn.ended
+    ]
+    kinds = [r.event.kind for r in rig.records.read_timeline("s2")]
+    assert kinds == ["turn.started", "verification.decided", "turn.ended"]
+
+
+def test_a_crash_after_the_results_before_the_next_save_is_repaired_from_receipts(fake_rig: Rig) -> None:
+    """Killed when the model has answered the batch's results and nothing of it is saved yet: the write is
+    not run again (its committed receipt gives the result the model saw), the read runs again (no effect),
+    the turn counts its rounds as if it had not been cut, and the session goes on."""
+    rig = fake_rig
+    seen: list[Any] = []
+
+    def model(req: Any) -> Any:
+        if len(req.messages) == 1:
+            return {"tool_calls": [tool("write", "w", text="A"), tool("read", "r", key="k")]}
+        seen.append(req.messages[-1].tool_results)
+        raise Crash("the worker dies before the next save")
+
+    with pytest.raises(Crash):
+        rig.loop(FunctionModel(model), settings=SEQ).run_turn("s3", "turn-1", "write and read")
+    stored = rig.records.load_checkpoint("s3")
+    assert stored.state.pending_batch is not None  # the results were never saved
+    assert [Message.model_validate(x).role for x in stored.messages] == ["user", "assistant"]
+    provider = rig.script("all done")
+    result = rig.loop(provider, settings=SEQ).run_turn("s3", "turn-1", "write and read", resume=True)
+    assert result.termination_reason == TerminationReason.NATURAL and result.text == "all done"
+    assert rig.effects == ["A"]  # the write ran once
+    assert [c[0] for c in rig.executor.calls] == ["write", "read", "read"]  # only the read ran again
+    again = provider.requests[0].messages[-1].tool_results
+    assert [(r.tool_use_id, r.content, r.is_error) for r in again] == [
+        (r.tool_use_id, r.content, r.is_error) for r in seen[0]
+    ]  # the model sees what it saw before the crash: the write's stored result, the read's value
+    assert (result.rounds, result.tool_calls) == (2, 2)  # as the turn that was not cut
+    restored = rig.records.load_checkpoint("s3")
+    msgs = [Message.model_validate(x) for x in restored.messages]
+    assert unanswered_tool_uses(msgs) == [] and restored.state.pending_batch is None
+    assert rig.loop(rig.script("next"), settings=SEQ).run_turn("s3", "turn-2", "more").text == "next"
+
+
+def test_a_round_cut_during_its_tools_is_counted_once_resumed(fake_rig: Rig) -> None:
+    """Before: the resumed turn's guards missed the repaired round (1 round and 0 tool calls reported for a
+    turn that ran a tool round and answered)."""
+    rig = fake_rig
+    rig.executor.crash = {"a": "after_commit"}
+    with pytest.raises(Crash):
+        rig.loop(rig.script({"tool_calls": [tool("write", "a", text="A")]}), settings=SEQ).run_turn(
+            "s4", "turn-1", "go"
+        )
+    rig.executor.crash = {}
+    result = rig.loop(rig.script("fine"), settings=SEQ).run_turn("s4", "turn-1", "go", resume=True)
+    assert result.termination_reason == TerminationReason.NATURAL and rig.effects == ["A"]
+    assert (result.rounds, result.tool_calls) == (2, 1)
