@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from actors.bus.parts import ERROR_TYPE, Client, Served, Sub
 from actors.bus.poll_loop import PollLoop
+from actors.bus.shared_socket import SharedSocket
 from geode.protocol import codec, runtime, typed_frames
 from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
@@ -31,6 +32,13 @@ class Inbound(PollLoop):
 
     def _on_router(self, served: Served) -> None:
         sock, wire = served.sock, served.wire
+        self._reading = wire  # read until empty: an inline reply sent meanwhile need not ask ZMQ_EVENTS
+        try:
+            self._read_router(served, sock, wire)
+        finally:
+            self._reading = None
+
+    def _read_router(self, served: Served, sock: Any, wire: SharedSocket) -> None:
         for _ in range(512):
             parts = wire.recv()  # until empty: its fd is edge-triggered, and cheaper than asking ZMQ_EVENTS
             if parts is None:
@@ -76,7 +84,13 @@ class Inbound(PollLoop):
             served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
 
     def _on_dealer(self, client: Client) -> None:
-        wire = client.wire
+        self._reading = client.wire
+        try:
+            self._read_dealer(client, client.wire)
+        finally:
+            self._reading = None
+
+    def _read_dealer(self, client: Client, wire: SharedSocket) -> None:
         for _ in range(512):
             parts = wire.recv()
             if parts is None:

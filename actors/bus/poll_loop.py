@@ -57,6 +57,7 @@ class PollLoop:
     _wires: dict[Any, SharedSocket]  # a ROUTER's or DEALER's zmq socket -> the SharedSocket around it
     _hot: set[int]  # wires' fds to read without waiting for their edge (a send consumed it, or a cap hit)
     _handoffs: list[Callable[[], None]]  # replies to release, jobs to queue: run right before the bus sleeps
+    _reading: SharedSocket | None  # the wire the bus thread is reading until empty, while it does
     _pub: zmq.Socket | None  # type: ignore[type-arg]
     _pub_file: tuple[str, int] | None
     _zap: ZapHandler | None
@@ -255,8 +256,10 @@ class PollLoop:
         try:
             if wire is None:
                 sock.send_multipart(frames, zmq.NOBLOCK)
-            elif wire.send(frames):
-                self._readable(wire)
+            else:
+                check = wire is not self._reading or threading.current_thread() is not self._thread
+                if wire.send(frames, check):
+                    self._readable(wire)
             return True
         except zmq.ZMQError as exc:
             if wire is None or not wire.closed:  # a reply after stop() closed the socket: nobody to tell

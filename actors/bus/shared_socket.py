@@ -32,9 +32,10 @@ class SharedSocket:
         self.fd = int(sock.getsockopt(zmq.FD))
         self.closed = False
 
-    def send(self, frames: list[bytes]) -> bool:
+    def send(self, frames: list[bytes], check: bool = True) -> bool:
         """Send ``frames`` without blocking (``zmq.Again`` when the peer's queue is full, ``ZMQError`` when it
-        cannot be reached or the socket is closed); True when a received frame now waits to be read."""
+        cannot be reached or the socket is closed); True when a received frame now waits to be read (not asked
+        without ``check``: the bus thread replying on the socket it is reading until empty anyway)."""
         with self.lock:
             if self.closed:
                 raise zmq.ZMQError(errno.ENOTSOCK, "the bus closed this socket")
@@ -43,7 +44,7 @@ class SharedSocket:
                 sock.send(frames[0], NOBLOCK)
             else:
                 sock.send_multipart(frames, NOBLOCK)
-            return bool(int(sock.getsockopt(EVENTS)) & POLLIN)
+            return check and bool(int(sock.getsockopt(EVENTS)) & POLLIN)
 
     def recv(self) -> list[bytes] | None:
         """One received message's frames, or None when nothing is waiting (or the socket is closed)."""

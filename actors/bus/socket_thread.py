@@ -77,6 +77,7 @@ class Bus(Inbound):
         self._wires = {}
         self._hot = set()
         self._handoffs = []
+        self._reading = None
         self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
         self._pub_file: tuple[str, int] | None = None
         self._zap: ZapHandler | None = None

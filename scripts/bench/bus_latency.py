@@ -246,8 +246,9 @@ def main() -> None:
         print(f"  {mode:<7} client {c:6.1f} us   server {sv:6.1f} us   both {c + sv:6.1f} us")
     hop = pct(thread_pingpong(), 0.5)
     print(
-        f"thread ping-pong (2 hand-offs) p50 {hop * 1e6:.0f} us; the bus adds 4 hand-offs per round trip "
-        f"(caller→bus thread, bus→handler, handler→bus, bus→caller) ≈ {2 * hop * 1e6:.0f} us"
+        f"thread ping-pong (2 hand-offs) p50 {hop * 1e6:.0f} us; the bus adds 2 hand-offs per round trip "
+        f"(server bus thread→handler, client bus thread→caller; inline: 1) ≈ {hop * 1e6:.0f} us "
+        "(before issue 34's session 3: 4, the caller→bus thread and handler→bus thread posts too)"
     )
     raw = results["raw"]
     for mode in ("bus", "inline"):
