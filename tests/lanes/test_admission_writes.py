@@ -5,6 +5,7 @@ done record final and returns it), and a crash or a lost worker between the stat
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from geode.lanes.records import MemoryTurnStore
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.errors import Unavailable
+from geode.records.engine import RecordEngine
 from geode.records.models import TurnRecord, TurnState
 from tests.lanes.harness import done, make, req, submit
 
@@ -92,6 +94,50 @@ def test_a_turn_id_that_ran_before_is_answered_from_the_put_without_a_read() -> 
         assert [r["turn_id"] for r in tr2.runs()] == ["t2"]
     finally:
         later.stop()
+
+
+class CountedEngine:
+    """The real record engine (LMDB) as lanes' TurnStore, with every call lanes makes recorded."""
+
+    def __init__(self, engine: RecordEngine) -> None:
+        self.engine = engine
+        self.calls: list[str] = []
+
+    def put_turn(self, turn: TurnRecord) -> TurnRecord:
+        self.calls.append(f"put {turn.state.value}")
+        return self.engine.put_turn(turn)
+
+    def get_turn(self, turn_id: str) -> TurnRecord | None:
+        self.calls.append("get")
+        return self.engine.get_turn(turn_id)
+
+    def list_turns(self, *, state: str | None = None, session_id: str | None = None) -> list[TurnRecord]:
+        return self.engine.list_turns(state=state, session_id=session_id)
+
+
+def test_the_record_store_returns_the_done_record_to_a_put_over_it(tmp_path: Path) -> None:
+    """The same over the real store (LMDB): a done record is final, so the put that would re-admit a turn id
+    that ran before changes nothing and tells lanes it is done."""
+    engine = RecordEngine(tmp_path / "records", tmp_path / "evidence").open()
+    try:
+        store = CountedEngine(engine)
+        svc, _tr, _ = make(store)  # type: ignore[arg-type]
+        svc.worker_ready("loop-1", 1)
+        assert submit(svc, "t1", "S").state == "running"
+        done(svc, "t1", "S", "loop-1")
+        svc.stop()
+        assert store.calls == ["put running", "put done"]
+        later, tr2, _ = make(store)  # type: ignore[arg-type]
+        try:
+            later.worker_ready("loop-1", 1)
+            assert submit(later, "t1", "S").state == "done"
+            assert tr2.runs() == [] and store.calls[2:] == ["put running"]
+            rec = engine.get_turn("t1")
+            assert rec is not None and rec.state == TurnState.DONE and rec.outcome["text"] == "done t1"  # type: ignore[index]
+        finally:
+            later.stop()
+    finally:
+        engine.close()
 
 
 def test_a_failed_first_write_of_a_turn_that_would_start_at_once_refuses_it_and_frees_its_worker() -> None:
