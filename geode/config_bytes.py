@@ -3,19 +3,27 @@ logging, no schema). Reading the settings is ``geode.config_source``'s and ``geo
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from geode.home import GeodeHome
+    from geode.home_paths import HomePaths
 
 LAST_GOOD = "config.good.toml"  # under the run directory (0700): the last config the full check passed
 
 
-def known_good(home: GeodeHome) -> bool:
+def _read(path: str | os.PathLike[str]) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def known_good(home: GeodeHome | HomePaths) -> bool:
     """True when ``config.toml`` is absent, empty or byte for byte the last good copy: fine without parsing
-    it (the CLI skips the typed check, ~140 ms, on this answer)."""
+    it (the CLI skips the typed check, ~140 ms, on this answer). ``home`` may be a ``HomePaths`` (`geode
+    ask`, before pathlib)."""
     try:
-        raw = home.config_file.read_bytes()
+        raw = _read(home.config_file)
     except FileNotFoundError:
         return True
     except OSError:
@@ -23,7 +31,7 @@ def known_good(home: GeodeHome) -> bool:
     if raw == b"":
         return True
     try:
-        return (home.run_dir / LAST_GOOD).read_bytes() == raw
+        return _read(os.path.join(home.run_dir, LAST_GOOD)) == raw
     except OSError:
         return False
 

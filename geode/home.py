@@ -2,31 +2,52 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from geode.private_dir import ensure_private_dir, is_private_dir
+from geode import home_paths as names
+from geode.home_paths import IPC_PATH_MAX
+from geode.private_dir import ensure_private_dir
 from geode.protocol.errors import ConfigError
 
-IPC_PATH_MAX = 107  # zmq.IPC_PATH_MAX_LEN on Linux
+if TYPE_CHECKING:
+    from geode.home_paths import HomePaths
 
 
-def _fits(run_dir: Path) -> bool:
-    """Whether the longest socket name under ``run_dir`` stays (with a margin) within the ipc limit."""
-    return len(str(run_dir)) + len("/messengers.sock") + len("ipc://") <= IPC_PATH_MAX - 8
-
-
-@dataclass(frozen=True)
 class GeodeHome:
-    """The layout under ``$GEODE_HOME`` (default ``~/.geode``)."""
+    """The layout under ``$GEODE_HOME`` (default ``~/.geode``): immutable, equal and hashed by ``root``.
 
+    A plain class, not a dataclass: `geode ask` imports this module, and ``dataclasses`` (with ``copy``) was
+    ~1.5 ms of its start (issue 34)."""
+
+    __slots__ = ("root",)
     root: Path
+
+    def __init__(self, root: Path) -> None:
+        object.__setattr__(self, "root", root)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: GeodeHome is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: GeodeHome is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return other.root == self.root if type(other) is GeodeHome else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.root,))
+
+    def __repr__(self) -> str:
+        return f"GeodeHome(root={self.root!r})"
+
+    def __reduce__(self) -> tuple[type[GeodeHome], tuple[Path]]:
+        return (GeodeHome, (self.root,))
 
     @classmethod
     def from_env(cls, override: str | os.PathLike[str] | None = None) -> GeodeHome:
-        raw = override or os.environ.get("GEODE_HOME") or "~/.geode"
+        raw = override or os.environ.get("GEODE_HOME") or names.DEFAULT_HOME
         return cls(Path(raw).expanduser().resolve())
 
     def ensure(self) -> GeodeHome:
@@ -55,7 +76,7 @@ class GeodeHome:
 
     @property
     def config_file(self) -> Path:
-        return self.root / "config.toml"
+        return self.root / names.CONFIG_FILE
 
     @property
     def env_file(self) -> Path:
@@ -92,11 +113,11 @@ class GeodeHome:
 
     @property
     def cli_socket(self) -> Path:
-        return self.root / "cli.sock"
+        return self.root / names.CLI_SOCKET
 
     @property
     def lock_file(self) -> Path:
-        return self.root / "serve.lock"
+        return self.root / names.LOCK_FILE
 
     @property
     def startup_lock(self) -> Path:
@@ -106,15 +127,9 @@ class GeodeHome:
     def run_dir(self) -> Path:
         """Where ipc sockets live: ``$GEODE_HOME/run`` when its socket paths fit the ipc limit, else
         ``$XDG_RUNTIME_DIR/geode-<uid>-<hash>`` when that directory is ours and private, else
-        ``/tmp/geode-<uid>-<hash>`` (hash of the home path). Pure: ``ensure_run_dir`` creates/verifies it."""
-        candidate = self.root / "run"
-        if _fits(candidate):
-            return candidate
-        name = f"geode-{os.getuid()}-{hashlib.sha256(str(self.root).encode()).hexdigest()[:12]}"
-        xdg = os.environ.get("XDG_RUNTIME_DIR") or ""
-        if xdg.startswith("/") and is_private_dir(Path(xdg)) and _fits(Path(xdg) / name):
-            return Path(xdg) / name
-        return Path("/tmp") / name
+        ``/tmp/geode-<uid>-<hash>`` (hash of the home path). Pure: ``ensure_run_dir`` creates/verifies it
+        (``geode.home_paths.run_dir_of``, which `geode ask` reads without pathlib)."""
+        return Path(names.run_dir_of(str(self.root)))
 
     def ipc_endpoint(self, name: str) -> str:
         ep = f"ipc://{self.run_dir}/{name}.sock"
@@ -137,3 +152,8 @@ class GeodeHome:
             key = key.strip().removeprefix("export ").strip()
             out[key] = value.strip().strip("'\"")
         return out
+
+
+def full_home(home: GeodeHome | HomePaths) -> GeodeHome:
+    """``home`` as a ``GeodeHome``: `geode ask`'s ``HomePaths`` past its first message, or the home itself."""
+    return home if isinstance(home, GeodeHome) else GeodeHome(Path(home.root))

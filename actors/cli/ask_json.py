@@ -3,10 +3,12 @@ stream-json`` (actors/cli/stream_json.py adds ``"type": "result"`` to the very s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
+
+if TYPE_CHECKING:
+    from geode.home import GeodeHome
 
 
 def answer_object(

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.cli import wire_data as c
-from geode.home import GeodeHome
+from geode.home_paths import HomePaths
 from geode.protocol.errors import GeodeError, NotFound
 from geode.visible_text import visible
 
 SUCCESS = {"natural", "forced_text"}
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONTINUES, EXIT_CANCELLED = 1, 2, 3, 4, 130
 PICK = ""  # ``--resume`` given without an id (main.py rewrites a bare ``--resume`` to ``--resume=``)
+
+if TYPE_CHECKING:  # `geode ask` holds its home as HomePaths (strings): pathlib only past the first message
+    from geode.home import GeodeHome
 
 
 def _echo(message: str, *, err: bool = False) -> None:
@@ -30,7 +33,7 @@ def _echo(message: str, *, err: bool = False) -> None:
 
 
 def _connect(  # type: ignore[no-untyped-def]
-    home: GeodeHome,
+    home: GeodeHome | HomePaths,
     *,
     model: str | None,
     skip: bool,
@@ -60,18 +63,19 @@ class _NothingPicked(Exception):
     """A bare ``--resume`` picked no session (or could not ask: not a terminal)."""
 
 
-def _pick(cl: Any, home: GeodeHome, *, tty: bool) -> str:
+def _pick(cl: Any, home: GeodeHome | HomePaths, *, tty: bool) -> str:
     from actors.cli.reattach import pick_session
+    from geode.home import full_home
 
     sessions = cl.request(c.SESSIONS, {}).get("sessions", [])
-    picked = pick_session(home, sessions, tty=tty, out=sys.stdout)
+    picked = pick_session(full_home(home), sessions, tty=tty, out=sys.stdout)
     if picked is None:
         cl.close()
         raise _NothingPicked("not a terminal" if not tty else "nothing picked")
     return picked
 
 
-def _connect_or_exit(home: GeodeHome, **kw: Any):  # type: ignore[no-untyped-def]
+def _connect_or_exit(home: GeodeHome | HomePaths, **kw: Any):  # type: ignore[no-untyped-def]
     """``_connect`` with the CLI's exits: 2 nothing to resume / nothing picked, 3 daemon unavailable."""
     from actors.cli.project_note import note_untrusted_project
 
@@ -123,7 +127,7 @@ def run_ask(
 
     stream = open_stream(output_format)  # stream-json: one JSON line per event (exit 2 for a bad format)
     as_json = as_json or output_format == "json"
-    home = GeodeHome.from_env()
+    home = HomePaths.from_env()
     tty = sys.stdin.isatty()
     renderer = Renderer(quiet=as_json or stream is not None)
     cl = _connect_or_exit(home, model=model, skip=skip, tty=tty, resume=resume, cont=cont)
@@ -157,10 +161,12 @@ def run_ask(
         renderer.end()
         cl.close()
     code = unasked.exit_code(exit_code(result))
+    if stream is not None or as_json:  # the answer object reads the turn's records: the full home
+        from geode.home import full_home
     if stream is not None:
-        stream.result(answer_object(home, cl.session_id, result, unasked.tools, code))
+        stream.result(answer_object(full_home(home), cl.session_id, result, unasked.tools, code))
     elif as_json:
-        _echo(json.dumps(answer_object(home, cl.session_id, result, unasked.tools, code)))
+        _echo(json.dumps(answer_object(full_home(home), cl.session_id, result, unasked.tools, code)))
     elif result.get("text") and not renderer.streamed:
         _echo(visible(str(result["text"])))
     if unasked.tools:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from geode.home import GeodeHome
+from geode.home_paths import HomePaths
+
+if TYPE_CHECKING:
+    from geode.home import GeodeHome
 
 SELF_REPORTING = frozenset({"serve", "reload", "doctor", "trust", "mcp", "--help", "-h", "--version"})
 LIFE_CYCLE = frozenset({"status", "stop", "restart"})  # work with any config: the socket is all they need
 
 
-def config_problem(home: GeodeHome) -> str | None:
+def config_problem(home: GeodeHome | HomePaths) -> str | None:
     """The config file's first problem in one line, or None when it is fine (``geode.config_file``). An absent
     or empty file is the defaults, which every tree starts on: fine without the typed check (~140 ms)."""
     from geode.config_bytes import known_good
@@ -22,13 +25,14 @@ def config_problem(home: GeodeHome) -> str | None:
     if known_good(home):
         return None
     from geode.config_file import file_problem
+    from geode.home import full_home
 
     def builder() -> Callable[[dict[str, Any]], object]:
         from actors.tree.config_sections import TreeSettings
 
         return TreeSettings.from_raw
 
-    return file_problem(home, builder)
+    return file_problem(full_home(home), builder)
 
 
 def note_broken_config(argv: list[str]) -> None:
@@ -39,7 +43,7 @@ def note_broken_config(argv: list[str]) -> None:
         return
     from actors.tree.instance_lock import InstanceLock  # not actors.tree.client: its bus costs `ask` ~100 ms
 
-    home = GeodeHome.from_env()
+    home = HomePaths.from_env()  # strings: no pathlib before `geode ask`'s first message
     running = InstanceLock(home.lock_file).is_held()
     if not running and not (argv[:1] and argv[0] in LIFE_CYCLE):
         return

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -22,8 +22,11 @@ from actors.cli import wire_data as c
 from actors.cli.drop_watch import DropWatch
 from actors.cli.turn_replies import durable_outcomes
 from actors.cli.wire import Frame, unwrap
-from geode.home import GeodeHome
 from geode.protocol.errors import BadRequest, GeodeError, RequestTimeout, Unavailable
+
+if TYPE_CHECKING:  # `geode ask` passes HomePaths (strings: no pathlib before its first message)
+    from geode.home import GeodeHome
+    from geode.home_paths import HomePaths
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
 
@@ -31,7 +34,13 @@ EventFn = Callable[[dict[str, Any]], None]
 
 
 class ControlSocket:
-    def __init__(self, home: GeodeHome, *, client_version: str = "", ctx: zmq.Context | None = None) -> None:  # type: ignore[type-arg]
+    def __init__(
+        self,
+        home: GeodeHome | HomePaths,
+        *,
+        client_version: str = "",
+        ctx: zmq.Context | None = None,  # type: ignore[type-arg]
+    ) -> None:
         self.home = home
         self.client_version = client_version
         self._ctx = ctx or zmq.Context.instance()
@@ -47,6 +56,7 @@ class ControlSocket:
         self._watch: DropWatch | None = None
         self._poller = zmq.Poller()
         self.inbox: list[dict[str, Any]] = []  # events that arrived while waiting for some reply
+        self._split: list[Frame] = []  # the rest of a ``cli.events`` frame, one event each (wire.split)
         self._hb_stop = threading.Event()
         self._hb: threading.Thread | None = None
 
@@ -139,6 +149,8 @@ class ControlSocket:
     def _recv(self, timeout_s: float) -> Frame | None:
         """The next frame within ``timeout_s``; None at the timeout, or at once when the peer went away."""
         with self._lock:
+            if self._split:
+                return self._split.pop(0)
             if self._sock is None:
                 raise Unavailable("not connected")
             ready = dict(self._poller.poll(int(max(0.0, timeout_s) * 1000)))
@@ -147,10 +159,11 @@ class ControlSocket:
             if self._sock not in ready:
                 return None
             frame = self._sock.recv()
-        try:
-            return wire.decode(frame)
-        except BadRequest:
-            return None
+            try:
+                first, *self._split = wire.split(wire.decode(frame))  # under the lock: events stay in order
+            except BadRequest:
+                return None
+            return first
 
     def send_request(self, type_: str, body: dict[str, Any]) -> str:
         mid, frame = wire.encode(type_, body, session=self.session_id)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # `geode --version` imports this module for client_version alone
     from actors.cli.client import ControlClient
     from geode.home import GeodeHome
+    from geode.home_paths import HomePaths
 
 
 def client_version() -> str:
@@ -54,11 +55,13 @@ def _dist_info_version(name: str) -> str | None:
     return None
 
 
-def serving(home: GeodeHome) -> bool:
+def serving(home: GeodeHome | HomePaths) -> bool:
     """A supervisor holds ``home`` and the control socket file exists: a file check, no round trip."""
+    import os
+
     from actors.tree.instance_lock import InstanceLock
 
-    return home.cli_socket.exists() and InstanceLock(home.lock_file).is_held()
+    return os.path.exists(home.cli_socket) and InstanceLock(home.lock_file).is_held()
 
 
 def connect_daemon(cl: ControlClient, **handshake: Any) -> dict[str, Any]:
@@ -74,6 +77,7 @@ def connect_daemon(cl: ControlClient, **handshake: Any) -> dict[str, Any]:
         except (RequestTimeout, Unavailable, NotReady):
             cl.drop()
     from actors.cli.daemon_start import ensure_daemon
+    from geode.home import full_home
 
-    ensure_daemon(cl.home)
+    ensure_daemon(full_home(cl.home))
     return cl.connect(**handshake)

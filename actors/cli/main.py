@@ -6,11 +6,9 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported in build_app: `geode mcp` answers its host before typer is loaded
-    import argparse
-
     import typer
 
 EXIT_CONFIG = 78  # EX_CONFIG: a command whose config is broken
@@ -82,42 +80,75 @@ def build_app(argv: list[str] | None = None) -> typer.Typer:
     return app
 
 
-class _NotHot(Exception):
-    """Not a plain hot command line: let the typer app parse it (its usage errors, its help)."""
+# `geode ask`'s options (``chat_cmds.ask``'s) as ``run_ask`` keywords: flags, and options taking a value.
+ASK_FLAGS = {"--json": "as_json", "--continue": "cont", "--dangerously-skip-permissions": "skip"}
+ASK_VALUES = {
+    "--resume": "resume",
+    "--model": "model",
+    "--timeout": "timeout",
+    "--output-format": "output_format",
+}
+ASK_DEFAULTS: dict[str, Any] = {"as_json": False, "resume": None, "cont": False, "model": None, "skip": False}
 
 
-def _hot_parser() -> argparse.ArgumentParser:
-    """`geode ask`'s parser (argparse imported here: `status` and `--version` never parse with it)."""
-    import argparse
+def _negative_number(arg: str) -> bool:
+    """``-5`` or ``-.5``: argparse's negative-number pattern (an argument, not an option)."""
+    whole, dot, frac = arg[1:].partition(".")
+    if dot:
+        return frac.isdecimal() and (whole == "" or whole.isdecimal())
+    return whole.isdecimal()
 
-    class HotParser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise _NotHot(message)
 
-    def fixed_width(prog: str) -> argparse.HelpFormatter:  # the default asks shutil for the terminal's width
-        return argparse.HelpFormatter(prog, width=100)
-
-    p = HotParser(prog="geode ask", add_help=False, allow_abbrev=False, formatter_class=fixed_width)
-    p.add_argument("prompt")
-    p.add_argument("--json", dest="as_json", action="store_true")
-    p.add_argument("--resume", default=None)
-    p.add_argument("--continue", dest="cont", action="store_true")
-    p.add_argument("--model", default=None)
-    p.add_argument("--dangerously-skip-permissions", dest="skip", action="store_true")
-    p.add_argument("--timeout", type=float, default=3600.0)
-    p.add_argument("--output-format", dest="output_format", default=argparse.SUPPRESS)  # stream_json.FORMATS
-    return p
+def _an_argument(arg: str) -> bool:
+    """Whether argparse would read ``arg`` as an argument (a value or the prompt), not as an option."""
+    if not arg.startswith("-") or arg == "-":
+        return True
+    return arg.partition("=")[0] not in ASK_FLAGS.keys() | ASK_VALUES.keys() and (
+        _negative_number(arg) or " " in arg
+    )
 
 
 def _ask_args(argv: list[str]) -> dict[str, Any] | None:
     """``geode ask`` options as ``run_ask`` keywords (the same options as ``chat_cmds.ask``), or None for
-    anything else (``--help``, a usage error): those go through the typer app as before."""
-    if any(a in ("--help", "-h") for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
+    anything else (``--help``, a usage error, anything unusual): those go through the typer app as before.
+
+    Hand-parsed: argparse (with gettext and locale) was ~2 ms of `geode ask`'s start (issue 34). It reads
+    what the argparse parser it replaced read, the same way (tests/cli/test_ask_parse.py compares them);
+    a line that parser would have refused, or read another way, is None here."""
+    out: dict[str, Any] = {**ASK_DEFAULTS, "timeout": 3600.0}
+    prompt: str | None = None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":  # the rest are arguments: the prompt alone
+            rest = list(args)
+            if prompt is not None or len(rest) != 1 or rest[0] == "--":
+                return None
+            prompt = rest[0]
+            break
+        if _an_argument(arg):
+            if prompt is not None:
+                return None
+            prompt = arg
+            continue
+        name, eq, value = arg.partition("=")
+        if name in ASK_FLAGS and not eq:
+            out[ASK_FLAGS[name]] = True
+            continue
+        if name not in ASK_VALUES:
+            return None
+        if not eq:
+            given = next(args, None)
+            if given is None or given == "--" or not _an_argument(given):
+                return None
+            value = given
+        out[ASK_VALUES[name]] = value
+    if prompt is None:
         return None
     try:
-        return vars(_hot_parser().parse_args(argv))
-    except _NotHot:
+        out["timeout"] = float(out["timeout"])
+    except ValueError:
         return None
+    return {"prompt": prompt, **out}
 
 
 def _run_hot(argv: list[str]) -> bool:

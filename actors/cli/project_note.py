@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from geode.home import GeodeHome
 from geode.protocol.errors import GeodeError
+
+if TYPE_CHECKING:
+    from geode.home import GeodeHome
+    from geode.home_paths import HomePaths
 
 PROJECT_FILES = (".geode/config.toml", ".mcp.json")  # geode.tools.mcp.trust.PROJECT_FILES
 
@@ -27,7 +31,7 @@ def _any_project_file(cwd: str) -> bool:
     return False
 
 
-def note_untrusted_project(home: GeodeHome) -> None:
+def note_untrusted_project(home: GeodeHome | HomePaths) -> None:
     """Once at the start of ``geode ask`` / ``geode chat``: the untrusted-project line on stderr, if any. No
     project MCP file from here up (the common case, file checks only): nothing to say, no config read."""
     try:
@@ -35,8 +39,10 @@ def note_untrusted_project(home: GeodeHome) -> None:
             return
     except OSError:
         return
+    from geode.home import full_home
     from geode.tools.mcp.trust import untrusted_project_note
 
+    home = full_home(home)
     try:
         if untrusted_project_note(os.getcwd(), [], home_root=home.root) is None:
             return

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 from actors.cli import wire_data as c
 from actors.cli import wire_data as lanes_msg
 from actors.cli.wire import unwrap
-from geode.home import GeodeHome
 from geode.protocol.errors import ErrorCode, GeodeError, RequestTimeout
 from geode.visible_text import visible
 
-if TYPE_CHECKING:  # the transcript (logging, json) only when a session's history is shown, not per `ask`
+if TYPE_CHECKING:  # the home (pathlib) and the transcript (logging, json): not per `ask`
+    from geode.home import GeodeHome
     from geode.sessions.transcript import Exchange
 
 LAST_EXCHANGES = 3

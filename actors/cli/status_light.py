@@ -16,12 +16,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from geode.home import GeodeHome
+from geode.home_paths import HomePaths
 from geode.protocol.errors import GeodeError
 
-if TYPE_CHECKING:  # imported once the light way applies (nothing running: no zmq, no pydantic-core)
+if TYPE_CHECKING:  # imported once the light way applies (nothing running: no zmq, no pydantic-core; the
+    # home as strings, no pathlib, until a tree holds it)
     from actors.cli.wire import Frame
     from actors.tree.instance_lock import InstanceLock
+    from geode.home import GeodeHome
 
 WAIT_S = {"supervisor": 3.0, "lanes": 2.0, "messengers": 2.0, "executor": 1.0, "scheduler": 2.0}
 
@@ -46,15 +48,18 @@ def status(as_json: bool = False) -> None:
     """`geode status`: the light reads when they apply, else ``serve_cmds.status``."""
     from actors.tree.instance_lock import InstanceLock
 
-    home = GeodeHome.from_env()
-    lock = InstanceLock(home.lock_file)
+    paths = HomePaths.from_env()
+    lock = InstanceLock(paths.lock_file)
     if not lock.is_held():  # nothing holds the home: said from the lock alone (as serve_cmds says it)
         _echo(
             json.dumps({"running": False, "children": []})
             if as_json
-            else f"geode is not running (GEODE_HOME={home.root})"
+            else f"geode is not running (GEODE_HOME={paths.root})"
         )
         raise SystemExit(1)
+    from geode.home import full_home
+
+    home = full_home(paths)
     if not _light(home, lock):
         from actors.cli.serve_cmds import status as full_status
 

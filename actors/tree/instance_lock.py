@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a path or its string (`geode ask` checks the lock before it imports pathlib)
+    from pathlib import Path
 
 SERVE = "geode serve"  # the holder of a daemon's lock; other holders run an in-process tree (`geode mcp`)
 
@@ -14,7 +17,7 @@ class InstanceLock:
     """Held for the life of the supervisor; the file also records its pid and which command holds it (a line
     each). Released by the kernel on death."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | str) -> None:
         self.path = path
         self._fd: int | None = None
 
@@ -55,7 +58,8 @@ class InstanceLock:
 
     def _lines(self) -> list[str]:
         try:
-            return self.path.read_text().split("\n")
+            with open(self.path, encoding="utf-8") as f:
+                return f.read().split("\n")
         except OSError:
             return []
 

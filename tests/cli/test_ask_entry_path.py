@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,27 @@ HEAVY = (  # none of these is needed to send a prompt and print its answer
     "logging",
     "shutil",  # the terminal's width: only for an approval's request (and argparse's help, never shown)
 )
+# Issue 34, the interpreter's part: the home as strings (geode/home_paths.py), no pathlib (with urllib.parse,
+# ipaddress, fnmatch); no dataclasses (GeodeHome), hashlib (the run directory of a long home), argparse
+# (with gettext, locale: the options are hand-parsed)
+NOT_LOADED = {
+    "pathlib",
+    "geode.home",
+    "urllib.parse",
+    "ipaddress",
+    "fnmatch",
+    "dataclasses",
+    "copy",
+    "hashlib",
+}
+NOT_LOADED |= {"argparse", "gettext", "locale"}
+ASK_ALL, ASK_OURS = 159, 29  # modules at exit, all and ours (geode.*, actors.*), measured at round 3
+ROOT = Path(__file__).resolve().parents[2]
+# No site (-S): the modules counted are the ask path's own, whatever the venv's .pth files load at the
+# interpreter's start (that start is tests/cli/test_interpreter_start.py's); the paths site would add.
+_PATHS = (
+    f"import sys\nsys.path[:0] = [{str(ROOT)!r}]\nsys.path.append({sysconfig.get_paths()['purelib']!r})\n"
+)
 
 
 @pytest.fixture
@@ -123,14 +145,23 @@ def test_ask_imports_only_what_it_uses_wakes_once_after_the_turn_and_skips_teard
 ) -> None:
     env = {**os.environ, "GEODE_HOME": str(served_home.root)}
     out = subprocess.run(
-        [sys.executable, "-c", _ASK], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+        [sys.executable, "-S", "-c", _PATHS + _ASK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "the answer"
     lines = out.stderr.strip().splitlines()
     report = json.loads(next(line for line in lines if line.startswith("{")))
-    loaded = [m for m in report["modules"] if m.startswith(HEAVY) or m == "pydantic"]
+    loaded = [m for m in report["modules"] if m.startswith(HEAVY) or m == "pydantic" or m in NOT_LOADED]
     assert loaded == [], f"geode ask imported {loaded}"
+    # and no more of them than at issue 34's round 3 (-S: the interpreter's own, this script's and the path's)
+    ours = [m for m in report["modules"] if m.split(".")[0] in ("geode", "actors")]
+    assert len(ours) <= ASK_OURS, f"geode ask imports {len(ours)} of our modules: {ours}"
+    assert len(report["modules"]) <= ASK_ALL, f"geode ask imports {len(report['modules'])} modules"
     # after turn_done: one read, the reply to cli.exit (no poll timeout waited out, no ping round)
     assert report["wakes"] == [1], report["wakes"]
     # atexit ran (the report above), the interpreter's teardown did not (~25 ms of freeing modules)

@@ -24,10 +24,13 @@ import pytest
 # 107 and 12; `geode --version` read the version without importlib.metadata and geode.home: 82 and 4 (it was
 # 169 and 9). Then its check of a broken config.toml read the file's bytes through geode.config_bytes (the
 # one module besides the config source that reads them): 108 and 13.
+# Round 3 of issue 34: the venv installed with editable_mode=compat (no finder at the interpreter's start:
+# pathlib, re, urllib…) and `geode status` with nothing running reads the home as strings (no geode.home,
+# pathlib): --version 71 and 4, status 80 and 12.
 CEILINGS: dict[tuple[str, ...], tuple[int, int]] = {
-    ("--version",): (82, 4),
-    ("status",): (108, 13),
-    ("status", "--json"): (108, 13),
+    ("--version",): (71, 4),
+    ("status",): (80, 12),
+    ("status", "--json"): (80, 12),
 }
 
 _COUNT = """
