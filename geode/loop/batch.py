@@ -51,16 +51,27 @@ def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBl
 
 
 def assistant_message(
-    snapshot: StepSnapshot, text: str, calls: tuple[ToolUseBlock, ...], over_cap: int = 0
+    snapshot: StepSnapshot,
+    text: str,
+    calls: tuple[ToolUseBlock, ...],
+    over_cap: int = 0,
+    not_unicode: dict[str, str] | None = None,
 ) -> Message:
     """The assistant tool batch, carrying each call's operation id and the snapshot identity.
 
     ``over_cap``: the per-reply cap when the reply had more calls; those beyond it get no operation id
-    and are listed in ``over_cap`` (never run, also not by a resume)."""
+    and are listed in ``over_cap`` (never run, also not by a resume). ``not_unicode``: the calls whose
+    arguments had a lone surrogate (id → where; their input is escaped): no operation id either, listed
+    in ``not_unicode`` so that a resume answers them as the batch did, without sending them."""
     content: list[Any] = [TextBlock(text=text)] if text else []
     content.extend(calls)
     run, over = (calls[:over_cap], calls[over_cap:]) if over_cap else (calls, ())
-    ops = {c.id: {"operation_id": snapshot.operation_id(c.id), "step_id": snapshot.step_id} for c in run}
+    refused = not_unicode or {}
+    ops = {
+        c.id: {"operation_id": snapshot.operation_id(c.id), "step_id": snapshot.step_id}
+        for c in run
+        if c.id not in refused
+    }
     meta: dict[str, Any] = {
         "effect_operations": ops,
         "step": {
@@ -74,6 +85,8 @@ def assistant_message(
     }
     if over:
         meta["over_cap"] = {"cap": over_cap, "ids": [c.id for c in over]}
+    if refused:
+        meta["not_unicode"] = dict(refused)
     return Message(role="assistant", content=tuple(content), metadata=meta)
 
 
@@ -85,9 +98,9 @@ def over_cap_result(call: ToolCall | ToolUseBlock, cap: int) -> ToolResult:
     )
 
 
-def not_unicode_result(call: ToolUseBlock, where: str) -> ToolResult:
+def not_unicode_result(call: ToolCall | ToolUseBlock, where: str) -> ToolResult:
     """The error tool_result of a call whose arguments are not valid Unicode (a lone surrogate): not run."""
-    tc = ToolCall(id=call.id, name=call.name, input=call.input)
+    tc = call if isinstance(call, ToolCall) else ToolCall(id=call.id, name=call.name, input=call.input)
     why = (
         f"argument {where!r} is not valid Unicode (it has a lone surrogate): the call did not run; "
         "send the text without it (a file whose name is not UTF-8 cannot be named by a tool)"
@@ -310,7 +323,7 @@ def process_batch(
         log.warning("turn %s: %d tool calls in one reply, only %d run", state.turn_id, len(calls), cap)
     bad = {c.id: where for c in calls if (where := first_lone_surrogate(c.input))}  # not valid Unicode
     calls = tuple(c.model_copy(update={"input": escape_tree(c.input)}) if c.id in bad else c for c in calls)
-    state.history.append(assistant_message(snapshot, escape_text(text), calls, cap if over else 0))
+    state.history.append(assistant_message(snapshot, escape_text(text), calls, cap if over else 0, bad))
     refused = [c for c in calls[:cap] if c.id in bad]  # answered below, never sent to the executor
     calls = tuple(c for c in calls[:cap] if c.id not in bad)
     fault("loop.before_pending_checkpoint")  # the model saw the previous batch's results, still unsaved

@@ -15,7 +15,13 @@ from __future__ import annotations
 import logging
 
 from geode.conversation import Message
-from geode.loop.batch import await_settled, over_cap_result, results_message, run_calls
+from geode.loop.batch import (
+    await_settled,
+    not_unicode_result,
+    over_cap_result,
+    results_message,
+    run_calls,
+)
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
@@ -72,11 +78,15 @@ def repair(
     results: dict[str, ToolResult] = {}
     to_run: list[tuple[ToolContext, ToolCall]] = []
     over_cap = msg.metadata.get("over_cap") or {}
+    not_unicode = msg.metadata.get("not_unicode") or {}
     for tu in msg.tool_uses:
         call = ToolCall(id=tu.id, name=tu.name, input=tu.input)
         op = ops.get(tu.id)
         if op is None and tu.id in (over_cap.get("ids") or ()):
             results[tu.id] = over_cap_result(call, int(over_cap.get("cap", 0)))  # beyond the cap: never run
+            continue
+        if op is None and tu.id in not_unicode:  # a lone surrogate in its arguments: never sent
+            results[tu.id] = not_unicode_result(call, str(not_unicode[tu.id]))
             continue
         if op is None:
             results[tu.id] = ToolResult.error(

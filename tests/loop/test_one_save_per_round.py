@@ -42,7 +42,7 @@ def test_a_tool_round_is_saved_once_its_results_riding_the_next_save(fake_rig: R
     open, one pending batch a round (carrying the last round's results), the final save."""
     rig = fake_rig
     replies = [{"tool_calls": [tool("write", f"w{i}", text=f"T{i}")]} for i in range(3)]
-    result = rig.loop(rig.script(*replies, "done"), settings=SEQ).run_turn("s1", "turn-1", "write three")
+    result = rig.loop(rig.script(*replies, "done"), settings=SEQ).run_turn("ckpt-s1", "turn-1", "write three")
     assert result.termination_reason == TerminationReason.NATURAL and result.text == "done"
     assert (result.rounds, result.tool_calls) == (4, 3) and rig.effects == ["T0", "T1", "T2"]
     shape = [(s.base_count, len(s.new_messages), s.pending_batch is not None) for s in rig.records.saves]
@@ -51,7 +51,7 @@ def test_a_tool_round_is_saved_once_its_results_riding_the_next_save(fake_rig: R
         first, second = (Message.model_validate(x) for x in save.new_messages)
         assert first.tool_results and second.tool_uses
         assert save.pending_batch.operations[0].tool_use_id == second.tool_uses[0].id
-    restored = rig.records.load_checkpoint("s1")
+    restored = rig.records.load_checkpoint("ckpt-s1")
     msgs = [Message.model_validate(x) for x in restored.messages]
     assert len(msgs) == 8 and unanswered_tool_uses(msgs) == [] and restored.state.pending_batch is None
 
@@ -61,8 +61,8 @@ def test_a_one_round_turn_makes_seven_store_requests(fake_rig: Rig, monkeypatch:
     rig = fake_rig
     calls = _store_calls(rig, monkeypatch)
     provider = rig.script({"tool_calls": [tool("read", "r1", key="k")]}, "the answer")
-    assert rig.loop(provider, settings=SEQ).run_turn("s2", "turn-1", "read").text == "the answer"
-    assert calls == [
+    assert rig.loop(provider, settings=SEQ).run_turn("ckpt-s2", "turn-1", "read").text == "the answer"
+    assert calls == [  # (a session id no other test uses: a process keeps its last sessions' histories)
         m.CHECKPOINT_LOAD,  # the restore (a new session: nothing stored)
         m.CHECKPOINT_SAVE,  # the turn's open
         m.TIMELINE_APPEND,  # turn.started
@@ -71,7 +71,7 @@ def test_a_one_round_turn_makes_seven_store_requests(fake_rig: Rig, monkeypatch:
         m.CHECKPOINT_SAVE,  # the final save, holding the batch's results
         m.TIMELINE_APPEND_MANY,  # verification.decided and turn.ended
     ]
-    kinds = [r.event.kind for r in rig.records.read_timeline("s2")]
+    kinds = [r.event.kind for r in rig.records.read_timeline("ckpt-s2")]
     assert kinds == ["turn.started", "verification.decided", "turn.ended"]
 
 
@@ -89,12 +89,12 @@ def test_a_crash_after_the_results_before_the_next_save_is_repaired_from_receipt
         raise Crash("the worker dies before the next save")
 
     with pytest.raises(Crash):
-        rig.loop(FunctionModel(model), settings=SEQ).run_turn("s3", "turn-1", "write and read")
-    stored = rig.records.load_checkpoint("s3")
+        rig.loop(FunctionModel(model), settings=SEQ).run_turn("ckpt-s3", "turn-1", "write and read")
+    stored = rig.records.load_checkpoint("ckpt-s3")
     assert stored.state.pending_batch is not None  # the results were never saved
     assert [Message.model_validate(x).role for x in stored.messages] == ["user", "assistant"]
     provider = rig.script("all done")
-    result = rig.loop(provider, settings=SEQ).run_turn("s3", "turn-1", "write and read", resume=True)
+    result = rig.loop(provider, settings=SEQ).run_turn("ckpt-s3", "turn-1", "write and read", resume=True)
     assert result.termination_reason == TerminationReason.NATURAL and result.text == "all done"
     assert rig.effects == ["A"]  # the write ran once
     assert [c[0] for c in rig.executor.calls] == ["write", "read", "read"]  # only the read ran again
@@ -103,10 +103,10 @@ def test_a_crash_after_the_results_before_the_next_save_is_repaired_from_receipt
         (r.tool_use_id, r.content, r.is_error) for r in seen[0]
     ]  # the model sees what it saw before the crash: the write's stored result, the read's value
     assert (result.rounds, result.tool_calls) == (2, 2)  # as the turn that was not cut
-    restored = rig.records.load_checkpoint("s3")
+    restored = rig.records.load_checkpoint("ckpt-s3")
     msgs = [Message.model_validate(x) for x in restored.messages]
     assert unanswered_tool_uses(msgs) == [] and restored.state.pending_batch is None
-    assert rig.loop(rig.script("next"), settings=SEQ).run_turn("s3", "turn-2", "more").text == "next"
+    assert rig.loop(rig.script("next"), settings=SEQ).run_turn("ckpt-s3", "turn-2", "more").text == "next"
 
 
 def test_a_round_cut_during_its_tools_is_counted_once_resumed(fake_rig: Rig) -> None:
@@ -116,9 +116,37 @@ def test_a_round_cut_during_its_tools_is_counted_once_resumed(fake_rig: Rig) -> 
     rig.executor.crash = {"a": "after_commit"}
     with pytest.raises(Crash):
         rig.loop(rig.script({"tool_calls": [tool("write", "a", text="A")]}), settings=SEQ).run_turn(
-            "s4", "turn-1", "go"
+            "ckpt-s4", "turn-1", "go"
         )
     rig.executor.crash = {}
-    result = rig.loop(rig.script("fine"), settings=SEQ).run_turn("s4", "turn-1", "go", resume=True)
+    result = rig.loop(rig.script("fine"), settings=SEQ).run_turn("ckpt-s4", "turn-1", "go", resume=True)
     assert result.termination_reason == TerminationReason.NATURAL and rig.effects == ["A"]
     assert (result.rounds, result.tool_calls) == (2, 1)
+
+
+@pytest.mark.parametrize("cut", ["during the tools", "after the results"])
+def test_a_call_refused_for_a_lone_surrogate_is_answered_by_the_resume_never_sent(
+    fake_rig: Rig, cut: str
+) -> None:
+    """A call whose arguments hold a lone surrogate is answered ``invalid_tool_input`` and never sent. Before,
+    its escaped arguments carried an operation id without a receipt, so a resume sent it to the executor."""
+    rig = fake_rig
+    batch = [tool("write", "a", text="A"), tool("write", "u", text="bad \ud800 text")]
+
+    def model(req: Any) -> Any:
+        if len(req.messages) == 1:
+            return {"tool_calls": batch}
+        raise Crash("the worker dies before the next save")
+
+    if cut == "during the tools":
+        rig.executor.crash = {"a": "after_commit"}
+    with pytest.raises(Crash):
+        rig.loop(FunctionModel(model), settings=SEQ).run_turn("ckpt-s5", "turn-1", "write two")
+    rig.executor.crash = {}
+    provider = rig.script("done")
+    result = rig.loop(provider, settings=SEQ).run_turn("ckpt-s5", "turn-1", "write two", resume=True)
+    assert result.termination_reason == TerminationReason.NATURAL
+    assert rig.effects == ["A"] and [c[0] for c in rig.executor.calls] == ["write"]
+    refused = {r.tool_use_id: r for r in provider.requests[0].messages[-1].tool_results}["u"]
+    assert refused.is_error and "invalid_tool_input" in refused.content and "did not run" in refused.content
+    assert result.tool_calls == 1
