@@ -33,7 +33,6 @@ from geode.control.core import ControlCore
 from geode.control.session_end import SessionEndHooks
 from geode.control.settings import ControlSection
 from geode.home import GeodeHome
-from geode.lanes.stream import each_event
 from geode.protocol import codec, lifecycle
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.dispatch import Dispatch
@@ -346,6 +345,9 @@ def start_control(
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
         core.on_origin_event(b)
 
+    def on_origin_events(b: lanes_msg.StreamEvents, r: Request) -> None:
+        core.on_origin_events(b.events)  # to a client that takes them: one cli.events frame
+
     def on_lifecycle(topic: str, event: lifecycle.ChildEvent) -> None:
         plans.on_lifecycle(topic, event)
         if topic == lifecycle.CHILD_READY and event.name == core.lanes:  # a new lanes: clients catch up
@@ -355,7 +357,7 @@ def start_control(
     # run on the bus thread as each push arrives (no hand-off; never blocks: it only queues frames for the
     # control socket), so the stream also stays in order; ``origin.events``: several in one frame, in order
     events, batched = lanes_msg.ORIGIN_EVENT, lanes_msg.ORIGIN_EVENTS
-    routes = {events: on_origin_event, batched: each_event(on_origin_event)}
+    routes = {events: on_origin_event, batched: on_origin_events}
     lanes_push = Dispatch("control (lanes peer)", routes, inline=[events, batched])
     bus.connect_peer("lanes", lanes_push, concurrency=1)
     sock.start(core)

@@ -2,7 +2,8 @@
 received envelope validated by a pydantic-core ``SchemaValidator`` built from the envelope model's own core
 schema (stored as data in ``actors/cli/wire_data.py``, checked against the models by
 tests/cli/test_wire_data.py), and a ``cli.event``'s body validated as the protocol's ``StreamEvent`` (the
-client acts on its ``seq``, ``kind`` and ``turn_id``).
+client acts on its ``seq``, ``kind`` and ``turn_id``; a ``cli.events`` body as ``StreamEvents``, then
+:func:`split` into one frame per event).
 
 `geode ask` and `geode status` import this instead of ``geode.protocol.codec`` / ``envelope`` / ``control``:
 creating the first pydantic model class and the protocol's ~30 models cost the CLI ~90 ms before its first
@@ -138,9 +139,20 @@ def decode(frame: bytes) -> Frame:
         fields = envelope.validate_python(obj)
         if fields["type"] == d.CLI_EVENT:
             fields["body"] = validator("STREAM_EVENT_SCHEMA").validate_python(fields["body"])
+        elif fields["type"] == d.CLI_EVENTS:  # several stream events in one frame (``event_batches``)
+            fields["body"] = validator("STREAM_EVENTS_SCHEMA").validate_python(fields["body"])
     except ValidationError as exc:
         raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
     return Frame(fields)
+
+
+def split(frame: Frame) -> list[Frame]:
+    """A ``cli.events`` frame as the ``cli.event`` frames it stands for (its envelope, one event each, in
+    order); any other frame as itself. Whoever reads the stream then sees one event at a time, as before."""
+    if frame.type != d.CLI_EVENTS:
+        return [frame]
+    fields = {name: getattr(frame, name) for name in Frame.__slots__}
+    return [Frame({**fields, "type": d.CLI_EVENT, "body": ev}) for ev in frame.body["events"]]
 
 
 def unwrap(reply: Frame) -> dict[str, Any]:

@@ -9,6 +9,7 @@ APPROVAL_RESPONSE = "cli.approval_response"
 ATTACH = "cli.attach"
 CLI_CANCEL = "cli.cancel"
 CLI_EVENT = "cli.event"
+CLI_EVENTS = "cli.events"
 CLI_NOTICE = "cli.notice"
 EXIT = "cli.exit"
 HANDSHAKE = "cli.handshake"
@@ -142,6 +143,57 @@ STREAM_EVENT_SCHEMA = {
             },
             "required": False,
         },
+    },
+    "extra_behavior": "ignore",
+}
+STREAM_EVENTS_SCHEMA = {
+    "type": "typed-dict",
+    "fields": {
+        "events": {
+            "type": "typed-dict-field",
+            "schema": {
+                "type": "list",
+                "items_schema": {
+                    "type": "typed-dict",
+                    "fields": {
+                        "session_id": {
+                            "type": "typed-dict-field",
+                            "schema": {"type": "str"},
+                            "required": True,
+                        },
+                        "turn_id": {"type": "typed-dict-field", "schema": {"type": "str"}, "required": True},
+                        "seq": {
+                            "type": "typed-dict-field",
+                            "schema": {"type": "int", "ge": 1},
+                            "required": True,
+                        },
+                        "kind": {
+                            "type": "typed-dict-field",
+                            "schema": {"type": "str", "max_length": 64},
+                            "required": True,
+                        },
+                        "data": {
+                            "type": "typed-dict-field",
+                            "schema": {
+                                "type": "default",
+                                "schema": {
+                                    "type": "dict",
+                                    "keys_schema": {"type": "str"},
+                                    "values_schema": {"type": "any"},
+                                },
+                                "default_factory": "dict",
+                                "default_factory_takes_data": False,
+                            },
+                            "required": False,
+                        },
+                    },
+                    "extra_behavior": "ignore",
+                },
+                "min_length": 1,
+                "max_length": 64,
+            },
+            "required": True,
+        }
     },
     "extra_behavior": "ignore",
 }

@@ -93,6 +93,7 @@ def data() -> dict[str, Any]:
         **kinds,
         "ENVELOPE_SCHEMA": model_schema(Envelope),
         "STREAM_EVENT_SCHEMA": model_schema(lanes.StreamEvent),
+        "STREAM_EVENTS_SCHEMA": model_schema(lanes.StreamEvents),
     }
 
 

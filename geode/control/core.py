@@ -49,6 +49,8 @@ from geode.sessions.factory import SessionSpec, create_session
 from geode.tools.catalogue_plans import CataloguePlans
 
 log = logging.getLogger(__name__)
+BATCHES = "event_batches"  # the handshake feature of a client that takes ``cli.events``
+UNBATCHED = frozenset({lanes_msg.APPROVAL_REQUEST})  # up to 512 KiB each: one to a frame, as before
 Send = Callable[[str, Envelope], None]
 MAX_PENDING_PER_CONN = 64
 IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
@@ -199,13 +201,31 @@ class ControlCore(SessionRequests, ChatRequests):
     # --- streams out --------------------------------------------------------------------------------------
     def on_origin_event(self, ev: lanes_msg.StreamEvent) -> None:
         """A session event from lanes goes to every attached connection; an unseen approval → ``n``."""
+        for k in self._targets(ev):
+            with k.lock:  # taken (seq-deduped) and sent in one step: sends to a connection stay in seq order
+                self._deliver(k, k.accept(ev))
+
+    def on_origin_events(self, evs: list[lanes_msg.StreamEvent]) -> None:
+        """Several events of one ``origin.events`` frame, each taken as :meth:`on_origin_event` takes it; a
+        connection gets those it accepts in one ``cli.events`` frame when it said ``event_batches``."""
+        per: dict[str, tuple[Connection, list[lanes_msg.StreamEvent]]] = {}
+        for ev in evs:
+            for k in self._targets(ev):
+                per.setdefault(k.conn_id, (k, []))[1].append(ev)
+        for k, mine in per.values():
+            with k.lock:
+                self._deliver(k, [x for ev in mine for x in k.accept(ev)])
+
+    def _targets(self, ev: lanes_msg.StreamEvent) -> list[Connection]:
+        """The connections attached to the event's session, once its bookkeeping is done (approvals asked,
+        a turn's end); none for an approval nobody attached can answer (answered ``n`` here)."""
         targets = [k for k in self._snapshot() if ev.session_id in k.attached]
         if ev.kind == lanes_msg.APPROVAL_REQUEST:
             aid = str(ev.data.get("approval_id", ""))
             asker = [k for k in targets if k.state is ConnState.READY]
             if not asker:  # nobody attached to ask: said as such, never as a person's "n"
                 self._answer(aid, "n", reason="no_origin")
-                return
+                return []
             for k in asker:  # no auto-answer here: skipping permissions is the turn's, decided upstream
                 with k.lock:
                     k.pending_approvals[aid] = ev.session_id
@@ -215,9 +235,7 @@ class ControlCore(SessionRequests, ChatRequests):
             for k in targets:
                 with k.lock:
                     k.active_turns.discard(ev.turn_id)
-        for k in targets:
-            with k.lock:  # taken (seq-deduped) and sent in one step: sends to a connection stay in seq order
-                self._deliver(k, k.accept(ev))
+        return targets
 
     def lanes_restarted(self, incarnation: int) -> int:
         """A new lanes incarnation is ready: its clients catch up at once and once more a hello later
@@ -232,16 +250,20 @@ class ControlCore(SessionRequests, ChatRequests):
         )
 
     def _deliver(self, conn: Connection, events: list[lanes_msg.StreamEvent]) -> None:
+        if len(events) > 1 and BATCHES in conn.features and not any(e.kind in UNBATCHED for e in events):
+            for i in range(0, len(events), lanes_msg.STREAM_EVENTS_MAX):  # several events, one frame
+                chunk = events[i : i + lanes_msg.STREAM_EVENTS_MAX]
+                body = {"events": [catalog.dump(ev) for ev in chunk]}
+                self._send_event(conn, c.CLI_EVENTS, body, chunk[0].session_id)
+            return
         for ev in events:  # the event was validated as it arrived: its cast is built without a second pass
-            env = outgoing(
-                id=new_id(),
-                kind="cast",
-                type=c.CLI_EVENT,
-                body=catalog.dump(ev),
-                sender=self.origin,
-                session=ev.session_id,
-            )
-            self.send(conn.conn_id, env)
+            self._send_event(conn, c.CLI_EVENT, catalog.dump(ev), ev.session_id)
+
+    def _send_event(self, conn: Connection, type_: str, body: dict[str, Any], session_id: str) -> None:
+        env = outgoing(
+            id=new_id(), kind="cast", type=type_, body=body, sender=self.origin, session=session_id
+        )
+        self.send(conn.conn_id, env)
 
     def _answer(self, approval_id: str, decision: str, reason: str = "user") -> None:
         try:

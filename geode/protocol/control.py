@@ -2,7 +2,8 @@
 
 CLI frames are ordinary envelopes (msgpack, 1 MiB cap) on ``$GEODE_HOME/cli.sock``. The client's requests
 (``cli.*``) get one reply each; the server pushes ``cli.event`` casts (a session's stream, ordered by
-``seq``) and ``cli.notice`` casts (a lanes restart: catch up now).
+``seq``; several at once as one ``cli.events`` to a client that said ``event_batches``) and ``cli.notice``
+casts (a lanes restart: catch up now).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from geode.protocol.catalog import message
-from geode.protocol.lanes import Cancelled, Decision, Ok, StreamEvent
+from geode.protocol.lanes import Cancelled, Decision, Ok, StreamEvent, StreamEvents
 
 CONTROL_PROTOCOL = "geode.control.v1"
 FEATURES = ("request_correlation", "stable_events", "attach", "request_cancellation", "session_model_config")
@@ -161,4 +162,5 @@ RESTART = message("cli.restart", Restart)
 STOP = message("cli.stop", Empty)
 MODEL = message("cli.model", SetModel, ModelSet)
 CLI_EVENT = message("cli.event", StreamEvent, None)
+CLI_EVENTS = message("cli.events", StreamEvents, None)
 CLI_NOTICE = message("cli.notice", Notice, None)

@@ -126,9 +126,16 @@ class Tree:
         t = self.reg.transport("control#1")
         runner = lambda job: threading.Thread(target=job, daemon=True).start()  # noqa: E731
         self.core = ControlCore(t, self._send, home=self.home, runner=runner, server_version="test")
-        self.reg.register("control", FnService(lambda r: self.core.on_origin_event(r.body)))  # type: ignore[arg-type]
+        self.reg.register("control", FnService(self._origin))
         for cl in self.clients.values():
             cl.core = self.core
+
+    def _origin(self, r: Request) -> None:
+        """Lanes' pushes to control: ``origin.event``, or several at once as ``origin.events``."""
+        if isinstance(r.body, lanes_msg.StreamEvents):
+            self.core.on_origin_events(r.body.events)
+        else:
+            self.core.on_origin_event(r.body)  # type: ignore[arg-type]
 
     def _send(self, conn_id: str, env: Envelope) -> None:
         env = Envelope.model_validate(catalog.dump(env.model_dump(by_alias=True)))

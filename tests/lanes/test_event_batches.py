@@ -141,14 +141,16 @@ def test_a_fenced_incarnations_batch_is_not_relayed(rig: Rig) -> None:
     assert [e["data"]["n"] for e in rig.events() if "n" in e["data"]] == [3, 4]
 
 
-def test_control_takes_a_batch_on_its_bus_thread_event_by_event_in_order(tmp_path: Path) -> None:
+def test_control_takes_a_batch_on_its_bus_thread_in_order(tmp_path: Path) -> None:
     home = GeodeHome(tmp_path / "h").ensure()
     lanes_bus = Bus("lanes", 1, home).start()
     lanes_bus.serve("lanes", Dispatch("quiet lanes", {}))
     control_bus = Bus("control", 1, home).start()
     child = start_control(home, bus=control_bus)
     seen: list[tuple[int, str]] = []
-    child.core.on_origin_event = lambda ev: seen.append((ev.seq, threading.current_thread().name))  # type: ignore[method-assign]
+    child.core.on_origin_events = lambda evs: seen.extend(  # type: ignore[method-assign]
+        (ev.seq, threading.current_thread().name) for ev in evs
+    )
     try:
         poll_for(lambda: "control" in lanes_bus.peers("lanes"), 10, what="control's hello to lanes")
         for first in range(1, 41, 8):
