@@ -189,10 +189,9 @@ class LanesService(WorkerRequests):
             self._admitted(s, out if isinstance(out, BaseException) else self._submitted_again(s, out))
             self.schedule()
             return False
-        rec = self._recs.get(turn_id)
-        if rec is not None and (current or self.queue.unhold(turn_id)):
+        if not current and turn_id in self._recs and self.queue.unhold(turn_id):
             self._emit(s.session_id, turn_id, lanes_msg.TURN_QUEUED, {"position": position})
-        state = "running" if current else "queued"
+        state = "running" if current else "queued"  # current: its queued event goes with its started one
         self._admitted(s, lanes_msg.Submitted(turn_id=turn_id, session_id=s.session_id, state=state))
         if not current:
             self.schedule()
@@ -257,18 +256,15 @@ class LanesService(WorkerRequests):
         resume = rec.resume or rec.attempts > 1
         metrics.admission_wait(g.waited_s)
         self.pool.assign(owner.name, g.turn_id)  # its lost-run grace counts from the push, not the slow write
-        self._emit(
-            rec.session_id,
-            rec.turn_id,
-            lanes_msg.TURN_STARTED,
-            {
-                "worker": owner.name,
-                "waited_s": round(g.waited_s, 4),
-                "age_s": round(g.age_s, 3),
-                "requeues": g.requeues,
-                "resume": resume,
-            },
-        )
+        started = {
+            "worker": owner.name,
+            "waited_s": round(g.waited_s, 4),
+            "age_s": round(g.age_s, 3),
+            "requeues": g.requeues,
+            "resume": resume,
+        }
+        queued = [] if fresh is None else [(lanes_msg.TURN_QUEUED, {"position": fresh[1]})]
+        self._emit_all(rec.session_id, rec.turn_id, [*queued, (lanes_msg.TURN_STARTED, started)])
         with tracing.pushing(rec, g, owner.key, resume):
             self._send_run(owner.name, rec, resume)
         log.info(

@@ -190,6 +190,22 @@ class LanesState:
                     log.debug("origin %s unreachable: %s", origin, exc)
         return out
 
+    def _emit_all(self, session_id: str, turn_id: str, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Lanes' own events of one turn emitted back to back (a turn started at once: queued, started): one
+        ``origin.events`` frame to the origin, each event numbered in the stream as if it came alone."""
+        rec = self._recs.get(turn_id)
+        if len(items) == 1 or rec is None or not rec.origin:
+            for kind, data in items:
+                self._emit(session_id, turn_id, kind, data)
+            return
+        with self.stream_lock:  # seq assigned and cast queued in one step, as in _emit
+            outs = [self.stream.append(session_id, turn_id, kind, data) for kind, data in items]
+            try:
+                body = lanes_msg.StreamEvents(events=outs)
+                self.transport.cast(rec.origin, lanes_msg.ORIGIN_EVENTS, body, session=session_id)
+            except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
+                log.debug("origin %s unreachable: %s", rec.origin, exc)
+
     def _forget_stream(self, turn_id: str) -> None:
         """A turn ended or went back to the queue: release its held-back events now, then forget them."""
         with self.stream_lock:

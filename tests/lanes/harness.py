@@ -35,8 +35,23 @@ class RecordingTransport:
             self.cond.notify_all()
 
     def to(self, target: str, type_: str | None = None) -> list[dict[str, Any]]:
+        """The bodies cast to ``target``; an ``origin.events`` frame counts as its events, one by one, when
+        ``origin.event`` (or any type) is asked for (``to(t, ORIGIN_EVENTS)``: the frames themselves)."""
+        out: list[dict[str, Any]] = []
         with self.cond:
-            return [b for t, ty, b in self.casts if t == target and (type_ is None or ty == type_)]
+            for t, ty, b in self.casts:
+                if t != target:
+                    continue
+                if ty == lanes_msg.ORIGIN_EVENTS and type_ in (None, lanes_msg.ORIGIN_EVENT):
+                    out.extend(b["events"])
+                elif type_ is None or ty == type_:
+                    out.append(b)
+        return out
+
+    def casts_of(self, target: str, type_: str) -> list[dict[str, Any]]:
+        """The frames of exactly ``type_`` cast to ``target`` (an ``origin.events`` frame is not unpacked)."""
+        with self.cond:
+            return [b for t, ty, b in self.casts if t == target and ty == type_]
 
     def runs(self) -> list[dict[str, Any]]:
         with self.cond:

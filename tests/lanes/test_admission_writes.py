@@ -64,8 +64,31 @@ def test_a_turn_that_starts_at_once_is_stored_once_before_its_push() -> None:
         for turn in ("t1", "t2"):
             kinds = [e["kind"] for e in tr.to("control", lanes_msg.ORIGIN_EVENT) if e["turn_id"] == turn]
             assert kinds == [lanes_msg.TURN_QUEUED, lanes_msg.TURN_STARTED, lanes_msg.TURN_DONE]
+        seqs = [e["seq"] for e in tr.to("control", lanes_msg.ORIGIN_EVENT)]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # one stream, numbered event by event
         rec = store.get_turn("t1")
         assert rec is not None and rec.state == TurnState.DONE and rec.attempts == 1
+    finally:
+        svc.stop()
+
+
+def test_the_queued_and_started_events_of_a_turn_that_starts_at_once_go_in_one_frame() -> None:
+    """Both are emitted in the same step (once its running record is stored): one ``origin.events`` frame
+    to the origin, not two; a turn that waited gets its queued event when queued, alone, as before."""
+    svc, tr, _ = make()
+    try:
+        svc.worker_ready("loop-1", 1)
+        submit(svc, "t1", "S")
+        submit(svc, "t2", "S")
+        [frame] = tr.to("control", lanes_msg.ORIGIN_EVENTS)
+        assert [(e["turn_id"], e["kind"]) for e in frame["events"]] == [
+            ("t1", lanes_msg.TURN_QUEUED),
+            ("t1", lanes_msg.TURN_STARTED),
+        ]
+        assert [e["kind"] for e in tr.casts_of("control", lanes_msg.ORIGIN_EVENT)] == [lanes_msg.TURN_QUEUED]
+        rep = svc.replay(lanes_msg.Replay(session_id="S", after_seq=0))
+        kinds = [lanes_msg.TURN_QUEUED, lanes_msg.TURN_STARTED, lanes_msg.TURN_QUEUED]
+        assert [e.kind for e in rep.events] == kinds
     finally:
         svc.stop()
 

@@ -24,6 +24,7 @@ from geode.home import GeodeHome
 from geode.lanes.queue import LaneQueue
 from geode.lanes.records import MemoryTurnStore
 from geode.lanes.settings import LanesSection
+from geode.lanes.stream import each_event
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import runtime, turns
 from geode.protocol.dispatch import Dispatch
@@ -59,7 +60,8 @@ def wired(tmp_path: Path) -> Iterator[Wired]:
         return turns.TurnRunAccepted(worker="loop-1")
 
     origin = Bus("origin", 1, home).start()
-    origin.connect_peer("lanes", Dispatch("test origin", {lanes_msg.ORIGIN_EVENT: on_event}))
+    routes: dict[str, Any] = {lanes_msg.ORIGIN_EVENT: on_event, lanes_msg.ORIGIN_EVENTS: each_event(on_event)}
+    origin.connect_peer("lanes", Dispatch("test origin", routes))  # as every origin: one or several a frame
     worker = Bus("loop-1", 1, home).start()
     worker.connect_peer("lanes", Dispatch("test worker", {turns.TURN_RUN: on_run}))
     try:
@@ -159,9 +161,12 @@ def test_a_pending_approval_holds_no_lanes_handler(tmp_path: Path) -> None:
     child = start_lanes(home, bus=lanes_bus, settings=LanesSection(handlers=1, global_cap=2))
     events: list[dict[str, Any]] = []
     answers: list[dict[str, Any]] = []
-    origin.connect_peer(
-        "lanes", Dispatch("test origin", {lanes_msg.ORIGIN_EVENT: lambda b, r: events.append(b.model_dump())})
-    )
+
+    def on_event(b: lanes_msg.StreamEvent, r: Request) -> None:
+        events.append(b.model_dump())
+
+    routes: dict[str, Any] = {lanes_msg.ORIGIN_EVENT: on_event, lanes_msg.ORIGIN_EVENTS: each_event(on_event)}
+    origin.connect_peer("lanes", Dispatch("test origin", routes))
     worker.connect_peer(
         "lanes",
         Dispatch("test worker", {turns.TURN_RUN: lambda b, r: turns.TurnRunAccepted(worker="loop-1")}),
