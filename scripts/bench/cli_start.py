@@ -6,7 +6,9 @@ request → `geode ask`'s exit (one round: the only request; the scripted reply 
 
 Run: .venv/bin/python scripts/bench/cli_start.py [--runs 10] [--cold-runs 3] [--no-cold] [--before DIR]
 (``--before DIR``: `git archive <commit> actors geode | tar -x -C DIR`, that checkout's `geode ask`, `geode
-status` with the tree running and `geode --version` as rows, run as ``python -m actors.cli.main``.)
+status` with the tree running and `geode --version` as rows, run as ``python -m actors.cli.main``, or with
+``--before-geode SCRIPT`` as that console script, e.g. another venv's ``bin/geode``: its interpreter start,
+`site` and ``.pth`` files included.)
 Baseline in the same run: ``python -c pass`` (to its exit), and `geode ask` through the typer app
 (``GEODE_CLI_HOT=0``, as before the hot path). "→ first model request" is measured from the
 CLI's spawn to the moment the ScriptedServer receives the turn's model request (same clock: the server runs
@@ -89,6 +91,7 @@ def make_home(base: Path, url: str) -> GeodeHome:
 
 
 CPU: list[float] = [0.0]  # the CPU (user + system) of the last CLI process run, in seconds
+BEFORE_GEODE: list[str] = []  # --before-geode: the before rows' command (else python -m actors.cli.main)
 
 
 def _children_cpu() -> float:
@@ -121,7 +124,7 @@ def ask(env: dict[str, str], clock: Clock, before: Path | None = None) -> tuple[
     n = clock.count()
     cmd, cwd = [*geode_cmd(), "ask", "hi"], ROOT
     if before is not None:
-        cmd, cwd = [sys.executable, "-m", "actors.cli.main", "ask", "hi"], before
+        cmd, cwd = [*(BEFORE_GEODE or [sys.executable, "-m", "actors.cli.main"]), "ask", "hi"], before
         env = {**env, "PYTHONPATH": str(before)}
     c0 = _children_cpu()
     t0 = time.perf_counter()
@@ -165,7 +168,9 @@ def main() -> None:
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--no-cold", action="store_true", help="skip the serve → first ask rows")
     ap.add_argument("--before", type=Path, help="a checkout (git archive) whose `geode ask` is a baseline")
+    ap.add_argument("--before-geode", help="the before rows' `geode` console script (e.g. another venv's)")
     opts = ap.parse_args()
+    BEFORE_GEODE[:] = [opts.before_geode] if opts.before_geode else []
     clock = Clock()
     rows: dict[str, list[float]] = {}
 
@@ -198,10 +203,13 @@ def main() -> None:
                     before_model, before_wall = ask(env, clock, opts.before)
                     add("ask_before", before_model)
                     add("ask_before_tail", before_wall - before_model)
-                    old = [sys.executable, "-m", "actors.cli.main"]
+                    old = BEFORE_GEODE or [sys.executable, "-m", "actors.cli.main"]
                     before_env = {**env, "PYTHONPATH": str(opts.before)}
                     add("status_before", run([*old, "status"], before_env, opts.before))  # cwd: -m's path
                     add("version_before", run([*old, "--version"], before_env, opts.before))
+                    if BEFORE_GEODE:  # that venv's bare interpreter start, beside this one's
+                        before_python = str(Path(BEFORE_GEODE[0]).parent / "python")
+                        add("pass_before", run([before_python, "-c", "pass"], env))
         finally:
             stop_tree(home, timeout_s=20)
         if not opts.no_cold:
@@ -227,6 +235,8 @@ def main() -> None:
         print(f"warm last model request → exit, before        {fmt(rows['ask_before_tail'])}")
         print(f"geode status, a tree running, before          {fmt(rows['status_before'])}")
         print(f"geode --version, before                       {fmt(rows['version_before'])}")
+        if BEFORE_GEODE:
+            print(f"python -c pass, before                        {fmt(rows['pass_before'])}")
     base = p50(rows["pass"])
     print(
         f"ratios to python -c pass (p50): --help {p50(rows['help']) / base:.1f}x, ask → model request "
@@ -236,7 +246,7 @@ def main() -> None:
     cpu |= {"status": "geode status, a tree running", "status_idle": "geode status, nothing running"}
     cpu |= {"ask_wall": "warm geode ask (whole process)", "ask_typer": "warm geode ask, typer app"}
     cpu |= {"ask_before": "warm geode ask, before", "status_before": "geode status, a tree running, before"}
-    cpu |= {"version_before": "geode --version, before"}
+    cpu |= {"version_before": "geode --version, before", "pass_before": "python -c pass, before"}
     print("CPU (user + system) of the CLI process, p50 (less moved by the load than wall time):")
     for key, title in cpu.items():
         if f"cpu_{key}" in rows:
