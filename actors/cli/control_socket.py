@@ -56,6 +56,7 @@ class ControlSocket:
         self._watch: DropWatch | None = None
         self._poller = zmq.Poller()
         self.inbox: list[dict[str, Any]] = []  # events that arrived while waiting for some reply
+        self._split: list[Frame] = []  # the rest of a ``cli.events`` frame, one event each (wire.split)
         self._hb_stop = threading.Event()
         self._hb: threading.Thread | None = None
 
@@ -148,6 +149,8 @@ class ControlSocket:
     def _recv(self, timeout_s: float) -> Frame | None:
         """The next frame within ``timeout_s``; None at the timeout, or at once when the peer went away."""
         with self._lock:
+            if self._split:
+                return self._split.pop(0)
             if self._sock is None:
                 raise Unavailable("not connected")
             ready = dict(self._poller.poll(int(max(0.0, timeout_s) * 1000)))
@@ -156,10 +159,11 @@ class ControlSocket:
             if self._sock not in ready:
                 return None
             frame = self._sock.recv()
-        try:
-            return wire.decode(frame)
-        except BadRequest:
-            return None
+            try:
+                first, *self._split = wire.split(wire.decode(frame))  # under the lock: events stay in order
+            except BadRequest:
+                return None
+            return first
 
     def send_request(self, type_: str, body: dict[str, Any]) -> str:
         mid, frame = wire.encode(type_, body, session=self.session_id)

@@ -3,7 +3,14 @@ the CLI's control-socket wire (actors/cli/wire.py).
 Do not edit; tests/cli/test_wire_data.py says when it is due."""
 
 CONTROL_PROTOCOL = "geode.control.v1"
-FEATURES = ("request_correlation", "stable_events", "attach", "request_cancellation", "session_model_config")
+FEATURES = (
+    "request_correlation",
+    "stable_events",
+    "attach",
+    "request_cancellation",
+    "session_model_config",
+    "event_batches",
+)
 MAX_FRAME_BYTES = 1048576
 APPROVAL_RESPONSE = "cli.approval_response"
 ATTACH = "cli.attach"

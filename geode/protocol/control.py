@@ -16,7 +16,14 @@ from geode.protocol.catalog import message
 from geode.protocol.lanes import Cancelled, Decision, Ok, StreamEvent, StreamEvents
 
 CONTROL_PROTOCOL = "geode.control.v1"
-FEATURES = ("request_correlation", "stable_events", "attach", "request_cancellation", "session_model_config")
+FEATURES = (
+    "request_correlation",
+    "stable_events",
+    "attach",
+    "request_cancellation",
+    "session_model_config",
+    "event_batches",  # the client takes ``cli.events`` (several stream events in one frame)
+)
 
 
 # --- thin CLI ↔ control socket ----------------------------------------------------------------------------

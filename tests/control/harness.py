@@ -62,12 +62,19 @@ class Client:
 
     def __init__(self, core: ControlCore, conn_id: str) -> None:
         self.core, self.conn_id = core, conn_id
-        self.frames: list[Envelope] = []
+        self.frames: list[Envelope] = []  # a ``cli.events`` frame as its ``cli.event`` frames, as the CLI
+        self.raw: list[Envelope] = []  # every frame as sent
         self.cond = threading.Condition()
 
     def push(self, env: Envelope) -> None:
         with self.cond:
-            self.frames.append(env)
+            self.raw.append(env)
+            if env.type == c.CLI_EVENTS:
+                self.frames += [
+                    env.model_copy(update={"type": c.CLI_EVENT, "body": e}) for e in env.body["events"]
+                ]
+            else:
+                self.frames.append(env)
             self.cond.notify_all()
 
     def request(self, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Envelope:
