@@ -23,6 +23,7 @@ from actors.tree.registry import ChildContext
 from geode.config_reload import MCP, ConfigChange
 from geode.loop import AgenticLoop, LoopSettings, tracing
 from geode.loop.membership import PoolMembership
+from geode.loop.retirement import Retirement
 from geode.loop.state import turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
 from geode.protocol import lifecycle, turns
@@ -172,12 +173,16 @@ class LoopWorker:
             on_beat=lambda: None,
             on_executor_changed=self.plans.executor_changed,
         )
+        # drain-and-swap (forked before the zygote had the SDKs): no new turn, then exit for a fork with them
+        self.retirement = Retirement(self.membership, lock=self._lock, running=lambda: len(self._running))
         self.settings = ctx.settings  # the child's snapshot: [loop] / [verify] / [daemon] / [hooks]
         self.hooks = loop_hooks(self.settings, ctx.home.root)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> LoopWorker:
-        self.bus.subscribe("supervisor", lifecycle.on_child_events(self.on_lifecycle))
+        events = lifecycle.on_child_events(self.on_lifecycle)
+        retire = self.retirement.request
+        self.bus.subscribe("supervisor", lifecycle.on_retire(self.ctx.name, self.incarnation, retire, events))
         # lanes (re)connected: heartbeat now, not at the next interval
         self.bus.connect_peer(LANES, self.handle, concurrency=2, on_connected=self.membership.beat_now.set)
         self.membership.start()
@@ -234,6 +239,9 @@ class LoopWorker:
         with self._lock:  # guards the map only: nothing waits on another process under it
             if run.turn_id in self._running:
                 return turns.TurnRunAccepted(accepted=True, worker=self.name, reason="already running")
+            if not self.retirement.admit():  # never started here: lanes re-queues it when this exit is told
+                log.warning("turn %s refused: %s is retiring for its replacement", run.turn_id, self.name)
+                return turns.TurnRunAccepted(accepted=False, worker=self.name, reason="retiring")
             ref = TurnActor.start(self, run)
             self._running[run.turn_id] = ref
         ref.tell(RUN)

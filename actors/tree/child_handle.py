@@ -40,6 +40,10 @@ class ChildRun:
     kill_at: float | None = None  # SIGKILL when the shutdown grace is over
     then: Literal["restart", "stop"] | None = None  # what an intentional stop leads to
     eof_at: float | None = None  # when the ready pipe closed (usually: the child is exiting)
+    # drain-and-swap of an early fork (actors/tree/swaps.py): asked to retire, then its replacement starting
+    swap: Literal["retiring", "replacing"] | None = None
+    retire_told_at: float = 0.0  # when the retire request was last published (lossy: repeated)
+    swaps: int = 0  # incarnations that ended by a swap, not counted as restarts
 
     @property
     def name(self) -> str:
@@ -65,7 +69,9 @@ class ChildRun:
             with open(log_path, "ab") as log:
                 forked = None
                 if zygote is not None and self.spec.forkable:
-                    forked = zygote.spawn(self.name, full_env, w, log.fileno(), sdk=self.spec.sdks)
+                    forked = zygote.spawn(
+                        self.name, full_env, w, log.fileno(), sdk=self.spec.sdks, early=self.spec.swappable
+                    )
                 self.proc = forked or subprocess.Popen(
                     list(self.spec.argv),
                     env=full_env,
@@ -89,6 +95,14 @@ class ChildRun:
         self.starts += 1
         self.restart_at = self.after = self.kill_at = self.eof_at = None
         self.then = None
+
+    def retired(self, rc: int, *, asked: bool = False) -> bool:
+        """Its exit ends a swap's retirement: clean (exit 0, no stop or restart ``asked`` meanwhile) → its
+        replacement starts at once, not a crash."""
+        clean = self.swap == "retiring" and rc == 0 and not asked
+        self.swap = "replacing" if clean else None
+        self.swaps += clean
+        return clean
 
     def close_pipe(self) -> None:
         if self.ready_fd is not None:
@@ -133,9 +147,10 @@ class ChildRun:
             incarnation=self.incarnation,
             state=self.state,
             uptime_s=round(up, 3),
-            restarts=max(0, self.starts - 1),
+            restarts=max(0, self.starts - 1 - self.swaps),
             next_try_s=wait,
             reason=self.why if self.state == "fatal" else "",
+            swap=self.swap or ("early" if isinstance(self.proc, ZygoteProc) and self.proc.early else ""),
         )
 
 

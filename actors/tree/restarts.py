@@ -70,7 +70,8 @@ class RestartRules:
         reason, was_ready = exit_reason(rc), c.ready_at
         c.proc, c.kill_at, then = None, None, c.then
         c.then = None
-        intended = self.state != "running" or then is not None
+        swapped = c.retired(rc, asked=then is not None)  # a drained early loop worker, for its replacement
+        intended = self.state != "running" or then is not None or swapped
         log.log(
             logging.INFO if intended else logging.WARNING, "%s#%d exited: %s", c.name, c.incarnation, reason
         )
@@ -82,6 +83,9 @@ class RestartRules:
                 log.exception("child-died callback failed")
         if self.state != "running" or then == "stop":
             c.state = "stopped"
+            return
+        if swapped:  # its replacement (a fork with the SDKs) starts now: no backoff, no restart counted
+            c.state, c.restart_at, c.after = "backoff", now, None
             return
         if then == "restart":  # asked for (restart command, rest_for_one): not counted as a failure
             self._schedule(c, 0.0, c.after)

@@ -32,6 +32,12 @@ class ChildSpec:
     sdks: bool = False
 
     @property
+    def swappable(self) -> bool:
+        """A loop worker: the zygote may fork it before the SDKs (ready at once) and the supervisor swaps it,
+        once idle, for a fork that carries them (``actors/tree/swaps.py``)."""
+        return self.sdks and self.pool == "loop"
+
+    @property
     def forkable(self) -> bool:
         """``python -m actors.tree.child_main NAME`` with our interpreter: the zygote can fork it instead."""
         return self.argv == (sys.executable, "-m", "actors.tree.child_main", self.name)

@@ -28,6 +28,7 @@ from typing import Any
 from actors.tree.child_handle import ChildRun, IncarnationStore
 from actors.tree.restarts import DiedCallback, RestartRules
 from actors.tree.spec import ChildSpec, TreeConfig
+from actors.tree.swaps import SdkSwaps
 from actors.tree.zygote_client import Zygote
 from geode.metrics import record as metrics
 from geode.protocol import lifecycle
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 Publish = Callable[[str, dict[str, Any]], None]
 
 
-class Supervisor(RestartRules):
+class Supervisor(RestartRules, SdkSwaps):
     """A one-level OTP-style supervisor of OS processes."""
 
     def __init__(
@@ -121,6 +122,7 @@ class Supervisor(RestartRules):
             now = time.monotonic()
             for name in self._start_order():
                 self._start(self.children[name], now)
+            self._swap_early(now)  # the zygote imports the SDKs now, while the children start
             self._refresh()
             self.started.set()
             while self.state == "running":
@@ -136,11 +138,12 @@ class Supervisor(RestartRules):
         return self.exit_code if self.exit_code is not None else 0
 
     def _start_order(self) -> list[str]:
-        """With the zygote, the children that need the SDKs last: the others are forked at once and start
-        while it imports the SDKs (it forks those only after). Stopping stays the reverse of ``_order``."""
+        """With the zygote, the children that need the SDKs last: the others and the loop workers (forked
+        early, swapped later: ``swaps.py``) at once, then those that wait for the SDKs (it imports them after
+        the burst, or before such a fork). Stopping stays the reverse of ``_order``."""
         if self.zygote is None:
             return list(self._order)
-        return sorted(self._order, key=lambda n: self.children[n].spec.sdks)
+        return sorted(self._order, key=lambda n: _start_rank(self.children[n].spec))
 
     def _install_signals(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
@@ -181,6 +184,7 @@ class Supervisor(RestartRules):
         now = time.monotonic()
         self._reap(now)
         self._timers(now)
+        self._swap_early(now)
         self._refresh()
 
     def _timeout(self) -> float:
@@ -333,3 +337,8 @@ class Supervisor(RestartRules):
                 self._publish(topic, lifecycle.TreeEvent(pid=os.getpid()).model_dump(mode="json"))
             except Exception:
                 log.exception("publish failed")
+
+
+def _start_rank(spec: ChildSpec) -> int:
+    """Without an SDK first, then the loop workers (forked early), then those that wait for the SDKs."""
+    return 0 if not spec.sdks else 1 if spec.swappable else 2

@@ -5,16 +5,19 @@ the tree shares those pages. Started by :class:`actors.tree.zygote_client.Zygote
 ``python -m actors.tree.zygote``; single-threaded, so forking is safe. It speaks JSON datagrams with file
 descriptors on a SOCK_SEQPACKET socket (``GEODE_ZYGOTE_FD``):
 
-* supervisor → zygote: ``{"op": "spawn", "id": N, "name": ..., "env": {...}, "sdk": bool}`` with the fds
-  ``[ready_w, log]``; ``sdk``: the child needs the SDKs (a loop worker, the messengers);
+* supervisor → zygote: ``{"op": "spawn", "id": N, "name": ..., "env": {...}, "sdk": bool, "early": bool}``
+  with the fds ``[ready_w, log]``; ``sdk``: the child needs the SDKs (a loop worker, the messengers);
+  ``early``: it may be forked before they are imported (a loop worker: swapped later, ``swaps.py``);
+  ``{"op": "warm", "env": {...}}``: import the SDKs now (after the tree's first burst of spawns);
 * zygote → supervisor: ``{"op": "importing", "module": M}`` before each import (busy, not stuck),
   ``{"op": "core"}`` once the children's modules are imported, ``{"op": "sdks"}`` once the SDKs are,
-  ``{"op": "spawned", "id": N, "pid": P}`` (or ``"error"``), and ``{"op": "exit", "pid": P, "rc": RC}``
-  (Popen's returncode convention: ``-signal`` when killed).
+  ``{"op": "spawned", "id": N, "pid": P, "sdks": bool}`` (or ``"error"``; ``sdks``: the child carries them),
+  and ``{"op": "exit", "pid": P, "rc": RC}`` (Popen's returncode convention: ``-signal`` when killed).
 
-The SDKs (``WARM``, 1-2 s of imports) come after ``core``, on demand: children that do not need them are
-forked at once and start while the zygote imports them for the first spawn with ``sdk``, before its fork, so
-every loop worker shares them and none imports them itself (a tree without one never imports them).
+The SDKs (``WARM``, 1-2 s of imports) come after ``core``: children that do not need them are forked at once,
+and so are the loop workers (``early``: ready at once, the SDK imported by a turn that reaches one); the
+zygote imports the SDKs on ``warm`` (or before the fork of an SDK child that cannot be early), and the
+supervisor then swaps each early loop worker, once idle, for a fork that shares them.
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ WARM = ("httpx", "anthropic", "openai")
 # more to import with them, comma-separated: the messenger SDKs of the platforms the config binds
 WARM_ENV = "GEODE_ZYGOTE_WARM"
 PR_SET_PDEATHSIG = 1
+# an early fork (no SDKs yet) builds no provider at ready: the warm-up would import the SDK in every early
+# worker at once, beside the zygote's own import (geode.loop.turn_providers.WARM_ENV)
+NO_WARM_UP = {"GEODE_WARM_WORKER": "0"}
 
 _setproctitle: Callable[[str], None] | None
 try:  # a dependency; without it ps shows the zygote's command line for every child
@@ -225,6 +231,9 @@ class Server:
             self._import_all(names)
             _send(self.sock, {"op": "sdks"})
 
+    def _has_sdks(self, env: Mapping[str, str]) -> bool:
+        return all(m in self.sdks_done for m in sdk_modules(env))
+
     def _request(self) -> bool:
         try:
             data, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_MESSAGE, 4)
@@ -235,16 +244,25 @@ class Server:
         req: Any = {}
         try:
             req = json.loads(data)
+            if isinstance(req, dict) and req.get("op") == "warm" and not fds:
+                env = dict(req.get("env") or {})
+                if self._has_sdks(env):
+                    _send(self.sock, {"op": "sdks"})  # imported already (for a child that could not wait)
+                self._import_sdks(env)
+                return True
             if not isinstance(req, dict) or req.get("op") != "spawn" or len(fds) != 2:
                 raise ValueError(f"bad request {str(req)[:200]!r} with {len(fds)} fds")
-            if req.get("sdk"):
-                self._import_sdks(dict(req["env"]))
+            env = dict(req["env"])
+            carries = not req.get("sdk") or self._has_sdks(env)
+            if not carries and not req.get("early"):
+                self._import_sdks(env)
+                carries = True
             pid = os.fork()
             if pid == 0:
                 ours = [self.sock.fileno(), self.wake_r, self.wake_w]
-                _child(str(req["name"]), dict(req["env"]), fds, ours)
+                _child(str(req["name"]), env if carries else {**env, **NO_WARM_UP}, fds, ours)
             self.children.add(pid)
-            _send(self.sock, {"op": "spawned", "id": req.get("id"), "pid": pid})
+            _send(self.sock, {"op": "spawned", "id": req.get("id"), "pid": pid, "sdks": carries})
         except Exception as exc:
             rid = req.get("id") if isinstance(req, dict) else None
             _send(self.sock, {"op": "error", "id": rid, "error": repr(exc)[:500]})

@@ -36,9 +36,10 @@ MAX_WAIT_S = 60.0  # however busy it says it is
 class ZygoteProc:
     """A child the zygote forked; its exit code arrives through :meth:`Zygote.pump`."""
 
-    def __init__(self, zygote: Zygote, pid: int) -> None:
+    def __init__(self, zygote: Zygote, pid: int, *, early: bool = False) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.early = early  # forked before the zygote imported the SDKs it needs: swapped once they are
         self._zygote = zygote
 
     def poll(self) -> int | None:
@@ -79,6 +80,9 @@ class Zygote:
         self._heard = 0.0  # when the zygote last said anything
         self._importing = False  # and whether that was "importing M"
         self.adopted = False  # by a Supervisor (``adopt``)
+        self.sdks_ready = False  # this incarnation imported the SDKs: an early fork can be swapped
+        self._warm_env: dict[str, str] | None = None  # an early fork's env: the SDKs ``warm`` imports
+        self._warm_sent = False
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -110,6 +114,7 @@ class Zygote:
         self._sock = ours
         self._starts += 1
         self._core = False
+        self.sdks_ready, self._warm_env, self._warm_sent = False, None, False
         log.info("zygote started (pid %d)", self._proc.pid)
 
     @property
@@ -148,18 +153,25 @@ class Zygote:
 
     # ---- children --------------------------------------------------------------------------------
     def spawn(
-        self, name: str, env: dict[str, str], ready_w: int, log_fd: int, *, sdk: bool = False
+        self,
+        name: str,
+        env: dict[str, str],
+        ready_w: int,
+        log_fd: int,
+        *,
+        sdk: bool = False,
+        early: bool = False,
     ) -> ZygoteProc | None:
-        """Fork ``child_main NAME`` with ``env`` (``sdk``: after the zygote imported the SDKs); None when the
-        zygote cannot (the caller execs it)."""
+        """Fork ``child_main NAME`` with ``env`` (``sdk``: after the zygote imported the SDKs, or at once when
+        ``early``: :attr:`ZygoteProc.early` says which); None when the zygote cannot (the caller execs it)."""
         self.start()
         if self._sock is None or not self._await_core():
             return None
         self._next_id += 1
         rid = self._next_id
-        msg = json.dumps({"op": "spawn", "id": rid, "name": name, "env": env, "sdk": sdk}).encode()
+        msg = json.dumps({"op": "spawn", "id": rid, "name": name, "env": env, "sdk": sdk, "early": early})
         try:
-            socket.send_fds(self._sock, [msg], [ready_w, log_fd])
+            socket.send_fds(self._sock, [msg.encode()], [ready_w, log_fd])
         except OSError as exc:
             self._lost(f"send: {exc}")
             return None
@@ -172,9 +184,22 @@ class Zygote:
         if reply.get("op") != "spawned":
             log.warning("zygote could not fork %s: %s", name, reply.get("error"))
             return None
-        proc = ZygoteProc(self, int(reply["pid"]))
+        proc = ZygoteProc(self, int(reply["pid"]), early=sdk and reply.get("sdks") is False)
         self._children[proc.pid] = proc
+        if proc.early and self._warm_env is None:
+            self._warm_env = env
         return proc
+
+    def warm(self) -> None:
+        """After a burst of spawns: an early fork was made, so have the zygote import the SDKs now (once per
+        incarnation, without waiting: it says ``sdks`` when done, :attr:`sdks_ready`)."""
+        if self._sock is None or self._warm_env is None or self._warm_sent:
+            return
+        self._warm_sent = True
+        try:
+            self._sock.send(json.dumps({"op": "warm", "env": self._warm_env}).encode())
+        except OSError as exc:
+            self._lost(f"send: {exc}")
 
     def _await_core(self) -> bool:
         if not self._wait(lambda: self._core, CORE_WAIT_S) and self._sock is not None:
@@ -230,7 +255,9 @@ class Zygote:
                 self._core = True
                 log.info("zygote %s ready: children fork from it", msg.get("pid"))
             elif op == "sdks":
-                log.info("zygote imported the SDKs: loop workers and messengers fork from it")
+                if not self.sdks_ready:
+                    log.info("zygote imported the SDKs: loop workers and messengers fork from it")
+                self.sdks_ready = True
             elif op in ("spawned", "error") and isinstance(msg.get("id"), int):
                 self._replies[msg["id"]] = msg
 
@@ -256,3 +283,4 @@ class Zygote:
             proc.returncode = -signal.SIGKILL
         self._children.clear()
         self._core = False
+        self.sdks_ready, self._warm_env, self._warm_sent = False, None, False

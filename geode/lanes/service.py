@@ -7,7 +7,9 @@ the ``runner`` and the operation finishes in a continuation when the reply arriv
 write never holds up another session. A request is answered through ``Asked.answer`` when its operation
 completes (a submit once its record is stored).
 
-Durable turn records (queued → running on worker W incarnation N → done) make every restart safe: on start
+Durable turn records (queued → running on worker W incarnation N → done; a turn that can start at once is
+stored running in its first write, and no read precedes it: the store returns a done record a put would
+overwrite) make every restart safe: on start
 queued records are queued again and running ones hold their lanes until their worker confirms them by
 heartbeat, or are re-queued with ``resume`` after a grace period. A dead worker's turns are re-queued by the
 supervision path (``runtime.child_died``, a new READY incarnation, or missed heartbeats), never by the

@@ -21,7 +21,10 @@ TREE_STOPPING = "runtime.event.tree_stopping"
 # `geode reload` (body: ConfigReload): each child named re-reads the tree's copy and confirms with
 # ``runtime.config_applied`` (a child started since counts as applied; the CLI asks again for the silent)
 CONFIG_RELOAD = "runtime.event.config_reload"
-TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED, TREE_STOPPING, CONFIG_RELOAD)
+# drain-and-swap (body: ChildEvent): the loop worker of that name AND incarnation (forked before the zygote
+# had the provider SDKs) takes no new turn, finishes what it runs and exits 0; repeated until it exits (lossy)
+CHILD_RETIRE = "runtime.event.child_retire"
+TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED, TREE_STOPPING, CONFIG_RELOAD, CHILD_RETIRE)
 
 
 CHILD_TOPICS = (CHILD_STARTED, CHILD_READY, CHILD_EXITED)
@@ -66,6 +69,31 @@ def child_event(topic: str, body: Mapping[str, Any] | None) -> ChildEvent | None
     except ValidationError as exc:
         log.warning("lifecycle event %s with a bad body ignored: %s", topic, exc.errors()[0].get("msg", exc))
         return None
+
+
+EventHandler = Callable[[str, Mapping[str, Any]], None]
+
+
+def on_retire(name: str, incarnation: int, handler: Callable[[], None], others: EventHandler) -> EventHandler:
+    """A ``bus.subscribe("supervisor", ...)`` handler that calls ``handler()`` on a ``child_retire`` for this
+    child's name and incarnation (another's, or a bad body, is ignored; the latter logged) and passes every
+    other event to ``others`` (one subscription)."""
+
+    def on_event(topic: str, body: Mapping[str, Any]) -> None:
+        if topic != CHILD_RETIRE:
+            others(topic, body)
+            return
+        try:
+            event = ChildEvent.model_validate(body or {})
+        except ValidationError as exc:
+            log.warning(
+                "lifecycle event %s with a bad body ignored: %s", topic, exc.errors()[0].get("msg", exc)
+            )
+            return
+        if event.name == name and event.incarnation == incarnation:
+            handler()
+
+    return on_event
 
 
 def on_child_events(handler: ChildEventHandler) -> Callable[[str, Mapping[str, Any]], None]:

@@ -81,6 +81,9 @@ class ChildInfo(BaseModel):
     reason: str = ""  # fatal: why (e.g. "11 restarts within 10 s"); cleared by `geode restart NAME`
     rss_bytes: int | None = None  # resident memory (/proc/<pid>/smaps_rollup) when the status was asked
     pss_bytes: int | None = None  # proportional: shared pages divided among the processes mapping them
+    # drain-and-swap of a loop worker forked before the zygote had the provider SDKs (actors/tree/swaps.py):
+    # early (serving, swapped once they are imported and it is idle), retiring, replacing; "" otherwise
+    swap: str = Field(default="", max_length=16)
 
 
 class ProcessMemory(BaseModel):

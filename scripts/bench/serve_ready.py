@@ -5,13 +5,17 @@ command as a user runs it. The phases come from ``/proc`` (the daemon's and the 
 from the tree's own logs (wall-clock stamps, ms): the supervisor's first line (after the daemon's imports and
 the config check), the zygote ready (its imports: every child's code; the old tree: and the provider SDKs;
 ``zygote.log`` has each import's time), the first child started, the SDKs imported (this tree: on demand,
-for the first loop worker), the last child ready. Then, 3 s after ready, the tree's PSS (supervisor, zygote,
-children) from ``/proc/<pid>/smaps_rollup``.
+for the first loop worker), the last child ready (first incarnations), the loop workers swapped (this tree:
+they are forked before the SDKs and swapped, once idle, for forks that carry them). Then, 3 s after the swap
+(after ready for a tree without one), the tree's PSS (supervisor, zygote, children) from
+``/proc/<pid>/smaps_rollup``.
 
 ``--old DIR`` alternates runs of another checkout (``git worktree add DIR REV``; run with this venv,
 ``PYTHONPATH=DIR``) with this one, so before and after share the machine's load; each line says the load.
 
-Run: .venv/bin/python scripts/bench/serve_ready.py [--runs 5] [--old /tmp/old-tree]
+``--first-ask`` also times one `geode ask` issued as soon as `geode serve` returned (before the swap).
+
+Run: .venv/bin/python scripts/bench/serve_ready.py [--runs 5] [--old /tmp/old-tree] [--first-ask]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -62,13 +67,16 @@ def phases(home: GeodeHome, t0: float) -> dict[str, float]:
         hit = next((ln for ln in lines if key in ln and stamp(ln) is not None), None)
         if hit is not None:
             out[phase] = (stamp(hit) or t0) - t0
-    ready = [stamp(ln) for ln in lines if " ready (pid " in ln]
+    ready = [stamp(ln) for ln in lines if "#1 ready (pid " in ln]  # the first incarnations
     if ready:
         out["last child ready"] = max(t for t in ready if t is not None) - t0
+    swapped = [stamp(ln) for ln in lines if "swapped in, with the SDKs" in ln]  # this tree: loop workers
+    if swapped:
+        out["loop workers swapped"] = max(t for t in swapped if t is not None) - t0
     return out
 
 
-def pss_mib(home: GeodeHome, src: Path, t0: float, marks: dict[str, float]) -> float:
+def status(home: GeodeHome, src: Path) -> dict[str, Any]:
     r = subprocess.run(
         [sys.executable, "-m", "actors.cli.main", "status", "--json"],
         env=_env(home, src),
@@ -76,7 +84,19 @@ def pss_mib(home: GeodeHome, src: Path, t0: float, marks: dict[str, float]) -> f
         text=True,
         timeout=60,
     )
-    st = json.loads(r.stdout)
+    return dict(json.loads(r.stdout))
+
+
+def wait_swapped(home: GeodeHome, src: Path, limit_s: float = 120.0) -> None:
+    """This tree is ready before the zygote imports the SDKs and then swaps its loop workers for forks that
+    carry them (``swap`` in `geode status --json`); the PSS is measured after (the old tree has no swap)."""
+    end = time.monotonic() + limit_s
+    while any(c.get("swap") for c in status(home, src)["children"]) and time.monotonic() < end:
+        time.sleep(0.1)  # a bench's poll interval, not a test wait
+
+
+def pss_mib(home: GeodeHome, src: Path, t0: float, marks: dict[str, float]) -> float:
+    st = status(home, src)
     marks["daemon started"] = proc_start(st["pid"]) - t0
     if st.get("zygote"):  # the one serving now: started with the tree unless it was restarted
         marks["zygote started"] = proc_start(st["zygote"]["pid"]) - t0
@@ -94,7 +114,22 @@ def _env(home: GeodeHome, src: Path) -> dict[str, str]:
     return {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(src)}
 
 
-def one(server: ScriptedServer, src: Path) -> tuple[float, dict[str, float], float, float]:
+def first_ask(home: GeodeHome, src: Path) -> float:
+    """Wall time of one `geode ask` issued as soon as `geode serve` returned (this tree: on a loop worker
+    forked before the SDKs, which then imports the SDK itself)."""
+    t0 = time.time()
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.cli.main", "ask", "ping", "--json"],
+        env=_env(home, src),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0 and "pong" in r.stdout, r.stdout + r.stderr
+    return time.time() - t0
+
+
+def one(server: ScriptedServer, src: Path, ask: bool = False) -> tuple[float, dict[str, float], float, float]:
     base = Path(tempfile.mkdtemp(prefix="geode-ready-", dir="/tmp"))
     home = GeodeHome(base / "gh").ensure()
     home.config_file.write_text(
@@ -114,7 +149,11 @@ def one(server: ScriptedServer, src: Path) -> tuple[float, dict[str, float], flo
     wall = time.time() - t0
     try:
         assert r.returncode == 0, r.stdout + r.stderr
+        asked = first_ask(home, src) if ask else None
+        wait_swapped(home, src)
         marks = phases(home, t0)
+        if asked is not None:
+            marks["first ask (wall)"] = asked
         time.sleep(3.0)  # at rest: the bench's settle time, not a test wait
         pss = pss_mib(home, src, t0, marks)
     finally:
@@ -128,20 +167,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--old", default="", help="another checkout to alternate with (the baseline)")
+    ap.add_argument("--first-ask", action="store_true", help="time a `geode ask` issued at once after ready")
     args = ap.parse_args()
     trees = [("this", ROOT)] + ([("old", Path(args.old).resolve())] if args.old else [])
     results: dict[str, list[tuple[float, dict[str, float], float, float]]] = {n: [] for n, _ in trees}
     with ScriptedServer(lambda req: {"text": "pong"}) as server:
         for i in range(args.runs):
             for name, src in trees if i % 2 == 0 else list(reversed(trees)):
-                wall, marks, pss, load = one(server, src)
+                wall, marks, pss, load = one(server, src, args.first_ask)
                 results[name].append((wall, marks, pss, load))
                 detail = "  ".join(f"{k} {v:.2f}" for k, v in marks.items())
                 head = f"{name:5s} run {i + 1}: ready {wall:.2f} s  PSS {pss:.0f} MiB  load {load:.1f}"
                 print(f"{head}  | {detail}")
     for name, rows in results.items():
         walls = [r[0] for r in rows]
-        keys = ["daemon started", "zygote started"] + [k for k, _ in MARKS] + ["last child ready"]
+        keys = ["daemon started", "zygote started"] + [k for k, _ in MARKS]
+        keys += ["last child ready", "loop workers swapped", "first ask (wall)"]
         med = {
             k: statistics.median([r[1][k] for r in rows if k in r[1]])
             for k in keys

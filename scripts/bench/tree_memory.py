@@ -76,13 +76,15 @@ def processes(st: dict[str, Any]) -> list[tuple[str, int, int, int]]:
 
 
 def settle(home: GeodeHome, zygote: bool, limit_s: float = 60.0) -> dict[str, Any]:
-    """Poll until every child runs and the total PSS moved < 1 MiB over the last 3 samples (0.5 s apart)."""
+    """Poll until every child runs (no loop worker left to swap for a fork with the SDKs: ``swap``) and the
+    total PSS moved < 1 MiB over the last 3 samples (0.5 s apart)."""
     end = time.monotonic() + limit_s
     seen: list[int] = []
     st = status(home, zygote)
     while time.monotonic() < end:
         st = status(home, zygote)
-        if all(c["state"] == "running" and c["rss_bytes"] for c in st["children"]) and st.get("total"):
+        up = all(c["state"] == "running" and c["rss_bytes"] and not c.get("swap") for c in st["children"])
+        if up and st.get("total"):
             seen.append(st["total"]["pss_bytes"])
             if len(seen) >= 3 and max(seen[-3:]) - min(seen[-3:]) < MIB:
                 return st

@@ -15,7 +15,7 @@ import pytest
 
 from actors.tree.instance_lock import InstanceLock
 from geode.home import GeodeHome
-from tests.actors.tree_kit import alive, children, geode, make_home, stop, wait_children
+from tests.actors.tree_kit import alive, children, geode, make_home, settled, stop, wait_children
 from tests.waiting import poll_for
 
 NAMES = ["store", "lanes", "executor", "loop-1", "loop-2", "control", "messengers", "scheduler"]
@@ -26,6 +26,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeodeHome]:
     h = make_home(tmp_path_factory.mktemp("tree"))
     r = geode(h, "serve")
     assert r.returncode == 0, r.stdout + r.stderr
+    settled(h)  # the loop workers swapped for forks with the SDKs: kills below hit the settled tree
     yield h
     stop(h)
 

@@ -1,8 +1,8 @@
 """The fork server on a real `geode serve` tree: children are forked from the zygote (``ps`` still shows their
-own command line) and import nothing after the fork, the children without an SDK start while the zygote
-imports the provider SDKs, a killed loop worker is back and answering within a fraction of a second with the
-provider SDK already imported, and a killed zygote takes its children along and the tree comes back
-serving."""
+own command line) and import nothing after the fork, the children start while the zygote imports the
+provider SDKs (the loop workers swapped after for forks that share them), a killed loop worker is back and
+answering within a fraction of a second with the provider SDK already imported, and a killed zygote takes
+its children along and the tree comes back serving."""
 
 from __future__ import annotations
 
@@ -80,21 +80,25 @@ def test_no_child_imports_a_module_after_the_fork(tree: tuple[Any, ScriptedServe
 def test_children_without_an_sdk_start_before_the_zygote_imports_the_sdks(
     tree: tuple[Any, ScriptedServer],
 ) -> None:
-    """`geode serve`: the store, lanes, executor, control, messengers (no chat bound) and the scheduler are
-    forked right after the zygote's own imports and start while it imports the provider SDKs (1-2 s); the
-    loop workers are forked after, sharing them. So the SDK is in the loop workers, not in the others."""
+    """`geode serve`: every child, the loop workers included, is forked right after the zygote's own imports
+    and starts while it imports the provider SDKs (1-2 s); then each loop worker is swapped for a fork that
+    shares them (test_zygote_swap_tree.py). So the SDK is in the loop workers, not in the others."""
     home, _ = tree
-    kids = _all_running(home)
+
+    def swapped(k: dict[str, Any]) -> bool:
+        loops = [c for n, c in k.items() if n.startswith("loop-")]
+        return all(c.state == "running" for c in k.values()) and all(c.incarnation >= 2 for c in loops)
+
+    kids = wait_children(home, swapped, 60)
     log = (home.logs_dir / "supervisor.log").read_text()
     sdks_at = log.index("zygote imported the SDKs")
     for name, c in kids.items():
         assert c.pid is not None
-        started = log.index(f"started {name}#1 ")
+        assert log.index(f"started {name}#1 ") < sdks_at, name
         if name.startswith("loop-"):
-            assert started > sdks_at, name
+            assert log.index(f"started {name}#2 ") > sdks_at, name
             assert "jiter" in _modules(c.pid), name  # anthropic's compiled JSON parser came with the fork
         else:
-            assert started < sdks_at, name
             assert "jiter" not in _modules(c.pid), name  # the provider SDK is not in this child
 
 

@@ -64,10 +64,23 @@ def geode_popen(home: GeodeHome, *args: str, cwd: Path = ROOT, **kw: Any) -> sub
     return subprocess.Popen([sys.executable, "-m", "actors.cli.main", *args], env=env(home), cwd=cwd, **opts)
 
 
-def serve(home: GeodeHome, timeout: float = 90, cwd: Path = ROOT) -> None:
-    """`geode serve` (daemonised); returns once the tree is up."""
+def serve(home: GeodeHome, timeout: float = 90, cwd: Path = ROOT, *, settle: bool = True) -> None:
+    """`geode serve` (daemonised); returns once the tree is up and (``settle``) its loop workers swapped."""
     r = geode(home, "serve", timeout=timeout, cwd=cwd)
     assert r.returncode == 0, r.stdout + r.stderr
+    if settle:
+        settled(home, timeout)
+
+
+def settled(home: GeodeHome, timeout: float = 90) -> dict[str, ChildInfo]:
+    """No loop worker left to swap: `geode serve` is ready before the zygote has imported the provider SDKs
+    and then swaps each loop worker for a fork that carries them (actors/tree/swaps.py); a test that kills,
+    counts or restarts children starts from the settled tree."""
+
+    def done(kids: dict[str, ChildInfo]) -> bool:
+        return not any(c.swap for c in kids.values())
+
+    return wait_children(home, done, timeout)
 
 
 def status_children(home: GeodeHome, timeout: float = 30) -> dict[str, dict[str, Any]]:
@@ -94,15 +107,21 @@ base_url = "{server.base_url}"
 
 @contextmanager
 def scripted_tree(
-    base: Path, reply: Callable[[Any], Any], ws: Path | None = None, extra: str = "", cwd: Path = ROOT
+    base: Path,
+    reply: Callable[[Any], Any],
+    ws: Path | None = None,
+    extra: str = "",
+    cwd: Path = ROOT,
+    *,
+    settle: bool = True,
 ) -> Iterator[tuple[GeodeHome, ScriptedServer]]:
-    """A served tree (started from ``cwd``) whose provider is a ScriptedServer answering with ``reply``;
-    stopped on exit."""
+    """A served tree (started from ``cwd``) whose provider is a ScriptedServer answering with ``reply``
+    (``settle``: see :func:`serve`); stopped on exit."""
     server = ScriptedServer(reply).start()
     try:
         home = scripted_home(base, server, ws, extra)
         try:
-            serve(home, cwd=cwd)
+            serve(home, cwd=cwd, settle=settle)
             yield home, server
         finally:
             stop(home)

@@ -12,7 +12,7 @@ from actors.bus import Bus
 from geode.home import GeodeHome
 from geode.protocol import lanes as lanes_msg
 from geode.testing.scripted import ScriptedServer
-from tests.actors.tree_kit import geode, make_home, stop
+from tests.actors.tree_kit import geode, make_home, settled, stop
 from tests.waiting import poll_for
 
 ALLOW = 'echo \'{\\"hookSpecificOutput\\": {\\"permissionDecision\\": \\"allow\\"}}\''
@@ -37,6 +37,7 @@ roots = ["{tmp_path / "ws"}"]
     home.env_file.write_text("ANTHROPIC_API_KEY=sk-test-key\n")
     r = geode(home, "serve")
     assert r.returncode == 0, r.stdout + r.stderr
+    settled(home)  # the loop worker swapped for a fork with the SDKs (actors/tree/swaps.py)
     return home, server, Bus("testctl", 1, home).start()
 
 
