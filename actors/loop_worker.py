@@ -22,6 +22,7 @@ from actors.bus import Bus
 from actors.tree.registry import ChildContext
 from geode.config_reload import MCP, ConfigChange
 from geode.loop import AgenticLoop, LoopSettings, tracing
+from geode.loop.event_batch import EventBatch, HoldTimer
 from geode.loop.membership import PoolMembership
 from geode.loop.retirement import Retirement
 from geode.loop.state import turn_images
@@ -48,13 +49,26 @@ PlanFactory = Callable[[], BoundToolPlan | None]  # the whole catalogue as a pla
 
 
 class LanesSink:
-    """Turn events as ``turn.event`` casts to lanes (which orders them per session by seq)."""
+    """Turn events as ``turn.event`` casts to lanes (which orders them per session by seq); a turn's
+    events produced back to back as one ``turn.events`` cast (:meth:`send`, through the turn's
+    :class:`EventBatch`)."""
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
+        self.hold = HoldTimer()
 
     def emit(self, event: turns.TurnEvent) -> None:
         self.transport.cast(LANES, turns.TURN_EVENT, event, session=event.session_id)
+
+    def send(self, events: list[turns.TurnEvent]) -> None:
+        if len(events) == 1:
+            self.emit(events[0])
+            return
+        body = turns.TurnEvents(events=events)
+        self.transport.cast(LANES, turns.TURN_EVENTS, body, session=events[0].session_id)
+
+    def for_turn(self) -> EventBatch:
+        return EventBatch(self.send, self.hold)
 
 
 RUN, STATUS, FINISHED = "run", "status", "finished"
@@ -286,6 +300,7 @@ class LoopWorker:
 
     # --- one turn -------------------------------------------------------------------------------------
     def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
+        events = self.sink.for_turn()  # sent before the loop waits, and all of them before turn.done
         try:
             turn = self.compose(run)
             provider = self.providers.get(turn.settings.model or None)
@@ -294,7 +309,7 @@ class LoopWorker:
                 self.tools,
                 self.records,
                 plan=turn.plan,
-                events=self.sink,
+                events=events,
                 settings=turn.settings,
                 prompt=turn.prompt,
                 hooks=self.hooks,
@@ -314,6 +329,8 @@ class LoopWorker:
                 termination_reason=turns.TerminationReason.INTERNAL_ERROR,
                 error=f"{type(exc).__name__}: {exc}"[:500],
             )
+        finally:
+            events.close()
 
     def compose(self, run: turns.TurnRun) -> ComposedTurn:
         """The turn as geode.sessions composes it, on this worker's config snapshot and current catalogue."""

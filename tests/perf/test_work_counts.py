@@ -30,21 +30,23 @@ def _row(*most: float) -> dict[str, float]:
 # Set from main at 06:49 UTC 2026-12-05 (python -m tests.perf.work_kit, after issue 34's cuts), plus a margin:
 # per tool round + max(0.5, 10 %) (one stray event in every window is 0.2 a round), per turn + max(1, 10 %),
 # a zero per turn stays zero. LMDB write txns get the ops' ceiling: group commit may batch fewer, never more.
+# BUS (08:46 UTC): hand-offs per round 19 -> 5, per turn 69 -> 21 (requests and replies are sent by the
+# threads that made them, not posted to the bus thread; left: a pool job per served request, a reply freed).
 PER_TOOL_ROUND: Ceilings = {
-    "control": _row(6.6, 6.6, 6.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),
-    "lanes": _row(6.6, 6.6, 6.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),
-    "loop": _row(3.5, 9.9, 3.5, 13.2, 2.5, 0.5, 0.5, 0.5, 0.5),
-    "executor": _row(2.5, 2.5, 2.5, 4.5, 1.5, 0.5, 0.5, 0.5, 0.5),
-    "store": _row(3.5, 3.5, 3.5, 3.5, 0.5, 4.5, 4.5, 2.5, 2.5),
-    "tree": _row(22, 28.6, 22, 20.9, 3.5, 4.5, 4.5, 2.5, 2.5),
+    "control": _row(2.5, 2.5, 2.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS: 2 frames in, 2 out (was 6)
+    "lanes": _row(2.5, 2.5, 2.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS: 2 turn.events in, 2 out (was 6)
+    "loop": _row(2.5, 5.5, 2.5, 3.5, 1.5, 0.5, 0.5, 0.5, 0.5),  # CHECKPOINT: 1 save a round; EVENTS: 2 sent
+    "executor": _row(2.5, 2.5, 2.5, 2.5, 1.5, 0.5, 0.5, 0.5, 0.5),
+    "store": _row(2.5, 2.5, 2.5, 0.5, 0.5, 3.5, 3.5, 1.5, 2.5),
+    "tree": _row(13.2, 15.4, 13.2, 5.5, 2.5, 3.5, 3.5, 1.5, 2.5),
 }
 PER_TURN: Ceilings = {
-    "control": _row(19, 19, 20, 3, 0, 0, 0, 0, 0),
-    "lanes": _row(20, 25, 20, 11, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4), hand-offs 10
-    "loop": _row(15, 27, 15, 41, 10, 0, 0, 0, 0),
-    "executor": _row(4, 4, 4, 7, 2, 0, 0, 0, 0),
-    "store": _row(16, 16, 16, 19, 0, 14, 14, 5, 6),
-    "tree": _row(72, 88, 73, 84, 14, 14, 14, 5, 6),
+    "control": _row(11, 11, 12, 2, 0, 0, 0, 0, 0),  # EVENTS: 10 frames in, 10 out (was 17)
+    "lanes": _row(12, 16, 12, 3, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4), hand-offs 10
+    "loop": _row(13, 18, 13, 14.3, 8, 0, 0, 0, 0),  # CHECKPOINT: 7 store round trips (was 9)
+    "executor": _row(4, 4, 4, 4, 2, 0, 0, 0, 0),
+    "store": _row(14, 14, 14, 3, 0, 12, 12, 4, 6),
+    "tree": _row(56, 65, 57, 23.1, 12, 12, 12, 4, 6),
 }
 
 
