@@ -62,7 +62,10 @@ def outcome_row(rec: TurnRecord) -> dict[str, Any]:
 
 
 def copy_record(rec: TurnRecord) -> TurnRecord:
-    return rec.model_copy(deep=True)
+    """A copy whose fields lanes may reassign while the original is being stored (or the other way round).
+    Shallow (1-2 µs, not 40-50 µs deep): lanes never changes a record's ``input``, ``settings`` or
+    ``outcome`` in place, it only assigns new values to fields; the store serializes what it gets."""
+    return rec.model_copy()
 
 
 def requeues_of(rec: TurnRecord) -> int:
