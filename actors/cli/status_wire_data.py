@@ -88,6 +88,15 @@ TREE_STATUS_SCHEMA = {
                                 },
                                 "required": False,
                             },
+                            "swap": {
+                                "type": "typed-dict-field",
+                                "schema": {
+                                    "type": "default",
+                                    "schema": {"type": "str", "max_length": 16},
+                                    "default": "",
+                                },
+                                "required": False,
+                            },
                         },
                         "extra_behavior": "ignore",
                     },
