@@ -42,7 +42,7 @@ PER_TOOL_ROUND: Ceilings = {
 }
 PER_TURN: Ceilings = {
     "control": _row(11, 11, 12, 2, 0, 0, 0, 0, 0),  # EVENTS: 10 frames in, 10 out (was 17)
-    "lanes": _row(12, 16, 12, 3, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4), hand-offs 10
+    "lanes": _row(12, 16, 12, 3, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4); BUS: 2 hand-offs
     "loop": _row(13, 18, 13, 14.3, 8, 0, 0, 0, 0),  # CHECKPOINT: 7 store round trips (was 9)
     "executor": _row(4, 4, 4, 4, 2, 0, 0, 0, 0),
     "store": _row(14, 14, 14, 3, 0, 12, 12, 4, 6),
