@@ -24,7 +24,7 @@ from geode.config_reload import MCP, ConfigChange
 from geode.loop import AgenticLoop, LoopSettings, tracing
 from geode.loop.event_batch import EventBatch, HoldTimer
 from geode.loop.membership import PoolMembership
-from geode.loop.retirement import Retirement
+from geode.loop.retirement import Retirement, early_hold_s
 from geode.loop.state import turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
 from geode.protocol import lifecycle, turns
@@ -174,8 +174,10 @@ class LoopWorker:
         self._running: dict[str, pykka.ActorRef[TurnActor]] = {}  # turn id -> the turn's actor
         self.peer = Dispatch(self.name, {turns.TURN_RUN: self.accept, turns.TURN_CANCEL: self.cancel})
         self._lock = threading.Lock()
+        self.early_hold_s = early_hold_s()  # forked before the SDKs: capacity 0 until swapped
+        offered = 0 if self.early_hold_s else capacity
         ready = turns.WorkerReady(
-            worker=self.name, incarnation=self.incarnation, capacity=capacity, address=address
+            worker=self.name, incarnation=self.incarnation, capacity=offered, address=address
         )
         self.membership = PoolMembership(
             bus.transport,
@@ -200,6 +202,8 @@ class LoopWorker:
         # lanes (re)connected: heartbeat now, not at the next interval
         self.bus.connect_peer(LANES, self.handle, concurrency=2, on_connected=self.membership.beat_now.set)
         self.membership.start()
+        if self.early_hold_s:
+            self.retirement.hold(self.capacity, self.early_hold_s)
         return self
 
     def stop(self) -> None:

@@ -1,12 +1,13 @@
 """Drain-and-swap of the loop workers forked before the zygote imported the provider SDKs.
 
 `geode serve` is ready before the SDK import (1-2 s of a quiet start): the zygote forks the loop workers right
-after its core imports (``early``: ready at once; a turn that reaches one imports the SDK in it), and imports
-the SDKs once the tree's first burst of spawns is sent (``warm``). When it has, each early worker in turn is
-asked to retire (``lifecycle.CHILD_RETIRE``, published until it exits: the PUB is lossy); it takes no new
-turn, finishes those it runs and exits 0 (``geode.loop.retirement``). That exit is not a crash (no backoff,
-not counted, ``ChildRun.retired``): its replacement is forked at once and shares the zygote's SDK pages. One
-swap at a time, so the rest of the pool keeps serving.
+after its core imports (``early``: ready at once, offering lanes no capacity until swapped:
+``geode.loop.retirement``), and imports the SDKs once the tree's first burst of spawns is sent (``warm``).
+When it has, each early worker in turn is asked to retire (``lifecycle.CHILD_RETIRE``, published until it
+exits: the PUB is lossy); it takes no new turn, finishes those it runs and exits 0
+(``geode.loop.retirement``). That exit is not a crash (no backoff, not counted, ``ChildRun.retired``): its
+replacement is forked at once and shares the zygote's SDK pages. One swap at a time, so the rest of the pool
+keeps serving.
 """
 
 from __future__ import annotations

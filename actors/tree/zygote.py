@@ -15,7 +15,7 @@ descriptors on a SOCK_SEQPACKET socket (``GEODE_ZYGOTE_FD``):
   and ``{"op": "exit", "pid": P, "rc": RC}`` (Popen's returncode convention: ``-signal`` when killed).
 
 The SDKs (``WARM``, 1-2 s of imports) come after ``core``: children that do not need them are forked at once,
-and so are the loop workers (``early``: ready at once, the SDK imported by a turn that reaches one); the
+and so are the loop workers (``early``: ready at once, taking turns once swapped for a fork with them); the
 zygote imports the SDKs on ``warm`` (or before the fork of an SDK child that cannot be early), and the
 supervisor then swaps each early loop worker, once idle, for a fork that shares them.
 """
@@ -78,8 +78,9 @@ WARM = ("httpx", "anthropic", "openai")
 WARM_ENV = "GEODE_ZYGOTE_WARM"
 PR_SET_PDEATHSIG = 1
 # an early fork (no SDKs yet) builds no provider at ready: the warm-up would import the SDK in every early
-# worker at once, beside the zygote's own import (geode.loop.turn_providers.WARM_ENV)
-NO_WARM_UP = {"GEODE_WARM_WORKER": "0"}
+# worker at once, beside the zygote's own import (geode.loop.turn_providers.WARM_ENV); it offers lanes no
+# capacity until it is swapped (geode.loop.retirement.EARLY_ENV)
+NO_WARM_UP = {"GEODE_WARM_WORKER": "0", "GEODE_EARLY_FORK": "1"}
 
 _setproctitle: Callable[[str], None] | None
 try:  # a dependency; without it ps shows the zygote's command line for every child

@@ -8,6 +8,11 @@ turns it runs finish (a push already on its way is accepted and run: nothing is 
 arrive), and only when it has been idle since that answer does it close (a push after that is refused and
 never started: lanes re-queues it when the supervisor reports this exit) and exit 0 by SIGTERM, child_main's
 clean stop. Nothing is cut: the supervisor counts the exit as a swap, not a crash.
+
+Until then an early worker offers lanes capacity 0 (:func:`early_hold_s`): a turn that comes before the swap
+waits in its lane for the replacement, which has the SDK, instead of importing it here beside the zygote's
+own import (on 2 cores that made the first answer seconds later). Only when no swap is asked for within the
+hold (the zygote's import failed or hangs) does the worker offer its capacity and import the SDK for a turn.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from geode.loop.membership import PoolMembership
 from geode.protocol import turns
@@ -27,6 +32,19 @@ log = logging.getLogger("actors.loop_worker")
 LANES = "lanes"
 SETTLE_S = 0.1  # idle this long after lanes' answer: a push sent just before it has arrived (same host)
 POLL_S = 0.05
+EARLY_ENV = "GEODE_EARLY_FORK"  # "1": forked before the zygote had the SDKs (actors/tree/zygote.py)
+HOLD_ENV = "GEODE_EARLY_HOLD_S"  # how long an early worker waits for its swap before it takes turns itself
+HOLD_S = 30.0
+
+
+def early_hold_s(environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds this worker offers capacity 0 while it waits for its swap; 0: not an early fork, or no hold."""
+    if environ.get(EARLY_ENV) != "1":
+        return 0.0
+    try:
+        return max(0.0, float(environ.get(HOLD_ENV, HOLD_S)))
+    except ValueError:
+        return HOLD_S
 
 
 class Retirement:
@@ -42,6 +60,7 @@ class Retirement:
         terminate: Callable[[], None] | None = None,
     ) -> None:
         self.transport: Transport = membership.transport
+        self._membership = membership
         self.ready = membership.ready.model_copy(update={"capacity": 0})
         self.lock = lock  # the worker's: held by admit (and the worker's accept) and by the close check
         self.running = running  # turns running now (called under ``lock``)
@@ -52,9 +71,45 @@ class Retirement:
         self.admitted = 0  # turns admitted so far (under ``lock``)
         self.closed = False
         self._thread: threading.Thread | None = None
+        self._asked = threading.Event()
+        self._announcing = threading.Lock()  # the hold's capacity and the retirement's 0 reach lanes in order
+
+    def hold(self, capacity: int, hold_s: float) -> None:
+        """An early worker (capacity 0 at ready) offers ``capacity`` if not asked to retire in ``hold_s``."""
+        threading.Thread(
+            target=self._hold, args=(capacity, hold_s), name=f"{self.ready.worker}-hold", daemon=True
+        ).start()
+
+    def _hold(self, capacity: int, hold_s: float) -> None:
+        if self._asked.wait(hold_s) or self.stopped.is_set():
+            return
+        log.warning(
+            "%s#%d: no swap within %.0f s (the zygote has no SDKs): taking turns (a turn imports the SDK)",
+            self.ready.worker,
+            self.ready.incarnation,
+            hold_s,
+        )
+        offer = self.ready.model_copy(update={"capacity": capacity})
+        while not self.stopped.is_set():
+            with self._announcing:
+                if self._asked.is_set():
+                    return
+                try:
+                    self.transport.call(LANES, turns.WORKER_READY, offer, timeout_s=2.0)
+                except GeodeError as exc:
+                    log.info("%s: offering capacity: lanes not reachable: %s", self.ready.worker, exc)
+                else:
+                    self.membership_ready(offer)
+                    return
+            self.stopped.wait(0.2)
+
+    def membership_ready(self, ready: turns.WorkerReady) -> None:
+        """What lanes acknowledged is what the heartbeats' ``free`` counts from."""
+        self._membership.ready = ready
 
     def request(self) -> None:
         """The supervisor asked (repeated while it waits): begin once."""
+        self._asked.set()
         if self._thread is None:
             log.info(
                 "%s#%d: asked to retire (a fork with the SDKs replaces it)",
@@ -95,7 +150,9 @@ class Retirement:
     def _announce(self) -> bool:
         """Capacity 0 at lanes (acknowledged: from then on lanes pushes nothing new here)."""
         try:
-            self.transport.call(LANES, turns.WORKER_READY, self.ready, timeout_s=2.0)
+            with self._announcing:
+                self.transport.call(LANES, turns.WORKER_READY, self.ready, timeout_s=2.0)
+            self.membership_ready(self.ready)
             return True
         except GeodeError as exc:
             log.info("%s: retiring: lanes not reachable: %s", self.ready.worker, exc)

@@ -1,8 +1,10 @@
 """Drain-and-swap on a real `geode serve` tree: the tree is ready (every child running, the loop workers
-included) before the zygote has imported the provider SDKs; a turn issued in that window runs on an early
-loop worker (which imports the SDK itself) and completes exactly once; once the SDKs are imported each early
-worker is swapped, only when idle, for a fork that carries them, the tree healthy throughout and the swaps
-not counted as restarts. The SDK import is held open by a gate (tests/actors/sdk_gate.py), not by time."""
+included) before the zygote has imported the provider SDKs; with no hold (``GEODE_EARLY_HOLD_S=0``: what an
+early worker does when no swap comes within its hold, test_zygote_hold_tree.py shows the default) a turn
+issued in that window runs on an early loop worker (which imports the SDK itself) and completes exactly
+once; once the SDKs are imported each early worker is swapped, only when idle, for a fork that carries them,
+the tree healthy throughout and the swaps not counted as restarts. The SDK import is held open by a gate
+(tests/actors/sdk_gate.py), not by time."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from geode.loop.retirement import HOLD_ENV
 from geode.testing.scripted import ScriptedServer
 from tests.actors.sdk_gate import GATE_ENV
 from tests.actors.tree_kit import children, geode, geode_popen, scripted_tree, status_children, wait_children
@@ -50,6 +53,7 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gated]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GEODE_ZYGOTE_WARM", "tests.actors.sdk_gate")  # the zygote imports it with the SDKs
         mp.setenv(GATE_ENV, str(gate))
+        mp.setenv(HOLD_ENV, "0")  # the early workers take turns at once (as after a hold with no swap)
         try:
             with scripted_tree(base, reply, settle=False) as (home, model):
                 yield home, model, gate, release

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from geode.loop.membership import PoolMembership
-from geode.loop.retirement import Retirement
+from geode.loop.retirement import EARLY_ENV, HOLD_ENV, HOLD_S, Retirement, early_hold_s
 from geode.protocol import turns
 from tests.waiting import poll_for
 
@@ -77,3 +77,28 @@ def test_a_push_that_arrives_after_the_announcement_runs_before_the_worker_close
         running.clear()
     assert exited.wait(10)
     assert len(lanes.ready) >= 2  # told again after the late turn: lanes may have restarted meanwhile
+
+
+def test_an_early_worker_offers_its_capacity_only_when_no_swap_comes_within_the_hold() -> None:
+    lanes, running = Lanes(), list[str]()
+    r, _exited, _ = _retirement(lanes, running)
+    r.hold(2, 0.05)  # the zygote never got the SDKs: after the hold the worker takes turns itself
+    poll_for(lambda: lanes.ready, 10, what="the capacity offered after the hold")
+    assert [b.capacity for b in lanes.ready] == [2]
+    assert r._membership.ready.capacity == 2  # the heartbeats' free counts from it
+
+
+def test_a_swap_asked_within_the_hold_never_offers_capacity() -> None:
+    lanes, running = Lanes(), list[str]()
+    r, exited, _ = _retirement(lanes, running)
+    r.hold(2, 0.3)
+    r.request()  # the zygote has the SDKs: retire (capacity 0), never offer 2
+    assert exited.wait(10)
+    assert lanes.ready and all(b.capacity == 0 for b in lanes.ready)
+
+
+def test_only_an_early_fork_holds_its_capacity() -> None:
+    assert early_hold_s({}) == 0.0  # a replacement, a restart from a warm zygote, a worker host's fork
+    assert early_hold_s({EARLY_ENV: "1"}) == HOLD_S
+    assert early_hold_s({EARLY_ENV: "1", HOLD_ENV: "0"}) == 0.0  # tests: take turns at once
+    assert early_hold_s({EARLY_ENV: "1", HOLD_ENV: "x"}) == HOLD_S
