@@ -314,8 +314,9 @@ def process_batch(
 ) -> list[ToolResult]:
     """Save the pending batch (strict) → execute → append the results → observe (guards).
 
-    The results ride the next save (see the module's docstring); a guard that trips in ``observe`` or a
-    cancel ends the turn, whose final save holds them. Calls beyond ``settings.max_tool_calls_per_reply``
+    The results ride the next save (see the module's docstring), except when a guard that trips in
+    ``observe`` or a cancel ends the turn here: then the completed batch is saved at once (a resume must not
+    send a call they kept back). Calls beyond ``settings.max_tool_calls_per_reply``
     are not run: each gets an error tool_result."""
     cap = settings.max_tool_calls_per_reply
     over = calls[cap:]
@@ -349,9 +350,21 @@ def process_batch(
     results += [not_unicode_result(c, bad[c.id]) for c in refused]
     results += [over_cap_result(c, cap) for c in over]  # every tool_use gets its tool_result
     state.history.append(results_message(results, settings))
-    if observe is not None:
-        observe(results)  # a guard that trips ends the turn: its final save holds the results
-    fault("loop.before_completed_checkpoint")  # the batch ran; its results ride the next save
+    tripped: Terminal | None = None
+    try:
+        if observe is not None:
+            observe(results)
+    except Terminal as t:  # a guard that trips ends the turn
+        tripped = t
+    fault("loop.before_completed_checkpoint")  # the batch ran; its results ride the next save …
+    if tripped is not None or state.cancel.is_set():  # … unless the turn ends here: saved now, so that a
+        try:  # resume never sends a call the guard or the cancel kept from being sent
+            seq = checkpoint.save(state, pending=None, meta=save_meta)
+        except CheckpointUnavailable as exc:
+            raise Terminal(TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"batch not saved: {exc}") from exc
+        events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="completed_batch")
+    if tripped is not None:
+        raise tripped
     if state.cancel.is_set():  # the answer says exactly what ran of the batch the cancel cut short
         report = cancel_report(results)
         raise Terminal(TerminationReason.USER_CANCELLED, text=f"Cancelled. {report}", error=report)

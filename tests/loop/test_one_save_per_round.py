@@ -6,6 +6,7 @@ the store in one request."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -150,3 +151,33 @@ def test_a_call_refused_for_a_lone_surrogate_is_answered_by_the_resume_never_sen
     refused = {r.tool_use_id: r for r in provider.requests[0].messages[-1].tool_results}["u"]
     assert refused.is_error and "invalid_tool_input" in refused.content and "did not run" in refused.content
     assert result.tool_calls == 1
+
+
+def test_a_batch_cut_by_a_cancel_is_saved_at_once_so_a_resume_never_sends_what_it_kept_back(
+    fake_rig: Rig,
+) -> None:
+    """The cancel comes during the first of two writes: the second is never sent. The worker dies before the
+    turn's final save; the resume must not send the second write (before, the batch's results were not
+    saved on their own, so the stored pending batch had no receipt for it and the resume ran it)."""
+    rig = fake_rig
+    cancel = threading.Event()
+    rig.handlers["write"] = lambda a: cancel.set() or {"wrote": a["text"]}
+    inner_save = rig.records.save_checkpoint
+
+    def save(body: Any) -> Any:
+        if body.meta.get("done_turn"):  # the turn's final save, with its answer
+            raise Crash("the worker dies at the turn's final save")
+        return inner_save(body)
+
+    rig.records.save_checkpoint = save  # type: ignore[method-assign]
+    batch = [tool("write", "a", text="A"), tool("write", "b", text="B")]
+    with pytest.raises(Crash):
+        rig.loop(rig.script({"tool_calls": batch}, "never"), settings=SEQ).run_turn(
+            "ckpt-s6", "turn-1", "write two", cancel=cancel
+        )
+    rig.records.save_checkpoint = inner_save  # type: ignore[method-assign]
+    rig.handlers.pop("write")
+    loop = rig.loop(rig.script("after"), settings=SEQ)
+    result = loop.run_turn("ckpt-s6", "turn-1", "write two", resume=True)
+    assert [c[1].get("text") for c in rig.executor.calls if c[0] == "write"] == ["A"]  # B never sent
+    assert result.termination_reason in (TerminationReason.NATURAL, TerminationReason.USER_CANCELLED)
