@@ -37,7 +37,16 @@ def _expected_kinds(k: int) -> list[str]:
     """The turn's events but the checkpoint notes and ``turn_queued`` (their number is the checkpoint policy's
     and the admission's, not this change's)."""
     one = ["round_start", "tokens", "tool_start", "tool_end"]
-    return ["turn_started", *one * k, "round_start", "text_delta", "tokens", "verify", "termination", "turn_done"]
+    return [
+        "turn_started",
+        *one * k,
+        "round_start",
+        "text_delta",
+        "tokens",
+        "verify",
+        "termination",
+        "turn_done",
+    ]
 
 
 def test_a_k_round_turns_stream_is_every_event_once_in_order(tree: tuple[GeodeHome, Path]) -> None:
@@ -72,7 +81,7 @@ def test_geode_ask_stream_json_says_each_round(tree: tuple[GeodeHome, Path]) -> 
     lines = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     shape = [(x["type"], x.get("subtype") or _block(x)) for x in lines]
     round_ = [("assistant", "tool_use"), ("user", "tool_result")]
-    answer = [("stream_event", None), ("assistant", "text"), ("result", None)]  # the streamed text, then whole
+    answer = [("stream_event", None), ("assistant", "text"), ("result", None)]  # streamed, then whole
     assert shape == [("system", "init"), *round_ * K, *answer], shape
     assert lines[-1]["termination_reason"] == "natural" and lines[-1]["tool_call_count"] == K
 
