@@ -216,10 +216,14 @@ class Server:
             if self.sock in ready and not self._request():
                 return 0
 
-    def _import_all(self, names: Any) -> None:
+    def _import_all(self, names: Any, *, clients: bool = False) -> None:
         for name in names:
             _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
             _import(name)
+        if clients:  # the SDKs' first-client state, built here and shared, not copied into each loop worker
+            from actors.tree.sdk_warmup import build_and_drop
+
+            build_and_drop(names)
         gc.collect()
         gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
 
@@ -229,7 +233,7 @@ class Server:
         names = [m for m in sdk_modules(env) if m not in self.sdks_done]
         if names:
             self.sdks_done.update(names)
-            self._import_all(names)
+            self._import_all(names, clients=True)
             _send(self.sock, {"op": "sdks"})
 
     def _has_sdks(self, env: Mapping[str, str]) -> bool:
