@@ -238,6 +238,7 @@ class LoopWorker:
         self.plans.on_lifecycle(topic, event)  # a new executor incarnation: ask for its catalogue again
         if topic != lifecycle.CHILD_EXITED or event.name != EXECUTOR or self.remote:
             return  # on a worker host the local executor is not the one this worker calls (main's is)
+        self.tools.forget_bound()  # the next incarnation has no plans: the next turns bind theirs again
         who = f"{EXECUTOR}#{event.incarnation}"
         err = ExecutorLost(f"{who} exited ({event.reason or 'unknown'}) with this request in flight")
         try:

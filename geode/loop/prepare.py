@@ -21,13 +21,32 @@ from geode.providers.identity_memo import IdentityMemo
 from geode.providers.types import ModelRequest, Provider, ToolSchema
 from geode.tools.plan import BoundToolPlan
 
+# plan -> {(allowed, denied, provider): the bound plan, or None for "the plan itself" (never the plan: a value
+# holding its own key would keep the memo entry, and so the plan, alive)}
+_BOUND: IdentityMemo[dict[tuple[object, ...], BoundToolPlan | None]] = IdentityMemo()
+
 
 def bind_plan(plan: BoundToolPlan | None, provider: Provider, settings: LoopSettings) -> BoundToolPlan | None:
-    """The session plan filtered by the turn's allow/deny lists and projected onto the provider."""
+    """The session plan filtered by the turn's allow/deny lists and projected onto the provider: derived
+    (hashed) once per (frozen) plan object and lists, not per turn; the same object every turn."""
     if plan is None:
         return None
-    filtered = plan.filtered(allowed=settings.allowed_tools, denied=settings.denied_tools)
-    return filtered.projected(getattr(provider, "name", ""))
+    allowed = settings.allowed_tools
+    name = getattr(provider, "name", "")
+    key = (None if allowed is None else frozenset(allowed), frozenset(settings.denied_tools), name)
+    derived = _BOUND.get(plan, _no_derivations)
+    hit = derived.get(key, plan)  # (the plan itself: not derived yet)
+    if hit is not plan:
+        return plan if hit is None else hit
+    bound = plan.filtered(allowed=allowed, denied=settings.denied_tools).projected(name)
+    if len(derived) >= 16:  # a plan outlives its turns: keep its few distinct turn settings only
+        derived.clear()
+    derived[key] = None if bound is plan else bound
+    return bound
+
+
+def _no_derivations(plan: BoundToolPlan) -> dict[tuple[object, ...], BoundToolPlan | None]:
+    return {}
 
 
 def budget_hint(state: TurnState, settings: LoopSettings, wrapping_up: bool) -> str:

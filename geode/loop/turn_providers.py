@@ -15,6 +15,7 @@ from geode.home import GeodeHome
 from geode.loop.events import cancellable_sleep, relay_provider_event
 from geode.providers.adapter_base import WireAdapter
 from geode.providers.live import LiveProviders
+from geode.providers.request_lines import quiet_request_lines
 from geode.providers.types import Provider
 
 log = logging.getLogger("actors.loop_worker")
@@ -33,6 +34,7 @@ class TurnProviders:
         source: ConfigSource[Any] | None = None,
     ) -> None:
         self.who = who
+        quiet_request_lines()  # no INFO line per model request in the worker's log
         self.live: LiveProviders | None = None
         if factory is None:  # the source's snapshot and .env at each turn (see geode.providers.live)
             self.live = LiveProviders(

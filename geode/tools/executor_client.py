@@ -43,16 +43,30 @@ class ExecutorClient:
         self.target = target
         self.bind_timeout_s = bind_timeout_s
         self._plans: OrderedDict[tuple[str, int], BoundToolPlan] = OrderedDict()
+        self._bound: set[tuple[str, int]] = set()  # keys of _plans bound at the executor as far as we know
         self._lock = threading.Lock()
 
-    def bind_plan(self, plan: BoundToolPlan) -> None:
-        self.transport.call(self.target, m.PLAN_BIND, plan.to_wire(), timeout_s=self.bind_timeout_s)
+    def bind_plan(self, plan: BoundToolPlan, *, again: bool = False) -> None:
+        """Bind ``plan`` at the executor. A plan this client bound there already is not sent again (a
+        turn's bind costs no round trip after the session's first); ``again`` sends it anyway (the executor
+        answered ``plan_not_bound``: it restarted or evicted it). :meth:`forget_bound` after an executor
+        exit makes the next bind of every plan go out."""
+        key = (plan.content_hash, plan.generation)
         with self._lock:
-            key = (plan.content_hash, plan.generation)
+            known = key in self._bound and not again
+        if not known:
+            self.transport.call(self.target, m.PLAN_BIND, plan.to_wire(), timeout_s=self.bind_timeout_s)
+        with self._lock:
             self._plans[key] = plan
             self._plans.move_to_end(key)
+            self._bound.add(key)
             while len(self._plans) > MAX_PLANS:
-                self._plans.popitem(last=False)
+                self._bound.discard(self._plans.popitem(last=False)[0])
+
+    def forget_bound(self) -> None:
+        """The executor exited: its next incarnation has no plans, so every plan is bound again."""
+        with self._lock:
+            self._bound.clear()
 
     def execute(self, ctx: ToolContext, call: ToolCall) -> ToolResult:
         body = m.ToolExecute(ctx=ctx, call=call)
@@ -122,7 +136,7 @@ class ExecutorClient:
         if plan is None:
             return False
         try:
-            self.bind_plan(plan)
+            self.bind_plan(plan, again=True)
         except GeodeError:
             return False
         return True
