@@ -10,6 +10,7 @@ import contextvars
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,15 @@ class Outcome:
 
 
 def run_with_deadline(
-    entry: HandlerEntry, args: dict[str, Any], env: ToolEnv, *, on_exit: Callable[[], None]
+    entry: HandlerEntry,
+    args: dict[str, Any],
+    env: ToolEnv,
+    *,
+    on_exit: Callable[[], None],
+    if_slow: tuple[float, Callable[[], None]] | None = None,
 ) -> Outcome:
-    """Call the handler; give up waiting after ``env.deadline_s`` (the work may still be running then)."""
+    """Call the handler; give up waiting after ``env.deadline_s`` (the work may still be running then).
+    ``if_slow`` ``(seconds, fn)``: ``fn()`` once, when the handler is still running after that long."""
     box: dict[str, Outcome] = {}
     done = threading.Event()
 
@@ -48,8 +55,11 @@ def run_with_deadline(
             finally:
                 done.set()
 
+    end = time.monotonic() + env.deadline_s
     WORKERS.run(target, f"tool-{env.ctx.operation_id or 'call'}")
-    if not done.wait(env.deadline_s):
+    if if_slow is not None and not done.wait(min(if_slow[0], env.deadline_s)):
+        if_slow[1]()
+    if not done.wait(max(0.0, end - time.monotonic())):
         env.cancel.set()
         return Outcome("timeout")
     return box["out"]

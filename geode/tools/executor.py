@@ -20,6 +20,7 @@ from geode.hooks.runner import HookRunner
 from geode.records.client import RecordClient
 from geode.records.models import Observation
 from geode.redaction import redact_text
+from geode.tools import timeline as tool_timeline
 from geode.tools.always_scope import always_key
 from geode.tools.approvals import APPROVAL_TIMEOUT_S, ApprovalChannel, ApprovalGate
 from geode.tools.checks import Checks, Denied, Request, correlation
@@ -283,6 +284,7 @@ class ToolExecutor:
             # schedule_job, send_file: which chat
             services={**self.services, "schedule_rule": self.schedule_rule, "send_rule": self.send_rule},
         )
+        hold = not receipted and spec.policy.effect is EffectClass.READ
         try:
             held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under
             self.timeline.write(  # a read-only call's row may wait for its end row: one store request
@@ -290,7 +292,7 @@ class ToolExecutor:
                 ctx,
                 call,
                 spec,
-                hold=not receipted and spec.policy.effect is EffectClass.READ,
+                hold=hold,
                 approval=verdict.how,
                 rewrites=req.rewrites,
                 **held_keys,
@@ -300,7 +302,8 @@ class ToolExecutor:
                 self._inflight[id(env)] = ((ctx.session_id, ctx.turn_id), env.cancel)
             if self._is_cancelled(ctx):
                 env.cancel.set()
-            outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
+            slow = (tool_timeline.HOLD_S, self.timeline.nudge) if hold else None  # a held row waits no longer
+            outcome = run_with_deadline(entry, call.input, env, on_exit=held.release, if_slow=slow)
         except BaseException:
             held.release()  # idempotent; normally the handler thread releases
             raise

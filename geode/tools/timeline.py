@@ -2,7 +2,9 @@
 
 The rows queued together go to the store in one request (``append_timelines``); the ``tool.called`` row of a
 read-only call (no effect, no receipt) waits up to ``HOLD_S`` for the call's end so that both rows go
-together: one store round trip per call instead of two, the same rows in the same order."""
+together: one store round trip per call instead of two, the same rows in the same order. A held row does not
+wake the writer: the call's end row does, or ``nudge()`` when the call is still running after ``HOLD_S`` (the
+executor's wait for its handler says so), so the writer wakes once per read-only call, not twice."""
 
 from __future__ import annotations
 
@@ -58,12 +60,18 @@ class ToolTimeline:
         """Block until every queued row was appended (or failed); False on timeout."""
         end = time.monotonic() + timeout_s
         with self._cv:
+            self._cv.notify_all()  # a held row goes after HOLD_S without waiting for a nudge
             while self._pending:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
                 self._cv.wait(left)
         return True
+
+    def nudge(self) -> None:
+        """The call of the newest held row is still running (``HOLD_S`` passed): let the writer send it."""
+        with self._cv:
+            self._cv.notify_all()
 
     def close(self, timeout_s: float = 2.0) -> None:
         self.flush(timeout_s)
@@ -162,6 +170,7 @@ class ToolTimeline:
                     self._since = time.monotonic()
                 self._queue.append((event, hold))
                 self._pending += 1
-                self._cv.notify_all()
+                if not hold:  # a held row waits for its call's end row (or a nudge) to wake the writer
+                    self._cv.notify_all()
                 return
         self._append(event)

@@ -19,6 +19,7 @@ import pytest
 
 import geode.tools.checks as checks_module
 import geode.tools.secret_files as secret_files
+import geode.tools.timeline as timeline_module
 from geode.records.models import TimelineEvent
 from geode.tools.builtin.search import _matches
 from geode.tools.dispatch import WORKERS
@@ -182,6 +183,43 @@ def test_a_slow_read_only_call_is_on_the_timeline_before_it_ends(make_rig: Calla
         worker.join(10)
     assert done and not done[0].is_error
     assert [r.kind for r in rig.timeline("s-slow")] == ["tool.called", "tool.completed"]
+
+
+def test_a_read_only_calls_held_row_does_not_wake_the_timeline_writer(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer wakes once per read-only call (for its end row), not also for the held tool.called row
+    (session 3, second wave): the held row no longer notifies; the call's end row (or the nudge when the
+    call outlives HOLD_S, test_a_slow_read_only_call_is_on_the_timeline_before_it_ends) wakes it."""
+    monkeypatch.setattr(timeline_module, "HOLD_S", 5.0)  # no nudge while the handler below runs
+    woken_for_hold = threading.Event()
+
+    def handler(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
+        woken_for_hold.wait(0.2)  # long enough for a writer woken by the held row to say so
+        return {"ok": True}
+
+    rig = make_rig((probe_spec("quick_read"),), handlers={"test:quick_read": HandlerEntry(handler)})
+    cv = rig.executor.timeline._cv
+    real_wait = cv.wait
+    waits: list[float | None] = []
+
+    def wait(timeout: float | None = None) -> bool:
+        if threading.current_thread().name == "tool-timeline":
+            waits.append(timeout)
+            if timeout is not None:  # the writer woke for the held row and waits for its end row
+                woken_for_hold.set()
+        return real_wait(timeout)
+
+    monkeypatch.setattr(cv, "wait", wait)
+    calls = _store_calls(monkeypatch, rig)
+    out = rig.call("quick_read", {"x": 1}, session_id="s-wake")
+    assert not out.is_error, out.content
+    poll_for(lambda: rig.executor.timeline._pending == 0, 10, what="the rows appended")
+    print(f"timeline writer waits during one read-only call: {waits}")
+    assert not woken_for_hold.is_set()  # was: woken by the held row, then a timed wait for the end row
+    assert all(t is None for t in waits)  # only the idle wait after the one request
+    assert dict(calls) == {"store.timeline.append_many": 1}
+    assert [r.kind for r in rig.timeline("s-wake")] == ["tool.called", "tool.completed"]
 
 
 def test_rows_sent_together_are_appended_in_order_and_a_refused_one_alone(
