@@ -119,6 +119,13 @@ def show(title: str, st: dict[str, Any], profile: bool) -> None:
         print(line)
     t = st["total"]
     print(f"    {'total':<12} {t['processes']:>6}p {t['rss_bytes'] / MIB:>8.1f} {t['pss_bytes'] / MIB:>8.1f}")
+    print(f"    anonymous PSS {anon_pss(st) / MIB:.1f} MiB (the tree's heap: no file page others share)")
+
+
+def anon_pss(st: dict[str, Any]) -> int:
+    """The tree's ``Pss_Anon``: its PSS without file-backed pages (libpython, .so files), whose share moves
+    with whatever else on the machine maps them (other Python processes: ±3 MiB of the total between runs)."""
+    return sum((rollup(pid) or {}).get("Pss_Anon", 0) for _, pid, _, _ in processes(st))
 
 
 Figures = tuple[float, float, float, float]
