@@ -85,7 +85,7 @@ class LiveProviders:
         src = self.sources()
         settings = resolve_settings(model, sources=src)
         problem = setup_error(settings, src)
-        self.publish(settings, problem.message if problem else "")
+        self.publish(settings, problem.message if problem else "", again=False)
         if problem is not None:
             return UnusableProvider(settings.model, problem, settings.provider)
         providers = json.dumps(src.providers, sort_keys=True, default=str)
@@ -123,10 +123,15 @@ class LiveProviders:
                 self._cache.popitem(last=False)
         return built
 
-    def publish(self, settings: ProviderSettings, problem: str = "") -> dict[str, Any]:
-        """Write what this process resolved to ``run/providers.json`` (best effort, atomic)."""
-        body = {**settings_view(settings, problem), "pid": os.getpid(), "by": self.who, "at": time.time()}
+    def publish(self, settings: ProviderSettings, problem: str = "", *, again: bool = True) -> dict[str, Any]:
+        """Write what this process resolved to ``run/providers.json`` (best effort, atomic). ``again=False``
+        (a turn's lookup): not when the file already says the same (a read, not a write and a rename per
+        turn); ``describe`` (start, ``geode reload``) always writes, with a new ``at``."""
+        view = settings_view(settings, problem)
+        body = {**view, "pid": os.getpid(), "by": self.who, "at": time.time()}
         path = self.home.run_dir / STATUS_FILE
+        if not again and _says(path, view):
+            return body
         tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.{threading.get_ident()}")
         try:
             tmp.write_text(json.dumps(body))
@@ -134,6 +139,14 @@ class LiveProviders:
         except OSError as exc:
             log.debug("could not write %s: %s", path, exc)
         return body
+
+
+def _says(path: Any, view: dict[str, Any]) -> bool:
+    try:
+        current = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(current, dict) and all(current.get(k) == v for k, v in view.items())
 
 
 def daemon_view(home: GeodeHome) -> dict[str, Any] | None:

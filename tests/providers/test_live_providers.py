@@ -79,3 +79,28 @@ def test_unknown_models_list_the_known_prefixes(home: GeodeHome) -> None:
     assert all(routable(m) for m in ("claude-x", "gpt-9", "glm-5", "openrouter/a/b", "my-codex", "o3"))
     home.env_file.write_text("ANTHROPIC_API_KEY=sk-x\nOPENAI_API_KEY=sk-y\n")
     assert LiveProviders(home).describe("foo-bar")["problem"] == msg
+
+
+def test_a_turns_lookup_rewrites_the_daemons_view_only_when_it_changed(
+    home: GeodeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-one")
+    live = LiveProviders(home, who="loop-1")
+    path = home.run_dir / "providers.json"
+    live.get(None)
+    written = path.stat().st_ino  # each write is a new file renamed over the old one
+    for _ in range(3):  # each turn looks its provider up: the same view, no write and rename per turn
+        live.get(None)
+    assert path.stat().st_ino == written
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-two")  # another key: what doctor compares changed
+    live.get(None)
+    view = daemon_view(home)
+    assert path.stat().st_ino != written and view is not None and view["by"] == "loop-1"
+    assert view["key_fingerprint"] and "sk-two" not in path.read_text()
+    path.write_text("{}")  # a file that says something else (another process, or damaged): written again
+    live.get(None)
+    again = daemon_view(home)
+    assert again is not None and again["key_fingerprint"] == view["key_fingerprint"]
+    written = path.stat().st_ino
+    live.describe()  # start and `geode reload`: always written, with a new time (reload waits for it)
+    assert path.stat().st_ino != written
