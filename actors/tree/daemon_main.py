@@ -3,8 +3,10 @@
 It runs the tree exactly as ``geode serve --foreground`` does (:func:`actors.tree.serve.run_foreground`, the
 worker role from the environment ``geode serve --role worker`` put there), without the CLI's command modules:
 the supervisor process does not import typer and every command (≈ 5 MiB and 0.1-0.4 s at every start). And
-it starts the zygote first, so the zygote imports the children's code while this process imports the tree's
-and reads the config (the tree adopts it; a refused start or ``zygote = false`` stops it at once).
+it starts the zygote before it reads the config, forked once the tree's modules are imported
+(``zygote_fork.py``: the zygote, and so every child, shares those pages with the supervisor instead of
+importing them again), so the zygote imports the rest of the children's code while this process reads the
+config (the tree adopts it; a refused start or ``zygote = false`` stops it at once).
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     from geode.home import GeodeHome
 
     home = GeodeHome.from_env()
-    zygote = None if args else early_zygote(home)
     from actors.tree.serve import run_foreground
 
+    zygote = None if args else early_zygote(home)
     return run_foreground(home, single_process=bool(args), zygote=zygote)
 
 
@@ -45,7 +47,7 @@ def early_zygote(home: GeodeHome) -> Zygote | None:
     except OSError:
         return None  # run_foreground says why
     zygote = Zygote({"GEODE_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}, home.logs_dir / "zygote.log")
-    zygote.start()
+    zygote.start(fork=os.environ.get("GEODE_ZYGOTE_FORK", "1") != "0")  # "0": exec it (the baseline)
     return zygote if zygote.pid is not None else None
 
 

@@ -19,10 +19,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.tree.child_guard import SUPERVISOR_PID_ENV
 from actors.tree.zygote import ENV_FD, MAX_MESSAGE
+
+if TYPE_CHECKING:
+    from actors.tree.zygote_fork import ForkedProc
 
 log = logging.getLogger(__name__)
 # The zygote says "importing M" before each import; these bound the silence, not the whole wait, so a
@@ -69,7 +72,7 @@ class Zygote:
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self._env = env
         self._log_path = log_path
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | ForkedProc | None = None
         self._sock: socket.socket | None = None
         self._core = False
         self._next_id = 0
@@ -85,24 +88,34 @@ class Zygote:
         self._warm_sent = False
 
     # ---- life ------------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start the zygote (it imports in the background); a no-op while one is alive."""
+    def start(self, *, fork: bool = False) -> None:
+        """Start the zygote (it imports in the background); a no-op while one is alive. ``fork``: fork it from
+        this process if it has one thread (``zygote_fork.py``: it shares this process's imports)."""
         if self._sock is not None:
             return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {**os.environ, **self._env, ENV_FD: str(theirs.fileno()), SUPERVISOR_PID_ENV: str(os.getpid())}
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        forked = None
+        if fork:
+            from actors.tree.zygote_fork import fork_zygote
+
+            with contextlib.suppress(OSError):
+                forked = fork_zygote(self._env, self._log_path, theirs)
         try:
-            with open(self._log_path, "ab") as out:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "actors.tree.zygote"],
-                    env=env,
-                    pass_fds=(theirs.fileno(),),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    close_fds=True,
-                )
+            if forked is not None:
+                self._proc = forked
+            else:
+                with open(self._log_path, "ab") as out:
+                    self._proc = subprocess.Popen(
+                        [sys.executable, "-m", "actors.tree.zygote"],
+                        env=env,
+                        pass_fds=(theirs.fileno(),),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        close_fds=True,
+                    )
         except OSError as exc:
             ours.close()
             self.disabled_why = f"cannot start the zygote: {exc}"
