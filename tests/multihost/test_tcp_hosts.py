@@ -233,6 +233,9 @@ def test_the_worker_host_rejoins_with_a_new_incarnation(hosts: Hosts) -> None:
     (loop,) = hosts.status()["hosts"][0]["children"]
     assert loop["incarnation"] == children(hosts.worker)["loop-1"].incarnation
     wait_for(lambda: "loop-1" in hosts.workers(), 60, what="main's loop-1 in the pool")
+    # its loop worker offers capacity once it carries the provider SDKs (an early fork offers none until
+    # it is swapped: geode/loop/retirement.py)
+    wait_for(lambda: hosts.cap()[1] > shrunk, 60, what="the rejoined host's capacity offered")
     cap, offered, follows = hosts.cap()  # grown back by the rejoined host's capacity
     assert cap == offered > shrunk and follows, (cap, offered, shrunk)
 

@@ -82,7 +82,7 @@ def test_messengers_answer_lifecycle_and_refuse_the_rest() -> None:
 def test_control_handles_every_cli_request_in_the_catalogue(tmp_path: Path) -> None:
     core = ControlCore(LocalTransport({}), lambda conn, env: None, home=GeodeHome(tmp_path / "h"))
     cli = {t for t in catalog.load_all() if t.startswith("cli.")}
-    assert core.dispatch.types == cli - {c.CLI_EVENT, c.CLI_NOTICE}  # the two the daemon sends
+    assert core.dispatch.types == cli - {c.CLI_EVENT, c.CLI_EVENTS, c.CLI_NOTICE}  # those the daemon sends
     assert {c.STATUS, c.SESSIONS, c.RECEIPTS, c.RECONCILE, c.RESTART, c.STOP} <= core.dispatch.types
 
 
