@@ -97,6 +97,13 @@ def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> For
         return ForkedProc(pid)
     rc = 1
     try:
+        from actors.tree import zygote
+
+        if zygote._setproctitle is not None:  # first, before any change to the environment: setproctitle
+            # then claims (and blanks) the whole environment block the daemon was exec'd with, which
+            # /proc/<pid>/environ shows for the zygote and its children (a variable the daemon drops, e.g.
+            # PROMETHEUS_MULTIPROC_DIR with metrics off, would otherwise still be listed there)
+            zygote._setproctitle(f"{sys.executable} {TITLE}")
         fd = sock.detach()  # ours to keep; every other descriptor of the daemon is closed below
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -109,10 +116,6 @@ def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> For
         os.environ[ENV_FD] = str(fd)
         os.environ[SUPERVISOR_PID_ENV] = str(os.getppid())
         sys.argv = [TITLE]
-        from actors.tree import zygote
-
-        if zygote._setproctitle is not None:
-            zygote._setproctitle(f"{sys.executable} {TITLE}")
         rc = zygote.main()
     except BaseException:
         with contextlib.suppress(Exception):

@@ -27,7 +27,17 @@ from geode.home import GeodeHome
 from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.testing.scripted import ScriptedServer
-from tests.actors.tree_kit import alive, children, geode, geode_popen, scripted_home, serve, stop, wait_for
+from tests.actors.tree_kit import (
+    alive,
+    children,
+    geode,
+    geode_popen,
+    scripted_home,
+    serve,
+    settled,
+    stop,
+    wait_for,
+)
 from tests.multihost.ports import free_base_port
 
 SLOW = "slow-marker"
@@ -102,6 +112,14 @@ class Hosts:
         self.procs.append(geode_popen(self.worker, *args, stdout=out, stderr=out))
         out.close()
         wait_for(lambda: "w1/loop-1" in self.workers(), 90, what="w1/loop-1 registered with main's lanes")
+        settled(self.worker)  # its early loop worker swapped for a fork with the SDKs (actors/tree/swaps.py)
+
+        def current() -> bool:
+            listed = self.status()["hosts"]
+            now = children(self.worker)["loop-1"].incarnation
+            return bool(listed) and listed[0]["children"][0]["incarnation"] == now
+
+        wait_for(current, 60, what="main's view of w1/loop-1's incarnation after the swap")
 
     def stop_local_worker(self) -> None:
         self.ensure_worker()
