@@ -21,6 +21,7 @@ from geode.protocol.envelope import Envelope
 from geode.protocol.errors import ConfigError
 from tests.actors.bus_fixtures import FixtureService
 from tests.multihost.ports import free_base_port
+from tests.multihost.refused_send import send_unless_refused
 from tests.waiting import poll_for
 
 
@@ -59,15 +60,6 @@ def _main_and_worker(tmp_path: Path) -> tuple[GeodeHome, GeodeHome, int]:
     return main, worker, free_base_port()
 
 
-def _send_unless_refused(sock: zmq.Socket, frame: bytes) -> None:
-    """Send without blocking: a DEALER whose handshake was refused before the send has no pipe left, and
-    a blocking send waits forever (a clean-clone CI run hung here 120 s); nothing sent, nothing answered."""
-    try:
-        sock.send(frame, zmq.NOBLOCK)
-    except zmq.Again:
-        pass
-
-
 def test_listen_binds_ipc_plain_and_tcp_curve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -98,7 +90,7 @@ def test_listen_binds_ipc_plain_and_tcp_curve(
         assert remote.transport.call("lanes", runtime.PING, timeout_s=5)["name"] == "lanes"
         with caplog.at_level(logging.WARNING, logger="actors.bus.zap"):
             stranger.connect(f"tcp://127.0.0.1:{port}")
-            _send_unless_refused(stranger, codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"})))
+            send_unless_refused(stranger, codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"})))
             poll_for(
                 lambda: [r for r in caplog.records if "rejected" in r.getMessage()], 10, what="the refusal"
             )
@@ -140,9 +132,9 @@ def test_a_peer_refused_before_zap_is_logged_with_its_address_once_per_minute(
         with caplog.at_level(logging.WARNING, logger="actors.bus.tcp_refusals"):
             served.serve("lanes", FixtureService("lanes", 1))
             wrong.connect(f"tcp://127.0.0.2:0;127.0.0.1:{port}")  # its own source address: its own host
-            _send_unless_refused(wrong, ping)
+            send_unless_refused(wrong, ping)
             plain.connect(f"tcp://127.0.0.3:0;127.0.0.1:{port}")
-            _send_unless_refused(plain, ping)
+            send_unless_refused(plain, ping)
             # each retries every 50 ms; a refusal whose fd libzmq closed before the monitor was read is
             # logged without an address, so wait for one that kept it
             poll_for(lambda: refusals("127.0.0.2"), 10, what="the wrong-key peer's refusal logged")

@@ -39,6 +39,7 @@ from tests.actors.tree_kit import (
     wait_for,
 )
 from tests.multihost.ports import free_base_port
+from tests.multihost.refused_send import send_unless_refused
 
 SLOW = "slow-marker"
 SEEN: dict[str, int] = {}
@@ -189,7 +190,7 @@ def test_an_unknown_key_is_refused_and_logged_with_its_address(hosts: Hosts) -> 
     sock.curve_publickey, sock.curve_secretkey = stranger.public, stranger.secret
     try:
         sock.connect(f"tcp://127.0.0.1:{hosts.port}")
-        sock.send(codec.encode(Envelope(type=runtime.PING, **{"from": "stranger#1"})))
+        send_unless_refused(sock, codec.encode(Envelope(type=runtime.PING, **{"from": "stranger#1"})))
         assert not sock.poll(700), "a peer with an unknown key got an answer"
         log = hosts.main.logs_dir / "lanes.log"
         wait_for(lambda: "rejected a CURVE client from 127.0.0.1" in log.read_text(), 10)

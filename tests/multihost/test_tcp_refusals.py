@@ -21,6 +21,7 @@ from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from tests.actors.bus_fixtures import FixtureService
 from tests.multihost.ports import free_base_port
+from tests.multihost.refused_send import send_unless_refused
 from tests.waiting import poll_for
 
 
@@ -131,7 +132,7 @@ def test_a_real_stranger_makes_no_traceback_and_one_line(
             watch = served._watches[0]
             served._post(lambda: busy.wait(30))  # the bus thread reads no monitor event until released
             wrong.connect(f"tcp://127.0.0.2:0;127.0.0.1:{port}")
-            wrong.send(codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"})))
+            send_unless_refused(wrong, codec.encode(Envelope(type=runtime.PING, **{"from": "x#1"})))
             attempts = _refused_attempts(monitor, 8, 20)
             wrong.disconnect(f"tcp://127.0.0.2:0;127.0.0.1:{port}")
             for _ in range(64):  # the freed fd numbers (the lowest free) become unix sockets
