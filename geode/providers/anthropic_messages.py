@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from operator import is_
 from typing import Any
 
 from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import (
+    JSON_HEADERS,
     Encoded,
     StreamSink,
     WireAdapter,
+    encode_body,
     http_timeout,
     json_args,
     post_json,
@@ -19,6 +22,7 @@ from geode.providers.catalogue import model_info
 from geode.providers.encoded_history import EncodedHistory
 from geode.providers.identity_memo import IdentityMemo
 from geode.providers.images import load_image
+from geode.providers.sdk_send import Senders, json_of, sse_data
 from geode.providers.types import ModelRequest, ModelResponse, StopReason, SystemSection, ToolSchema, Usage
 
 STOP_REASONS = {
@@ -98,6 +102,11 @@ def _pictures_json(message: Message, model: str) -> bytes:
 
 def _tool_json(tool: ToolSchema) -> bytes:
     return dumps(tool_param(tool))
+
+
+def _same(kept: tuple[ToolSchema, ...], tools: tuple[ToolSchema, ...]) -> bool:
+    """The very same schema objects (a validated request copies the tuple, not its items)."""
+    return kept is tools or (len(kept) == len(tools) and all(map(is_, kept, tools)))
 
 
 def usage_of(raw: dict[str, Any] | None, prev: Usage | None = None) -> Usage:
@@ -215,6 +224,7 @@ class AnthropicMessagesAdapter(WireAdapter):
         super().__init__(*args, **kwargs)
         self._history = EncodedHistory(message_json)
         self._tools: tuple[tuple[ToolSchema, ...], list[bytes]] = ((), [])  # the last request's, encoded
+        self._senders = Senders("/v1/messages", JSON_HEADERS)
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         """``build_body`` with each message and tool encoded once per object (a message with a picture is
@@ -227,7 +237,7 @@ class AnthropicMessagesAdapter(WireAdapter):
         body["messages"] = Encoded(self._history.items(key, request.messages, with_pictures))
         if request.tools:
             tools, encoded = self._tools
-            if tools is not request.tools:  # a plan's schemas are one tuple for the whole turn
+            if not _same(tools, request.tools):  # a plan's schemas: the same objects for the whole turn
                 encoded = [_TOOL_JSON.get(t, _tool_json) for t in request.tools]
                 self._tools = (request.tools, encoded)
             body["tools"] = Encoded(encoded)
@@ -238,6 +248,15 @@ class AnthropicMessagesAdapter(WireAdapter):
         import anthropic
 
         client = self.client
+        sender = self._senders.get(client)
+        if sender is not None:  # the SDK's request built once per client (geode/providers/sdk_send.py)
+            response = sender.send(encode_body(body), stream=request.stream)
+            if not request.stream:
+                return parse_message(json_of(response), self.name)
+            try:
+                return parse_stream(sse_data(response, client), sink, self.name)
+            finally:
+                response.close()
         if not request.stream:
             data = post_json(client, "/v1/messages", body)
             return parse_message(data, self.name)

@@ -1,0 +1,137 @@
+"""One JSON POST through a stainless SDK client (anthropic) without its per-request option layers.
+
+``client.post`` builds, for every request, a pydantic ``FinalRequestOptions``, copies it twice, merges the
+headers, parses and joins the URL, builds the ``httpx`` request, then wraps the response in the SDK's
+``Stream`` (issue 34: about a quarter of the loop's model request CPU). A :class:`DirectPost` asks the
+client's own ``_build_request`` once per client and path for the URL, headers (auth, version, platform,
+custom) and timeouts, and then per request only builds the ``httpx`` request with the new body and sends it
+through the client's own ``httpx`` client (its pool, proxies, redirects, ``custom_auth``). The SDK stays
+the transport and the error mapping: a transport failure becomes the SDK's ``APITimeoutError`` /
+``APIConnectionError``, a non-2xx answer the SDK's status error (read from its body), a stream is read
+with the SDK's SSE decoder and its ``error`` event raised as the SDK does. A client whose requests the SDK
+would change per request (middleware, a subclass that signs or rewrites requests) is not
+eligible: :meth:`Senders.get` returns None and the caller uses ``client.post``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+_BASE_HOOKS = {
+    "_prepare_request": "SyncAPIClient._prepare_request",
+    "_prepare_options": "SyncAPIClient._prepare_options",
+}
+
+
+class DirectPost:
+    """The SDK's request for ``path`` built once; :meth:`send` sends it with a new body."""
+
+    def __init__(self, client: Any, path: str, headers: dict[str, str]) -> None:
+        import anthropic
+        from anthropic._models import FinalRequestOptions
+
+        self._sdk = anthropic
+        self.client = client
+        options = FinalRequestOptions.construct(method="post", url=path, content=b"", headers=headers)
+        template = client._build_request(options)
+        self.url = template.url
+        self.headers = template.headers.copy()
+        self.headers.pop("content-length", None)  # the body's own, set per request
+        self.extensions = dict(template.extensions)
+        auth = client.custom_auth
+        self._send_kw: dict[str, Any] = {} if auth is None else {"auth": auth}
+
+    def send(self, content: bytes, *, stream: bool) -> Any:
+        """The ``httpx`` response (2xx; streamed when ``stream``, else read); the SDK's errors otherwise."""
+        sdk, client = self._sdk, self.client
+        request = client._client.build_request(
+            "POST", self.url, headers=self.headers, content=content, extensions=self.extensions
+        )
+        response = None
+        try:
+            response = client._client.send(request, stream=True, **self._send_kw)
+            if not stream:
+                _read(response)
+        except sdk._exceptions.AnthropicError:
+            raise
+        except Exception as err:  # the SDK's own mapping (its _attempt_request)
+            raise _transport_error(client, request, err, sdk) from err
+        if not response.is_success:
+            if not response.is_closed:
+                _read(response)
+            raise client._make_status_error_from_response(response) from None
+        return response
+
+
+def _read(response: Any) -> None:
+    try:
+        response.read()
+    except BaseException:
+        response.close()
+        raise
+
+
+def _transport_error(client: Any, request: Any, err: Exception, sdk: Any) -> Exception:
+    import httpx2
+
+    if isinstance(err, httpx2.TimeoutException):
+        return client._make_timeout_error(request, err)  # type: ignore[no-any-return]
+    return client._make_connection_error(request, err)  # type: ignore[no-any-return]
+
+
+def eligible(client: Any) -> bool:
+    """Whether every request of ``client`` is its one template with a new body (see the module doc)."""
+    if getattr(client, "_middleware", ()):
+        return False  # (OpenTelemetry: the SDK starts a span only for its own methods, never for a ``post``)
+    cls = type(client)
+    return all(getattr(getattr(cls, name, None), "__qualname__", "") == q for name, q in _BASE_HOOKS.items())
+
+
+class Senders:
+    """An adapter's senders: one per SDK client (a new client, e.g. after ``set_api_key``, builds anew)."""
+
+    def __init__(self, path: str, headers: dict[str, str]) -> None:
+        self._path, self._headers = path, headers
+        self._built: tuple[Any, DirectPost | None] = (None, None)
+        self._lock = threading.Lock()
+
+    def get(self, client: Any) -> DirectPost | None:
+        """The sender for ``client``, or None when ``client`` is not eligible (then use ``client.post``)."""
+        with self._lock:
+            built_for, sender = self._built
+            if built_for is not client:
+                sender = DirectPost(client, self._path, self._headers) if eligible(client) else None
+                self._built = (client, sender)
+            return sender
+
+
+def json_of(response: Any) -> Any:
+    """A read response's JSON as the SDK returns it for ``cast_to=object`` (its text when not JSON)."""
+    content_type = response.headers.get("content-type", "*").split(";")[0]
+    return response.json() if content_type.lower().endswith("json") else response.text
+
+
+def sse_data(response: Any, client: Any) -> Iterator[Any]:
+    """The JSON data of each named event of a streamed response, as the anthropic SDK's ``Stream`` yields
+    it (``ping`` and unnamed events skipped, an ``error`` event raised as its status error); the response
+    is closed at the end, on a failure, or when the caller stops early."""
+    from anthropic._streaming import iter_response_bytes
+
+    try:
+        for sse in client._make_sse_decoder().iter_bytes(iter_response_bytes(response, client)):
+            if sse.event is None or sse.event == "ping":
+                continue
+            if sse.event == "error":
+                body: Any = sse.data
+                try:
+                    body = sse.json()
+                    err_msg = f"{body}"
+                except Exception:
+                    err_msg = sse.data or f"Error code: {response.status_code}"
+                raise client._make_status_error(err_msg, body=body, response=response)
+            if sse.data:
+                yield sse.json()
+    finally:
+        response.close()

@@ -1,0 +1,77 @@
+"""The Anthropic adapter builds the SDK's request once per client (issue 34, session 4): each model request
+then only builds the ``httpx`` request with its body and sends it through the SDK's own client; what the
+server receives (headers, body) is what ``client.post`` sends, and a new key rebuilds it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from geode.conversation import Message
+from geode.providers.adapter_base import JSON_HEADERS, post_json
+from geode.providers.types import ModelRequest
+from geode.testing.scenario import Scenario
+from tests.providers.conftest import WEATHER, build
+
+WIRE = "anthropic-messages"
+MODEL = "claude-opus-5-5"
+
+
+def _counting_builds(monkeypatch: Any) -> list[int]:
+    built: list[int] = []
+    real = anthropic.Anthropic._build_request
+
+    def counting(self: Any, options: Any, **kw: Any) -> Any:
+        built.append(1)
+        return real(self, options, **kw)
+
+    monkeypatch.setattr(anthropic.Anthropic, "_build_request", counting)
+    return built
+
+
+def test_the_sdk_request_is_built_once_per_client_and_sends_what_post_sends(server, fake_time, monkeypatch):
+    """Six requests (streamed and not) build the SDK's request once (six times before); the headers equal
+    ``client.post``'s, the body is ``build_body``'s; ``set_api_key`` builds it again with the new key."""
+    built = _counting_builds(monkeypatch)
+    server.set_scenario(Scenario.of(*["ok"] * 9))
+    adapter = build(WIRE, server, fake_time, default_headers={"x-team": "blue"})
+    history = (Message.user_text("weather in Oslo?"),)
+    for i in range(6):
+        req = ModelRequest(model=MODEL, messages=history, tools=(WEATHER,), stream=i % 2 == 0)
+        response = adapter.complete(req)
+        assert response.text == "ok"
+        assert server.requests[-1].body == adapter.build_body(req)
+    assert len(built) == 1
+    sent = server.requests[-1].headers
+    post_json(adapter.client, "/v1/messages", {"model": MODEL, "max_tokens": 8, "messages": []})
+    by_post = server.requests[-1].headers
+    assert {k: v for k, v in sent.items() if k != "content-length"} == {
+        k: v for k, v in by_post.items() if k != "content-length"
+    }
+    assert sent["x-team"] == "blue" and sent["anthropic-version"] and sent["content-type"] == JSON_HEADERS[
+        "Content-Type"
+    ]
+    old_key = sent["authorization"]
+    adapter.set_api_key("sk-rotated-secret")
+    adapter.complete(ModelRequest(model=MODEL, messages=history))
+    assert len(built) == 3  # the post above, then the new client's one build
+    assert server.requests[-1].headers["authorization"] != old_key
+
+
+def test_a_client_with_middleware_keeps_the_sdk_request_path(server, fake_time, monkeypatch):
+    """Middleware may change any request: such a client is sent through ``client.post``, every time."""
+    seen: list[str] = []
+
+    def middleware(request: Any, call_next: Any) -> Any:
+        seen.append(request.options.url)
+        return call_next(request)
+
+    server.set_scenario(Scenario.of("one", "two"))
+    adapter = build(WIRE, server, fake_time)
+    client = anthropic.Anthropic(api_key="sk-test-secret", base_url=server.base_url, middleware=[middleware])
+    monkeypatch.setattr(type(adapter), "_make_client", lambda self: client)
+    req = ModelRequest(model=MODEL, messages=(Message.user_text("hi"),))
+    assert adapter.complete(req).text == "one"
+    assert adapter.complete(req.model_copy(update={"stream": False})).text == "two"
+    assert seen == ["/v1/messages", "/v1/messages"]
