@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -133,10 +134,17 @@ class ApprovalGate:
             return frozenset(self._always.get(session_id, ()))
 
     def decide(
-        self, ctx: ToolContext, spec: ToolSpec, detail: str, *, forced: bool = False, scope: str = ""
+        self,
+        ctx: ToolContext,
+        spec: ToolSpec,
+        detail: str | Callable[[], str],
+        *,
+        forced: bool = False,
+        scope: str = "",
     ) -> Verdict:
         """``scope``: what an "always" answer is remembered under (``always_scope.always_key``: a shell
-        call's exact command); the tool's name when empty."""
+        call's exact command); the tool's name when empty. ``detail`` may be given as a function: it is
+        worded only when a hook or a person sees it (not for a call that needs no approval)."""
         # No call skips its prompt for what its arguments look like (a "read-only" shell command list ran
         # code); only a person, a hook, the turn's skip flag or the policy decide.
         pol = spec.policy
@@ -146,6 +154,7 @@ class ApprovalGate:
             return Verdict(True, "operator_opt_in")
         if not forced and self._remembered(ctx, spec, scope):
             return Verdict(True, "always")
+        detail = detail() if callable(detail) else detail
         hook = self._permission_hook(ctx, spec, detail)
         if hook is not None:
             return hook

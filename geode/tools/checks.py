@@ -204,7 +204,8 @@ class Checks:
         """The allowed roots (default: the session workspace), carrying the exclusion to the handlers; for a
         read-only tool, the folders of the skills in use too (geode/tools/skill_scope.py)."""
         if req.roots is None:
-            req.roots = AllowedRoots(self.roots or (self.workspace_for(req),), self.excluded)
+            # both resolved already: the configured roots at start, the workspace in this call
+            req.roots = AllowedRoots.resolved(self.roots or (self.workspace_for(req),), self.excluded)
         return with_skill_roots(req.roots, self.skill_scope(req)) if reads_files(spec) else req.roots
 
     def skill_source(self) -> SkillSource:

@@ -226,7 +226,12 @@ class ToolExecutor:
         verdict = self.web_hosts.earlier(ctx, host) or self.approvals.decide(
             ctx,
             asked,
-            shown + self._detail(spec, call, req.ask_reason, req.approval_detail) + self.web_hosts.note(host),
+            # worded only if a hook or a person sees it
+            lambda: (
+                shown
+                + self._detail(spec, call, req.ask_reason, req.approval_detail)
+                + self.web_hosts.note(host)
+            ),
             forced=req.force_ask or first_use or host is not None,
             scope=always_key(spec.name, call.input),
         )
@@ -285,6 +290,7 @@ class ToolExecutor:
             services={**self.services, "schedule_rule": self.schedule_rule, "send_rule": self.send_rule},
         )
         hold = not receipted and spec.policy.effect is EffectClass.READ
+        arguments = tool_timeline.shown(call, spec)  # what both rows show of the arguments, redacted once
         try:
             held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under
             self.timeline.write(  # a read-only call's row may wait for its end row: one store request
@@ -293,6 +299,7 @@ class ToolExecutor:
                 call,
                 spec,
                 hold=hold,
+                arguments=arguments,
                 approval=verdict.how,
                 rewrites=req.rewrites,
                 **held_keys,
@@ -322,7 +329,7 @@ class ToolExecutor:
         if receipted and not unknown:
             result = self.receipts.commit(ctx, spec, result)
             fault("executor.after_commit")
-        self.timeline.write("tool.completed", ctx, call, spec, result, **stopped)
+        self.timeline.write("tool.completed", ctx, call, spec, result, arguments=arguments, **stopped)
         self._observe(
             HookEvent.TOOL_EXEC_ENDED,
             ctx,

@@ -127,6 +127,13 @@ class AllowedRoots(tuple[Path, ...]):
         self.excluded = excluded
         return self
 
+    @classmethod
+    def resolved(cls, roots: Iterable[Path], excluded: Exclusion) -> AllowedRoots:
+        """Roots resolved already in this call (``realpath``): kept as they are, not resolved again."""
+        self = tuple.__new__(cls, tuple(roots))
+        self.excluded = excluded
+        return self
+
 
 @dataclass(frozen=True)
 class Boundary:
@@ -141,10 +148,13 @@ class Boundary:
     @classmethod
     def of(cls, roots: tuple[Path, ...]) -> Boundary:
         """Roots as the executor gives them; plain tuples get the default (home) exclusion. The secret files'
-        identities are taken now, once per call."""
-        excluded = roots.excluded if isinstance(roots, AllowedRoots) else home_exclusion()
+        identities are taken now, once per call. ``AllowedRoots`` are resolved already (in this call)."""
+        if isinstance(roots, AllowedRoots):
+            excluded, real = roots.excluded, tuple(roots)
+        else:
+            excluded, real = home_exclusion(), tuple(_real(r) for r in roots)
         secrets = SecretFiles.scan(excluded.home, excluded.paths)
-        return cls(tuple(_real(r) for r in roots), excluded, secrets)
+        return cls(real, excluded, secrets)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_roots", Under(self.roots))

@@ -24,6 +24,7 @@ class ResultRedactor:
 
     def __init__(self, home_root: Path | None = None, environ: Mapping[str, str] | None = None) -> None:
         self._home = GeodeHome(home_root) if home_root is not None else GeodeHome.from_env()
+        self._env_file = str(self._home.env_file)  # stat'ed per result: its text, worked out once
         self._environ = os.environ if environ is None else environ
         self._mu = threading.Lock()
         self._stamp: tuple[int, int, int] | bool | None = False  # False: not read yet
@@ -33,7 +34,7 @@ class ResultRedactor:
         """``(label, value)`` pairs, longest value first: ``.env`` values, then secret-named variables'.
         Worked out again only when the ``.env`` changed (one ``stat`` per result otherwise)."""
         try:
-            st = os.stat(self._home.env_file)
+            st = os.stat(self._env_file)
             stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
         except OSError:
             stamp = None

@@ -80,7 +80,7 @@ def with_skill_roots(roots: AllowedRoots, scope: SkillScope) -> AllowedRoots:
         return roots
     ex = roots.excluded
     carved = Exclusion.carving(ex.paths, (*ex.carve_outs, *scope.folders))
-    return AllowedRoots((*roots, *scope.folders), replace(carved, home=ex.home))
+    return AllowedRoots.resolved((*roots, *scope.folders), replace(carved, home=ex.home))  # all real
 
 
 def skill_relative(

@@ -30,6 +30,13 @@ HOLD_S = 0.05  # how long a read-only call's tool.called row waits for its end r
 BATCH = 64  # rows per store request at most (geode.protocol.store.MAX_APPEND_MANY)
 
 
+def shown(call: ToolCall, spec: ToolSpec | None) -> Any:
+    """A call's arguments as its rows show them: redacted, or omitted for a personal-data tool."""
+    if spec is not None and spec.policy.data_class is DataClass.PERSONAL:
+        return OMITTED
+    return redact(call.input)
+
+
 def _ok(result: ToolResult) -> str:
     return "error" if result.is_error else "ok"
 
@@ -130,9 +137,11 @@ class ToolTimeline:
         result: ToolResult | None = None,
         *,
         hold: bool = False,
+        arguments: Any = None,
         **fields: Any,
     ) -> None:
-        """Queue one row (``hold``: it may wait up to ``HOLD_S`` for the next row, to go with it)."""
+        """Queue one row (``hold``: it may wait up to ``HOLD_S`` for the next row, to go with it).
+        ``arguments``: ``shown(call, spec)`` of this call when the caller has it already (a call's rows)."""
         if kind in OUTCOMES:  # one count per outcome row (a call is denied, replayed or completed once)
             outcome = OUTCOMES[kind] if kind != "tool.completed" or result is None else _ok(result)
             metrics.tool_call(call.name, spec is not None, outcome)
@@ -146,7 +155,7 @@ class ToolTimeline:
             "turn_id": ctx.turn_id,
             "step_id": ctx.step_id,
             "mode": ctx.mode,
-            "arguments": OMITTED if personal else redact(call.input),
+            "arguments": shown(call, spec) if arguments is None else arguments,
             **fields,
         }
         if result is not None:
@@ -157,7 +166,7 @@ class ToolTimeline:
                 OMITTED if personal else redact(result.content, max_str=SUMMARY_CHARS, max_items=16)
             )
         key = ctx.operation_id or f"{ctx.step_id}:{call.id}"
-        event = TimelineEvent(
+        event = TimelineEvent.model_construct(  # our own row, of typed values: the store validates it
             session_id=ctx.session_id,
             event_id=f"{key}:{kind}:{next(self._seq)}",
             kind=kind,
