@@ -14,7 +14,7 @@ from geode.loop.compact_now import compact_turn
 from geode.loop.compacting import Compactor
 from geode.loop.compaction import ContextExhausted
 from geode.loop.events import EventStream, bind_current, unbind_current
-from geode.loop.finish import finish_turn, timeline_row, write_rows
+from geode.loop.finish import finish_turn, save_with_rows, timeline_row
 from geode.loop.guards import check_cost, check_round_entry, observe_batch
 from geode.loop.judge import make_judge
 from geode.loop.opening import open_turn
@@ -202,7 +202,6 @@ class AgenticLoop:
                     text=candidate.text,
                     error=decision.reason,
                 ), [row]
-            write_rows(self.records, [row])
             state.guards.verify_attempt += 1
             state.continuation = decision.instruction
             state.history.append(
@@ -212,7 +211,7 @@ class AgenticLoop:
                     metadata={"origin": "verification"},
                 )
             )
-            ckpt.save(state, strict=False)
+            save_with_rows(ckpt, self.records, state, [row])  # the verdict's row in the save's write
 
     def _until_stop(
         self,

@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from geode.conversation import Message
 from geode.loop.state import CognitiveState, GuardCounters, TurnState
 from geode.records.client import RecordClient
-from geode.records.models import CheckpointSave, PendingBatch, Restored, SessionStatus
+from geode.records.models import CheckpointSave, PendingBatch, Restored, SessionStatus, TimelineEvent
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +101,10 @@ class Checkpointer:
         status: SessionStatus = SessionStatus.ACTIVE,
         meta: dict[str, Any] | None = None,
         strict: bool = True,
+        rows: Sequence[TimelineEvent] = (),
     ) -> int | None:
-        """Save; returns the new seq. A strict failure raises :class:`CheckpointUnavailable`."""
+        """Save; returns the new seq. A strict failure raises :class:`CheckpointUnavailable`. ``rows``:
+        timeline rows written in the save's own store write (none of them when the save fails)."""
         new = state.history[self.stored_count :]
         save = CheckpointSave(
             session_id=self.session_id,
@@ -115,6 +117,7 @@ class Checkpointer:
             guard_counters={**state.guards.model_dump(mode="json"), "elapsed_s": state.elapsed()},
             pending_batch=pending,
             meta={**state.meta, **(meta or {}), **(self.meta_hook() if self.meta_hook else {})},
+            timeline=list(rows),
         )
         try:
             self.records.save_checkpoint(save)

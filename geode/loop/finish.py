@@ -26,7 +26,7 @@ def finish_turn(
     rows: Sequence[TimelineEvent] = (),
 ) -> TurnResult:
     """The result, the terminal event, the final save (``done_turn`` + result) and the timeline rows:
-    ``rows`` (the verification's decision) and ``turn.ended``, in one store request."""
+    ``rows`` (the verification's decision) and ``turn.ended``, in the final save's store request."""
     reason = outcome.reason
     escalated = reason == TerminationReason.EXTERNAL_VERIFICATION_REQUIRED
     g = state.guards
@@ -43,11 +43,25 @@ def finish_turn(
     events.emit(TurnEventKind.TERMINATION, reason=reason.value, rounds=g.round_index, error=result.error)
     status = SessionStatus.PAUSED if escalated else SessionStatus.ACTIVE
     state.meta.update(done_turn=state.turn_id, last_result=result.model_dump(mode="json"))
-    if ckpt.seq or state.history:
-        ckpt.save(state, status=status, strict=False)
     ended = timeline_row(state, "turn.ended", {"reason": reason.value, "rounds": g.round_index})
-    write_rows(records, [*rows, ended])
+    if ckpt.seq or state.history:
+        save_with_rows(ckpt, records, state, [*rows, ended], status=status)
+    else:
+        write_rows(records, [*rows, ended])
     return result
+
+
+def save_with_rows(
+    ckpt: Checkpointer,
+    records: RecordClient,
+    state: TurnState,
+    rows: list[TimelineEvent],
+    status: SessionStatus = SessionStatus.ACTIVE,
+) -> None:
+    """A non-strict save carrying ``rows`` in its own store write (one round trip); when the save fails the
+    rows are written alone, best effort, as before."""
+    if ckpt.save(state, status=status, strict=False, rows=rows) is None:
+        write_rows(records, rows)
 
 
 def timeline_row(state: TurnState, kind: str, payload: dict[str, Any]) -> TimelineEvent:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from geode.conversation import Message, TextBlock
 from geode.loop.checkpoint import Checkpointer, cognitive_of, guards_of
 from geode.loop.events import RESUME_SEQ_GAP, EventStream
-from geode.loop.finish import timeline
+from geode.loop.finish import timeline_row
 from geode.loop.ports import LoopHooks, ToolRunner
 from geode.loop.resume import repair
 from geode.loop.session_hooks import CONTEXT_KEY, session_start
@@ -98,7 +98,7 @@ def open_turn(
             metadata={"origin": "user_input", "turn_id": state.turn_id},
         )
     )
-    seq = ckpt.save(state)
+    started = timeline_row(state, "turn.started", {"input_chars": len(state.user_text)})
+    seq = ckpt.save(state, rows=[started])  # the row in the save's own store write: durable with the open
     events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="turn_open")
-    timeline(records, state, "turn.started", {"input_chars": len(state.user_text)})
     return None

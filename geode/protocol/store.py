@@ -30,7 +30,8 @@ Id = Field(min_length=1, max_length=256)
 
 # checkpoints ------------------------------------------------------------------------------------------
 class SaveCheckpoint(CheckpointSave):
-    """Save what is new since ``base_count`` plus the state record; idempotent by (session_id, seq)."""
+    """Save what is new since ``base_count`` plus the state record, and its timeline rows in the same write;
+    idempotent by (session_id, seq)."""
 
 
 class LoadCheckpoint(BaseModel):

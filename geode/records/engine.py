@@ -12,6 +12,7 @@ from typing import Any
 
 from geode.home import GeodeHome
 from geode.metrics import record as metrics
+from geode.records.checkpoint_rows import save_with_rows
 from geode.records.checkpoints import CheckpointStore
 from geode.records.cursors import CursorStore
 from geode.records.evidence import EvidenceLedger
@@ -86,7 +87,7 @@ class RecordEngine:
 
     # checkpoints ------------------------------------------------------------------------------------
     def save_checkpoint(self, save: CheckpointSave) -> SaveResult:
-        return self.checkpoints.save(save)
+        return save_with_rows(self.checkpoints, self.timeline, save)  # its timeline rows in the same write
 
     def load_checkpoint(self, session_id: str) -> Restored | None:
         return self.checkpoints.load(session_id)

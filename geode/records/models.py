@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+MAX_SAVE_ROWS = 16  # timeline rows a checkpoint save may carry
+
 
 class SessionStatus(StrEnum):
     ACTIVE = "active"
@@ -51,6 +53,8 @@ class CheckpointSave(BaseModel):
     pending_batch: PendingBatch | None = None
     model_settings: dict[str, Any] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)  # mode, workspace, origin, title, user_input, turn_id
+    # timeline rows written in the save's own write, durable exactly when it is (records/checkpoint_rows.py)
+    timeline: list[TimelineEvent] = Field(default_factory=list, max_length=MAX_SAVE_ROWS)
 
 
 class CheckpointState(BaseModel):
@@ -191,6 +195,9 @@ class TimelineEvent(BaseModel):
     kind: str  # e.g. "turn.started", "tool.called", "tool.completed", "tool.denied", "turn.ended"
     ts: float
     payload: dict[str, Any] = Field(default_factory=dict)
+
+
+CheckpointSave.model_rebuild()  # its ``timeline`` rows are TimelineEvents (defined above)
 
 
 class TimelineRow(BaseModel):

@@ -16,6 +16,7 @@ from geode.protocol import store as m
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.later import Later
 from geode.protocol.transport import Request
+from geode.records.checkpoint_rows import save_with_rows_later
 from geode.records.engine import RecordEngine
 from geode.records.intake_service import IntakeRoutes
 from geode.records.models import TurnRecord
@@ -122,7 +123,8 @@ class StoreService:
 
     # handlers with a little more to do --------------------------------------------------------------
     def _save(self, b: m.SaveCheckpoint, r: Request) -> Later:
-        return self.engine.checkpoints.save_later(b)  # SaveCheckpoint is a CheckpointSave
+        # SaveCheckpoint is a CheckpointSave; its timeline rows (if any) are written in the same operation
+        return save_with_rows_later(self.engine.checkpoints, self.engine.timeline, b)
 
     def _turn_stored(self, turn: TurnRecord) -> m.TurnReply:
         if self.search is not None:

@@ -43,10 +43,10 @@ PER_TOOL_ROUND: Ceilings = {
 PER_TURN: Ceilings = {
     "control": _row(11, 11, 12, 2, 0, 0, 0, 0, 0),  # EVENTS: 10 frames in, 10 out (was 17)
     "lanes": _row(12, 16, 12, 3, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4); BUS: 2 hand-offs
-    "loop": _row(10.5, 15.4, 10.5, 12, 8, 0, 0, 0, 0),  # CHECKPOINT: 7 round trips (was 9); LOOPTURN: 10 in
+    "loop": _row(8.5, 13.4, 8.5, 12, 6, 0, 0, 0, 0),  # LOOPTURN s4: 5 round trips (was 7: rows ride saves)
     "executor": _row(2.5, 2.5, 2.5, 3, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
-    "store": _row(14, 14, 14, 3, 0, 12, 12, 4, 6),
-    "tree": _row(54, 63, 55, 23.1, 12, 12, 12, 4, 6),  # LOOPTURN: 2 frames fewer (the plan's bind)
+    "store": _row(12, 12, 12, 3, 0, 9, 9, 4, 6),  # LOOPTURN s4: 8 frames (was 10), 7 write ops (was 10)
+    "tree": _row(50, 59, 51, 23.1, 10, 9, 9, 4, 6),  # LOOPTURN: -2 frames (plan bind), s4: -4 (rows)
 }
 
 
