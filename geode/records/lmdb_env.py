@@ -109,21 +109,29 @@ class _SharedLock:
     """Many readers or one exclusive holder (map growth needs no live transaction in the process)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._mu = threading.Lock()  # taken directly on the shared path (no Python-level Condition call)
+        self._cond = threading.Condition(self._mu)
         self._readers = 0
         self._exclusive = False
 
     @contextmanager
     def shared(self) -> Iterator[None]:
-        with self._cond:
-            while self._exclusive:
-                self._cond.wait()
-            self._readers += 1
+        self.acquire_shared()
         try:
             yield
         finally:
-            with self._cond:
-                self._readers -= 1
+            self.release_shared()
+
+    def acquire_shared(self) -> None:
+        with self._mu:
+            while self._exclusive:
+                self._cond.wait()
+            self._readers += 1
+
+    def release_shared(self) -> None:
+        with self._mu:
+            self._readers -= 1
+            if not self._readers and self._exclusive:  # an exclusive holder waits for the readers to go
                 self._cond.notify_all()
 
     @contextmanager
@@ -254,6 +262,19 @@ class RecordEnv:
         """Held by the writer for one batch so growth never races with a live write transaction."""
         with self._lock.shared():
             yield self._live()
+
+    def enter_write(self) -> lmdb.Environment:
+        """:meth:`write_scope` without a context manager, for the group writer's batch (pair it with
+        :meth:`leave_write` in a ``finally``): two generator frames fewer per commit."""
+        self._lock.acquire_shared()
+        try:
+            return self._live()
+        except BaseException:
+            self._lock.release_shared()
+            raise
+
+    def leave_write(self) -> None:
+        self._lock.release_shared()
 
     def grow(self) -> bool:
         """Double the map (bounded by ``map_max``). Caller must hold no transaction. False at the limit."""

@@ -1,44 +1,67 @@
 """Several timeline rows in one store request (``store.timeline.append_many``, a tool call's rows sent
-together): each row goes to the group writer as its own operation, so a refused row is rolled back alone
-and the others commit (usually in one transaction); the reply waits for every row's sync commit."""
+together): the rows are ONE operation of the group writer (one queued op, one completion, one reply made in
+the write), each row in a nested transaction of its own inside it, so a refused row is rolled back alone and
+the others commit; the reply comes after the rows' sync commit (issue 34: was one writer op, one ``Later``
+and one completion callback per row, and a reply model dumped per request)."""
 
 from __future__ import annotations
 
-import threading
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from geode.protocol import store as m
+import lmdb
+
+from geode.protocol.errors import GeodeError
 from geode.protocol.later import Later
+from geode.records.lmdb_env import Txn
 from geode.records.models import TimelineEvent
-from geode.records.timeline import TimelineStore
+from geode.records.timeline import TimelineStore, bounded_payload
+
+log = logging.getLogger(__name__)
 
 
 def append_many(timeline: TimelineStore, events: Sequence[TimelineEvent]) -> Later:
-    """A Later of the ``AppendManyReply``: each row's seq in order, -1 and one line in ``errors`` for a row
-    the writer refused. A row that cannot even be queued fails the whole request (appends are idempotent
+    """A Later of the ``AppendManyReply`` body: each row's seq in order, -1 and one line in ``errors`` for a
+    row the writer refused. A request that cannot even be queued fails as a whole (appends are idempotent
     by event id: the sender's retry finds the rows already written)."""
-    laters = [timeline.append_later(ev) for ev in events]
-    out = Later()
-    seqs = [-1] * len(events)
+    rows = list(events)
+    texts = [bounded_payload(ev.payload, timeline.max_payload) for ev in rows]  # redacted off the writer
+    return timeline.writer.submit(lambda txn: _write_rows(timeline, txn, rows, texts))
+
+
+def _write_rows(
+    timeline: TimelineStore, txn: Txn, rows: list[TimelineEvent], texts: list[str]
+) -> dict[str, Any]:
+    """The rows in order, each in a child transaction of ``txn``; the reply body as
+    ``AppendManyReply(...).model_dump()`` gives it. A full map is not a row's refusal: it fails the whole
+    operation, so the writer grows the map and runs the batch again."""
+    env = timeline.renv.env
+    assert env is not None  # the writer holds the write scope of an open store
+    seqs: list[int] = []
     errors: list[str] = []
-    mu = threading.Lock()
-    left = [len(events)]
+    for ev, text in zip(rows, texts, strict=True):
+        child = env.begin(write=True, parent=txn)
+        try:
+            seq = timeline._append(child, ev, text)
+        except lmdb.MapFullError:
+            child.abort()
+            raise
+        except Exception as exc:
+            child.abort()
+            seqs.append(-1)
+            errors.append(f"{ev.event_id[:128]}: {_refusal(exc)}"[:300])
+            continue
+        child.commit()
+        seqs.append(seq)
+    return {"seqs": seqs, "errors": errors}
 
-    def settle(i: int) -> Any:
-        def done(ok: bool, value: Any) -> None:
-            with mu:
-                if ok:
-                    seqs[i] = int(value)
-                else:
-                    errors.append(f"{events[i].event_id[:128]}: {type(value).__name__}: {value}"[:300])
-                left[0] -= 1
-                last = left[0] == 0
-            if last:
-                out.resolve(m.AppendManyReply(seqs=seqs, errors=errors))
 
-        return done
-
-    for i, later in enumerate(laters):
-        later.then(settle(i))
-    return out
+def _refusal(exc: Exception) -> str:
+    """``<type>: <message>`` of a refused row, as the writer names a refused operation's error."""
+    if isinstance(exc, GeodeError):
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, lmdb.Error):  # e.g. a bad key or value size
+        return f"Unavailable: record store rejected the write: {type(exc).__name__}: {exc}"
+    log.error("timeline row refused by an unexpected error", exc_info=exc)
+    return f"GeodeError: {type(exc).__name__}: {exc}"

@@ -115,11 +115,9 @@ class GroupWriter:
                 return
             batch = [op]
             stop = False
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._q.get_nowait()
-                except queue.Empty:
-                    break
+            q = self._q
+            while len(batch) < self.max_batch and not q.empty():  # the one consumer: no queue.Empty raised
+                nxt = q.get_nowait()
                 if nxt is None:
                     stop = True
                     break
@@ -173,7 +171,8 @@ class GroupWriter:
 
     def _attempt(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
-        with self.renv.write_scope() as env:
+        env = self.renv.enter_write()
+        try:
             txn = env.begin(write=True)
             try:
                 for op in batch:
@@ -187,6 +186,8 @@ class GroupWriter:
             except BaseException:
                 _abort(txn)
                 raise
+        finally:
+            self.renv.leave_write()
         return results
 
     @staticmethod

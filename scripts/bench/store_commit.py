@@ -10,7 +10,9 @@ Same run, same disk (a temp dir under the repo's filesystem):
 With ``--old DIR`` (a checkout of older code: ``git archive <rev> geode actors | tar -x -C DIR``) a second
 store child runs that code, and the bus rounds alternate between the two children in the same run (the
 baseline beside the figure). ``--payload tool`` appends what the executor appends per tool call (a
-``tool.completed`` row with arguments and a 500-character summary) instead of a two-key payload.
+``tool.completed`` row with arguments and a 500-character summary) instead of a two-key payload;
+``--payload call`` sends a tool call's two rows (``tool.called`` and ``tool.completed``) in one
+``store.timeline.append_many`` request, as the executor does, and the figures are per request.
 
     .venv/bin/python scripts/bench/store_commit.py [--seconds 3] [--clients 50] [--old DIR] [--payload tool]
 """
@@ -123,16 +125,29 @@ def clients_rate(
         start.wait()
         n = 0
         while not stop.is_set():
-            ev = TimelineEvent(
-                session_id=f"{tag}-{i}",
-                event_id=f"e{n}",
-                kind="tool.called",
-                ts=time.time(),
-                payload=payload(kind, n),
-            )
-            client.append_timeline(ev)
+            if kind == "call":  # a tool call's two rows in one request
+                rows = [
+                    TimelineEvent(
+                        session_id=f"{tag}-{i}",
+                        event_id=f"e{n}:{row}",
+                        kind=row,
+                        ts=time.time(),
+                        payload=payload("tool", n),
+                    )
+                    for row in ("tool.called", "tool.completed")
+                ]
+                client.append_timelines(rows)
+            else:
+                ev = TimelineEvent(
+                    session_id=f"{tag}-{i}",
+                    event_id=f"e{n}",
+                    kind="tool.called",
+                    ts=time.time(),
+                    payload=payload(kind, n),
+                )
+                client.append_timeline(ev)
             n += 1
-        counts[i] = n
+            counts[i] = n
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
     for t in threads:
@@ -142,8 +157,10 @@ def clients_rate(
     t0 = time.perf_counter()
     none = (0.0, 0, 0.0)
     s0, c0 = (proc_sample(pid), proc_sample(os.getpid())) if pid else (none, none)
+    sent0 = sum(counts)
     time.sleep(seconds)
     s1, c1 = (proc_sample(pid), proc_sample(os.getpid())) if pid else (none, none)
+    sent = max(1, sum(counts) - sent0)  # requests answered in the sampled window
     stop.set()
     for t in threads:
         t.join(30)
@@ -151,14 +168,17 @@ def clients_rate(
     after = client.stats()["writer"]
     batches = max(1, after["batches"] - before["batches"])
     writes = max(1.0, (after["ops"] - before["ops"]) / dt * seconds)  # in the sampled window
+    if kind == "call":  # per request (its writer ops differ by version: one per row, or one)
+        writes = float(sent)
     if pid and profile is not None:
         store_cpu, client_cpu = s1[0] - s0[0], c1[0] - c0[0]
+        unit = "request" if kind == "call" else "write"
         profile.append(
             f"{tag.split('-')[0]:>4} {clients:>3} clients: "
-            f"store child {store_cpu / writes * 1e6:4.0f} us CPU/write "
+            f"store child {store_cpu / writes * 1e6:4.0f} us CPU/{unit} "
             f"(kernel {(s1[2] - s0[2]) / writes * 1e6:3.0f}; {store_cpu / seconds:.2f} cores), "
             f"{(s1[1] - s0[1]) / writes:4.1f} ctx switches/write; "
-            f"client {client_cpu / writes * 1e6:4.0f} us CPU/write ({client_cpu / seconds:.2f} cores)"
+            f"client {client_cpu / writes * 1e6:4.0f} us CPU/{unit} ({client_cpu / seconds:.2f} cores)"
         )
     return sum(counts) / dt, (after["ops"] - before["ops"]) / batches
 
@@ -240,7 +260,7 @@ def main() -> None:
     ap.add_argument("--latency-samples", type=int, default=500)
     ap.add_argument("--switch", type=float, default=0.0, help="sys.setswitchinterval for the bench process")
     ap.add_argument("--old", type=Path, help="a tree of older geode/actors: its store child as the baseline")
-    ap.add_argument("--payload", choices=("small", "tool"), default="small")
+    ap.add_argument("--payload", choices=("small", "tool", "call"), default="small")
     ap.add_argument("--bus-only", action="store_true", help="skip the raw LMDB and in-process figures")
     args = ap.parse_args()
     if args.switch:
