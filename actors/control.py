@@ -1,9 +1,12 @@
 """The ``control`` child: the control socket at ``$GEODE_HOME/cli.sock`` for the thin CLI and operators.
 
-A ZeroMQ ROUTER (msgpack envelopes, 1 MiB codec cap; libzmq's MAXMSGSIZE drops anything past 2 MiB) owned
-by one socket thread that only reads, hands frames to :class:`geode.control.core.ControlCore` and writes
-what it sends back. Requests run on a small thread pool, so the reader never blocks on a turn. The child
-also connects to ``lanes`` as a peer named ``control``: turn streams arrive there as ``origin.event``.
+A ZeroMQ ROUTER (msgpack envelopes, 1 MiB codec cap; libzmq's MAXMSGSIZE drops anything past 2 MiB) read by
+one socket thread that hands frames to :class:`geode.control.core.ControlCore`; a thread that sends to a
+client (the bus thread relaying a turn's events, a request's pool thread with its reply) sends on the socket
+itself under its lock (:class:`actors.bus.shared_socket.SharedSocket`: the socket thread polls its
+``ZMQ_FD``), so an event to a client wakes no other thread. Requests run on a small thread pool, so the reader
+never blocks on a turn. The child also connects to ``lanes`` as a peer named ``control``: turn streams arrive
+there as ``origin.event``.
 
 Only the daemon's own user connects: the socket is 0600 in a 0700 directory we own (checked at bind, else
 the child refuses to start), and a ZAP handler on the socket's own context admits a peer only when the
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from actors.bus import Bus
+from actors.bus.shared_socket import SharedSocket
 from actors.bus.zap import ZapResponder
 from geode.config_schema import GeodeConfig
 from geode.config_source import ConfigSource
@@ -122,7 +125,7 @@ def check_private(path: Path, mode: int, *, directory: bool) -> None:
 
 
 class ControlSocket:
-    """Owns the ROUTER; ``send`` may be called from any thread (frames go through a queue)."""
+    """Owns the ROUTER; ``send`` may be called from any thread (it sends itself, under the socket's lock)."""
 
     def __init__(self, home: GeodeHome, ctx: zmq.Context | None = None) -> None:  # type: ignore[type-arg]
         self.home = home
@@ -130,10 +133,9 @@ class ControlSocket:
         self._ctx = ctx or zmq.Context()  # its own context: its ZAP handler answers for this socket only
         self._own_ctx = ctx is None
         self.gate: PeerGate | None = None
-        self._out: queue.SimpleQueue[tuple[bytes, bytes]] = queue.SimpleQueue()
-        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._idle = False  # the socket thread is (about to be) asleep in poll: a sender must wake it
-        self._woken = False  # a wake is on its way since the socket thread last went idle: no second one
+        self._wire: SharedSocket | None = None  # the bound ROUTER, once the socket thread made it
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # stop, or a client frame seen by a send
+        self._idle = False  # the socket thread is (about to be) asleep in poll
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.core: ControlCore | None = None
@@ -160,9 +162,16 @@ class ControlSocket:
                     body={"code": "internal", "message": f"reply not encodable: {exc}"},
                 )
             )
-        self._out.put((bytes.fromhex(conn_id), frame))
-        if self._idle and not self._woken:  # one wake per sleep of the socket thread, not one per frame
-            self._woken = True
+        wire = self._wire
+        if wire is None:  # not bound yet, or stopped: nobody to send to
+            return
+        try:
+            unread = wire.send([bytes.fromhex(conn_id), frame])
+        except zmq.ZMQError:  # gone (EHOSTUNREACH) or its queue is full: that client lost this frame
+            if not wire.closed and self.core is not None:
+                threading.Thread(target=self.core.disconnect, args=(conn_id,), daemon=True).start()
+            return
+        if unread:  # the send took the ZMQ_FD edge of a client frame that arrived meanwhile: wake the reader
             os.eventfd_write(self._wake, 1)
 
     def stop(self) -> None:
@@ -224,17 +233,18 @@ class ControlSocket:
                 self._ctx.term()
             self._bound.set()
             return
+        wire = self._wire = SharedSocket(sock)
         self._bound.set()
         poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
+        poller.register(wire.fd, zmq.POLLIN)  # edge-triggered: each pass reads until nothing is left
         poller.register(self._wake, zmq.POLLIN)
         poller.register(self.gate.sock, zmq.POLLIN)
         assert self.core is not None
+        more = False
         try:
             while not self._stop.is_set():
-                self._woken = False  # first, so that a sender who sees us idle writes the eventfd
-                self._idle = True  # senders now wake us; re-check the queue so no frame waits for the poll
-                ready = dict(poller.poll(0 if not self._out.empty() else 500))
+                self._idle = True
+                ready = dict(poller.poll(0 if more else 500))
                 self._idle = False
                 if self._wake in ready:
                     try:
@@ -243,20 +253,18 @@ class ControlSocket:
                         pass
                 if self.gate.sock in ready:
                     self.gate.handle()
-                self._flush(sock)
-                if sock in ready:
-                    self._read(sock)
+                more = self._read(wire)
         finally:
-            sock.close(0)
+            wire.close()
             self.gate.close()
 
-    def _read(self, sock: Any) -> None:
+    def _read(self, wire: SharedSocket) -> bool:
+        """Take the client frames waiting; True when it stopped at its bound with more perhaps waiting."""
         assert self.core is not None
         for _ in range(256):
-            try:
-                parts = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+            parts = wire.recv()
+            if parts is None:
+                return False
             if len(parts) != 2:  # a routing id plus exactly one frame; anything else is dropped
                 self.dropped_multipart += 1
                 if self.dropped_multipart == 1 or self.dropped_multipart % 100 == 0:  # a flood is not a log
@@ -270,18 +278,7 @@ class ControlSocket:
                 self.core.on_frame(parts[0].hex(), parts[1])
             except Exception:  # on_frame never raises by contract; belt and braces: the reader lives
                 log.exception("control frame handling failed")
-
-    def _flush(self, sock: Any) -> None:
-        while True:
-            try:
-                rid, frame = self._out.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                sock.send_multipart([rid, frame], zmq.NOBLOCK)
-            except zmq.ZMQError:  # gone (EHOSTUNREACH) or its queue is full: that client lost this frame
-                if self.core is not None:
-                    threading.Thread(target=self.core.disconnect, args=(rid.hex(),), daemon=True).start()
+        return True
 
 
 @dataclass
