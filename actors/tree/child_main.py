@@ -91,11 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s#%d ready (pid %d)", name, incarnation, os.getpid())
     else:
         new = imported_after_fork()
-        log.info(
-            "%s#%d ready (pid %d; %d modules imported after the fork%s)",
+        log.info(  # the modules it carries: every one of them is pages of the tree (a count to guard)
+            "%s#%d ready (pid %d; %d modules; %d modules imported after the fork%s)",
             name,
             incarnation,
             os.getpid(),
+            len(sys.modules),
             len(new),
             f": {', '.join(new[:30])}" if new else "",
         )

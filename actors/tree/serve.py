@@ -15,11 +15,12 @@ from actors.tree.children import child_names, tree_specs
 from actors.tree.config_sections import EXIT_CONFIG, TreeSettings, start_settings
 from actors.tree.instance_lock import InstanceLock
 from actors.tree.metrics_page import MetricsPage, metrics_off
+from actors.tree.provider_sdks import configured_env, provider_sdks
 from actors.tree.service import SupervisorService
 from actors.tree.single_process import SingleProcessTree
 from actors.tree.supervisor import Supervisor
 from actors.tree.worker_role import WorkerRole
-from actors.tree.zygote import WARM_ENV
+from actors.tree.zygote import PROVIDERS_ENV, WARM_ENV
 from actors.tree.zygote_client import Zygote
 from geode.config_check import ConfigReport
 from geode.config_file import remember_good
@@ -139,6 +140,7 @@ def _run_tree(
         env.update(page.env if page is not None else {})
         if "messengers" in names and (sdks := settings.messengers.sdk_modules()):
             env[WARM_ENV] = ",".join(sdks)  # the zygote imports them: a restarted messengers child is quick
+        env[PROVIDERS_ENV] = ",".join(provider_sdks(settings, configured_env(home)))  # not every vendor's SDK
         tree = Supervisor(
             tree_specs(settings, role=role, daemon=True),
             settings.supervisor.tree,

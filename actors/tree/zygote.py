@@ -74,6 +74,9 @@ CORE = (
 # the provider SDKs, imported before the first fork of a child that needs them (a loop worker): 1.2-1.8 s,
 # while the other children start; no loop worker ever pays them on its first turn, and the tree shares them
 WARM = ("httpx", "anthropic", "openai")
+# the provider SDKs of the config's models (actors/tree/provider_sdks.py), comma-separated; unset: all of WARM
+PROVIDERS_ENV = "GEODE_ZYGOTE_PROVIDERS"
+PROVIDER_SDKS = WARM[1:]
 # more to import with them, comma-separated: the messenger SDKs of the platforms the config binds
 WARM_ENV = "GEODE_ZYGOTE_WARM"
 PR_SET_PDEATHSIG = 1
@@ -102,7 +105,10 @@ def warm_modules(environ: Mapping[str, str]) -> tuple[str, ...]:
 def sdk_modules(environ: Mapping[str, str]) -> tuple[str, ...]:
     """What a child that needs the SDKs waits for: the provider SDKs, then ``WARM_ENV`` (messenger SDKs)."""
     extra = tuple(m.strip() for m in environ.get(WARM_ENV, "").split(",") if m.strip())
-    return WARM + extra
+    if (only := environ.get(PROVIDERS_ENV)) is None:
+        return WARM + extra
+    wanted = {m.strip() for m in only.split(",")}
+    return WARM[:1] + tuple(m for m in PROVIDER_SDKS if m in wanted) + extra
 
 
 def _import(name: str) -> None:
@@ -201,6 +207,9 @@ class Server:
         self.sdks_done: set[str] = set()
 
     def run(self) -> int:
+        from actors.tree.httpx_no_cli import import_httpx_without_cli
+
+        import_httpx_without_cli()  # before CORE imports it (the executor's web tools): ~4.5 MiB less
         self._import_all(CORE)
         _send(self.sock, {"op": "core", "pid": os.getpid()})
         while True:

@@ -18,7 +18,7 @@ import pytest
 
 from actors.tree.proc_memory import rollup
 from geode.testing.scripted import ScriptedServer
-from tests.actors.tree_kit import alive, geode, scripted_tree, wait_children
+from tests.actors.tree_kit import alive, geode, scripted_home, serve, stop, wait_children
 from tests.waiting import poll_for
 
 
@@ -37,9 +37,18 @@ def _modules(pid: int) -> str:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, ScriptedServer]]:
+    """Anthropic's model configured; OpenAI's endpoint and key set too (a session may select its model)."""
     base = tmp_path_factory.mktemp("zygote")
-    with scripted_tree(base, lambda req: {"text": "pong"}) as (home, model):
-        yield home, model
+    with ScriptedServer(lambda req: {"text": "pong"}) as model:
+        openai = f'[providers.openai]\nbase_url = "{model.openai_base_url}"\nlogin = "apikey"\n'
+        home = scripted_home(base, model, extra=openai)
+        with home.env_file.open("a") as env:
+            env.write("OPENAI_API_KEY=sk-test-openai\n")
+        serve(home)
+        try:
+            yield home, model
+        finally:
+            stop(home)
 
 
 def _all_running(home: Any) -> dict[str, Any]:
@@ -151,6 +160,49 @@ def test_a_loop_worker_shares_the_sdk_client_state_the_zygote_built(tree: tuple[
     assert pid is not None
     poll_for(partial(_warmed, home, "loop-2", pid), 30, what="the fresh worker's provider warm-up")
     assert _private_dirty_mib(pid) < 21.0, _private_dirty_mib(pid)
+
+
+def _modules_carried(home: Any, name: str, pid: int) -> int:
+    line = poll_for(partial(_ready_line, home, name, pid), 30, what=f"{name}'s ready line")
+    return int(line.split(f"ready (pid {pid}; ", 1)[1].split(" modules;", 1)[0])
+
+
+# modules a child carries (its ready line): the store 791, a loop worker 4,284 (anthropic's SDK: 3,400); 83
+# more each with httpx's command line (rich, click, pygments), 522 more in a loop worker with the openai SDK
+STORE_MODULES_MAX, LOOP_MODULES_MAX = 840, 4_550
+
+
+def test_the_zygote_imports_only_the_configured_vendors_sdk_and_no_command_line(
+    tree: tuple[Any, ScriptedServer],
+) -> None:
+    """The config's model is Anthropic's: the zygote (so every loop worker) does not carry the openai SDK
+    (~13 MiB of the tree), and no child carries httpx's command-line client (~4.5 MiB); counts of modules."""
+    home, _ = tree
+    kids = wait_children(  # the loop workers swapped for forks with the SDK
+        home,
+        lambda k: all(
+            c.state == "running" and not c.swap and c.incarnation >= 2
+            for n, c in k.items()
+            if n.startswith("loop-")
+        ),
+        60,
+    )
+    zlog = (home.logs_dir / "zygote.log").read_text()
+    assert "zygote: imported anthropic in" in zlog and "zygote: imported openai" not in zlog, zlog[-2000:]
+    store, loop = kids["store"], kids["loop-1"]
+    assert store.pid is not None and loop.pid is not None
+    assert _modules_carried(home, "store", store.pid) <= STORE_MODULES_MAX
+    assert _modules_carried(home, "loop-1", loop.pid) <= LOOP_MODULES_MAX
+
+
+def test_a_session_on_another_vendors_model_imports_its_sdk_in_the_worker(
+    tree: tuple[Any, ScriptedServer],
+) -> None:
+    """The zygote has no openai SDK here: a turn on an OpenAI model still runs, its worker imports it."""
+    home, model = tree
+    r = geode(home, "ask", "which vendor?", "--model", "gpt-5.5", "--json", timeout=120)
+    assert r.returncode == 0 and '"pong"' in r.stdout, r.stdout + r.stderr
+    assert [q.body["model"] for q in model.requests_for("openai-responses")][-1:] == ["gpt-5.5"]
 
 
 def test_a_killed_zygote_takes_its_children_and_the_tree_comes_back(tree: tuple[Any, ScriptedServer]) -> None:
