@@ -19,6 +19,7 @@ from geode.providers.adapter_base import (
     post_json,
 )
 from geode.providers.catalogue import model_info
+from geode.providers.encoded_blocks import EncodedBlocks
 from geode.providers.encoded_history import EncodedHistory
 from geode.providers.identity_memo import IdentityMemo
 from geode.providers.images import load_image
@@ -83,7 +84,7 @@ def tool_param(tool: ToolSchema) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
 
 
-SPLICED = {"messages", "tools", "tool_choice"}
+SPLICED = {"messages", "tools", "tool_choice", "system"}
 _TOOL_JSON: IdentityMemo[bytes] = IdentityMemo()  # tool schema -> its encoded param
 
 
@@ -225,13 +226,16 @@ class AnthropicMessagesAdapter(WireAdapter):
         self._history = EncodedHistory(message_json)
         self._tools: tuple[tuple[ToolSchema, ...], list[bytes]] = ((), [])  # the last request's, encoded
         self._senders = Senders("/v1/messages", JSON_HEADERS)
+        self._system = EncodedBlocks()  # the prompt's sections, by text: the same each round of a turn
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         """``build_body`` with each message and tool encoded once per object (a message with a picture is
         projected every time: its file is read and verified per request)."""
         if SPLICED & set(self.endpoint.options.get("extra_body") or {}):
             return self.build_body(request)  # the endpoint's extra body replaces what would be spliced
-        body = self.build_body(request.model_copy(update={"messages": (), "tools": ()}))
+        body = self.build_body(request.model_copy(update={"messages": (), "tools": (), "system": ()}))
+        if request.system:
+            body["system"] = Encoded(self._system.items(system_blocks(request.system)))
         with_pictures = partial(_pictures_json, model=request.model)
         key = request.metadata.get("session_id", "")
         body["messages"] = Encoded(self._history.items(key, request.messages, with_pictures))
