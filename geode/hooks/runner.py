@@ -84,6 +84,8 @@ class HookRunner:
     ) -> HookOutcome:
         """Run every matching hook in order. Rewrites compose; the first block ends the chain."""
         ev = HookEvent(event)
+        if not self._entries:  # no hook at all (the default): nothing to match, no snapshot taken
+            return HookOutcome()
         tool = payload.get("tool_name")
         if ev in MATCHED_FIELD:  # Claude Code: SessionStart's matcher is the source, PreCompact's the trigger
             value = payload.get(MATCHED_FIELD[ev])

@@ -119,7 +119,7 @@ class Placement:
     def route(self, workspace: str) -> Route:
         """The executor for a session whose workspace is ``workspace``: the longest declared root holding it
         (a lost executor's roots route to ``down``), else local. An empty or relative workspace is local."""
-        if not workspace or not workspace.startswith("/"):
+        if not workspace or not workspace.startswith("/") or not self._by_key:  # no remote executor: local
             return Route("local")
         ws = norm_root(workspace)
         best: tuple[int, RemoteExecutor, str] | None = None

@@ -17,6 +17,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import geode.tools.timeline as timeline_module
+from geode.hooks.runner import HookRunner
 from geode.tools.builtin.catalogue import builtin_specs
 from geode.tools.executor import ToolExecutor
 from geode.tools.plan import BoundToolPlan
@@ -63,6 +64,19 @@ def test_a_read_only_call_does_each_piece_of_its_own_work_once(
     rows = rig.timeline("s-work")
     assert [r.kind for r in rows] == ["tool.called", "tool.completed"]
     assert rows[0].payload["arguments"] == rows[1].payload["arguments"] == {"pattern": "*.txt", "path": "sub"}
+
+
+def test_a_call_with_no_hook_configured_matches_none(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = make_rig(hooks=HookRunner([]))  # the daemon's runner when the config has no [hooks]
+    seen: Counter[str] = Counter()
+    _count(monkeypatch, HookRunner, "_snapshot", seen)
+    _count(monkeypatch, HookRunner, "run", seen)
+    out = rig.call("glob_files", {"pattern": "*"})
+    assert not out.is_error, out.content
+    assert seen["run"] == 4  # PreToolUse, the exec start and end observations, PostToolUse
+    assert seen["_snapshot"] == 0  # was 4: the hook list copied under its lock to match nothing
 
 
 def test_input_the_quick_check_does_not_accept_gets_the_full_validators_error(
