@@ -12,7 +12,7 @@ from typing import Any
 import zmq
 from pydantic import ValidationError
 
-from actors.bus.parts import ERROR_TYPE, Client, Served, Sub
+from actors.bus.parts import ERROR_TYPE, Client, PendingReply, Served, Sub
 from actors.bus.poll_loop import PollLoop
 from actors.bus.shared_socket import SharedSocket
 from geode.protocol import codec, runtime, typed_frames
@@ -20,6 +20,8 @@ from geode.protocol.envelope import Envelope, now_ms
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
 from geode.protocol.later import Later
 from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_later
+from geode.work_tally import HANDOFF_REPLY
+from geode.work_tally import handoff as tally
 
 log = logging.getLogger("actors.bus.socket_thread")
 DEFERRED_GRACE_S = 1.0  # past the caller's deadline before its deferred reply is dropped
@@ -95,28 +97,48 @@ class Inbound(PollLoop):
             parts = wire.recv()
             if parts is None:
                 return
-            frame = parts[-1]
             try:
-                env, body = typed_frames.decode_request(frame)
+                env, body = typed_frames.decode_request(parts[-1])
             except BadRequest as exc:
                 log.warning("dropped a malformed frame from %s: %s", client.target, exc)
                 continue
             if env.kind in ("ok", "error"):
                 self._resolve(env)
-            elif client.service is None or client.pool is None:
-                if env.kind == "request":
-                    err = env.reply_error(
-                        ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", sender=self.sender
-                    )
-                    self._send_raw(client.sock, [codec.encode(err)])
-            elif env.type in getattr(client.service, "inline_types", ()):  # a peer's push, any size: one
-                self._answer(
-                    env, self._reply_frame(client.service, env, body), client.sock, []
-                )  # path keeps order
             else:
-                job = partial(self._handle, client.service, env, body, client.sock, [])
-                self._handoffs.append(partial(client.pool.submit, job))
+                self._dealer_push(client, env, body)
         self._hot.add(wire.fd)
+
+    def _dealer_push(self, client: Client, env: Envelope, body: typed_frames.Received) -> None:
+        """A request or cast a peer pushed on our DEALER (bus thread)."""
+        if client.service is None or client.pool is None:
+            if env.kind == "request":
+                err = env.reply_error(
+                    ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", sender=self.sender
+                )
+                self._send_raw(client.sock, [codec.encode(err)])
+        elif env.type in getattr(client.service, "inline_types", ()):  # a peer's push, any size: one path
+            self._answer(env, self._reply_frame(client.service, env, body), client.sock, [])  # keeps order
+        else:
+            job = partial(self._handle, client.service, env, body, client.sock, [])
+            self._handoffs.append(partial(client.pool.submit, job))
+
+    def _lead_frame(self, client: Client, frame: bytes, waiter: PendingReply) -> None:
+        """A frame the waiter reading a request-only DEALER read (its thread, actors/bus/reply_reader.py): a
+        reply resolves its request at once; anything else goes to the bus thread."""
+        try:
+            env, body = typed_frames.decode_request(frame)
+        except BadRequest as exc:
+            log.warning("dropped a malformed frame from %s: %s", client.target, exc)
+            return
+        if env.kind not in ("ok", "error"):
+            self._post(partial(self._dealer_push, client, env, body))
+            return
+        p = self._pending.pop(env.corr, None) if env.corr else None
+        if p is not None:
+            p.reply = env
+            if p is not waiter:
+                tally(HANDOFF_REPLY)  # another waiter's reply: its thread is woken
+            p.set()
 
     def _on_sub(self, sub: Sub) -> None:
         for _ in range(512):

@@ -12,6 +12,7 @@ import zmq
 from pydantic import BaseModel
 
 from actors.bus.handler_pool import HandlerPool
+from actors.bus.reply_reader import ReplyReader
 from actors.bus.shared_socket import SharedSocket
 from geode.protocol import codec
 from geode.protocol.envelope import Envelope
@@ -48,6 +49,7 @@ class PendingReply:
     reply: Envelope | None = None
     error: GeodeError | None = None
     _forget: Callable[[], None] | None = None
+    reader: ReplyReader | None = None  # sent on a request-only DEALER: its waiters read the reply themselves
     _done: threading.Lock = field(default_factory=threading.Lock)  # held until the reply is in (one futex)
 
     def __post_init__(self) -> None:
@@ -63,11 +65,17 @@ class PendingReply:
         return not self._done.locked()
 
     def result(self, timeout_s: float) -> Envelope:
-        if not self._done.acquire(timeout=max(0.0, timeout_s)):
+        reader = self.reader
+        got = (
+            reader.wait(self, timeout_s)
+            if reader is not None
+            else self._done.acquire(timeout=max(0.0, timeout_s))
+        )
+        if not got:
             if self._forget is not None:
                 self._forget()
             raise RequestTimeout(f"no reply from {self.target!r} to {self.type} within {timeout_s:g}s")
-        self._done.release()  # stay "set" for any later result() call
+        self.set()  # stay "set" for any later result() call (a reply reader's promotion may have released it)
         if self.error is not None:
             raise self.error
         assert self.reply is not None
@@ -101,6 +109,7 @@ class Client:
     monitor: zmq.Socket | None = None  # type: ignore[type-arg]  # handshakes of a peer client's connection
     on_connected: Callable[[], None] | None = None  # run after the hello of each new handshake
     wire: SharedSocket = field(init=False)  # ``sock`` as every thread uses it: under its lock
+    reader: ReplyReader | None = None  # its waiters read it, until connect_peer has the bus thread read it
 
     def __post_init__(self) -> None:
         self.wire = SharedSocket(self.sock)

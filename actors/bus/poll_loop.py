@@ -3,7 +3,8 @@ to, its sockets, and sending frames to peers (replies resolve or fail the pendin
 
 The ROUTERs and DEALERs are each a :class:`~actors.bus.shared_socket.SharedSocket`: a calling thread sends its
 request, a handler thread its reply, itself, under the socket's lock; the bus thread polls their ``ZMQ_FD``
-and receives. Every other socket (PUB, SUB, ZAP, monitors) is the bus thread's alone."""
+and receives (a DEALER that only sends requests and casts is read by the callers waiting for its replies:
+``actors/bus/reply_reader.py``). Every other socket (PUB, SUB, ZAP, monitors) is the bus thread's alone."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import zmq
 from actors.bus.endpoints import Endpoints
 from actors.bus.handler_pool import HandlerPool
 from actors.bus.parts import Client, PendingReply, Served, Sub, make_socket, unlink_if_same
+from actors.bus.reply_reader import ReplyReader
 from actors.bus.shared_socket import SharedSocket
 from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.zap import ZapHandler
@@ -78,6 +80,8 @@ class PollLoop:
 
         def _on_dealer(self, client: Client) -> None: ...
 
+        def _lead_frame(self, client: Client, frame: bytes, waiter: PendingReply) -> None: ...
+
         def _sweep_deferred(self, now: float) -> None: ...
 
     # ---- plumbing (other threads) ----------------------------------------------------------------
@@ -92,6 +96,10 @@ class PollLoop:
 
     def _readable(self, wire: SharedSocket) -> None:
         """A send saw a frame waiting on ``wire`` (and may have consumed its fd's edge): have it read."""
+        reader = wire.reader
+        if reader is not None and reader.active:  # read by its waiters: wake the one reading
+            reader.kick()
+            return
         self._hot.add(wire.fd)
         if self._idle and not self._woken and threading.current_thread() is not self._thread:
             self._woken = True
@@ -229,7 +237,8 @@ class PollLoop:
                 sock.close(0)
                 raise
             client = Client(target, sock)
-            self._register_wire(client.wire, partial(self._on_dealer, client))
+            self._wires[sock] = client.wire  # not polled: its waiters read it (connect_peer: the bus thread)
+            client.reader = client.wire.reader = ReplyReader(client.wire, partial(self._lead_frame, client))
             self._clients[target] = client  # last: other threads send on it from now on
         return client
 
@@ -278,9 +287,10 @@ class PollLoop:
             for k in [k for k, v in served.peers.items() if v == rid]:
                 del served.peers[k]
 
-    def _send_to(self, target: str, frame: bytes, mid: str | None) -> None:
+    def _send_to(self, target: str, frame: bytes, mid: str | None) -> SharedSocket | None:
         """Send a request or cast on the calling thread: to a peer by its routing id on our ROUTER, else on
-        our DEALER to ``target`` (created once, on the bus thread). A refusal fails the pending request."""
+        our DEALER to ``target`` (created once, on the bus thread). A refusal fails the pending request.
+        Returns the socket it went out on (its reply comes back on it), None when it was refused."""
         route = None
         try:
             route = self._peer_route(target)
@@ -294,6 +304,7 @@ class PollLoop:
                 wire, frames = client.wire, [frame]
             if wire.send(frames):
                 self._readable(wire)
+            return wire
         except zmq.Again:
             self._fail(mid, Overloaded(f"send queue to {target!r} is full"))
         except zmq.ZMQError as exc:
@@ -302,6 +313,7 @@ class PollLoop:
             self._fail(mid, Unavailable(f"cannot reach {target!r}: {exc}"))
         except GeodeError as exc:
             self._fail(mid, exc)
+        return None
 
     def _fail(self, mid: str | None, err: GeodeError) -> None:
         p = self._pending.pop(mid, None) if mid else None
@@ -310,6 +322,8 @@ class PollLoop:
             return
         p.error = err
         p.set()
+        if p.reader is not None:  # a waiter reading the socket itself polls it, not the request's lock
+            p.reader.kick()
 
     def _resolve(self, env: Envelope) -> None:
         p = self._pending.pop(env.corr, None) if env.corr else None

@@ -126,6 +126,9 @@ class Bus(Inbound):
             with self._wake_lock:
                 os.close(self._wake_fd)
                 self._wake_fd = -1
+            for client in self._clients.values():
+                if client.reader is not None:
+                    client.reader.close()
 
     close = stop
 
@@ -189,6 +192,10 @@ class Bus(Inbound):
             client = self._client(endpoint)
             if client.service is None:
                 self._peer_clients += 1
+            if client.reader is not None and client.reader.active:  # pushes come: the bus thread reads it
+                client.reader.active = False
+                self._register(client.wire.fd, partial(self._on_dealer, client))
+                self._hot.add(client.wire.fd)  # a send may have consumed the edge of what waits
             client.service = service
             client.pool = HandlerPool(concurrency, f"{endpoint}-peer")
             client.next_hello = 0.0
@@ -276,7 +283,9 @@ class Bus(Inbound):
         frame = codec.encode(env)
         p = PendingReply(target, env.type, _forget=partial(self._pending.pop, env.id, None))
         self._pending[env.id] = p
-        self._send_to(target, frame, env.id)  # on this thread: no hand-off to the bus thread
+        wire = self._send_to(target, frame, env.id)  # on this thread: no hand-off to the bus thread
+        if wire is not None and wire.reader is not None and wire.reader.active:
+            p.reader = wire.reader  # its reply is read by whoever waits (result()), not the bus thread
         return p
 
     def trace_for(self, target: str) -> str | None:

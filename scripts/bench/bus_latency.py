@@ -246,9 +246,10 @@ def main() -> None:
         print(f"  {mode:<7} client {c:6.1f} us   server {sv:6.1f} us   both {c + sv:6.1f} us")
     hop = pct(thread_pingpong(), 0.5)
     print(
-        f"thread ping-pong (2 hand-offs) p50 {hop * 1e6:.0f} us; the bus adds 2 hand-offs per round trip "
-        f"(server bus thread→handler, client bus thread→caller; inline: 1) ≈ {hop * 1e6:.0f} us "
-        "(before issue 34's session 3: 4, the caller→bus thread and handler→bus thread posts too)"
+        f"thread ping-pong (2 hand-offs) p50 {hop * 1e6:.0f} us; the bus adds 1 hand-off per round trip "
+        f"(server bus thread→handler; inline: none) ≈ {hop * 1e6 / 2:.0f} us (before issue 34's session 4: "
+        "2, the client's bus thread→caller too; before session 3: 4, the caller→bus thread and handler→bus "
+        "thread posts too)"
     )
     raw = results["raw"]
     for mode in ("bus", "inline"):
