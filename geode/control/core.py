@@ -44,6 +44,7 @@ from geode.protocol.errors import (
     Overloaded,
 )
 from geode.protocol.transport import Request, Transport
+from geode.protocol.typed_frames import Received, decode_request
 from geode.redaction import redact_text
 from geode.sessions.factory import SessionSpec, create_session
 from geode.tools.catalogue_plans import CataloguePlans
@@ -127,17 +128,19 @@ class ControlCore(SessionRequests, ChatRequests):
 
     # --- frames in ---------------------------------------------------------------------------------------
     def on_frame(self, conn_id: str, frame: bytes) -> None:
-        """One raw frame from a client. Never raises: every failure is a typed error reply or a drop."""
+        """One raw frame from a client. Never raises: every failure is a typed error reply or a drop. A
+        request's envelope and body are validated in one pass (``decode_request``); a refused body is
+        answered where ``on_envelope`` takes the body, after the connection's own checks, as before."""
         try:
-            env = codec.decode(frame)
+            env, received = decode_request(frame)
         except BadRequest as exc:
             self.bad_frames += 1
             mid, _ = codec.peek_reply_address(frame)
             self._error_raw(conn_id, mid, exc)
             return
-        self.on_envelope(conn_id, env)
+        self.on_envelope(conn_id, env, received)
 
-    def on_envelope(self, conn_id: str, env: Envelope) -> None:
+    def on_envelope(self, conn_id: str, env: Envelope, received: Received = None) -> None:
         try:
             if self.slots.is_expired(conn_id, readmit=env.kind == "request" and env.type == c.HANDSHAKE):
                 raise NotReady("no handshake in time: this connection was dropped; handshake or reconnect")
@@ -150,7 +153,9 @@ class ControlCore(SessionRequests, ChatRequests):
                 raise BadRequest(f"{env.kind} {env.type!r} is not a control request")
             if conn.state is ConnState.NEW and env.type not in BEFORE_HANDSHAKE:
                 raise NotReady("send cli.handshake first")
-            body = catalog.parse_body(env.type, env.body)
+            if isinstance(received, BadRequest):
+                raise received
+            body = received if received is not None else catalog.parse_body(env.type, env.body)
             if env.type == c.HANDSHAKE:
                 conn.handshake_sent = True
         except GeodeError as exc:

@@ -30,6 +30,7 @@ from geode.lanes import tracing
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.state import Asked, Fresh, Reply, copy_record, requeues_of
+from geode.lanes.stream_relay import send_stale_holds
 from geode.lanes.worker_requests import WorkerRequests
 from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
@@ -292,6 +293,7 @@ class LanesService(WorkerRequests):
         with self.stream_lock:
             for ev in self.reorder.flush():
                 self._relay(ev)
+            send_stale_holds(self, self._clock())
         self.schedule()
 
     # --- streams ----------------------------------------------------------------------------------------

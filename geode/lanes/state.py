@@ -26,10 +26,10 @@ from geode.lanes.queue import LaneQueue
 from geode.lanes.records import Outcome, StoreRunner, TurnStore, inline_runner
 from geode.lanes.settings import MAX_REQUEUES
 from geode.lanes.stream import Reorder, StreamBuffer
+from geode.lanes.stream_relay import Held, relay_events, send_events
 from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
-from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
 from geode.records.models import TurnRecord, TurnState
 from geode.telemetry import spans
@@ -108,6 +108,8 @@ class LanesState:
         self.stream = stream or StreamBuffer()
         self.desk = ApprovalDesk(max_pending_approvals)  # each pending approval holds one bus handler thread
         self.reorder = Reorder()
+        # session → (origin, events, since): its turn's last batch, sent with the done (stream_relay)
+        self.held_ends: dict[str, Held] = {}
         # the stream (seq, buffer, reorder) and the casts to origins: the actor and the bus thread's relay
         # take it in turn, so seq order is send order (reentrant: a relay under it emits under it)
         self.stream_lock = threading.RLock()
@@ -170,12 +172,7 @@ class LanesState:
     def relay_event(self, ev: turns.TurnEvent, sender: str) -> None:
         """A worker's ``turn.event``: into the session's stream and on to the turn's origin. Thread-safe: the
         bus thread calls it as the frame arrives (no hand-off), the actor when a test drives it."""
-        owner = self.pool.owner_key(ev.turn_id)
-        if owner is not None and sender and sender != owner and "#" in sender:
-            return  # an older incarnation of a worker that no longer owns this turn
-        with self.stream_lock:
-            for item in self.reorder.push(ev.turn_id, ev.seq, ev):
-                self._relay(item)
+        relay_events(self, [ev], sender)  # fenced, reordered and sent (or held) as one of a batch
 
     def _relay(self, ev: turns.TurnEvent) -> None:
         self._emit(ev.session_id, ev.turn_id, ev.kind.value, ev.data)
@@ -185,12 +182,9 @@ class LanesState:
         origin = rec.origin if rec is not None else ""
         with self.stream_lock:  # seq assigned and cast queued in one step: the origin gets them in seq order
             out = self.stream.append(session_id, turn_id, kind, data)
-            if origin:
-                try:
-                    with spans.use(rec.trace if rec is not None and kind == lanes_msg.TURN_DONE else None):
-                        self.transport.cast(origin, lanes_msg.ORIGIN_EVENT, out, session=session_id)
-                except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
-                    log.debug("origin %s unreachable: %s", origin, exc)
+            if origin:  # after the session's held end, if any (a done: in one frame with it)
+                with spans.use(rec.trace if rec is not None and kind == lanes_msg.TURN_DONE else None):
+                    send_events(self, origin, session_id, [out])
         return out
 
     def _emit_all(self, session_id: str, turn_id: str, items: list[tuple[str, dict[str, Any]]]) -> None:
@@ -203,11 +197,7 @@ class LanesState:
             return
         with self.stream_lock:  # seq assigned and cast queued in one step, as in _emit
             outs = [self.stream.append(session_id, turn_id, kind, data) for kind, data in items]
-            try:
-                body = lanes_msg.StreamEvents(events=outs)
-                self.transport.cast(rec.origin, lanes_msg.ORIGIN_EVENTS, body, session=session_id)
-            except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
-                log.debug("origin %s unreachable: %s", rec.origin, exc)
+            send_events(self, rec.origin, session_id, outs)
 
     def _forget_stream(self, turn_id: str) -> None:
         """A turn ended or went back to the queue: release its held-back events now, then forget them."""
