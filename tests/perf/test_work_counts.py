@@ -32,21 +32,23 @@ def _row(*most: float) -> dict[str, float]:
 # a zero per turn stays zero. LMDB write txns get the ops' ceiling: group commit may batch fewer, never more.
 # BUS (08:46 UTC): hand-offs per round 19 -> 5, per turn 69 -> 21 (requests and replies are sent by the
 # threads that made them, not posted to the bus thread; left: a pool job per served request, a reply freed).
+# BUS s4 (11:40 UTC): a caller reads its own reply (actors/bus/reply_reader.py): hand-offs per round 4.2 -> 1
+# (loop 2 -> 0, executor 2.2 -> 1), per turn 14 -> 6 (loop 8 -> 2, lanes 2 -> 0).
 PER_TOOL_ROUND: Ceilings = {
     "control": _row(2.5, 2.5, 2.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS: 2 frames in, 2 out (was 6)
     "lanes": _row(2.5, 2.5, 2.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS: 2 turn.events in, 2 out (was 6)
-    "loop": _row(2.5, 5.5, 2.5, 3.5, 1.5, 0.5, 0.5, 0.5, 0.5),  # CHECKPOINT: 1 save a round; EVENTS: 2 sent
-    "executor": _row(2.5, 2.5, 2.5, 2.5, 1.5, 0.5, 0.5, 0.5, 0.5),
-    "store": _row(2.5, 2.5, 2.5, 0.5, 0.5, 3.5, 3.5, 1.5, 2.5),
-    "tree": _row(13.2, 15.4, 13.2, 5.5, 2.5, 3.5, 3.5, 1.5, 2.5),
+    "loop": _row(2.5, 5.5, 2.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5),  # CHECKPOINT: 1 save a round; EVENTS: 2 sent
+    "executor": _row(2.5, 2.5, 2.5, 1.5, 1.5, 0.5, 0.5, 0.5, 0.5),
+    "store": _row(2.5, 2.5, 2.5, 0.5, 0.5, 2.5, 2.5, 1.5, 2.5),  # STORE s4: a call's rows 1 write op (was 2)
+    "tree": _row(13.2, 15.4, 13.2, 1.5, 2.5, 2.5, 2.5, 1.5, 2.5),
 }
 PER_TURN: Ceilings = {
-    "control": _row(11, 11, 12, 2, 0, 0, 0, 0, 0),  # EVENTS: 10 frames in, 10 out (was 17)
-    "lanes": _row(12, 16, 12, 3, 3, 0, 0, 0, 0),  # LANESTURN: 2 store round trips (was 4); BUS: 2 hand-offs
-    "loop": _row(8.5, 13.4, 8.5, 12, 6, 0, 0, 0, 0),  # LOOPTURN s4: 5 round trips (was 7: rows ride saves)
-    "executor": _row(2.5, 2.5, 2.5, 3, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
-    "store": _row(12, 12, 12, 3, 0, 9, 9, 4, 6),  # LOOPTURN s4: 8 frames (was 10), 7 write ops (was 10)
-    "tree": _row(50, 59, 51, 23.1, 10, 9, 9, 4, 6),  # LOOPTURN: -2 frames (plan bind), s4: -4 (rows)
+    "control": _row(9, 9, 9, 2, 0, 0, 0, 0, 0),  # RELAY s4: 8 in, 8 out (the end with its done), 8 checks
+    "lanes": _row(12, 12, 12, 1, 3, 0, 0, 0, 0),  # LANESTURN: 2 store trips (was 4); BUS s4: 0 hand-offs
+    "loop": _row(8.5, 13.4, 8.5, 3, 6, 0, 0, 0, 0),  # LOOPTURN s4: 5 round trips (was 7: rows ride saves)
+    "executor": _row(2.5, 2.5, 2.5, 2, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
+    "store": _row(12, 12, 12, 3, 0, 7, 7, 4, 6),  # LOOPTURN s4: 8 frames (was 10); STORE s4: 6 ops (was 7)
+    "tree": _row(49, 57, 49, 7, 10, 7, 7, 4, 6),  # LOOPTURN: -2 frames (plan bind), s4: -4 (rows); RELAY s4
 }
 
 
