@@ -39,6 +39,7 @@ class DirectPost:
         self.url = template.url
         self.headers = template.headers.copy()
         self.headers.pop("content-length", None)  # the body's own, set per request
+        self.headers.pop("cookie", None)  # the client's cookie jar as it is then: merged per request below
         self.extensions = dict(template.extensions)
         auth = client.custom_auth
         self._send_kw: dict[str, Any] = {} if auth is None else {"auth": auth}

@@ -49,9 +49,11 @@ def test_the_sdk_request_is_built_once_per_client_and_sends_what_post_sends(serv
     assert {k: v for k, v in sent.items() if k != "content-length"} == {
         k: v for k, v in by_post.items() if k != "content-length"
     }
-    assert sent["x-team"] == "blue" and sent["anthropic-version"] and sent["content-type"] == JSON_HEADERS[
-        "Content-Type"
-    ]
+    assert (
+        sent["x-team"] == "blue"
+        and sent["anthropic-version"]
+        and sent["content-type"] == JSON_HEADERS["Content-Type"]
+    )
     old_key = sent["authorization"]
     adapter.set_api_key("sk-rotated-secret")
     adapter.complete(ModelRequest(model=MODEL, messages=history))
@@ -75,3 +77,17 @@ def test_a_client_with_middleware_keeps_the_sdk_request_path(server, fake_time, 
     assert adapter.complete(req).text == "one"
     assert adapter.complete(req.model_copy(update={"stream": False})).text == "two"
     assert seen == ["/v1/messages", "/v1/messages"]
+
+
+def test_the_client_cookie_jar_is_sent_as_it_is_at_each_request(server, fake_time):
+    """A cookie the API set (a load balancer's) goes out as the SDK's client holds it now, not as it was
+    when the request was first built."""
+    server.set_scenario(Scenario.of("one", "two"))
+    adapter = build(WIRE, server, fake_time)
+    req = ModelRequest(model=MODEL, messages=(Message.user_text("hi"),))
+    adapter.client._client.cookies.set("lb", "first")
+    adapter.complete(req)
+    first = server.requests[-1].headers["cookie"]
+    adapter.client._client.cookies.set("lb", "second")
+    adapter.complete(req)
+    assert server.requests[-1].headers["cookie"] != first
