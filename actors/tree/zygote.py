@@ -209,8 +209,10 @@ class Server:
     def run(self) -> int:
         from actors.tree.httpx_no_cli import import_httpx_without_cli
 
+        had = len(sys.modules)  # forked from the daemon: it imported CORE (zygote_fork.import_core)
         import_httpx_without_cli()  # before CORE imports it (the executor's web tools): ~4.5 MiB less
         self._import_all(CORE)
+        print(f"zygote: {len(sys.modules) - had} modules imported for CORE", flush=True)
         _send(self.sock, {"op": "core", "pid": os.getpid()})
         while True:
             if os.getppid() != self.parent:

@@ -3,10 +3,11 @@
 The supervisor imports ~420 modules (pydantic, zmq, the bus, the config schema, the tree: ~22 MiB of heap)
 and the zygote imports nearly all of them again for the children: exec'd, each holds its own copy. Forked
 from ``actors.tree.daemon_main`` once the tree's modules are imported (and frozen out of the collector, so
-neither side's GC writes to their pages), the zygote starts with them and imports only the rest of ``CORE``;
-the pages stay shared by the supervisor, the zygote and every child. Only while the daemon has one thread
-(a fork after threads start is unsafe): otherwise, and for every later zygote (a restart, from a supervisor
-whose threads run), :class:`actors.tree.zygote_client.Zygote` execs ``python -m actors.tree.zygote``.
+neither side's GC writes to their pages), the zygote starts with them and with ``CORE``, which the daemon
+imports just before (:func:`import_core`); the pages stay shared by the supervisor, the zygote and every
+child. Only while the daemon has one thread (a fork after threads start is unsafe): otherwise, and for every
+later zygote (a restart, from a supervisor whose threads run), :class:`actors.tree.zygote_client.Zygote`
+execs ``python -m actors.tree.zygote``.
 """
 
 from __future__ import annotations
@@ -77,11 +78,31 @@ def _unbuffered() -> None:
     os.environ["PYTHONUNBUFFERED"] = "1"
 
 
+def import_core() -> None:
+    """The zygote's ``CORE`` (every child's code), imported here before the fork: the zygote then has nothing
+    left to import. Imported by the zygote after the fork instead, its imports wrote into ~11 MiB of the
+    pages it shared with this process (new objects in their free slots, reference counts), a private copy in
+    each (``GEODE_ZYGOTE_PREIMPORT=0``: that way, to compare). The zygote reports a module that fails."""
+    import importlib
+
+    from actors.tree.httpx_no_cli import import_httpx_without_cli
+    from actors.tree.zygote import CORE
+
+    import_httpx_without_cli()
+    for name in CORE:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
 def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> ForkedProc | None:
     """Fork the zygote with ``sock`` (its end of the socket pair) and ``env`` added to the environment; its
     output goes to ``log_path``. None when this process has threads (the caller execs it instead)."""
     if not single_threaded():
         return None
+    if os.environ.get("GEODE_ZYGOTE_PREIMPORT", "1") != "0":
+        import_core()
+        if not single_threaded():  # an import started a thread: no fork
+            return None
     from actors.tree.child_guard import SUPERVISOR_PID_ENV
     from actors.tree.zygote import ENV_FD
 
