@@ -155,8 +155,9 @@ class ToolExecutor:
                 self.send_rule = send_rule
 
     def _is_cancelled(self, ctx: ToolContext) -> bool:
-        with self._mu:
-            return (ctx.session_id, ctx.turn_id) in self._cancelled
+        # no lock: one membership test is atomic under the GIL (``cancel`` inserts under ``_mu``, as before
+        # a check either sees the turn cancelled or runs before the cancel, which then finds the call)
+        return (ctx.session_id, ctx.turn_id) in self._cancelled
 
     def shutdown(self) -> None:
         """Deny pending approval prompts, flush the timeline; running handlers finish on their own threads."""

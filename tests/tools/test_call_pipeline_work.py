@@ -66,6 +66,34 @@ def test_a_read_only_call_does_each_piece_of_its_own_work_once(
     assert rows[0].payload["arguments"] == rows[1].payload["arguments"] == {"pattern": "*.txt", "path": "sub"}
 
 
+class _CountedLock:
+    """A lock that counts how often it is taken (``with``)."""
+
+    def __init__(self, real: Any, seen: Counter[str], name: str) -> None:
+        self.real, self.seen, self.name = real, seen, name
+
+    def __enter__(self) -> None:
+        self.seen[self.name] += 1
+        self.real.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.release()
+
+
+def test_a_call_checks_its_turn_was_not_cancelled_without_the_executors_lock(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig()
+    seen: Counter[str] = Counter()
+    rig.executor._mu = _CountedLock(rig.executor._mu, seen, "lock")  # type: ignore[assignment]
+    out = rig.call("glob_files", {"pattern": "*"})
+    assert not out.is_error, out.content
+    assert seen["lock"] == 2  # the call noted in flight and dropped again; was 6 (4 cancel checks)
+    assert rig.executor.cancel("s1", "t-cancelled") == 0
+    out = rig.call("glob_files", {"pattern": "*"}, turn_id="t-cancelled")
+    assert out.is_error and out.error_type == "tool_cancelled"  # a cancelled turn's call still refused
+
+
 def test_a_call_with_no_hook_configured_matches_none(
     make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,17 +125,7 @@ def test_a_sessions_plan_is_looked_up_without_the_lock() -> None:
     for plan in (a, b):
         plans.bind(plan)
     taken: Counter[str] = Counter()
-    real = plans._lock
-
-    class Counted:
-        def __enter__(self) -> None:
-            taken["lock"] += 1
-            real.acquire()
-
-        def __exit__(self, *exc: object) -> None:
-            real.release()
-
-    plans._lock = Counted()  # type: ignore[assignment]
+    plans._lock = _CountedLock(plans._lock, taken, "lock")  # type: ignore[assignment]
     for _ in range(5):
         assert plans.get(b.content_hash, b.generation) is b
     assert taken["lock"] == 0  # was 5: the lock for every call's lookup
