@@ -1,8 +1,9 @@
 """What every wire adapter shares: the endpoint settings, a lazily built SDK client, and the retried call.
 
 Adapters build the wire body themselves and send it through the SDK's low-level ``client.post`` (SDK auth,
-headers and error classes kept; the typed request transform skipped). SDK retries are off (``max_retries=0``):
-:class:`~geode.providers.retry.Retrier` is the only retry policy.
+headers and error classes kept; the typed request transform skipped), or, for the Anthropic adapter, through
+the SDK's request built once per client (:mod:`geode.providers.sdk_send`). SDK retries are off
+(``max_retries=0``): :class:`~geode.providers.retry.Retrier` is the only retry policy.
 """
 
 from __future__ import annotations
