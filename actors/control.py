@@ -38,8 +38,9 @@ from geode.control.settings import ControlSection
 from geode.home import GeodeHome
 from geode.protocol import codec, lifecycle
 from geode.protocol import lanes as lanes_msg
+from geode.protocol.control import CLI_EVENT, CLI_EVENTS
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.envelope import Envelope
+from geode.protocol.envelope import Envelope, new_id
 from geode.protocol.errors import GeodeError
 from geode.protocol.transport import Request
 from geode.sessions.factory import SessionSpec, create_session
@@ -154,6 +155,10 @@ class ControlSocket:
         try:
             frame = codec.encode(env)
         except GeodeError as exc:
+            if env.type == CLI_EVENTS and len(env.body.get("events", ())) > 1:  # together over the cap
+                for ev in env.body["events"]:  # (a done with a long answer): one ``cli.event`` each
+                    self.send(conn_id, env.model_copy(update={"id": new_id(), "type": CLI_EVENT, "body": ev}))
+                return
             frame = codec.encode(
                 Envelope(
                     kind="error",

@@ -25,7 +25,7 @@ from geode.lanes.pool import WorkerPool
 from geode.lanes.stream import Reorder, StreamBuffer
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
-from geode.protocol.errors import GeodeError
+from geode.protocol.errors import BadRequest, GeodeError
 
 log = logging.getLogger(__name__)
 Held = tuple[str, list[lanes_msg.StreamEvent], float]  # origin, its events, since (the state's clock)
@@ -110,5 +110,11 @@ def _send(state: LanesState, origin: str, session_id: str, outs: list[lanes_msg.
             else:
                 body = lanes_msg.StreamEvents(events=chunk)
                 state.transport.cast(origin, lanes_msg.ORIGIN_EVENTS, body, session=session_id)
+        except BadRequest as exc:  # together over the frame cap (a done with a long answer): one to a frame
+            if len(chunk) == 1:
+                log.warning("stream event for %s not sent: %s", origin, exc)
+                continue
+            for ev in chunk:
+                _send(state, origin, session_id, [ev])
         except GeodeError as exc:  # the origin may be restarting; it re-attaches from the buffer
             log.debug("origin %s unreachable: %s", origin, exc)

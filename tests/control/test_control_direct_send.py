@@ -108,3 +108,21 @@ def test_client_frames_arriving_while_other_threads_send_are_all_read(
         assert [x for x in got if n * 1000 <= x < n * 1000 + 300] == list(range(n * 1000, n * 1000 + 300))
     poll_for(lambda: core.frames == 201, 10.0, what="every client frame read")
     assert core.disconnected == []
+
+
+def test_events_over_the_frame_cap_together_go_one_to_a_frame(
+    wired: tuple[ControlSocket, CountingCore, list[int], zmq.Socket],  # type: ignore[type-arg]
+) -> None:
+    """A turn's end and its done in one ``cli.events`` (a long answer): over the 1 MiB cap together, each one
+    alone as a ``cli.event`` (the old code sent an ``internal`` error frame in their place)."""
+    s, core, _writes, d = wired
+    d.send(codec.encode(Envelope(type="cli.ping", body={})))
+    poll_for(lambda: core.conn, 10.0, what="the client's first frame")
+    big = "x" * (codec.MAX_FRAME_BYTES * 6 // 10)
+    events = [
+        {"session_id": "s", "turn_id": "t", "seq": 1, "kind": "termination", "data": {"note": big}},
+        {"session_id": "s", "turn_id": "t", "seq": 2, "kind": "turn_done", "data": {"text": big}},
+    ]
+    s.send(core.conn[0], Envelope(kind="cast", type="cli.events", body={"events": events}))
+    got = [_recv(d), _recv(d)]
+    assert [(f.type, f.body["seq"]) for f in got] == [("cli.event", 1), ("cli.event", 2)]

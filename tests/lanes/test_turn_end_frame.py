@@ -4,8 +4,12 @@ and held events go out before any later event of their session."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from geode.lanes.stream_relay import send_events
 from geode.protocol import lanes as lanes_msg
 from geode.protocol import turns
+from geode.protocol.errors import BadRequest
 from tests.lanes.test_event_batches import K, Rig, _batch, _sync, rig
 from tests.waiting import poll_for
 
@@ -61,3 +65,29 @@ def test_a_later_event_of_the_session_goes_after_the_held_end(rig: Rig) -> None:
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # the origin would drop a lower seq as seen
     kinds = [e["kind"] for e in evs if e["turn_id"] == "t-2" or "n" in e["data"]]
     assert kinds == ["tokens", "termination", lanes_msg.TURN_QUEUED]
+
+
+class _CapTransport:
+    """Refuses a multi-event frame as over the cap (as codec.encode does for a long answer's done)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int]] = []
+
+    def cast(self, target: str, type_: str, body: object, *, session: str | None = None) -> None:
+        if type_ == lanes_msg.ORIGIN_EVENTS:
+            raise BadRequest("frame of 1100000 bytes exceeds the 1048576-byte cap")
+        assert isinstance(body, lanes_msg.StreamEvent)
+        self.sent.append((type_, body.seq))
+
+
+def test_an_end_and_done_over_the_cap_together_go_one_to_a_frame() -> None:
+    state = SimpleNamespace(held_ends={}, transport=_CapTransport())
+    evs = [lanes_msg.StreamEvent(session_id="s", turn_id="t", seq=n, kind="tokens") for n in (1, 2, 3)]
+    state.held_ends["s"] = ("origin", evs[:2], 0.0)
+    send_events(state, "origin", "s", evs[2:])  # type: ignore[arg-type]
+    assert state.transport.sent == [
+        (lanes_msg.ORIGIN_EVENT, 1),
+        (lanes_msg.ORIGIN_EVENT, 2),
+        (lanes_msg.ORIGIN_EVENT, 3),
+    ]
+    assert state.held_ends == {}
