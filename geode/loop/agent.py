@@ -96,7 +96,9 @@ class AgenticLoop:
             cancel=cancel or threading.Event(),
         )
         events = EventStream(self.sink, session_id, turn_id)
-        ckpt = Checkpointer(self.records, session_id, meta_hook=lambda: {"event_seq": events.seq})
+        ckpt = Checkpointer(  # a new turn may open from this process's copy of its last save (fenced)
+            self.records, session_id, meta_hook=lambda: {"event_seq": events.seq}, trust_kept=not resume
+        )
         model = s.model or getattr(self.provider, "model", "") or "default"
         token = bind_current(events, state.cancel)
         try:

@@ -7,20 +7,36 @@ messages this process kept from its last save are the session's history, and onl
 messages are the same objects as the last turn's (their sizes and wire JSON already computed, see
 :mod:`geode.providers.identity_memo`). Any other writer in between (the other worker, the operator)
 bumps the seq: the whole history is read.
+
+A new turn (not a resume) of a session this process saved last, without a pending batch, is opened from
+this process's copy of the state record with no store read at all (:meth:`Checkpointer.restore_kept`): the
+turn's open save is then the fence. The store refuses it if anyone saved the session since (its seq is not
+above the stored one) or the session was recreated (``session_created_at``), and the turn opens again from a
+store read (:class:`StaleKept`, geode/loop/opening.py), its hooks not run twice.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from geode.conversation import Message
 from geode.loop.state import CognitiveState, GuardCounters, TurnState
+from geode.protocol.errors import ErrorCode
 from geode.records.client import RecordClient
-from geode.records.models import CheckpointSave, PendingBatch, Restored, SessionStatus, TimelineEvent
+from geode.records.models import (
+    CheckpointSave,
+    CheckpointState,
+    PendingBatch,
+    Restored,
+    SessionStatus,
+    TimelineEvent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,65 +45,113 @@ class CheckpointUnavailable(Exception):
     """A strict save failed; nothing that depends on it may run."""
 
 
+class StaleKept(Exception):
+    """The first save after a restore from this process's own copy was refused: the store moved on since
+    (another writer, or the session was recreated). The turn opens again from a store read."""
+
+
+TURN_KEYS = ("turn_id", "done_turn")  # the meta naming the last turn opened and finished
 KEPT_SESSIONS = 8  # sessions whose last saved history a process keeps (least recently saved dropped first)
-_kept: OrderedDict[str, tuple[float, int, tuple[Message, ...]]] = OrderedDict()  # (created_at, seq, messages)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the store holds of a session after this process's last save of it: its messages, and when that
+    save had no pending batch the whole state record as the store wrote it (``record``)."""
+
+    created_at: float
+    seq: int
+    messages: tuple[Message, ...]
+    record: CheckpointState | None = None
+
+
+_kept: OrderedDict[str, Kept] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
-def _keep(session_id: str, created_at: float, seq: int, messages: tuple[Message, ...]) -> None:
+def _keep(session_id: str, kept: Kept | None) -> None:
     with _kept_lock:
         _kept.pop(session_id, None)
-        _kept[session_id] = (created_at, seq, messages)
+        if kept is not None:
+            _kept[session_id] = kept
         while len(_kept) > KEPT_SESSIONS:
             _kept.popitem(last=False)
 
 
-def _kept_history(session_id: str) -> tuple[float, int, tuple[Message, ...]] | None:
+def _kept_history(session_id: str) -> Kept | None:
     with _kept_lock:
         return _kept.get(session_id)
 
 
 class Checkpointer:
-    """Knows how many messages the store holds and the last seq, so every save sends only what is new."""
+    """Knows how many messages the store holds and the last seq, so every save sends only what is new.
+
+    ``trust_kept`` (a new turn, not a resume): :meth:`restore_kept` may open the turn from this process's
+    copy of its own last save without a store read; the next save is the fence (its seq is refused if
+    anyone saved since, its ``session_created_at`` if the session was recreated) and raises
+    :class:`StaleKept` then."""
 
     def __init__(
-        self, records: RecordClient, session_id: str, *, meta_hook: Callable[[], dict[str, Any]] | None = None
+        self,
+        records: RecordClient,
+        session_id: str,
+        *,
+        meta_hook: Callable[[], dict[str, Any]] | None = None,
+        trust_kept: bool = False,
     ) -> None:
         self.records = records
         self.meta_hook = meta_hook
         self.session_id = session_id
+        self.trust_kept = trust_kept
         self.seq = 0
         self.stored_count = 0
         self.status = SessionStatus.ACTIVE
         self.created_at: float | None = None  # the session's, once restored (None: a new session)
         self._prefix: tuple[Message, ...] = ()  # the kept messages the last restore did not read
+        self._meta: dict[str, Any] | None = None  # the stored meta (the store merges each save's into it)
+        self._unfenced = False  # restored from the kept copy: the next save is the fence
+
+    def restore_kept(self, turn_id: str) -> Restored | None:
+        """The session as this process last saved it, without a store read, when that is allowed and known
+        (its last save here had no pending batch, and was not of ``turn_id``: a turn pushed again is
+        answered from the store); None otherwise (then :meth:`restore`)."""
+        kept = _kept_history(self.session_id) if self.trust_kept else None
+        if kept is None or kept.record is None or turn_id in (kept.record.meta.get(k) for k in TURN_KEYS):
+            return None
+        self._restored(kept.record, kept.messages)
+        self._unfenced = True
+        return Restored.model_construct(state=kept.record, messages=[])
 
     def restore(self) -> Restored | None:
         """Load the session's checkpoint and remember where the store stands; :meth:`history` gives its
         messages. Reads only the state record when the store holds the checkpoint this process last saved."""
-        self._prefix = ()
+        self._prefix, self._unfenced, self._meta = (), False, None
+        self.seq, self.stored_count, self.status, self.created_at = 0, 0, SessionStatus.ACTIVE, None
         restored = None
         kept = _kept_history(self.session_id)
         if kept is not None:
-            created_at, seq, messages = kept
-            restored = self.records.load_checkpoint(self.session_id, from_index=len(messages))
-            same = (created_at, seq, len(messages))
-            if restored is not None and same == (
+            restored = self.records.load_checkpoint(self.session_id, from_index=len(kept.messages))
+            if restored is not None and (kept.created_at, kept.seq, len(kept.messages)) == (
                 restored.state.created_at,
                 restored.state.seq,
                 restored.state.message_count,
             ):
-                self._prefix = messages  # the store holds the checkpoint this process saved last
+                self._prefix = kept.messages  # the store holds the checkpoint this process saved last
             else:
                 restored = None
         if not self._prefix:
             restored = self.records.load_checkpoint(self.session_id)
         if restored is not None:
-            self.seq = restored.state.seq
-            self.stored_count = restored.state.message_count
-            self.status = restored.state.status
-            self.created_at = restored.state.created_at
+            self._restored(restored.state, self._prefix)
         return restored
+
+    def _restored(self, record: CheckpointState, prefix: tuple[Message, ...]) -> None:
+        self._prefix = prefix
+        self.seq = record.seq
+        self.stored_count = record.message_count
+        self.status = record.status
+        self.created_at = record.created_at
+        self._meta = dict(record.meta)
 
     def history(self, restored: Restored) -> list[Message]:
         """The restored session's messages, in order (the kept ones are the same objects as last time)."""
@@ -117,11 +181,17 @@ class Checkpointer:
             guard_counters={**state.guards.model_dump(mode="json"), "elapsed_s": state.elapsed()},
             pending_batch=pending,
             meta={**state.meta, **(meta or {}), **(self.meta_hook() if self.meta_hook else {})},
+            session_created_at=self.created_at,
             timeline=list(rows),
         )
+        unfenced, self._unfenced = self._unfenced, False
         try:
-            self.records.save_checkpoint(save)
+            done = self.records.save_checkpoint(save)
         except Exception as exc:
+            _keep(self.session_id, None)  # what the store holds is not known: the next turn reads it
+            if unfenced and getattr(exc, "code", None) == ErrorCode.CONFLICT:
+                log.info("session %s changed since this process saved it: read again", self.session_id)
+                raise StaleKept(str(exc)) from exc
             log.warning("checkpoint save seq=%s for %s failed: %s", save.seq, self.session_id, exc)
             if strict:
                 raise CheckpointUnavailable(str(exc)) from exc
@@ -130,8 +200,33 @@ class Checkpointer:
         self.stored_count += len(new)
         self.status = status
         if self.created_at is not None:  # what the store now holds, for this session's next restore
-            _keep(self.session_id, self.created_at, self.seq, tuple(state.history[: self.stored_count]))
+            self._kept_after(save, tuple(state.history[: self.stored_count]), getattr(done, "noop", False))
         return self.seq
+
+    def _kept_after(self, save: CheckpointSave, messages: tuple[Message, ...], noop: bool) -> None:
+        """Remember the store's copy after ``save``: the messages, and the state record as the store built it
+        (its meta merged into the stored one) when the save had no pending batch and was not a repeat."""
+        assert self.created_at is not None
+        record = None
+        if self._meta is not None and not noop:
+            self._meta = {**self._meta, **save.meta}
+            if save.pending_batch is None:
+                record = CheckpointState.model_construct(
+                    session_id=self.session_id,
+                    seq=save.seq,
+                    message_count=self.stored_count,
+                    status=save.status,
+                    cognitive_state=save.cognitive_state,
+                    guard_counters=save.guard_counters,
+                    pending_batch=None,
+                    model_settings=save.model_settings,
+                    meta=self._meta,
+                    created_at=self.created_at,
+                    updated_at=time.time(),
+                )
+        else:
+            self._meta = None  # a repeat: the stored meta is not known exactly
+        _keep(self.session_id, Kept(self.created_at, self.seq, messages, record))
 
 
 def messages_of(restored: Restored) -> list[Message]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from geode.conversation import Message, TextBlock
-from geode.loop.checkpoint import Checkpointer, cognitive_of, guards_of
+from geode.loop.checkpoint import Checkpointer, StaleKept, cognitive_of, guards_of
 from geode.loop.events import RESUME_SEQ_GAP, EventStream
 from geode.loop.finish import timeline_row
 from geode.loop.ports import LoopHooks, ToolRunner
@@ -11,7 +13,7 @@ from geode.loop.resume import repair
 from geode.loop.session_hooks import CONTEXT_KEY, session_start
 from geode.loop.settings import LoopSettings
 from geode.loop.skills_in_use import skills_in_use
-from geode.loop.state import GuardCounters, Terminal, TurnState
+from geode.loop.state import CognitiveState, GuardCounters, Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind, TurnResult
 from geode.records.client import RecordClient
 
@@ -28,9 +30,59 @@ def open_turn(
     executor: ToolRunner,
     hooks: LoopHooks,
 ) -> TurnResult | None:
-    """Restore, repair, UserPromptSubmit, open the turn. Returns a result when the turn already finished."""
+    """Restore, repair, UserPromptSubmit, open the turn. Returns a result when the turn already finished.
+
+    A new turn of a session this process saved last opens from its own copy (no store read); when the open
+    save finds the session changed since, it opens again from the store, the hooks' first answers reused."""
+    if not ckpt.trust_kept:
+        return _open(state, ckpt, events, s, records=records, executor=executor, hooks=hooks, kept=False)
+    once = cast(LoopHooks, OnceHooks(hooks))
+    text, images = state.user_text, state.user_images
     try:
-        restored = ckpt.restore()
+        return _open(state, ckpt, events, s, records=records, executor=executor, hooks=once, kept=True)
+    except StaleKept:
+        state.user_text, state.user_images, state.meta, state.history = text, images, {}, []
+        state.guards, state.cognitive, state.unresolved = GuardCounters(), CognitiveState(), []
+        events.seq = 0
+        return _open(state, ckpt, events, s, records=records, executor=executor, hooks=once, kept=False)
+
+
+class OnceHooks:
+    """The loop's hooks, SessionStart and UserPromptSubmit answered once per turn (a turn opened again
+    gets their first answer: a hook's command is never run twice for one prompt)."""
+
+    ONCE = ("session_start", "user_prompt_submit")
+
+    def __init__(self, inner: LoopHooks) -> None:
+        self._inner = inner
+        self._answers: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._inner, name)
+        if name not in self.ONCE:
+            return fn
+
+        def once(*args: Any, **kw: Any) -> Any:
+            if name not in self._answers:
+                self._answers[name] = fn(*args, **kw)
+            return self._answers[name]
+
+        return once
+
+
+def _open(
+    state: TurnState,
+    ckpt: Checkpointer,
+    events: EventStream,
+    s: LoopSettings,
+    *,
+    records: RecordClient,
+    executor: ToolRunner,
+    hooks: LoopHooks,
+    kept: bool,
+) -> TurnResult | None:
+    try:
+        restored = (ckpt.restore_kept(state.turn_id) if kept else None) or ckpt.restore()
     except Exception as exc:
         raise Terminal(
             TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"restore failed: {exc}"[:500]

@@ -87,6 +87,9 @@ class CheckpointStore:
         fp = plain_fingerprint(dumped)  # the digest fingerprint() gives it, without its walk
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))
         state = self.memo.state(sid, raw) if raw else None
+        born = save.session_created_at  # the saver's fence: the session it restored, not one made since
+        if born is not None and (state is None or state.created_at != born):
+            raise Conflict(f"checkpoint of {sid}: the session its saver restored is gone (recreated?)")
         if state is not None and save.seq <= state.seq:
             seen = txn.get(key(sid, save.seq), db=self.renv.db("ck_seqfp"))
             if seen is not None and seen.decode() == fp:

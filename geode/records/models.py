@@ -53,6 +53,8 @@ class CheckpointSave(BaseModel):
     pending_batch: PendingBatch | None = None
     model_settings: dict[str, Any] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)  # mode, workspace, origin, title, user_input, turn_id
+    # the session's creation time the saver restored (a fence: a session created at another time refuses it)
+    session_created_at: float | None = None
     # timeline rows written in the save's own write, durable exactly when it is (records/checkpoint_rows.py)
     timeline: list[TimelineEvent] = Field(default_factory=list, max_length=MAX_SAVE_ROWS)
 

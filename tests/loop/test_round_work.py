@@ -101,8 +101,9 @@ def _loads(rig: Rig) -> list[tuple[int, int]]:
 def test_the_next_turn_reads_no_message_of_the_history_this_process_saved(fake_rig: Rig) -> None:
     """Before: every turn read and validated the whole session from the store (O(session) per turn). Now a
     turn after this process's own last save reads only the state record (a new session's second turn still
-    reads it all: its creation time is learnt then), and another writer in between (here: a save of the
-    store's own, as the other worker would) makes it read the whole history again."""
+    reads it all: its creation time is learnt then); since issue 34 session 4 such a turn reads nothing at
+    all (its open save is the fence). Another writer in between (here: a save of the store's own, as the
+    other worker would) makes the open save refused and the turn read the whole history again."""
     loads = _loads(fake_rig)
     replies = [{"tool_calls": [tool("read", "a", key="1")]}, "one", "two", "three", "four"]
     model = fake_rig.script(*replies)
@@ -111,7 +112,7 @@ def test_the_next_turn_reads_no_message_of_the_history_this_process_saved(fake_r
     assert loop.run_turn("s-kept", "turn-2", "second").text == "two"
     assert loads == [(0, 0), (0, 4)]
     assert loop.run_turn("s-kept", "turn-3", "third").text == "three"
-    assert loads[-1] == (6, 0)  # none of the 6 messages read again
+    assert loads == [(0, 0), (0, 4)]  # no store read at all: its last save was this process's
     state = fake_rig.records.load_checkpoint("s-kept").state
     loads.clear()
     other = Message.user_text("written by the other worker").model_dump(mode="json")
@@ -120,7 +121,7 @@ def test_the_next_turn_reads_no_message_of_the_history_this_process_saved(fake_r
     )
     fake_rig.records.save_checkpoint(save)
     assert loop.run_turn("s-kept", "turn-4", "fourth").text == "four"
-    assert loads == [(8, 1), (0, 9)]  # the seq moved: the whole history, the other's message in it
+    assert loads == [(0, 9)]  # the open save refused (the seq moved): the whole history, the other's in it
     history = fake_rig.records.load_checkpoint("s-kept")
     texts = [Message.model_validate(m).text for m in history.messages]
     assert texts[-4:] == ["three", "written by the other worker", "fourth", "four"]

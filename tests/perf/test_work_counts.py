@@ -45,10 +45,10 @@ PER_TOOL_ROUND: Ceilings = {
 PER_TURN: Ceilings = {
     "control": _row(9, 9, 9, 2, 0, 0, 0, 0, 0),  # RELAY s4: 8 in, 8 out (the end with its done), 8 checks
     "lanes": _row(12, 12, 12, 1, 3, 0, 0, 0, 0),  # LANESTURN: 2 store trips (was 4); BUS s4: 0 hand-offs
-    "loop": _row(8.5, 13.4, 8.5, 3, 6, 0, 0, 0, 0),  # LOOPTURN s4: 5 round trips (was 7: rows ride saves)
+    "loop": _row(7.5, 12.4, 7.5, 3, 5, 0, 0, 0, 0),  # LOOPTURN s4: 4 round trips (was 7: rows; no restore)
     "executor": _row(2.5, 2.5, 2.5, 2, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
-    "store": _row(12, 12, 12, 3, 0, 7, 7, 4, 6),  # LOOPTURN s4: 8 frames (was 10); STORE s4: 6 ops (was 7)
-    "tree": _row(49, 57, 49, 7, 10, 7, 7, 4, 6),  # LOOPTURN: -2 frames (plan bind), s4: -4 (rows); RELAY s4
+    "store": _row(11, 11, 11, 3, 0, 7, 7, 4, 6),  # LOOPTURN s4: 7 frames (was 10); STORE s4: 6 ops (was 7)
+    "tree": _row(47, 55, 47, 7, 9, 7, 7, 4, 6),  # LOOPTURN -2 (plan bind), s4 -6 (rows, restore); RELAY s4
 }
 
 

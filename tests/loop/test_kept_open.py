@@ -1,0 +1,104 @@
+"""A new turn of a session this process saved last opens from the process's own copy (issue 34, session 4):
+no store read; the turn's open save is the fence. Anyone else's save since (its seq) or a session recreated
+since (its creation time) makes the store refuse it, and the turn opens again from a store read, its hooks
+answered once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from geode.conversation import Message
+from geode.loop import LoopSettings
+from geode.loop.ports import HookOutcome, NoHooks
+from geode.protocol import store as m
+from geode.records.models import CheckpointSave
+from tests.loop.conftest import Rig
+
+SEQ = LoopSettings(model="test-model", tool_parallelism=1)
+
+
+def _store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    client = rig.records.inner
+    seen: list[str] = []
+    inner = client._call
+
+    def call(type_: str, body: Any, **kw: Any) -> Any:
+        seen.append(type_)
+        return inner(type_, body, **kw)
+
+    monkeypatch.setattr(client, "_call", call)
+    return seen
+
+
+def test_a_new_turn_after_this_processs_own_save_asks_the_store_no_restore(
+    fake_rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: every turn began with ``store.checkpoint.load`` (a text turn: 4 store requests, now 3)."""
+    rig = fake_rig
+    loop = rig.loop(rig.script("one", "two", "three"), settings=SEQ)
+    assert loop.run_turn("kept-s1", "turn-1", "first").text == "one"
+    assert loop.run_turn("kept-s1", "turn-2", "second").text == "two"  # learns the session's creation time
+    calls = _store_calls(rig, monkeypatch)
+    assert loop.run_turn("kept-s1", "turn-3", "third").text == "three"
+    assert calls == [m.CHECKPOINT_SAVE, m.RECEIPT_LIST, m.CHECKPOINT_SAVE]  # open, Verify, final
+    stored = rig.records.load_checkpoint("kept-s1")
+    texts = [Message.model_validate(x).text for x in stored.messages]
+    assert texts == ["first", "one", "second", "two", "third", "three"]
+    assert stored.state.meta["done_turn"] == "turn-3" and stored.state.meta["event_seq"] > 0
+
+
+class CountingHooks(NoHooks):
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def user_prompt_submit(self, payload: dict[str, Any], correlation: dict[str, str]) -> HookOutcome:
+        self.prompts.append(payload["prompt"])
+        return HookOutcome(action="rewrite", updates={"prompt": payload["prompt"].upper()})
+
+
+def test_a_save_by_another_writer_since_makes_the_turn_read_the_store_its_hook_run_once(
+    fake_rig: Rig,
+) -> None:
+    """The other worker's save (seq moved): the open save is refused, the turn reads the session again and
+    builds on the other's message (never over it); UserPromptSubmit ran once, its rewrite kept."""
+    rig = fake_rig
+    hooks = CountingHooks()
+    model = rig.script("one", "two", "three")
+    loop = rig.loop(model, settings=SEQ, hooks=hooks)
+    loop.run_turn("kept-s2", "turn-1", "first")
+    loop.run_turn("kept-s2", "turn-2", "second")
+    state = rig.records.load_checkpoint("kept-s2").state
+    other = Message.user_text("written by the other worker").model_dump(mode="json")
+    rig.records.save_checkpoint(
+        CheckpointSave(
+            session_id="kept-s2", seq=state.seq + 1, base_count=state.message_count, new_messages=[other]
+        )
+    )
+    assert loop.run_turn("kept-s2", "turn-3", "third").text == "three"
+    assert hooks.prompts == ["first", "second", "third"]  # once a turn, the refused open included
+    texts = [Message.model_validate(x).text for x in rig.records.load_checkpoint("kept-s2").messages]
+    assert texts[-4:] == ["two", "written by the other worker", "THIRD", "three"]
+    assert [x.text for x in model.requests[-1].messages][-2:] == ["written by the other worker", "THIRD"]
+    kinds = [r.event.kind for r in rig.records.read_timeline("kept-s2")]
+    assert kinds.count("turn.started") == 3 and kinds.count("turn.ended") == 3
+
+
+def test_a_session_recreated_since_refuses_the_open_save_by_its_creation_time(fake_rig: Rig) -> None:
+    """Deleted (retention) and made again with as many messages at a lower seq: the seq alone would take the
+    save on top of the new session; its creation time refuses it and the turn reads the new session."""
+    rig = fake_rig
+    model = rig.script("one", "two", "three")
+    loop = rig.loop(model, settings=SEQ)
+    loop.run_turn("kept-s3", "turn-1", "first")
+    loop.run_turn("kept-s3", "turn-2", "second")
+    assert rig.records.load_checkpoint("kept-s3").state.seq > 1
+    store = rig.records.inner.transport._services["store"].engine  # the store's own engine (in-process)
+    store.writer.run(lambda txn: store.checkpoints.delete_session(txn, "kept-s3"))
+    fresh = [Message.user_text(f"new session {i}").model_dump(mode="json") for i in range(6)]
+    rig.records.save_checkpoint(CheckpointSave(session_id="kept-s3", seq=1, base_count=0, new_messages=fresh))
+    assert loop.run_turn("kept-s3", "turn-3", "third").text == "three"
+    texts = [Message.model_validate(x).text for x in rig.records.load_checkpoint("kept-s3").messages]
+    assert texts == [*(f"new session {i}" for i in range(6)), "third", "three"]
+    assert [x.text for x in model.requests[-1].messages][:1] == ["new session 0"]
