@@ -7,8 +7,17 @@ string over ``max_str``, no key over 256 characters or naming a secret, no text 
 For those the text is the canonical JSON of the value itself, and the secret shapes are screened once over
 that whole text instead of once per string: every shape match in a string would leave in the text what the
 screen looks for (a needed substring, a gate's run of ASCII characters; none of them is a character JSON
-escapes, and a non-ASCII string leaves a non-ASCII text, which the screen passes). Anything else, or a
-screen that says a shape may match, takes the walk of :func:`geode.redaction.redact`.
+escapes, and a non-ASCII string leaves a non-ASCII text, which the screen passes).
+
+A text the screen cannot clear (a common need such as ``gh`` in "through", ``token`` in "tokenizer") is
+searched with the regexes of the shapes it may hold, once, as one text: the JSON text itself when it holds no
+backslash (no string had a character JSON escapes, so each appears in it verbatim between two quotes), else
+the value's strings joined by NUL. Either way every string stands verbatim between two characters that are
+neither word characters, digits nor white space, so a shape's match in a string is a match in the searched
+text too (a word boundary and the digit look-behind see the same boundary; the private key's end of text is
+met at the searched text's end by its any-character run; a greedy class that also takes the separator only
+matches longer). No match: redaction changes nothing. Anything else takes the walk of
+:func:`geode.redaction.redact`.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from geode.redaction import _LOG_SCREEN, _secret_key, canonical_plain_json, redact
+from geode.redaction import _LOG_SCREEN, _LOG_SHAPES, _secret_key, canonical_plain_json, redact
 
 MAX_KEY = 256  # redact truncates longer keys
 # canonical_plain_json's text, refusing NaN and infinities (redact turns those into strings)
@@ -39,7 +48,29 @@ def unchanged_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) ->
         text = _ENCODE(obj)
     except (TypeError, ValueError, RecursionError):
         return None
-    return None if _LOG_SCREEN.maybe(text) else text
+    if not _LOG_SCREEN.maybe(text):
+        return text
+    searched = text
+    if "\\" in text:  # a string had a character JSON escapes: its text is not the string's
+        strings: list[str] = []
+        _strings(obj, strings)
+        searched = "\x00".join(strings)
+    for shape in _LOG_SHAPES:
+        if shape.possible(searched) and shape.pattern.search(searched) is not None:
+            return None  # a shape matches somewhere (maybe across strings): the walk decides
+    return text
+
+
+def _strings(obj: Any, out: list[str]) -> None:
+    """The string values of a value ``_plain`` accepted (what redaction screens), in any order."""
+    if type(obj) is str:
+        out.append(obj)
+    elif type(obj) is dict:
+        for v in obj.values():
+            _strings(v, out)
+    elif type(obj) is list:
+        for v in obj:
+            _strings(v, out)
 
 
 def _plain(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) -> bool:

@@ -134,3 +134,59 @@ def test_values_the_walk_changes_take_the_walk() -> None:
         {"a": "é Bearer abcdefgh"},
     ):
         assert redacted_json(obj, **bounds) == _walked(obj, **bounds), obj
+
+
+def test_a_text_the_screen_cannot_clear_is_searched_once_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    walks: list[Any] = []
+    real = redaction.redact
+
+    def counted(obj: Any, **bounds: int) -> Any:
+        walks.append(obj)
+        return real(obj, **bounds)
+
+    monkeypatch.setattr("geode.redacted_json.redact", counted)
+    bounds = {"max_str": 16384, "max_items": 256, "max_depth": 12}
+    # common words that hold a shape's need ("gh", "token", "api", "secret", "sk-", "xox") and no secret
+    summary = "src/throughput.py\nsrc/tokenizer.py\nsrc/rapid_api.py\nsecrets.md\ndisk-usage.txt\nxoxo"
+    for payload in (
+        {"tool_name": "glob_files", "summary": summary, "arguments": {"pattern": "**/*high*"}},
+        {"tool_name": "read_file", "summary": "a tokenizer, an api and a github_pat_ too short"},
+    ):
+        assert redacted_json(payload, **bounds) == _walked(payload, **bounds)
+    assert walks == []  # was 2: every such row took the walk (3-8x the cost of the one-text path)
+
+    # a secret in it (after an escaped newline or quote: its string is not verbatim in the text): the walk
+    for payload in (
+        {"summary": summary + "\nghp_" + "a1B2" * 5},
+        {"summary": summary + '\napi_key = "abcdefgh12345678xyz"'},
+        {"summary": "token=abcdefgh12345678"},
+    ):
+        assert redacted_json(payload, **bounds) == _walked(payload, **bounds)
+        assert redaction.MASK in redacted_json(payload, **bounds) or "[REDACTED" in redacted_json(
+            payload, **bounds
+        )
+    assert len(walks) == 6
+
+
+# pieces that put a shape's need or match next to what JSON escapes (newline, quote, backslash, NUL) or not
+SEPARATED = st.lists(
+    st.sampled_from(
+        [*FRAGMENTS, "\n", " ", '"', "=", ":", "\t", "\\", "\x00", "é", "a1B2c3D4e5F6g7H8i9", "12345678:"]
+    ),
+    max_size=16,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.one_of(SEPARATED, st.integers()),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["a", "b"]), inner)
+        ),
+        max_leaves=8,
+    )
+)
+def test_a_searched_text_gives_what_the_walk_gives(obj: Any) -> None:
+    bounds = {"max_str": 16384, "max_items": 256, "max_depth": 12}
+    assert redacted_json(obj, **bounds) == _walked(obj, **bounds)
