@@ -69,6 +69,10 @@ CORE = (
     "geode.tools.mcp.catalogue",
     "geode.tools.mcp.status",
     "geode.schedule.stored",
+    # the Anthropic wire's adapter (not its SDK): a loop worker's ready describes the provider, which imports
+    # it (the OpenAI adapters come with actors.loop_worker); a clean-clone CI run of b17ee02 saw loop-2#2
+    # import it after the fork
+    "geode.providers.anthropic_messages",
     "lmdb._envid",  # lmdb.open imports it
 )
 # the provider SDKs, imported before the first fork of a child that needs them (a loop worker): 1.2-1.8 s,
