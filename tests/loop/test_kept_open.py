@@ -11,6 +11,7 @@ import pytest
 
 from geode.conversation import Message
 from geode.loop import LoopSettings
+from geode.loop.checkpoint import _kept_history
 from geode.loop.ports import HookOutcome, NoHooks
 from geode.protocol import store as m
 from geode.records.models import CheckpointSave
@@ -47,6 +48,25 @@ def test_a_new_turn_after_this_processs_own_save_asks_the_store_no_restore(
     texts = [Message.model_validate(x).text for x in stored.messages]
     assert texts == ["first", "one", "second", "two", "third", "three"]
     assert stored.state.meta["done_turn"] == "turn-3" and stored.state.meta["event_seq"] > 0
+
+
+def test_the_kept_copy_is_the_store_s_own_record_and_messages(fake_rig: Rig) -> None:
+    """The worker builds its copy of the state record itself (no read): it must be what the store wrote, or a
+    kept turn would open from a state the store does not hold (meta, guards, status, counts)."""
+    loop = fake_rig.loop(fake_rig.script("one", "two", "three"), settings=SEQ)
+    for i, prompt in enumerate(("first", "second", "third"), 1):
+        loop.run_turn("kept-s4", f"turn-{i}", prompt)
+        kept = _kept_history("kept-s4")
+        if i == 1:  # the first turn learns the session's creation time only from the store
+            continue
+        stored = fake_rig.records.load_checkpoint("kept-s4")
+        assert kept is not None and kept.record is not None and stored is not None
+        assert kept.seq == stored.state.seq
+        assert [x.model_dump(mode="json") for x in kept.messages] == [
+            Message.model_validate(x).model_dump(mode="json") for x in stored.messages
+        ]
+        mine = kept.record.model_dump(mode="json", exclude={"updated_at"})
+        assert mine == stored.state.model_dump(mode="json", exclude={"updated_at"})
 
 
 class CountingHooks(NoHooks):
