@@ -25,6 +25,7 @@ from geode.loop import AgenticLoop, LoopSettings, tracing
 from geode.loop.event_batch import EventBatch, HoldTimer
 from geode.loop.membership import PoolMembership
 from geode.loop.retirement import Retirement, early_hold_s
+from geode.loop.reused_threads import TURNS
 from geode.loop.state import turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
 from geode.protocol import lifecycle, turns
@@ -79,9 +80,13 @@ class TurnActor(pykka.ThreadingActor):
     thread), a :class:`turns.TurnCancel` (set the cancel event, ask the executor to stop what runs now),
     ``status`` (ask: a snapshot). The turn's thread reports ``turn.done`` and tells ``finished``: it stops.
 
-    The loop runs on its own thread so the actor stays free for ``cancel`` and ``status`` mid-turn."""
+    The loop runs on its own thread so the actor stays free for ``cancel`` and ``status`` mid-turn (the
+    actor's and the loop's threads are reused ones)."""
 
     use_daemon_thread = True
+
+    def _start_actor_loop(self) -> None:  # pykka's hook for where an actor's loop runs
+        TURNS.run_fresh(self._actor_loop, f"TurnActor-{self.run.turn_id[:12]}")
 
     def __init__(self, worker: LoopWorker, run: turns.TurnRun) -> None:
         super().__init__()
@@ -96,8 +101,7 @@ class TurnActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         if message == RUN and self.phase == "accepted":
             self.phase, self.started_at = "running", time.monotonic()
-            name = f"turn-{self.run.turn_id[:12]}"
-            threading.Thread(target=self._body, name=name, daemon=True).start()
+            TURNS.run_fresh(self._body, f"turn-{self.run.turn_id[:12]}")
         elif isinstance(message, turns.TurnCancel):
             return self._cancel(message)
         elif message == STATUS:

@@ -2,7 +2,8 @@
 
 Each round of a turn runs its model call on a thread of its own (so a cancel ends the wait at once,
 :mod:`geode.loop.call`) and its tool calls on up to ``tool_parallelism`` threads (:mod:`geode.loop.batch`);
-starting those threads was a measurable share of the loop's CPU (issue 34). A thread here runs one job,
+starting those threads was a measurable share of the loop's CPU (issue 34), as were the two threads of each
+turn of a loop worker (its actor's and its body's, actors/loop_worker.py). A thread here runs one job,
 then waits up to ``IDLE_S`` for another before it ends. Daemon threads, as the model call's always was: a
 call abandoned by a cancel never holds up the process's exit. A forked child starts with none (the
 parent's idle threads do not exist in it).
@@ -10,6 +11,7 @@ parent's idle threads do not exist in it).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
@@ -46,6 +48,25 @@ class ReusedThreads:
             self.started += 1
             threading.Thread(target=self._serve, args=(inbox,), name=self.name, daemon=True).start()
         inbox.put(job)
+
+    def run_fresh(self, job: Job, name: str) -> None:
+        """``job()`` as if on a new thread called ``name``: in an empty :mod:`contextvars` context (nothing
+        a previous job set leaks into it) and under that thread name while it runs (logs, py-spy)."""
+
+        def fresh() -> None:
+            me = threading.current_thread()
+            me.name = name
+            try:
+                contextvars.Context().run(job)
+            finally:
+                me.name = self.name
+
+        self.run(fresh)
+
+    def idle(self) -> int:
+        """How many threads of this set wait for a job now."""
+        with self._lock:
+            return len(self._idle) if self._pid == os.getpid() else 0
 
     def _serve(self, inbox: SimpleQueue[Job]) -> None:
         while True:
@@ -91,3 +112,4 @@ class ReusedThreads:
 
 MODEL_CALLS = ReusedThreads("model-call")
 TOOL_CALLS = ReusedThreads("loop-tool")
+TURNS = ReusedThreads("loop-turn")  # a loop worker's turn: its pykka actor's loop, and the turn's body
