@@ -13,6 +13,8 @@ import os
 import re
 import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,21 +82,48 @@ def _last_index(path: Path) -> int:
     return -1
 
 
-class TranscriptWriter:
-    """Appends saved messages to their session's transcript; a message index is written once."""
+KEEP_OPEN = 8  # sessions whose transcript a writer keeps open (the least recently written closed first)
 
-    def __init__(self, root: Path) -> None:
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _close_all(fds: OrderedDict[str, tuple[int, int]]) -> None:
+    while fds:
+        os.close(fds.popitem()[1][0])
+
+
+class TranscriptWriter:
+    """Appends saved messages to their session's transcript; a message index is written once.
+
+    The transcripts of the last :data:`KEEP_OPEN` sessions written stay open (``O_APPEND``), so a save
+    costs a ``stat`` and a ``write``, not an open and a text wrapper; a file removed or replaced since
+    (another inode at the path: a kept descriptor holds its own inode, so the number is not reused while
+    it is open) is opened again."""
+
+    def __init__(self, root: Path, keep_open: int = KEEP_OPEN) -> None:
         self.root = root
+        self.keep_open = keep_open
         self._lock = threading.Lock()
         # session -> (inode, size, last index) after this writer's last append: while the file is still
         # that (nobody else appended), its tail is not read again on every save
         self._wrote: dict[str, tuple[int, int, int]] = {}
+        self._paths: dict[str, Path] = {}
+        self._fds: OrderedDict[str, tuple[int, int]] = OrderedDict()  # session -> (fd, its inode)
+        weakref.finalize(self, _close_all, self._fds)
+
+    def close(self) -> None:
+        with self._lock:
+            _close_all(self._fds)
 
     def append(self, session_id: str, base_count: int, messages: Iterable[dict[str, Any]]) -> int:
         """Write messages ``base_count, base_count+1, …`` not yet in the file; returns how many."""
         msgs = list(messages)
         with self._lock:
-            path = transcript_path(self.root, session_id)
+            path = self._paths.get(session_id) or transcript_path(self.root, session_id)
             try:
                 st = os.stat(path)
             except OSError:
@@ -117,16 +146,32 @@ class TranscriptWriter:
                 }
                 lines.append(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             if lines:
-                with path.open("a", encoding="utf-8") as fh:
-                    fh.write("".join(lines))
-                    fh.flush()
-                    st = os.fstat(fh.fileno())
+                fd = self._open(session_id, path, st.st_ino)
+                _write_all(fd, "".join(lines).encode("utf-8"))
+                st = os.fstat(fd)
                 last = base_count + len(msgs) - 1
             self._wrote.pop(session_id, None)
             self._wrote[session_id] = (st.st_ino, st.st_size, last)
+            self._paths[session_id] = path
             while len(self._wrote) > 256:
                 self._wrote.pop(next(iter(self._wrote)))
+            while len(self._paths) > 256:
+                self._paths.pop(next(iter(self._paths)))
             return len(lines)
+
+    def _open(self, session_id: str, path: Path, inode: int) -> int:
+        """The session's kept descriptor when it is still the file at ``path``, else the file opened now."""
+        kept = self._fds.pop(session_id, None)
+        if kept is not None and kept[1] == inode:
+            self._fds[session_id] = kept
+            return kept[0]
+        if kept is not None:
+            os.close(kept[0])
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fds[session_id] = (fd, os.fstat(fd).st_ino)
+        while len(self._fds) > self.keep_open:
+            os.close(self._fds.popitem(last=False)[1][0])
+        return fd
 
 
 class TranscriptingRecords:
