@@ -150,15 +150,48 @@ class Encoded(list[bytes]):
     """A JSON array given as its items already encoded (UTF-8 JSON), spliced in by :func:`encode_body`."""
 
 
-def encode_body(body: dict[str, Any]) -> bytes:
-    """``body`` as UTF-8 JSON; its top-level :class:`Encoded` values are joined from their encoded items."""
-    spliced = [(k, v) for k, v in body.items() if isinstance(v, Encoded)]
+class Joined(list[bytes]):
+    """A JSON array given as its content already encoded and joined (items separated by ``", "``, no
+    brackets), in consecutive pieces: a conversation's messages as a round reuses them
+    (:meth:`~geode.providers.encoded_history.EncodedHistory.joined`)."""
+
+
+BIG = 16 * 1024  # a piece at least this long is sent as it is; shorter ones are joined with their neighbours
+
+
+def body_chunks(body: dict[str, Any]) -> list[bytes]:
+    """``body`` as UTF-8 JSON in consecutive chunks: its top-level :class:`Encoded` and :class:`Joined` values
+    spliced from their encoded pieces, the pieces of :data:`BIG` bytes or more kept as they are (not
+    copied), the short ones joined with what comes between them. A body without them is one chunk."""
+    spliced = [(k, v) for k, v in body.items() if isinstance(v, (Encoded, Joined))]
     if not spliced:
-        return json.dumps(body, ensure_ascii=False).encode()
-    rest = {k: v for k, v in body.items() if not isinstance(v, Encoded)}
-    parts = [json.dumps(rest, ensure_ascii=False).encode()[1:-1]] if rest else []
-    parts += [json.dumps(k, ensure_ascii=False).encode() + b": [" + b", ".join(v) + b"]" for k, v in spliced]
-    return b"{" + b", ".join(parts) + b"}"
+        return [json.dumps(body, ensure_ascii=False).encode()]
+    rest = {k: v for k, v in body.items() if not isinstance(v, (Encoded, Joined))}
+    out: list[bytes] = []
+    short = [json.dumps(rest, ensure_ascii=False).encode()[:-1]] if rest else [b"{"]
+    for n, (k, v) in enumerate(spliced):
+        short.append(b", " if rest or n else b"")
+        short.append(json.dumps(k, ensure_ascii=False).encode() + b": [")
+        for i, piece in enumerate(v):
+            if i and isinstance(v, Encoded):
+                short.append(b", ")
+            if len(piece) < BIG:
+                short.append(piece)
+                continue
+            if any(short):
+                out.append(b"".join(short))
+            out.append(piece)
+            short = []
+        short.append(b"]")
+    short.append(b"}")
+    out.append(b"".join(short))
+    return out
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """``body`` as UTF-8 JSON in one buffer (:func:`body_chunks` joined: one copy of the history)."""
+    chunks = body_chunks(body)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def post_json(client: Any, path: str, body: dict[str, Any], *, stream_cls: Any = None) -> Any:

@@ -11,9 +11,10 @@ from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, 
 from geode.providers.adapter_base import (
     JSON_HEADERS,
     Encoded,
+    Joined,
     StreamSink,
     WireAdapter,
-    encode_body,
+    body_chunks,
     http_timeout,
     json_args,
     post_json,
@@ -238,7 +239,7 @@ class AnthropicMessagesAdapter(WireAdapter):
             body["system"] = Encoded(self._system.items(system_blocks(request.system)))
         with_pictures = partial(_pictures_json, model=request.model)
         key = request.metadata.get("session_id", "")
-        body["messages"] = Encoded(self._history.items(key, request.messages, with_pictures))
+        body["messages"] = Joined(self._history.joined(key, request.messages, with_pictures))
         if request.tools:
             tools, encoded = self._tools
             if not _same(tools, request.tools):  # a plan's schemas: the same objects for the whole turn
@@ -254,7 +255,7 @@ class AnthropicMessagesAdapter(WireAdapter):
         client = self.client
         sender = self._senders.get(client)
         if sender is not None:  # the SDK's request built once per client (geode/providers/sdk_send.py)
-            response = sender.send(encode_body(body), stream=request.stream)
+            response = sender.send(body_chunks(body), stream=request.stream)
             if not request.stream:
                 return parse_message(json_of(response), self.name)
             try:

@@ -2,59 +2,131 @@
 
 A turn's request ``n + 1`` sends the messages of request ``n`` (the very same message objects) plus the
 round's new ones. :class:`EncodedHistory` keeps, per conversation (the request's ``session_id``), the
-messages last sent and their encoded wire params; the next request reuses them for the leading messages
-it shares with the last one (all of them, or up to a change near the end in a compacted view): only the
-others are encoded (each once per message object, :class:`~geode.providers.identity_memo.IdentityMemo`)
-and the rest is reused, so a round's request body costs what its new messages cost, not the whole history.
-A message with a picture is projected on every request (its file is read and verified each time).
+messages last sent, their encoded wire params and those params already joined into the array's content, in
+pieces of about :data:`PIECE` bytes. The next request reuses all of it for the leading messages it shares
+with the last one (all of them, or up to a change near the end in a compacted view): only the others are
+encoded (each once per message object, :class:`~geode.providers.identity_memo.IdentityMemo`) and joined to
+the last, still open piece, so a round's body costs what its new messages cost, not the whole history: the
+pieces go to the socket as they are (:func:`~geode.providers.adapter_base.body_chunks`), never copied into
+one buffer. A message with a picture is projected on every request (its file is read and verified each
+time): it is a piece of its own, encoded anew.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from geode.conversation import Message
 from geode.providers.identity_memo import IdentityMemo, common_prefix
 
 Encode = Callable[[Message], bytes]
 
+PIECE = 32 * 1024  # a piece stays open (its new messages appended by one copy) until it is this long
+SEP = b", "
+
+
+@dataclass
+class _Piece:
+    """Messages ``start``..``end`` (exclusive): ``data`` is their params, each led by ``SEP`` except the
+    array's first; ``picture`` marks a message with a picture (its data is made per request)."""
+
+    start: int
+    end: int
+    data: bytes = b""
+    picture: bool = False
+
+
+@dataclass
+class _Conversation:
+    messages: Sequence[Message] = ()
+    items: list[bytes] = field(default_factory=list)  # each message's encoded param (b"": none)
+    pieces: list[_Piece] = field(default_factory=list)
+
 
 class EncodedHistory:
-    """``items(key, messages)``: each message's encoded param, in order (a fresh list the caller may keep)."""
+    """``joined(key, messages, with_pictures)``: the messages' encoded params, joined by ``", "`` (empty ones
+    left out), as consecutive pieces (their concatenation is the JSON array's content, brackets excluded)."""
 
     def __init__(self, encode: Encode, *, conversations: int = 8) -> None:
         self._encode = encode
         self._memo: IdentityMemo[bytes] = IdentityMemo()
-        self._last: dict[str, tuple[list[Message], list[bytes], tuple[int, ...]]] = {}
+        self._last: dict[str, _Conversation] = {}
         self._limit = conversations
         self._lock = threading.Lock()
         self.encoded = 0  # messages encoded (a work count for the tests)
+        self.copied = 0  # bytes of kept params joined again (a work count for the tests)
 
-    def items(self, key: str, messages: Sequence[Message], with_pictures: Encode) -> list[bytes]:
+    def joined(self, key: str, messages: Sequence[Message], with_pictures: Encode) -> list[bytes]:
         """``with_pictures`` encodes a message that has a picture (every time it is sent)."""
-        with self._lock:
-            last = self._last.get(key)
-        if last is not None:  # what it shares with the last request (a compacted view: up to a change)
-            begin = common_prefix(last[0], messages)
-            out, pictures = last[1][:begin], [i for i in last[2] if i < begin]
-            for i in pictures:
-                out[i] = with_pictures(messages[i])
-        else:
-            begin, out, pictures = 0, [], []
-        for i in range(begin, len(messages)):
-            m = messages[i]
-            if m.images:
-                pictures.append(i)
-                out.append(with_pictures(m))
-            else:
-                out.append(self._memo.get(m, self._counted))
-        with self._lock:
-            self._last.pop(key, None)
-            self._last[key] = (list(messages), out, tuple(pictures))
-            while len(self._last) > self._limit:  # the least recently sent conversation goes first
+        with self._lock:  # a conversation's state changes in place: one adapter's requests take turns here
+            conv = self._last.pop(key, None) or _Conversation()
+            self._last[key] = conv  # the most recently sent conversation last
+            while len(self._last) > self._limit:
                 self._last.pop(next(iter(self._last)))
-        return list(out)
+            begin = common_prefix(conv.messages, messages) if conv.messages else 0
+            if begin < len(conv.items):
+                self._cut(conv, begin)
+            run = begin  # the first message of the run of new messages without a picture
+            for i in range(begin, len(messages)):
+                m = messages[i]
+                if m.images:
+                    self._append(conv, run, i)
+                    conv.items.append(b"")
+                    conv.pieces.append(_Piece(i, i + 1, picture=True))
+                    run = i + 1
+                else:
+                    conv.items.append(self._memo.get(m, self._counted))
+            self._append(conv, run, len(messages))
+            conv.messages = messages
+            return self._out(conv, messages, with_pictures)
+
+    def _cut(self, conv: _Conversation, begin: int) -> None:
+        """Forget the messages from ``begin`` on (the new request differs there)."""
+        del conv.items[begin:]
+        while conv.pieces and conv.pieces[-1].start >= begin:
+            conv.pieces.pop()
+        if conv.pieces and conv.pieces[-1].end > begin:  # a piece cut inside: its kept messages joined again
+            last = conv.pieces.pop()
+            data = self._data(conv, last.start, begin)
+            self.copied += len(data)
+            conv.pieces.append(_Piece(last.start, begin, data))
+
+    def _append(self, conv: _Conversation, start: int, end: int) -> None:
+        """Messages ``start``..``end`` (no pictures) joined to the open piece, or a new piece."""
+        if start >= end:
+            return
+        new = self._data(conv, start, end)
+        last = conv.pieces[-1] if conv.pieces else None
+        if last is not None and not last.picture and len(last.data) < PIECE:
+            self.copied += len(last.data)
+            conv.pieces[-1] = _Piece(last.start, end, last.data + new)  # one copy of at most PIECE bytes
+        else:
+            conv.pieces.append(_Piece(start, end, new))
+
+    def _data(self, conv: _Conversation, start: int, end: int) -> bytes:
+        """Messages ``start``..``end`` joined, led by ``SEP`` when a param comes before them (the pieces
+        before ``start`` say so: a picture always encodes to one)."""
+        parts = [i for i in conv.items[start:end] if i]
+        if not parts:
+            return b""
+        lead = any(p.picture or p.data for p in conv.pieces if p.end <= start)
+        return (SEP if lead else b"") + SEP.join(parts)
+
+    @staticmethod
+    def _out(conv: _Conversation, messages: Sequence[Message], with_pictures: Encode) -> list[bytes]:
+        out: list[bytes] = []
+        for p in conv.pieces:
+            data = with_pictures(messages[p.start]) if p.picture else p.data
+            if not data:
+                continue
+            if p.picture and out:
+                out.append(SEP)
+            out.append(data)
+        if out and out[0].startswith(SEP):  # only pictures that encoded to nothing came before it
+            out[0] = out[0][len(SEP) :]
+        return out
 
     def _counted(self, m: Message) -> bytes:
         self.encoded += 1

@@ -56,11 +56,21 @@ class IdentityMemo(Generic[V]):
 
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """How many leading items ``a`` and ``b`` share (the very same objects), compared in C, not per item
-    in Python: what a list derived from the last one (grown, or changed near its end) has in common."""
+    """How many leading items ``a`` and ``b`` share, compared in C, not per item in Python: what a list
+    derived from the last one (grown, or changed near its end) has in common with it.
+
+    The usual case (``b`` is ``a`` grown, both lists or both tuples) is one comparison of ``a`` with ``b``'s
+    head, which checks each item's identity first (~4 ns an item; ``map(is_, ...)`` took ~20): a head of
+    the same objects, or of equal ones, is shared (an equal message encodes and folds as the one it equals).
+    Otherwise the very same objects are counted."""
     n = len(a)
-    if n <= len(b) and (not n or a[n - 1] is b[n - 1]) and all(map(is_, a, b)):
-        return n  # the usual case (the list grew): no list of flags built
+    if n <= len(b) and (not n or a[n - 1] is b[n - 1]):
+        head = b if len(b) == n else b[:n]
+        if type(head) is type(a) and (type(a) is list or type(a) is tuple):
+            if head == a:
+                return n
+        elif all(map(is_, a, b)):
+            return n  # the usual case for other sequences: no list of flags built
     same = list(map(is_, a, b))
     try:
         return same.index(False)

@@ -5,7 +5,8 @@ per ``tool`` message, a text and a call per item, …). :class:`SplicedWire` kee
 message's items encoded once per message object (:class:`~geode.providers.encoded_history.EncodedHistory`:
 a round's request reuses the last request's encoded messages and encodes only its new ones) and a plan's
 tool params encoded once per schema object; the adapter's ``wire_body`` puts them in the body as
-:class:`~geode.providers.adapter_base.Encoded` lists, which encode to the JSON its ``build_body`` describes.
+:class:`~geode.providers.adapter_base.Joined` and ``Encoded`` lists, which encode to the JSON its
+``build_body`` describes.
 A message with a picture is projected on every request (its file is read and verified each time).
 """
 
@@ -15,7 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from geode.providers.adapter_base import Encoded
+from geode.providers.adapter_base import Encoded, Joined
 from geode.providers.encoded_history import Encode, EncodedHistory
 from geode.providers.identity_memo import IdentityMemo, common_prefix
 from geode.providers.types import ModelRequest, ToolSchema
@@ -40,11 +41,14 @@ class SplicedWire:
         self._tool_memo: IdentityMemo[bytes] = IdentityMemo()
         self._tools: tuple[tuple[ToolSchema, ...], list[bytes]] = ((), [])  # the last request's, encoded
 
-    def messages(self, request: ModelRequest, with_pictures: Encode, lead: Sequence[bytes] = ()) -> Encoded:
+    def messages(self, request: ModelRequest, with_pictures: Encode, lead: Sequence[bytes] = ()) -> Joined:
         """``lead`` (e.g. the system message) then every message's items, in order."""
         key = request.metadata.get("session_id", "")
-        encoded = self.history.items(key, request.messages, with_pictures)
-        return Encoded([*lead, *(e for e in encoded if e)])
+        joined = self.history.joined(key, request.messages, with_pictures)
+        lead = [i for i in lead if i]
+        if not lead:
+            return Joined(joined)
+        return Joined([b", ".join(lead), *((b", ", *joined) if joined else ())])
 
     def tools(self, tools: tuple[ToolSchema, ...]) -> Encoded:
         last, encoded = self._tools

@@ -44,12 +44,21 @@ class DirectPost:
         auth = client.custom_auth
         self._send_kw: dict[str, Any] = {} if auth is None else {"auth": auth}
 
-    def send(self, content: bytes, *, stream: bool) -> Any:
-        """The ``httpx`` response (2xx; streamed when ``stream``, else read); the SDK's errors otherwise."""
+    def send(self, content: bytes | list[bytes], *, stream: bool) -> Any:
+        """The ``httpx`` response (2xx; streamed when ``stream``, else read); the SDK's errors otherwise.
+
+        ``content`` may be the body's consecutive chunks (:func:`~geode.providers.adapter_base.body_chunks`):
+        they are written to the connection one after the other under the body's ``Content-Length`` (never
+        chunked transfer encoding, never joined into one buffer); a retry sends them all again."""
         sdk, client = self._sdk, self.client
+        if isinstance(content, list) and len(content) == 1:
+            content = content[0]
         request = client._client.build_request(
             "POST", self.url, headers=self.headers, content=content, extensions=self.extensions
         )
+        if isinstance(content, list):
+            request.headers.pop("transfer-encoding", None)
+            request.headers["content-length"] = str(sum(map(len, content)))
         response = None
         try:
             response = client._client.send(request, stream=True, **self._send_kw)

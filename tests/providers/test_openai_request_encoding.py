@@ -13,6 +13,7 @@ import pytest
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers import openai_chat, openai_responses
+from geode.providers.adapter_base import Joined
 from geode.providers.types import ModelRequest, SystemSection
 from geode.testing.scenario import Scenario
 from tests.providers.conftest import WEATHER, build
@@ -33,6 +34,8 @@ def _round(i: int) -> list[Message]:
 def _spliced_array(adapter: Any, req: ModelRequest, key: str) -> bytes:
     """The array the request body carries under ``key``, as the body encoder writes it."""
     value = adapter.wire_body(req)[key]
+    if isinstance(value, Joined):  # already joined, in pieces
+        return b"[" + b"".join(value) + b"]"
     if all(isinstance(v, bytes) for v in value):
         return b"[" + b", ".join(value) + b"]"
     return json.dumps(value, ensure_ascii=False).encode()  # a plain list (the body encoder's own)
