@@ -44,6 +44,7 @@ LMDB_WRITE_TXN = "lmdb.write_txn"  # detail: who wrote (group, turns, env); one 
 LMDB_WRITE_OP = "lmdb.write_op"  # one operation inside a group-commit transaction
 CHECKPOINT_SAVE = "checkpoint.save"  # a checkpoint save applied by the store
 TIMELINE_APPEND = "timeline.append"  # a timeline append applied by the store
+THREAD_START = "thread.start"  # a thread started (threading.Thread.start, counted only while the tally is on)
 
 _MAGIC = b"GEODETLY"
 _VERSION = 1
@@ -187,6 +188,21 @@ handoff: Callable[[str], None] = _handoff if ON else _noop
 
 if ON:
     os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _count_thread_starts() -> None:
+    """Count every ``threading.Thread.start`` of this process (a thread per turn or call is work too)."""
+    start = threading.Thread.start
+
+    def counted_start(self: threading.Thread) -> None:
+        _count(THREAD_START)
+        start(self)
+
+    threading.Thread.start = counted_start  # type: ignore[method-assign]
+
+
+if ON:
+    _count_thread_starts()
 
 
 def set_role(role: str) -> None:

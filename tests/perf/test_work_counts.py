@@ -94,3 +94,12 @@ def test_work_per_turn_stays_under_its_ceilings(figures: dict[str, dict[str, dic
 def test_every_role_and_measure_has_a_ceiling() -> None:
     for table in (PER_TOOL_ROUND, PER_TURN):
         assert set(table) == {*ROLES, "tree"}
+
+
+def test_a_warm_loop_worker_starts_no_thread_per_turn_or_round(
+    figures: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    """LOOPTURN s5: a turn's actor and body, its model calls and tool batches run on reused threads (was 2
+    threads started per turn: the turn's pykka actor and its body)."""
+    turn, rnd = figures["per turn"]["loop"], figures["per tool round"]["loop"]
+    assert (turn["threads started"], rnd["threads started"]) == (0, 0)

@@ -50,6 +50,7 @@ WAKES = (
     ("handoff.wake",),
     True,
 )  # timing-dependent (only an idle bus thread is woken): shown
+THREADS = ("threads started", ("thread.start",), False)  # geode/work_tally.py counts every Thread.start
 ROLES = ("control", "lanes", "loop", "executor", "store")
 K = 6
 Counts = dict[str, dict[str, int]]  # role -> counter -> n
@@ -100,7 +101,7 @@ def measure(before: Counts, after: Counts) -> dict[str, dict[str, int]]:
     for role in ROLES:
         a, b = before.get(role, {}), after.get(role, {})
         row = out.setdefault(role, {})
-        for name, kinds, typed in (*MEASURES, WAKES):
+        for name, kinds, typed in (*MEASURES, WAKES, THREADS):
             total = 0
             for key, n in b.items():
                 kind, _, detail = key.partition(":")
@@ -179,7 +180,7 @@ def per_round_and_turn(best: dict[int, dict[str, dict[str, int]]]) -> dict[str, 
 
 
 def render(figures: dict[str, dict[str, dict[str, float]]]) -> str:
-    names = [m[0] for m in (*MEASURES, WAKES)]
+    names = [m[0] for m in (*MEASURES, WAKES, THREADS)]
     lines = []
     for title, table in figures.items():
         lines.append(f"{title:16s} " + " | ".join(f"{n:>17s}" for n in names))
