@@ -6,6 +6,8 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
+from queue import Empty, SimpleQueue
+from typing import Any
 
 from geode.loop import tracing
 from geode.loop.events import EventStream
@@ -141,28 +143,32 @@ def _interruptible(
     fn: Callable[[], ModelResponse], cancel: threading.Event, *, tick: Callable[[], None] | None = None
 ) -> ModelResponse:
     """Run the model call on its own thread so a cancel ends the wait at once (the request is abandoned: a
-    stream stops at its next delta, a plain request's answer is dropped when it arrives)."""
-    box: dict[str, object] = {}
-    done = threading.Event()
+    stream stops at its next delta, a plain request's answer is dropped when it arrives). The outcome comes
+    back through a ``SimpleQueue`` (C-level put and timed get: no Condition built, notified and waited on
+    per call, as an ``Event`` was)."""
+    box: SimpleQueue[tuple[bool, Any]] = SimpleQueue()
     ctx = contextvars.copy_context()  # the turn's event stream and cancel flag (provider retry events)
 
     def target() -> None:
         try:
-            box["out"] = ctx.run(fn)
+            out: tuple[bool, Any] = (True, ctx.run(fn))
         except BaseException as exc:  # re-raised on the caller's thread
-            box["err"] = exc
-        finally:
-            done.set()
+            out = (False, exc)
+        box.put(out)
 
     MODEL_CALLS.run(target)  # a reused daemon thread (geode.loop.reused_threads)
-    while not done.wait(0.05):
-        if cancel.is_set():
-            raise _Cancelled()
-        if tick is not None:
-            tick()  # streamed text held back by the coalescer goes out
-    if "err" in box:
-        raise box["err"]  # type: ignore[misc]
-    return box["out"]  # type: ignore[return-value]
+    while True:
+        try:
+            ok, value = box.get(timeout=0.05)
+            break
+        except Empty:
+            if cancel.is_set():
+                raise _Cancelled() from None
+            if tick is not None:
+                tick()  # streamed text held back by the coalescer goes out
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def retry_message(wait_s: float, kind: str, attempt: int, of: int) -> str:
