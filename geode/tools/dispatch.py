@@ -2,7 +2,12 @@
 
 The threads are kept for the next call (``Workers``): a handler runs on a thread no other call is using, in
 an empty context (as on a new thread), and a thread idle for ``IDLE_S`` ends; a call whose deadline passed
-keeps its thread until the handler returns."""
+keeps its thread until the handler returns.
+
+A bounded read-only built-in (``HandlerEntry.inline``: its walk checks ``env.cancel.is_set()`` per entry) runs
+on the calling thread instead, its env's ``cancel`` a ``Cooperative`` one that also reads as set once the
+deadline passes: no hop to a handler thread and back, the same outcomes (a result that comes after the
+deadline is a timeout, as the waiter would have given up on it)."""
 
 from __future__ import annotations
 
@@ -37,7 +42,10 @@ def run_with_deadline(
     if_slow: tuple[float, Callable[[], None]] | None = None,
 ) -> Outcome:
     """Call the handler; give up waiting after ``env.deadline_s`` (the work may still be running then).
-    ``if_slow`` ``(seconds, fn)``: ``fn()`` once, when the handler is still running after that long."""
+    ``if_slow`` ``(seconds, fn)``: ``fn()`` once, when the handler is still running after that long.
+    With a ``Cooperative`` ``env.cancel`` the handler runs here (``run_here``)."""
+    if isinstance(env.cancel, Cooperative):
+        return run_here(entry, args, env, on_exit=on_exit, if_slow=if_slow)
     box: dict[str, Outcome] = {}
     done = threading.Event()
 
@@ -63,6 +71,71 @@ def run_with_deadline(
         env.cancel.set()
         return Outcome("timeout")
     return box["out"]
+
+
+class Cooperative(threading.Event):
+    """``env.cancel`` of a call run on its caller's thread: set by a cancel as any event, and seen set by
+    ``is_set`` once the deadline passes (``expired``); ``is_set`` also calls the ``if_slow`` function once,
+    when the call is still running after its delay. Its handler must check ``is_set`` as it goes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expired = False
+        self._end = float("inf")
+        self._slow_at = float("inf")
+        self._slow: Callable[[], None] | None = None
+
+    def arm(self, end: float, if_slow: tuple[float, Callable[[], None]] | None) -> None:
+        self._end = end
+        if if_slow is not None:
+            self._slow_at, self._slow = time.monotonic() + if_slow[0], if_slow[1]
+
+    def is_set(self) -> bool:
+        if self._flag:  # type: ignore[attr-defined]
+            return True
+        now = time.monotonic()
+        if now >= self._slow_at and self._slow is not None:
+            slow, self._slow = self._slow, None
+            slow()
+        if now >= self._end:
+            self.expired = True
+            self.set()
+            return True
+        return False
+
+
+def run_here(
+    entry: HandlerEntry,
+    args: dict[str, Any],
+    env: ToolEnv,
+    *,
+    on_exit: Callable[[], None],
+    if_slow: tuple[float, Callable[[], None]] | None = None,
+) -> Outcome:
+    """``run_with_deadline`` on this thread for a handler that checks ``env.cancel`` (a ``Cooperative``):
+    the deadline is seen by its checks; a result that comes after the deadline is a timeout."""
+    cancel = env.cancel
+    assert isinstance(cancel, Cooperative)
+    end = time.monotonic() + env.deadline_s
+    cancel.arm(end, if_slow)
+    try:
+        out = contextvars.Context().run(_outcome, entry, args, env)  # as on a handler thread: empty
+    finally:
+        fault("executor.in_handler")  # the handler's work is done; it has not returned yet
+        on_exit()
+    if cancel.expired or time.monotonic() >= end:
+        cancel.set()
+        return Outcome("timeout")
+    return out
+
+
+def _outcome(entry: HandlerEntry, args: dict[str, Any], env: ToolEnv) -> Outcome:
+    try:
+        return Outcome("ok", entry.fn(dict(args), env))
+    except ToolFailure as exc:
+        return Outcome("failed", error=exc)
+    except BaseException as exc:  # as on a handler thread: whatever it raised is its crash
+        return Outcome("crashed", error=exc)
 
 
 Job = Callable[[], None]

@@ -24,7 +24,7 @@ from geode.tools import timeline as tool_timeline
 from geode.tools.always_scope import always_key
 from geode.tools.approvals import APPROVAL_TIMEOUT_S, ApprovalChannel, ApprovalGate
 from geode.tools.checks import Checks, Denied, Request, correlation
-from geode.tools.dispatch import run_with_deadline
+from geode.tools.dispatch import Cooperative, run_with_deadline
 from geode.tools.handlers import HandlerEntry, ToolEnv
 from geode.tools.locks import KeyedLocks, ResourceKeyError, resource_keys
 from geode.tools.middleware import RequestMiddleware
@@ -282,15 +282,17 @@ class ToolExecutor:
                 busy = self.receipts.commit(ctx, spec, busy)
             self.timeline.write("tool.denied", ctx, call, spec, busy, stage="locks")
             return busy
+        hold = not receipted and spec.policy.effect is EffectClass.READ
         env = ToolEnv(
             ctx=ctx,
             workspace=workspace,
             roots=c.roots_for(req, spec),
             deadline_s=max(0.05, deadline - (time.monotonic() - started)),
+            # a bounded read-only walk runs on this thread (geode/tools/dispatch.py)
+            cancel=Cooperative() if hold and entry.inline else threading.Event(),
             # schedule_job, send_file: which chat
             services={**self.services, "schedule_rule": self.schedule_rule, "send_rule": self.send_rule},
         )
-        hold = not receipted and spec.policy.effect is EffectClass.READ
         arguments = tool_timeline.shown(call, spec)  # what both rows show of the arguments, redacted once
         try:
             held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under

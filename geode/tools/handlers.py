@@ -53,6 +53,8 @@ class HandlerEntry:
     ``deadline`` may derive a per-call deadline from the arguments (e.g. run_bash's own timeout).
     ``observe`` works out, before the handler runs, what its effect would leave (recorded at admission to
     settle an unknown outcome by looking; geode/tools/observation.py).
+    ``inline``: bounded read-only work that checks ``env.cancel.is_set()`` as it goes (a walk): a call that
+    needs no receipt runs it on the calling thread, the deadline seen by those checks (tools/dispatch.py).
     No argument shape skips the human prompt: only a person, a hook or the policy decide (docs/security.md).
     """
 
@@ -60,3 +62,4 @@ class HandlerEntry:
     path_args: tuple[str, ...] = ()
     deadline: Callable[[dict[str, Any]], float] | None = None
     observe: Callable[[dict[str, Any], Path, tuple[Path, ...]], Observation | None] | None = None
+    inline: bool = False

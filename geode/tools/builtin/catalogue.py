@@ -304,8 +304,8 @@ def builtin_handlers() -> dict[str, HandlerEntry]:
         "builtin:write_file": HandlerEntry(files.write_file, ("file_path",), observe=observe_write),
         "builtin:edit_file": HandlerEntry(files.edit_file, ("file_path",), observe=observe_edit),
         "builtin:list_dir": HandlerEntry(files.list_dir, ("path",)),
-        "builtin:glob_files": HandlerEntry(search.glob_files, ("path",)),
-        "builtin:grep_files": HandlerEntry(search.grep_files, ("path",)),
+        "builtin:glob_files": HandlerEntry(search.glob_files, ("path",), inline=True),
+        "builtin:grep_files": HandlerEntry(search.grep_files, ("path",), inline=True),
         "builtin:use_skill": HandlerEntry(use_skill.use_skill),
         "builtin:run_bash": HandlerEntry(bash.run_bash, deadline=bash.deadline),  # always asks a person
         "builtin:web_fetch": HandlerEntry(web.web_fetch),
