@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from geode.control.session_index import SessionIndex
 from geode.control.settings import QUEUE_MAX
 from geode.protocol.errors import Overloaded
 from geode.protocol.lanes import StreamEvent
@@ -44,6 +45,8 @@ class Connection:
     prompted: set[str] = field(default_factory=set)  # sessions this connection ran turns in (SessionEnd)
     resumed: set[str] = field(default_factory=set)  # resumed, no turn yet (next turn: SessionStart resume)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # the slot table's index of connections by attached session, kept by every change of ``attached``
+    index: SessionIndex[Connection] | None = field(default=None, repr=False, compare=False)
     _jobs: deque[Job] = field(default_factory=deque)
     _busy: bool = False
 
@@ -78,9 +81,14 @@ class Connection:
 
     def attach(self, session_id: str, after_seq: int, *, replaying: bool = False) -> None:
         with self.lock:
-            if session_id not in self.attached and len(self.attached) >= MAX_ATTACHED:
-                oldest = next(iter(self.attached))
-                self.attached.pop(oldest)
+            if session_id not in self.attached:
+                if len(self.attached) >= MAX_ATTACHED:
+                    oldest = next(iter(self.attached))
+                    self.attached.pop(oldest)
+                    if self.index is not None:
+                        self.index.discard(oldest, self)
+                if self.index is not None:
+                    self.index.add(session_id, self)
             self.attached[session_id] = max(after_seq, self.attached.get(session_id, 0))
             if replaying:
                 self.replaying[session_id] = []
@@ -106,7 +114,11 @@ class Connection:
     def _take(self, events: list[StreamEvent]) -> list[StreamEvent]:
         out = []
         for ev in events:
-            last = self.attached.get(ev.session_id, 0)
+            last = self.attached.get(ev.session_id)
+            if last is None:  # a replay that outlived its session's attachment takes it again
+                last = 0
+                if self.index is not None:
+                    self.index.add(ev.session_id, self)
             if ev.seq > last:
                 self.attached[ev.session_id] = ev.seq
                 out.append(ev)

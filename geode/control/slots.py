@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 
 from geode.control.connection import Connection, ConnState
+from geode.control.session_index import SessionIndex
 from geode.protocol.errors import Overloaded
 
 MAX_CONNECTIONS = 256
@@ -25,18 +26,27 @@ class SlotTable:
         self.expired: OrderedDict[str, None] = OrderedDict()
         self.mu = threading.Lock()
         self.dropped_unready = 0  # connections dropped for a missed handshake or evicted before one
+        # session id -> attached connections (kept by Connection.attach)
+        self.index: SessionIndex[Connection] = SessionIndex()
 
     def get(self, conn_id: str, now: float, *, limit: int, idle_s: float) -> Connection:
         """The connection of ``conn_id``, created if new; ``Overloaded`` when no slot can be freed."""
-        with self.mu:
-            conn = self.conns.get(conn_id)
-            if conn is None or conn.state is ConnState.CLOSED:
-                if len(self.conns) >= limit:
-                    self._evict_locked(now, idle_s)
+        gone: list[Connection] = []
+        try:
+            with self.mu:
+                conn = self.conns.get(conn_id)
+                if conn is None or conn.state is ConnState.CLOSED:
+                    if conn is not None:
+                        gone.append(conn)
                     if len(self.conns) >= limit:
-                        raise Overloaded("too many control connections")
-                conn = self.conns[conn_id] = Connection(conn_id, last_seen=now, created=now)
-            return conn
+                        gone += self._evict_locked(now, idle_s)
+                        if len(self.conns) >= limit:
+                            raise Overloaded("too many control connections")
+                    conn = Connection(conn_id, last_seen=now, created=now, index=self.index)
+                    self.conns[conn_id] = conn
+                return conn
+        finally:
+            self._unindex(gone)
 
     def is_expired(self, conn_id: str, *, readmit: bool = False) -> bool:
         """Whether a routing id was dropped for a missed handshake; a handshake (``readmit``) lifts it, so a
@@ -48,7 +58,26 @@ class SlotTable:
 
     def pop(self, conn_id: str) -> Connection | None:
         with self.mu:
-            return self.conns.pop(conn_id, None)
+            conn = self.conns.pop(conn_id, None)
+        self._unindex([conn] if conn is not None else [])
+        return conn
+
+    def attached_to(self, session_id: str) -> list[Connection]:
+        """The connections in the table attached to ``session_id`` (an index read, not a scan of the table).
+        One the table no longer holds (a job still attaching it after it left) is dropped from the index."""
+        out = []
+        for k in self.index.attached_to(session_id):
+            if self.conns.get(k.conn_id) is k:
+                out.append(k)
+            else:
+                self.index.discard(session_id, k)
+        return out
+
+    def _unindex(self, conns: list[Connection]) -> None:
+        """Connections that left the table leave the session index (never under ``mu``: takes their locks)."""
+        for k in conns:
+            with k.lock:
+                self.index.drop(k, list(k.attached))
 
     def snapshot(self) -> list[Connection]:
         with self.mu:
@@ -63,11 +92,11 @@ class SlotTable:
                 for cid, k in self.conns.items()
                 if k.state is ConnState.NEW and now - k.created > (idle_s if k.handshake_sent else deadline_s)
             ]
-            for cid in late:
-                self._expire_locked(cid)
+            gone = [k for cid in late if (k := self._expire_locked(cid)) is not None]
+        self._unindex(gone)
         return late
 
-    def _expire_locked(self, conn_id: str) -> None:
+    def _expire_locked(self, conn_id: str) -> Connection | None:
         conn = self.conns.pop(conn_id, None)
         if conn is not None:
             conn.state = ConnState.CLOSED
@@ -75,15 +104,17 @@ class SlotTable:
         while len(self.expired) > MAX_EXPIRED:
             self.expired.popitem(last=False)
         self.dropped_unready += 1
+        return conn
 
-    def _evict_locked(self, now: float, idle_s: float) -> None:
-        """Make one slot: the oldest connection that never sent a handshake, else every idle one."""
+    def _evict_locked(self, now: float, idle_s: float) -> list[Connection]:
+        """Make one slot: the oldest connection that never sent a handshake, else every idle one. Returns
+        the connections it took out of the table."""
         silent = sorted(
             (k for k in self.conns.values() if k.state is ConnState.NEW and not k.handshake_sent),
             key=lambda k: k.created,
         )
         if silent:
-            self._expire_locked(silent[0].conn_id)
-            return
-        for cid in [cid for cid, k in self.conns.items() if now - k.last_seen > idle_s]:
-            self.conns.pop(cid, None)
+            conn = self._expire_locked(silent[0].conn_id)
+            return [conn] if conn is not None else []
+        idle = [cid for cid, k in self.conns.items() if now - k.last_seen > idle_s]
+        return [k for cid in idle if (k := self.conns.pop(cid, None)) is not None]

@@ -19,6 +19,22 @@ def host_of(name: str) -> str | None:
     return name.split("/", 1)[0] if is_remote(name) else None
 
 
+def once_per_worker(usable: Callable[[str], bool] | None) -> Callable[[str], bool] | None:
+    """``usable`` asked at most once per worker name (one schedule's checks: the bus's peer list is sorted
+    per question, and a schedule asks about every worker several times)."""
+    if usable is None:
+        return None
+    seen: dict[str, bool] = {}
+
+    def once(name: str) -> bool:
+        ok = seen.get(name)
+        if ok is None:
+            ok = seen[name] = usable(name)
+        return ok
+
+    return once
+
+
 @dataclass
 class Worker:
     name: str

@@ -27,6 +27,7 @@ from typing import Any
 
 from geode.faults import fault
 from geode.lanes import tracing
+from geode.lanes.pool import once_per_worker
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.state import Asked, Fresh, Reply, copy_record, requeues_of
@@ -206,7 +207,8 @@ class LanesService(WorkerRequests):
         started = 0
         self._start_failed = False
         self.follow_capacity()  # every pool change (ready, death, silence) ends in a schedule
-        while not self._start_failed and self.pool.free_slots(self.routable) > 0:
+        routable = once_per_worker(self.routable)  # asked once per worker per schedule, not per check
+        while not self._start_failed and self.pool.free_slots(routable) > 0:
             grants = self.queue.grant(limit=1)
             if not grants:
                 break
@@ -214,7 +216,7 @@ class LanesService(WorkerRequests):
             rec = self._recs.get(g.turn_id)
             # a session's turns go to the worker of its last turn when it is free: that worker holds the
             # session's history from its own last save (geode/loop/checkpoint.py) and reads no message again
-            worker = self.pool.pick(self.routable, prefer=self._ran_on.get(rec.session_id) if rec else None)
+            worker = self.pool.pick(routable, prefer=self._ran_on.get(rec.session_id) if rec else None)
             if worker is None or rec is None:
                 if rec is not None:  # no worker after all: back to the head of its lane, not a loss
                     self.queue.requeue(g.turn_id, lost=False)

@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 MAX_SESSIONS = 256
 MAX_EVENTS_PER_SESSION = 512
 MAX_TRACKED_TURNS = 4096
+SEEN_PER_TURN = 256  # a turn's seqs remembered as seen (a repeat of an older one is no longer caught)
 
 
 class StreamBuffer:
@@ -81,7 +82,8 @@ class Reorder:
         self.max_held = max_held
         self._next: dict[str, int] = {}
         self._held: dict[str, dict[int, tuple[float, Any]]] = {}
-        self._seen: dict[str, deque[int]] = {}
+        # per turn, the last SEEN_PER_TURN seqs seen, oldest first (a dict as an ordered set: O(1) lookups)
+        self._seen: dict[str, dict[int, None]] = {}
 
     def push(self, turn_id: str, seq: int, item: Any, now: float | None = None) -> list[Any]:
         now = time.monotonic() if now is None else now
@@ -90,10 +92,12 @@ class Reorder:
             self._seen.pop(oldest)
             self._next.pop(oldest, None)
             self._held.pop(oldest, None)
-        seen = self._seen.setdefault(turn_id, deque(maxlen=256))
+        seen = self._seen.setdefault(turn_id, {})
         if seq in seen:
             return []
-        seen.append(seq)
+        seen[seq] = None
+        if len(seen) > SEEN_PER_TURN:
+            del seen[next(iter(seen))]
         nxt = self._next.get(turn_id)
         if nxt is None or seq <= nxt:  # the first event of a turn, or a late one: release now
             self._next[turn_id] = max(nxt or 0, seq + 1)

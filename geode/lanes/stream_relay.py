@@ -105,10 +105,11 @@ def _send(state: LanesState, origin: str, session_id: str, outs: list[lanes_msg.
     for i in range(0, len(outs), lanes_msg.STREAM_EVENTS_MAX):
         chunk = outs[i : i + lanes_msg.STREAM_EVENTS_MAX]
         try:
-            if len(chunk) == 1:
-                state.transport.cast(origin, lanes_msg.ORIGIN_EVENT, chunk[0], session=session_id)
+            if len(chunk) == 1:  # each event's body read off its model: no pydantic pass (issue 34)
+                body = lanes_msg.event_wire(chunk[0])
+                state.transport.cast(origin, lanes_msg.ORIGIN_EVENT, body, session=session_id)
             else:
-                body = lanes_msg.StreamEvents(events=chunk)
+                body = {"events": [lanes_msg.event_wire(ev) for ev in chunk]}
                 state.transport.cast(origin, lanes_msg.ORIGIN_EVENTS, body, session=session_id)
         except BadRequest as exc:  # together over the frame cap (a done with a long answer): one to a frame
             if len(chunk) == 1:

@@ -41,6 +41,19 @@ class StreamEvents(BaseModel):
     events: list[StreamEvent] = Field(min_length=1, max_length=STREAM_EVENTS_MAX)
 
 
+def event_wire(ev: StreamEvent) -> dict[str, Any]:
+    """A stream event as a frame carries it, read off the validated model without pydantic's serializer:
+    what ``catalog.dump(ev)`` gives (no field is ever None), ``data`` as it was validated (it came as
+    msgpack, or was built by lanes: JSON-native). Lanes and control send each event as this (issue 34)."""
+    return {
+        "session_id": ev.session_id,
+        "turn_id": ev.turn_id,
+        "seq": ev.seq,
+        "kind": ev.kind,
+        "data": ev.data,
+    }
+
+
 class Ok(BaseModel):
     ok: bool = True
 
