@@ -10,17 +10,19 @@ import threading
 
 from actors.tree import c_heap
 from actors.tree.child_guard import arm_parent_death, report_ready
+from actors.tree.fork_imports import ImportsAfterFork
 
 log = logging.getLogger("actors.tree.child_main")
 EX_TEMPFAIL = 75  # sysexits: a start-up failure that may clear (unwritable directory, full disk)
-# sys.modules when the zygote forked this child (None: exec'd); what a child imports after the fork is private
-# memory and start time of every incarnation, so the ready line says it (the zygote's CORE should hold it)
-AT_FORK: frozenset[str] | None = None
+# the imports this child made since the zygote forked it (None: exec'd); what a child imports after the fork
+# is private memory and start time of every incarnation, so the ready line says it (CORE should hold it);
+# recorded by a finder, not by a copy of sys.modules (fork_imports.py: that copied 1.7-5.4 MiB of pages)
+AT_FORK: ImportsAfterFork | None = None
 
 
 def imported_after_fork() -> list[str]:
     """The modules this forked child imported itself (none when the zygote's imports cover it; [] exec'd)."""
-    return sorted(set(sys.modules) - AT_FORK) if AT_FORK is not None else []
+    return AT_FORK.imported() if AT_FORK is not None else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s#%d ready (pid %d)", name, incarnation, os.getpid())
     else:
         new = imported_after_fork()
+        AT_FORK.stop()
         log.info(  # the modules it carries: every one of them is pages of the tree (a count to guard)
             "%s#%d ready (pid %d; %d modules; %d modules imported after the fork%s)",
             name,

@@ -37,6 +37,8 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from actors.tree.fork_imports import watch as watch_imports
+
 ENV_FD = "GEODE_ZYGOTE_FD"
 MAX_MESSAGE = 1 << 20  # an environment is a few KiB
 # every child's code, in the order children start (store first), then what first turns need
@@ -141,7 +143,7 @@ def _rc(status: int) -> int:
 def _child(name: str, env: dict[str, str], fds: list[int], closing: list[int]) -> None:
     """In the forked child: become ``python -m actors.tree.child_main NAME`` and never return."""
     rc = 1
-    at_fork = frozenset(sys.modules)
+    at_fork = watch_imports()  # first: every import from here on is this child's own
     try:
         for fd in closing:
             with contextlib.suppress(OSError):
