@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from contextvars import Context, copy_context
+from functools import partial
 from typing import Any
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -21,6 +22,7 @@ from geode.faults import fault
 from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
+from geode.loop.one_call import await_one
 from geode.loop.ports import ToolRunner
 from geode.loop.reused_threads import TOOL_CALLS
 from geode.loop.settings import LoopSettings
@@ -242,12 +244,10 @@ def run_calls(
 
     # threads reused across batches (geode.loop.reused_threads); a call abandoned by a cancel finishes (or
     # times out) on its own
-    if parallelism <= 1:  # strictly one after another: the next call is sent after the previous answered
-        out: list[ToolResult] = []
-        for ctx, call in jobs:
-            future = TOOL_CALLS.map_ordered(in_context, [(copy_context(), ctx, call)], 1)[0]
-            out.append(_await([future], [call], state, executor)[0])
-        return out
+    if parallelism <= 1 or len(jobs) == 1:  # in order: the next call is sent after the previous answered
+        stop, grace = partial(cancel_in_executor, executor, state), CANCEL_GRACE_S
+        jobs_in_context = ((partial(in_context, copy_context(), ctx, call), call) for ctx, call in jobs)
+        return [await_one(job, call, state.cancel, stop, grace) for job, call in jobs_in_context]
     work = [(copy_context(), ctx, call) for ctx, call in jobs]
     futures = TOOL_CALLS.map_ordered(in_context, work, parallelism)
     return _await(futures, [c for _, c in jobs], state, executor)
