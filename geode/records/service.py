@@ -19,7 +19,7 @@ from geode.protocol.transport import Request
 from geode.records.checkpoint_rows import save_with_rows_later
 from geode.records.engine import RecordEngine
 from geode.records.intake_service import IntakeRoutes
-from geode.records.models import TurnRecord
+from geode.records.models import TurnRecord, TurnState
 from geode.records.schedule_service import LedgerRoutes
 from geode.records.search_feed import SearchFeed
 from geode.records.search_service import SearchRoutes
@@ -106,7 +106,7 @@ class StoreService:
                 m.CHECKPOINT_SAVE: self._save,
                 m.TIMELINE_APPEND: self._append,
                 m.TIMELINE_APPEND_MANY: lambda b, r: append_many(engine.timeline, b.events),
-                m.TURN_PUT: lambda b, r: engine.turns.put_later(b).map(self._turn_stored),
+                m.TURN_PUT: self._put_turn,
                 m.CURSOR_SET: self._set_cursor,
                 m.DEDUPE: lambda b, r: engine.cursors.dedupe_later(b.key, ttl_s=b.ttl_s, token=b.token).map(
                     lambda first: m.DedupeReply(first=first)
@@ -126,13 +126,20 @@ class StoreService:
         # SaveCheckpoint is a CheckpointSave; its timeline rows (if any) are written in the same operation
         return save_with_rows_later(self.engine.checkpoints, self.engine.timeline, b)
 
+    def _put_turn(self, b: m.PutTurn, r: Request) -> Later:
+        # a done turn is indexed once its commit returned (a put that finds its turn done already was
+        # indexed when that turn was stored done, or by the feed's sync at start)
+        if self.search is not None and b.state == TurnState.DONE:
+            return self.engine.turns.put_later(b).map(self._turn_stored)
+        return self.engine.turns.put_later(b, _turn_reply)  # the reply made in the write
+
     def _turn_stored(self, turn: TurnRecord) -> m.TurnReply:
         if self.search is not None:
             try:
                 self.search.turn_stored(turn)  # queued: indexed by the feed's thread, never on the writer's
             except Exception:  # derived data: a write's reply never fails for it (the sync catches up)
                 log.exception("search index: turn %s not queued", turn.turn_id)
-        return m.TurnReply(turn=turn)
+        return _turn_reply(turn)
 
     def prune(self) -> dict[str, int]:
         """Retention, then the search index drops what the records no longer hold."""
@@ -234,6 +241,11 @@ class StoreService:
 def _append_reply(seq: int) -> dict[str, int]:
     """``AppendReply(seq=seq)`` as the reply's body map (what dumping the model gives, without the model)."""
     return {"seq": seq}
+
+
+def _turn_reply(turn: TurnRecord) -> m.TurnReply:
+    """The put's reply (the record, a model instance, is taken as it is, not validated again)."""
+    return m.TurnReply(turn=turn)
 
 
 def _pid() -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 import lmdb
 
@@ -29,22 +31,27 @@ class TurnStore:
     def put(self, turn: TurnRecord) -> TurnRecord:
         return self.writer.run(lambda txn: self._put(txn, turn))
 
-    def put_later(self, turn: TurnRecord) -> Later:
-        """:meth:`put` without waiting: a ``Later`` of the stored record, completed after the sync commit."""
-        return self.writer.submit(lambda txn: self._put(txn, turn))
+    def put_later(self, turn: TurnRecord, reply: Callable[[TurnRecord], Any] | None = None) -> Later:
+        """:meth:`put` without waiting: a ``Later`` of the stored record (or of ``reply(record)``: a request's
+        reply made in the write, no second ``Later`` to map it), completed after the sync commit."""
+        if reply is None:
+            return self.writer.submit(lambda txn: self._put(txn, turn))
+        return self.writer.submit(lambda txn: reply(self._put(txn, turn)))
 
     def _put(self, txn: Txn, turn: TurnRecord) -> TurnRecord:
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")
         raw = txn.get(key(turn.turn_id), db=db)
-        old = TurnRecord.model_validate(unpack(raw)) if raw else None
-        if old is not None and old.state == TurnState.DONE:
-            return old
+        # the stored record is this method's own dump: its state and created_at are read, not validated
+        # again (a done record is, to be returned)
+        old: dict[str, Any] | None = unpack(raw) if raw else None
+        old_state = str(old.get("state", TurnState.QUEUED.value)) if old is not None else ""
+        if old is not None and old_state == TurnState.DONE.value:
+            return TurnRecord.model_validate(old)
         now = time.time()
-        new = turn.model_copy(
-            update={"created_at": old.created_at if old else (turn.created_at or now), "updated_at": now}
-        )
+        created = float(old.get("created_at", 0.0)) if old is not None else (turn.created_at or now)
+        new = turn.model_copy(update={"created_at": created, "updated_at": now})
         if old is not None:
-            txn.delete(key(old.state.value, old.turn_id), db=idx)
+            txn.delete(key(old_state, turn.turn_id), db=idx)
         txn.put(key(new.state.value, new.turn_id), b"", db=idx)
         txn.put(key(new.session_id, new.turn_id), b"", db=self.renv.db("turn_session"))
         txn.put(key(new.turn_id), pack(new.model_dump(mode="json")), db=db)
