@@ -3,13 +3,14 @@
 A turn's request ``n + 1`` sends the messages of request ``n`` (the very same message objects) plus the
 round's new ones. :class:`EncodedHistory` keeps, per conversation (the request's ``session_id``), the
 messages last sent, their encoded wire params and those params already joined into the array's content, in
-pieces of about :data:`PIECE` bytes. The next request reuses all of it for the leading messages it shares
-with the last one (all of them, or up to a change near the end in a compacted view): only the others are
-encoded (each once per message object, :class:`~geode.providers.identity_memo.IdentityMemo`) and joined to
-the last, still open piece, so a round's body costs what its new messages cost, not the whole history: the
-pieces go to the socket as they are (:func:`~geode.providers.adapter_base.body_chunks`), never copied into
-one buffer. A message with a picture is projected on every request (its file is read and verified each
-time): it is a piece of its own, encoded anew.
+pieces whose sizes shrink geometrically (the oldest the largest). The next request reuses all of it for the
+leading messages it shares with the last one (all of them, or up to a change near the end in a compacted
+view): only the others are encoded (each once per message object,
+:class:`~geode.providers.identity_memo.IdentityMemo`) and joined as a new piece, merged with the last ones
+while they are of a size, so a round's body costs what its new messages cost (amortized), not the whole
+history: the large pieces go to the socket as they are (:func:`~geode.providers.adapter_base.body_chunks`),
+never copied into one buffer. A message with a picture is projected on every request (its file is read and
+verified each time): it is a piece of its own, encoded anew.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from geode.providers.identity_memo import IdentityMemo, common_prefix
 
 Encode = Callable[[Message], bytes]
 
-PIECE = 32 * 1024  # a piece stays open (its new messages appended by one copy) until it is this long
 SEP = b", "
 
 
@@ -94,16 +94,18 @@ class EncodedHistory:
             conv.pieces.append(_Piece(last.start, begin, data))
 
     def _append(self, conv: _Conversation, start: int, end: int) -> None:
-        """Messages ``start``..``end`` (no pictures) joined to the open piece, or a new piece."""
+        """Messages ``start``..``end`` (no pictures) as a new piece, then merged with the pieces before it
+        while one is not more than twice the next (so the pieces shrink geometrically: O(log n) of them,
+        and a kept param is copied O(log n) times in the conversation's life, not once per request)."""
         if start >= end:
             return
-        new = self._data(conv, start, end)
-        last = conv.pieces[-1] if conv.pieces else None
-        if last is not None and not last.picture and len(last.data) < PIECE:
-            self.copied += len(last.data)
-            conv.pieces[-1] = _Piece(last.start, end, last.data + new)  # one copy of at most PIECE bytes
-        else:
-            conv.pieces.append(_Piece(start, end, new))
+        pieces = conv.pieces
+        pieces.append(_Piece(start, end, self._data(conv, start, end)))
+        while len(pieces) > 1 and not pieces[-2].picture and len(pieces[-2].data) <= 2 * len(pieces[-1].data):
+            last = pieces.pop()
+            first = pieces.pop()
+            self.copied += len(first.data) + len(last.data)
+            pieces.append(_Piece(first.start, last.end, first.data + last.data))
 
     def _data(self, conv: _Conversation, start: int, end: int) -> bytes:
         """Messages ``start``..``end`` joined, led by ``SEP`` when a param comes before them (the pieces

@@ -6,14 +6,14 @@ middle, with a picture among them, retried after a dropped connection, through e
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from geode.providers.adapter_base import body_chunks
-from geode.providers.encoded_history import PIECE
+from geode.providers.adapter_base import BIG, body_chunks
 from geode.providers.types import ModelRequest
 from geode.testing.scenario import Scenario, ScriptedReply
 from tests.providers.conftest import MODELS, WEATHER, WIRES, build
@@ -59,15 +59,15 @@ def _headers(rec: Any) -> dict[str, str]:
 
 
 def test_a_long_history_is_sent_in_its_pieces_and_arrives_whole(server, fake_time):
-    """300 rounds (~0.4 MB): the body goes out in several chunks under one Content-Length (no chunked
+    """150 rounds (~0.1 MB): the body goes out in several chunks under one Content-Length (no chunked
     encoding), the server reads what ``build_body`` describes, streamed or not, round after round."""
     server.set_scenario(Scenario.of(*["ok"] * 4))
     adapter = build(ANTHROPIC, server, fake_time)
-    history = _history(300)
+    history = _history(150)
     for i, stream in enumerate((False, True, False, True)):
         req = _request(ANTHROPIC, history, stream=stream)
         chunks = body_chunks(adapter.wire_body(req))
-        assert len(chunks) >= 3 and sum(map(len, chunks)) > 4 * PIECE
+        assert len(chunks) >= 3 and sum(map(len, chunks)) > BIG
         adapter.complete(req)
         rec = server.requests[-1]
         assert rec.body == _expected(adapter, req)
@@ -77,28 +77,25 @@ def test_a_long_history_is_sent_in_its_pieces_and_arrives_whole(server, fake_tim
 
 
 def test_a_round_joins_what_it_adds_not_the_history(fake_time, server):
-    """The work count: each round re-joins at most one open piece of the kept messages (PIECE bytes),
-    whatever the history's length, and hands the same piece objects to the socket round after round (the
-    first request's whole history is one of them); the old body encoder copied the whole history three to
-    four times a request."""
+    """The work count: over 200 rounds the kept params are joined again O(log n) times each (pieces merged
+    while of a size), never once a request: the first request's history (~0.9 MB) is one piece handed to the
+    socket as it is every round, and a request has O(log n) chunks; the old body encoder copied the whole
+    history three to four times a request."""
     adapter = build(ANTHROPIC, server, fake_time)
     history = _history(1500)
-    adapter.wire_body(_request(ANTHROPIC, history))
-    encoded, copied = adapter._history.encoded, adapter._history.copied
-    kept: list[bytes] = []
-    for i in range(100):
+    first = body_chunks(adapter.wire_body(_request(ANTHROPIC, history)))
+    whole = max(first, key=len)
+    assert len(whole) > 500_000
+    encoded, copied, added = adapter._history.encoded, adapter._history.copied, 0
+    rounds = 200
+    for i in range(rounds):
         history += _round(2000 + i)
         chunks = body_chunks(adapter.wire_body(_request(ANTHROPIC, history)))
-        assert adapter._history.encoded - encoded == 2  # only the round's two messages are encoded
-        assert adapter._history.copied - copied <= PIECE  # the open piece, never the history
-        encoded, copied = adapter._history.encoded, adapter._history.copied
-        big = [c for c in chunks if len(c) >= PIECE]
-        assert big and len(chunks) <= len(big) + 3  # the kept pieces, the short parts between them
-        if kept:
-            assert all(
-                a is b for a, b in zip(kept, big[: len(kept)], strict=True)
-            )  # as they are: not rebuilt
-        kept = big
+        added += sum(len(adapter._history._memo.get(m, bytes)) for m in history[-2:])
+        assert any(c is whole for c in chunks)  # sent as it is: not copied, not rebuilt
+        assert len(chunks) <= math.log2(sum(map(len, chunks)) / BIG) + 4
+    assert adapter._history.encoded - encoded == 2 * rounds  # only each round's two messages encoded
+    assert adapter._history.copied - copied <= added * (math.log2(rounds) + 2)  # amortized O(new log n)
 
 
 def test_a_fresh_equal_copy_at_the_head_is_not_encoded_again(fake_time, server):
@@ -107,17 +104,17 @@ def test_a_fresh_equal_copy_at_the_head_is_not_encoded_again(fake_time, server):
     adapter = build(ANTHROPIC, server, fake_time)
     history = _history(400)
     note = Message(role="user", content=(TextBlock(text="[system:compaction] 40 earlier messages omitted."),))
-    adapter.wire_body(_request(ANTHROPIC, [note, *history]))
-    encoded, copied = adapter._history.encoded, adapter._history.copied
+    whole = max(body_chunks(adapter.wire_body(_request(ANTHROPIC, [note, *history]))), key=len)
+    encoded = adapter._history.encoded
     for i in range(5):
         history += _round(3000 + i)
         again = note.model_copy()  # a new object, equal to the last request's
         req = _request(ANTHROPIC, [again, *history])
-        body = json.loads(b"".join(body_chunks(adapter.wire_body(req))))
-        assert body == _expected(adapter, req)
+        chunks = body_chunks(adapter.wire_body(req))
+        assert json.loads(b"".join(chunks)) == _expected(adapter, req)
         assert adapter._history.encoded - encoded == 2
-        assert adapter._history.copied - copied <= PIECE
-        encoded, copied = adapter._history.encoded, adapter._history.copied
+        assert any(c is whole for c in chunks)
+        encoded = adapter._history.encoded
 
 
 @pytest.mark.parametrize("wire", WIRES)
