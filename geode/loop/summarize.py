@@ -16,11 +16,13 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from geode.conversation import Message, TextBlock
 from geode.loop.compaction import CHARS_PER_TOKEN, ELIDE_KEEP, estimate_tokens
 from geode.loop.history_fold import HistoryFold
+from geode.providers.identity_memo import IdentityMemo
 from geode.providers.types import ModelRequest, ModelResponse, Provider, SystemSection
 
 log = logging.getLogger(__name__)
@@ -69,18 +71,40 @@ def _covers(record: Message | None) -> int:
 
 def effective_history(history: list[Message]) -> list[Message]:
     """The history as the model sees it before the floor: the latest summary (merged into the first kept user
-    message, or a user message of its own), then every non-record message after the point it covers."""
+    message, or a user message of its own), then every non-record message after the point it covers.
+
+    The summary's message is the same object every round (kept beside the message it leads, or the record),
+    so what is derived from the view by identity (its encoded body, its token estimate) is reused; the kept
+    messages are sliced around the folded records' indices, not filtered one by one."""
     where = _RECORD_AT(history)[1]  # folded: a round pays only for its new messages
     if not where:
         return list(history)
     latest = history[where[-1]]
-    rest = [m for m in history[_covers(latest) :] if not is_record(m)]
-    note = TextBlock(text=latest.text)
+    rest: list[Message] = []
+    at = _covers(latest)
+    for r in where:
+        if r >= at:
+            rest += history[at:r]
+            at = r + 1
+    rest += history[at:]
     if rest and rest[0].role == "user" and not rest[0].tool_results:
-        rest[0] = rest[0].model_copy(update={"content": (note, *rest[0].content)})
+        text, led = _LED.get(rest[0], partial(_led, latest.text))
+        rest[0] = led if text == latest.text else _led(latest.text, rest[0])[1]
     else:
-        rest.insert(0, Message(role="user", content=(note,)))
+        rest.insert(0, _NOTE.get(latest, _note))
     return rest
+
+
+def _led(text: str, first: Message) -> tuple[str, Message]:
+    return text, first.model_copy(update={"content": (TextBlock(text=text), *first.content)})
+
+
+def _note(record: Message) -> Message:
+    return Message(role="user", content=(TextBlock(text=record.text),))
+
+
+_LED: IdentityMemo[tuple[str, Message]] = IdentityMemo()  # a kept first message -> (summary, it led by it)
+_NOTE: IdentityMemo[Message] = IdentityMemo()  # a record -> its summary as a user message of its own
 
 
 def _turn_start(m: Message) -> bool:

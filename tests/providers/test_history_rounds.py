@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.loop.summarize import effective_history, is_record
 from geode.providers.adapter_base import BIG, body_chunks
 from geode.providers.types import ModelRequest
 from geode.testing.scenario import Scenario, ScriptedReply
@@ -156,3 +157,41 @@ def test_a_picture_inside_a_long_history_is_verified_on_every_request(server, fa
     adapter.complete(_request(ANTHROPIC, history))
     assert server.requests[-1].images == []
     assert "cat.png" in _texts(server.requests[-1].body)
+
+
+def _record(text: str, covers: int) -> Message:
+    meta = {"origin": "compaction", "covers": covers, "compaction_id": f"cmp-{covers}"}
+    return Message(role="user", content=(TextBlock(text=text),), metadata=meta)
+
+
+@pytest.mark.parametrize("merged", [True, False])
+def test_a_summarized_history_leads_with_the_same_message_every_round(merged, server, fake_time):
+    """After a summarizing compaction the view starts with the summary (merged into the first kept user
+    message, or a message of its own): the same object every round, so the round's request encodes only the
+    round's messages; the view is the history from the point the summary covers, records left out."""
+    adapter = build(ANTHROPIC, server, fake_time)
+    history = _history(30)  # 61 messages
+    history.append(_record("## Goal\nan older summary", covers=10))  # 61
+    history.append(Message.user_text("and now the coast"))  # 62
+    history += _round(9000)  # 63, 64
+    covers = 62 if merged else 63
+    summary = "## Goal\nweather for every city"
+    history.append(_record(summary, covers=covers))
+    history += _round(9001)
+    first, encoded = None, None
+    for i in range(4):
+        history += _round(9100 + i)
+        view = effective_history(history)
+        kept = [m for m in history[covers:] if not is_record(m)]
+        if merged:
+            assert view[0].content == (TextBlock(text=summary), *kept[0].content)
+            assert view[1:] == kept[1:]
+        else:
+            assert view[0].text == summary
+            assert view[1:] == kept
+        assert first is None or view[0] is first  # (a new copy every round before)
+        first = view[0]
+        adapter.wire_body(_request(ANTHROPIC, view))
+        if encoded is not None:
+            assert adapter._history.encoded - encoded == 2
+        encoded = adapter._history.encoded
