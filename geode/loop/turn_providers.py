@@ -13,6 +13,7 @@ from typing import Any
 from geode.config_source import ConfigSource
 from geode.home import GeodeHome
 from geode.loop.events import cancellable_sleep, relay_provider_event
+from geode.loop.provider_memo import ProviderMemo
 from geode.providers.adapter_base import WireAdapter
 from geode.providers.live import LiveProviders
 from geode.providers.request_lines import quiet_request_lines
@@ -36,10 +37,12 @@ class TurnProviders:
         self.who = who
         quiet_request_lines()  # no INFO line per model request in the worker's log
         self.live: LiveProviders | None = None
+        self.memo: ProviderMemo | None = None
         if factory is None:  # the source's snapshot and .env at each turn (see geode.providers.live)
             self.live = LiveProviders(
                 home, on_event=relay_provider_event, sleep=cancellable_sleep, who=who, source=source
             )
+            self.memo = ProviderMemo(self.live)  # resolved again only when something it depends on changed
         self.factory = factory or self.live.get  # type: ignore[union-attr]
         self._cache: dict[str | None, Provider] = {}
         self._lock = threading.Lock()
@@ -47,8 +50,8 @@ class TurnProviders:
 
     def get(self, model: str | None) -> Provider:
         """The live providers follow config and .env (their own cache); an injected factory is cached here."""
-        if self.live is not None:
-            return self.live.get(model)
+        if self.memo is not None:
+            return self.memo.get(model)
         with self._lock:
             p = self._cache.get(model)
         if p is None:
