@@ -1,10 +1,11 @@
 """The loop worker's fixed pieces of a turn and a round, in-process CPU per piece (issue 34, session 5).
 
-Pieces: a transcript append per checkpoint save (2 messages, one session), the model call's hand-off to its
-reused thread and back (``geode.loop.call._interruptible`` of a call that returns at once), a round's single
-tool call waited on (``geode.loop.batch.run_calls`` with an executor that answers at once), and a turn's
-two threads (its actor's and its body's: started and ended per turn before, reused jobs now). CPU time of
-the whole process per piece (``time.process_time``), the median of ``--repeats`` runs.
+Pieces: the turn's provider lookup (``TurnProviders.get``), a transcript append per checkpoint save (2
+messages, one session), the model call's hand-off to its reused thread and back (``_interruptible`` of a
+call that returns at once), a round's single tool call waited on (``run_calls`` with an executor that
+answers at once), and a turn's two threads (its actor's and its body's: started and ended per turn before,
+reused jobs now). CPU time of the whole process per piece (``time.process_time``), the median of
+``--repeats`` runs.
 
 Compare two checkouts by running it under each, alternating (the piece's code is whatever ``geode`` imports):
 
@@ -24,8 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from geode.config_schema import GeodeConfig
+from geode.config_source import ConfigSource
+from geode.home import GeodeHome
 from geode.loop import batch, call, reused_threads
 from geode.loop.state import TurnState
+from geode.loop.turn_providers import TurnProviders
 from geode.sessions.transcript import TranscriptWriter
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
@@ -86,7 +91,13 @@ def main() -> None:
                 turns.run_fresh(done.set, name)
                 done.wait()
 
+    os.environ.setdefault("ANTHROPIC_API_KEY", "sk-ant-bench")
+    home = GeodeHome(root / "home").ensure()
+    home.run_dir.mkdir(parents=True, exist_ok=True)
+    providers = TurnProviders(home, "loop-1", source=ConfigSource(home, GeodeConfig.from_raw))
+
     pieces: dict[str, Callable[[], object]] = {
+        "provider lookup per turn": lambda: providers.get("claude-opus-5-5"),
         "transcript append per save": save,
         "model call hand-off": lambda: call._interruptible(lambda: None, cancel),  # type: ignore[arg-type,return-value]
         "single tool call waited on": lambda: batch.run_calls(executor, job, state, events, 4),  # type: ignore[arg-type]
