@@ -39,13 +39,11 @@ def run_with_deadline(
     env: ToolEnv,
     *,
     on_exit: Callable[[], None],
-    if_slow: tuple[float, Callable[[], None]] | None = None,
 ) -> Outcome:
     """Call the handler; give up waiting after ``env.deadline_s`` (the work may still be running then).
-    ``if_slow`` ``(seconds, fn)``: ``fn()`` once, when the handler is still running after that long.
     With a ``Cooperative`` ``env.cancel`` the handler runs here (``run_here``)."""
     if isinstance(env.cancel, Cooperative):
-        return run_here(entry, args, env, on_exit=on_exit, if_slow=if_slow)
+        return run_here(entry, args, env, on_exit=on_exit)
     box: dict[str, Outcome] = {}
     done = threading.Event()
 
@@ -65,8 +63,6 @@ def run_with_deadline(
 
     end = time.monotonic() + env.deadline_s
     WORKERS.run(target, f"tool-{env.ctx.operation_id or 'call'}")
-    if if_slow is not None and not done.wait(min(if_slow[0], env.deadline_s)):
-        if_slow[1]()
     if not done.wait(max(0.0, end - time.monotonic())):
         env.cancel.set()
         return Outcome("timeout")
@@ -75,29 +71,17 @@ def run_with_deadline(
 
 class Cooperative(threading.Event):
     """``env.cancel`` of a call run on its caller's thread: set by a cancel as any event, and seen set by
-    ``is_set`` once the deadline passes (``expired``); ``is_set`` also calls the ``if_slow`` function once,
-    when the call is still running after its delay. Its handler must check ``is_set`` as it goes."""
+    ``is_set`` once the deadline passes (``expired``). Its handler must check ``is_set`` as it goes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.expired = False
-        self._end = float("inf")
-        self._slow_at = float("inf")
-        self._slow: Callable[[], None] | None = None
-
-    def arm(self, end: float, if_slow: tuple[float, Callable[[], None]] | None) -> None:
-        self._end = end
-        if if_slow is not None:
-            self._slow_at, self._slow = time.monotonic() + if_slow[0], if_slow[1]
+        self.end = float("inf")  # the deadline (monotonic), armed by ``run_here``
 
     def is_set(self) -> bool:
         if self._flag:  # type: ignore[attr-defined]
             return True
-        now = time.monotonic()
-        if now >= self._slow_at and self._slow is not None:
-            slow, self._slow = self._slow, None
-            slow()
-        if now >= self._end:
+        if time.monotonic() >= self.end:
             self.expired = True
             self.set()
             return True
@@ -105,19 +89,13 @@ class Cooperative(threading.Event):
 
 
 def run_here(
-    entry: HandlerEntry,
-    args: dict[str, Any],
-    env: ToolEnv,
-    *,
-    on_exit: Callable[[], None],
-    if_slow: tuple[float, Callable[[], None]] | None = None,
+    entry: HandlerEntry, args: dict[str, Any], env: ToolEnv, *, on_exit: Callable[[], None]
 ) -> Outcome:
     """``run_with_deadline`` on this thread for a handler that checks ``env.cancel`` (a ``Cooperative``):
     the deadline is seen by its checks; a result that comes after the deadline is a timeout."""
     cancel = env.cancel
     assert isinstance(cancel, Cooperative)
-    end = time.monotonic() + env.deadline_s
-    cancel.arm(end, if_slow)
+    cancel.end = end = time.monotonic() + env.deadline_s
     try:
         out = contextvars.Context().run(_outcome, entry, args, env)  # as on a handler thread: empty
     finally:

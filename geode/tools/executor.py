@@ -296,7 +296,7 @@ class ToolExecutor:
         arguments = tool_timeline.shown(call, spec)  # what both rows show of the arguments, redacted once
         try:
             held_keys = {"locks": list(held.keys)} if held.keys else {}  # the resource locks it runs under
-            self.timeline.write(  # a read-only call's row may wait for its end row: one store request
+            self.timeline.write(  # a read-only call's rows may wait HOLD_S: one store request for several
                 "tool.called",
                 ctx,
                 call,
@@ -312,8 +312,7 @@ class ToolExecutor:
                 self._inflight[id(env)] = ((ctx.session_id, ctx.turn_id), env.cancel)
             if self._is_cancelled(ctx):
                 env.cancel.set()
-            slow = (tool_timeline.HOLD_S, self.timeline.nudge) if hold else None  # a held row waits no longer
-            outcome = run_with_deadline(entry, call.input, env, on_exit=held.release, if_slow=slow)
+            outcome = run_with_deadline(entry, call.input, env, on_exit=held.release)
         except BaseException:
             held.release()  # idempotent; normally the handler thread releases
             raise
@@ -332,7 +331,9 @@ class ToolExecutor:
         if receipted and not unknown:
             result = self.receipts.commit(ctx, spec, result)
             fault("executor.after_commit")
-        self.timeline.write("tool.completed", ctx, call, spec, result, arguments=arguments, **stopped)
+        self.timeline.write(  # a read-only call's rows go with the rows of the calls around it
+            "tool.completed", ctx, call, spec, result, hold=hold, arguments=arguments, **stopped
+        )
         self._observe(
             HookEvent.TOOL_EXEC_ENDED,
             ctx,

@@ -1,10 +1,12 @@
 """Timeline rows for every call and outcome (denials included), redacted; personal-data arguments omitted.
 
-The rows queued together go to the store in one request (``append_timelines``); the ``tool.called`` row of a
-read-only call (no effect, no receipt) waits up to ``HOLD_S`` for the call's end so that both rows go
-together: one store round trip per call instead of two, the same rows in the same order. A held row does not
-wake the writer: the call's end row does, or ``nudge()`` when the call is still running after ``HOLD_S`` (the
-executor's wait for its handler says so), so the writer wakes once per read-only call, not twice."""
+The rows queued together go to the store in one request (``append_timelines``). Both rows of a read-only
+call (no effect, no receipt) are held: they wait up to ``HOLD_S`` (from when the oldest queued row was
+queued) so that they go together, with the rows of the calls made meanwhile: one store round trip per
+``HOLD_S`` of read-only calls, not one per call, the same rows in the same order. A held row does not wake
+the writer unless it sleeps with nothing queued; the writer times itself (after a request it waits
+``HOLD_S`` for more rows before it sleeps). Any other row (a call with an effect, a denial) wakes the writer
+at once and goes with every row queued before it; ``flush`` and ``close`` send what is queued at once."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 SUMMARY_CHARS = 500
 MAX_QUEUED = 10_000
 OUTCOMES = {"tool.denied": "denied", "tool.replayed": "replayed", "tool.completed": "ok"}
-HOLD_S = 0.05  # how long a read-only call's tool.called row waits for its end row (then it goes alone)
+HOLD_S = 0.05  # how long a read-only call's rows may wait for the rows that go with them
 BATCH = 64  # rows per store request at most (geode.protocol.store.MAX_APPEND_MANY)
 
 
@@ -55,6 +57,8 @@ class ToolTimeline:
         self._cv = threading.Condition()
         self._pending = 0
         self._closed = False
+        self._idle = False  # the writer sleeps with nothing queued (no timer running)
+        self._urgent = False  # a row that goes at once is queued (the held ones before it go with it)
         self.failures = 0
         # unique per row (a retried call writes new rows; the store's own retries reuse the same event)
         self._seq = itertools.count(int(time.time() * 1000) % 10**9)
@@ -67,18 +71,14 @@ class ToolTimeline:
         """Block until every queued row was appended (or failed); False on timeout."""
         end = time.monotonic() + timeout_s
         with self._cv:
-            self._cv.notify_all()  # a held row goes after HOLD_S without waiting for a nudge
+            self._urgent = True  # held rows go now
+            self._cv.notify_all()
             while self._pending:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
                 self._cv.wait(left)
         return True
-
-    def nudge(self) -> None:
-        """The call of the newest held row is still running (``HOLD_S`` passed): let the writer send it."""
-        with self._cv:
-            self._cv.notify_all()
 
     def close(self, timeout_s: float = 2.0) -> None:
         self.flush(timeout_s)
@@ -87,23 +87,32 @@ class ToolTimeline:
             self._cv.notify_all()
 
     def _drain(self) -> None:
+        linger = False  # after a request: wait HOLD_S for more rows before sleeping untimed
         while True:
             with self._cv:
                 while not self._queue and not self._closed:
+                    if linger:
+                        linger = False
+                        self._cv.wait(HOLD_S)
+                        continue
+                    self._idle = True
                     self._cv.wait()
+                    self._idle = False
                 if not self._queue:
                     return
-                while self._queue[-1][1] and not self._closed:  # the newest row waits for its call's end
+                while not self._urgent and not self._closed:  # held rows wait for the rows of HOLD_S
                     left = self._since + HOLD_S - time.monotonic()
                     if left <= 0:
                         break
                     self._cv.wait(left)
                 batch = [self._queue.popleft()[0] for _ in range(min(BATCH, len(self._queue)))]
+                self._urgent = bool(self._queue)  # more than a batch: the rest goes next, at once
                 self._since = time.monotonic()
             self._append_all(batch)
             with self._cv:
                 self._pending -= len(batch)
                 self._cv.notify_all()
+            linger = True
 
     def _append_all(self, batch: list[TimelineEvent]) -> None:
         many = getattr(self._records, "append_timelines", None)  # a StoreClient has it, an engine not
@@ -140,7 +149,7 @@ class ToolTimeline:
         arguments: Any = None,
         **fields: Any,
     ) -> None:
-        """Queue one row (``hold``: it may wait up to ``HOLD_S`` for the next row, to go with it).
+        """Queue one row (``hold``: it may wait up to ``HOLD_S`` for the rows that go with it).
         ``arguments``: ``shown(call, spec)`` of this call when the caller has it already (a call's rows)."""
         if kind in OUTCOMES:  # one count per outcome row (a call is denied, replayed or completed once)
             outcome = OUTCOMES[kind] if kind != "tool.completed" or result is None else _ok(result)
@@ -179,7 +188,9 @@ class ToolTimeline:
                     self._since = time.monotonic()
                 self._queue.append((event, hold))
                 self._pending += 1
-                if not hold:  # a held row waits for its call's end row (or a nudge) to wake the writer
+                if not hold or self._idle:  # a held row wakes only a writer asleep with nothing queued
+                    self._urgent = self._urgent or not hold
+                    self._idle = False
                     self._cv.notify_all()
                 return
         self._append(event)

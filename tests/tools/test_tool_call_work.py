@@ -185,41 +185,54 @@ def test_a_slow_read_only_call_is_on_the_timeline_before_it_ends(make_rig: Calla
     assert [r.kind for r in rig.timeline("s-slow")] == ["tool.called", "tool.completed"]
 
 
-def test_a_read_only_calls_held_row_does_not_wake_the_timeline_writer(
+def test_read_only_calls_wake_the_timeline_writer_once_per_hold_not_once_per_call(
     make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The writer wakes once per read-only call (for its end row), not also for the held tool.called row
-    (session 3, second wave): the held row no longer notifies; the call's end row (or the nudge when the
-    call outlives HOLD_S, test_a_slow_read_only_call_is_on_the_timeline_before_it_ends) wakes it."""
-    monkeypatch.setattr(timeline_module, "HOLD_S", 5.0)  # no nudge while the handler below runs
-    woken_for_hold = threading.Event()
-
-    def handler(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
-        woken_for_hold.wait(0.2)  # long enough for a writer woken by the held row to say so
-        return {"ok": True}
-
-    rig = make_rig((probe_spec("quick_read"),), handlers={"test:quick_read": HandlerEntry(handler)})
+    """Session 5: both rows of a read-only call are held (up to HOLD_S from the oldest queued row), so the
+    rows of the calls made meanwhile go in one store request and the calls do not wake the writer: only
+    the first row, queued while the writer slept with nothing queued, does. (Session 3 woke it once per call,
+    for the call's end row; before that twice.)"""
+    monkeypatch.setattr(timeline_module, "HOLD_S", 5.0)  # every call below within one hold
+    rig = make_rig((probe_spec("quick_read"),))
     cv = rig.executor.timeline._cv
-    real_wait = cv.wait
-    waits: list[float | None] = []
+    real_notify = cv.notify_all
+    wakes: Counter[str] = Counter()
 
-    def wait(timeout: float | None = None) -> bool:
-        if threading.current_thread().name == "tool-timeline":
-            waits.append(timeout)
-            if timeout is not None:  # the writer woke for the held row and waits for its end row
-                woken_for_hold.set()
-        return real_wait(timeout)
+    def notify_all() -> None:
+        if threading.current_thread() is threading.main_thread():
+            wakes["by a call"] += 1
+        real_notify()
 
-    monkeypatch.setattr(cv, "wait", wait)
+    monkeypatch.setattr(cv, "notify_all", notify_all)
     calls = _store_calls(monkeypatch, rig)
-    out = rig.call("quick_read", {"x": 1}, session_id="s-wake")
-    assert not out.is_error, out.content
-    poll_for(lambda: rig.executor.timeline._pending == 0, 10, what="the rows appended")
-    print(f"timeline writer waits during one read-only call: {waits}")
-    assert not woken_for_hold.is_set()  # was: woken by the held row, then a timed wait for the end row
-    assert all(t is None for t in waits)  # only the idle wait after the one request
-    assert dict(calls) == {"store.timeline.append_many": 1}
-    assert [r.kind for r in rig.timeline("s-wake")] == ["tool.called", "tool.completed"]
+    for i in range(5):
+        assert not rig.call("quick_read", {"x": i}, session_id="s-wake").is_error
+    woken = wakes["by a call"]
+    assert rig.executor.timeline.flush(10)
+    print(f"timeline writer woken by 5 read-only calls: {woken}; store requests {dict(calls)}")
+    assert woken <= 1  # was 5: each call's end row woke the writer (1: the writer was asleep, idle)
+    assert dict(calls) == {"store.timeline.append_many": 1}  # the ten rows in one request
+    rows = rig.timeline("s-wake")
+    assert [r.kind for r in rows] == ["tool.called", "tool.completed"] * 5
+    assert [r.payload["arguments"]["x"] for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert rig.executor.timeline.failures == 0
+
+
+def test_a_row_of_a_call_with_an_effect_takes_the_held_rows_with_it_at_once(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(timeline_module, "HOLD_S", 30.0)  # held rows would wait far longer than the test
+    rig = make_rig()
+    calls = _store_calls(monkeypatch, rig)
+    assert not rig.call("probe", {"x": 1}, session_id="s-mix").is_error
+    assert not rig.call("probe_write", {"x": 2}, session_id="s-mix").is_error
+    kinds = poll_for(
+        lambda: (k := [r.event.kind for r in rig.store.client.read_timeline("s-mix")]) and len(k) == 4 and k,
+        10,
+        what="the four rows without a flush",
+    )
+    assert kinds == ["tool.called", "tool.completed"] * 2
+    assert calls["store.timeline.append_many"] >= 1
 
 
 def test_rows_sent_together_are_appended_in_order_and_a_refused_one_alone(
