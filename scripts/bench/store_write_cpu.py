@@ -3,8 +3,9 @@
 What the store child does for each write of a tool round once the frame is decoded: a ``tool.called`` and a
 ``tool.completed`` timeline row (redact and bound the payload, hash it, the LMDB puts) and a checkpoint save
 with the round's two new messages and a 32-observation cognitive state (fingerprint, the state record, the
-puts). The writes are applied in one LMDB write transaction that is then aborted (no fsync), on this thread;
-CPU is ``time.thread_time`` over ``--n`` writes of each kind, the best of ``--repeat``.
+puts); and a ``store.turn.put`` (a turn going running) through the store's handler, its reply made. The
+writes are applied in one LMDB write transaction that is then aborted (no fsync), on this thread; CPU is
+``time.thread_time`` over ``--n`` writes of each kind, the best of ``--repeat``.
 
 With ``--old DIR`` (``git archive <rev> geode actors | tar -x -C DIR``) the same is measured for that code in
 a child process, alternating with this checkout's, so the baseline is beside the figure in one run.
@@ -86,7 +87,7 @@ def measure(n: int, repeat: int) -> dict[str, float]:
 
     engine = RecordEngine.for_home(GeodeHome(Path(tempfile.mkdtemp(prefix="store-cpu-"))).ensure()).open()
     rows, saves = writes(n)
-    best = {"timeline row": float("inf"), "checkpoint save": float("inf")}
+    best = {"timeline row": float("inf"), "checkpoint save": float("inf"), "turn put": float("inf")}
     try:
         for _ in range(repeat):
             with engine.renv.write_scope() as env:
@@ -101,13 +102,46 @@ def measure(n: int, repeat: int) -> dict[str, float]:
                     for save in saves:
                         engine.checkpoints._save(txn, save)
                     t2 = time.thread_time()
+                    puts = turn_puts(engine, env, txn, n)
                 finally:
                     txn.abort()
             best["timeline row"] = min(best["timeline row"], (t1 - t0) / len(rows) * 1e6)
             best["checkpoint save"] = min(best["checkpoint save"], (t2 - t1) / len(saves) * 1e6)
+            best["turn put"] = min(best["turn put"], puts)
     finally:
         engine.close()
     return best
+
+
+def turn_puts(engine: Any, env: Any, txn: Any, n: int) -> float:
+    """µs of CPU per ``store.turn.put`` (running, over a stored queued record) through the store's handler:
+    the write applied at once on this thread in ``txn`` (the writer's ``submit`` replaced), the reply made."""
+    from geode.protocol import store as m
+    from geode.protocol.envelope import Envelope
+    from geode.protocol.later import Later
+    from geode.protocol.transport import Request
+    from geode.records.service import StoreService
+
+    def submit(fn: Any) -> Later:
+        later, child = Later(), env.begin(write=True, parent=txn)
+        later.resolve(fn(child))
+        child.abort()
+        return later
+
+    engine.writer.submit = submit
+    service = StoreService(engine)
+    base = {"session_id": "s1", "input": {"text": "find the files " * 8}, "settings": {"model": "m" * 40}}
+    engine.turns._put(txn, m.PutTurn(turn_id="t-put", state="queued", **base))
+    put = m.PutTurn(turn_id="t-put", state="running", worker="loop-1", incarnation=2, **base)
+    req = Request(Envelope(type=m.TURN_PUT, body={}), put)
+    out: list[Any] = []
+    t0 = time.thread_time()
+    handle: Any = service.handle  # a put's handler returns a Later
+    for _ in range(n):
+        handle(req).then(lambda ok, value: out.append(value))
+    spent = (time.thread_time() - t0) / n * 1e6
+    assert len(out) == n and all(isinstance(v, m.TurnReply) for v in out), out[:1]
+    return spent
 
 
 def in_child(code: Path, n: int, repeat: int) -> dict[str, float]:
