@@ -197,13 +197,18 @@ class AnthropicMessagesAdapter(WireAdapter):
     def _make_client(self) -> Any:
         import anthropic
 
+        from geode.providers import sdk_tls
+
         ep = self.endpoint
+        timeout = http_timeout(ep, anthropic)
         return anthropic.Anthropic(
             api_key=ep.api_key or "unset",
             base_url=ep.base_url,
             max_retries=0,
-            timeout=http_timeout(ep, anthropic),
+            timeout=timeout,
             default_headers=ep.default_headers or None,
+            # the SDK's own default client, with the process's one TLS context (the zygote's: ~3 MiB a worker)
+            http_client=sdk_tls.http_client(anthropic, ep.base_url, timeout),
         )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
