@@ -41,36 +41,43 @@ class Inbound(PollLoop):
             self._reading = None
 
     def _read_router(self, served: Served, sock: Any, wire: SharedSocket) -> None:
+        burst = False
         for _ in range(512):
-            parts = wire.recv()  # until empty: its fd is edge-triggered, and cheaper than asking ZMQ_EVENTS
+            parts = wire.recv()  # until empty: its fd is edge-triggered
             if parts is None:
                 return
-            if len(parts) < 2:
-                continue
-            prefix, frame = parts[:-1], parts[-1]
-            try:
-                env, body = typed_frames.decode_request(frame)  # envelope and body validated in one pass
-            except BadRequest as exc:
-                self._send_raw(served.sock, [*prefix, self._bad_request_frame(frame, exc)])
-                continue
-            if env.kind in ("ok", "error"):
-                self._resolve(env)
-            elif env.type == runtime.HELLO:
-                self._on_hello(served, prefix[0], body)
-            elif env.type in served.inline and len(frame) <= INLINE_MAX_BYTES:  # cheap: no hand-off
-                self._answer(env, self._reply_frame(served.service, env, body), sock, prefix)
-            elif served.pool.full():
-                if env.kind == "request":
-                    err = env.reply_error(
-                        ErrorCode.OVERLOADED.value,
-                        f"{served.name}: {served.pool.max_backlog} requests queued",
-                        sender=self.sender,
-                    )
-                    self._send_raw(sock, [*prefix, codec.encode(err)])
-            else:
-                job = partial(self._handle, served.service, env, body, served.sock, prefix)
-                self._handoffs.append(partial(served.pool.submit, job))
+            if len(parts) >= 2:
+                self._router_frame(served, sock, parts)
+            if not burst:  # the frame's work done (an inline reply sent): ZMQ_EVENTS ends the drain, no Again
+                if not wire.readable():
+                    return
+                burst = True  # more waits: read on until empty
         self._hot.add(wire.fd)  # more may wait: read on after the other sockets had their turn
+
+    def _router_frame(self, served: Served, sock: Any, parts: list[bytes]) -> None:
+        prefix, frame = parts[:-1], parts[-1]
+        try:
+            env, body = typed_frames.decode_request(frame)  # envelope and body validated in one pass
+        except BadRequest as exc:
+            self._send_raw(served.sock, [*prefix, self._bad_request_frame(frame, exc)])
+            return
+        if env.kind in ("ok", "error"):
+            self._resolve(env)
+        elif env.type == runtime.HELLO:
+            self._on_hello(served, prefix[0], body)
+        elif env.type in served.inline and len(frame) <= INLINE_MAX_BYTES:  # cheap: no hand-off
+            self._answer(env, self._reply_frame(served.service, env, body), sock, prefix)
+        elif served.pool.full():
+            if env.kind == "request":
+                err = env.reply_error(
+                    ErrorCode.OVERLOADED.value,
+                    f"{served.name}: {served.pool.max_backlog} requests queued",
+                    sender=self.sender,
+                )
+                self._send_raw(sock, [*prefix, codec.encode(err)])
+        else:
+            job = partial(self._handle, served.service, env, body, served.sock, prefix)
+            self._handoffs.append(partial(served.pool.submit, job))
 
     def _on_hello(self, served: Served, rid: bytes, hello: typed_frames.Received) -> None:
         if not isinstance(hello, runtime.Hello):  # its body was refused
@@ -93,20 +100,28 @@ class Inbound(PollLoop):
             self._reading = None
 
     def _read_dealer(self, client: Client, wire: SharedSocket) -> None:
+        burst = False
         for _ in range(512):
             parts = wire.recv()
             if parts is None:
                 return
-            try:
-                env, body = typed_frames.decode_request(parts[-1])
-            except BadRequest as exc:
-                log.warning("dropped a malformed frame from %s: %s", client.target, exc)
-                continue
-            if env.kind in ("ok", "error"):
-                self._resolve(env)
-            else:
-                self._dealer_push(client, env, body)
+            self._dealer_frame(client, parts[-1])
+            if not burst:  # as _read_router: ZMQ_EVENTS after the first frame's work, no Again
+                if not wire.readable():
+                    return
+                burst = True
         self._hot.add(wire.fd)
+
+    def _dealer_frame(self, client: Client, frame: bytes) -> None:
+        try:
+            env, body = typed_frames.decode_request(frame)
+        except BadRequest as exc:
+            log.warning("dropped a malformed frame from %s: %s", client.target, exc)
+            return
+        if env.kind in ("ok", "error"):
+            self._resolve(env)
+        else:
+            self._dealer_push(client, env, body)
 
     def _dealer_push(self, client: Client, env: Envelope, body: typed_frames.Received) -> None:
         """A request or cast a peer pushed on our DEALER (bus thread)."""

@@ -109,8 +109,9 @@ class ReplyReader:
     def _lead(self, p: PendingReply, end: float) -> bool:
         """Read and resolve until ``p`` is set or ``end``; True when the socket was closed under us."""
         wire, handle = self.wire, self._handle
+        look = True  # not told the socket is readable: ask ZMQ_EVENTS before receiving (no zmq.Again)
         while True:
-            frames = wire.drain(DRAIN_CAP)
+            frames = wire.drain(DRAIN_CAP, look)
             if frames is None:
                 return True
             for frame in frames:
@@ -122,6 +123,7 @@ class ReplyReader:
             left = end - time.monotonic()
             if left <= 0:
                 return False
+            look = True
             for fd, ev in self._poll.poll(min(left, LEAD_SLICE_S) * 1000):
                 if fd == self.wake_fd:
                     if ev & select.POLLNVAL:
@@ -130,6 +132,8 @@ class ReplyReader:
                         os.eventfd_read(fd)
                     except OSError:
                         pass
+                else:
+                    look = False  # the socket's edge fired: a frame most likely waits
 
     def _leave(self) -> None:
         with self.mx:

@@ -1,10 +1,13 @@
 """Bus round trip vs raw pyzmq DEALER/ROUTER, two processes over ipc://, 1 KB bodies (figures + ratios).
 
-Run: .venv/bin/python scripts/bench/bus_latency.py [--n 3000] [--tput-n 20000] [--rounds 3]
+Run: .venv/bin/python scripts/bench/bus_latency.py [--n 3000] [--tput-n 20000] [--rounds 3] [--payload text]
 Modes: raw pyzmq; bus (handler pool: every request hops to a worker thread); inline (the same echo declared
 in the service's ``inline_types``, so it runs on the server's bus thread).
 Latency: p50/p99 with 1 request in flight. Throughput: 100 requests in flight (pipelined from one thread).
 CPU per round trip: client and server process CPU (all threads) over all the round's messages.
+Payload: ``bin`` (default, as in every earlier figure) is 1 KB of bytes, a msgpack bin value, which the bus's
+codec unpacks twice and walks (bodies are JSON-shaped: a bin must be UTF-8 text); ``text`` is the same 1 KB as
+a string, as the tree's frames carry (none of a turn's frames holds a bin: work tally ``frame.bin_walk``).
 BENCH_CONCURRENCY=N sets the server handler pool size (default 4).
 """
 
@@ -28,10 +31,12 @@ from geode.home import GeodeHome
 from geode.protocol.catalog import message
 
 PAYLOAD = os.urandom(512).hex().encode()  # 1 KB bin value; bodies must be UTF-8 text (codec)
+BODIES: dict[str, dict[str, Any]] = {"bin": {"data": PAYLOAD}, "text": {"text": PAYLOAD.decode()}}
 
 
 class BenchEcho(BaseModel):
     data: bytes = b""
+    text: str = ""
 
 
 BENCH_ECHO = message("bench.echo", BenchEcho, None)
@@ -43,14 +48,18 @@ class InlineEchoService:
     inline_types = frozenset({BENCH_ECHO})
 
     def handle(self, request: Any) -> dict[str, Any]:
-        return {"data": request.body.data}
+        return echo(request.body)
 
 
 class EchoService:
     inline_types: frozenset[str] = frozenset()
 
     def handle(self, request: Any) -> dict[str, Any]:
-        return {"data": request.body.data}
+        return echo(request.body)
+
+
+def echo(body: BenchEcho) -> dict[str, Any]:
+    return {"text": body.text} if body.text else {"data": body.data}
 
 
 def serve_bus(home: GeodeHome, inline: bool = False) -> None:
@@ -101,14 +110,14 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def raw_client(home: GeodeHome, n: int, tput_n: int) -> tuple[list[float], float]:
+def raw_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tuple[list[float], float]:
     ctx = zmq.Context()
     d = ctx.socket(zmq.DEALER)
     d.setsockopt(zmq.LINGER, 0)
     d.connect(home.ipc_endpoint("raw"))
 
     def send(i: int) -> None:
-        msg = {"id": str(i), "type": "bench.echo", "body": {"data": PAYLOAD}}
+        msg = {"id": str(i), "type": "bench.echo", "body": body}
         d.send(msgpack.packb(msg, use_bin_type=True))
 
     def recv() -> None:
@@ -137,14 +146,13 @@ def raw_client(home: GeodeHome, n: int, tput_n: int) -> tuple[list[float], float
     return lat, rate
 
 
-def bus_client(home: GeodeHome, n: int, tput_n: int) -> tuple[list[float], float]:
+def bus_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tuple[list[float], float]:
     from collections import deque
 
     from actors.bus import Bus
 
     bus = Bus("bench-client", 1, home).start()
     tr = bus.transport
-    body = {"data": PAYLOAD}
     for _ in range(200):
         tr.call("bench", BENCH_ECHO, body, timeout_s=10)
     lat = []
@@ -195,6 +203,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--tput-n", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3, help="alternating raw/bus/inline rounds (medians)")
+    ap.add_argument("--payload", choices=sorted(BODIES), default="bin", help="1 KB as bytes or as text")
     args = ap.parse_args()
     if args.serve:
         home = GeodeHome(Path(args.serve[1]))
@@ -213,7 +222,7 @@ def main() -> None:
             server = spawn(mode, home)
             try:
                 c0, s0 = time.process_time(), proc_cpu_s(server.pid)
-                runs[mode].append(client(home, args.n, args.tput_n))
+                runs[mode].append(client(home, args.n, args.tput_n, BODIES[args.payload]))
                 msgs = 200 + args.n + args.tput_n
                 cpu[mode].append(((time.process_time() - c0) / msgs, (proc_cpu_s(server.pid) - s0) / msgs))
             finally:
@@ -234,7 +243,7 @@ def main() -> None:
     }
     print(
         f"bus round trip, 2 processes over ipc://, 1 KB bodies, n={args.n} (1 in flight), "
-        f"{args.tput_n} (100 in flight); medians of {args.rounds} alternating rounds"
+        f"{args.tput_n} (100 in flight); medians of {args.rounds} alternating rounds; payload {args.payload}"
     )
     print(f"{'':<7}{'p50 us':>10}{'p99 us':>10}{'mean us':>10}{'msg/s @100':>14}")
     for mode, (p50, p99, mean, rate) in results.items():
