@@ -156,10 +156,9 @@ class Joined(list[bytes]):
     (:meth:`~geode.providers.encoded_history.EncodedHistory.joined`)."""
 
 
-BIG = (
-    64 * 1024
-)  # a piece at least this long is sent as it is (a write of its own costs ~8 µs, a copy of 64 KiB
-# about as much); shorter ones are joined with their neighbours
+# A piece at least BIG bytes long is sent as it is, shorter ones are joined with their neighbours: an extra
+# write costs the sender ~15-20 µs of CPU here (loopback, load 12), a copy of 1 MB ~100 µs.
+BIG = 64 * 1024
 
 
 def body_chunks(body: dict[str, Any]) -> list[bytes]:

@@ -5,7 +5,9 @@ One conversation of ``N`` messages (a user request, then tool rounds: an assista
 history work is timed as ``prepare_call`` does it (``effective_history``, ``model_view`` with its token
 estimate, ``skills_in_use``), then the Anthropic adapter's whole ``complete()`` (wire body, encoding, the
 real SDK client's send, the streamed reply) against the scripted provider in a child process. Reported:
-the thread CPU per request, median over ``--requests`` requests, at each ``N``. With ``--old DIR`` the same
+the thread CPU per request, median over ``--requests`` requests, at each ``N``; then, apart (a fresh adapter,
+no server), the CPU of building the request's body alone (``wire_body`` and its encoding into the bytes or
+chunks the socket is given), median of 200 requests growing from ``N``. With ``--old DIR`` the same
 runs from an older tree (``git archive <rev> geode actors | tar -x -C DIR``) in a child process, alternating
 with this checkout's, so both see the same load.
 
@@ -44,6 +46,7 @@ def measure(sizes: list[int], requests: int, base: str) -> dict[str, float]:
     from geode.loop.compaction import model_view
     from geode.loop.skills_in_use import skills_in_use
     from geode.loop.summarize import effective_history
+    from geode.providers import adapter_base
     from geode.providers.adapter_base import Endpoint
     from geode.providers.types import ModelRequest, SystemSection, ToolSchema
     from geode.providers.vendors import make_adapter
@@ -83,6 +86,32 @@ def measure(sizes: list[int], requests: int, base: str) -> dict[str, float]:
                 cpu_ms.append((time.thread_time() - c0) * 1000)
             history += _round(len(history))
         out[str(n)] = statistics.median(cpu_ms)
+    body_adapter = make_adapter(
+        "anthropic-messages", Endpoint(provider="anthropic", base_url=base, api_key="b")
+    )
+    encode = getattr(adapter_base, "body_chunks", None) or adapter_base.encode_body
+    for n in sizes:
+        history = [Message.user_text("go through the modules")]
+        while len(history) < n:
+            history += _round(len(history))
+        body_us: list[float] = []
+        for r in range(201):
+            req = ModelRequest.model_construct(
+                model=MODEL,
+                system=system,
+                messages=tuple(history),
+                tools=tools,
+                tool_choice="auto",
+                max_tokens=4096,
+                stream=True,
+                metadata={"session_id": f"b-{n}"},
+            )
+            c0 = time.thread_time()
+            encode(body_adapter.wire_body(req))
+            if r:
+                body_us.append((time.thread_time() - c0) * 1e6)
+            history += _round(len(history))
+        out[f"body-{n}"] = statistics.median(body_us)
     return out
 
 
@@ -112,12 +141,19 @@ def main() -> None:
         print(f"The loop's thread CPU per model request (ms, median of {args.requests}) by history length")
         print("| run | tree | " + " | ".join(f"{n} msgs" for n in sizes) + " | load |")
         print("|---|---|" + "---|" * len(sizes) + "---|")
+        body_rows: list[str] = []
         for k in range(args.repeat):
             for name, tree in trees:
                 f = child(sizes, args.requests, base, tree)
                 load = "/".join(f"{x:.1f}" for x in os.getloadavg())
                 cells = " | ".join(f"{f[str(n)]:.3f}" for n in sizes)
+                bodies = " | ".join(f"{f[f'body-{n}']:.0f}" for n in sizes)
                 print(f"| {k + 1} | {name} | {cells} | {load} |", flush=True)
+                body_rows.append(f"| {k + 1} | {name} | {bodies} | {load} |")
+        print("\nThe body alone: wire_body + its encoding, thread CPU per request (µs, median of 200)")
+        print("| run | tree | " + " | ".join(f"from {n} msgs" for n in sizes) + " | load |")
+        print("|---|---|" + "---|" * len(sizes) + "---|")
+        print("\n".join(body_rows))
     finally:
         proc.terminate()
         try:
