@@ -4,7 +4,10 @@ to, its sockets, and sending frames to peers (replies resolve or fail the pendin
 The ROUTERs and DEALERs are each a :class:`~actors.bus.shared_socket.SharedSocket`: a calling thread sends its
 request, a handler thread its reply, itself, under the socket's lock; the bus thread polls their ``ZMQ_FD``
 and receives (a DEALER that only sends requests and casts is read by the callers waiting for its replies:
-``actors/bus/reply_reader.py``). Every other socket (PUB, SUB, ZAP, monitors) is the bus thread's alone."""
+``actors/bus/reply_reader.py``). Every other socket (PUB, SUB, ZAP, monitors) is the bus thread's alone.
+
+It sleeps in one ``select.poll`` over file descriptors only (``PollLoop._register``): ``zmq.Poller`` made a
+zero-timeout pass before each sleep and asked ``ZMQ_EVENTS`` of every zmq socket in the set on each pass."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import itertools
 import logging
 import os
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +29,7 @@ from actors.bus.endpoints import Endpoints
 from actors.bus.handler_pool import HandlerPool
 from actors.bus.parts import Client, PendingReply, Served, Sub, make_socket, unlink_if_same
 from actors.bus.reply_reader import ReplyReader
-from actors.bus.shared_socket import SharedSocket
+from actors.bus.shared_socket import EVENTS, POLLIN, SharedSocket
 from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.zap import ZapHandler
 from geode.protocol import codec, runtime
@@ -64,7 +68,7 @@ class PollLoop:
     _pub_file: tuple[str, int] | None
     _zap: ZapHandler | None
     _watches: list[HandshakeWatch]
-    _poller: zmq.Poller
+    _poller: Any  # a select.poll over file descriptors only
     _thread: threading.Thread | None
     _stopping: bool
     _closed: bool
@@ -160,7 +164,9 @@ class PollLoop:
                         continue
                     self._handle_ready(sock)
                 hot = self._hot
-                while hot:
+                for _ in range(256):  # bounded: a handler that keeps its fd hot must not starve the poll
+                    if not hot:
+                        break
                     self._handle_ready(hot.pop())
                 self._run_ops()
                 if self._has_peer_clients():
@@ -219,8 +225,25 @@ class PollLoop:
             raise RuntimeError(f"bus {self.sender}: zmq socket used from thread {who!r}, not the bus thread")
 
     def _register(self, sock: Any, handler: Callable[[], None]) -> None:
-        self._handlers[sock] = handler
-        self._poller.register(sock, zmq.POLLIN)
+        """Poll ``sock``: a file descriptor, or a zmq socket of the bus thread's own (SUB, ZAP, a monitor) by
+        its edge-triggered ``ZMQ_FD``, its handler run by :meth:`_own`."""
+        if isinstance(sock, int):
+            fd = sock
+        else:
+            fd = int(sock.getsockopt(zmq.FD))
+            handler = partial(self._own, sock, fd, handler)
+            self._hot.add(fd)  # what waits already (its fd's edge may be gone): read at the next pass
+        self._handlers[fd] = handler
+        self._poller.register(fd, select.POLLIN)
+
+    def _own(self, sock: Any, fd: int, handler: Callable[[], None]) -> None:
+        """Run the handler of a socket of the bus thread's own (it reads until empty, or its cap), then ask
+        ``ZMQ_EVENTS``: a frame left is read at the next pass; none re-arms the edge of ``fd``."""
+        try:
+            handler()
+        finally:
+            if not sock.closed and sock.get(EVENTS) & POLLIN:
+                self._hot.add(fd)
 
     def _register_wire(self, wire: SharedSocket, handler: Callable[[], None]) -> None:
         """Poll a shared socket's ``ZMQ_FD`` (edge-triggered: ``handler`` reads until nothing is left)."""

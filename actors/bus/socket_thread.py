@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import queue
+import select
 import threading
 import time
 import uuid
@@ -82,8 +83,8 @@ class Bus(Inbound):
         self._pub_file: tuple[str, int] | None = None
         self._zap: ZapHandler | None = None
         self._watches: list[HandshakeWatch] = []  # tcp-served endpoints: refused handshakes, logged
-        self._poller = zmq.Poller()
-        self._poller.register(self._wake_fd, zmq.POLLIN)
+        self._poller = select.poll()  # file descriptors only (PollLoop._register)
+        self._poller.register(self._wake_fd, select.POLLIN)
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._closed = False
