@@ -78,9 +78,11 @@ def test_a_round_trip_raises_no_again_on_either_side(
         assert tr.call(target, ECHO, {"text": f"m{i}"}, timeout_s=10) == {"text": f"m{i}"}
     server_empties, client_empties = sctx.empties - s0, cctx.empties - c0
     # before: the server's bus thread read its ROUTER until Again after every request (1 a round trip), and
-    # the caller reading its reply drained its DEALER before sleeping and after waking (2 a round trip)
-    assert server_empties <= ROUND_TRIPS // 10, (server_empties, client_empties)
-    assert client_empties <= ROUND_TRIPS // 10, (server_empties, client_empties)
+    # the caller reading its reply drained its DEALER before sleeping and after waking (2 a round trip).
+    # Now a drain ends with an empty receive only when ZMQ_EVENTS still said readable (a frame in flight):
+    # a few per 60 on a quiet machine, 10 of 60 seen at load 5-7 in CI; half the round trips is the bound.
+    assert server_empties <= ROUND_TRIPS // 2, (server_empties, client_empties)
+    assert client_empties <= ROUND_TRIPS // 2, (server_empties, client_empties)
 
 
 def test_a_pipelined_burst_is_read_whole_with_one_again_per_drain(
