@@ -104,6 +104,7 @@ def test_history_help_unknown_compact_and_model(term: tuple[Term, ScriptedServer
     assert screen.split("· new session ", 1)[1].split()[0] != first
     t.type("a", f"/resume {first}")
     t.wait("a", f"· resumed session {first}")
+    _ready(t, "a")  # Ctrl-D sent before the prompt reads is taken by the cooked terminal, and lost
     t.tmux("send-keys", "-t", "a", "C-d")  # Ctrl-D: the last prompts in the history are /clear, /resume
     dead = lambda: t.tmux("display-message", "-p", "-t", "a", "#{pane_dead}").strip() == "1" or None  # noqa: E731
     wait_for(dead, 30, what="the chat never ended")
