@@ -62,7 +62,8 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     The usual case (``b`` is ``a`` grown, both lists or both tuples) is one comparison of ``a`` with ``b``'s
     head, which checks each item's identity first (~4 ns an item; ``map(is_, ...)`` took ~20): a head of
     the same objects, or of equal ones, is shared (an equal message encodes and folds as the one it equals).
-    Otherwise the very same objects are counted."""
+    Otherwise the very same objects are counted; a list of other objects from its first item on (another
+    session's) costs one check, not a pass over the shorter list."""
     n = len(a)
     if n <= len(b) and (not n or a[n - 1] is b[n - 1]):
         head = b if len(b) == n else b[:n]
@@ -71,6 +72,8 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
                 return n
         elif all(map(is_, a, b)):
             return n  # the usual case for other sequences: no list of flags built
+    if not n or not b or a[0] is not b[0]:
+        return 0  # another conversation's list (a fold keeps several): nothing shared, no list of flags
     same = list(map(is_, a, b))
     try:
         return same.index(False)
