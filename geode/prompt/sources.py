@@ -66,6 +66,56 @@ def geode_md_sections(workspace: Path | None, default: Path = DEFAULT_GEODE_MD) 
     return sections
 
 
+Stamp = tuple[int, int, int] | None  # a file's (inode, mtime_ns, size); None: not there
+
+
+def _stamp(path: str) -> Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+_LISTED: dict[str, tuple[Stamp, tuple[str, ...]]] = {}  # rules directory -> its stamp and its *.md names
+
+
+def _md_names(d: str) -> tuple[Stamp, tuple[str, ...]]:
+    """The ``*.md`` names in directory ``d``, listed again only when the directory's stamp changed (a file
+    added, removed or renamed there changes its mtime)."""
+    key = _stamp(d)
+    hit = _LISTED.get(d)
+    if hit is not None and hit[0] == key:
+        return hit
+    names: tuple[str, ...] = ()
+    if key is not None and os.path.isdir(d):
+        try:
+            names = tuple(sorted(p.name for p in Path(d).glob("*.md")))  # what rule_files reads
+        except OSError:
+            names = ()
+    if len(_LISTED) >= _READ_LIMIT:
+        _LISTED.clear()
+    _LISTED[d] = (key, names)
+    return key, names
+
+
+def sources_stamp(
+    workspace: Path | None, home_rules: Path | None, default: Path = DEFAULT_GEODE_MD
+) -> tuple[object, ...]:
+    """The stamps of every file :func:`geode_md_sections` and :func:`rule_files` would read, and of the rules
+    directories: equal stamps, the same sections and rules (a few ``stat`` calls, no read, no parse)."""
+    out = [_stamp(str(default))]
+    ws = str(workspace) if workspace is not None else None
+    if ws is not None:
+        out += [_stamp(os.path.join(ws, "GEODE.md")), _stamp(os.path.join(ws, ".geode", "GEODE.md"))]
+    dirs = [str(home_rules) if home_rules is not None else None]
+    dirs.append(os.path.join(ws, ".geode", "rules") if ws is not None else None)
+    for d in dirs:
+        key, names = _md_names(d) if d is not None else (None, ())
+        out += [(key, names), *(_stamp(os.path.join(d, n)) for n in names if d is not None)]
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class RuleFile:
     name: str

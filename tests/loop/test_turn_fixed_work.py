@@ -41,3 +41,45 @@ def test_another_sessions_list_is_told_apart_by_its_first_item_not_walked() -> N
     assert common_prefix(mine, changed) == 120 and common_prefix(changed, mine) == 120
     assert common_prefix(mine, [*mine, object()]) == 300
     assert common_prefix([], theirs) == 0 and common_prefix(mine, []) == 0
+
+
+def test_the_system_prompt_is_built_again_only_when_its_sources_changed(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Each model call of a turn builds the system prompt: the same sources give the very same sections (no
+    file read, no section rebuilt); a rules file added, edited or shadowed by the project is in the next."""
+    from pathlib import Path
+
+    from geode.prompt import PromptSources, build_system_prompt
+
+    ws, home_rules = tmp_path / "ws", tmp_path / "rules"
+    ws.mkdir()
+    home_rules.mkdir()
+    (home_rules / "a.md").write_text("home rule a")
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counted(self: Path, *a: Any, **kw: Any) -> str:
+        reads.append(self.name)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    src = PromptSources(workspace=ws, home_rules=home_rules)
+    hints = {"execution_budget": "", "verification_continuation": ""}
+    first = build_system_prompt(src, model="m", provider="p", hints=hints)
+    reads.clear()
+    for _ in range(5):
+        again = build_system_prompt(src, model="m", provider="p", hints=hints)
+        assert all(x is y for x, y in zip(again, first, strict=True))
+    assert reads == []
+    assert "wrap up" in build_system_prompt(src, model="m", hints={"execution_budget": "wrap up"})[-1].text
+    (home_rules / "b.md").write_text("home rule b")
+    assert "home rule b" in build_system_prompt(src, model="m", provider="p", hints=hints)[1].text
+    (home_rules / "a.md").write_text("home rule a, edited")
+    assert "rule a, edited" in build_system_prompt(src, model="m", provider="p", hints=hints)[1].text
+    (ws / ".geode" / "rules").mkdir(parents=True)
+    (ws / ".geode" / "rules" / "a.md").write_text("project rule a")
+    text = build_system_prompt(src, model="m", provider="p", hints=hints)[1].text
+    assert "project rule a" in text and "home rule a" not in text and "home rule b" in text
+    (ws / "GEODE.md").write_text("## Project\nproject guidance\n")
+    assert "project guidance" in build_system_prompt(src, model="m", provider="p", hints=hints)[0].text
