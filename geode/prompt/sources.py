@@ -104,7 +104,7 @@ def sources_stamp(
 ) -> tuple[object, ...]:
     """The stamps of every file :func:`geode_md_sections` and :func:`rule_files` would read, and of the rules
     directories: equal stamps, the same sections and rules (a few ``stat`` calls, no read, no parse)."""
-    out = [_stamp(str(default))]
+    out: list[object] = [_stamp(str(default))]
     ws = str(workspace) if workspace is not None else None
     if ws is not None:
         out += [_stamp(os.path.join(ws, "GEODE.md")), _stamp(os.path.join(ws, ".geode", "GEODE.md"))]
