@@ -63,7 +63,8 @@ class LoopSettings(BaseModel):
     @classmethod
     def from_mapping(cls, data: dict[str, Any] | None, **base: Any) -> LoopSettings:
         """Build from a ``turn.run`` settings dict (unknown keys ignored)."""
-        merged: dict[str, Any] = {**base, **{k: v for k, v in (data or {}).items() if k in cls.model_fields}}
+        names = LOOP_FIELDS if cls is LoopSettings else frozenset(cls.model_fields)
+        merged: dict[str, Any] = {**base, **{k: v for k, v in (data or {}).items() if k in names}}
         if isinstance(merged.get("verify"), dict):
             merged["verify"] = VerifySettings(**merged["verify"])
         for key in ("denied_tools", "allowed_tools", "granted_tools"):
@@ -71,6 +72,9 @@ class LoopSettings(BaseModel):
                 merged[key] = tuple(merged[key])
         return cls(**merged)
 
+
+# LoopSettings' field names, once (``model_fields`` is a property that builds its answer on every access)
+LOOP_FIELDS = frozenset(LoopSettings.model_fields)
 
 # [loop] keys that reach LoopSettings; the per-session ones (model, workspace, denied/allowed tools, mode,
 # origin, verify, skip_permissions, creator, the session's plan hash/generation) are always overridden by the

@@ -12,6 +12,7 @@ from typing import Any
 
 from geode.config_schema import GeodeConfig
 from geode.loop import LoopSettings
+from geode.loop.settings import LOOP_FIELDS
 from geode.memory.prompt_block import memory_block
 from geode.prompt import PromptSources
 from geode.protocol import turns
@@ -82,7 +83,7 @@ def turn_settings(run: turns.TurnRun, config: GeodeConfig, plan: BoundToolPlan |
         if missing_denied:
             raw["denied_tools"] = sorted(limits.denied_tools)
     loop = config.loop
-    base: dict[str, Any] = {k: v for k, v in loop if k in LoopSettings.model_fields}
+    base: dict[str, Any] = {k: v for k, v in loop if k in LOOP_FIELDS}
     base.update(verify=config.verify, mode=run.mode, origin=run.origin)
     settings = LoopSettings.from_mapping(raw, **base)
     window_set = "context_window_tokens" in raw or "context_window_tokens" in loop.model_fields_set
