@@ -148,7 +148,8 @@ class Boundary:
     @classmethod
     def of(cls, roots: tuple[Path, ...]) -> Boundary:
         """Roots as the executor gives them; plain tuples get the default (home) exclusion. The secret files'
-        identities are taken now, once per call. ``AllowedRoots`` are resolved already (in this call)."""
+        identities are as now (``secret_files.identities``: the last scan while nothing it read changed).
+        ``AllowedRoots`` are resolved already (in this call)."""
         if isinstance(roots, AllowedRoots):
             excluded, real = roots.excluded, tuple(roots)
         else:
@@ -158,6 +159,18 @@ class Boundary:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_roots", Under(self.roots))
+
+    def secrets_only_below(self, d: str) -> bool:
+        """Whether, for every entry directly in the resolved directory ``d``, only the secret files can
+        refuse it: ``d`` lies inside the roots and outside the exclusion and no excluded path lies strictly
+        below it (so an entry's ``verdict`` is ``secrets.verdict``). False when in doubt."""
+        paths = self.excluded._paths
+        if not (paths.plain and self._roots.plain and d.startswith("/")) or d.startswith("//"):
+            return False
+        if self.excluded.covers(d) or not self._roots.holds(d):
+            return False
+        below = d.rstrip("/") + "/"
+        return not any(p.startswith(below) for p in paths.prefixes)
 
     def verdict(self, real: Path | str, st: os.stat_result | None = None) -> str | None:
         """Why the resolved ``real`` (whose ``stat`` the caller may pass) may not be touched, or None."""

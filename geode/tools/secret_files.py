@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +50,7 @@ def credential_name(path: Path | str) -> bool:
     return last in _BY_NAME_ONE or (second, last) in _BY_NAME_TWO
 
 
-def is_geode_home(d: Path) -> bool:
+def is_geode_home(d: Path | str) -> bool:
     """A GEODE home by its markers: ``keys/host.secret``; or a ``records/`` directory with ``evidence/`` (what
     every home gets on its first start) or with ``config.toml``. Not ``config.toml`` with ``.env`` alone: many
     projects have both."""
@@ -62,53 +62,159 @@ def is_geode_home(d: Path) -> bool:
     return os.path.isdir(j(d, "evidence")) or os.path.isfile(j(d, "config.toml"))
 
 
-def _files(d: str) -> Iterator[str]:
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return
-    for name in names:
-        yield os.path.join(d, name)
-
-
-def _home_secrets(root: Path) -> Iterator[str]:
-    """The daemon home's own files: every file at its top (``.env``, ``config.toml``, tokens), ``keys/*``,
-    ``records/*``."""
-    top = str(root)
-    yield from _files(top)
-    yield from _files(os.path.join(top, "keys"))
-    yield from _files(os.path.join(top, "records"))
-
-
-def _user_credentials(user_home: Path) -> Iterator[str]:
-    home = str(user_home)
-    for rel in CREDENTIAL_FILES:
-        yield os.path.join(home, rel)
-    for p in _files(os.path.join(home, ".ssh")):
-        name = os.path.basename(p)
-        if name.startswith("id_") and not name.endswith(".pub"):
-            yield p
-    codex = os.environ.get("CODEX_HOME")
+def _dirs_read(home_root: str | None, uh: str | None, codex: str | None) -> tuple[list[str], list[str]]:
+    """What a scan reads: the directories it lists (every file in them is a secret) and the single files it
+    looks at (``CREDENTIAL_FILES`` under the user's home, ``$CODEX_HOME/auth.json``)."""
+    j = os.path.join
+    listed = [] if home_root is None else [home_root, j(home_root, "keys"), j(home_root, "records")]
+    single: list[str] = []
+    if uh is not None:
+        listed.append(j(uh, ".ssh"))
+        single.extend(j(uh, rel) for rel in CREDENTIAL_FILES)
     if codex:
-        yield os.path.join(os.path.expanduser(codex), "auth.json")
+        single.append(j(os.path.expanduser(codex), "auth.json"))
+    return listed, single
 
 
-def _identities(paths: Iterator[str], reason: str, into: dict[tuple[int, int], str]) -> None:
-    for p in paths:
+Signature = tuple[int, int, int, int] | None  # (device, inode, mtime, ctime in ns); None: missing
+
+
+def _signature(d: str) -> Signature:
+    try:
+        st = os.stat(d)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _watch_point(d: str) -> tuple[str, Signature]:
+    """What tells whether ``d`` changed: ``d`` itself, or when it is plainly missing (nothing at its path, not
+    even a dangling symlink), its nearest existing ancestor, where creating it or any folder on the way
+    changes the mtime. Any other failure (no permission, a loop) keeps ``d`` itself, looked up per call."""
+    sig = _signature(d)
+    if sig is not None:
+        return d, sig
+    here = d
+    while True:
+        try:
+            os.lstat(here)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except (OSError, ValueError):
+            return d, None
+        else:
+            return d, None  # a dangling symlink: its target may appear anywhere
+        parent = os.path.dirname(here)
+        if parent == here:
+            return d, None
+        found = _signature(parent)
+        if found is not None:
+            return parent, found
+        here = parent
+
+
+# A scan is trusted again only when every directory it read was last changed this long before the scan
+# began: a file system stamps a change with a coarse clock, so a file created in the same tick as the
+# directory's last change, just after the scan read it, would leave its mtime unchanged.
+SETTLED_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class IdentityScan:
+    """The secret files' identities and what they were read from: kept across calls while every directory
+    read (listed, or holding a file looked at; for a missing one its nearest existing ancestor) has the same
+    device, inode, mtime and ctime, which any file created, removed or renamed in it changes (the ctime: also
+    when the mtime is set back, as a copy keeping times does). A file that is a symlink is looked up afresh
+    on each call (its target may be replaced where no directory here sees it)."""
+
+    key: tuple[str | None, str | None, str | None]  # home root, user home, $CODEX_HOME
+    watched: tuple[tuple[str, Signature], ...]
+    ids: dict[tuple[int, int], str]
+    linked: tuple[tuple[str, str], ...]  # (path, reason) of symlinked secrets, stat'ed per call
+    settled: bool
+
+    @classmethod
+    def take(cls, key: tuple[str | None, str | None, str | None]) -> IdentityScan:
+        home_root, uh, codex = key
+        listed, single = _dirs_read(home_root, uh, codex)
+        begun = time.time_ns()
+        watched = dict(
+            _watch_point(d) for d in dict.fromkeys((*listed, *(os.path.dirname(f) for f in single)))
+        )
+        ids: dict[tuple[int, int], str] = {}
+        linked: list[tuple[str, str]] = []
+        ssh = listed[-1] if uh is not None else None
+        for d in listed:
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            reason = CREDENTIAL if d == ssh else GEODE_HOME
+            for name in names:
+                if d == ssh and not (name.startswith("id_") and not name.endswith(".pub")):
+                    continue
+                _identity(os.path.join(d, name), reason, ids, linked)
+        for f in single:
+            _identity(f, CREDENTIAL, ids, linked)
+        settled = all(sig is None or sig[2] < begun - SETTLED_NS for sig in watched.values())
+        return cls(key, tuple(watched.items()), ids, tuple(linked), settled)
+
+    def still_holds(self, key: tuple[str | None, str | None, str | None]) -> bool:
+        return self.settled and key == self.key and all(_signature(d) == sig for d, sig in self.watched)
+
+    def identities(self) -> dict[tuple[int, int], str]:
+        """The identities now: the kept ones plus those the symlinked secrets point to at this moment."""
+        if not self.linked:
+            return self.ids
+        ids = dict(self.ids)
+        for path, reason in self.linked:
+            try:
+                st = os.stat(path)
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISREG(st.st_mode):
+                ids.setdefault((st.st_dev, st.st_ino), reason)
+        return ids
+
+
+def _identity(p: str, reason: str, into: dict[tuple[int, int], str], linked: list[tuple[str, str]]) -> None:
+    try:
+        st = os.lstat(p)
+    except (OSError, ValueError):
+        return
+    if stat.S_ISLNK(st.st_mode):
+        linked.append((p, reason))
         try:
             st = os.stat(p)
         except (OSError, ValueError):
-            continue
-        if stat.S_ISREG(st.st_mode):
-            into.setdefault((st.st_dev, st.st_ino), reason)
+            return
+    if stat.S_ISREG(st.st_mode):
+        into.setdefault((st.st_dev, st.st_ino), reason)
+
+
+_last_scan: list[IdentityScan] = []  # the process's last scan (one slot; replaced whole, never changed)
+
+
+def identities(home_root: Path | None) -> dict[tuple[int, int], str]:
+    """The secret files' identities (device, inode) -> reason, as a scan now would find them; the last
+    scan is reused while no directory it read has changed (``IdentityScan``). Callers must not change it."""
+    key = (None if home_root is None else str(home_root), _user_home_text(), os.environ.get("CODEX_HOME"))
+    kept = _last_scan[0] if _last_scan else None
+    if kept is None or not kept.still_holds(key):
+        kept = IdentityScan.take(key)
+        _last_scan[:] = [kept]
+    return kept.identities()
+
+
+def _user_home_text() -> str | None:
+    home = os.path.expanduser("~")  # what Path.home() takes, without building a Path
+    return None if home.startswith("~") else home
 
 
 def user_home() -> Path | None:
     """The daemon user's home (``$HOME``, else the password database)."""
-    try:
-        return Path.home()
-    except (RuntimeError, KeyError):
-        return None
+    home = _user_home_text()
+    return None if home is None else Path(home)
 
 
 @dataclass
@@ -129,13 +235,7 @@ class SecretFiles:
 
     @classmethod
     def scan(cls, home_root: Path | None, handled: tuple[Path, ...] = ()) -> SecretFiles:
-        ids: dict[tuple[int, int], str] = {}
-        if home_root is not None:
-            _identities(_home_secrets(home_root), GEODE_HOME, ids)
-        uh = user_home()
-        if uh is not None:
-            _identities(_user_credentials(uh), CREDENTIAL, ids)
-        return cls(ids, handled)
+        return cls(identities(home_root), handled)
 
     def verdict(self, real: Path | str, st: os.stat_result | None = None) -> str | None:
         """None, or why the resolved ``real`` may not be touched (``geode_home`` | ``credential_file``)."""
@@ -154,7 +254,21 @@ class SecretFiles:
         is_dir = st is not None and stat.S_ISDIR(st.st_mode)
         return GEODE_HOME if self._inside(s if is_dir else os.path.dirname(s)) else None
 
-    def in_other_home(self, d: Path) -> bool:
+    def entry_verdict(self, path: str, st: os.stat_result, parent_inside: bool) -> str | None:
+        """``verdict`` of ``path`` (absolute, as realpath gives it: no symlink) given its ``lstat`` and
+        ``parent_inside``, what ``in_other_home`` says of its directory (asked once per directory)."""
+        mode = st.st_mode
+        if stat.S_ISREG(mode):
+            why = self.ids.get((st.st_dev, st.st_ino))
+            if why is not None:
+                return why
+        if credential_name(path):
+            return CREDENTIAL
+        if stat.S_ISDIR(mode):
+            return GEODE_HOME if self._inside(path) else None
+        return GEODE_HOME if parent_inside else None
+
+    def in_other_home(self, d: Path | str) -> bool:
         """Whether directory ``d`` is, or lies inside, a GEODE home not in ``handled`` (outside its
         ``workspace/`` and ``workspaces/``)."""
         return self._inside(str(d))
@@ -202,5 +316,5 @@ class SecretFiles:
     def _home(self, d: str) -> bool:
         found = self._homes.get(d)
         if found is None:
-            found = self._homes[d] = is_geode_home(Path(d))
+            found = self._homes[d] = is_geode_home(d)
         return found

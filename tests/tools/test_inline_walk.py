@@ -43,14 +43,22 @@ def _hand_offs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 def _slow_entries(monkeypatch: pytest.MonkeyPatch, each_s: float, until: threading.Event) -> Counter[str]:
     """A slow file system: each directory entry the walk looks at takes ``each_s`` until ``until`` is set."""
     seen: Counter[str] = Counter()
-    real = fs_guard._classify
+    real, real_in = fs_guard._classify, fs_guard._classify_in
 
     def slow(path: str, boundary: Any, skips: Any) -> Any:
         seen["entries"] += 1
         until.wait(each_s)
         return real(path, boundary, skips)
 
+    def slow_in(
+        path: str, boundary: Any, skips: Any, parent_inside: bool
+    ) -> Any:  # the per-directory shortcut
+        seen["entries"] += 1
+        until.wait(each_s)
+        return real_in(path, boundary, skips, parent_inside)
+
     monkeypatch.setattr(fs_guard, "_classify", slow)
+    monkeypatch.setattr(fs_guard, "_classify_in", slow_in)
     return seen
 
 

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from geode.tools.paths import Boundary
 
@@ -123,8 +124,7 @@ class Skips:
         }
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """A listed path (as seen under the base: a symlink keeps its own name), its parts relative to the base,
     and whether it is a directory. Symlinked directories are listed but never descended."""
 
@@ -162,6 +162,28 @@ def _classify(path: str, boundary: Boundary, skips: Skips) -> tuple[bool, bool] 
         return None
     if st is None:
         return None
+    return _kind(st, link, skips)
+
+
+def _classify_in(
+    path: str, boundary: Boundary, skips: Skips, parent_inside: bool
+) -> tuple[bool, bool] | None:
+    """``_classify`` of an entry of a directory where only the secret files can refuse anything
+    (``Boundary.secrets_only_below``) and ``parent_inside`` is that directory's ``in_other_home``."""
+    try:
+        lst = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(lst.st_mode):  # where it points decides: the whole check
+        return _classify(path, boundary, skips)
+    why = boundary.secrets.entry_verdict(path, lst, parent_inside)
+    if why is not None:
+        skips.count(why)
+        return None
+    return _kind(lst, False, skips)
+
+
+def _kind(st: os.stat_result, link: bool, skips: Skips) -> tuple[bool, bool] | None:
     mode = st.st_mode
     if stat.S_ISDIR(mode):
         return True, link
@@ -193,11 +215,13 @@ def walk(
             continue
         prefix = here if here.endswith("/") else here + "/"
         below: list[tuple[str, tuple[str, ...]]] = []
+        plain = boundary.secrets_only_below(here)  # then only the secret files decide, the directory's
+        inside = plain and boundary.secrets.in_other_home(here)  # home question asked once for its files
         for name in names:
             if cancel is not None and cancel.is_set():
                 return
             path, parts = prefix + name, (*rel, name)
-            kind = _classify(path, boundary, skips)
+            kind = _classify_in(path, boundary, skips, inside) if plain else _classify(path, boundary, skips)
             if kind is None or (kind[0] and name in skip_dirs):
                 continue
             is_dir, link = kind
