@@ -139,7 +139,8 @@ class WireAdapter:
         response, attempts = self.retrier.run(
             attempt, provider=self.name, model=request.model, on_event=on_event
         )
-        response = response.model_copy(update={"attempts": attempts, "provider": self.name})
+        if response.attempts != attempts or response.provider != self.name:  # (a copy only when they differ)
+            response = response.model_copy(update={"attempts": attempts, "provider": self.name})
         return priced(response, request.model, self.prices)
 
 

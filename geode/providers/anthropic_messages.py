@@ -111,20 +111,27 @@ def _same(kept: tuple[ToolSchema, ...], tools: tuple[ToolSchema, ...]) -> bool:
     return kept is tools or (len(kept) == len(tools) and all(map(is_, kept, tools)))
 
 
-def usage_of(raw: dict[str, Any] | None, prev: Usage | None = None) -> Usage:
-    raw = raw or {}
-    prev = prev or Usage()
+USAGE_FIELDS = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read_input_tokens", "cache_read_tokens"),
+    ("cache_creation_input_tokens", "cache_write_tokens"),
+)
 
-    def pick(key: str, old: int) -> int:
-        value = raw.get(key)
-        return int(value) if isinstance(value, int) else old
 
-    return Usage(
-        input_tokens=pick("input_tokens", prev.input_tokens),
-        output_tokens=pick("output_tokens", prev.output_tokens),
-        cache_read_tokens=pick("cache_read_input_tokens", prev.cache_read_tokens),
-        cache_write_tokens=pick("cache_creation_input_tokens", prev.cache_write_tokens),
-    )
+def _pick_usage(raw: dict[str, Any] | None, into: dict[str, int]) -> None:
+    """The integer counts of a wire ``usage`` object over ``into`` (a missing or non-integer one keeps what
+    ``into`` holds: a stream's ``message_delta`` carries only some of them)."""
+    for wire, field in USAGE_FIELDS:
+        value = (raw or {}).get(wire)
+        if isinstance(value, int):
+            into[field] = int(value)
+
+
+def usage_of(raw: dict[str, Any] | None) -> Usage:
+    counts: dict[str, int] = {}
+    _pick_usage(raw, counts)
+    return Usage(**counts)
 
 
 def parse_message(data: dict[str, Any], provider: str) -> ModelResponse:
@@ -151,14 +158,14 @@ def parse_stream(events: Any, sink: StreamSink, provider: str) -> ModelResponse:
     """Fold raw Messages stream events (dicts) into a ModelResponse, forwarding text deltas in order."""
     text: list[str] = []
     blocks: dict[int, dict[str, Any]] = {}
-    usage = Usage()
+    usage: dict[str, int] = {}  # one Usage built at the end, not one per usage-carrying event
     model, raw_stop = "", None
     for ev in events:
         etype = ev.get("type")
         if etype == "message_start":
             msg = ev.get("message") or {}
             model = msg.get("model") or ""
-            usage = usage_of(msg.get("usage"), usage)
+            _pick_usage(msg.get("usage"), usage)
         elif etype == "content_block_start":
             block = ev.get("content_block") or {}
             if block.get("type") == "tool_use":
@@ -173,7 +180,7 @@ def parse_stream(events: Any, sink: StreamSink, provider: str) -> ModelResponse:
                 blocks[ev.get("index", 0)]["json"].append(delta.get("partial_json") or "")
         elif etype == "message_delta":
             raw_stop = (ev.get("delta") or {}).get("stop_reason") or raw_stop
-            usage = usage_of(ev.get("usage"), usage)
+            _pick_usage(ev.get("usage"), usage)
     calls = tuple(
         ToolUseBlock(id=b["id"], name=b["name"], input=json_args("".join(b["json"])))
         for _, b in sorted(blocks.items())
@@ -182,7 +189,7 @@ def parse_stream(events: Any, sink: StreamSink, provider: str) -> ModelResponse:
         text="".join(text),
         tool_calls=calls,
         stop_reason=STOP_REASONS.get(raw_stop or "", StopReason.OTHER),
-        usage=usage,
+        usage=Usage(**usage),
         model=model,
         provider=provider,
         raw_stop_reason=raw_stop,
@@ -239,7 +246,15 @@ class AnthropicMessagesAdapter(WireAdapter):
         projected every time: its file is read and verified per request)."""
         if SPLICED & set(self.endpoint.options.get("extra_body") or {}):
             return self.build_body(request)  # the endpoint's extra body replaces what would be spliced
-        body = self.build_body(request.model_copy(update={"messages": (), "tools": (), "system": ()}))
+        # build_body's of the request without messages, tools and system (no copy of the request made)
+        body: dict[str, Any] = {
+            "model": model_info(request.model).wire_id,
+            "max_tokens": request.max_tokens,
+            "messages": [],
+        }
+        if request.stream:
+            body["stream"] = True
+        body.update(self.endpoint.options.get("extra_body") or {})
         if request.system:
             body["system"] = Encoded(self._system.items(system_blocks(request.system)))
         with_pictures = partial(_pictures_json, model=request.model)
