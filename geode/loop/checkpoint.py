@@ -51,7 +51,12 @@ class StaleKept(Exception):
 
 
 TURN_KEYS = ("turn_id", "done_turn")  # the meta naming the last turn opened and finished
-KEPT_SESSIONS = 8  # sessions whose last saved history a process keeps (least recently saved dropped first)
+# what a process keeps of the sessions it saved (least recently saved dropped first): a worker serves many
+# more sessions than it runs at once (lanes sends a session back to its last worker), and a session not kept
+# reads its whole history from the store on its next turn (each message validated, measured and encoded
+# again): at 10 sessions a process and 8 kept, 14.5 ms CPU a turn instead of 4.8 (130-message histories)
+KEPT_SESSIONS = 32
+KEPT_MESSAGES = 10_000  # and at most this many messages in all (the most recent session is always kept)
 
 
 @dataclass(frozen=True)
@@ -67,15 +72,19 @@ class Kept:
 
 _kept: OrderedDict[str, Kept] = OrderedDict()
 _kept_lock = threading.Lock()
+_kept_messages = [0]  # the messages _kept holds in all
 
 
 def _keep(session_id: str, kept: Kept | None) -> None:
     with _kept_lock:
-        _kept.pop(session_id, None)
+        old = _kept.pop(session_id, None)
+        if old is not None:
+            _kept_messages[0] -= len(old.messages)
         if kept is not None:
             _kept[session_id] = kept
-        while len(_kept) > KEPT_SESSIONS:
-            _kept.popitem(last=False)
+            _kept_messages[0] += len(kept.messages)
+        while len(_kept) > 1 and (len(_kept) > KEPT_SESSIONS or _kept_messages[0] > KEPT_MESSAGES):
+            _kept_messages[0] -= len(_kept.popitem(last=False)[1].messages)
 
 
 def _kept_history(session_id: str) -> Kept | None:
