@@ -22,14 +22,20 @@ matches longer). No match: redaction changes nothing. Anything else takes the wa
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from geode.redaction import _LOG_SCREEN, _LOG_SHAPES, _secret_key, canonical_plain_json, redact
+from geode.redaction import (
+    _LOG_SCREEN,
+    _LOG_SHAPES,
+    _secret_key,
+    canonical_plain_json,
+    canonical_strict_json,
+    redact,
+)
 
 MAX_KEY = 256  # redact truncates longer keys
 # canonical_plain_json's text, refusing NaN and infinities (redact turns those into strings)
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_ENCODE = canonical_strict_json
 
 
 def redacted_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) -> str:

@@ -10,6 +10,7 @@ id). The rows are observation: a row refused because its event id is stored with
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from geode.protocol.errors import Conflict
 from geode.protocol.later import Later
@@ -23,12 +24,13 @@ log = logging.getLogger(__name__)
 
 
 def save_with_rows_later(
-    checkpoints: CheckpointStore, timeline: TimelineStore, save: CheckpointSave
+    checkpoints: CheckpointStore, timeline: TimelineStore, save: CheckpointSave, *, wire: bool = False
 ) -> Later:
-    """A ``Later`` of the save's :class:`SaveResult`, completed after the sync commit of the save and rows."""
+    """A ``Later`` of the save's :class:`SaveResult`, completed after the sync commit of the save and rows
+    (``wire``: the save was decoded from a frame, see ``geode.records.checkpoints._dump_and_fingerprint``)."""
     if not save.timeline:
-        return checkpoints.save_later(save)
-    return checkpoints.writer.submit(_write(checkpoints, timeline, save))
+        return checkpoints.save_later(save, wire=wire)
+    return checkpoints.writer.submit(_write(checkpoints, timeline, save, wire))
 
 
 def save_with_rows(checkpoints: CheckpointStore, timeline: TimelineStore, save: CheckpointSave) -> SaveResult:
@@ -39,13 +41,16 @@ def save_with_rows(checkpoints: CheckpointStore, timeline: TimelineStore, save: 
     return result
 
 
-def _write(checkpoints: CheckpointStore, timeline: TimelineStore, save: CheckpointSave) -> WriteFn:
+def _write(
+    checkpoints: CheckpointStore, timeline: TimelineStore, save: CheckpointSave, wire: bool = False
+) -> WriteFn:
     rows = list(save.timeline)
     bare = save.model_copy(update={"timeline": []})  # the save's fingerprint is of the save, not its rows
     texts = [bounded_payload(ev.payload, timeline.max_payload) for ev in rows]  # redacted off the writer
 
-    def write(txn: Txn) -> SaveResult:
-        result = checkpoints._save(txn, bare)  # raises (nothing written) when the save is refused
+    def write(txn: Txn) -> SaveResult | dict[str, Any]:
+        # raises (nothing written) when the save is refused; a frame's save: the reply's body map
+        result = checkpoints._save_body(txn, bare) if wire else checkpoints._save(txn, bare)
         for ev, text in zip(rows, texts, strict=True):
             try:
                 timeline._append(txn, ev, text)

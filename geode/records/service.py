@@ -124,7 +124,7 @@ class StoreService:
     # handlers with a little more to do --------------------------------------------------------------
     def _save(self, b: m.SaveCheckpoint, r: Request) -> Later:
         # SaveCheckpoint is a CheckpointSave; its timeline rows (if any) are written in the same operation
-        return save_with_rows_later(self.engine.checkpoints, self.engine.timeline, b)
+        return save_with_rows_later(self.engine.checkpoints, self.engine.timeline, b, wire=True)
 
     def _put_turn(self, b: m.PutTurn, r: Request) -> Later:
         # a done turn is indexed once its commit returned (a put that finds its turn done already was

@@ -1,0 +1,154 @@
+"""A checkpoint save decoded from a frame is dumped without pydantic walking its free-form fields (messages,
+cognitive state, guard counters, model settings, meta) when they hold JSON types only, and its fingerprint
+is made by a canonical encoder built once (issue 34): the same dump and the same digest as the full
+``model_dump(mode="json")`` and ``plain_fingerprint`` give, so stored fingerprints still match a retry."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geode.records.checkpoints import _dump_and_fingerprint
+from geode.records.models import CheckpointSave
+from geode.redaction import canonical_plain_json, canonical_strict_json, plain_fingerprint
+
+_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=40)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+_free = st.dictionaries(st.text(max_size=8), _values, max_size=5)
+
+
+def _old(save: CheckpointSave) -> tuple[dict[str, Any], str]:
+    dumped = save.model_dump(mode="json")
+    return dumped, plain_fingerprint(dumped)
+
+
+def _decoded(**fields: Any) -> CheckpointSave:
+    """A save as the store receives it: its fields packed and unpacked as a frame's body is."""
+    body = msgpack.unpackb(msgpack.packb(fields), raw=False, strict_map_key=True)
+    return CheckpointSave.model_validate(body)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cognitive=_free, meta=_free, settings_=_free, messages=st.lists(_free, max_size=3))
+def test_a_decoded_save_dumps_and_fingerprints_as_the_full_dump_does(
+    cognitive: dict[str, Any], meta: dict[str, Any], settings_: dict[str, Any], messages: list[dict[str, Any]]
+) -> None:
+    save = _decoded(
+        session_id="s1",
+        seq=3,
+        base_count=2,
+        new_messages=messages,
+        cognitive_state=cognitive,
+        guard_counters={"round_index": 2, "elapsed_s": 0.25, "cost_warned": False},
+        model_settings=settings_,
+        meta=meta,
+        session_created_at=1.5,
+    )
+    assert _dump_and_fingerprint(save, True) == _old(save)
+    assert _dump_and_fingerprint(save, False) == _old(save)
+
+
+def test_json_values_are_taken_as_they_are_not_dumped_again() -> None:
+    save = _decoded(
+        session_id="s1",
+        seq=1,
+        base_count=0,
+        new_messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        cognitive_state={"goal": "g", "observations": ["a", "b"], "round_count": 1},
+        meta={"turn_id": "t1"},
+    )
+    dumped, fp = _dump_and_fingerprint(save, True)
+    assert (dumped, fp) == _old(save)
+    assert dumped["cognitive_state"] is save.cognitive_state  # not walked by the serializer
+    assert dumped["new_messages"] is save.new_messages
+    assert _dump_and_fingerprint(save, False)[0]["cognitive_state"] is not save.cognitive_state
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [b"\xffbytes", float("nan"), float("inf"), msgpack.ExtType(5, b"x"), {b"key": 1}],
+    ids=["bytes", "nan", "inf", "ext", "bytes-key"],
+)
+def test_a_value_that_is_not_json_takes_the_full_dump(odd: Any) -> None:
+    """What msgpack can decode besides JSON types (a tuple or a str subclass it cannot: a frame's save is the
+    only one taken as it is)."""
+    save = CheckpointSave(session_id="s1", seq=1, base_count=0, cognitive_state={"odd": odd, "x": [1]})
+    try:
+        expected = _old(save)
+    except Exception as exc:  # the full dump refuses it: so does the new path, the same way
+        with pytest.raises(type(exc)):
+            _dump_and_fingerprint(save, True)
+        return
+    assert _dump_and_fingerprint(save, True) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_values)
+def test_the_canonical_encoders_write_what_json_dumps_writes(value: Any) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    assert canonical_plain_json(value) == expected
+    finite = json.dumps(value, allow_nan=True) == json.dumps(value, allow_nan=True).replace("NaN", "")
+    if finite and "Infinity" not in json.dumps(value):
+        assert canonical_strict_json(value) == expected
+
+
+def test_the_strict_encoder_refuses_what_is_not_json() -> None:
+    for odd in (b"x", math.nan, -math.inf, object(), {b"k": 1}):
+        with pytest.raises((TypeError, ValueError)):
+            canonical_strict_json({"a": [odd]})
+    assert canonical_plain_json({"b": b"x", "a": math.nan}) == '{"a":NaN,"b":"b\'x\'"}'
+
+
+def test_a_save_through_the_store_builds_no_reply_model_and_answers_as_before(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the store's handler (a frame's save) the reply is its body map: no ``SaveResult`` built in the
+    store to be dumped again (1 a save before), the client gets the same ``SaveResult``, a retry a noop."""
+    import geode.records.checkpoints as checkpoints
+    from geode.home import GeodeHome
+    from geode.records.models import SaveResult, SessionStatus
+    from tests.records.harness import local_store
+
+    built: list[int] = []
+
+    class Counted(SaveResult):
+        def __init__(self, **data: Any) -> None:
+            built.append(1)
+            super().__init__(**data)
+
+    monkeypatch.setattr(checkpoints, "SaveResult", Counted)
+    store = local_store(GeodeHome(tmp_path / "h").ensure())
+    try:
+        save = CheckpointSave(
+            session_id="s1",
+            seq=1,
+            base_count=0,
+            new_messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}], "metadata": {}}],
+            cognitive_state={"goal": "g", "observations": ["x" * 300]},
+            meta={"title": "ünïcode"},
+        )
+        first = store.client.save_checkpoint(save)
+        again = store.client.save_checkpoint(save)
+        expected = SaveResult(session_id="s1", seq=1, message_count=1, status=SessionStatus.ACTIVE)
+        assert first == expected
+        assert again == expected.model_copy(update={"noop": True})
+        assert built == []
+        done = save.model_copy(
+            update={"seq": 2, "base_count": 1, "new_messages": [], "status": SessionStatus.COMPLETED}
+        )
+        assert store.client.save_checkpoint(done).status == SessionStatus.COMPLETED
+        direct = store.engine.checkpoints.save(done.model_copy(update={"seq": 3}))  # in-process: the model
+        assert direct.seq == 3
+        assert len(built) == 1
+    finally:
+        store.engine.close()
