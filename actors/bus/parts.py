@@ -40,20 +40,25 @@ class FnService:
         return self._fn(request)
 
 
-@dataclass
 class PendingReply:
-    """A request in flight (:meth:`Bus.request_nowait`); :meth:`result` waits for the reply envelope."""
+    """A request in flight (:meth:`Bus.request_nowait`); :meth:`result` waits for the reply envelope.
 
-    target: str = ""
-    type: str = ""
-    reply: Envelope | None = None
-    error: GeodeError | None = None
-    _forget: Callable[[], None] | None = None
-    reader: ReplyReader | None = None  # sent on a request-only DEALER: its waiters read the reply themselves
-    _done: threading.Lock = field(default_factory=threading.Lock)  # held until the reply is in (one futex)
+    A plain class with slots (one per request: a dataclass's generated ``__init__`` and ``__post_init__``
+    were two Python frames of every round trip)."""
 
-    def __post_init__(self) -> None:
-        self._done.acquire()
+    __slots__ = ("_done", "_forget", "error", "reader", "reply", "target", "type")
+
+    def __init__(
+        self, target: str = "", type: str = "", *, _forget: Callable[[], None] | None = None
+    ) -> None:
+        self.target = target
+        self.type = type
+        self.reply: Envelope | None = None
+        self.error: GeodeError | None = None
+        self._forget = _forget
+        self.reader: ReplyReader | None = None  # sent on a request-only DEALER: its waiters read the reply
+        self._done = done = threading.Lock()  # held until the reply is in (one futex)
+        done.acquire()
 
     def set(self) -> None:
         try:

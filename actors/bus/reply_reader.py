@@ -111,15 +111,19 @@ class ReplyReader:
         wire, handle = self.wire, self._handle
         look = True  # not told the socket is readable: ask ZMQ_EVENTS before receiving (no zmq.Again)
         while True:
-            frames = wire.drain(DRAIN_CAP, look)
+            # woken by the fd: one frame, no ZMQ_EVENTS after it (most often the awaited reply: done);
+            # otherwise the next pass looks (ZMQ_EVENTS re-arms the edge) before any sleep
+            cap = DRAIN_CAP if look else 1
+            frames = wire.drain(cap, look)
             if frames is None:
                 return True
             for frame in frames:
                 handle(frame, p)
             if p.is_set():
                 return False
-            if len(frames) == DRAIN_CAP:
-                continue  # more may wait: read on before sleeping
+            if len(frames) == cap:
+                look = True
+                continue  # more may wait (and the edge is not re-armed): read on before sleeping
             left = end - time.monotonic()
             if left <= 0:
                 return False

@@ -28,8 +28,11 @@ from geode.work_tally import count as tally
 POLLIN = int(zmq.POLLIN)
 EVENTS = int(zmq.EVENTS)
 NOBLOCK = int(zmq.NOBLOCK)
-RCVMORE = int(zmq.RCVMORE)
 SNDMORE_NOBLOCK = int(zmq.SNDMORE) | NOBLOCK  # pyzmq's send_multipart ORs the IntFlags per part (enum calls)
+# pyzmq's Socket.send is a Python wrapper over the backend's (it only adds the draft API's routing_id and
+# group, which the bus never uses): a socket of that class sends through the backend's, one frame fewer
+_SUGAR_SEND = zmq.Socket.send
+_BACKEND_SEND = zmq.backend.Socket.send
 RECV_EMPTY = "bus.recv_empty"  # work tally: a NOBLOCK receive on a bus socket that found nothing (zmq.Again)
 
 
@@ -53,10 +56,12 @@ class Reader(Protocol):
 class SharedSocket:
     """``send`` from any thread, ``recv`` on the bus thread, ``close`` once; ``fd`` is what the bus polls."""
 
-    __slots__ = ("closed", "fd", "lock", "reader", "sock")
+    __slots__ = ("_send", "closed", "fd", "lock", "reader", "sock")
 
     def __init__(self, sock: zmq.Socket) -> None:  # type: ignore[type-arg]
         self.sock = sock
+        send = type(sock).send
+        self._send = _BACKEND_SEND if send is _SUGAR_SEND else send  # (socket, data, flags)
         self.lock = threading.Lock()
         self.fd = int(sock.getsockopt(zmq.FD))
         self.closed = False
@@ -70,10 +75,10 @@ class SharedSocket:
         with self.lock:
             if self.closed:
                 raise zmq.ZMQError(errno.ENOTSOCK, "the bus closed this socket")
-            sock = self.sock
+            sock, send = self.sock, self._send
             for part in frames[:-1]:  # a ROUTER's routing id (bytes, as every part here)
-                sock.send(part, SNDMORE_NOBLOCK)
-            sock.send(frames[-1], NOBLOCK)
+                send(sock, part, SNDMORE_NOBLOCK)
+            send(sock, frames[-1], NOBLOCK)
             reader = self.reader  # a leader is named before it reads under this lock: no wake can be lost
             if not check or (reader is not None and reader.active and reader.leader is None):
                 return False
@@ -86,12 +91,15 @@ class SharedSocket:
                 return None
             sock = self.sock
             try:
-                parts = [sock.recv(NOBLOCK)]
+                part = sock.recv(NOBLOCK, copy=False)
             except zmq.Again:
                 tally(RECV_EMPTY)
                 return None
-            while sock.get(RCVMORE):  # the rest of a multipart message is there once its first part is
-                parts.append(sock.recv(NOBLOCK))
+            parts = []
+            while part.more:  # the rest of a multipart message is there once its first part is
+                parts.append(part.bytes)
+                part = sock.recv(NOBLOCK, copy=False)
+            parts.append(part.bytes)
             return parts
 
     def readable(self) -> bool:
@@ -104,7 +112,9 @@ class SharedSocket:
         """Every frame waiting on a DEALER (up to ``cap``), or None when the socket is closed; what it leaves
         is nothing, so the edge of ``fd`` is re-armed. ``look``: ask ``ZMQ_EVENTS`` first (the reader was not
         told the socket is readable). One frame ends with ``ZMQ_EVENTS``; a burst is read until ``zmq.Again``
-        (one ``recv`` a frame: a peer's reply is one frame)."""
+        (one ``recv`` a frame: a peer's reply is one frame). ``cap`` 1 without ``look`` (the fd woke its
+        reader): one frame and no ``ZMQ_EVENTS`` after it, so the edge is NOT re-armed: the reader must
+        drain with ``look`` before it sleeps on ``fd`` (``ReplyReader._lead``)."""
         with self.lock:
             if self.closed:
                 return None
@@ -113,7 +123,7 @@ class SharedSocket:
                 return out
             try:
                 out.append(sock.recv(NOBLOCK))
-                if _waiting(sock):  # a burst: read on, one Again for all of it
+                if cap > 1 and _waiting(sock):  # a burst: read on, one Again for all of it
                     while len(out) < cap:
                         out.append(sock.recv(NOBLOCK))
             except zmq.Again:

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgpack
 from pydantic import ValidationError
+from pydantic_core import SchemaValidator
 
 from geode.lone_surrogates import escape_tree
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import BadRequest
-from geode.protocol.frame_unpack import decode_map, unpack_map
+from geode.protocol.frame_unpack import decode_map, decode_walked, unpack_map
 from geode.work_tally import FRAME_BIN_WALK, FRAME_DECODED, FRAME_ENCODED, VALIDATION
+from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import count as tally
 from geode.work_tally import frame as tally_frame
 
 MAX_FRAME_BYTES = 1024 * 1024  # 1 MiB: the bus and control-socket cap
+PACKER_KEEP_BYTES = 64 * 1024  # a thread keeps its packer (its buffer's touched pages) after frames this big
+
+# one msgpack Packer per thread: ``msgpack.packb`` builds a Packer, with a 256 KiB buffer, for every call
+# (~1.5-2 us of a 1 KB frame's 3.5-4). A Packer resets its buffer after each pack, a failed one too.
+_packers = threading.local()
+
+
+def _packb(obj: Any) -> bytes:
+    """``msgpack.packb(obj, use_bin_type=True)``, on this thread's Packer (dropped after a large frame, so
+    no thread keeps a large buffer)."""
+    try:
+        packer = _packers.p
+    except AttributeError:
+        packer = _packers.p = msgpack.Packer(use_bin_type=True)
+    data: bytes = packer.pack(obj)
+    if len(data) > PACKER_KEEP_BYTES:
+        del _packers.p
+    return data
 
 
 def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
@@ -24,17 +45,18 @@ def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
     try:
         try:
             try:
-                data = msgpack.packb(obj, use_bin_type=True)
+                data = _packb(obj)
             except TypeError:  # a body holding something msgpack lacks (a model): as pydantic dumps it
                 obj = env.model_dump(by_alias=True, exclude_none=True)
-                data = msgpack.packb(obj, use_bin_type=True)
+                data = _packb(obj)
         except UnicodeEncodeError:  # a lone surrogate (model text, a file name's byte): sent escaped
-            data = msgpack.packb(escape_tree(obj), use_bin_type=True)
+            data = _packb(escape_tree(obj))
     except (TypeError, OverflowError, ValueError) as exc:
         raise BadRequest(f"body is not encodable: {exc}") from exc
     if len(data) > max_frame:
         raise BadRequest(f"frame of {len(data)} bytes exceeds the {max_frame}-byte cap")
-    tally_frame(FRAME_ENCODED, env.type)
+    if TALLY_ON:  # (a call to a no-op otherwise, on every frame)
+        tally_frame(FRAME_ENCODED, env.type)
     return data
 
 
@@ -66,6 +88,14 @@ def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, A
     return decode_map(frame, max_frame, on_walk=_walked)
 
 
+def decode_fast(frame: bytes, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+    """:func:`decode_raw` with one call fewer on the way (every received frame: see typed_frames)."""
+    try:
+        return unpack_map(frame, max_frame, 0)
+    except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
+        return decode_walked(frame, max_frame, _walked)
+
+
 def _walked() -> None:
     tally(FRAME_BIN_WALK)
 
@@ -75,15 +105,23 @@ def decode(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> Envelope:
     return validate_envelope(decode_raw(frame, max_frame=max_frame))
 
 
+_validate_envelope = (
+    Envelope.__pydantic_validator__.validate_python
+    if isinstance(Envelope.__pydantic_validator__, SchemaValidator)
+    else Envelope.model_validate  # a model not built yet (pydantic's deferred build): its wrapper builds it
+)
+
+
 def validate_envelope(obj: dict[str, Any]) -> Envelope:
     """The envelope of an unpacked frame (its body a map, not validated here); ``BadRequest`` if invalid."""
     try:
-        env = Envelope.model_validate(obj)
+        env = _validate_envelope(obj)  # Envelope.model_validate without its Python wrapper
     except ValidationError as exc:
         tally(VALIDATION, "-")  # the envelope of a frame refused
         raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
-    tally_frame(FRAME_DECODED, env.type)
-    tally(VALIDATION, env.type)  # the envelope's validation (the body's is counted where it is validated)
+    if TALLY_ON:
+        tally_frame(FRAME_DECODED, env.type)
+        tally(VALIDATION, env.type)  # the envelope's validation (the body's is counted where it is validated)
     return env
 
 

@@ -18,29 +18,40 @@ def decode_map(frame: bytes, max_frame: int, on_walk: Callable[[], None] | None 
     try:
         return unpack_map(frame, max_frame, max_bin=0)
     except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
-        obj = unpack_map(frame, max_frame)
-        if on_walk is not None:
-            on_walk()
-        refuse_non_text_bytes(obj)
-        return obj
+        return decode_walked(frame, max_frame, on_walk)
+
+
+def decode_walked(frame: bytes, max_frame: int, on_walk: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The second half of :func:`decode_map`, for a frame its bin-free unpack refused: unpacked with bins
+    allowed, then walked (``on_walk`` told)."""
+    obj = unpack_map(frame, max_frame)
+    if on_walk is not None:
+        on_walk()
+    refuse_non_text_bytes(obj)
+    return obj
+
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+_unpackb = msgpack.unpackb
 
 
 def unpack_map(frame: bytes, max_frame: int, max_bin: int | None = None) -> dict[str, Any]:
     """One bounded unpack (``max_bin`` 0: any non-empty bin value raises); malformed: ``BadRequest``."""
-    if not isinstance(frame, bytes | bytearray | memoryview):
+    if not isinstance(frame, _BYTES_LIKE):
         raise BadRequest("frame is not bytes")
     n = len(frame)
     if n > max_frame:
         raise BadRequest(f"frame of {n} bytes exceeds the {max_frame}-byte cap")
+    items = n if n < 100_000 else 100_000
     try:
-        obj = msgpack.unpackb(
+        obj = _unpackb(
             frame,
             raw=False,
             strict_map_key=True,
             max_str_len=n,
             max_bin_len=n if max_bin is None else max_bin,
-            max_array_len=min(n, 100_000),
-            max_map_len=min(n, 100_000),
+            max_array_len=items,
+            max_map_len=items,
             max_ext_len=0,
         )
     except Exception as exc:  # msgpack raises ValueError, ExtraData, StackError, FormatError, ...

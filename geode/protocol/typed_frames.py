@@ -18,10 +18,11 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import CoreConfig, CoreSchema, SchemaValidator
 
 from geode.protocol import catalog
-from geode.protocol.codec import MAX_FRAME_BYTES, decode_raw, validate_envelope
+from geode.protocol.codec import MAX_FRAME_BYTES, decode_fast, validate_envelope
 from geode.protocol.envelope import Envelope, trusted
 from geode.protocol.errors import BadRequest
 from geode.work_tally import FRAME_DECODED, VALIDATION
+from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import count as tally
 from geode.work_tally import frame as tally_frame
 
@@ -39,7 +40,7 @@ def decode_request(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> tuple[E
     (the envelope was valid, so the reply correlates and a cast stays unanswered); or ``None`` when the body
     was not validated here (a reply, a type the catalogue lacks: ``dispatch`` says so). An invalid envelope
     raises ``BadRequest`` as ``codec.decode`` does."""
-    obj = decode_raw(frame, max_frame=max_frame)
+    obj = decode_fast(frame, max_frame)
     type_ = obj.get("type")
     model = None
     served = obj.get("kind", "request") in _SERVED_KINDS and type(obj.get("body", {})) is dict
@@ -47,11 +48,13 @@ def decode_request(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> tuple[E
         model = typed_model(type_)
     if model is None:
         return validate_envelope(obj), None
-    tally(VALIDATION, type_)
+    if TALLY_ON:
+        tally(VALIDATION, type_)
     out = _validate(model, obj)
     if isinstance(out, BadRequest):  # the envelope is valid, its body is not: answered by dispatch
         return validate_envelope(obj), out
-    tally_frame(FRAME_DECODED, out[0].type)
+    if TALLY_ON:
+        tally_frame(FRAME_DECODED, out[0].type)
     return out
 
 

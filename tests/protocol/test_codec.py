@@ -118,3 +118,23 @@ def test_unknown_type_is_bad_request() -> None:
 def test_invalid_body_is_bad_request() -> None:
     reply = dispatch(_Echo(), Envelope(type=runtime.CHILD_DIED, body={"name": 5}, **{"from": "t#1"}))
     assert reply is not None and reply.body["code"] == "bad_request" and "name" in reply.body["message"]
+
+
+def test_a_threads_reused_packer_gives_packbs_bytes_after_failures_and_large_frames() -> None:
+    """``encode`` packs on one msgpack Packer per thread (not ``packb``'s new one per frame): a pack that
+    failed (an int too large, a lone surrogate sent escaped) or a large frame leaves nothing behind in it."""
+
+    def packb(env: Envelope) -> bytes:
+        return msgpack.packb(env.model_dump(by_alias=True, exclude_none=True), use_bin_type=True)  # type: ignore[no-any-return]
+
+    small = Envelope(type="a.b", session="s", body={"t": "ok", "n": [1, 2.5, None]}, **{"from": "x"})
+    assert codec.encode(small) == packb(small)
+    with pytest.raises(BadRequest, match="not encodable"):
+        codec.encode(Envelope(type="a.b", body={"n": [1, 2**70]}))
+    assert codec.encode(small) == packb(small)
+    escaped = codec.decode_raw(codec.encode(Envelope(type="a.b", body={"t": "bad \ud800 text"})))
+    assert escaped["body"]["t"] != "bad \ud800 text"  # sent escaped, as before
+    assert codec.encode(small) == packb(small)
+    large = Envelope(type="a.b", body={"t": "y" * (codec.PACKER_KEEP_BYTES * 2)})
+    assert codec.encode(large) == packb(large)
+    assert codec.encode(small) == packb(small)
