@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from geode.control.chat_requests import ChatRequests
 from geode.control.connection import Connection, ConnState, Runner
+from geode.control.held_sessions import HeldSessions
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
@@ -111,6 +112,7 @@ class ControlCore(SessionRequests, ChatRequests):
         self.owners = SessionOwners(self.operator)
         self.replay = SessionReplay(transport, lanes)
         self.slots = SlotTable()
+        self.held = HeldSessions(self._route)  # a session's live events while a submit for it is in flight
         self.bad_frames = 0
         # ids of the events sent to clients: a random prefix and a counter (no clock and RNG per event)
         self._ids = map(f"{os.urandom(5).hex()}{{:014x}}".format, itertools.count(1))
@@ -209,14 +211,18 @@ class ControlCore(SessionRequests, ChatRequests):
 
     # --- streams out --------------------------------------------------------------------------------------
     def on_origin_event(self, ev: lanes_msg.StreamEvent) -> None:
-        """A session event from lanes goes to every attached connection; an unseen approval → ``n``."""
-        for k in self._targets(ev):
-            with k.lock:  # taken (seq-deduped) and sent in one step: sends to a connection stay in seq order
-                self._deliver(k, k.accept(ev))
+        """A session event from lanes goes to every attached connection; an unseen approval → ``n``. Held
+        while a submit for its session is in flight (:class:`HeldSessions`)."""
+        self.held.take([ev])
 
     def on_origin_events(self, evs: list[lanes_msg.StreamEvent]) -> None:
-        """Several events of one ``origin.events`` frame, each taken as :meth:`on_origin_event` takes it; a
-        connection gets those it accepts in one ``cli.events`` frame when it said ``event_batches``."""
+        """Several events of one ``origin.events`` frame, each taken as :meth:`on_origin_event` takes it."""
+        self.held.take(evs)
+
+    def _route(self, evs: list[lanes_msg.StreamEvent]) -> None:
+        """Events to every connection attached to their session, each taken (seq-deduped) and sent under the
+        connection's lock, so its sends stay in seq order; a connection gets those it accepts in one
+        ``cli.events`` frame when it said ``event_batches``."""
         per: dict[str, tuple[Connection, list[lanes_msg.StreamEvent]]] = {}
         for ev in evs:
             for k in self._targets(ev):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from geode.control.connection import Connection, ConnState
+from geode.control.held_sessions import HeldSessions
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
 from geode.control.replay import SessionReplay
@@ -42,6 +43,7 @@ class SessionRequests:
     operator: OperatorDesk
     owners: SessionOwners
     replay: SessionReplay
+    held: HeldSessions
 
     if TYPE_CHECKING:  # defined by ControlCore
 
@@ -119,9 +121,18 @@ class SessionRequests:
             input={"text": p.text},
             # the chat's /compact: a turn that only compacts the session (geode.loop.compact_now)
             settings={**settings, "compact_now": True} if p.compact else settings,
+            reply_events=True,
         )
-        with prompt_span(sub.mode, self.origin, turn_id, p.text):  # the turn's trace starts here
-            out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
+        # the session's live events are held until the reply is in: it carries the turn's first events
+        # (queued, started: ``Submit.reply_events``), which a live event must not overtake
+        carried: list[lanes_msg.StreamEvent] = []
+        self.held.hold(sid)
+        try:
+            with prompt_span(sub.mode, self.origin, turn_id, p.text):  # the turn's trace starts here
+                out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
+            carried = out.events or []
+        finally:  # the reply's events and the live ones held meanwhile: in seq order, to every attached
+            self.held.release(sid, carried)
         with conn.lock:
             conn.active_turns.add(turn_id)
         return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)

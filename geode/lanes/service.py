@@ -31,7 +31,7 @@ from geode.lanes.pool import once_per_worker
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.state import Asked, Fresh, Reply, copy_record, requeues_of
-from geode.lanes.stream_relay import send_stale_holds
+from geode.lanes.stream_relay import send_events, send_stale_holds
 from geode.lanes.worker_requests import WorkerRequests
 from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
@@ -42,6 +42,11 @@ from geode.records.models import TurnRecord, TurnState
 
 log = logging.getLogger(__name__)
 __all__ = ["Asked", "LanesService", "Reply"]
+
+
+def _carries(s: lanes_msg.Submit) -> bool:
+    """Whether the submit's reply carries the turn's first stream events (see ``Submit.reply_events``)."""
+    return s.reply_events and bool(s.origin)
 
 
 class LanesService(WorkerRequests):
@@ -124,7 +129,13 @@ class LanesService(WorkerRequests):
     def _submitted_again(self, s: lanes_msg.Submit, rec: TurnRecord) -> Reply | BaseException:
         if rec.session_id != s.session_id:
             return BadRequest(f"turn {s.turn_id} belongs to another session")
-        return lanes_msg.Submitted(turn_id=s.turn_id, session_id=s.session_id, state=rec.state.value)
+        events = None
+        if s.reply_events:  # a retry (its first reply lost?): the turn's buffered events again, seq-deduped
+            with self.stream_lock:
+                events = [e for e in self.stream.since(s.session_id, 0)[0] if e.turn_id == s.turn_id] or None
+        return lanes_msg.Submitted(
+            turn_id=s.turn_id, session_id=s.session_id, state=rec.state.value, events=events
+        )
 
     def _admitted(self, s: lanes_msg.Submit, out: Reply | BaseException) -> None:
         for session_id, answer in self._admitting.pop(s.turn_id, []):
@@ -195,6 +206,8 @@ class LanesService(WorkerRequests):
             return False
         if not current and turn_id in self._recs and self.queue.unhold(turn_id):
             self._emit(s.session_id, turn_id, lanes_msg.TURN_QUEUED, {"position": position})
+        if current and _carries(s):
+            return True  # answered by _started with its queued and started events (_answer_started)
         state = "running" if current else "queued"  # current: its queued event goes with its started one
         self._admitted(s, lanes_msg.Submitted(turn_id=turn_id, session_id=s.session_id, state=state))
         if not current:
@@ -257,10 +270,7 @@ class LanesService(WorkerRequests):
             rec.attempts -= 1
             self._start_failed = True  # the tick tries again
             return
-        fault("lanes.after_turn_stored")  # the running record is stored; the turn is not pushed yet
         resume = rec.resume or rec.attempts > 1
-        metrics.admission_wait(g.waited_s)
-        self.pool.assign(owner.name, g.turn_id)  # its lost-run grace counts from the push, not the slow write
         started = {
             "worker": owner.name,
             "waited_s": round(g.waited_s, 4),
@@ -269,7 +279,13 @@ class LanesService(WorkerRequests):
             "resume": resume,
         }
         queued = [] if fresh is None else [(lanes_msg.TURN_QUEUED, {"position": fresh[1]})]
-        self._emit_all(rec.session_id, rec.turn_id, [*queued, (lanes_msg.TURN_STARTED, started)])
+        items: list[tuple[str, dict[str, Any]]] = [*queued, (lanes_msg.TURN_STARTED, started)]
+        carried = fresh is not None and _carries(fresh[0]) and self._answer_started(fresh[0], rec, items)
+        fault("lanes.after_turn_stored")  # the running record is stored; the turn is not pushed yet
+        metrics.admission_wait(g.waited_s)
+        self.pool.assign(owner.name, g.turn_id)  # its lost-run grace counts from the push, not the slow write
+        if not carried:
+            self._emit_all(rec.session_id, rec.turn_id, items)
         with tracing.pushing(rec, g, owner.key, resume):
             self._send_run(owner.name, rec, resume)
         log.info(
@@ -282,6 +298,20 @@ class LanesService(WorkerRequests):
         )
         if cancel:
             self._send_cancel(owner.name, rec, "user")
+
+    def _answer_started(
+        self, s: lanes_msg.Submit, rec: TurnRecord, items: list[tuple[str, dict[str, Any]]]
+    ) -> bool:
+        """A turn that started at once, for an origin that takes its first events in the submit's reply:
+        they are numbered and buffered as :meth:`_emit_all` does, and go in the reply, not in a frame of their
+        own (issue 34 session 6: a frame fewer per turn in lanes and at the origin). What the session holds
+        for that origin is sent first, so its seqs stay in order."""
+        with self.stream_lock:
+            send_events(self, rec.origin, rec.session_id, [])
+            outs = [self.stream.append(rec.session_id, rec.turn_id, kind, data) for kind, data in items]
+        reply = lanes_msg.Submitted(turn_id=s.turn_id, session_id=s.session_id, state="running", events=outs)
+        self._admitted(s, reply)
+        return True
 
     def tick(self) -> None:
         """Periodic: reap silent workers, expire orphans and approvals, release held-back events, start."""

@@ -71,6 +71,9 @@ class Submit(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)  # the SessionSpec the worker builds its pair from
     resume: bool = False
+    # the origin takes the turn's first stream events (queued, started: a turn that starts at once) in the
+    # reply instead of an ``origin.events`` frame; it holds the session's live events until the reply is in
+    reply_events: bool = False
 
 
 class Submitted(BaseModel):
@@ -78,6 +81,7 @@ class Submitted(BaseModel):
     session_id: str
     state: str
     position: int = 0
+    events: list[StreamEvent] | None = None  # with ``Submit.reply_events``: the turn's events numbered so far
 
 
 class Cancel(BaseModel):

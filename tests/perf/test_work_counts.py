@@ -43,8 +43,8 @@ PER_TOOL_ROUND: Ceilings = {
     "tree": _row(13.2, 15.4, 13.2, 1.5, 2.5, 2.5, 2.5, 1.5, 2.5),
 }
 PER_TURN: Ceilings = {
-    "control": _row(9, 9, 9, 2, 0, 0, 0, 0, 0),  # RELAY s4: 8 in, 8 out (the end with its done), 8 checks
-    "lanes": _row(12, 12, 12, 1, 3, 0, 0, 0, 0),  # LANESTURN: 2 store trips (was 4); BUS s4: 0 hand-offs
+    "control": _row(8, 9, 8, 2, 0, 0, 0, 0, 0),  # LANESCTL s6: 7 in (queued+started in the submit's reply)
+    "lanes": _row(12, 11, 12, 1, 3, 0, 0, 0, 0),  # LANESTURN: 2 store trips; LANESCTL s6: 10 out (was 11)
     "loop": _row(7.5, 12.4, 7.5, 3, 5, 0, 0, 0, 0),  # LOOPTURN s4: 4 round trips (was 7: rows; no restore)
     "executor": _row(2.5, 2.5, 2.5, 2, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
     "store": _row(11, 11, 11, 3, 0, 7, 7, 4, 6),  # LOOPTURN s4: 7 frames (was 10); STORE s4: 6 ops (was 7)
