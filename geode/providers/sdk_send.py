@@ -167,7 +167,7 @@ def sse_data(response: Any, client: Any) -> Iterator[Any]:
     it (``ping`` and unnamed events skipped, an ``error`` event raised as its status error); the response
     is closed at the end, on a failure, or when the caller stops early. The events are read by
     :func:`~geode.providers.sse_events.sse_events` (the SDK's decoder's reading, in one generator) from
-    the response's raw bytes (its decoded bytes when it has a content encoding), a failure to read them
+    the response's raw stream (its decoded bytes when it has a content encoding), a failure to read them
     raised as the SDK's connection or timeout error."""
     try:
         for event, data in sse_events(_body_bytes(response, client)):
@@ -188,13 +188,19 @@ def sse_data(response: Any, client: Any) -> Iterator[Any]:
 
 
 def _body_bytes(response: Any, client: Any) -> Iterator[bytes]:
-    """The response body's chunks (``iter_raw`` when it is not encoded: the same bytes, one generator
-    fewer); a read failure becomes the SDK's error as in its ``iter_response_bytes``."""
+    """The response body's chunks: read from its stream itself when it is not encoded (what ``iter_raw``
+    yields, without its generator and chunker around each chunk; the response is closed by the caller),
+    from ``iter_bytes`` when it is; a read failure becomes the SDK's error as in its
+    ``iter_response_bytes``."""
     import httpx2
     from anthropic import AnthropicError
 
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    chunks = response.iter_raw() if encoding in ("", "identity") else response.iter_bytes()
+    if encoding in ("", "identity") and not (response.is_stream_consumed or response.is_closed):
+        response.is_stream_consumed = True
+        chunks = iter(response.stream)
+    else:
+        chunks = response.iter_bytes()
     while True:
         try:
             chunk = next(chunks, None)
