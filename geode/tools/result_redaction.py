@@ -72,7 +72,8 @@ class ResultRedactor:
 def _mask(obj: Any, literals: list[tuple[str, str]], counts: Counter[str], depth: int) -> Any:
     if isinstance(obj, str):
         text, found = mask_secrets(obj, literals)
-        counts.update(found)
+        if found:  # most strings hold none: no Counter.update of nothing per string
+            counts.update(found)
         return text
     if depth >= MAX_DEPTH:
         return obj

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+import geode.tools.paths as paths_module
 import geode.tools.timeline as timeline_module
 from geode.hooks.runner import HookRunner
 from geode.tools.builtin.catalogue import builtin_specs
@@ -47,6 +48,7 @@ def test_a_read_only_call_does_each_piece_of_its_own_work_once(
     rig.call("glob_files", {"pattern": "*.txt", "path": "sub"})  # warm: the schema's validators are built
     found = str(rig.workspace.resolve() / "sub" / "a.txt")
     seen: Counter[str] = Counter()
+    _count(monkeypatch, paths_module, "real_path", seen)
     _count(monkeypatch, os.path, "realpath", seen)
     _count(monkeypatch, Draft202012Validator, "iter_errors", seen)
     _count(monkeypatch, ToolExecutor, "_detail", seen)
@@ -57,7 +59,8 @@ def test_a_read_only_call_does_each_piece_of_its_own_work_once(
     assert rig.executor.timeline.flush(5)
     print(f"per read-only call: {dict(seen)}")
     # the workspace, the path argument at the policy check and in the handler; was 6 (the roots 3 times more)
-    assert seen["realpath"] == 3
+    assert seen["real_path"] == 3
+    assert seen["realpath"] == 0  # session 6: each path exists, the kernel resolves it (paths.real_path)
     assert seen["iter_errors"] == 0  # was 1: the full validator on plain input
     assert seen["_detail"] == 0  # was 1: the approval text of a call nobody is asked about
     assert seen["redact"] == 2  # the arguments once, the result's summary once; was 3
