@@ -50,12 +50,17 @@ HOLD_END_S = 0.5  # the longest the turn's last batch waits for its done (sent b
 
 def relay_events(state: LanesState, events: list[turns.TurnEvent], sender: str) -> None:
     """``turn.events`` (or a lone ``turn.event``, as one) from ``sender`` into the sessions' streams."""
-    mine = []
-    for ev in events:
-        owner = state.pool.owner_key(ev.turn_id)
-        if owner is not None and sender and sender != owner and "#" in sender:
-            continue  # an older incarnation of a worker that no longer owns this turn
-        mine.append(ev)
+    mine = events
+    if sender and "#" in sender:  # a worker's incarnation: fenced by its turns' owners (one lookup a turn)
+        owners: dict[str, str | None] = {}
+        mine = []
+        for ev in events:
+            if ev.turn_id not in owners:
+                owners[ev.turn_id] = state.pool.owner_key(ev.turn_id)
+            owner = owners[ev.turn_id]
+            if owner is not None and sender != owner:
+                continue  # an older incarnation of a worker that no longer owns this turn
+            mine.append(ev)
     with state.stream_lock:
         released = [item for ev in mine for item in state.reorder.push(ev.turn_id, ev.seq, ev)]
         sends: dict[tuple[str, str], list[lanes_msg.StreamEvent]] = {}
