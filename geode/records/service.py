@@ -131,7 +131,7 @@ class StoreService:
         # indexed when that turn was stored done, or by the feed's sync at start)
         if self.search is not None and b.state == TurnState.DONE:
             return self.engine.turns.put_later(b).map(self._turn_stored)
-        return self.engine.turns.put_later(b, _turn_reply)  # the reply made in the write
+        return self.engine.turns.put_reply_later(b)  # the reply made in the write, from the stored dump
 
     def _turn_stored(self, turn: TurnRecord) -> m.TurnReply:
         if self.search is not None:

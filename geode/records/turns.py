@@ -38,7 +38,23 @@ class TurnStore:
             return self.writer.submit(lambda txn: self._put(txn, turn))
         return self.writer.submit(lambda txn: reply(self._put(txn, turn)))
 
+    def put_reply_later(self, turn: TurnRecord) -> Later:
+        """:meth:`put_later` for a request: a ``Later`` of the reply's body map, ``TurnReply(turn=record)``
+        as the bus dumps it (``exclude_none``: the record's None fields left out), made from the record's
+        stored dump instead of dumping the record a second time."""
+        return self.writer.submit(lambda txn: self._put_reply(txn, turn))
+
+    def _put_reply(self, txn: Txn, turn: TurnRecord) -> dict[str, Any]:
+        new, dumped = self._write(txn, turn)
+        if dumped is None:  # a done record, validated: dumped as the bus would
+            dumped = new.model_dump(mode="json")
+        return {"turn": {k: v for k, v in dumped.items() if v is not None}}
+
     def _put(self, txn: Txn, turn: TurnRecord) -> TurnRecord:
+        return self._write(txn, turn)[0]
+
+    def _write(self, txn: Txn, turn: TurnRecord) -> tuple[TurnRecord, dict[str, Any] | None]:
+        """The stored record and its dump (``None`` when the turn was done already: nothing written)."""
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")
         raw = txn.get(key(turn.turn_id), db=db)
         # the stored record is this method's own dump: its state and created_at are read, not validated
@@ -46,7 +62,7 @@ class TurnStore:
         old: dict[str, Any] | None = unpack(raw) if raw else None
         old_state = str(old.get("state", TurnState.QUEUED.value)) if old is not None else ""
         if old is not None and old_state == TurnState.DONE.value:
-            return TurnRecord.model_validate(old)
+            return TurnRecord.model_validate(old), None
         now = time.time()
         created = float(old.get("created_at", 0.0)) if old is not None else (turn.created_at or now)
         new = turn.model_copy(update={"created_at": created, "updated_at": now})
@@ -54,8 +70,9 @@ class TurnStore:
             txn.delete(key(old_state, turn.turn_id), db=idx)
         txn.put(key(new.state.value, new.turn_id), b"", db=idx)
         txn.put(key(new.session_id, new.turn_id), b"", db=self.renv.db("turn_session"))
-        txn.put(key(new.turn_id), pack(new.model_dump(mode="json")), db=db)
-        return new
+        dumped = new.model_dump(mode="json")
+        txn.put(key(new.turn_id), pack(dumped), db=db)
+        return new, dumped
 
     def get(self, turn_id: str) -> TurnRecord | None:
         with self.renv.read() as txn:
