@@ -152,3 +152,18 @@ def test_a_save_through_the_store_builds_no_reply_model_and_answers_as_before(
         assert len(built) == 1
     finally:
         store.engine.close()
+
+
+def test_the_frame_decoder_still_makes_only_what_the_save_path_assumes() -> None:
+    """``_dump_and_fingerprint(save, wire=True)`` takes a frame's values as they are when the strict encoder
+    accepts them: that holds because the bus's decoder makes lists (not tuples), str keys or bytes ones, no
+    extension objects. A decoder that made tuples would need the full dump again."""
+    from geode.protocol.errors import BadRequest
+    from geode.protocol.frame_unpack import unpack_map
+
+    body = unpack_map(msgpack.packb({"a": [1, [2, {"b": [3]}]], "c": {"d": "e"}}), 1 << 20)
+    assert type(body["a"]) is list and type(body["a"][1]) is list and type(body["a"][1][1]["b"]) is list
+    with pytest.raises(BadRequest):
+        unpack_map(msgpack.packb({"x": msgpack.ExtType(1, b"y")}), 1 << 20)
+    with pytest.raises(BadRequest):
+        unpack_map(msgpack.packb({1: "int key"}), 1 << 20)
