@@ -24,6 +24,8 @@ def turn_span(run: turns.TurnRun, parent: str | None) -> spans.Span:
 
 
 def turn_ended(sp: spans.Span, result: turns.TurnResult) -> None:
+    if sp is spans.NOOP:  # tracing off: nothing to set
+        return
     sp.set("geode.termination_reason", str(result.termination_reason.value))
     sp.set("geode.tool_calls", result.tool_calls)
     sp.set("geode.rounds", result.rounds)
@@ -45,6 +47,8 @@ def model_span(request: ModelRequest) -> spans.Span:
 
 
 def model_answered(sp: spans.Span, response: ModelResponse) -> None:
+    if sp is spans.NOOP:  # tracing off (every call of every turn, as shipped): nothing to set
+        return
     sp.set("gen_ai.response.model", response.model or None)
     sp.set("gen_ai.provider.name", response.provider or None)
     sp.set("gen_ai.usage.input_tokens", response.usage.input_tokens)
