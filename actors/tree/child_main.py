@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     from actors.bus import Bus
-    from actors.tree import process_logging
-    from actors.tree.config_sections import TreeSettings
+    from actors.tree import config_memo, process_logging
     from actors.tree.peer_exits import fail_calls_on_exit
     from actors.tree.registry import ChildContext, build_child
     from geode.home import GeodeHome
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from geode.config_source import ConfigSource
 
     try:  # the one config source of this child: the tree's validated copy (broken file: the last good)
-        source = ConfigSource(home, TreeSettings.from_raw, tree=True)
+        source = ConfigSource(home, config_memo.build, tree=True)  # the zygote's snapshot of the same file
     except GeodeError as exc:
         print(f"{name}: {exc}", file=sys.stderr, flush=True)
         return EX_TEMPFAIL

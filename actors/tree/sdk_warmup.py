@@ -10,13 +10,23 @@ thread is started, so forking stays safe), that state is the zygote's and shared
 costs ~3 MiB (docs/benchmarks.md, "Start, restart and memory"). The anthropic client's TLS context (the CA
 bundle loaded into OpenSSL, ~1.3 MiB more per worker) is built here too and kept: the workers' clients verify
 with it (``geode/providers/sdk_tls.py``).
+
+Then one streamed Messages request is rehearsed through the adapter a loop worker builds (``build_provider``
+on a placeholder config: the adapter, its encoded body, the SDK's request, httpx2 and httpcore2's HTTP/1.1
+connection, the SSE decoding and the stream's fold), answered in memory by httpcore2's ``MockBackend``: no
+socket, no thread. The first request's lazy state (caches, schemas, the connection machinery's first use) is
+then the zygote's too: a loop worker's first turn copied ~8.5 MiB of the zygote's pages in a fork, ~7.1 with
+the rehearsal (``rehearse_request``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
+import threading
 import time
+from typing import Any
 
 # a client per SDK, built with what geode.providers passes (explicit key and base URL: no env, no network)
 PLACEHOLDER = {"api_key": "geode-zygote-warm-up", "base_url": "http://127.0.0.1:9", "max_retries": 0}
@@ -51,3 +61,70 @@ def build_and_drop(modules: list[str] | tuple[str, ...]) -> list[str]:
         built.append(name)
         print(f"zygote: built the {name} client in {time.monotonic() - t0:.2f}s", flush=True)
     return built
+
+
+# the answer of the rehearsed request: a streamed Messages response as the API sends it (HTTP/1.1, SSE)
+_EVENTS: tuple[dict[str, Any], ...] = (
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_warm",
+            "type": "message",
+            "role": "assistant",
+            "model": "warm-up",
+            "content": [],
+            "usage": {"input_tokens": 1, "output_tokens": 0},
+        },
+    },
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "pong"}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+    {"type": "message_stop"},
+)
+
+
+def _response() -> bytes:
+    sse = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in _EVENTS)
+    return b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + sse
+
+
+def rehearse_request(modules: list[str] | tuple[str, ...]) -> bool:
+    """One streamed request through an anthropic adapter built as a loop worker builds it, answered in
+    memory; dropped after. False (printed) when skipped or failed: the workers then pay it at their first
+    turn, as before. Must leave the process with one thread (the zygote forks after it)."""
+    if "anthropic" not in modules or "anthropic" not in sys.modules:
+        return False
+    t0 = time.monotonic()
+    try:
+        import httpcore2
+
+        from geode.config_schema import GeodeConfig
+        from geode.conversation import Message
+        from geode.providers.catalogue import DEFAULT_MODEL, model_info
+        from geode.providers.selection import build_provider
+        from geode.providers.types import ModelRequest
+
+        model = DEFAULT_MODEL if model_info(DEFAULT_MODEL).provider == "anthropic" else "claude-sonnet-5"
+        vendor = {"base_url": PLACEHOLDER["base_url"]}
+        once = {"max_attempts": 1}  # a failure is skipped at once, never slept on
+        config = GeodeConfig.model_validate(
+            {"providers": {"model": model, "anthropic": vendor, "retry": once}}
+        )
+        env = {"ANTHROPIC_API_KEY": str(PLACEHOLDER["api_key"])}
+        provider: Any = build_provider(model, env=env, config=config, dotenv={})
+        client = provider.client
+        try:  # the connection pool's network: the canned answer instead of a socket
+            client._client._transport._pool._network_backend = httpcore2.MockBackend([_response()])
+            answer = provider.complete(ModelRequest(model=model, messages=(Message.user_text("ping"),)))
+        finally:
+            client.close()
+        if answer.text != "pong":
+            raise RuntimeError(f"unexpected answer {answer.text!r}")
+    except Exception as exc:
+        print(f"zygote: cannot rehearse a request: {exc!r}", file=sys.stderr, flush=True)
+        return False
+    if threading.active_count() != 1:  # never expected: forking now would copy a thread's state
+        print(f"zygote: the rehearsal left {threading.active_count()} threads", file=sys.stderr, flush=True)
+    print(f"zygote: rehearsed a request in {time.monotonic() - t0:.2f}s", flush=True)
+    return True

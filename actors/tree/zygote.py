@@ -56,6 +56,7 @@ CORE = (
     # what child_main and the builders import at every start: imported after the fork, each child paid its
     # import time and ~8 MiB of private memory (the config schema's pydantic models) on every (re)start
     "actors.tree.config_sections",
+    "actors.tree.config_memo",
     "actors.tree.process_logging",
     "actors.tree.telemetry_boot",
     "actors.tree.reload_rule",
@@ -190,6 +191,15 @@ def _child(name: str, env: dict[str, str], fds: list[int], closing: list[int]) -
         os._exit(rc)
 
 
+def _prepare_config(env: Mapping[str, str]) -> None:
+    """The tree's config validated here, once per version of the file, not in every child (config_memo.py)."""
+    from actors.tree import config_memo
+    from geode.home import GeodeHome
+
+    if config_memo.prepare(GeodeHome.from_env(env.get("GEODE_HOME"))):
+        gc.freeze()  # the snapshot's objects too: no collection in a child writes to their pages
+
+
 def _title(name: str) -> None:
     """``ps`` shows the child as if it had been started by its own command line."""
     if _setproctitle is not None:
@@ -238,9 +248,10 @@ class Server:
             _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
             _import(name)
         if clients:  # the SDKs' first-client state, built here and shared, not copied into each loop worker
-            from actors.tree.sdk_warmup import build_and_drop
+            from actors.tree.sdk_warmup import build_and_drop, rehearse_request
 
             build_and_drop(names)
+            rehearse_request(names)  # a worker's first request's lazy state, answered in memory
         gc.collect()
         gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
 
@@ -279,6 +290,7 @@ class Server:
             if not carries and not req.get("early"):
                 self._import_sdks(env)
                 carries = True
+            _prepare_config(env)
             pid = os.fork()
             if pid == 0:
                 ours = [self.sock.fileno(), self.wake_r, self.wake_w]

@@ -155,6 +155,8 @@ def test_a_loop_worker_shares_the_sdk_client_state_the_zygote_built(tree: tuple[
     poll_for(lambda: "jiter" in _modules(zygote), 60, what="the zygote to import the provider SDKs")
     built = "zygote: built the anthropic client in"
     poll_for(lambda: built in (home.logs_dir / "zygote.log").read_text(), 30, what="the zygote's client")
+    rehearsed = "zygote: rehearsed a request in"  # the first request's lazy state, answered in memory
+    poll_for(lambda: rehearsed in (home.logs_dir / "zygote.log").read_text(), 30, what="the zygote's request")
     c = kids["loop-2"]
     os.kill(c.pid, signal.SIGKILL)  # a fresh fork that has run no turn yet
     back = wait_children(home, lambda k: k["loop-2"].incarnation > c.incarnation and k["loop-2"].pid, 30)
