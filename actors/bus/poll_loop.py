@@ -32,7 +32,6 @@ from actors.bus.reply_reader import ReplyReader
 from actors.bus.shared_socket import EVENTS, POLLIN, SharedSocket
 from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.zap import ZapHandler
-from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
@@ -75,6 +74,8 @@ class PollLoop:
     _idle: bool
     _woken: bool  # an eventfd write is on its way since the bus thread last went idle: no second one
     _peer_clients: int
+    _bus_ident: int | None = None  # the bus thread's ident, once it runs (a cheaper "am I the bus thread")
+    _next_hello: float = 0.0  # when the first peer connection's hello is due (PollLoop._send_hellos)
     _deferred: dict[int, tuple[float, Later]]
     _deferred_seq: itertools.count[int]
     _next_sweep: float
@@ -87,6 +88,8 @@ class PollLoop:
         def _lead_frame(self, client: Client, frame: bytes, waiter: PendingReply) -> None: ...
 
         def _sweep_deferred(self, now: float) -> None: ...
+
+        def _send_hellos(self, now: float) -> None: ...  # defined by actors.bus.socket_thread.Bus
 
     # ---- plumbing (other threads) ----------------------------------------------------------------
     def _wake(self) -> None:
@@ -149,28 +152,33 @@ class PollLoop:
 
     # ---- bus thread ------------------------------------------------------------------------------
     def _run(self) -> None:
+        self._bus_ident = threading.get_ident()
+        ops, hot, poll = self._ops, self._hot, self._poller.poll
         try:
-            while not self._stopping:
+            while not self._stopping:  # per pass, only what has work is called (a pass a frame, often)
                 if self._handoffs:
                     self._hand_off()
-                timeout = 1000 if not self._has_peer_clients() else max(1, int(self._hello_interval * 500))
+                timeout = 1000 if not self._peer_clients else max(1, int(self._hello_interval * 500))
                 self._woken = False  # first, so that a poster who sees us idle writes the eventfd
                 self._idle = True  # posters now wake us; re-check the queue so no post is missed
-                ready = self._poller.poll(0 if self._hot or not self._ops.empty() else timeout)
+                ready = poll(0 if hot or not ops.empty() else timeout)
                 self._idle = False
                 for sock, _ in ready:
                     if sock == self._wake_fd:
                         self._drain_wake()
                         continue
                     self._handle_ready(sock)
-                hot = self._hot
-                for _ in range(256):  # bounded: a handler that keeps its fd hot must not starve the poll
-                    if not hot:
-                        break
-                    self._handle_ready(hot.pop())
-                self._run_ops()
-                if self._has_peer_clients():
-                    self._send_hellos(time.monotonic())
+                if hot:
+                    for _ in range(256):  # bounded: a handler that keeps its fd hot must not starve the poll
+                        self._handle_ready(hot.pop())
+                        if not hot:
+                            break
+                if not ops.empty():
+                    self._run_ops()
+                if self._peer_clients:
+                    now = time.monotonic()
+                    if now >= self._next_hello:
+                        self._send_hellos(now)
                 if self._deferred:
                     self._sweep_deferred(time.monotonic())
         except Exception:
@@ -265,21 +273,6 @@ class PollLoop:
             self._clients[target] = client  # last: other threads send on it from now on
         return client
 
-    def _has_peer_clients(self) -> bool:
-        return self._peer_clients > 0
-
-    def _send_hellos(self, now: float) -> None:
-        for c in self._clients.values():
-            if c.service is not None and now >= c.next_hello:
-                c.next_hello = now + self._hello_interval
-                body = runtime.Hello(
-                    name=self.name, incarnation=self.incarnation, pid=os.getpid(), trace=True
-                )
-                env = Envelope(
-                    kind="cast", type=runtime.HELLO, body=body.model_dump(), **{"from": self.sender}
-                )
-                self._send_raw(c.sock, [codec.encode(env)])
-
     def _send_raw(self, sock: Any, frames: list[bytes]) -> bool:
         """Send on a ROUTER/DEALER from any thread (under its lock), any other socket on the bus thread."""
         wire = self._wires.get(sock)
@@ -289,7 +282,7 @@ class PollLoop:
             if wire is None:
                 sock.send_multipart(frames, zmq.NOBLOCK)
             else:
-                check = wire is not self._reading or threading.current_thread() is not self._thread
+                check = wire is not self._reading or threading.get_ident() != self._bus_ident
                 if wire.send(frames, check):
                     self._readable(wire)
             return True

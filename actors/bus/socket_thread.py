@@ -33,7 +33,7 @@ from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.transport import BusTransport
 from actors.bus.zap import ZapHandler
 from geode.home import GeodeHome
-from geode.protocol import codec
+from geode.protocol import codec, runtime
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Unavailable
 from geode.protocol.transport import Service
@@ -210,6 +210,25 @@ class Bus(Inbound):
 
         self._on_bus(attach)
 
+    def _send_hellos(self, now: float) -> None:
+        """Say hello on each peer connection whose ``next_hello`` came; note when the next one is due."""
+        due = now + self._hello_interval
+        for c in self._clients.values():
+            if c.service is None:
+                continue
+            if now >= c.next_hello:
+                c.next_hello = now + self._hello_interval
+                body = runtime.Hello(
+                    name=self.name, incarnation=self.incarnation, pid=os.getpid(), trace=True
+                )
+                env = Envelope(
+                    kind="cast", type=runtime.HELLO, body=body.model_dump(), **{"from": self.sender}
+                )
+                self._send_raw(c.sock, [codec.encode(env)])
+            elif c.next_hello < due:
+                due = c.next_hello
+        self._next_hello = due
+
     def _on_peer_handshake(self, client: Client) -> None:
         """Our connection to a peer endpoint (re)completed its handshake, e.g. to a restarted lanes: say
         hello now, not at the next interval, so the new server can push to us (queued turns) at once."""
@@ -273,7 +292,7 @@ class Bus(Inbound):
     # ---- used by BusTransport --------------------------------------------------------------------
     def request(self, target: str, env: Envelope, timeout_s: float) -> Envelope:
         """Send a request and block for its reply (``RequestTimeout`` after ``timeout_s``)."""
-        if threading.current_thread() is self._thread:
+        if threading.get_ident() == self._bus_ident:
             raise RuntimeError("a blocking request from the bus thread would deadlock")
         return self.request_nowait(target, env).result(timeout_s)
 

@@ -60,6 +60,8 @@ class Envelope(BaseModel):
 
 
 _FIELDS: Final = tuple(Envelope.model_fields)
+_TEXT: Final = frozenset({str})  # a body's key types, checked in C: {*map(_typeof, body)} <= _TEXT
+_typeof: Final = type  # (outgoing has a parameter named type)
 _set_attr = object.__setattr__
 
 
@@ -103,7 +105,7 @@ def outgoing(
         and (session is None or (session.__class__ is str and len(session) <= 128))
         and (deadline is None or deadline.__class__ is int)
         and body.__class__ is dict
-        and all(k.__class__ is str for k in body)
+        and {*map(_typeof, body)} <= _TEXT  # text keys only (no subclass)
     ):
         fields = {"v": PROTOCOL_VERSION, "id": id, "kind": kind, "type": type, "corr": None, "sender": sender}
         fields.update(session=session, deadline=deadline, body=body, trace=trace)
@@ -127,7 +129,7 @@ def _reply(request: Envelope, kind: Literal["ok", "error"], body: Any, sender: s
     """The reply to a validated request. Its type, id, session come from the request; only the body and the
     sender are new, so only they are checked (as ``Envelope`` would: a map with text keys, a bounded sender);
     anything else goes through the model and fails as it always did."""
-    if type(body) is dict and len(sender) <= 128 and all(type(k) is str for k in body):
+    if type(body) is dict and len(sender) <= 128 and {*map(_typeof, body)} <= _TEXT:
         return trusted(
             {
                 "v": PROTOCOL_VERSION,
