@@ -8,7 +8,9 @@ import os
 import stat
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 GEODE_HOME = "geode_home"
 # a home's folders sessions work in: ``workspace/`` (no cwd) and ``workspaces/`` (a scheduled job's, per job)
@@ -48,6 +50,24 @@ def credential_name(path: Path | str) -> bool:
     if second == ".ssh" and last.startswith("id_"):
         return not last.endswith(".pub")
     return last in _BY_NAME_ONE or (second, last) in _BY_NAME_TWO
+
+
+class Folder(NamedTuple):
+    """What holds for every entry directly in one directory: whether it is in another home (``inside``),
+    the names ``credential_name`` refuses there, and whether it is an ``.ssh`` (``id_*``, not ``*.pub``)."""
+
+    inside: bool
+    names: frozenset[str]
+    ssh: bool
+
+    def named(self, name: str) -> bool:
+        """``credential_name`` of an entry ``name`` of this directory."""
+        return name in self.names or (self.ssh and name.startswith("id_") and not name.endswith(".pub"))
+
+
+@lru_cache(maxsize=256)
+def _names_in(folder: str) -> tuple[frozenset[str], bool]:
+    return _BY_NAME_ONE | frozenset(last for sec, last in _BY_NAME_TWO if sec == folder), folder == ".ssh"
 
 
 def is_geode_home(d: Path | str) -> bool:
@@ -254,19 +274,23 @@ class SecretFiles:
         is_dir = st is not None and stat.S_ISDIR(st.st_mode)
         return GEODE_HOME if self._inside(s if is_dir else os.path.dirname(s)) else None
 
-    def entry_verdict(self, path: str, st: os.stat_result, parent_inside: bool) -> str | None:
-        """``verdict`` of ``path`` (absolute, as realpath gives it: no symlink) given its ``lstat`` and
-        ``parent_inside``, what ``in_other_home`` says of its directory (asked once per directory)."""
+    def folder(self, d: str) -> Folder:
+        """What holds for every entry of the resolved directory ``d`` (asked once per directory)."""
+        return Folder(self._inside(d), *_names_in(d.rpartition("/")[2]))
+
+    def entry_verdict(self, path: str, name: str, st: os.stat_result, folder: Folder) -> str | None:
+        """``verdict`` of ``path`` (absolute, as realpath gives it: no symlink), the entry ``name`` of the
+        directory ``folder`` was made of (``SecretFiles.folder``), given its ``lstat``."""
         mode = st.st_mode
         if stat.S_ISREG(mode):
             why = self.ids.get((st.st_dev, st.st_ino))
             if why is not None:
                 return why
-        if credential_name(path):
+        if folder.named(name):
             return CREDENTIAL
         if stat.S_ISDIR(mode):
             return GEODE_HOME if self._inside(path) else None
-        return GEODE_HOME if parent_inside else None
+        return GEODE_HOME if folder.inside else None
 
     def in_other_home(self, d: Path | str) -> bool:
         """Whether directory ``d`` is, or lies inside, a GEODE home not in ``handled`` (outside its

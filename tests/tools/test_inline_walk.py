@@ -50,12 +50,10 @@ def _slow_entries(monkeypatch: pytest.MonkeyPatch, each_s: float, until: threadi
         until.wait(each_s)
         return real(path, boundary, skips)
 
-    def slow_in(
-        path: str, boundary: Any, skips: Any, parent_inside: bool
-    ) -> Any:  # the per-directory shortcut
+    def slow_in(path: str, name: str, boundary: Any, skips: Any, folder: Any) -> Any:  # the walk's shortcut
         seen["entries"] += 1
         until.wait(each_s)
-        return real_in(path, boundary, skips, parent_inside)
+        return real_in(path, name, boundary, skips, folder)
 
     monkeypatch.setattr(fs_guard, "_classify", slow)
     monkeypatch.setattr(fs_guard, "_classify_in", slow_in)

@@ -194,6 +194,10 @@ def test_the_walks_shortcut_answers_as_the_full_check(
                 p.symlink_to(rng.choice(dirs))
             else:
                 os.mkfifo(p)
+        for rel in (".ssh/id_x", ".ssh/id_x.pub", ".aws/credentials", ".netrc", "c/.config/gh/hosts.yml"):
+            named = root / "named" / rel  # credential names, by name only (their identities are unknown)
+            named.parent.mkdir(parents=True, exist_ok=True)
+            named.write_text("k\n")
         for k, parent in enumerate(rng.sample(dirs, 2)):  # other homes, files at their top and in a workspace
             home = parent / f"home{k}"
             for sub in ("records", "evidence", "workspace"):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from geode.tools.paths import Boundary
+from geode.tools.secret_files import Folder
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
@@ -166,17 +167,17 @@ def _classify(path: str, boundary: Boundary, skips: Skips) -> tuple[bool, bool] 
 
 
 def _classify_in(
-    path: str, boundary: Boundary, skips: Skips, parent_inside: bool
+    path: str, name: str, boundary: Boundary, skips: Skips, folder: Folder
 ) -> tuple[bool, bool] | None:
-    """``_classify`` of an entry of a directory where only the secret files can refuse anything
-    (``Boundary.secrets_only_below``) and ``parent_inside`` is that directory's ``in_other_home``."""
+    """``_classify`` of the entry ``name`` of a directory where only the secret files can refuse anything
+    (``Boundary.secrets_only_below``); ``folder``: what holds for all its entries (``SecretFiles.folder``)."""
     try:
         lst = os.lstat(path)
     except OSError:
         return None
     if stat.S_ISLNK(lst.st_mode):  # where it points decides: the whole check
         return _classify(path, boundary, skips)
-    why = boundary.secrets.entry_verdict(path, lst, parent_inside)
+    why = boundary.secrets.entry_verdict(path, name, lst, folder)
     if why is not None:
         skips.count(why)
         return None
@@ -215,13 +216,16 @@ def walk(
             continue
         prefix = here if here.endswith("/") else here + "/"
         below: list[tuple[str, tuple[str, ...]]] = []
-        plain = boundary.secrets_only_below(here)  # then only the secret files decide, the directory's
-        inside = plain and boundary.secrets.in_other_home(here)  # home question asked once for its files
+        # only the secret files decide here? then what holds for all its entries is asked once
+        folder = boundary.secrets.folder(here) if boundary.secrets_only_below(here) else None
         for name in names:
             if cancel is not None and cancel.is_set():
                 return
             path, parts = prefix + name, (*rel, name)
-            kind = _classify_in(path, boundary, skips, inside) if plain else _classify(path, boundary, skips)
+            if folder is not None:
+                kind = _classify_in(path, name, boundary, skips, folder)
+            else:
+                kind = _classify(path, boundary, skips)
             if kind is None or (kind[0] and name in skip_dirs):
                 continue
             is_dir, link = kind
