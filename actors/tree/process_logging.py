@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from geode.config_schema import GeodeConfig
 from geode.home import GeodeHome
@@ -32,12 +33,32 @@ def configure(
         trace = "%(geode_trace)s"
         handler.addFilter(_with_trace_id)
     handler.setFormatter(
-        logging.Formatter(f"%(asctime)s {who} pid={os.getpid()} %(levelname)s %(name)s{trace}: %(message)s")
+        _LineFormat(f"%(asctime)s {who} pid={os.getpid()} %(levelname)s %(name)s{trace}: %(message)s")
     )
+    # The line says none of the caller's file, line, function, thread or process name: logging need not look
+    # them up for every record (a stack walk and three lookups, ~40 % of a line's CPU; issue 34).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(getattr(logging, level, logging.INFO))
 
+
+
+class _LineFormat(logging.Formatter):
+    """The stock line, its time's date-and-seconds part formatted once a second, not once a line."""
+
+    _second = -1
+    _text = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._text = time.strftime(self.default_time_format, self.converter(second))
+            self._second = second
+        return f"{self._text},{int(record.msecs):03d}"  # logging's default_msec_format, "%s,%03d"
 
 
 def _with_trace_id(record: logging.LogRecord) -> bool:
