@@ -24,13 +24,14 @@ reused = 0  # builds answered by the memo in this process (a count for tests)
 
 
 def prepare(home: GeodeHome) -> bool:
-    """In the zygote, before a fork: validate the tree's copy if its bytes changed. False: none to reuse
-    (no copy yet, unreadable or invalid: the child reads and reports it itself, as before)."""
+    """In the zygote, before a fork: validate the tree's copy if its bytes changed. True when it was
+    validated now (new objects: the zygote freezes them); the snapshot kept or none to reuse (no copy yet,
+    unreadable or invalid: the child reads and reports it itself, as before) is False."""
     global _memo
     try:
         raw = last_good_path(home).read_bytes()
         if _memo is not None and _memo[0] == raw:
-            return True
+            return False
         doc = parse_config(raw, last_good_path(home))
         _memo = (raw, doc, TreeSettings.from_raw(parse_config(raw, last_good_path(home))))
     except Exception:  # the child validates it and says why

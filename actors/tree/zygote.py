@@ -197,7 +197,7 @@ def _prepare_config(env: Mapping[str, str]) -> None:
     from geode.home import GeodeHome
 
     if config_memo.prepare(GeodeHome.from_env(env.get("GEODE_HOME"))):
-        gc.freeze()  # the snapshot's objects too: no collection in a child writes to their pages
+        gc.freeze()  # a new snapshot's objects too: no collection in a child writes to their pages
 
 
 def _title(name: str) -> None:

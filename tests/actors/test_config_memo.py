@@ -24,13 +24,14 @@ def home(tmp_path: Path) -> Iterator[GeodeHome]:
     h = GeodeHome(tmp_path / "gh").ensure()
     last_good_path(h).parent.mkdir(parents=True, exist_ok=True)
     last_good_path(h).write_bytes(GOOD)
-    saved = config_memo._memo
+    saved, config_memo._memo = config_memo._memo, None
     yield h
     config_memo._memo = saved
 
 
 def test_a_child_reuses_the_zygotes_snapshot_of_the_same_file(home: GeodeHome) -> None:
     assert config_memo.prepare(home)
+    assert not config_memo.prepare(home)  # the same bytes at the next fork: kept, not validated again
     zygote_snapshot = config_memo._memo[2] if config_memo._memo else None
     before = config_memo.reused
     source = ConfigSource(home, config_memo.build, tree=True)  # what child_main builds
