@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 
 from geode.work_tally import HANDOFF_POOL
+from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import handoff as tally
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ class HandlerPool:
             t.start()
 
     def submit(self, job: Job) -> None:
-        tally(HANDOFF_POOL)
+        if TALLY_ON:  # (a call to a no-op otherwise, on every hand-off)
+            tally(HANDOFF_POOL)
         self._q.put(job)
 
     def full(self) -> bool:

@@ -16,10 +16,10 @@ from actors.bus.parts import ERROR_TYPE, Client, PendingReply, Served, Sub
 from actors.bus.poll_loop import PollLoop
 from actors.bus.shared_socket import SharedSocket
 from geode.protocol import codec, runtime, typed_frames
-from geode.protocol.envelope import Envelope, now_ms
+from geode.protocol.envelope import Envelope, error_wire, now_ms
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
 from geode.protocol.later import Later
-from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_later
+from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_wire
 from geode.work_tally import HANDOFF_REPLY
 from geode.work_tally import handoff as tally
 
@@ -69,12 +69,9 @@ class Inbound(PollLoop):
             self._answer(env, self._reply_frame(served.service, env, body), sock, prefix)
         elif served.pool.full():
             if env.kind == "request":
-                err = env.reply_error(
-                    ErrorCode.OVERLOADED.value,
-                    f"{served.name}: {served.pool.max_backlog} requests queued",
-                    sender=self.sender,
-                )
-                self._send_raw(sock, [*prefix, codec.encode(err)])
+                message = f"{served.name}: {served.pool.max_backlog} requests queued"
+                err = error_wire(env, ErrorCode.OVERLOADED.value, message, self.sender)
+                self._send_raw(sock, [*prefix, codec.encode_wire(err)])
         else:
             job = partial(self._handle, served.service, env, body, served.sock, prefix)
             self._handoffs.append(partial(served.pool.submit, job))
@@ -127,10 +124,10 @@ class Inbound(PollLoop):
         """A request or cast a peer pushed on our DEALER (bus thread)."""
         if client.service is None or client.pool is None:
             if env.kind == "request":
-                err = env.reply_error(
-                    ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", sender=self.sender
+                err = error_wire(
+                    env, ErrorCode.NOT_FOUND.value, f"{self.sender} handles no pushes", self.sender
                 )
-                self._send_raw(client.sock, [codec.encode(err)])
+                self._send_raw(client.sock, [codec.encode_wire(err)])
         elif env.type in getattr(client.service, "inline_types", ()):  # a peer's push, any size: one path
             self._answer(env, self._reply_frame(client.service, env, body), client.sock, [])  # keeps order
         else:
@@ -219,16 +216,18 @@ class Inbound(PollLoop):
         self, service: Service, env: Envelope, body: typed_frames.Received
     ) -> bytes | Later | None:
         """Run the handler on the decoded body; the encoded reply (``None`` for a cast, a ``Later`` if
-        deferred)."""
-        reply = dispatch_later(service, env, sender=self.sender, body=body)
+        deferred), packed straight from the request's fields and the handler's body (no reply envelope)."""
+        reply = dispatch_wire(service, env, sender=self.sender, body=body)
         if reply is None or isinstance(reply, Later):
             return reply
-        return self._encode_reply(env, reply)
-
-    def _encode_reply(self, env: Envelope, reply: Envelope) -> bytes:
         try:
-            return codec.encode(reply)
+            return codec.encode_wire(reply)
+        except BadRequest:
+            return self._encode_reply(env, reply)
+
+    def _encode_reply(self, env: Envelope, reply: dict[str, Any]) -> bytes:
+        try:
+            return codec.encode_wire(reply)
         except BadRequest as exc:
-            return codec.encode(
-                env.reply_error(ErrorCode.INTERNAL.value, f"reply not encodable: {exc}", sender=self.sender)
-            )
+            message = f"reply not encodable: {exc}"
+            return codec.encode_wire(error_wire(env, ErrorCode.INTERNAL.value, message, self.sender))

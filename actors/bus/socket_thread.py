@@ -298,12 +298,21 @@ class Bus(Inbound):
 
     def request_nowait(self, target: str, env: Envelope) -> PendingReply:
         """Send a request without waiting; call ``.result(timeout_s)`` on the returned handle."""
+        return self.send_request(target, codec.encode(env), env.id, env.type)
+
+    def send_request(
+        self, target: str, frame: bytes, mid: str, type_: str, blocking: bool = False
+    ) -> PendingReply:
+        """Send a request's packed frame (its id ``mid``, its type ``type_``) without waiting; call
+        ``.result(timeout_s)`` on the returned handle (``BusTransport``: the frame packed from its fields).
+        ``blocking``: the caller waits for it at once, which the bus thread must not."""
+        if blocking and threading.get_ident() == self._bus_ident:
+            raise RuntimeError("a blocking request from the bus thread would deadlock")
         if self._closed or self._thread is None:
             raise Unavailable(f"bus {self.sender} is not running")
-        frame = codec.encode(env)
-        p = PendingReply(target, env.type, _forget=partial(self._pending.pop, env.id, None))
-        self._pending[env.id] = p
-        wire = self._send_to(target, frame, env.id)  # on this thread: no hand-off to the bus thread
+        p = PendingReply(target, type_, _forget=partial(self._pending.pop, mid, None))
+        self._pending[mid] = p
+        wire = self._send_to(target, frame, mid)  # on this thread: no hand-off to the bus thread
         if wire is not None and wire.reader is not None and wire.reader.active:
             p.reader = wire.reader  # its reply is read by whoever waits (result()), not the bus thread
         return p
@@ -320,9 +329,13 @@ class Bus(Inbound):
         return None if self.endpoints.connect_address(target).startswith("tcp://") else traceparent
 
     def send_cast(self, target: str, env: Envelope) -> None:
+        self.send_cast_frame(target, codec.encode(env))
+
+    def send_cast_frame(self, target: str, frame: bytes) -> None:
+        """Send a cast's packed frame (``BusTransport``: packed from its fields)."""
         if self._closed or self._thread is None:
             raise Unavailable(f"bus {self.sender} is not running")
-        self._send_to(target, codec.encode(env), None)
+        self._send_to(target, frame, None)
 
 
 __all__ = ["Bus", "BusTransport", "PendingReply"]

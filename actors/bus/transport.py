@@ -10,21 +10,22 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from actors.bus.parts import PendingReply
-from geode.protocol import catalog
-from geode.protocol.envelope import Envelope, now_ms, outgoing
+from geode.protocol import catalog, codec
+from geode.protocol.envelope import now_ms, outgoing_wire
 from geode.protocol.transport import unwrap
 
 
 class BusLink(Protocol):
-    """What the transport needs of its bus (``actors.bus.Bus`` is one): its sender name and three sends."""
+    """What the transport needs of its bus (``actors.bus.Bus`` is one): its sender name, two sends of a packed
+    frame and the trace for a target."""
 
     sender: str
 
-    def request(self, target: str, env: Envelope, timeout_s: float) -> Envelope: ...
+    def send_request(
+        self, target: str, frame: bytes, mid: str, type_: str, blocking: bool = False
+    ) -> PendingReply: ...
 
-    def request_nowait(self, target: str, env: Envelope) -> PendingReply: ...
-
-    def send_cast(self, target: str, env: Envelope) -> None: ...
+    def send_cast_frame(self, target: str, frame: bytes) -> None: ...
 
     def trace_for(self, target: str) -> str | None: ...
 
@@ -47,8 +48,7 @@ class BusTransport:
         session: str | None = None,
         timeout_s: float = 5.0,
     ) -> dict[str, Any]:
-        env = self._envelope(target, type_, body, session, timeout_s)
-        return unwrap(self._bus.request(target, env, timeout_s))
+        return unwrap(self._send(target, type_, body, session, timeout_s, True).result(timeout_s))
 
     def call_nowait(
         self,
@@ -60,15 +60,17 @@ class BusTransport:
         timeout_s: float = 5.0,
     ) -> Callable[[], dict[str, Any]]:
         """Send now, collect later: returns ``result()`` which blocks for the reply body (pipelining)."""
-        env = self._envelope(target, type_, body, session, timeout_s)
-        pending = self._bus.request_nowait(target, env)
+        pending = self._send(target, type_, body, session, timeout_s, False)
         return lambda: unwrap(pending.result(timeout_s))
 
-    def _envelope(
-        self, target: str, type_: str, body: Any, session: str | None, timeout_s: float
-    ) -> Envelope:
-        return outgoing(
-            id=f"{self._prefix}{next(self._seq):014x}",
+    def _send(
+        self, target: str, type_: str, body: Any, session: str | None, timeout_s: float, blocking: bool
+    ) -> PendingReply:
+        """Pack the request's frame straight from its fields (``outgoing_wire``: no ``Envelope`` built to be
+        read back) and send it."""
+        mid = f"{self._prefix}{next(self._seq):014x}"
+        wire = outgoing_wire(
+            id=mid,
             kind="request",
             type=type_,
             body=catalog.dump(body),
@@ -77,6 +79,7 @@ class BusTransport:
             trace=self._bus.trace_for(target),
             sender=self._bus.sender,
         )
+        return self._bus.send_request(target, codec.encode_wire(wire), mid, type_, blocking)
 
     def cast(
         self,
@@ -86,7 +89,7 @@ class BusTransport:
         *,
         session: str | None = None,
     ) -> None:
-        env = outgoing(
+        wire = outgoing_wire(
             id=f"{self._prefix}{next(self._seq):014x}",
             kind="cast",
             type=type_,
@@ -95,4 +98,4 @@ class BusTransport:
             trace=self._bus.trace_for(target),
             sender=self._bus.sender,
         )
-        self._bus.send_cast(target, env)
+        self._bus.send_cast_frame(target, codec.encode_wire(wire))

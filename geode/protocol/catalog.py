@@ -100,9 +100,12 @@ def parse_reply(type_: str, body: dict[str, Any]) -> BaseModel | dict[str, Any]:
 
 
 def dump(model: BaseModel | dict[str, Any] | None) -> dict[str, Any]:
-    """A body model as a msgpack-ready dict (``None`` → empty body)."""
+    """A body model as a msgpack-ready dict (``None`` → empty body): ``model_dump(mode="json",
+    exclude_none=True)`` by the model's serializer itself, without ``model_dump``'s Python wrapper and its
+    dozen defaults (a small reply: 2.0 -> 0.7 us; no model of the catalogue overrides ``model_dump``)."""
     if model is None:
         return {}
     if isinstance(model, BaseModel):
-        return model.model_dump(mode="json", exclude_none=True)
+        out: dict[str, Any] = model.__pydantic_serializer__.to_python(model, mode="json", exclude_none=True)
+        return out
     return model

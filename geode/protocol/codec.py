@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 
 from geode.lone_surrogates import escape_tree
-from geode.protocol.envelope import Envelope
+from geode.protocol.envelope import Envelope, from_wire, wire_map
 from geode.protocol.errors import BadRequest
 from geode.protocol.frame_unpack import decode_map, decode_walked, unpack_map
 from geode.work_tally import FRAME_BIN_WALK, FRAME_DECODED, FRAME_ENCODED, VALIDATION
@@ -41,13 +41,20 @@ def _packb(obj: Any) -> bytes:
 
 def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
     """Pack an envelope; refuses one larger than ``max_frame`` (a sender-side ``BadRequest``)."""
-    obj = _wire_map(env)
+    return encode_wire(wire_map(env), max_frame=max_frame, env=env)
+
+
+def encode_wire(
+    obj: dict[str, Any], *, max_frame: int = MAX_FRAME_BYTES, env: Envelope | None = None
+) -> bytes:
+    """Pack the wire map of an envelope (``envelope.outgoing_wire``, ``reply_wire``: what :func:`encode`
+    packs, built straight from checked values; ``env``, when there is one) the same way, same refusals."""
     try:
         try:
             try:
                 data = _packb(obj)
             except TypeError:  # a body holding something msgpack lacks (a model): as pydantic dumps it
-                obj = env.model_dump(by_alias=True, exclude_none=True)
+                obj = (env or from_wire(obj)).model_dump(by_alias=True, exclude_none=True)
                 data = _packb(obj)
         except UnicodeEncodeError:  # a lone surrogate (model text, a file name's byte): sent escaped
             data = _packb(escape_tree(obj))
@@ -56,31 +63,8 @@ def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
     if len(data) > max_frame:
         raise BadRequest(f"frame of {len(data)} bytes exceeds the {max_frame}-byte cap")
     if TALLY_ON:  # (a call to a no-op otherwise, on every frame)
-        tally_frame(FRAME_ENCODED, env.type)
+        tally_frame(FRAME_ENCODED, obj["type"])
     return data
-
-
-_WIRE_FIELDS = ("v", "id", "kind", "type", "corr", "sender", "session", "deadline", "body", "trace")
-if tuple(Envelope.model_fields) != _WIRE_FIELDS:  # a new envelope field must be added to _wire_map too
-    raise RuntimeError(f"Envelope fields changed: {tuple(Envelope.model_fields)}; update codec._wire_map")
-
-
-def _wire_map(env: Envelope) -> dict[str, Any]:
-    """What ``env.model_dump(by_alias=True, exclude_none=True)`` gives (same keys in the same order, so the
-    same bytes), read straight off the validated model instead of through pydantic's serializer."""
-    d = env.__dict__
-    out = {"v": d["v"], "id": d["id"], "kind": d["kind"], "type": d["type"]}
-    if d["corr"] is not None:
-        out["corr"] = d["corr"]
-    out["from"] = d["sender"]
-    if d["session"] is not None:
-        out["session"] = d["session"]
-    if d["deadline"] is not None:
-        out["deadline"] = d["deadline"]
-    out["body"] = d["body"]
-    if d["trace"] is not None:
-        out["trace"] = d["trace"]
-    return out
 
 
 def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:

@@ -82,6 +82,23 @@ _sent_types: set[str] = (
 )  # types an envelope of this process validated with once: a valid type stays valid
 
 
+def _plain(
+    id: str, type: str, body: Any, sender: str, session: str | None, deadline: int | None, trace: str | None
+) -> bool:
+    """True when an outgoing envelope's values pass ``Envelope``'s checks without pydantic: its type one this
+    process validated once (then remembered), no trace, lengths in bounds, a plain map with text keys."""
+    return (
+        type in _sent_types
+        and trace is None
+        and 0 < len(id) <= 64
+        and len(sender) <= 128
+        and (session is None or (session.__class__ is str and len(session) <= 128))
+        and (deadline is None or deadline.__class__ is int)
+        and body.__class__ is dict
+        and {*map(_typeof, body)} <= _TEXT  # text keys only (no subclass)
+    )
+
+
 def outgoing(
     *,
     id: str,
@@ -93,20 +110,11 @@ def outgoing(
     deadline: int | None = None,
     trace: str | None = None,
 ) -> Envelope:
-    """An envelope this process sends (``BusTransport``), checked without pydantic where the check is
-    trivial: the type once per process (then remembered), the rest by length and kind. Anything unusual
-    (a type not seen yet, a trace, an odd value) goes through the model, which raises as it always did. The
-    receiver validates the frame in any case: this check only catches our own mistakes early."""
-    if (
-        type in _sent_types
-        and trace is None
-        and 0 < len(id) <= 64
-        and len(sender) <= 128
-        and (session is None or (session.__class__ is str and len(session) <= 128))
-        and (deadline is None or deadline.__class__ is int)
-        and body.__class__ is dict
-        and {*map(_typeof, body)} <= _TEXT  # text keys only (no subclass)
-    ):
+    """An envelope this process sends, checked without pydantic where the check is trivial (``_plain``).
+    Anything unusual (a type not seen yet, a trace, an odd value) goes through the model, which raises as it
+    always did. The receiver validates the frame in any case: this check only catches our own mistakes
+    early."""
+    if _plain(id, type, body, sender, session, deadline, trace):
         fields = {"v": PROTOCOL_VERSION, "id": id, "kind": kind, "type": type, "corr": None, "sender": sender}
         fields.update(session=session, deadline=deadline, body=body, trace=trace)
         return trusted(fields)
@@ -123,6 +131,68 @@ def outgoing(
     if len(_sent_types) < 4096:
         _sent_types.add(env.type)
     return env
+
+
+def outgoing_wire(
+    *,
+    id: str,
+    kind: Literal["request", "cast"],
+    type: str,
+    body: dict[str, Any],
+    sender: str,
+    session: str | None = None,
+    deadline: int | None = None,
+    trace: str | None = None,
+) -> dict[str, Any]:
+    """What :func:`outgoing` gives, as the map its frame is packed from (:func:`wire_map` of it), built
+    straight from the values: no ``Envelope`` made to be read back (``BusTransport``'s requests and casts)."""
+    if not _plain(id, type, body, sender, session, deadline, trace):
+        env = outgoing(
+            id=id,
+            kind=kind,
+            type=type,
+            body=body,
+            sender=sender,
+            session=session,
+            deadline=deadline,
+            trace=trace,
+        )
+        return wire_map(env)
+    out = {"v": PROTOCOL_VERSION, "id": id, "kind": kind, "type": type, "from": sender}
+    if session is not None:
+        out["session"] = session
+    if deadline is not None:
+        out["deadline"] = deadline
+    out["body"] = body
+    return out
+
+
+_WIRE_FIELDS = ("v", "id", "kind", "type", "corr", "sender", "session", "deadline", "body", "trace")
+if _FIELDS != _WIRE_FIELDS:  # a new envelope field must be added to wire_map and the *_wire builders too
+    raise RuntimeError(f"Envelope fields changed: {_FIELDS}; update envelope.wire_map")
+
+
+def wire_map(env: Envelope) -> dict[str, Any]:
+    """What ``env.model_dump(by_alias=True, exclude_none=True)`` gives (same keys in the same order, so the
+    same bytes), read straight off the validated model instead of through pydantic's serializer."""
+    d = env.__dict__
+    out = {"v": d["v"], "id": d["id"], "kind": d["kind"], "type": d["type"]}
+    if d["corr"] is not None:
+        out["corr"] = d["corr"]
+    out["from"] = d["sender"]
+    if d["session"] is not None:
+        out["session"] = d["session"]
+    if d["deadline"] is not None:
+        out["deadline"] = d["deadline"]
+    out["body"] = d["body"]
+    if d["trace"] is not None:
+        out["trace"] = d["trace"]
+    return out
+
+
+def from_wire(obj: dict[str, Any]) -> Envelope:
+    """The envelope a wire map (made here, from checked values) stands for, without validating it again."""
+    return trusted({f: obj.get("from" if f == "sender" else f) for f in _WIRE_FIELDS})
 
 
 def _reply(request: Envelope, kind: Literal["ok", "error"], body: Any, sender: str) -> Envelope:
@@ -147,3 +217,25 @@ def _reply(request: Envelope, kind: Literal["ok", "error"], body: Any, sender: s
     return Envelope(
         kind=kind, type=request.type, corr=request.id, session=request.session, body=body, **{"from": sender}
     )
+
+
+reply_envelope = _reply  # (by its public name: geode/protocol/transport.py)
+
+
+def reply_wire(request: Envelope, kind: Literal["ok", "error"], body: Any, sender: str) -> dict[str, Any]:
+    """What :func:`_reply` gives, as the map its frame is packed from (:func:`wire_map` of it), built straight
+    from the request's fields (the bus's served replies: no ``Envelope`` made to be read back)."""
+    if type(body) is dict and len(sender) <= 128 and {*map(_typeof, body)} <= _TEXT:
+        d = request.__dict__
+        out = {"v": PROTOCOL_VERSION, "id": new_id(), "kind": kind, "type": d["type"], "corr": d["id"]}
+        out["from"] = sender
+        if d["session"] is not None:
+            out["session"] = d["session"]
+        out["body"] = body
+        return out
+    return wire_map(_reply(request, kind, body, sender))
+
+
+def error_wire(request: Envelope, code: str, message: str, sender: str) -> dict[str, Any]:
+    """:meth:`Envelope.reply_error` as its wire map."""
+    return reply_wire(request, "error", {"code": code, "message": message[:2048]}, sender)

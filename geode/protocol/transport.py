@@ -11,12 +11,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from geode.protocol import catalog, codec, typed_frames
-from geode.protocol.envelope import Envelope, now_ms
+from geode.protocol.envelope import Envelope, now_ms, reply_envelope, reply_wire
 from geode.protocol.errors import ErrorCode, GeodeError, NotFound, RequestTimeout, error_from_reply
 from geode.protocol.later import Later
 from geode.telemetry import spans
@@ -75,6 +75,10 @@ class Transport(Protocol):
     ) -> None: ...
 
 
+Reply = Any  # an Envelope (dispatch_later) or its wire map (dispatch_wire): what a ReplyMaker makes
+ReplyMaker = Callable[[Envelope, Literal["ok", "error"], Any, str], Reply]
+
+
 def dispatch_later(
     service: Service, env: Envelope, *, sender: str = "", body: typed_frames.Received = None
 ) -> Envelope | Later | None:
@@ -88,28 +92,40 @@ def dispatch_later(
     An envelope with ``trace`` runs under that trace context (a server span when tracing is on).
     """
     if env.trace is not None:
-        return _traced(service, env, sender, body)
-    return _dispatch(service, env, sender, body)
+        return _traced(service, env, sender, body, reply_envelope)
+    return _dispatch(service, env, sender, body, reply_envelope)
+
+
+def dispatch_wire(
+    service: Service, env: Envelope, *, sender: str = "", body: typed_frames.Received = None
+) -> dict[str, Any] | Later | None:
+    """:func:`dispatch_later` with the reply as the map its frame is packed from (``codec.encode_wire``):
+    what ``wire_map`` of the reply envelope gives, built straight from the request's fields (the bus)."""
+    if env.trace is not None:
+        return _traced(service, env, sender, body, reply_wire)
+    return _dispatch(service, env, sender, body, reply_wire)
 
 
 def _traced(
-    service: Service, env: Envelope, sender: str, body: typed_frames.Received
-) -> Envelope | Later | None:
+    service: Service, env: Envelope, sender: str, body: typed_frames.Received, make: ReplyMaker
+) -> Reply | Later | None:
     spans.note_received()
     if env.type in spans.QUIET_TYPES:
         with spans.use(env.trace):
-            return _dispatch(service, env, sender, body)
+            return _dispatch(service, env, sender, body, make)
     attrs = {"rpc.system": "geode", "rpc.method": env.type, "geode.from": env.sender}
     with spans.span(env.type, attrs, parent=env.trace, kind="server") as sp:
-        out = _dispatch(service, env, sender, body)
+        out = _dispatch(service, env, sender, body, make)
         if isinstance(out, Envelope) and out.kind == "error":
             sp.fail(str(out.body.get("code", "error")))
+        elif isinstance(out, dict) and out["kind"] == "error":
+            sp.fail(str(out["body"].get("code", "error")))
         return out
 
 
 def _dispatch(
-    service: Service, env: Envelope, sender: str, received: typed_frames.Received
-) -> Envelope | Later | None:
+    service: Service, env: Envelope, sender: str, received: typed_frames.Received, make: ReplyMaker
+) -> Reply | Later | None:
     try:
         if received is None:
             body = catalog.parse_body(env.type, env.body)
@@ -121,14 +137,14 @@ def _dispatch(
             raise GeodeError("deadline passed before handling", code=ErrorCode.TIMEOUT)
         out = service.handle(Request(env, body))
     except Exception as exc:
-        return _settle(env, False, exc, sender)
+        return _settle(env, False, exc, sender, make)
     if isinstance(out, Later):
         if env.kind == "cast":
             return None
         reply = Later()
-        out.then(lambda ok, value: reply.resolve(_settle(env, ok, value, sender)))
+        out.then(lambda ok, value: reply.resolve(_settle(env, ok, value, sender, make)))
         return reply
-    return _settle(env, True, out, sender)
+    return _settle(env, True, out, sender, make)
 
 
 def dispatch(
@@ -149,22 +165,30 @@ def dispatch(
     return reply
 
 
-def _settle(env: Envelope, ok: bool, value: Any, sender: str) -> Envelope | None:
-    """The reply envelope for a handler's outcome: its value, or its exception mapped to an error code."""
+def _settle(
+    env: Envelope, ok: bool, value: Any, sender: str, make: ReplyMaker = reply_envelope
+) -> Reply | None:
+    """The reply for a handler's outcome: its value, or its exception mapped to an error code."""
     if env.kind == "cast":
         if not ok and not isinstance(value, GeodeError):
             logging.getLogger(__name__).error("handler for %s failed", env.type, exc_info=value)
         return None
     if ok:
         try:
-            return env.reply_ok(catalog.dump(value), sender=sender)
+            return make(env, "ok", catalog.dump(value), sender)
         except Exception as exc:
             ok, value = False, exc
     if isinstance(value, GeodeError):
-        return env.reply_error(value.code.value, value.message, sender=sender)
+        return make(env, "error", _error_body(value.code.value, value.message), sender)
     # a bug in a handler: an `internal` reply, the actor lives on
     logging.getLogger(__name__).error("handler for %s failed", env.type, exc_info=value)
-    return env.reply_error(ErrorCode.INTERNAL.value, f"{type(value).__name__}: {value}"[:500], sender=sender)
+    return make(
+        env, "error", _error_body(ErrorCode.INTERNAL.value, f"{type(value).__name__}: {value}"[:500]), sender
+    )
+
+
+def _error_body(code: str, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message[:2048]}  # (as Envelope.reply_error)
 
 
 def unwrap(reply: Envelope) -> dict[str, Any]:
