@@ -36,6 +36,17 @@ def _token() -> str:
     return os.urandom(8).hex()
 
 
+def _row(e: TimelineEvent) -> dict[str, Any]:
+    """``e.model_dump()`` for the frame: its fields, the payload not copied (it is packed at once)."""
+    return {
+        "session_id": e.session_id,
+        "event_id": e.event_id,
+        "kind": e.kind,
+        "ts": e.ts,
+        "payload": e.payload,
+    }
+
+
 class StoreClient:
     """Typed calls to the store endpoint. ``attempts`` tries per call (1 = no retry)."""
 
@@ -173,7 +184,9 @@ class StoreClient:
     def append_timelines(self, events: list[TimelineEvent]) -> list[str]:
         """Several rows, in order, in one round trip (``store.timeline.append_many``, at most
         ``m.MAX_APPEND_MANY``); the errors of the rows not appended (empty: all were)."""
-        body = {"events": [e.model_dump() for e in events]}
+        # each row's fields as they are (``model_dump`` of an Any payload: ~16 us a row); a payload holding
+        # something msgpack lacks (a model) is dumped by pydantic when the frame is packed, as before
+        body = {"events": [_row(e) for e in events]}
         return m.AppendManyReply.model_validate(self._call(m.TIMELINE_APPEND_MANY, body)).errors
 
     def read_timeline(self, session_id: str) -> list[TimelineRow]:

@@ -139,6 +139,42 @@ def _watch_point(d: str) -> tuple[str, Signature]:
 SETTLED_NS = 2_000_000_000
 
 
+_MARKERS = ("keys", "records", "evidence", "config.toml")  # every name ``is_geode_home`` looks at in a folder
+_unmarked: dict[str, Signature] = {}  # folder -> its signature when it held none of the markers (no home)
+_UNMARKED_MAX = 4096
+
+
+def _no_markers(d: str) -> bool:
+    """Whether nothing (not even a dangling symlink) is at any marker's name in ``d``; False when in doubt."""
+    for name in _MARKERS:
+        try:
+            os.lstat(os.path.join(d, name))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError):
+            return False
+        return False
+    return True
+
+
+def home_marked(d: str) -> bool:
+    """``is_geode_home(d)``, remembered across calls for a folder that holds none of the markers' names:
+    while it keeps its device, inode, mtime and ctime (creating, removing or renaming any entry changes
+    them) it is still no home: one ``stat`` instead of two failed lookups. Remembered only when its mtime
+    is ``SETTLED_NS`` old (a marker created in the same coarse tick as its last change would leave it as it
+    was); a folder holding any marker (``keys/``, whose ``host.secret`` may appear; a symlink) is asked
+    anew."""
+    sig = _signature(d)
+    if sig is not None and _unmarked.get(d) == sig:
+        return False
+    found = is_geode_home(d)
+    if sig is not None and not found and sig[2] < time.time_ns() - SETTLED_NS and _no_markers(d):
+        if len(_unmarked) >= _UNMARKED_MAX:
+            _unmarked.clear()
+        _unmarked[d] = sig
+    return found
+
+
 @dataclass(frozen=True)
 class IdentityScan:
     """The secret files' identities and what they were read from: kept across calls while every directory
@@ -227,8 +263,13 @@ def identities(home_root: Path | None) -> dict[tuple[int, int], str]:
 
 
 def _user_home_text() -> str | None:
-    home = os.path.expanduser("~")  # what Path.home() takes, without building a Path
-    return None if home.startswith("~") else home
+    """``os.path.expanduser("~")`` (what Path.home() takes), None when it finds no home: ``$HOME`` read
+    once (expanduser asks the environment twice), the password database only when it is not set."""
+    home = os.environ.get("HOME")
+    if home is None:
+        home = os.path.expanduser("~")
+        return None if home.startswith("~") else home
+    return home.rstrip("/") or "/"
 
 
 def user_home() -> Path | None:
@@ -340,5 +381,5 @@ class SecretFiles:
     def _home(self, d: str) -> bool:
         found = self._homes.get(d)
         if found is None:
-            found = self._homes[d] = is_geode_home(d)
+            found = self._homes[d] = home_marked(d)
         return found

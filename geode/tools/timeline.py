@@ -175,7 +175,8 @@ class ToolTimeline:
                 OMITTED if personal else redact(result.content, max_str=SUMMARY_CHARS, max_items=16)
             )
         key = ctx.operation_id or f"{ctx.step_id}:{call.id}"
-        event = TimelineEvent.model_construct(  # our own row, of typed values: the store validates it
+        event = TimelineEvent(  # our own row (the store validates it): pydantic's core builds it ~2x faster
+            # than model_construct's Python loop over the fields
             session_id=ctx.session_id,
             event_id=f"{key}:{kind}:{next(self._seq)}",
             kind=kind,
