@@ -179,6 +179,7 @@ class AgenticLoop:
                 hooks=self.hooks,
                 judge=judge if s.verify.judge else None,
                 correlation={"session_id": state.session_id, "turn_id": state.turn_id},
+                receipts_clear=ckpt.receipts_clear(plan),  # the last save's answer (RECEIPTS)
             )
             events.emit(
                 TurnEventKind.VERIFY,

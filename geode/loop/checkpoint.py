@@ -37,6 +37,8 @@ from geode.records.models import (
     SessionStatus,
     TimelineEvent,
 )
+from geode.tools.plan import BoundToolPlan
+from geode.tools.receipts import needs_receipt
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,8 @@ class Checkpointer:
         self._prefix: tuple[Message, ...] = ()  # the kept messages the last restore did not read
         self._meta: dict[str, Any] | None = None  # the stored meta (the store merges each save's into it)
         self._unfenced = False  # restored from the kept copy: the next save is the fence
+        self._receipts_open: bool | None = None  # the last save's answer (None: no save, failed, not told)
+        self._sent_after: tuple[str, ...] = ()  # the tools its pending batch sends after it
 
     def restore_kept(self, turn_id: str) -> Restored | None:
         """The session as this process last saved it, without a store read, when that is allowed and known
@@ -198,6 +202,7 @@ class Checkpointer:
             done = self.records.save_checkpoint(save)
         except Exception as exc:
             _keep(self.session_id, None)  # what the store holds is not known: the next turn reads it
+            self._receipts_open = None
             if unfenced and getattr(exc, "code", None) == ErrorCode.CONFLICT:
                 log.info("session %s changed since this process saved it: read again", self.session_id)
                 raise StaleKept(str(exc)) from exc
@@ -207,10 +212,30 @@ class Checkpointer:
             return None
         self.seq = save.seq
         self.stored_count += len(new)
+        self._receipts_open = getattr(done, "receipts_open", None)
+        self._sent_after = tuple(op.name for op in pending.operations) if pending is not None else ()
         self.status = status
         if self.created_at is not None:  # what the store now holds, for this session's next restore
             self._kept_after(save, tuple(state.history[: self.stored_count]), getattr(done, "noop", False))
         return self.seq
+
+    def receipts_clear(self, plan: BoundToolPlan | None) -> bool:
+        """True when the session cannot hold an uncertain receipt now, so Verify need not list them.
+
+        The last save's store write found no admitted or uncertain receipt of the session. A receipt turns
+        uncertain only from admitted (a dead owner, a crashed handler, a settled unknown outcome), and only
+        this session's turn admits its receipts (a ToolContext is made only for a call of its saved pending
+        batch; lanes runs one turn of a session at a time; replies and delegated sessions have their own
+        session ids): so it holds none now unless a call sent since that save admitted one. Those are the
+        save's pending batch: each must be read-only in the bound plan (the executor admits no receipt for
+        a read; a name the plan lacks counts as an effect). An operator's reconcile only clears receipts."""
+        if self._receipts_open is not False:
+            return False
+        for name in self._sent_after:
+            spec = plan.get(name) if plan is not None else None
+            if spec is None or needs_receipt(spec):
+                return False
+        return True
 
     def _kept_after(self, save: CheckpointSave, messages: tuple[Message, ...], noop: bool) -> None:
         """Remember the store's copy after ``save``: the messages, and the state record as the store built it

@@ -47,7 +47,11 @@ class VerifyDecision:
         return not self.misses
 
 
-def structural_misses(state: TurnState, candidate: str, records: RecordClient) -> list[Miss]:
+def structural_misses(
+    state: TurnState, candidate: str, records: RecordClient, *, receipts_clear: bool = False
+) -> list[Miss]:
+    """``receipts_clear``: the turn's last save proved the session holds no uncertain receipt
+    (:meth:`geode.loop.checkpoint.Checkpointer.receipts_clear`); the store is not asked again."""
     misses: list[Miss] = []
     if not candidate.strip():
         if state.guards.tool_calls == 0:
@@ -57,7 +61,9 @@ def structural_misses(state: TurnState, candidate: str, records: RecordClient) -
         else:
             misses.append(Miss("empty_answer", True))
     try:
-        unresolved = records.list_receipts(session_id=state.session_id, uncertain_only=True)
+        unresolved = (
+            [] if receipts_clear else records.list_receipts(session_id=state.session_id, uncertain_only=True)
+        )
     except Exception as exc:  # the store being down must not withhold an ordinary answer
         log.warning("verify: receipts unavailable for %s: %s", state.session_id, exc)
         unresolved = []
@@ -76,8 +82,9 @@ def verify(
     hooks: LoopHooks,
     judge: Judge | None,
     correlation: dict[str, str],
+    receipts_clear: bool = False,
 ) -> VerifyDecision:
-    misses = structural_misses(state, candidate, records)
+    misses = structural_misses(state, candidate, records, receipts_clear=receipts_clear)
     note = ""
     if settings.verify.judge and judge is not None and not misses:
         budget = settings.verify.judge_timeout_s

@@ -115,13 +115,36 @@ class CheckpointStore:
 
     def _save(self, txn: Txn, save: CheckpointSave) -> SaveResult:
         sid, seq, count, status, noop = self._write(txn, save, False)
-        return SaveResult(session_id=sid, seq=seq, message_count=count, status=status, noop=noop)
+        return SaveResult(
+            session_id=sid,
+            seq=seq,
+            message_count=count,
+            status=status,
+            noop=noop,
+            receipts_open=self._receipts_open(txn, sid),
+        )
 
     def _save_body(self, txn: Txn, save: CheckpointSave) -> dict[str, Any]:
         """A save decoded from a frame, written; its reply's body as ``SaveResult(...)`` dumped for the bus
         gives it (no model built to be dumped again)."""
         sid, seq, count, status, noop = self._write(txn, save, True)
-        return {"session_id": sid, "seq": seq, "message_count": count, "status": status.value, "noop": noop}
+        return {
+            "session_id": sid,
+            "seq": seq,
+            "message_count": count,
+            "status": status.value,
+            "noop": noop,
+            "receipts_open": self._receipts_open(txn, sid),
+        }
+
+    def _receipts_open(self, txn: Txn, session_id: str) -> bool:
+        """Whether the session holds an admitted or uncertain receipt, read in the save's own write (so in
+        the single writer's order: after every admit, commit and mark written before it). A receipt becomes
+        uncertain only from admitted, so with none open the session gains an uncertain receipt only through
+        a new admit: a call its turn sends after this save (see geode/loop/checkpoint.py)."""
+        for _ in scan_prefix(txn, self.renv.db("rc_open"), prefix(session_id)):
+            return True
+        return False
 
     def _write(self, txn: Txn, save: CheckpointSave, wire: bool) -> tuple[str, int, int, SessionStatus, bool]:
         """The save's puts; what its :class:`SaveResult` says (session, seq, message count, status, noop)."""

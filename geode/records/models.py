@@ -90,6 +90,8 @@ class SaveResult(BaseModel):
     message_count: int
     status: SessionStatus
     noop: bool = False
+    # whether the session held an admitted or uncertain receipt when the save was written (None: not told)
+    receipts_open: bool | None = None
 
 
 class RestorePage(BaseModel):

@@ -44,11 +44,11 @@ PER_TOOL_ROUND: Ceilings = {
 }
 PER_TURN: Ceilings = {
     "control": _row(8, 9, 8, 2, 0, 0, 0, 0, 0),  # LANESCTL s6: 7 in (queued+started in the submit's reply)
-    "lanes": _row(12, 11, 12, 1, 3, 0, 0, 0, 0),  # LANESTURN: 2 store trips; LANESCTL s6: 10 out (was 11)
-    "loop": _row(7.5, 12.4, 7.5, 3, 5, 0, 0, 0, 0),  # LOOPTURN s4: 4 round trips (was 7: rows; no restore)
+    "lanes": _row(9, 11, 9, 1, 3, 0, 0, 0, 0),  # LANESCTL s6: 10 out; TURNFRAMES s6: 8 in (was 9)
+    "loop": _row(7, 11, 7, 3, 4, 0, 0, 0, 0),  # RECEIPTS s6: 3 trips (no list); TURNFRAMES s6: 10 out
     "executor": _row(2.5, 2.5, 2.5, 2, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
     "store": _row(11, 11, 11, 3, 0, 7, 7, 4, 6),  # LOOPTURN s4: 7 frames (was 10); STORE s4: 6 ops (was 7)
-    "tree": _row(47, 55, 47, 7, 9, 7, 7, 4, 6),  # LOOPTURN -2 (plan bind), s4 -6 (rows, restore); RELAY s4
+    "tree": _row(35, 41, 35, 7, 8, 7, 7, 4, 6),  # TURNFRAMES s6: 31 in, 37 out (+10 %; were 47, 55)
 }
 
 

@@ -165,3 +165,34 @@ def test_a_long_session_list_is_cut_to_one_reply_and_says_so(
         assert not ls.client.sessions_page(limit=5).truncated
     finally:
         ls.close()
+
+
+def test_a_save_says_whether_its_session_holds_an_open_receipt(store: StoreUnderTest, uid: str) -> None:
+    """``receipts_open``: an admitted or uncertain receipt of this session (not of a session whose id it
+    prefixes, nor of its replies' scope), read in the save's own write; Verify relies on it (RECEIPTS)."""
+    from geode.records.models import ReceiptIdentity
+
+    sid = f"s-{uid}"
+
+    def save(seq: int, *, again: bool = False) -> bool | None:
+        body = CheckpointSave(session_id=sid, seq=seq, base_count=0 if seq == 1 else 1, new_messages=[])
+        if seq == 1:
+            body = body.model_copy(update={"new_messages": [msg("a")]})
+        out = store.client.save_checkpoint(body)
+        assert out.noop is again
+        return out.receipts_open
+
+    def admit(session: str, op: str) -> None:
+        ident = ReceiptIdentity(session_id=session, turn_id="t", step_id="st", tool_name="w", fingerprint="f")
+        store.client.admit(op, ident, owner="executor#1", effect="external")
+
+    admit(f"{sid}0", f"op-{uid}-neighbour")
+    admit(f"{sid}#replies", f"op-{uid}-reply")
+    assert save(1) is False
+    admit(sid, f"op-{uid}-a")
+    assert save(2) is True
+    assert save(2, again=True) is True  # a repeat reads it again too
+    store.client.mark_uncertain(f"op-{uid}-a", "test")
+    assert save(3) is True
+    store.client.reconcile(f"op-{uid}-a", outcome="not_applied", by="test")
+    assert save(4) is False

@@ -139,7 +139,9 @@ def test_a_save_through_the_store_builds_no_reply_model_and_answers_as_before(
         )
         first = store.client.save_checkpoint(save)
         again = store.client.save_checkpoint(save)
-        expected = SaveResult(session_id="s1", seq=1, message_count=1, status=SessionStatus.ACTIVE)
+        expected = SaveResult(
+            session_id="s1", seq=1, message_count=1, status=SessionStatus.ACTIVE, receipts_open=False
+        )
         assert first == expected
         assert again == expected.model_copy(update={"noop": True})
         assert built == []
