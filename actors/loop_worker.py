@@ -22,16 +22,17 @@ from actors.bus import Bus
 from actors.tree.registry import ChildContext
 from geode.config_reload import MCP, ConfigChange
 from geode.loop import AgenticLoop, LoopSettings, tracing
-from geode.loop.event_batch import EventBatch, HoldTimer
+from geode.loop.event_batch import EventBatch
 from geode.loop.membership import PoolMembership
 from geode.loop.retirement import Retirement, early_hold_s
 from geode.loop.reused_threads import TURNS
 from geode.loop.state import turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
+from geode.loop.turn_reports import LanesSink, report_done
 from geode.protocol import lifecycle, turns
 from geode.protocol.dispatch import Dispatch
 from geode.protocol.errors import GeodeError
-from geode.protocol.transport import Request, Transport
+from geode.protocol.transport import Request
 from geode.records.store_client import StoreClient
 from geode.sessions.transcript import TranscriptingRecords
 from geode.sessions.turn_setup import ComposedTurn, compose_turn, loop_hooks
@@ -47,29 +48,6 @@ log = logging.getLogger(__name__)
 LANES = "lanes"
 EXECUTOR = "executor"
 PlanFactory = Callable[[], BoundToolPlan | None]  # the whole catalogue as a plan (None: no tools)
-
-
-class LanesSink:
-    """Turn events as ``turn.event`` casts to lanes (which orders them per session by seq); a turn's
-    events produced back to back as one ``turn.events`` cast (:meth:`send`, through the turn's
-    :class:`EventBatch`)."""
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-        self.hold = HoldTimer()
-
-    def emit(self, event: turns.TurnEvent) -> None:
-        self.transport.cast(LANES, turns.TURN_EVENT, event, session=event.session_id)
-
-    def send(self, events: list[turns.TurnEvent]) -> None:
-        if len(events) == 1:
-            self.emit(events[0])
-            return
-        body = turns.TurnEvents(events=events)
-        self.transport.cast(LANES, turns.TURN_EVENTS, body, session=events[0].session_id)
-
-    def for_turn(self) -> EventBatch:
-        return EventBatch(self.send, self.hold)
 
 
 RUN, STATUS, FINISHED = "run", "status", "finished"
@@ -131,10 +109,10 @@ class TurnActor(pykka.ThreadingActor):
         """The turn's thread: the loop, then ``turn.done`` until lanes acknowledges it."""
         try:
             with tracing.turn_span(self.run, self.trace) as sp:
-                result = self.worker.run_turn(self.run, self.cancel)
+                result, last = self.worker.run_turn_held(self.run, self.cancel)
                 tracing.turn_ended(sp, result)
                 self.phase = "reporting"
-                self.worker.report_done(self.run, result)
+                self.worker.report_done(self.run, result, events=last)
         finally:
             self.worker.turn_finished(self.run.turn_id)
             try:
@@ -308,8 +286,17 @@ class LoopWorker:
             log.warning("turn %s: executor cancel failed: %s", turn_id, exc)
 
     # --- one turn -------------------------------------------------------------------------------------
-    def run_turn(self, run: turns.TurnRun, cancel: threading.Event) -> turns.TurnResult:
-        events = self.sink.for_turn()  # sent before the loop waits, and all of them before turn.done
+    def run_turn_held(
+        self, run: turns.TurnRun, cancel: threading.Event
+    ) -> tuple[turns.TurnResult, list[turns.TurnEvent]]:
+        """One turn and its last events, still held (its ``turn.done`` carries them: one frame fewer)."""
+        events = self.sink.for_turn()  # sent before the loop waits; the last ones ride turn.done
+        try:
+            return self._run_turn(run, cancel, events), events.take()
+        finally:
+            events.close()  # nothing is left unless the turn's thread failed between the two
+
+    def _run_turn(self, run: turns.TurnRun, cancel: threading.Event, events: EventBatch) -> turns.TurnResult:
         try:
             turn = self.compose(run)
             provider = self.providers.get(turn.settings.model or None)
@@ -338,8 +325,6 @@ class LoopWorker:
                 termination_reason=turns.TerminationReason.INTERNAL_ERROR,
                 error=f"{type(exc).__name__}: {exc}"[:500],
             )
-        finally:
-            events.close()
 
     def compose(self, run: turns.TurnRun) -> ComposedTurn:
         """The turn as geode.sessions composes it, on this worker's config snapshot and current catalogue."""
@@ -364,27 +349,19 @@ class LoopWorker:
             records=self.records,
         )
 
-    def report_done(self, run: turns.TurnRun, result: turns.TurnResult, *, give_up_s: float = 120.0) -> None:
-        """``turn.done`` until lanes acknowledges (it is idempotent by turn id)."""
+    def report_done(
+        self, run: turns.TurnRun, result: turns.TurnResult, *, events: list[turns.TurnEvent] | None = None
+    ) -> None:
+        """``turn.done`` with the turn's last ``events`` until lanes acknowledges (:func:`report_done`)."""
         done = turns.TurnDone(
             turn_id=run.turn_id,
             session_id=run.session_id,
             worker=self.name,
             incarnation=self.incarnation,
             result=result,
+            events=events or [],
         )
-        deadline, delay = time.monotonic() + give_up_s, 0.1
-        while not self.membership.stopped.is_set():
-            try:
-                self.bus.transport.call(LANES, turns.TURN_DONE, done, session=run.session_id, timeout_s=5.0)
-                log.info("turn %s done (%s), acknowledged", run.turn_id, result.termination_reason.value)
-                return
-            except GeodeError as exc:
-                if time.monotonic() > deadline:
-                    log.error("turn.done for %s not acknowledged: %s", run.turn_id, exc)
-                    return
-                self.membership.stopped.wait(delay)  # small steps: a lanes restart takes well under a second
-                delay = min(delay * 2, 0.25)
+        report_done(self.sink, done, self.membership.stopped)
 
 
 def build(bus: Bus, ctx: ChildContext) -> LoopWorker:

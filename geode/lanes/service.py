@@ -31,7 +31,7 @@ from geode.lanes.pool import once_per_worker
 from geode.lanes.queue import Grant
 from geode.lanes.records import Outcome
 from geode.lanes.state import Asked, Fresh, Reply, copy_record, requeues_of
-from geode.lanes.stream_relay import send_events, send_stale_holds
+from geode.lanes.stream_relay import relay_events, send_events, send_stale_holds
 from geode.lanes.worker_requests import WorkerRequests
 from geode.metrics import record as metrics
 from geode.protocol import lanes as lanes_msg
@@ -181,14 +181,13 @@ class LanesService(WorkerRequests):
                 self.queue.remove(s.turn_id, missing_ok=True)
             self._admitted(s, out if isinstance(out, BaseException) else self._submitted_again(s, out))
             return
+        carried = None
         if self._recs.get(s.turn_id) is rec and self.queue.unhold(s.turn_id):
-            self._emit(s.session_id, s.turn_id, lanes_msg.TURN_QUEUED, {"position": position})
-        self._admitted(
-            s,
-            lanes_msg.Submitted(
-                turn_id=s.turn_id, session_id=s.session_id, state="queued", position=position
-            ),
+            carried = self._queued_event(s, position)
+        reply = lanes_msg.Submitted(
+            turn_id=s.turn_id, session_id=s.session_id, state="queued", position=position, events=carried
         )
+        self._admitted(s, reply)
         self.schedule()
 
     def _first_stored(self, s: lanes_msg.Submit, position: int, current: bool, out: Outcome) -> bool:
@@ -204,12 +203,14 @@ class LanesService(WorkerRequests):
             self._admitted(s, out if isinstance(out, BaseException) else self._submitted_again(s, out))
             self.schedule()
             return False
+        carried = None
         if not current and turn_id in self._recs and self.queue.unhold(turn_id):
-            self._emit(s.session_id, turn_id, lanes_msg.TURN_QUEUED, {"position": position})
+            carried = self._queued_event(s, position)
         if current and _carries(s):
             return True  # answered by _started with its queued and started events (_answer_started)
         state = "running" if current else "queued"  # current: its queued event goes with its started one
-        self._admitted(s, lanes_msg.Submitted(turn_id=turn_id, session_id=s.session_id, state=state))
+        reply = lanes_msg.Submitted(turn_id=turn_id, session_id=s.session_id, state=state, events=carried)
+        self._admitted(s, reply)
         if not current:
             self.schedule()
         return current
@@ -299,6 +300,19 @@ class LanesService(WorkerRequests):
         if cancel:
             self._send_cancel(owner.name, rec, "user")
 
+    def _queued_event(self, s: lanes_msg.Submit, position: int) -> list[lanes_msg.StreamEvent] | None:
+        """A turn that waits: its ``turn_queued``, numbered and buffered, for an origin that takes it in the
+        submit's reply returned (what the session holds for it sent first, as in :meth:`_answer_started`;
+        a frame fewer per queued turn), else sent as before."""
+        if not _carries(s):
+            self._emit(s.session_id, s.turn_id, lanes_msg.TURN_QUEUED, {"position": position})
+            return None
+        with self.stream_lock:
+            send_events(self, s.origin, s.session_id, [])
+            return [
+                self.stream.append(s.session_id, s.turn_id, lanes_msg.TURN_QUEUED, {"position": position})
+            ]
+
     def _answer_started(
         self, s: lanes_msg.Submit, rec: TurnRecord, items: list[tuple[str, dict[str, Any]]]
     ) -> bool:
@@ -347,6 +361,8 @@ class LanesService(WorkerRequests):
         if rec.state == TurnState.RUNNING and done.worker and rec.worker and rec.worker != done.worker:
             r.answer(turns.Ack())  # a stale report from a worker that lost the turn
             return
+        if done.events:  # the turn's last events, as a turn.events frame's (a retried done's: dropped by seq)
+            relay_events(self, done.events, r.sender)
         final = copy_record(rec)
         final.state, final.outcome = TurnState.DONE, done.result.model_dump(mode="json")
         final.updated_at = self._wall()

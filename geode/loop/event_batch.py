@@ -5,10 +5,14 @@ Per tool round the loop produces its events in two bursts (``tokens``, the pendi
 ``round_start``), each followed by a wait: the tool, the model. :class:`EventBatch` holds a turn's events and
 sends what it holds as one list when an event that comes just before a wait arrives (:data:`SEND_AFTER`: the
 round's start before the model request, a tool's start before the tool runs, streamed text, retries and
-fallbacks, the termination), when it holds ``TURN_EVENTS_MAX``, when the turn ends (:meth:`EventBatch.close`),
-and in any case :data:`HOLD_S` after the first held event (:class:`HoldTimer`, for the waits the loop does
-not announce: a slow store save, a hook, a summary call). So no event reaches the user later than before by
-more than ``HOLD_S``, and those before a wait not at all.
+fallbacks), when it holds ``TURN_EVENTS_MAX``, when the turn ends (:meth:`EventBatch.close`), and in any case
+:data:`HOLD_S` after the first held event (:class:`HoldTimer`, for the waits the loop does not announce: a
+slow store save, a hook, a summary call). So no event reaches the user later than before by more than
+``HOLD_S``, and those before a wait not at all.
+
+The turn's last events (its ``termination`` and what came since the last send) are not sent on their own: the
+loop worker takes them (:meth:`EventBatch.take`) into the turn's ``turn.done``, which lanes relays before it
+ends the turn (lanes held the termination for its ``turn_done`` anyway: the user sees them no later).
 """
 
 from __future__ import annotations
@@ -33,9 +37,8 @@ SEND_AFTER = frozenset(
         TurnEventKind.RETRY_WAIT,  # the backoff sleep follows
         TurnEventKind.FALLBACK,
         TurnEventKind.APPROVAL_REQUEST,
-        TurnEventKind.TERMINATION,  # the turn ends
     }
-)
+)  # not TERMINATION: the turn ends, its last events ride its turn.done (EventBatch.take)
 Send = Callable[[list[TurnEvent]], None]
 
 
@@ -108,6 +111,14 @@ class EventBatch:
     def close(self) -> None:
         """The turn ended: send the rest (nothing is held past the turn's ``turn.done``)."""
         self.flush()
+
+    def take(self) -> list[TurnEvent]:
+        """The turn ended: what is held, handed to the caller (the ``turn.done`` carries it), not sent."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.disarm(self)
+            batch, self._held = self._held, []
+            return batch
 
     def _send_locked(self) -> None:
         if self._timer is not None:

@@ -3,7 +3,7 @@
 Flow: a loop worker connects to the ``lanes`` endpoint as a peer and sends ``worker.ready``, then
 ``worker.heartbeat`` periodically. Lanes pushes ``turn.run`` (and ``turn.cancel``) to the worker by its peer
 name; the worker streams ``turn.event`` casts (ordered per session by ``seq``; several events produced back to
-back go as one ``turn.events`` cast) and ends with ``turn.done``.
+back go as one ``turn.events`` cast) and ends with ``turn.done`` (carrying the events still held at the end).
 """
 
 from __future__ import annotations
@@ -180,13 +180,16 @@ class TurnResult(BaseModel):
 
 
 class TurnDone(BaseModel):
-    """The terminal report of a turn (lanes marks the turn record done and frees the lane)."""
+    """The terminal report of a turn (lanes marks the turn record done and frees the lane). ``events``: the
+    turn's last events the loop still held when it ended (its ``termination`` among them), in ``seq`` order;
+    lanes relays them as a ``turn.events`` frame's, before the turn's end (one frame fewer a turn)."""
 
     turn_id: str
     session_id: str
     worker: str = ""
     incarnation: int = 0
     result: TurnResult
+    events: list[TurnEvent] = Field(default_factory=list, max_length=TURN_EVENTS_MAX)
 
 
 class TurnCancel(BaseModel):

@@ -89,9 +89,27 @@ def test_events_before_a_wait_go_out_at_once() -> None:
     assert lists.sent == []  # held: the loop goes on without waiting
     batch.emit(_ev(3, K.TOOL_START))
     assert lists.kinds() == [["tokens", "checkpoint_saved", "tool_start"]]
-    for seq, kind in enumerate((K.TEXT_DELTA, K.LLM_RETRY, K.RETRY_WAIT, K.FALLBACK, K.TERMINATION), 4):
-        batch.emit(_ev(seq, kind))  # streamed text, retries, the end: nobody waits for them
+    for seq, kind in enumerate((K.TEXT_DELTA, K.LLM_RETRY, K.RETRY_WAIT, K.FALLBACK), 4):
+        batch.emit(_ev(seq, kind))  # streamed text, retries: nobody waits for them
         assert lists.sent[-1] == [_ev(seq, kind)]
+
+
+def test_the_turns_last_events_are_taken_for_its_done_not_sent() -> None:
+    """The termination is held (the turn's ``turn.done`` carries it and what came with it: one frame fewer);
+    ``take`` hands them over, disarmed, and nothing is held after it."""
+    lists = Lists()
+    timer = HoldTimer(hold_s=0.2)
+    batch = EventBatch(lists, timer)
+    batch.emit(_ev(1, K.ROUND_START))
+    batch.emit(_ev(2, K.TOKENS))
+    batch.emit(_ev(3, K.VERIFY))
+    batch.emit(_ev(4, K.TERMINATION))
+    assert lists.kinds() == [["round_start"]]
+    assert [e.seq for e in batch.take()] == [2, 3, 4]
+    assert batch not in timer._due  # disarmed: the timer never sends them too
+    time.sleep(0.3)
+    batch.close()
+    assert lists.kinds() == [["round_start"]] and batch.take() == []
 
 
 def test_what_is_held_goes_out_within_the_hold_when_the_loop_waits_unannounced() -> None:
