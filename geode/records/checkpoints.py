@@ -74,18 +74,34 @@ class StateMemo:
 
     def __init__(self, cap: int = 256) -> None:
         self.cap = cap
-        self._seen: OrderedDict[str, tuple[bytes, CheckpointState]] = OrderedDict()
+        # a record this process wrote is kept as its fields (the model is built on its first read: a save
+        # needs only a few of them, and the next save of the session replaces it, issue 34)
+        self._seen: OrderedDict[str, tuple[bytes, CheckpointState | dict[str, Any]]] = OrderedDict()
 
     def state(self, session_id: str, raw: bytes) -> CheckpointState:
         hit = self._seen.get(session_id)
         if hit is not None and hit[0] == raw:
             self._seen.move_to_end(session_id)
-            return hit[1]
+            held = hit[1]
+            if isinstance(held, dict):
+                held = CheckpointState.model_construct(**held)
+                self._seen[session_id] = (raw, held)
+            return held
         state = CheckpointState.model_validate(unpack(raw))
         self.remember(session_id, raw, state)
         return state
 
-    def remember(self, session_id: str, raw: bytes, state: CheckpointState) -> None:
+    def fields(self, session_id: str, raw: bytes) -> dict[str, Any]:
+        """The record's fields as :meth:`state` would hold them (``status`` a SessionStatus), no model built
+        for a record this process wrote."""
+        hit = self._seen.get(session_id)
+        if hit is not None and hit[0] == raw and isinstance(hit[1], dict):
+            self._seen.move_to_end(session_id)
+            return hit[1]
+        return self.state(session_id, raw).__dict__
+
+    def remember(self, session_id: str, raw: bytes, state: CheckpointState | dict[str, Any]) -> None:
+        """``state``: the validated record, or the fields validating ``raw`` gives (their values typed)."""
         self._seen[session_id] = (raw, state)
         self._seen.move_to_end(session_id)
         while len(self._seen) > self.cap:
@@ -152,25 +168,25 @@ class CheckpointStore:
         sid = save.session_id
         dumped, fp = _dump_and_fingerprint(save, wire)
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))
-        state = self.memo.state(sid, raw) if raw else None
+        state = self.memo.fields(sid, raw) if raw else None
         born = save.session_created_at  # the saver's fence: the session it restored, not one made since
-        if born is not None and (state is None or state.created_at != born):
+        if born is not None and (state is None or state["created_at"] != born):
             raise Conflict(f"checkpoint of {sid}: the session its saver restored is gone (recreated?)")
-        if state is not None and save.seq <= state.seq:
+        if state is not None and save.seq <= state["seq"]:
             seen = txn.get(key(sid, save.seq), db=self.renv.db("ck_seqfp"))
             if seen is not None and seen.decode() == fp:
-                return sid, state.seq, state.message_count, state.status, True
+                return sid, state["seq"], state["message_count"], state["status"], True
             raise Conflict(
                 f"checkpoint seq {save.seq} of {sid} already saved with different content "
-                f"(latest seq {state.seq})"
+                f"(latest seq {state['seq']})"
             )
-        count = state.message_count if state else 0
+        count = state["message_count"] if state else 0
         if save.base_count > count:
             raise Conflict(
                 f"checkpoint of {sid}: base_count {save.base_count} but the store has {count} messages"
             )
         if state is not None:
-            _check_transition(state.status, save.status, save.reopen, sid)
+            _check_transition(state["status"], save.status, save.reopen, sid)
         msgs = self.renv.db("ck_msgs")
         for i in range(save.base_count, count):  # replaced tail (compaction / rewritten history)
             txn.delete(key(sid, i), db=msgs)
@@ -187,20 +203,16 @@ class CheckpointStore:
             "guard_counters": dumped["guard_counters"],
             "pending_batch": dumped["pending_batch"],
             "model_settings": dumped["model_settings"],
-            "meta": {**(state.meta if state else {}), **dumped["meta"]},
-            "created_at": state.created_at if state else now,
+            "meta": {**(state["meta"] if state else {}), **dumped["meta"]},
+            "created_at": state["created_at"] if state else now,
             "updated_at": now,
         }
         packed = pack(record)
         txn.put(key(sid), packed, db=self.renv.db("ck_state"))
         txn.put(key(sid, save.seq), fp.encode(), db=self.renv.db("ck_seqfp"))
-        # what validating ``packed`` gives, from parts validated already (the save's)
+        # what validating ``packed`` gives, from parts validated already (the save's); the model on demand
         self.memo.remember(
-            sid,
-            packed,
-            CheckpointState.model_construct(
-                **{**record, "status": save.status, "pending_batch": save.pending_batch}
-            ),
+            sid, packed, {**record, "status": save.status, "pending_batch": save.pending_batch}
         )
         return sid, save.seq, record["message_count"], save.status, False
 

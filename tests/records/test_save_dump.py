@@ -169,3 +169,54 @@ def test_the_frame_decoder_still_makes_only_what_the_save_path_assumes() -> None
         unpack_map(msgpack.packb({"x": msgpack.ExtType(1, b"y")}), 1 << 20)
     with pytest.raises(BadRequest):
         unpack_map(msgpack.packb({1: "int key"}), 1 << 20)
+
+
+def test_a_save_builds_no_state_model_and_a_read_gets_the_stored_record(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store remembers the record it wrote as its fields: saves of a session build no ``CheckpointState``
+    (one a save before, ~1 % of the store's samples); the first read builds the same model validating the
+    stored bytes gives."""
+    import geode.records.checkpoints as checkpoints
+    from geode.home import GeodeHome
+    from geode.records.lmdb_env import key, unpack
+    from geode.records.models import CheckpointState
+    from tests.records.harness import local_store
+
+    built: list[str] = []
+
+    class Counted(CheckpointState):
+        @classmethod
+        def model_construct(cls, *a: Any, **kw: Any) -> Any:
+            built.append("construct")
+            return CheckpointState.model_construct(*a, **kw)
+
+        @classmethod
+        def model_validate(cls, *a: Any, **kw: Any) -> Any:
+            built.append("validate")
+            return CheckpointState.model_validate(*a, **kw)
+
+    monkeypatch.setattr(checkpoints, "CheckpointState", Counted)
+    store = local_store(GeodeHome(tmp_path / "h").ensure())
+    try:
+        for seq in range(1, 5):
+            save = CheckpointSave(
+                session_id="s1",
+                seq=seq,
+                base_count=seq - 1,
+                new_messages=[
+                    {"role": "user", "content": [{"type": "text", "text": f"m{seq}"}], "metadata": {}}
+                ],
+                meta={"n": seq},
+            )
+            assert store.client.save_checkpoint(save).seq == seq
+        assert built == []
+        state = store.engine.checkpoints.state("s1")
+        assert built == ["construct"] and state is store.engine.checkpoints.state("s1")
+        with store.engine.renv.read() as txn:
+            raw = txn.get(key("s1"), db=store.engine.renv.db("ck_state"))
+        assert state == CheckpointState.model_validate(unpack(raw))
+        assert store.client.save_checkpoint(save.model_copy(update={"seq": 5, "base_count": 4})).seq == 5
+        assert built == ["construct"]
+    finally:
+        store.close()
