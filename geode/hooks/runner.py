@@ -42,6 +42,12 @@ class HookRunner:
         for e in entries:
             self.add(e)
 
+    @property
+    def idle(self) -> bool:
+        """No hook at all (the default): every ``run`` answers an empty ``HookOutcome`` (callers skip
+        building its payload)."""
+        return not self._entries
+
     # --- registration --------------------------------------------------------------------------------
     def add(self, hook: HookEntry) -> None:
         with self._lock:

@@ -159,7 +159,7 @@ class Checks:
             ) from None
 
     def pre_tool_use(self, req: Request) -> None:
-        if self.hooks is None:
+        if self.hooks is None or self.hooks.idle:  # no hook: ``run`` would answer an empty outcome
             return
         assert req.spec is not None
         personal = req.spec.policy.data_class is DataClass.PERSONAL

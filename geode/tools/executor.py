@@ -344,7 +344,7 @@ class ToolExecutor:
 
     def _observe(self, event: HookEvent, ctx: ToolContext, call: ToolCall, extra: dict[str, Any]) -> None:
         """Observation hooks (run off-thread by the HookRunner; they never decide)."""
-        if self.hooks is not None:
+        if self.hooks is not None and not self.hooks.idle:
             self.hooks.run(event, {"tool_name": call.name, **extra}, correlation(ctx, call))
 
     # --- pieces --------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ def post_tool_use(
     hooks: HookRunner | None, ctx: ToolContext, spec: ToolSpec, call: ToolCall, result: ToolResult
 ) -> ToolResult:
     """``result`` as the hooks leave it (personal-data arguments and results are not shown to them)."""
-    if hooks is None:
+    if hooks is None or hooks.idle:  # no hook: ``run`` would answer an empty outcome
         return result
     personal = spec.policy.data_class is DataClass.PERSONAL
     payload = {

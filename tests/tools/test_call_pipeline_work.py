@@ -106,7 +106,9 @@ def test_a_call_with_no_hook_configured_matches_none(
     _count(monkeypatch, HookRunner, "run", seen)
     out = rig.call("glob_files", {"pattern": "*"})
     assert not out.is_error, out.content
-    assert seen["run"] == 4  # PreToolUse, the exec start and end observations, PostToolUse
+    # session 6 (EXEC2): not asked at all (was 4: PreToolUse, the exec start and end observations,
+    # PostToolUse, each with its payload and correlation built to match nothing)
+    assert seen["run"] == 0
     assert seen["_snapshot"] == 0  # was 4: the hook list copied under its lock to match nothing
 
 
@@ -199,3 +201,22 @@ def test_the_quick_check_never_accepts_what_the_full_validator_refuses() -> None
         assert compile_quick(outside) is None  # any other keyword: the full validator alone
     with pytest.raises(SchemaDenial, match="invalid input at n"):
         validate_input({"type": "object", "properties": {"n": {"type": "integer"}}}, {"n": 1.5})
+
+
+def test_with_no_hook_a_call_builds_no_hook_payload(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 6 (EXEC2): an executor's HookRunner with no hook (the default) is not asked (was 4 runs a
+    call: PreToolUse, two observations, PostToolUse, each with its payload and correlation built); with a
+    hook it is asked as before."""
+    seen: Counter[str] = Counter()
+    _count(monkeypatch, HookRunner, "run", seen)
+    rig = make_rig(hooks=HookRunner())
+    assert not rig.call("glob_files", {"pattern": "*.txt"}).is_error
+    assert seen["run"] == 0
+    runner = HookRunner()
+    told: list[str] = []
+    runner.register("PostToolUse", lambda event, payload, corr: told.append(payload["tool_name"]) or {})
+    rig = make_rig(hooks=runner)
+    assert not rig.call("glob_files", {"pattern": "*.txt"}).is_error
+    assert told == ["glob_files"] and seen["run"] == 4
