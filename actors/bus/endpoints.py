@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -102,7 +103,10 @@ class Endpoints:
         extra = self.listen.get(name) if not self.single_process else None
         if extra is not None and self.curve is None:
             raise ConfigError(f"[bus] listen: {name!r} needs this host's key pair: run geode keys init")
-        sock.bind(addr)
+        if addr.startswith("inproc://"):
+            bind_inproc(sock, addr)
+        else:
+            sock.bind(addr)
         if extra is not None:  # the ipc listener above keeps NULL security; this one is a CURVE server
             self._curve_server(sock, name, "")
             sock.bind(extra)
@@ -147,3 +151,24 @@ class Endpoints:
         """The socket file behind ``name`` (to remove it at shutdown), or None for inproc/tcp."""
         addr = self.address(name)
         return addr[len("ipc://") :] if addr.startswith("ipc://") else None
+
+
+INPROC_REBIND_S = 2.0  # the longest a bind waits for the name's last socket to be unbound
+
+
+def bind_inproc(sock: zmq.Socket, addr: str) -> None:  # type: ignore[type-arg]
+    """Bind ``sock`` at an ``inproc://`` name, waiting (bounded) for a socket closed there a moment ago:
+    libzmq unbinds a closed socket's inproc name on its reaper thread, after ``close`` returned, so a bus
+    started right after another one at the same name stopped (single-process mode, tests) could see
+    "Address already in use" for a few milliseconds (a clean-clone CI run did; a plain bind right after a
+    close fails about 7 times in 1,000 here). A name still held past ``INPROC_REBIND_S`` is a real clash
+    and raises as before."""
+    deadline = time.monotonic() + INPROC_REBIND_S
+    while True:
+        try:
+            sock.bind(addr)
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EADDRINUSE or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)
