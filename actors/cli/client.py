@@ -16,6 +16,7 @@ from typing import Any
 from actors.cli import wire_data as c
 from actors.cli import wire_data as lanes_msg
 from actors.cli.control_socket import PING_EVERY_S, ControlSocket, EventFn
+from actors.cli.interrupt_latch import LATCH
 from actors.cli.turn_replies import cancel_pending, unknown_to
 from geode.protocol.errors import GeodeError, RequestTimeout
 
@@ -114,7 +115,23 @@ class ControlClient(ControlSocket):
     ) -> dict[str, Any]:
         """Stream the turn's events until its ``turn_done``. Ctrl-C (when ``on_interrupt()`` says so) sends
         ``cli.cancel``; then the turn is followed to its end, or, with ``cancel_wait_s``, at most that long
-        (a second Ctrl-C: not at all) before returning ``user_cancelled`` with ``cancel_pending``."""
+        (a second Ctrl-C: not at all) before returning ``user_cancelled`` with ``cancel_pending``. Ctrl-C is
+        latched while the turn is followed (actors/cli/interrupt_latch.py) and taken at the loop's top, so
+        one that lands anywhere in the loop cancels the turn the same way."""
+        with LATCH.installed():
+            args = (backlog, on_event, on_approval, timeout_s, on_interrupt, cancel_wait_s)
+            return self._follow(turn_id, *args)
+
+    def _follow(
+        self,
+        turn_id: str,
+        backlog: list[dict[str, Any]] | None,
+        on_event: EventFn | None,
+        on_approval: ApprovalFn | None,
+        timeout_s: float,
+        on_interrupt: Callable[[], bool] | None,
+        cancel_wait_s: float | None,
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         give_up_at: float | None = None  # after a Ctrl-C: stop waiting for the cancelled turn's end here
         last_heard = last_event = time.monotonic()
@@ -139,6 +156,8 @@ class ControlClient(ControlSocket):
             return False
 
         while time.monotonic() < deadline:
+            if LATCH.take() and interrupted():  # a Ctrl-C latched since the last pass
+                return cancel_pending(turn_id)
             pending, self.inbox = [*pending, *self.inbox], []
             while pending:
                 ev = pending.pop(0)
@@ -220,7 +239,8 @@ class ControlClient(ControlSocket):
             on_event(ev)
         if ev.get("kind") == lanes_msg.APPROVAL_REQUEST:
             data = ev.get("data") or {}
-            answer = on_approval(data) if on_approval is not None else NO_ONE
+            with LATCH.raising():  # a person is asked: Ctrl-C there cancels the turn at once
+                answer = on_approval(data) if on_approval is not None else NO_ONE
             decision, _, note = answer.partition(":")  # "n: <reason>" carries the reason to the model
             reply = {"approval_id": data.get("approval_id", ""), "decision": decision.strip() or "n"}
             if answer == NO_ONE:  # nobody was asked: said as such, never as a person's "n"
