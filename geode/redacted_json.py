@@ -3,9 +3,10 @@ nothing (issue 34: the store's timeline rows).
 
 :func:`redacted_json` returns exactly ``canonical_plain_json(redact(obj, ...))``. Most payloads hold nothing
 redaction would change: JSON types only, no container over ``max_items`` or deeper than ``max_depth``, no
-string over ``max_str``, no key over 256 characters or naming a secret, no text a secret shape could match.
-For those the text is the canonical JSON of the value itself, and the secret shapes are screened once over
-that whole text instead of once per string: every shape match in a string would leave in the text what the
+string over ``max_str``, no key over 256 characters, no text a secret shape could match; a key naming a
+secret only has its value masked, as the walk masks it. For those the text is the canonical JSON of the
+value itself (with those values masked, in a copy), and the secret shapes are screened once over that
+whole text instead of once per string: every shape match in a string would leave in the text what the
 screen looks for (a needed substring, a gate's run of ASCII characters; none of them is a character JSON
 escapes, and a non-ASCII string leaves a non-ASCII text, which the screen passes).
 
@@ -27,6 +28,7 @@ from typing import Any
 from geode.redaction import (
     _LOG_SCREEN,
     _LOG_SHAPES,
+    MASK,
     _secret_key,
     canonical_plain_json,
     canonical_strict_json,
@@ -47,11 +49,13 @@ def redacted_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) -> 
 
 
 def unchanged_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) -> str | None:
-    """The canonical JSON of ``obj`` when redaction would return it unchanged; ``None`` when it might not."""
+    """The canonical JSON of ``obj`` redacted, when redaction would change nothing but the values of keys
+    naming a secret (replaced by the mask, as the walk replaces them); ``None`` when it might change more."""
     try:
-        if not _plain(obj, 0, max_str, max_items, max_depth):
+        value = _masked(obj, 0, max_str, max_items, max_depth)
+        if value is _NOT:
             return None
-        text = _ENCODE(obj)
+        text = _ENCODE(value)
     except (TypeError, ValueError, RecursionError):
         return None
     if not _LOG_SCREEN.maybe(text):
@@ -59,7 +63,7 @@ def unchanged_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) ->
     searched = text
     if "\\" in text:  # a string had a character JSON escapes: its text is not the string's
         strings: list[str] = []
-        _strings(obj, strings)
+        _strings(value, strings)
         searched = "\x00".join(strings)
     for shape in _LOG_SHAPES:
         if shape.possible(searched) and shape.pattern.search(searched) is not None:
@@ -68,7 +72,7 @@ def unchanged_json(obj: Any, *, max_str: int, max_items: int, max_depth: int) ->
 
 
 def _strings(obj: Any, out: list[str]) -> None:
-    """The string values of a value ``_plain`` accepted (what redaction screens), in any order."""
+    """The string values of a value ``_masked`` gave (what redaction screens, and masks), in any order."""
     if type(obj) is str:
         out.append(obj)
     elif type(obj) is dict:
@@ -79,26 +83,67 @@ def _strings(obj: Any, out: list[str]) -> None:
             _strings(v, out)
 
 
-def _plain(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) -> bool:
-    """True when ``redact`` leaves ``obj`` as it is, its strings aside (screened in the text by the caller):
-    exact JSON types, within the bounds, no secret-named key."""
+_NOT: Any = object()  # _masked's "redact may change more than a secret-named key's value"
+
+
+def _masked(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) -> Any:
+    """``obj`` itself when ``redact`` leaves it as it is, its strings aside (screened in the text by the
+    caller): exact JSON types, within the bounds. A key naming a secret (as ``redact`` tells it) whose value
+    is not empty has its value replaced by the mask, as ``redact`` replaces it, in a copy of its map (and of
+    the maps and lists holding it; the rest shared); an empty one (None, "", [], {}) is kept as ``redact``
+    keeps it. ``_NOT`` for anything else (a tuple, bytes, a model, a bound crossed, a long or non-str key):
+    the walk decides (issue 34: a glob's ``skipped_credential_files`` count sent every such row to it)."""
     kind = type(obj)
     if kind is str:
-        return len(obj) <= max_str
+        return obj if len(obj) <= max_str else _NOT
     if kind is int or kind is bool or kind is float or obj is None:
-        return True  # a float that is not finite: the encoder refuses it
+        return obj  # a float that is not finite: the encoder refuses it
     if kind is not dict and kind is not list:
-        return False  # a tuple, bytes, a model...: redact converts it
+        return _NOT  # a tuple, bytes, a model...: redact converts it
     if depth >= max_depth or len(obj) > max_items:  # a container too deep is replaced, a long one cut
-        return False
+        return _NOT
+    out: Any = None
     if kind is list:
-        return all(_plain(v, depth + 1, max_str, max_items, max_depth) for v in obj)
+        for i, v in enumerate(obj):
+            if type(v) is str:
+                if len(v) > max_str:
+                    return _NOT
+                continue
+            m = _masked(v, depth + 1, max_str, max_items, max_depth)
+            if m is not v:
+                if m is _NOT:
+                    return _NOT
+                if out is None:
+                    out = list(obj)
+                out[i] = m
+        return obj if out is None else out
     for k, v in obj.items():
-        if type(k) is not str or len(k) > MAX_KEY or _secret_key(k):
-            return False
-        if type(v) is str:
-            if len(v) > max_str:
-                return False
-        elif not _plain(v, depth + 1, max_str, max_items, max_depth):
-            return False
-    return True
+        if type(k) is not str or len(k) > MAX_KEY:
+            return _NOT
+        vkind = type(v)
+        if vkind is str and len(v) <= max_str and (not v or not _secret_key(k)):
+            continue  # kept: a string within bounds under a key naming no secret, "" under any key
+        if (
+            _secret_key(k)
+            and v is not None
+            and not ((vkind is str or vkind is list or vkind is dict) and not v)
+        ):
+            if vkind not in _JSON_TYPES:
+                return _NOT  # redact masks it too, but whether it counts as empty is its == to decide
+            if out is None:
+                out = dict(obj)
+            out[k] = MASK  # what redact puts there, whatever the value (a count, a long string, a map)
+            continue
+        if vkind is str:
+            return _NOT  # over max_str under a key naming no secret: redact cuts it
+        m = _masked(v, depth + 1, max_str, max_items, max_depth)
+        if m is not v:
+            if m is _NOT:
+                return _NOT
+            if out is None:
+                out = dict(obj)
+            out[k] = m
+    return obj if out is None else out
+
+
+_JSON_TYPES = (str, int, bool, float, dict, list)

@@ -190,3 +190,35 @@ SEPARATED = st.lists(
 def test_a_searched_text_gives_what_the_walk_gives(obj: Any) -> None:
     bounds = {"max_str": 16384, "max_items": 256, "max_depth": 12}
     assert redacted_json(obj, **bounds) == _walked(obj, **bounds)
+
+
+def test_a_key_naming_a_secret_is_masked_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """glob_files' completed row holds ``skipped_credential_files`` (a count): its value is masked as the walk
+    masks it, the rest of the row taken as it is (every glob row took the walk before, ~2x the cost)."""
+    walks: list[Any] = []
+    real = redaction.redact
+
+    def counted(obj: Any, **bounds: int) -> Any:
+        walks.append(obj)
+        return real(obj, **bounds)
+
+    monkeypatch.setattr("geode.redacted_json.redact", counted)
+    bounds = {"max_str": 16, "max_items": 8, "max_depth": 3}
+    summary = {"files": ["/ws/a.txt"], "skipped_credential_files": 0, "truncated": False}
+    kept = {"tool_name": "glob_files", "summary": summary, "arguments": {"pattern": "a.txt"}}
+    for payload in (
+        kept,
+        {"api_key": "x" * 40, "token": {"deep": {"er": {"than": "bounds"}}}, "password": [1, "two"]},
+        {"secret": math.nan, "Authorization": True, "tokens": [1], "max_tokens": 5, "passwd": 0.5},
+        {"token": None, "api_key": "", "secret": [], "password": {}, "a": [{"token": 1}, "b"]},
+    ):
+        before = repr(payload)
+        assert redacted_json(payload, **bounds) == _walked(payload, **bounds), payload
+        assert repr(payload) == before  # the payload itself is left as it was
+    assert walks == []
+    assert '"skipped_credential_files":"[REDACTED]"' in redacted_json(kept, **bounds)
+
+    # what the walk must still decide: a value it converts, an empty map too deep, a long key
+    for payload in ({"token": (1,)}, {"a": {"b": {"token": {}}}}, {"token" + "k" * 300: 1}):
+        assert redacted_json(payload, **bounds) == _walked(payload, **bounds), payload
+    assert len(walks) == 3
