@@ -12,9 +12,9 @@ bundle loaded into OpenSSL, ~1.3 MiB more per worker) is built here too and kept
 with it (``geode/providers/sdk_tls.py``).
 
 Then one streamed Messages request is rehearsed through the adapter a loop worker builds (``build_provider``
-on a placeholder config: the adapter, its encoded body, the SDK's request, httpx2 and httpcore2's HTTP/1.1
-connection, the SSE decoding and the stream's fold), answered in memory by httpcore2's ``MockBackend``: no
-socket, no thread. The first request's lazy state (caches, schemas, the connection machinery's first use) is
+on a placeholder config: the adapter, its encoded body, the SDK's request, httpx2 and geode's HTTP/1.1
+transport, the SSE decoding and the stream's fold), answered in memory over a socket pair: no network, no
+thread. The first request's lazy state (caches, schemas, the connection machinery's first use) is
 then the zygote's too: a loop worker's first turn copied ~8.5 MiB of the zygote's pages in a fork, ~7.1 with
 the rehearsal (``rehearse_request``).
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import sys
 import threading
 import time
@@ -97,8 +98,6 @@ def rehearse_request(modules: list[str] | tuple[str, ...]) -> bool:
         return False
     t0 = time.monotonic()
     try:
-        import httpcore2
-
         from geode.config_schema import GeodeConfig
         from geode.conversation import Message
         from geode.providers.catalogue import DEFAULT_MODEL, model_info
@@ -114,11 +113,22 @@ def rehearse_request(modules: list[str] | tuple[str, ...]) -> bool:
         env = {"ANTHROPIC_API_KEY": str(PLACEHOLDER["api_key"])}
         provider: Any = build_provider(model, env=env, config=config, dotenv={})
         client = provider.client
-        try:  # the connection pool's network: the canned answer instead of a socket
-            client._client._transport._pool._network_backend = httpcore2.MockBackend([_response()])
+        peers: list[socket.socket] = []
+
+        def canned(*_: object) -> socket.socket:  # a socket pair's end the answer is already written to
+            mine, peer = socket.socketpair()
+            peers.append(peer)
+            peer.sendall(_response())
+            peer.shutdown(socket.SHUT_WR)  # (kept open until the end: the request is written into it)
+            return mine
+
+        try:  # the transport's connection (geode/providers/http11_transport.py): the canned answer
+            client._client._transport.opener = canned
             answer = provider.complete(ModelRequest(model=model, messages=(Message.user_text("ping"),)))
         finally:
             client.close()
+            for peer in peers:
+                peer.close()
         if answer.text != "pong":
             raise RuntimeError(f"unexpected answer {answer.text!r}")
     except Exception as exc:

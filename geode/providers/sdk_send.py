@@ -105,6 +105,8 @@ def _chunks_class() -> type:
     import httpx2
 
     class Chunks(httpx2.SyncByteStream):
+        replayable = True  # (geode.providers.http11_transport may send it again on a new connection)
+
         def __init__(self, chunks: list[bytes]) -> None:
             self._chunks = chunks
 
@@ -198,7 +200,9 @@ def _body_bytes(response: Any, client: Any) -> Iterator[bytes]:
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("", "identity") and not (response.is_stream_consumed or response.is_closed):
         response.is_stream_consumed = True
-        chunks = iter(response.stream)
+        stream = response.stream  # httpx's BoundSyncStream (timing its close) around the transport's stream:
+        inner = getattr(stream, "_stream", None) if type(stream).__name__ == "BoundSyncStream" else None
+        chunks = iter(stream if inner is None else inner)  # (read from the inner one: a generator fewer)
     else:
         chunks = response.iter_bytes()
     while True:

@@ -8,8 +8,10 @@ held its own copy. :func:`shared_context` builds the context exactly as the SDK'
 ``SSL_CERT_DIR`` overrides) once per process, the zygote builds it before it forks the loop workers
 (``actors/tree/sdk_warmup.py``), and :func:`http_client` gives the SDK its own default HTTP client (its
 connection limits, redirects, keep-alive socket options, proxies from the environment, closed when dropped)
-verifying with it. A context is only read by the connections made with it, so clients and threads share it;
-a changed ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` / ``SSLKEYLOGFILE`` builds a new one.
+verifying with it, its default (unproxied) transport our own HTTP/1.1 one
+(``geode/providers/http11_transport.py``). A context is only read by the connections made with it, so
+clients and threads share it; a changed ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` / ``SSLKEYLOGFILE`` builds a
+new one.
 """
 
 from __future__ import annotations
@@ -44,5 +46,10 @@ def http_client(sdk: Any, base_url: str | None, timeout: Any) -> Any:
     and ``timeout``, verifying with :func:`shared_context` instead of a context of its own."""
     from importlib import import_module
 
+    from geode.providers import http11_transport
+
     wrapper = import_module(f"{sdk.__name__}._base_client").SyncHttpxClientWrapper
-    return wrapper(base_url=base_url or "", timeout=timeout, verify=shared_context())
+    context = shared_context()
+    client = wrapper(base_url=base_url or "", timeout=timeout, verify=context)
+    http11_transport.install(client, context)  # our HTTP/1.1 transport for the URLs no proxy takes
+    return client

@@ -25,8 +25,8 @@ WIRE = "anthropic-messages"
 
 
 def _context(client: Any) -> ssl.SSLContext:
-    """The context the client's connection pool opens its TLS connections with (httpcore2's pool)."""
-    ctx = client._client._transport._pool._ssl_context
+    """The context the client's transport opens its TLS connections with (geode's HTTP/1.1 transport)."""
+    ctx = client._client._transport.ssl_context
     assert isinstance(ctx, ssl.SSLContext)
     return ctx
 
