@@ -54,26 +54,12 @@ def serve(
 def _enter_worker_role(connect: str, server_key: str, children: str, roots: str, host: str) -> None:
     """Check the worker role's options (one line and exit 78 when wrong) and put them in this process's
     environment: ``serve --foreground`` (here or the daemon started from here) reads them from there."""
-    import os
+    from actors.cli.serve_fast import worker_role_error
 
-    from actors.bus.host_keys import read_peer_key
-    from actors.tree.worker_role import WorkerRole, default_host
-    from geode.protocol.errors import ConfigError
-
-    try:
-        if not connect or not server_key:
-            raise ConfigError("--role worker needs --connect tcp://MAIN:PORT and --server-key")
-        worker = WorkerRole.parse(
-            host=host or default_host(),
-            connect=connect,
-            server_key=read_peer_key(server_key),
-            children=tuple(x.strip() for x in children.split(",") if x.strip()),
-            roots=tuple(x.strip() for x in roots.split(",") if x.strip()),
-        )
-    except ConfigError as exc:
-        typer.echo(f"geode serve: {exc.message or exc}", err=True)
-        raise typer.Exit(78) from exc
-    os.environ.update(worker.env())
+    error = worker_role_error(connect, server_key, children, roots, host)
+    if error is not None:
+        typer.echo(error, err=True)
+        raise typer.Exit(78)
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable object")) -> None:

@@ -95,7 +95,7 @@ def test_serve_refused_while_the_home_is_held_as_the_typer_command_refuses(
     assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
 
 
-def test_unusual_serve_arguments_go_the_typer_way(tmp_path: Path) -> None:
+    """``--help``, an unknown option and an unknown role are typer's: help, usage error."""
     """``--help``, an unknown option and the worker role's options are typer's: help, usage error, checks."""
     home = tmp_path / "home"
     helped = _run(_GEODE, ("serve", "--help"), home)
@@ -104,3 +104,81 @@ def test_unusual_serve_arguments_go_the_typer_way(tmp_path: Path) -> None:
     assert bogus.returncode == 2 and "No such option" in bogus.stderr
     role = _run(_GEODE, ("serve", "--role", "boss"), home)
     assert role.returncode == 2 and "--role is main or worker" in role.stderr
+
+
+def _worker_argv(tmp_path: Path, *more: str) -> tuple[str, ...]:
+    import zmq
+
+    public, _ = zmq.curve_keypair()
+    return (
+        "serve",
+        "--role",
+        "worker",
+        "--connect=tcp://127.0.0.1:9",
+        "--server-key",
+        public.decode(),
+        *more,
+    )
+
+
+def test_a_worker_host_spawns_its_daemon_without_typer_with_its_role_in_the_environment(
+    tmp_path: Path,
+) -> None:
+    """`geode serve --role worker …` (a worker host) goes the plain way too: no typer, click, rich or command
+    module before the daemon is spawned, and the role reaches the daemon through the environment as before."""
+    argv = _worker_argv(tmp_path, "--children", "loop,executor", "--roots", str(tmp_path), "--host", "w-1")
+    env = '{k: v for k, v in os.environ.items() if k.startswith("GEODE_")}'
+    code = _AT_SPAWN.replace(
+        '"modules": sorted(sys.modules)', f'"modules": sorted(sys.modules), "env": {env}'
+    )
+    out = _run(code, argv, tmp_path / "home")
+    last = (out.stderr.strip().splitlines() or [""])[-1]
+    assert last.startswith("{"), f"the worker host never spawned its daemon:\n{out.stderr}"
+    seen = json.loads(last)
+    heavy = (
+        "typer",
+        "click",
+        "rich",
+        "actors.cli.serve_cmds",
+        "actors.cli.chat_cmds",
+        "actors.cli.records_cmds",
+    )
+    assert [m for m in seen["modules"] if m.startswith(heavy)] == []
+    role = {k.removeprefix("GEODE_"): v for k, v in seen["env"].items() if k != "GEODE_HOME"}
+    assert "worker" in role.values() and "w-1" in role.values() and "loop,executor" in role.values(), role
+    assert "tcp://127.0.0.1:9" in role.values() and str(tmp_path) in role.values(), role
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("serve", "--role", "worker", "--connect", "tcp://127.0.0.1:9"),  # no --server-key
+        ("serve", "--role=worker", "--connect", "tcp://127.0.0.1:9", "--server-key", "not-a-key"),
+        ("serve", "--role", "worker", "--server-key", "@/nonexistent/host.pub", "--connect", "tcp://h:1"),
+    ],
+)
+def test_a_worker_hosts_bad_options_are_refused_as_the_typer_command_refuses(
+    argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    fast = _run(_GEODE, argv, tmp_path / "home")
+    full = _run(_GEODE, argv, tmp_path / "home", GEODE_CLI_HOT="0")
+    assert fast.returncode == full.returncode == 78, fast.stderr + full.stderr
+    assert fast.stderr.startswith("geode serve: ") and (fast.stdout, fast.stderr) == (
+        full.stdout,
+        full.stderr,
+    )
+
+
+def test_worker_options_without_the_worker_role_or_with_a_dash_value_go_the_typer_way(tmp_path: Path) -> None:
+    from actors.cli.serve_fast import plain_serve_args
+
+    assert plain_serve_args(["--connect", "tcp://h:1"]) is None  # typer: "need --role worker", exit 2
+    assert plain_serve_args(["--role", "worker", "--host", "-x"]) is None  # click may read it otherwise
+    assert plain_serve_args(["--role", "worker", "--role", "worker"]) is None
+    assert plain_serve_args(["--role"]) is None
+    assert plain_serve_args(["--foreground=1"]) is None
+    got = plain_serve_args(["--foreground", "--role=worker", "--connect", "tcp://h:1"])
+    assert got is not None and got[:2] == (True, False) and got[2]["--connect"] == "tcp://h:1"
+    assert got[2]["--children"] == "loop"  # typer's default
+    needs = _run(_GEODE, ("serve", "--connect", "tcp://h:1"), tmp_path / "home")
+    assert needs.returncode == 2 and "need --role worker" in needs.stderr
