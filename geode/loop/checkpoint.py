@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from geode.conversation import Message
 from geode.loop.state import CognitiveState, GuardCounters, TurnState
 from geode.protocol.errors import ErrorCode
@@ -64,12 +66,16 @@ KEPT_MESSAGES = 10_000  # and at most this many messages in all (the most recent
 @dataclass(frozen=True)
 class Kept:
     """What the store holds of a session after this process's last save of it: its messages, and when that
-    save had no pending batch the whole state record as the store wrote it (``record``)."""
+    save had no pending batch the whole state record as the store wrote it (``fields``: its fields; the
+    model is made by :meth:`record` only when a turn opens from it, not at every save)."""
 
     created_at: float
     seq: int
     messages: tuple[Message, ...]
-    record: CheckpointState | None = None
+    fields: dict[str, Any] | None = None
+
+    def record(self) -> CheckpointState | None:
+        return None if self.fields is None else CheckpointState.model_construct(**self.fields)
 
 
 _kept: OrderedDict[str, Kept] = OrderedDict()
@@ -129,11 +135,12 @@ class Checkpointer:
         (its last save here had no pending batch, and was not of ``turn_id``: a turn pushed again is
         answered from the store); None otherwise (then :meth:`restore`)."""
         kept = _kept_history(self.session_id) if self.trust_kept else None
-        if kept is None or kept.record is None or turn_id in (kept.record.meta.get(k) for k in TURN_KEYS):
+        record = kept.record() if kept is not None else None
+        if kept is None or record is None or turn_id in (record.meta.get(k) for k in TURN_KEYS):
             return None
-        self._restored(kept.record, kept.messages)
+        self._restored(record, kept.messages)
         self._unfenced = True
-        return Restored.model_construct(state=kept.record, messages=[])
+        return Restored.model_construct(state=record, messages=[])
 
     def restore(self) -> Restored | None:
         """Load the session's checkpoint and remember where the store stands; :meth:`history` gives its
@@ -187,11 +194,11 @@ class Checkpointer:
             session_id=self.session_id,
             seq=self.seq + 1,
             base_count=self.stored_count,
-            new_messages=[m.model_dump(mode="json") for m in new],
+            new_messages=[_json(m) for m in new],
             status=status,
             reopen=self.status in (SessionStatus.COMPLETED, SessionStatus.ERROR),
-            cognitive_state=state.cognitive.model_dump(mode="json"),
-            guard_counters={**state.guards.model_dump(mode="json"), "elapsed_s": state.elapsed()},
+            cognitive_state=_json(state.cognitive),
+            guard_counters={**_json(state.guards), "elapsed_s": state.elapsed()},
             pending_batch=pending,
             meta={**state.meta, **(meta or {}), **(self.meta_hook() if self.meta_hook else {})},
             session_created_at=self.created_at,
@@ -241,26 +248,32 @@ class Checkpointer:
         """Remember the store's copy after ``save``: the messages, and the state record as the store built it
         (its meta merged into the stored one) when the save had no pending batch and was not a repeat."""
         assert self.created_at is not None
-        record = None
+        fields = None
         if self._meta is not None and not noop:
             self._meta = {**self._meta, **save.meta}
             if save.pending_batch is None:
-                record = CheckpointState.model_construct(
-                    session_id=self.session_id,
-                    seq=save.seq,
-                    message_count=self.stored_count,
-                    status=save.status,
-                    cognitive_state=save.cognitive_state,
-                    guard_counters=save.guard_counters,
-                    pending_batch=None,
-                    model_settings=save.model_settings,
-                    meta=self._meta,
-                    created_at=self.created_at,
-                    updated_at=time.time(),
-                )
+                fields = {
+                    "session_id": self.session_id,
+                    "seq": save.seq,
+                    "message_count": self.stored_count,
+                    "status": save.status,
+                    "cognitive_state": save.cognitive_state,
+                    "guard_counters": save.guard_counters,
+                    "pending_batch": None,
+                    "model_settings": save.model_settings,
+                    "meta": self._meta,
+                    "created_at": self.created_at,
+                    "updated_at": time.time(),
+                }
         else:
             self._meta = None  # a repeat: the stored meta is not known exactly
-        _keep(self.session_id, Kept(self.created_at, self.seq, messages, record))
+        _keep(self.session_id, Kept(self.created_at, self.seq, messages, fields))
+
+
+def _json(model: BaseModel) -> dict[str, Any]:
+    """``model.model_dump(mode="json")`` by the model's serializer itself (no ``model_dump`` wrapper)."""
+    out: dict[str, Any] = model.__pydantic_serializer__.to_python(model, mode="json")
+    return out
 
 
 def messages_of(restored: Restored) -> list[Message]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from operator import is_
 from typing import Any
+
+from pydantic_core import to_json
 
 from geode.conversation import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.providers.adapter_base import (
@@ -90,7 +91,9 @@ _TOOL_JSON: IdentityMemo[bytes] = IdentityMemo()  # tool schema -> its encoded p
 
 
 def dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False).encode()
+    """``value`` as compact UTF-8 JSON, by pydantic's encoder (a long tool result's text ~3x cheaper than
+    ``json.dumps``; the same values, no space after ``,`` and ``:``)."""
+    return to_json(value)
 
 
 def message_json(message: Message) -> bytes:

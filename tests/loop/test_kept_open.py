@@ -61,12 +61,13 @@ def test_the_kept_copy_is_the_store_s_own_record_and_messages(fake_rig: Rig) -> 
         if i == 1:  # the first turn learns the session's creation time only from the store
             continue
         stored = fake_rig.records.load_checkpoint("kept-s4")
-        assert kept is not None and kept.record is not None and stored is not None
+        record = kept.record() if kept is not None else None
+        assert kept is not None and record is not None and stored is not None
         assert kept.seq == stored.state.seq
         assert [x.model_dump(mode="json") for x in kept.messages] == [
             Message.model_validate(x).model_dump(mode="json") for x in stored.messages
         ]
-        mine = kept.record.model_dump(mode="json", exclude={"updated_at"})
+        mine = record.model_dump(mode="json", exclude={"updated_at"})
         assert mine == stored.state.model_dump(mode="json", exclude={"updated_at"})
 
 
@@ -123,3 +124,26 @@ def test_a_session_recreated_since_refuses_the_open_save_by_its_creation_time(fa
     texts = [Message.model_validate(x).text for x in rig.records.load_checkpoint("kept-s3").messages]
     assert texts == [*(f"new session {i}" for i in range(6)), "third", "three"]
     assert [x.text for x in model.requests[-1].messages][:1] == ["new session 0"]
+
+
+def test_a_save_builds_no_state_record_only_the_turn_that_opens_from_it(
+    fake_rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept copy holds the state record's fields; the model is made when a turn opens from it (once a
+    turn), not at every save (before: one ``CheckpointState.model_construct`` a save, ~7 us)."""
+    from geode.records.models import CheckpointState
+
+    loop = fake_rig.loop(fake_rig.script("one", "two", "three", "four"), settings=SEQ)
+    loop.run_turn("kept-s5", "turn-1", "first")
+    loop.run_turn("kept-s5", "turn-2", "second")  # learns the session's creation time
+    made: list[int] = []
+    construct = CheckpointState.model_construct
+
+    def counting(*a: Any, **k: Any) -> Any:
+        made.append(1)
+        return construct(*a, **k)
+
+    monkeypatch.setattr(CheckpointState, "model_construct", counting)
+    assert loop.run_turn("kept-s5", "turn-3", "third").text == "three"
+    assert loop.run_turn("kept-s5", "turn-4", "fourth").text == "four"
+    assert len(made) == 2  # one a turn (its open); before: one a save (open, final): 4
