@@ -95,8 +95,8 @@ def test_serve_refused_while_the_home_is_held_as_the_typer_command_refuses(
     assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
 
 
+def test_unusual_serve_arguments_go_the_typer_way(tmp_path: Path) -> None:
     """``--help``, an unknown option and an unknown role are typer's: help, usage error."""
-    """``--help``, an unknown option and the worker role's options are typer's: help, usage error, checks."""
     home = tmp_path / "home"
     helped = _run(_GEODE, ("serve", "--help"), home)
     assert helped.returncode == 0 and "--single-process" in helped.stdout and "--role" in helped.stdout
