@@ -52,7 +52,7 @@ def _dump_and_fingerprint(save: CheckpointSave, wire: bool) -> tuple[dict[str, A
     and anything else takes the full dump, as before. The same dict, the same digest (issue 34: the dump of a
     save's messages and state was ~15 % of a save's own CPU)."""
     if wire and not save.timeline:
-        dumped = save.model_dump(mode="json", exclude=_FREE_SET)
+        dumped = _fixed_fields(save)
         for name in _FREE:
             dumped[name] = getattr(save, name)
         try:
@@ -63,6 +63,41 @@ def _dump_and_fingerprint(save: CheckpointSave, wire: bool) -> tuple[dict[str, A
             return dumped, hashlib.sha256(text.encode("utf-8")).hexdigest()
     dumped = save.model_dump(mode="json")
     return dumped, plain_fingerprint(dumped)  # the digest fingerprint() gives it, without its walk
+
+
+_SAVE_FIELDS = tuple(CheckpointSave.model_fields)
+_PLAIN_TYPES: dict[type, bool] = {}  # a save class dumped by its fields as CheckpointSave is (or not)
+
+
+def _fixed_fields(save: CheckpointSave) -> dict[str, Any]:
+    """``save.model_dump(mode="json", exclude=_FREE_SET)`` of a save without timeline rows: its other fields
+    (ids, counts, status, flags, the pending batch) read from the model, not walked by the serializer (a
+    subclass with other fields or a serializer of its own is dumped by pydantic)."""
+    cls = type(save)
+    plain = _PLAIN_TYPES.get(cls)
+    if plain is None:
+        deco = cls.__pydantic_decorators__
+        plain = _PLAIN_TYPES.setdefault(
+            cls,
+            tuple(cls.model_fields) == _SAVE_FIELDS
+            and not deco.field_serializers
+            and not deco.model_serializers
+            and not cls.model_config.get("extra"),
+        )
+    if not plain:
+        return save.model_dump(mode="json", exclude=_FREE_SET)
+    d = save.__dict__
+    pending = d["pending_batch"]
+    return {
+        "session_id": d["session_id"],
+        "seq": d["seq"],
+        "base_count": d["base_count"],
+        "status": d["status"].value,
+        "reopen": d["reopen"],
+        "pending_batch": None if pending is None else pending.model_dump(mode="json"),
+        "session_created_at": d["session_created_at"],
+        "timeline": [],
+    }
 
 
 class StateMemo:

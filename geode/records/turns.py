@@ -45,16 +45,23 @@ class TurnStore:
         return self.writer.submit(lambda txn: self._put_reply(txn, turn))
 
     def _put_reply(self, txn: Txn, turn: TurnRecord) -> dict[str, Any]:
-        new, dumped = self._write(txn, turn)
+        done, dumped = self._write(txn, turn, model=False)
         if dumped is None:  # a done record, validated: dumped as the bus would
-            dumped = new.model_dump(mode="json")
+            assert done is not None
+            dumped = done.model_dump(mode="json")
         return {"turn": {k: v for k, v in dumped.items() if v is not None}}
 
     def _put(self, txn: Txn, turn: TurnRecord) -> TurnRecord:
-        return self._write(txn, turn)[0]
+        new, _ = self._write(txn, turn)
+        assert new is not None
+        return new
 
-    def _write(self, txn: Txn, turn: TurnRecord) -> tuple[TurnRecord, dict[str, Any] | None]:
-        """The stored record and its dump (``None`` when the turn was done already: nothing written)."""
+    def _write(
+        self, txn: Txn, turn: TurnRecord, *, model: bool = True
+    ) -> tuple[TurnRecord | None, dict[str, Any] | None]:
+        """The stored record (``None`` when it was written and ``model`` is False: no copy of ``turn`` made
+        only to be dumped) and its dump (``None`` when the turn was done already: nothing written, the
+        record returned)."""
         db, idx = self.renv.db("turns"), self.renv.db("turn_state")
         raw = txn.get(key(turn.turn_id), db=db)
         # the stored record is this method's own dump: its state and created_at are read, not validated
@@ -65,13 +72,18 @@ class TurnStore:
             return TurnRecord.model_validate(old), None
         now = time.time()
         created = float(old.get("created_at", 0.0)) if old is not None else (turn.created_at or now)
-        new = turn.model_copy(update={"created_at": created, "updated_at": now})
+        state = turn.state.value
         if old is not None:
             txn.delete(key(old_state, turn.turn_id), db=idx)
-        txn.put(key(new.state.value, new.turn_id), b"", db=idx)
-        txn.put(key(new.session_id, new.turn_id), b"", db=self.renv.db("turn_session"))
-        dumped = new.model_dump(mode="json")
-        txn.put(key(new.turn_id), pack(dumped), db=db)
+        txn.put(key(state, turn.turn_id), b"", db=idx)
+        txn.put(key(turn.session_id, turn.turn_id), b"", db=self.renv.db("turn_session"))
+        # what turn.model_copy(update=...).model_dump(mode="json") gives: both times are floats, dumped as
+        # they are
+        dumped = turn.model_dump(mode="json")
+        dumped["created_at"] = created
+        dumped["updated_at"] = now
+        txn.put(key(turn.turn_id), pack(dumped), db=db)
+        new = turn.model_copy(update={"created_at": created, "updated_at": now}) if model else None
         return new, dumped
 
     def get(self, turn_id: str) -> TurnRecord | None:

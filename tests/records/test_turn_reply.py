@@ -46,3 +46,33 @@ def test_a_turn_put_replies_from_its_stored_dump(tmp_path: Path, monkeypatch: py
         assert again.state == TurnState.DONE and again.outcome == {"text": "ok", "error": None}
     finally:
         store.close()
+
+
+def test_a_handler_put_copies_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record is dumped from the received turn with its two times set (what a copy of it updated with
+    them dumps to), no ``model_copy`` made only to be dumped (issue 34, session 7); the in-process put still
+    returns the stored record as a model."""
+    copies: list[int] = []
+    real = TurnRecord.model_copy
+
+    def counted(self: TurnRecord, *args: object, **kwargs: object) -> TurnRecord:
+        copies.append(1)
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    store = local_store(GeodeHome(tmp_path / "home").ensure())
+    try:
+        queued = TurnRecord(turn_id="t1", session_id="s1", input={"text": "hi"}, created_at=5.0)
+        monkeypatch.setattr(TurnRecord, "model_copy", counted)
+        first = store.client.put_turn(queued)
+        running = TurnRecord.model_validate(
+            {**first.model_dump(), "state": "running", "worker": "loop-1", "incarnation": 2}
+        )
+        second = store.client.put_turn(running)
+        assert copies == []  # 2 before (one a put)
+        stored = store.engine.get_turn("t1")
+        assert stored is not None and second == stored and first.created_at == second.created_at == 5.0
+        assert stored.updated_at >= first.updated_at > 0 and stored.state == TurnState.RUNNING
+        direct = store.engine.turns.put(stored.model_copy(update={"state": TurnState.DONE}))
+        assert direct == store.engine.get_turn("t1") and direct.created_at == 5.0
+    finally:
+        store.close()
