@@ -2,9 +2,10 @@
 
 The SDK's default transport goes through ``httpcore``'s pool and ``h11``'s event machine: ~800 Python calls
 a model request, about a third of the loop worker's CPU per tool round. :class:`Http11Transport` does the
-same HTTP/1.1 exchange with :mod:`geode.providers.http11_wire` (the request written in one ``sendall`` and
-its body after, the response head parsed with bytes operations, the body streamed by its length, its chunks
-or the connection's end) over a small keep-alive pool per origin, and keeps what the pool promised:
+same HTTP/1.1 exchange with :mod:`geode.providers.http11_wire` (the request head written in one
+``sendall`` with the body's small chunks, a large one after it, the response head parsed with bytes
+operations, the body streamed by its length, its chunks or the connection's end) over a small keep-alive
+pool per origin, and keeps what the pool promised:
 
 - an idle connection is reused (newest first) until the pool's keep-alive expiry; one the server closed (or
   wrote to) while it was at rest is dropped before reuse (readable at rest = closed, as ``httpcore`` does),

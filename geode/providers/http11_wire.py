@@ -2,8 +2,9 @@
 parsed and its body streamed, with bytes operations on the socket (no ``h11`` event machine, no
 ``httpcore`` layers: issue 34, about a third of the loop's CPU per model request went there).
 
-A connection carries one request at a time. The request line and headers go out in one ``sendall``, the
-body's chunks after it as they are (chunked transfer encoding only when the request says so). The response
+A connection carries one request at a time. The request line and headers go out in one ``sendall`` with
+the body's small chunks joined to them (under 64 KiB), a large chunk written as it is (chunked transfer
+encoding only when the request says so). The response
 head is read up to its blank line (informational ``1xx`` heads skipped); the body is framed by
 ``Transfer-Encoding: chunked``, else ``Content-Length``, else the connection's end, and yielded as it
 arrives. Failures are ``httpx2``'s exceptions, as ``httpcore`` maps them: a timeout on a read
@@ -22,6 +23,7 @@ import httpx2
 
 _MAX_HEAD = 100 * 1024  # h11's default limit on a response head
 _RECV = 65536
+_JOIN = 65536  # request pieces joined into one write up to this size (a TLS record is 16 KiB)
 _NO_BODY_STATUS = (204, 304)
 
 
@@ -45,19 +47,32 @@ class Connection:
             pass
 
     def send(self, head: bytes, body: Any, chunked: bool, timeout: float | None) -> None:
-        """Write the request: ``head`` in one ``sendall``, then the body's chunks."""
+        """Write the request: ``head``, then the body's chunks; pieces under ``_JOIN`` bytes are joined to
+        what is pending and written with it (one ``sendall`` for the head and a small body), a larger one
+        is written as it is (never copied)."""
         sock = self.sock
         sock.settimeout(timeout)
+        pending = head
         try:
-            sock.sendall(head)
             for chunk in body:
+                if not chunk:
+                    continue
                 if chunked:
-                    if chunk:
-                        sock.sendall(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-                elif chunk:
+                    chunk = b"%x\r\n%b\r\n" % (len(chunk), chunk)
+                if len(pending) + len(chunk) <= _JOIN:
+                    pending += chunk
+                    continue
+                if pending:
+                    sock.sendall(pending)
+                    pending = b""
+                if len(chunk) < _JOIN:
+                    pending = chunk
+                else:
                     sock.sendall(chunk)
             if chunked:
-                sock.sendall(b"0\r\n\r\n")
+                pending += b"0\r\n\r\n"
+            if pending:
+                sock.sendall(pending)
         except TimeoutError as err:
             raise httpx2.WriteTimeout(str(err) or "timed out") from err
         except OSError as err:

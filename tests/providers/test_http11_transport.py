@@ -70,6 +70,39 @@ def test_bodies_by_length_chunks_gzip_and_end_on_one_kept_alive_connection() -> 
         client.close()
 
 
+class _Counting:
+    """A socket whose writes are counted."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.writes = sock, 0
+
+    def sendall(self, data: bytes) -> None:
+        self.writes += 1
+        self.sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def test_a_small_request_is_one_write_a_large_body_is_not_copied_into_it() -> None:
+    with _serve(answer(b"a"), answer(b"b"), answer(b"c")) as server:
+        client, transport = _client()
+        socks: list[_Counting] = []
+
+        def opener(host: str, port: int, timeout: float | None) -> Any:
+            socks.append(_Counting(socket.create_connection((host, port), timeout)))
+            return socks[-1]
+
+        transport.opener = opener
+        assert client.post(server.base, content=b"small body").text == "a"
+        assert socks[0].writes == 1
+        assert client.post(server.base, content=b"L" * 200_000).text == "b"
+        assert socks[0].writes == 3  # the head, then the large body as it is
+        assert client.post(server.base, content=iter([b"x" * 10, b"y" * 10])).text == "c"  # chunked
+        assert socks[0].writes == 4 and server.requests[1].endswith(b"\r\n\r\n" + b"L" * 200_000)
+        assert server.requests[2].endswith(b"\r\n\r\na\r\nxxxxxxxxxx\r\na\r\nyyyyyyyyyy\r\n0\r\n\r\n")
+
+
 def test_connection_close_and_a_body_read_to_the_end_are_not_pooled() -> None:
     with _serve(answer(b"one", headers=b"Connection: close\r\n"), answer(b"two")) as server:
         client, transport = _client()
