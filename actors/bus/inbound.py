@@ -14,7 +14,6 @@ from pydantic import ValidationError
 
 from actors.bus.parts import ERROR_TYPE, Client, PendingReply, Served, Sub
 from actors.bus.poll_loop import PollLoop
-from actors.bus.shared_socket import SharedSocket
 from geode.protocol import codec, runtime, typed_frames
 from geode.protocol.envelope import Envelope, error_wire, now_ms
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
@@ -33,26 +32,27 @@ class Inbound(PollLoop):
     """The receiving half of a Bus, run on its bus thread (handlers on their pools)."""
 
     def _on_router(self, served: Served) -> None:
-        sock, wire = served.sock, served.wire
+        """Read ``served``'s ROUTER until empty (its fd is edge-triggered), each frame's work done in turn.
+
+        One frame (the common case) ends with ``ZMQ_EVENTS`` after its work (an inline reply sent), not with
+        a receive that raises ``zmq.Again``; only a burst (more waits) is read on until empty."""
+        wire = served.wire
         self._reading = wire  # read until empty: an inline reply sent meanwhile need not ask ZMQ_EVENTS
         try:
-            self._read_router(served, sock, wire)
+            sock, burst = served.sock, False
+            for _ in range(512):
+                parts = wire.recv()
+                if parts is None:
+                    return
+                if len(parts) >= 2:
+                    self._router_frame(served, sock, parts)
+                if not burst:
+                    if not wire.readable():
+                        return
+                    burst = True  # more waits: read on until empty
+            self._hot.add(wire.fd)  # more may wait: read on after the other sockets had their turn
         finally:
             self._reading = None
-
-    def _read_router(self, served: Served, sock: Any, wire: SharedSocket) -> None:
-        burst = False
-        for _ in range(512):
-            parts = wire.recv()  # until empty: its fd is edge-triggered
-            if parts is None:
-                return
-            if len(parts) >= 2:
-                self._router_frame(served, sock, parts)
-            if not burst:  # the frame's work done (an inline reply sent): ZMQ_EVENTS ends the drain, no Again
-                if not wire.readable():
-                    return
-                burst = True  # more waits: read on until empty
-        self._hot.add(wire.fd)  # more may wait: read on after the other sockets had their turn
 
     def _router_frame(self, served: Served, sock: Any, parts: list[bytes]) -> None:
         prefix, frame = parts[:-1], parts[-1]
@@ -66,7 +66,11 @@ class Inbound(PollLoop):
         elif env.type == runtime.HELLO:
             self._on_hello(served, prefix[0], body)
         elif env.type in served.inline and len(frame) <= INLINE_MAX_BYTES:  # cheap: no hand-off
-            self._answer(env, self._reply_frame(served.service, env, body), sock, prefix)
+            out = self._reply_frame(served.service, env, body)
+            if type(out) is bytes:  # (most often: sent here, not through _answer)
+                self._send_raw(sock, [*prefix, out])
+            else:
+                self._answer(env, out, sock, prefix)
         elif served.pool.full():
             if env.kind == "request":
                 message = f"{served.name}: {served.pool.max_backlog} requests queued"
@@ -90,24 +94,23 @@ class Inbound(PollLoop):
             served.pool.submit(partial(served.on_peer, hello.name, hello.incarnation))
 
     def _on_dealer(self, client: Client) -> None:
-        self._reading = client.wire
+        """Read a peer connection's DEALER until empty, as :meth:`_on_router` reads a ROUTER."""
+        wire = client.wire
+        self._reading = wire
         try:
-            self._read_dealer(client, client.wire)
+            burst = False
+            for _ in range(512):
+                parts = wire.recv()
+                if parts is None:
+                    return
+                self._dealer_frame(client, parts[-1])
+                if not burst:
+                    if not wire.readable():
+                        return
+                    burst = True
+            self._hot.add(wire.fd)
         finally:
             self._reading = None
-
-    def _read_dealer(self, client: Client, wire: SharedSocket) -> None:
-        burst = False
-        for _ in range(512):
-            parts = wire.recv()
-            if parts is None:
-                return
-            self._dealer_frame(client, parts[-1])
-            if not burst:  # as _read_router: ZMQ_EVENTS after the first frame's work, no Again
-                if not wire.readable():
-                    return
-                burst = True
-        self._hot.add(wire.fd)
 
     def _dealer_frame(self, client: Client, frame: bytes) -> None:
         try:

@@ -80,7 +80,10 @@ class PendingReply:
             if self._forget is not None:
                 self._forget()
             raise RequestTimeout(f"no reply from {self.target!r} to {self.type} within {timeout_s:g}s")
-        self.set()  # stay "set" for any later result() call (a reply reader's promotion may have released it)
+        try:  # stay "set" for any later result() call (a reply reader's promotion may have released it)
+            self._done.release()  # (set() without its call)
+        except RuntimeError:
+            pass
         if self.error is not None:
             raise self.error
         assert self.reply is not None

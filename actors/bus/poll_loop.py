@@ -153,7 +153,7 @@ class PollLoop:
     # ---- bus thread ------------------------------------------------------------------------------
     def _run(self) -> None:
         self._bus_ident = threading.get_ident()
-        ops, hot, poll = self._ops, self._hot, self._poller.poll
+        ops, hot, poll, handlers = self._ops, self._hot, self._poller.poll, self._handlers
         try:
             while not self._stopping:  # per pass, only what has work is called (a pass a frame, often)
                 if self._handoffs:
@@ -167,7 +167,12 @@ class PollLoop:
                     if sock == self._wake_fd:
                         self._drain_wake()
                         continue
-                    self._handle_ready(sock)
+                    handler = handlers.get(sock)  # (not through _handle_ready: one call fewer a wake)
+                    if handler is not None:
+                        try:
+                            handler()
+                        except Exception:  # one bad socket event must not take the bus thread down
+                            log.exception("bus %s: socket handler failed", self.sender)
                 if hot:
                     for _ in range(256):  # bounded: a handler that keeps its fd hot must not starve the poll
                         self._handle_ready(hot.pop())
@@ -175,12 +180,12 @@ class PollLoop:
                             break
                 if not ops.empty():
                     self._run_ops()
-                if self._peer_clients:
+                if self._peer_clients or self._deferred:  # due work only: no call on a pass it is not due
                     now = time.monotonic()
-                    if now >= self._next_hello:
+                    if self._peer_clients and now >= self._next_hello:
                         self._send_hellos(now)
-                if self._deferred:
-                    self._sweep_deferred(time.monotonic())
+                    if self._deferred and now >= self._next_sweep:
+                        self._sweep_deferred(now)
         except Exception:
             log.exception("bus thread %s crashed", self.sender)
         finally:
@@ -291,13 +296,6 @@ class PollLoop:
                 log.warning("send dropped: %s", exc)
             return False
 
-    def _peer_route(self, target: str) -> tuple[SharedSocket, bytes] | None:
-        for served in tuple(self._served.values()):  # a snapshot: serve() may add one on the bus thread
-            rid = served.peers.get(target)
-            if rid is not None:
-                return served.wire, rid
-        return None
-
     def _forget_rid(self, rid: bytes) -> None:
         for served in self._served.values():
             for k in [k for k, v in served.peers.items() if v == rid]:
@@ -307,9 +305,13 @@ class PollLoop:
         """Send a request or cast on the calling thread: to a peer by its routing id on our ROUTER, else on
         our DEALER to ``target`` (created once, on the bus thread). A refusal fails the pending request.
         Returns the socket it went out on (its reply comes back on it), None when it was refused."""
-        route = None
+        route: tuple[SharedSocket, bytes] | None = None
         try:
-            route = self._peer_route(target)
+            for served in tuple(self._served.values()):  # _peer_route without its call (every send)
+                rid = served.peers.get(target)
+                if rid is not None:
+                    route = served.wire, rid
+                    break
             if route is not None:
                 wire, frames = route[0], [route[1], frame]
             else:

@@ -108,21 +108,22 @@ class ReplyReader:
 
     def _lead(self, p: PendingReply, end: float) -> bool:
         """Read and resolve until ``p`` is set or ``end``; True when the socket was closed under us."""
-        wire, handle = self.wire, self._handle
+        wire, handle, done = self.wire, self._handle, p._done
         look = True  # not told the socket is readable: ask ZMQ_EVENTS before receiving (no zmq.Again)
+        cap = 1  # the first look reads one frame: most often the awaited reply (done: no burst check)
         while True:
-            # woken by the fd: one frame, no ZMQ_EVENTS after it (most often the awaited reply: done);
-            # otherwise the next pass looks (ZMQ_EVENTS re-arms the edge) before any sleep
-            cap = DRAIN_CAP if look else 1
+            # woken by the fd, or the first look: one frame, no ZMQ_EVENTS after it (most often the awaited
+            # reply: done, and whoever leads next looks first); otherwise the next pass looks (ZMQ_EVENTS
+            # re-arms the edge) before any sleep
             frames = wire.drain(cap, look)
             if frames is None:
                 return True
             for frame in frames:
                 handle(frame, p)
-            if p.is_set():
+            if not done.locked():  # p.is_set() without its call
                 return False
             if len(frames) == cap:
-                look = True
+                look, cap = True, DRAIN_CAP
                 continue  # more may wait (and the edge is not re-armed): read on before sleeping
             left = end - time.monotonic()
             if left <= 0:
@@ -138,6 +139,7 @@ class ReplyReader:
                         pass
                 else:
                     look = False  # the socket's edge fired: a frame most likely waits
+            cap = DRAIN_CAP if look else 1
 
     def _leave(self) -> None:
         with self.mx:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -11,7 +12,7 @@ from pydantic import BaseModel
 
 from actors.bus.parts import PendingReply
 from geode.protocol import catalog, codec
-from geode.protocol.envelope import now_ms, outgoing_wire
+from geode.protocol.envelope import outgoing_wire
 from geode.protocol.transport import unwrap
 
 
@@ -48,7 +49,8 @@ class BusTransport:
         session: str | None = None,
         timeout_s: float = 5.0,
     ) -> dict[str, Any]:
-        return unwrap(self._send(target, type_, body, session, timeout_s, True).result(timeout_s))
+        reply = self._send(target, type_, body, session, timeout_s, True).result(timeout_s)
+        return reply.body if reply.kind != "error" else unwrap(reply)  # (an ok reply: no unwrap call)
 
     def call_nowait(
         self,
@@ -75,7 +77,7 @@ class BusTransport:
             type=type_,
             body=catalog.dump(body),
             session=session,
-            deadline=now_ms() + int(timeout_s * 1000),
+            deadline=time.time_ns() // 1_000_000 + int(timeout_s * 1000),  # (now_ms() without its call)
             trace=self._bus.trace_for(target),
             sender=self._bus.sender,
         )

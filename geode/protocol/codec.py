@@ -49,10 +49,16 @@ def encode_wire(
 ) -> bytes:
     """Pack the wire map of an envelope (``envelope.outgoing_wire``, ``reply_wire``: what :func:`encode`
     packs, built straight from checked values; ``env``, when there is one) the same way, same refusals."""
+    try:  # this thread's packer, as _packb takes it (not through its call: every frame sent)
+        packer = _packers.p
+    except AttributeError:
+        packer = _packers.p = msgpack.Packer(use_bin_type=True)
     try:
         try:
             try:
-                data = _packb(obj)
+                data: bytes = packer.pack(obj)
+                if len(data) > PACKER_KEEP_BYTES:
+                    del _packers.p
             except TypeError:  # a body holding something msgpack lacks (a model): as pydantic dumps it
                 obj = (env or from_wire(obj)).model_dump(by_alias=True, exclude_none=True)
                 data = _packb(obj)
@@ -69,7 +75,7 @@ def encode_wire(
 
 def decode_raw(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:
     """Unpack one frame into a map with bounded lengths; never trusts a length header."""
-    return decode_map(frame, max_frame, on_walk=_walked)
+    return decode_map(frame, max_frame, on_walk=bin_walked)
 
 
 def decode_fast(frame: bytes, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any]:
@@ -77,10 +83,11 @@ def decode_fast(frame: bytes, max_frame: int = MAX_FRAME_BYTES) -> dict[str, Any
     try:
         return unpack_map(frame, max_frame, 0)
     except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
-        return decode_walked(frame, max_frame, _walked)
+        return decode_walked(frame, max_frame, bin_walked)
 
 
-def _walked() -> None:
+def bin_walked() -> None:
+    """Count a frame walked for its bin values (work tally ``frame.bin_walk``)."""
     tally(FRAME_BIN_WALK)
 
 

@@ -18,9 +18,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import CoreConfig, CoreSchema, SchemaValidator
 
 from geode.protocol import catalog
-from geode.protocol.codec import MAX_FRAME_BYTES, decode_fast, validate_envelope
+from geode.protocol.codec import MAX_FRAME_BYTES, bin_walked, validate_envelope
 from geode.protocol.envelope import Envelope, trusted
 from geode.protocol.errors import BadRequest
+from geode.protocol.frame_unpack import decode_walked, unpack_map
 from geode.work_tally import FRAME_DECODED, VALIDATION
 from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import count as tally
@@ -40,12 +41,17 @@ def decode_request(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> tuple[E
     (the envelope was valid, so the reply correlates and a cast stays unanswered); or ``None`` when the body
     was not validated here (a reply, a type the catalogue lacks: ``dispatch`` says so). An invalid envelope
     raises ``BadRequest`` as ``codec.decode`` does."""
-    obj = decode_fast(frame, max_frame)
+    try:  # codec.decode_fast without its call (every received frame)
+        obj = unpack_map(frame, max_frame, 0)
+    except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
+        obj = decode_walked(frame, max_frame, bin_walked)
     type_ = obj.get("type")
     model = None
     served = obj.get("kind", "request") in _SERVED_KINDS and type(obj.get("body", {})) is dict
     if served and isinstance(type_, str):
-        model = typed_model(type_)
+        model = _models.get(type_)  # (the cache first: no call once built)
+        if model is None:
+            model = typed_model(type_)
     if model is None:
         return validate_envelope(obj), None
     if TALLY_ON:
