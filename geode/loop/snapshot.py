@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
@@ -10,6 +11,7 @@ from geode.tools.plan import BoundToolPlan
 from geode.tools.spec import ToolCall, ToolContext
 
 
+@lru_cache(maxsize=1024)  # asked 3 times a call (its pending save, its context, its result metadata)
 def operation_id(session_id: str, turn_id: str, step_id: str, tool_use_id: str) -> str:
     """Deterministic operation id of one tool_use: the same call always maps to the same receipt."""
     raw = "\x1f".join((session_id, turn_id, step_id, tool_use_id)).encode()
