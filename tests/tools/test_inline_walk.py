@@ -45,15 +45,15 @@ def _slow_entries(monkeypatch: pytest.MonkeyPatch, each_s: float, until: threadi
     seen: Counter[str] = Counter()
     real, real_in = fs_guard._classify, fs_guard._classify_in
 
-    def slow(path: str, boundary: Any, skips: Any) -> Any:
+    def slow(*args: Any) -> Any:
         seen["entries"] += 1
         until.wait(each_s)
-        return real(path, boundary, skips)
+        return real(*args)
 
-    def slow_in(path: str, name: str, boundary: Any, skips: Any, folder: Any) -> Any:  # the walk's shortcut
+    def slow_in(*args: Any) -> Any:  # the walk's shortcut
         seen["entries"] += 1
         until.wait(each_s)
-        return real_in(path, name, boundary, skips, folder)
+        return real_in(*args)
 
     monkeypatch.setattr(fs_guard, "_classify", slow)
     monkeypatch.setattr(fs_guard, "_classify_in", slow_in)

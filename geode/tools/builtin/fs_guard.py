@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from geode.tools.builtin import listings
 from geode.tools.paths import Boundary
 from geode.tools.secret_files import Folder
 
@@ -145,12 +146,16 @@ def classify(path: Path, boundary: Boundary, skips: Skips) -> bool | None:
     return None if kind is None else kind[0]
 
 
-def _classify(path: str, boundary: Boundary, skips: Skips) -> tuple[bool, bool] | None:
-    """``classify`` on a path's text: (is a directory, is a symlink), or None."""
-    try:
-        lst = os.lstat(path)
-    except OSError:
-        return None
+def _classify(
+    path: str, boundary: Boundary, skips: Skips, lst: os.stat_result | None = None
+) -> tuple[bool, bool] | None:
+    """``classify`` on a path's text: (is a directory, is a symlink), or None. ``lst``: its ``lstat``
+    when the caller has it (``listings``)."""
+    if lst is None:
+        try:
+            lst = os.lstat(path)
+        except OSError:
+            return None
     link = stat.S_ISLNK(lst.st_mode)
     real = os.path.realpath(path) if link else path
     try:
@@ -167,16 +172,13 @@ def _classify(path: str, boundary: Boundary, skips: Skips) -> tuple[bool, bool] 
 
 
 def _classify_in(
-    path: str, name: str, boundary: Boundary, skips: Skips, folder: Folder
+    path: str, name: str, boundary: Boundary, skips: Skips, folder: Folder, lst: os.stat_result
 ) -> tuple[bool, bool] | None:
-    """``_classify`` of the entry ``name`` of a directory where only the secret files can refuse anything
-    (``Boundary.secrets_only_below``); ``folder``: what holds for all its entries (``SecretFiles.folder``)."""
-    try:
-        lst = os.lstat(path)
-    except OSError:
-        return None
+    """``_classify`` of the entry ``name`` (its ``lstat``: ``lst``) of a directory where only the secret files
+    can refuse anything (``Boundary.secrets_only_below``); ``folder``: what holds for all its entries
+    (``SecretFiles.folder``)."""
     if stat.S_ISLNK(lst.st_mode):  # where it points decides: the whole check
-        return _classify(path, boundary, skips)
+        return _classify(path, boundary, skips, lst)
     why = boundary.secrets.entry_verdict(path, name, lst, folder)
     if why is not None:
         skips.count(why)
@@ -206,26 +208,30 @@ def walk(
     """Depth-first, names sorted, under the resolved directory ``base``; real directories only are descended
     (up to ``max_depth`` levels), GEODE homes, credential files and anything pointing out are skipped.
     Every entry is checked on its own (its lstat, its identity); what holds for a whole directory (inside
-    the roots, under a GEODE home) is worked out once per directory by the boundary."""
+    the roots, under a GEODE home) is worked out once per directory by the boundary. A directory's entries
+    and their lstat come from ``listings`` (kept across calls while the directory and the mounts are
+    unchanged); every verdict is worked out anew."""
     stack: list[tuple[str, tuple[str, ...]]] = [(str(base), ())]
+    gen = listings.generation()  # a directory's entries and their lstat kept while it is unchanged
     while stack:
         here, rel = stack.pop()
-        try:
-            names = sorted(os.listdir(here))
-        except OSError:
+        listed = listings.entries(here, gen)
+        if listed is None:
             continue
         prefix = here if here.endswith("/") else here + "/"
         below: list[tuple[str, tuple[str, ...]]] = []
         # only the secret files decide here? then what holds for all its entries is asked once
         folder = boundary.secrets.folder(here) if boundary.secrets_only_below(here) else None
-        for name in names:
+        for name, lst in listed:
             if cancel is not None and cancel.is_set():
                 return
+            if lst is None:  # gone between the listing and its lstat
+                continue
             path, parts = prefix + name, (*rel, name)
             if folder is not None:
-                kind = _classify_in(path, name, boundary, skips, folder)
+                kind = _classify_in(path, name, boundary, skips, folder, lst)
             else:
-                kind = _classify(path, boundary, skips)
+                kind = _classify(path, boundary, skips, lst)
             if kind is None or (kind[0] and name in skip_dirs):
                 continue
             is_dir, link = kind
