@@ -51,9 +51,10 @@ def _write(
     def write(txn: Txn) -> SaveResult | dict[str, Any]:
         # raises (nothing written) when the save is refused; a frame's save: the reply's body map
         result = checkpoints._save_body(txn, bare) if wire else checkpoints._save(txn, bare)
+        last: dict[str, int] = {}  # each session's last seq looked up once
         for ev, text in zip(rows, texts, strict=True):
             try:
-                timeline._append(txn, ev, text)
+                timeline._append(txn, ev, text, last)
             except Conflict as exc:  # raised before the row's puts: the save and the other rows stand
                 log.warning("timeline row %s of %s not written: %s", ev.event_id[:128], ev.session_id, exc)
         return result

@@ -65,7 +65,11 @@ def key(*parts: str | int) -> bytes:
     """Encode a composite key: strings as UTF-8, ints as big-endian u64, joined by NUL."""
     out = []
     for p in parts:
-        if isinstance(p, int):
+        if type(p) is str:  # the common part first (a str is never an int)
+            if "\x00" in p:
+                raise BadRequest(f"key part {p[:40]!r} contains NUL")
+            out.append(p.encode())
+        elif isinstance(p, int):
             out.append(p.to_bytes(8, "big"))
         else:
             if "\x00" in p:

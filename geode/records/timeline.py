@@ -56,7 +56,10 @@ class TimelineStore:
             return self.writer.submit(lambda txn: self._append(txn, event, text))
         return self.writer.submit(lambda txn: reply(self._append(txn, event, text)))
 
-    def _append(self, txn: Txn, ev: TimelineEvent, text: str) -> int:
+    def _append(self, txn: Txn, ev: TimelineEvent, text: str, last: dict[str, int] | None = None) -> int:
+        """Write the row (or find the one stored with its event id); its seq. ``last``: the last seq of each
+        session a new row of this write took (read, then kept up to date: several rows of one write look
+        the session's last seq up once, not once each)."""
         tally(TIMELINE_APPEND)
         sid = ev.session_id
         h = _hash(text)
@@ -71,7 +74,8 @@ class TimelineStore:
             if old.get("kind") == ev.kind[:128] and old.get("payload_hash") == h:
                 return seq
             raise Conflict(f"timeline event {ev.event_id} of {sid} already stored with different content")
-        seq = self._last_seq(txn, sid, prefix(sid)) + 1
+        known = last.get(sid) if last is not None else None
+        seq = (self._last_seq(txn, sid, prefix(sid)) if known is None else known) + 1
         row = {
             "schema": SCHEMA,
             "session_id": sid,
@@ -83,6 +87,8 @@ class TimelineStore:
         }
         txn.put(key(sid, seq), pack(row), db=db)
         txn.put(id_key, seq.to_bytes(8, "big"), db=ids)
+        if last is not None:
+            last[sid] = seq
         return seq
 
     def _last_seq(self, txn: Txn, sid: str, pfx: bytes) -> int:

@@ -40,10 +40,11 @@ def _write_rows(
     assert env is not None  # the writer holds the write scope of an open store
     seqs: list[int] = []
     errors: list[str] = []
+    last: dict[str, int] = {}  # a session's last seq, kept by the rows (a refused row wrote none)
     for ev, text in zip(rows, texts, strict=True):
         child = env.begin(write=True, parent=txn)
         try:
-            seq = timeline._append(child, ev, text)
+            seq = timeline._append(child, ev, text, last)
         except lmdb.MapFullError:
             child.abort()
             raise

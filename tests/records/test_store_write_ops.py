@@ -60,6 +60,33 @@ def test_rows_sent_again_are_found_not_written_twice(store: LocalStore) -> None:
     assert [r.event.event_id for r in store.client.read_timeline("s-ops")] == ["a", "b"]
 
 
+def test_rows_of_one_request_look_the_session_s_last_seq_up_once(
+    store: LocalStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seqs stay consecutive per session across a request's rows (two sessions interleaved, a refused row,
+    a row sent again) while each session's last seq is read from the table once, not once a row."""
+    timeline = store.engine.timeline
+    looked: list[str] = []
+    real = timeline._last_seq
+
+    def counted(txn: Any, sid: str, pfx: bytes) -> int:
+        looked.append(sid)
+        return real(txn, sid, pfx)
+
+    monkeypatch.setattr(timeline, "_last_seq", counted)
+    assert store.client.append_timelines([_row("e1", 1), _row("e2", 2)]) == []
+    other = [r.model_copy(update={"session_id": "s-two"}) for r in (_row("o1", 1), _row("o2", 2))]
+    rows = [_row("e3", 3), other[0], _row("e1", 99), _row("e2", 2), other[1], _row("e4", 4)]
+    errors = store.client.append_timelines(rows)
+    assert len(errors) == 1 and errors[0].startswith("e1: Conflict: "), errors
+    assert looked == ["s-ops", "s-ops", "s-two"]  # once a session a request (a row each before: 2 + 6)
+    stored = [(r.seq, r.event.event_id) for r in store.client.read_timeline("s-ops")]
+    assert stored == [(1, "e1"), (2, "e2"), (3, "e3"), (4, "e4")]
+    assert [(r.seq, r.event.event_id) for r in store.client.read_timeline("s-two")] == [(1, "o1"), (2, "o2")]
+    assert store.client.append_timelines([_row("e5", 5)]) == []  # the next request reads the table again
+    assert store.client.read_timeline("s-ops")[-1].seq == 5 and looked[-1] == "s-ops"
+
+
 def _put(db: Any, k: bytes, txn: Any) -> bool:
     return bool(txn.put(k, b"x" * 100, db=db))
 
