@@ -79,7 +79,7 @@ def test_rows_of_one_request_look_the_session_s_last_seq_up_once(
     rows = [_row("e3", 3), other[0], _row("e1", 99), _row("e2", 2), other[1], _row("e4", 4)]
     errors = store.client.append_timelines(rows)
     assert len(errors) == 1 and errors[0].startswith("e1: Conflict: "), errors
-    assert looked == ["s-ops", "s-ops", "s-two"]  # once a session a request (a row each before: 2 + 6)
+    assert looked == ["s-ops", "s-ops", "s-two"]  # once a session a request (a new row each before: 2 + 4)
     stored = [(r.seq, r.event.event_id) for r in store.client.read_timeline("s-ops")]
     assert stored == [(1, "e1"), (2, "e2"), (3, "e3"), (4, "e4")]
     assert [(r.seq, r.event.event_id) for r in store.client.read_timeline("s-two")] == [(1, "o1"), (2, "o2")]
