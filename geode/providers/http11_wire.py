@@ -262,16 +262,15 @@ def framing_of(method: bytes, status: int, headers: list[tuple[bytes, bytes]]) -
 
 
 def head_bytes(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], host: bytes) -> bytes:
-    """The request line and headers as written (a ``Host`` header first when the request has none)."""
-    lines = [method, b" ", target, b" HTTP/1.1\r\n"]
-    if not any(name.lower() == b"host" for name, _ in headers):
-        lines += [b"Host: ", host, b"\r\n"]
-    for name, value in headers:
-        if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name:
-            raise httpx2.LocalProtocolError("a header holds a line break")
-        lines += [name, b": ", value, b"\r\n"]
-    lines.append(b"\r\n")
-    return b"".join(lines)
+    """The request line and headers as written (a ``Host`` header first when the request has none); a name
+    or value holding a line break is refused. (Joined and checked by bytes operations, no loop of ours.)"""
+    block = b"\r\n" + b"\r\n".join(map(b": ".join, headers)) if headers else b""
+    breaks = len(headers)
+    if block.count(b"\r") != breaks or block.count(b"\n") != breaks:
+        raise httpx2.LocalProtocolError("a header holds a line break")
+    if b"\nhost: " not in block.lower():
+        block = b"\r\nHost: " + host + block
+    return b"%b %b HTTP/1.1%b\r\n\r\n" % (method, target, block)
 
 
 def connect(host: str, port: int, timeout: float | None, options: list[Any], tls: Any, sni: str) -> Any:
