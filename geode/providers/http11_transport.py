@@ -79,15 +79,8 @@ class Http11Transport(httpx2.BaseTransport):
         if b":" in host:
             authority = b"[%b]" % host if url.port is None else b"[%b]:%d" % (host, port)
         method = request.method.encode("ascii")
-        headers = request.headers.raw
-        head = wire.head_bytes(method, url.raw_path, headers, authority)
-        chunked = closing = False
-        for name, value in headers:
-            low = name.lower()
-            if low == b"transfer-encoding":
-                chunked = True
-            elif low == b"connection":
-                closing = closing or b"close" in value.lower()
+        headers = request.headers.raw  # (a list of (name, value) bytes, in order)
+        head, chunked, closing = wire.head_bytes(method, url.raw_path, headers, authority)
         body = request.stream
         replayable = isinstance(body, httpx2.ByteStream) or getattr(body, "replayable", False)
         conn = self._acquire(origin, timeouts)

@@ -261,16 +261,25 @@ def framing_of(method: bytes, status: int, headers: list[tuple[bytes, bytes]]) -
     return 3, 0, False
 
 
-def head_bytes(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], host: bytes) -> bytes:
-    """The request line and headers as written (a ``Host`` header first when the request has none); a name
-    or value holding a line break is refused. (Joined and checked by bytes operations, no loop of ours.)"""
+def head_bytes(
+    method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], host: bytes
+) -> tuple[bytes, bool, bool]:
+    """The request line and headers as written (a ``Host`` header first when the request has none), whether
+    the body is sent chunked (a ``Transfer-Encoding`` header) and whether the request asks to close the
+    connection (``Connection: close``); a name or value holding a line break is refused. (Joined and
+    checked by bytes operations, no loop of ours over the headers.)"""
     block = b"\r\n" + b"\r\n".join(map(b": ".join, headers)) if headers else b""
     breaks = len(headers)
     if block.count(b"\r") != breaks or block.count(b"\n") != breaks:
         raise httpx2.LocalProtocolError("a header holds a line break")
-    if b"\nhost: " not in block.lower():
+    low = block.lower()
+    chunked = b"\ntransfer-encoding: " in low
+    at = low.find(b"\nconnection: ")
+    end = low.find(b"\r", at + 1)  # the end of that header's line (none: it is the last)
+    closing = at >= 0 and b"close" in low[at : end if end > 0 else None]
+    if b"\nhost: " not in low:
         block = b"\r\nHost: " + host + block
-    return b"%b %b HTTP/1.1%b\r\n\r\n" % (method, target, block)
+    return b"%b %b HTTP/1.1%b\r\n\r\n" % (method, target, block), chunked, closing
 
 
 def connect(host: str, port: int, timeout: float | None, options: list[Any], tls: Any, sni: str) -> Any:

@@ -278,8 +278,16 @@ def test_the_request_head_and_a_line_break_refused() -> None:
     from geode.providers.http11_wire import head_bytes
 
     head = head_bytes(b"POST", b"/v1/messages?beta=true", [(b"host", b"api:1"), (b"X-Host", b"y")], b"other")
-    assert head == b"POST /v1/messages?beta=true HTTP/1.1\r\nhost: api:1\r\nX-Host: y\r\n\r\n"
-    assert head_bytes(b"GET", b"/", [(b"X", b"y")], b"h:2") == b"GET / HTTP/1.1\r\nHost: h:2\r\nX: y\r\n\r\n"
+    assert head == (b"POST /v1/messages?beta=true HTTP/1.1\r\nhost: api:1\r\nX-Host: y\r\n\r\n", False, False)
+    assert (
+        head_bytes(b"GET", b"/", [(b"X", b"y")], b"h:2")[0] == b"GET / HTTP/1.1\r\nHost: h:2\r\nX: y\r\n\r\n"
+    )
+    assert head_bytes(b"GET", b"/", [], b"h") == (b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", False, False)
+    flags = [(b"Connection", b"Close"), (b"Transfer-Encoding", b"chunked"), (b"X", b"close")]
+    assert head_bytes(b"GET", b"/", flags, b"h")[1:] == (True, True)
+    assert head_bytes(b"GET", b"/", flags[1:], b"h")[1:] == (True, False)  # X: close is not Connection
+    assert head_bytes(b"GET", b"/", [(b"Connection", b"keep-alive")], b"h")[1:] == (False, False)
+    assert head_bytes(b"GET", b"/", [(b"X", b"1"), (b"connection", b"close")], b"h")[2]
     for bad in ([(b"X", b"a\r\nInjected: 1")], [(b"X\n", b"a")], [(b"X", b"a\rb")]):
         with pytest.raises(httpx2.LocalProtocolError):
             head_bytes(b"GET", b"/", bad, b"h")
