@@ -69,14 +69,29 @@ def run_with_deadline(
     return box["out"]
 
 
+_MAKING = threading.Lock()
+
+
 class Cooperative(threading.Event):
     """``env.cancel`` of a call run on its caller's thread: set by a cancel as any event, and seen set by
     ``is_set`` once the deadline passes (``expired``). Its handler must check ``is_set`` as it goes."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # Event's Condition only when a thread sets, clears or waits (``_cond``)
+        self._flag = False
         self.expired = False
         self.end = float("inf")  # the deadline (monotonic), armed by ``run_here``
+
+    @property
+    def _cond(self) -> threading.Condition:  # type: ignore[override]
+        """Event's Condition, made on first use (most inline calls are never cancelled): one per event,
+        made under a lock so a setter and a waiter always share it."""
+        made = self.__dict__.get("_made")
+        if made is None:
+            with _MAKING:
+                made = self.__dict__.get("_made")
+                if made is None:
+                    made = self.__dict__["_made"] = threading.Condition(threading.Lock())
+        return made  # type: ignore[no-any-return]
 
     def is_set(self) -> bool:
         if self._flag:  # type: ignore[attr-defined]

@@ -226,10 +226,9 @@ def validate_raw(raw: str) -> None:
 
 def resolve_in(workspace: Path, raw: str) -> Path:
     """``raw`` made absolute against ``workspace`` with symlinks and ``..`` resolved (need not exist)."""
-    p = Path(os.path.expanduser(raw))
-    if not p.is_absolute():
-        p = workspace / p
-    return _real(p)
+    # on the text (an absolute ``raw`` replaces the workspace, as ``workspace / raw`` does): "." segments, a
+    # doubled or trailing "/" that pathlib would drop, realpath drops as well
+    return Path(real_path(os.path.join(workspace, os.path.expanduser(raw))))
 
 
 def checked_path(

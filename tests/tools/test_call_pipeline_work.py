@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,7 @@ def test_a_read_only_call_does_each_piece_of_its_own_work_once(
     _count(monkeypatch, Draft202012Validator, "iter_errors", seen)
     _count(monkeypatch, ToolExecutor, "_detail", seen)
     _count(monkeypatch, timeline_module, "redact", seen)
+    _count(monkeypatch, threading, "Condition", seen)
     out = rig.call("glob_files", {"pattern": "*.txt", "path": "sub"}, session_id="s-work")
     assert not out.is_error, out.content
     assert out.content["files"] == [found], out.content
@@ -64,6 +66,7 @@ def test_a_read_only_call_does_each_piece_of_its_own_work_once(
     assert seen["iter_errors"] == 0  # was 1: the full validator on plain input
     assert seen["_detail"] == 0  # was 1: the approval text of a call nobody is asked about
     assert seen["redact"] == 2  # the arguments once, the result's summary once; was 3
+    assert seen["Condition"] == 0  # session 7: an inline call's Cooperative makes one only on use; was 1
     rows = rig.timeline("s-work")
     assert [r.kind for r in rows] == ["tool.called", "tool.completed"]
     assert rows[0].payload["arguments"] == rows[1].payload["arguments"] == {"pattern": "*.txt", "path": "sub"}

@@ -160,3 +160,19 @@ def test_a_slow_walk_is_on_the_timeline_before_it_ends(
         caller.join(10)
     assert done and not done[0].is_error and len(done[0].content["files"]) == 5
     assert [r.kind for r in rig.timeline("s-slow")] == ["tool.called", "tool.completed"]
+
+
+def test_a_cooperative_cancel_without_its_condition_still_acts_as_an_event() -> None:
+    """Session 7: ``Cooperative`` makes Event's Condition on first use; a setter and a waiter share it."""
+    from geode.tools.dispatch import Cooperative
+
+    ev = Cooperative()
+    assert not ev.is_set() and "_made" not in ev.__dict__  # reading the flag makes nothing
+    setter = threading.Timer(0.05, ev.set)
+    setter.start()
+    assert ev.wait(10) and ev.is_set()
+    ev.clear()
+    assert not ev.is_set() and not ev.wait(0.01)
+    late = Cooperative()
+    late.end = time.monotonic() - 1
+    assert late.is_set() and late.expired and late.wait(0)
