@@ -200,8 +200,8 @@ class Inbound(PollLoop):
         def complete(ok: bool, reply: Any) -> None:
             if self._deferred.pop(key, None) is None:
                 return  # dropped: the caller's deadline passed, or the bus stopped
-            if ok and reply is not None:
-                self._answer(env, self._encode_reply(env, reply), sock, prefix)
+            if ok and reply is not None:  # (encoded: bytes, sent without _answer)
+                self._send_raw(sock, [*prefix, self._encode_reply(env, reply)])
 
         later.then(complete)
 

@@ -34,7 +34,14 @@ class Later:
         return later
 
     def resolve(self, value: Any) -> None:
-        self._complete(True, value)
+        with self._mu:  # _complete(True, value) without its call (every deferred reply, twice)
+            if self._outcome is not None:
+                return
+            self._outcome = (True, value)
+            callback, self._callback = self._callback, None
+        self._done.release()
+        if callback is not None:
+            callback(True, value)
 
     def fail(self, exc: BaseException) -> None:
         self._complete(False, exc)
