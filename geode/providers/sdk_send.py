@@ -5,7 +5,9 @@ headers, parses and joins the URL, builds the ``httpx`` request, then wraps the 
 ``Stream`` (issue 34: about a quarter of the loop's model request CPU). A :class:`DirectPost` asks the
 client's own ``_build_request`` once per client and path for the URL, headers (auth, version, platform,
 custom) and timeouts, and then per request only builds the ``httpx`` request with the new body and sends it
-through the client's own ``httpx`` client (its pool, proxies, redirects, ``custom_auth``). The SDK stays
+through the client's own ``httpx`` client (its pool, proxies, redirects, ``custom_auth``; to geode's
+HTTP/1.1 transport without ``Client.send``'s per-request layers when nothing of them applies:
+:meth:`DirectPost._sent`). The SDK stays
 the transport and the error mapping: a transport failure becomes the SDK's ``APITimeoutError`` /
 ``APIConnectionError``, a non-2xx answer the SDK's status error (read from its body), a stream is read
 with the SDK's SSE decoder and its ``error`` event raised as the SDK does. A client whose requests the SDK
@@ -17,12 +19,15 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from geode.providers.sse_events import sse_events
 
+_httpx_log = logging.getLogger("httpx2")  # the client's own logger (its "HTTP Request: ..." line)
 _BASE_HOOKS = {
     "_prepare_request": "SyncAPIClient._prepare_request",
     "_prepare_options": "SyncAPIClient._prepare_options",
@@ -59,7 +64,7 @@ class DirectPost:
         request = self._request(content)
         response = None
         try:
-            response = client._client.send(request, stream=True, **self._send_kw)
+            response = self._sent(request)
             if not stream:
                 _read(response)
         except sdk._exceptions.AnthropicError:
@@ -71,6 +76,22 @@ class DirectPost:
                 _read(response)
             raise client._make_status_error_from_response(response) from None
         return response
+
+    def _sent(self, request: Any) -> Any:
+        """``client._client.send(request, stream=True)``: through ``Client.send`` itself when the client has
+        auth, event hooks, no redirect following or another transport for the URL; else the transport's
+        response is finished here as ``Client.send`` finishes it (the request attached to it and to a
+        transport error, its elapsed time on close, cookies kept, the client's default encoding, the
+        client's log line, a redirect followed by the client) without its auth, redirect and context
+        layers around one request (~35 Python calls)."""
+        http = self.client._client
+        if self._send_kw or http._auth is not None or not http.follow_redirects or http.is_closed:
+            return http.send(request, stream=True, **self._send_kw)
+        hooks = http._event_hooks
+        transport = http._transport_for_url(request.url)
+        if hooks["request"] or hooks["response"] or type(transport) is not _direct_class():
+            return http.send(request, stream=True, **self._send_kw)
+        return _finish(http, request, transport)
 
     def _request(self, content: bytes | list[bytes]) -> Any:
         """The ``httpx`` request: the template's URL, headers and extensions with this body, built as
@@ -114,6 +135,49 @@ def _chunks_class() -> type:
             return iter(self._chunks)
 
     return Chunks
+
+
+@functools.cache
+def _direct_class() -> type:
+    from geode.providers.http11_transport import Http11Transport
+
+    return Http11Transport
+
+
+def _finish(http: Any, request: Any, transport: Any) -> Any:
+    """``http``'s ``_send_single_request`` and redirect handling for one request (see DirectPost._sent)."""
+    import httpx2
+    from httpx2._client import BoundSyncStream, ClientState
+
+    http._state = ClientState.OPENED
+    start = time.perf_counter()
+    try:
+        response = transport.handle_request(request)
+    except httpx2.RequestError as exc:
+        exc.request = request
+        raise
+    response.request = request
+    response.stream = BoundSyncStream(response.stream, start=start)
+    try:
+        http._cookies.extract_cookies(response)
+        response.default_encoding = http._default_encoding
+        if _httpx_log.isEnabledFor(logging.INFO):
+            _httpx_log.info(
+                'HTTP Request: %s %s "%s %d %s"',
+                request.method,
+                request.url,
+                response.http_version,
+                response.status_code,
+                response.reason_phrase,
+            )
+        if not response.has_redirect_location:
+            return response
+        following = http._build_redirect_request(request, response)
+        response.read()
+    except BaseException:
+        response.close()
+        raise
+    return http._send_handling_redirects(following, follow_redirects=True, history=[response])
 
 
 def _read(response: Any) -> None:

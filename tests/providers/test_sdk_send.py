@@ -91,3 +91,51 @@ def test_the_client_cookie_jar_is_sent_as_it_is_at_each_request(server, fake_tim
     adapter.client._client.cookies.set("lb", "second")
     adapter.complete(req)
     assert server.requests[-1].headers["cookie"] != first
+
+
+def _raw_sender(base: str) -> tuple[Any, Any]:
+    from geode.providers import sdk_tls
+    from geode.providers.sdk_send import Senders
+
+    http = sdk_tls.http_client(anthropic, base, anthropic.Timeout(10.0))
+    client = anthropic.Anthropic(api_key="sk-test-secret", base_url=base, http_client=http, max_retries=0)
+    sender = Senders("/v1/messages", JSON_HEADERS).get(client)
+    assert sender is not None
+    return client, sender
+
+
+def test_a_direct_send_finishes_the_response_as_the_client_does() -> None:
+    """Sent to geode's transport without Client.send's layers: a redirect is still followed (the body sent
+    again on a 307), a cookie the server set is kept and sent, the response knows its request and its
+    elapsed time, and a client with an event hook goes through Client.send (the hook runs)."""
+    from tests.providers.raw_http_kit import RawServer, answer
+
+    body = b'{"id": "msg_1", "type": "message"}'
+    replies = [
+        answer(b"", status=b"307 Temporary Redirect", headers=b"Location: /v1/messages?moved=1\r\n"),
+        answer(body, headers=b"Content-Type: application/json\r\nSet-Cookie: lb=blue; Path=/\r\n"),
+        answer(body, headers=b"Content-Type: application/json\r\n"),
+        answer(body, headers=b"Content-Type: application/json\r\n"),
+    ]
+
+    def script(conn: Any, n: int) -> None:
+        while replies and server.read_request(conn) is not None:
+            conn.sendall(replies.pop(0))
+
+    with RawServer(script) as server:
+        client, sender = _raw_sender(server.base)
+        response = sender.send(b'{"x": 1}', stream=False)
+        assert response.json()["id"] == "msg_1" and len(response.history) == 1
+        assert response.request.url.path == "/v1/messages" and response.elapsed.total_seconds() >= 0
+        assert [r.split(b"\r\n", 1)[0] for r in server.requests] == [
+            b"POST /v1/messages HTTP/1.1",
+            b"POST /v1/messages?moved=1 HTTP/1.1",
+        ]
+        assert all(r.endswith(b'\r\n\r\n{"x": 1}') for r in server.requests)
+        sender.send(b"{}", stream=False)
+        assert b"\r\ncookie: lb=blue\r\n" in server.requests[-1].lower()
+        hooked: list[Any] = []
+        client._client.event_hooks = {"request": [hooked.append], "response": []}
+        sender.send(b"{}", stream=False)
+        assert len(hooked) == 1 and len(server.requests) == 4
+        client.close()
