@@ -254,7 +254,7 @@ class TurnRecord(BaseModel):
         if not isinstance(data, dict) or not isinstance(data.get("input"), dict):
             return data
         inp = data["input"]
-        if not any(k in inp for k in _LEGACY_INPUT_KEYS):
+        if _LEGACY_INPUT_KEYS.keys().isdisjoint(inp):  # (no generator a validation)
             return data
         data = {**data, "input": {k: v for k, v in inp.items() if k not in _LEGACY_INPUT_KEYS}}
         for old, field in _LEGACY_INPUT_KEYS.items():
