@@ -6,6 +6,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +38,39 @@ def _segments(pattern: str) -> tuple[str, ...]:
 
 def _matches(segs: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     """Whether the path ``parts`` matches the pattern ``segs`` (``**``: any number of folders)."""
+    return _matcher(segs)(parts)
+
+
+@lru_cache(maxsize=1024)
+def _compiled(seg: str) -> Callable[[str], re.Match[str] | None]:
+    return re.compile(fnmatch.translate(seg)).match
+
+
+def _matcher(segs: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
+    """``_matches`` with ``segs`` compiled once (per call, not per entry): each segment's
+    ``fnmatch.fnmatchcase`` as the regular expression it compiles to (``fnmatch.translate``)."""
+    each = [_compiled(seg) for seg in segs]
     if "**" not in segs:  # one segment per part: no search
-        return len(segs) == len(parts) and all(map(fnmatch.fnmatchcase, parts, segs))
-    # positions in ``parts`` reachable after each pattern segment, left to right
-    at = {0}
-    for seg in segs:
-        if seg == "**":
-            at = set(range(min(at), len(parts) + 1))
-        else:
-            at = {j + 1 for j in at if j < len(parts) and fnmatch.fnmatchcase(parts[j], seg)}
-        if not at:
-            return False
-    return len(parts) in at
+        n = len(segs)
+
+        def plain(parts: tuple[str, ...]) -> bool:
+            return len(parts) == n and all(m(p) is not None for m, p in zip(each, parts, strict=True))
+
+        return plain
+
+    def search(parts: tuple[str, ...]) -> bool:
+        # positions in ``parts`` reachable after each pattern segment, left to right
+        at = {0}
+        for seg, m in zip(segs, each, strict=True):
+            if seg == "**":
+                at = set(range(min(at), len(parts) + 1))
+            else:
+                at = {j + 1 for j in at if j < len(parts) and m(parts[j]) is not None}
+            if not at:
+                return False
+        return len(parts) in at
+
+    return search
 
 
 def _mtime(p: Path) -> float:
@@ -63,13 +86,14 @@ def glob_files(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     if not base.is_dir():
         raise ToolFailure(f"{args.get('path') or '.'} is not a directory", "not_a_directory")
     depth = None if "**" in segs else len(segs)
-    skips, found = Skips(), []
+    skips, found, matches = Skips(), [], _matcher(segs)
     for entry in walk(base, boundary(env), skips, skip_dirs=SKIP_DIRS, max_depth=depth, cancel=env.cancel):
-        if _matches(segs, entry.rel):
+        if matches(entry.rel):
             found.append(entry.path)
             if len(found) > MAX_RESULTS:
                 break
-    found.sort(key=_mtime, reverse=True)
+    if len(found) > 1:  # newest first (one match: no stat to sort it)
+        found.sort(key=_mtime, reverse=True)
     return {
         "path": str(base),
         "files": [str(p) for p in found[:MAX_RESULTS]],
