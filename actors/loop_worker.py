@@ -21,8 +21,9 @@ import pykka
 from actors.bus import Bus
 from actors.tree.registry import ChildContext
 from geode.config_reload import MCP, ConfigChange
+from geode.hooks.events import HookEvent
 from geode.loop import AgenticLoop, LoopSettings, tracing
-from geode.loop.event_batch import EventBatch
+from geode.loop.event_batch import EventBatch, quiet_tools
 from geode.loop.membership import PoolMembership
 from geode.loop.retirement import Retirement, early_hold_s
 from geode.loop.reused_threads import TURNS
@@ -299,6 +300,7 @@ class LoopWorker:
     def _run_turn(self, run: turns.TurnRun, cancel: threading.Event, events: EventBatch) -> turns.TurnResult:
         try:
             turn = self.compose(run)
+            events.quiet = quiet_tools(turn.plan.specs if turn.plan else (), self._hooked())
             provider = self.providers.get(turn.settings.model or None)
             loop = AgenticLoop(
                 provider,
@@ -325,6 +327,14 @@ class LoopWorker:
                 termination_reason=turns.TerminationReason.INTERNAL_ERROR,
                 error=f"{type(exc).__name__}: {exc}"[:500],
             )
+
+    def _hooked(self) -> Callable[[str], bool] | None:
+        """Whether a PreToolUse hook matches a tool (it may answer "ask"; the config's hooks, as the loop
+        has them); None: no hook at all."""
+        runner = getattr(self.hooks, "runner", None)
+        if runner is None:  # hooks it cannot read: any tool may be asked for
+            return None if self.hooks is None else (lambda name: True)
+        return None if runner.idle else (lambda name: bool(runner.has(HookEvent.PRE_TOOL_USE, name)))
 
     def compose(self, run: turns.TurnRun) -> ComposedTurn:
         """The turn as geode.sessions composes it, on this worker's config snapshot and current catalogue."""

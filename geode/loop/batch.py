@@ -21,7 +21,7 @@ from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.faults import fault
 from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
-from geode.loop.events import EventStream
+from geode.loop.events import EventStream, tool_waits
 from geode.loop.one_call import await_one
 from geode.loop.ports import ToolRunner
 from geode.loop.reused_threads import TOOL_CALLS
@@ -261,9 +261,9 @@ def _await(
 ) -> list[ToolResult]:
     """Wait for the calls. A cancel is passed on to the executor (it kills what runs and refuses the rest),
     then the real outcomes are awaited for ``CANCEL_GRACE_S``; a call still running after that is unknown."""
-    pending = set(futures)
+    pending, waits = set(futures), tool_waits(0.05)  # held tool_starts sent after the first (TOOL_HOLD_S)
     while pending:
-        _, pending = wait(pending, timeout=0.05)
+        _, pending = wait(pending, timeout=next(waits))
         if pending and state.cancel.is_set():
             cancel_in_executor(executor, state)
             _, pending = wait(pending, timeout=CANCEL_GRACE_S)

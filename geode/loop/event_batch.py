@@ -4,11 +4,16 @@ Per tool round the loop produces its events in two bursts (``tokens``, the pendi
 ``checkpoint_saved``, ``tool_start``; then ``tool_end``, the completed batch's ``checkpoint_saved``, the next
 ``round_start``), each followed by a wait: the tool, the model. :class:`EventBatch` holds a turn's events and
 sends what it holds as one list when an event that comes just before a wait arrives (:data:`SEND_AFTER`: the
-round's start before the model request, a tool's start before the tool runs, streamed text, retries and
-fallbacks), when it holds ``TURN_EVENTS_MAX``, when the turn ends (:meth:`EventBatch.close`), and in any case
-:data:`HOLD_S` after the first held event (:class:`HoldTimer`, for the waits the loop does not announce: a
-slow store save, a hook, a summary call). So no event reaches the user later than before by more than
-``HOLD_S``, and those before a wait not at all.
+round's start before the model request, streamed text, retries and fallbacks, an approval request; a tool's
+start unless the tool is quiet), when it holds ``TURN_EVENTS_MAX``, when the turn ends
+(:meth:`EventBatch.close`), when the turn's thread has waited ``geode.loop.events.TOOL_HOLD_S`` (10 ms) for a
+tool (:meth:`EventBatch.flush` through ``geode.loop.events.flush_held``), and in any case :data:`HOLD_S` after
+the first held event (:class:`HoldTimer`, for the waits the loop does not announce: a slow store save, a hook,
+a summary call). A quiet tool (:func:`quiet_tools`: read-only, and no approval can be asked for it, whose
+request lanes would number before a held ``tool_start``) that answers within 10 ms has its ``tool_start`` and
+``tool_end`` ride the next ``round_start``: one list a round, so one frame a round in the loop, lanes and
+control, not two (issue 34 session 7); a slow one's start reaches the user within 10 ms. No event is later
+than before by more than ``HOLD_S``, and those before the model request not at all.
 
 The turn's last events (its ``termination`` and what came since the last send) are not sent on their own: the
 loop worker takes them (:meth:`EventBatch.take`) into the turn's ``turn.done``, which lanes relays before it
@@ -20,9 +25,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from geode.protocol.turns import TURN_EVENTS_MAX, TurnEvent, TurnEventKind
+from geode.tools.spec import ApprovalMode, EffectClass, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +37,33 @@ HOLD_S = 0.05  # the longest an event is held (the timer's bound), only across a
 SEND_AFTER = frozenset(
     {
         TurnEventKind.ROUND_START,  # the model request follows
-        TurnEventKind.TOOL_START,  # the tool runs next
         TurnEventKind.TEXT_DELTA,  # during the model call (already coalesced per 50 ms)
         TurnEventKind.LLM_RETRY,
         TurnEventKind.RETRY_WAIT,  # the backoff sleep follows
         TurnEventKind.FALLBACK,
         TurnEventKind.APPROVAL_REQUEST,
     }
-)  # not TERMINATION: the turn ends, its last events ride its turn.done (EventBatch.take)
+)  # not TERMINATION: the turn ends, its last events ride its turn.done (EventBatch.take); not TOOL_START:
+# a quiet tool's (EventBatch.quiet) is held: the turn's thread sends it if the tool runs over TOOL_HOLD_S
+# (geode.loop.events.flush_held); another tool's goes out at once (an approval asked for it must not pass it)
 Send = Callable[[list[TurnEvent]], None]
+ASKS_ANYWAY = frozenset({"web_fetch"})  # read-only and no approval, yet asked for each new host
+
+
+def quiet_tools(specs: Iterable[ToolSpec], hooked: Callable[[str], bool] | None = None) -> frozenset[str]:
+    """The tools whose ``tool_start`` may be held (:attr:`EventBatch.quiet`): read-only, no approval, never
+    asked for anyway (not ``web_fetch``, not an MCP tool: asked on its server's first use, none a PreToolUse
+    hook could answer "ask" for: ``hooked``). Any other call may have lanes send an approval request for it
+    while its ``tool_start`` is held, and the user would see the request first."""
+    return frozenset(
+        s.name
+        for s in specs
+        if s.policy.effect is EffectClass.READ
+        and s.policy.approval is ApprovalMode.NONE
+        and s.name not in ASKS_ANYWAY
+        and not s.name.startswith("mcp__")
+        and not (hooked is not None and hooked(s.name))
+    )
 
 
 class HoldTimer:
@@ -94,17 +118,23 @@ class EventBatch:
         self._most = most
         self._held: list[TurnEvent] = []
         self._lock = threading.Lock()
+        self.quiet: frozenset[str] = frozenset()  # tools whose tool_start is held (quiet_tools); others: sent
 
     def emit(self, event: TurnEvent) -> None:
         with self._lock:
             self._held.append(event)
-            if event.kind in SEND_AFTER or len(self._held) >= self._most:
+            kind = event.kind
+            if (
+                kind in SEND_AFTER
+                or len(self._held) >= self._most
+                or (kind is TurnEventKind.TOOL_START and event.data.get("name") not in self.quiet)
+            ):
                 self._send_locked()
             elif len(self._held) == 1 and self._timer is not None:
                 self._timer.arm(self)
 
     def flush(self) -> None:
-        """Send what is held now (the timer; the turn's end)."""
+        """Send what is held now (the timer; the turn's thread waiting for a tool; the turn's end)."""
         with self._lock:
             self._send_locked()
 

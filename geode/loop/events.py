@@ -1,10 +1,16 @@
-"""Turn events with a per-session sequence number, sent to the configured sink (never fatal to the turn)."""
+"""Turn events with a per-session sequence number, sent to the configured sink (never fatal to the turn).
+
+A tool's ``tool_start`` is held by a batching sink (geode/loop/event_batch.py) so a fast tool's events ride
+the next round's list; the turn's thread, waiting for the tool, sends what is held once it has waited
+:data:`TOOL_HOLD_S` (:func:`flush_held`): a slow tool's start reaches the user within that bound, and a fast
+tool costs no wake at all (the wait it times is the one the turn does anyway)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -19,6 +25,8 @@ log = logging.getLogger(__name__)
 # A resumed turn continues numbering this far past the last checkpointed seq, so events re-sent by a new
 # incarnation never reuse numbers an older incarnation already emitted after its last save.
 RESUME_SEQ_GAP = 1_000_000
+# how long the turn's thread waits for a tool before it sends the held tool_start (a read-only tool: ~1-2 ms)
+TOOL_HOLD_S = 0.01
 
 
 class EventStream:
@@ -44,6 +52,16 @@ class EventStream:
             except Exception as exc:  # an event is observation: losing one never fails the turn
                 log.warning("turn event %s dropped: %s", kind, exc)
 
+    def flush(self) -> None:
+        """Send what the sink holds now, if it holds events (a batching sink); never fatal to the turn."""
+        flush = getattr(self.sink, "flush", None)
+        if flush is None:
+            return
+        try:
+            flush()
+        except Exception as exc:  # an event is observation
+            log.warning("held turn events not sent: %s", exc)
+
 
 # The turn running on this thread: lets provider-level callbacks (HTTP retries, fallbacks, backoff sleeps
 # inside the adapter's retrier) reach the right turn's stream and cancel event.
@@ -58,6 +76,22 @@ def bind_current(
 
 def unbind_current(token: Token[tuple[EventStream, threading.Event] | None]) -> None:
     _current.reset(token)
+
+
+def flush_held() -> None:
+    """The turn on this thread waits for a tool longer than :data:`TOOL_HOLD_S`: send its held events now."""
+    cur = _current.get()
+    if cur is not None:
+        cur[0].flush()
+
+
+def tool_waits(poll_s: float) -> Iterator[float]:
+    """The timeouts of the turn's wait for its tools: :data:`TOOL_HOLD_S`, then ``poll_s`` each time after
+    sending what the turn holds (:func:`flush_held`: the tool's ``tool_start``, or one that came late)."""
+    yield TOOL_HOLD_S
+    while True:
+        flush_held()
+        yield poll_s
 
 
 def relay_provider_event(event: ProviderEvent) -> None:

@@ -6,6 +6,8 @@ Conditions built, notified and waited on per call. Here the outcome comes back t
 (C-level put and timed get), with the same cancel rule as :func:`geode.loop.batch._await`: the wait is
 polled every 50 ms; once the turn is cancelled the executor is asked to stop the turn's calls and the real
 outcome is awaited for ``grace_s``; a call still running after that is reported with an unknown outcome.
+The first wait is only ``TOOL_HOLD_S``: a call not answered by then has the turn's held events (its
+``tool_start``) sent, and so at each poll after it (geode.loop.events.tool_waits).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from geode.loop.events import tool_waits
 from geode.loop.reused_threads import TOOL_CALLS
 from geode.tools.spec import ToolCall, ToolResult
 
@@ -40,9 +43,10 @@ def await_one(
         box.put(out)
 
     TOOL_CALLS.run(target)
+    waits = tool_waits(POLL_S)  # a fast tool answers within the first: its tool_start rides the next round's
     while True:
         try:
-            ok, value = box.get(timeout=POLL_S)
+            ok, value = box.get(timeout=next(waits))
             break
         except Empty:
             if not cancel.is_set():

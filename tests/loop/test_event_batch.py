@@ -1,7 +1,8 @@
 """A turn's events sent several to a frame (geode/loop/event_batch.py, issue 34): the events the loop
-produces back to back go out as one list, always before the loop waits (the model request, a tool), at the
-turn's end, and otherwise at most ``hold_s`` after the first held one; the lists joined are the very stream
-an unbatched sink gets (same events, same order, same seq)."""
+produces back to back go out as one list, always before the loop waits for the model, when a tool runs
+longer than ``TOOL_HOLD_S`` (a fast tool's events ride the next round's list), at the turn's end, and
+otherwise at most ``hold_s`` after the first held one; the lists joined are the very stream an unbatched
+sink gets (same events, same order, same seq)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from geode.loop import ListSink
-from geode.loop.event_batch import EventBatch, HoldTimer
+from geode.loop import events as loop_events
+from geode.loop.event_batch import EventBatch, HoldTimer, quiet_tools
 from geode.protocol.turns import TerminationReason as R
 from geode.protocol.turns import TurnEvent, TurnEventKind
 from tests.loop.conftest import Rig, tool
@@ -36,8 +40,8 @@ class Lists:
         return [[e.kind.value for e in batch] for batch in self.sent]
 
 
-def _ev(seq: int, kind: TurnEventKind) -> TurnEvent:
-    return TurnEvent(session_id="s", turn_id="t", seq=seq, kind=kind)
+def _ev(seq: int, kind: TurnEventKind, **data: Any) -> TurnEvent:
+    return TurnEvent(session_id="s", turn_id="t", seq=seq, kind=kind, data=data)
 
 
 class _Both:
@@ -50,12 +54,21 @@ class _Both:
         self.plain.emit(event)
         self.batch.emit(event)
 
+    def flush(self) -> None:
+        self.batch.flush()
 
-def test_a_tool_round_is_two_frames_and_the_stream_is_unchanged(fake_rig: Rig) -> None:
-    """Three tool rounds and an answer: after the turn's opening, each round's events are two lists (up to
-    the tool's start: the tool runs next; up to the next round's start: the model is asked next)."""
+
+def test_a_fast_tool_round_is_one_frame_and_the_stream_is_unchanged(
+    fake_rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three tool rounds and an answer: after the turn's opening, each round's events are one list, up to the
+    next round's start (the model is asked next): the tool answered within the hold, so its ``tool_start``
+    and ``tool_end`` ride that list (before: two lists a round, one ending with the ``tool_start``)."""
+    monkeypatch.setattr(loop_events, "TOOL_HOLD_S", 30.0)  # every tool is fast here, however loaded
     lists = Lists()
     both = _Both(EventBatch(lists, HoldTimer(hold_s=30.0)))  # the timer never fires within the test
+    both.batch.quiet = quiet_tools(fake_rig.plan.specs)
+    assert both.batch.quiet == {"read", "fail"}  # read-only, no approval; not "write"
     provider = fake_rig.script(
         {"tool_calls": [tool("read", "r1", key="a")]},
         {"tool_calls": [tool("read", "r2", key="b")]},
@@ -70,26 +83,67 @@ def test_a_tool_round_is_two_frames_and_the_stream_is_unchanged(fake_rig: Rig) -
     assert joined == both.plain.events  # same events, same order, same seq
     assert [e.seq for e in joined] == list(range(1, len(joined) + 1))
     kinds = lists.kinds()
-    for batch in kinds:  # a list ends where the loop waits (or the turn ends)
-        assert batch[-1] in ("round_start", "tool_start", "text_delta", "termination"), kinds
+    for batch in kinds:  # a list ends where the loop waits for the model (or the turn ends)
+        assert batch[-1] in ("round_start", "text_delta", "termination"), kinds
     rounds = [b for b in kinds if "tool_start" in b]
     assert len(rounds) == 3
-    assert all(b[0] == "tokens" and b[-1] == "tool_start" for b in rounds), kinds
+    want = ["tokens", "checkpoint_saved", "tool_start", "tool_end", "round_start"]
+    assert all(b == want for b in rounds), kinds
     assert kinds[-1][-1] == "termination" and kinds[0][-1] == "round_start", kinds
-    # the opening, two per tool round, the answer's text and its end (before: one frame per event)
-    assert len(kinds) <= 1 + 2 * 3 + 3, kinds
-    assert len(kinds) < len(joined) / 2, kinds
+    # the opening, one per tool round, the answer's text and its end
+    assert len(kinds) <= 1 + 3 + 3, kinds
+
+
+def _slow(seconds: float) -> Any:
+    def read(args: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(seconds)
+        return {"value": f"read:{args.get('key', '')}"}
+
+    return read
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_slow_tools_start_is_sent_by_the_waiting_turn_within_the_hold(fake_rig: Rig, calls: int) -> None:
+    """A tool still running after ``TOOL_HOLD_S``: the turn's thread (not the hold timer: it would fire only
+    after 30 s here) sends what is held, its ``tool_start`` last, long before the tool ends. One call is
+    waited on alone (one_call.await_one), two concurrently (batch._await)."""
+    lists = Lists()
+    both = _Both(EventBatch(lists, HoldTimer(hold_s=30.0)))
+    both.batch.quiet = quiet_tools(fake_rig.plan.specs)
+    fake_rig.handlers["read"] = _slow(0.6)
+    reply = {"tool_calls": [tool("read", f"r{i}", key=str(i)) for i in range(calls)]}
+    fake_rig.sink = both  # type: ignore[assignment]
+    t0 = time.monotonic()
+    result = fake_rig.loop(fake_rig.script(reply, "done")).run_turn("s", "t", "go")
+    both.batch.close()
+    assert result.termination_reason == R.NATURAL
+    kinds = lists.kinds()
+    starts = [i for i, b in enumerate(kinds) for k in b if k == "tool_start"]
+    assert len(starts) == calls, kinds
+    for i in starts:  # each start sent on its own list, long before the tool ended
+        assert kinds[i][-1] == "tool_start" and "tool_end" not in kinds[i], kinds
+        assert lists.at[i] - t0 < 0.5, "a slow tool's start waited for its end"
+    joined = [e for batch in lists.sent for e in batch]
+    assert joined == both.plain.events
 
 
 def test_events_before_a_wait_go_out_at_once() -> None:
     lists = Lists()
     batch = EventBatch(lists, HoldTimer(hold_s=30.0))
+    batch.quiet = frozenset({"read_file"})
     batch.emit(_ev(1, K.TOKENS))
     batch.emit(_ev(2, K.CHECKPOINT_SAVED))
     assert lists.sent == []  # held: the loop goes on without waiting
-    batch.emit(_ev(3, K.TOOL_START))
-    assert lists.kinds() == [["tokens", "checkpoint_saved", "tool_start"]]
-    for seq, kind in enumerate((K.TEXT_DELTA, K.LLM_RETRY, K.RETRY_WAIT, K.FALLBACK), 4):
+    batch.emit(_ev(3, K.TOOL_START, name="read_file"))  # quiet: held (the turn's thread sends it if slow)
+    assert lists.sent == []
+    batch.emit(_ev(4, K.TOOL_END, name="read_file"))
+    batch.emit(_ev(5, K.ROUND_START))  # the model request follows
+    assert lists.kinds() == [["tokens", "checkpoint_saved", "tool_start", "tool_end", "round_start"]]
+    batch.emit(_ev(6, K.TOKENS))
+    batch.emit(_ev(7, K.TOOL_START, name="write_file"))  # may be asked for: out before any approval request
+    assert lists.kinds()[1:] == [["tokens", "tool_start"]]
+    lists.sent.clear()
+    for seq, kind in enumerate((K.TEXT_DELTA, K.LLM_RETRY, K.RETRY_WAIT, K.FALLBACK), 8):
         batch.emit(_ev(seq, kind))  # streamed text, retries: nobody waits for them
         assert lists.sent[-1] == [_ev(seq, kind)]
 
@@ -162,3 +216,15 @@ def test_a_failed_send_never_fails_the_turn() -> None:
     batch = EventBatch(broken, HoldTimer(hold_s=30.0))
     batch.emit(_ev(1, K.TOKENS))
     batch.emit(_ev(2, K.ROUND_START))  # logged and dropped, as a single event's failure was
+
+
+def test_quiet_tools_are_the_read_only_ones_nobody_can_be_asked_for() -> None:
+    """A tool whose call may make lanes send an approval request keeps its tool_start unheld: the request
+    is numbered as it reaches lanes and must not pass the start (the CLI shows the call, then the prompt)."""
+    from geode.tools.builtin.catalogue import BUILTIN_SPECS
+
+    quiet = quiet_tools(BUILTIN_SPECS)
+    assert {"read_file", "list_dir", "glob_files", "grep_files"} <= quiet
+    assert not quiet & {"web_fetch", "write_file", "edit_file", "run_bash", "send_message", "delegate_task"}
+    hooked = quiet_tools(BUILTIN_SPECS, lambda name: name == "read_file")  # a PreToolUse hook may say "ask"
+    assert "read_file" not in hooked and "glob_files" in hooked

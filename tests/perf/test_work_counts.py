@@ -35,20 +35,20 @@ def _row(*most: float) -> dict[str, float]:
 # BUS s4 (11:40 UTC): a caller reads its own reply (actors/bus/reply_reader.py): hand-offs per round 4.2 -> 1
 # (loop 2 -> 0, executor 2.2 -> 1), per turn 14 -> 6 (loop 8 -> 2, lanes 2 -> 0).
 PER_TOOL_ROUND: Ceilings = {
-    "control": _row(2.5, 2.5, 2.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS: 2 frames in, 2 out (was 6)
-    "lanes": _row(2.5, 2.5, 2.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS: 2 turn.events in, 2 out (was 6)
-    "loop": _row(2.5, 5.5, 2.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5),  # CHECKPOINT: 1 save a round; EVENTS: 2 sent
+    "control": _row(1.5, 1.5, 1.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS s7: 1 frame in, 1 out (was 2)
+    "lanes": _row(1.5, 1.5, 1.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5),  # EVENTS s7: 1 turn.events in, 1 out (was 2)
+    "loop": _row(2.5, 3.5, 2.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5),  # CHECKPOINT: 1 save; EVENTS s7: 1 out (was 2)
     "executor": _row(2.5, 2.5, 2.5, 1.5, 1.5, 0.5, 0.5, 0.5, 0.5),
     "store": _row(2.5, 2.5, 2.5, 0.5, 0.5, 2.5, 2.5, 1.5, 2.5),  # STORE s4: a call's rows 1 write op (was 2)
-    "tree": _row(13.2, 15.4, 13.2, 1.5, 2.5, 2.5, 2.5, 1.5, 2.5),
+    "tree": _row(7, 8, 7, 1.5, 2.5, 2.5, 2.5, 1.5, 2.5),  # EVENTS s7: 6 in, 7 out (was 8, 10)
 }
 PER_TURN: Ceilings = {
-    "control": _row(8, 9, 8, 2, 0, 0, 0, 0, 0),  # LANESCTL s6: 7 in (queued+started in the submit's reply)
-    "lanes": _row(9, 11, 9, 1, 3, 0, 0, 0, 0),  # LANESCTL s6: 10 out; TURNFRAMES s6: 8 in (was 9)
-    "loop": _row(7, 11, 7, 3, 4, 0, 0, 0, 0),  # RECEIPTS s6: 3 trips (no list); TURNFRAMES s6: 10 out
+    "control": _row(7, 8, 7, 2, 0, 0, 0, 0, 0),  # EVENTS s7: 6 in, 7 out (a fast tool's round: 1 frame)
+    "lanes": _row(8, 10, 8, 1, 3, 0, 0, 0, 0),  # EVENTS s7: 7 in, 9 out (were 8, 10)
+    "loop": _row(7, 9, 7, 3, 4, 0, 0, 0, 0),  # RECEIPTS s6: 3 trips (no list); EVENTS s7: 8 out (was 9)
     "executor": _row(2.5, 2.5, 2.5, 2, 2, 0, 0, 0, 0),  # LOOPTURN: no tool.plan.bind a turn (3 frames -> 2)
     "store": _row(11, 11, 11, 3, 0, 7, 7, 4, 6),  # LOOPTURN s4: 7 frames (was 10); STORE s4: 6 ops (was 7)
-    "tree": _row(35, 41, 35, 7, 8, 7, 7, 4, 6),  # TURNFRAMES s6: 31 in, 37 out (+10 %; were 47, 55)
+    "tree": _row(30, 36, 30, 7, 8, 7, 7, 4, 6),  # EVENTS s7: 27 in, 32 out (+10 %; were 35, 41)
 }
 
 
