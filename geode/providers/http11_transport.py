@@ -86,8 +86,9 @@ class Http11Transport(httpx2.BaseTransport):
         conn = self._acquire(origin, timeouts)
         while True:
             try:
-                conn.send(head, request.stream, chunked, timeouts.get("write"))
+                conn.send(head, body, chunked, timeouts.get("write"))
                 status, reason, version, rheaders = conn.read_head(timeouts.get("read"))
+                framing, length, keep = wire.framing_of(method, status, rheaders)
                 break
             except httpx2.TransportError as err:
                 conn.close()
@@ -101,7 +102,6 @@ class Http11Transport(httpx2.BaseTransport):
                 conn.close()
                 self._forget()
                 raise
-        framing, length, keep = wire.framing_of(method, status, rheaders)
         keep = keep and not closing and version == b"HTTP/1.1"
         stream = _Body(self, origin, conn, framing, length, keep, timeouts.get("read"))
         extensions = {"http_version": version, "reason_phrase": reason}

@@ -85,7 +85,8 @@ class DirectPost:
         client's log line, a redirect followed by the client) without its auth, redirect and context
         layers around one request (~35 Python calls)."""
         http = self.client._client
-        if self._send_kw or http._auth is not None or not http.follow_redirects or http.is_closed:
+        direct = "timeout" in request.extensions and http.follow_redirects and http._auth is None
+        if self._send_kw or not direct or http.is_closed:
             return http.send(request, stream=True, **self._send_kw)
         hooks = http._event_hooks
         transport = http._transport_for_url(request.url)

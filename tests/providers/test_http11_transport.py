@@ -182,11 +182,21 @@ def test_a_server_dying_mid_body_is_a_protocol_error_and_nothing_is_sent_again()
 
 
 @pytest.mark.parametrize(
-    "reply", [b"HTTP/1.1 2x0 OK\r\n\r\n", b"SMTP 200 OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n"]
+    "reply",
+    [
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"SMTP 200 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+    ],
 )
-def test_a_malformed_answer_is_a_protocol_error(reply: bytes) -> None:
-    with _serve(reply) as server, pytest.raises(httpx2.RemoteProtocolError):
-        _client()[0].get(server.base)
+def test_a_malformed_answer_is_a_protocol_error_and_its_connection_closed(reply: bytes) -> None:
+    with _serve(reply) as server:
+        client, transport = _client()
+        with pytest.raises(httpx2.RemoteProtocolError):
+            client.get(server.base)
+        assert transport._open == 0 and server.accepted == 1  # closed, counted out, not sent again
 
 
 def test_timeouts_are_httpx_timeouts() -> None:
