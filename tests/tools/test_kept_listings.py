@@ -138,3 +138,54 @@ def test_a_large_directory_is_looked_at_as_the_walk_goes(tree, monkeypatch) -> N
     next(walked)
     assert seen["lstat"] == base + 1  # one entry at a time
     assert len(list(walked)) == 2 and str(project) not in listings._kept
+
+
+_MOUNTED = """
+import os, sys, time
+from pathlib import Path
+from geode.tools.builtin.fs_guard import Skips, walk
+from geode.tools.paths import AllowedRoots, Boundary, Exclusion
+home, root, project = map(Path, sys.argv[1:4])
+def skipped():
+    skips = Skips()
+    list(walk(project, Boundary.of(AllowedRoots((root,), Exclusion((home,), home=home))), skips))
+    return skips.geode_home
+first = skipped()
+if os.system(f"mount --bind {home / '.env'} {project / 'f1.txt'}") != 0:
+    print("no-mount")
+    sys.exit(0)
+print(first, skipped())
+"""
+
+
+def test_a_bind_mount_over_an_entry_of_a_kept_directory_is_seen(tree) -> None:  # type: ignore[no-untyped-def]
+    """A real mount (in a private mount namespace, when this host allows one): the kept listing is forgotten
+    and the entry, now the home's .env by identity, is skipped on the next walk."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    home, root, project = tree
+    out = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            _MOUNTED,
+            str(home),
+            str(root),
+            str(project),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    if out.returncode != 0 or "no-mount" in out.stdout:
+        pytest.skip(f"no private mount namespace here: {out.stderr[-200:]}")
+    assert out.stdout.split() == ["0", "1"], out
