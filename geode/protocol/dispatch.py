@@ -73,12 +73,15 @@ class Dispatch:
 
     def handle(self, request: Request) -> Reply:
         """Run the route; a deferred route's reply is waited for here (see :meth:`handle_later`)."""
-        out = self.handle_later(request)
+        route = self.routes.get(request.envelope.type)  # (handle_later's body: no call, no property)
+        if route is None:
+            raise BadRequest(f"{self.owner} does not handle {request.type!r}")
+        out = route(request.body, request)
         return out.result(DEFERRED_CAP_S) if isinstance(out, Later) else out
 
     def handle_later(self, request: Request) -> Reply | Later:
         """Run the route; a deferred route may return a ``Later`` (what the bus and ``dispatch`` take)."""
-        route = self.routes.get(request.type)
+        route = self.routes.get(request.envelope.type)
         if route is None:
             raise BadRequest(f"{self.owner} does not handle {request.type!r}")
         return route(request.body, request)
