@@ -26,7 +26,7 @@ PACKER_KEEP_BYTES = 64 * 1024  # a thread keeps its packer (its buffer's touched
 _packers = threading.local()
 
 
-def _packb(obj: Any) -> bytes:
+def packb(obj: Any) -> bytes:
     """``msgpack.packb(obj, use_bin_type=True)``, on this thread's Packer (dropped after a large frame, so
     no thread keeps a large buffer)."""
     try:
@@ -49,7 +49,7 @@ def encode_wire(
 ) -> bytes:
     """Pack the wire map of an envelope (``envelope.outgoing_wire``, ``reply_wire``: what :func:`encode`
     packs, built straight from checked values; ``env``, when there is one) the same way, same refusals."""
-    try:  # this thread's packer, as _packb takes it (not through its call: every frame sent)
+    try:  # this thread's packer, as packb takes it (not through its call: every frame sent)
         packer = _packers.p
     except AttributeError:
         packer = _packers.p = msgpack.Packer(use_bin_type=True)
@@ -61,9 +61,9 @@ def encode_wire(
                     del _packers.p
             except TypeError:  # a body holding something msgpack lacks (a model): as pydantic dumps it
                 obj = (env or from_wire(obj)).model_dump(by_alias=True, exclude_none=True)
-                data = _packb(obj)
+                data = packb(obj)
         except UnicodeEncodeError:  # a lone surrogate (model text, a file name's byte): sent escaped
-            data = _packb(escape_tree(obj))
+            data = packb(escape_tree(obj))
     except (TypeError, OverflowError, ValueError) as exc:
         raise BadRequest(f"body is not encodable: {exc}") from exc
     if len(data) > max_frame:

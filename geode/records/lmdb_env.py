@@ -19,6 +19,7 @@ import lmdb
 import msgpack
 
 from geode.private_dir import tighten_file
+from geode.protocol.codec import packb
 from geode.protocol.errors import BadRequest, NotFound, Unavailable
 from geode.records.settings import StoreConfig
 
@@ -92,20 +93,7 @@ def u64(b: bytes) -> int:
 # one msgpack Packer per thread: ``msgpack.packb`` builds a Packer, with a 256 KiB buffer, for every call
 # (issue 34: ~1.8 of a 300-byte message's 1.9 us; the writer packs each saved message, each state record,
 # turn record and timeline row). A Packer resets its buffer after each pack, a failed one too.
-_packers = threading.local()
-PACKER_KEEP_BYTES = 64 * 1024  # a thread drops its Packer after a value this big (no large buffer kept)
-
-
-def pack(obj: Any) -> bytes:
-    """``msgpack.packb(obj, use_bin_type=True)``: the same bytes, on this thread's Packer."""
-    try:
-        packer = _packers.p
-    except AttributeError:
-        packer = _packers.p = msgpack.Packer(use_bin_type=True)
-    data: bytes = packer.pack(obj)
-    if len(data) > PACKER_KEEP_BYTES:
-        del _packers.p
-    return data
+pack = packb  # ``msgpack.packb(obj, use_bin_type=True)``: the same bytes, on this thread's Packer (codec's)
 
 
 def unpack(b: bytes) -> Any:
