@@ -53,6 +53,7 @@ class DirectPost:
         self._encoding = self.headers.encoding  # (httpx works it out again on each copy otherwise)
         auth = client.custom_auth
         self._send_kw: dict[str, Any] = {} if auth is None else {"auth": auth}
+        self._direct = _httpx_internals_present(client._client)  # else every request goes by Client.send
 
     def send(self, content: bytes | list[bytes], *, stream: bool) -> Any:
         """The ``httpx`` response (2xx; streamed when ``stream``, else read); the SDK's errors otherwise.
@@ -85,6 +86,8 @@ class DirectPost:
         client's log line, a redirect followed by the client) without its auth, redirect and context
         layers around one request (~35 Python calls)."""
         http = self.client._client
+        if not self._direct:
+            return http.send(request, stream=True, **self._send_kw)
         direct = "timeout" in request.extensions and http.follow_redirects and http._auth is None
         if self._send_kw or not direct or http.is_closed:
             return http.send(request, stream=True, **self._send_kw)
@@ -136,6 +139,28 @@ def _chunks_class() -> type:
             return iter(self._chunks)
 
     return Chunks
+
+
+_HTTPX_INTERNALS = (
+    "_auth",
+    "_event_hooks",
+    "_transport_for_url",
+    "_state",
+    "_cookies",
+    "_default_encoding",
+    "_build_redirect_request",
+    "_send_handling_redirects",
+)
+
+
+def _httpx_internals_present(http: Any) -> bool:
+    """Whether ``http`` (an ``httpx2.Client``) has what :func:`_finish` uses of its internals: an ``httpx2``
+    release that renamed one sends every request through ``Client.send`` instead of failing them."""
+    try:
+        from httpx2._client import BoundSyncStream, ClientState  # noqa: F401
+    except ImportError:
+        return False
+    return all(hasattr(http, name) for name in _HTTPX_INTERNALS) and hasattr(ClientState, "OPENED")
 
 
 @functools.cache

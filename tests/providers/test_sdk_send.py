@@ -139,3 +139,30 @@ def test_a_direct_send_finishes_the_response_as_the_client_does() -> None:
         sender.send(b"{}", stream=False)
         assert len(hooked) == 1 and len(server.requests) == 4
         client.close()
+
+
+def test_an_httpx_without_the_internals_a_direct_send_uses_sends_by_client_send(monkeypatch: Any) -> None:
+    """A later ``httpx2`` that renamed one of the client internals the direct send finishes a response with:
+    every request goes through ``Client.send`` (answered as before), none fails on the missing name."""
+    import httpx2
+
+    from geode.providers import sdk_send
+    from tests.providers.raw_http_kit import RawServer, answer
+
+    body = b'{"id": "msg_2", "type": "message"}'
+
+    def script(conn: Any, n: int) -> None:
+        while server.read_request(conn) is not None:
+            conn.sendall(answer(body, headers=b"Content-Type: application/json\r\n"))
+
+    monkeypatch.setattr(sdk_send, "_HTTPX_INTERNALS", (*sdk_send._HTTPX_INTERNALS, "_a_name_renamed_since"))
+    sent: list[Any] = []
+    real_send = httpx2.Client.send
+    monkeypatch.setattr(
+        httpx2.Client, "send", lambda self, *a, **k: sent.append(1) or real_send(self, *a, **k)
+    )
+    with RawServer(script) as server:
+        client, sender = _raw_sender(server.base)
+        assert not sdk_send._httpx_internals_present(client._client)
+        assert sender.send(b"{}", stream=False).json()["id"] == "msg_2" and sent == [1]
+        client.close()
