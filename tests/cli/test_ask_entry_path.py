@@ -105,8 +105,9 @@ NOT_LOADED = {
     "hashlib",
 }
 NOT_LOADED |= {"argparse", "gettext", "locale"}
-ASK_ALL, ASK_OURS = 160, 30  # modules at exit, all and ours (geode.*, actors.*), measured at round 3 (+1 since:
-# actors.cli.interrupt_latch, a Ctrl-C anywhere in the follow loop cancels the turn and still gives the outcome)
+# modules at exit, all and ours (geode.*, actors.*), measured at round 3; +1 since: actors.cli.interrupt_latch
+# (a Ctrl-C anywhere in the follow loop cancels the turn and still gives the outcome)
+ASK_ALL, ASK_OURS = 160, 30
 ROOT = Path(__file__).resolve().parents[2]
 # No site (-S): the modules counted are the ask path's own, whatever the venv's .pth files load at the
 # interpreter's start (that start is tests/cli/test_interpreter_start.py's); the paths site would add.
