@@ -8,7 +8,6 @@ import os
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from geode.tools.builtin.files import boundary, resolve
@@ -41,20 +40,36 @@ def _matches(segs: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     return _matcher(segs)(parts)
 
 
+_MAGIC = re.compile(r"[*?\[]")  # what makes a segment a pattern; any other segment matches itself only
+
+
 @lru_cache(maxsize=1024)
-def _compiled(seg: str) -> Callable[[str], re.Match[str] | None]:
+def _compiled(seg: str) -> Callable[[str], object]:
+    """What ``fnmatch.fnmatchcase(name, seg)`` says of a name (truthy or not): a segment without ``*``, ``?``
+    or ``[`` matches only the equal name (``fnmatch.translate`` escapes everything else), so it is a string
+    comparison, not a regular expression."""
+    if _MAGIC.search(seg) is None:
+        return seg.__eq__
     return re.compile(fnmatch.translate(seg)).match
 
 
 def _matcher(segs: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
     """``_matches`` with ``segs`` compiled once (per call, not per entry): each segment's
-    ``fnmatch.fnmatchcase`` as the regular expression it compiles to (``fnmatch.translate``)."""
+    ``fnmatch.fnmatchcase`` as the regular expression it compiles to (``fnmatch.translate``), or a plain
+    comparison for a segment that is no pattern."""
     each = [_compiled(seg) for seg in segs]
     if "**" not in segs:  # one segment per part: no search
         n = len(segs)
+        if n == 1:  # the common one-segment pattern: no loop per entry
+            one = each[0]
+
+            def single(parts: tuple[str, ...]) -> bool:
+                return len(parts) == 1 and bool(one(parts[0]))
+
+            return single
 
         def plain(parts: tuple[str, ...]) -> bool:
-            return len(parts) == n and all(m(p) is not None for m, p in zip(each, parts, strict=True))
+            return len(parts) == n and all(m(p) for m, p in zip(each, parts, strict=True))
 
         return plain
 
@@ -65,7 +80,7 @@ def _matcher(segs: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
             if seg == "**":
                 at = set(range(min(at), len(parts) + 1))
             else:
-                at = {j + 1 for j in at if j < len(parts) and m(parts[j]) is not None}
+                at = {j + 1 for j in at if j < len(parts) and m(parts[j])}
             if not at:
                 return False
         return len(parts) in at
@@ -73,7 +88,7 @@ def _matcher(segs: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
     return search
 
 
-def _mtime(p: Path) -> float:
+def _mtime(p: str) -> float:
     try:
         return os.stat(p).st_mtime
     except OSError:
@@ -89,14 +104,14 @@ def glob_files(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
     skips, found, matches = Skips(), [], _matcher(segs)
     for entry in walk(base, boundary(env), skips, skip_dirs=SKIP_DIRS, max_depth=depth, cancel=env.cancel):
         if matches(entry.rel):
-            found.append(entry.path)
+            found.append(entry.text)  # the path's text: no Path made per match and turned back to text
             if len(found) > MAX_RESULTS:
                 break
     if len(found) > 1:  # newest first (one match: no stat to sort it)
         found.sort(key=_mtime, reverse=True)
     return {
         "path": str(base),
-        "files": [str(p) for p in found[:MAX_RESULTS]],
+        "files": found[:MAX_RESULTS],
         "truncated": len(found) > MAX_RESULTS,
         **skips.as_result(),
     }
