@@ -99,20 +99,46 @@ def _md_names(d: str) -> tuple[Stamp, tuple[str, ...]]:
     return key, names
 
 
+_PATHS: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[str | None, ...]]] = {}
+
+
+def _stamp_paths(
+    workspace: Path | None, home_rules: Path | None, default: Path
+) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+    """The GEODE.md files and the rules directories :func:`sources_stamp` stats, as path strings joined once
+    per (default, workspace, home rules) (the prompt is built for every model call)."""
+    key = (default, workspace, home_rules)
+    hit = _PATHS.get(key)
+    if hit is not None:
+        return hit
+    files = [str(default)]
+    ws = str(workspace) if workspace is not None else None
+    if ws is not None:
+        files += [os.path.join(ws, "GEODE.md"), os.path.join(ws, ".geode", "GEODE.md")]
+    dirs = (
+        str(home_rules) if home_rules is not None else None,
+        os.path.join(ws, ".geode", "rules") if ws is not None else None,
+    )
+    if len(_PATHS) >= _READ_LIMIT:
+        _PATHS.clear()
+    out = _PATHS[key] = (tuple(files), dirs)
+    return out
+
+
 def sources_stamp(
     workspace: Path | None, home_rules: Path | None, default: Path = DEFAULT_GEODE_MD
 ) -> tuple[object, ...]:
     """The stamps of every file :func:`geode_md_sections` and :func:`rule_files` would read, and of the rules
     directories: equal stamps, the same sections and rules (a few ``stat`` calls, no read, no parse)."""
-    out: list[object] = [_stamp(str(default))]
-    ws = str(workspace) if workspace is not None else None
-    if ws is not None:
-        out += [_stamp(os.path.join(ws, "GEODE.md")), _stamp(os.path.join(ws, ".geode", "GEODE.md"))]
-    dirs = [str(home_rules) if home_rules is not None else None]
-    dirs.append(os.path.join(ws, ".geode", "rules") if ws is not None else None)
+    files, dirs = _stamp_paths(workspace, home_rules, default)
+    out: list[object] = [_stamp(f) for f in files]
     for d in dirs:
-        key, names = _md_names(d) if d is not None else (None, ())
-        out += [(key, names), *(_stamp(os.path.join(d, n)) for n in names if d is not None)]
+        if d is None:
+            out.append((None, ()))
+            continue
+        key, names = _md_names(d)
+        out.append((key, names))
+        out += [_stamp(os.path.join(d, n)) for n in names]
     return tuple(out)
 
 

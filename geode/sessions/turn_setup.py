@@ -83,8 +83,12 @@ def turn_settings(run: turns.TurnRun, config: GeodeConfig, plan: BoundToolPlan |
         if missing_denied:
             raw["denied_tools"] = sorted(limits.denied_tools)
     loop = config.loop
-    base: dict[str, Any] = {k: v for k, v in loop if k in LOOP_FIELDS}
-    base.update(verify=config.verify, mode=run.mode, origin=run.origin)
+    base: dict[str, Any] = {
+        **_loop_base(loop),
+        "verify": config.verify,
+        "mode": run.mode,
+        "origin": run.origin,
+    }
     settings = LoopSettings.from_mapping(raw, **base)
     window_set = "context_window_tokens" in raw or "context_window_tokens" in loop.model_fields_set
     if not window_set and settings.model:
@@ -96,6 +100,21 @@ def turn_settings(run: turns.TurnRun, config: GeodeConfig, plan: BoundToolPlan |
         except Exception as exc:  # an unknown model keeps the default window
             log.debug("no context window for %s: %s", settings.model, exc)
     return settings
+
+
+_BASE: tuple[object, dict[str, Any]] | None = None  # the last [loop] section and its LoopSettings fields
+
+
+def _loop_base(loop: Any) -> dict[str, Any]:
+    """``[loop]``'s values of LoopSettings fields, once per config snapshot (a worker keeps its snapshot; a
+    reload gives a new section object). Callers copy it; nobody writes to it."""
+    global _BASE
+    kept = _BASE
+    if kept is not None and kept[0] is loop:
+        return kept[1]
+    base = {k: v for k, v in loop if k in LOOP_FIELDS}
+    _BASE = (loop, base)
+    return base
 
 
 def turn_prompt(settings: LoopSettings, rules_dir: Path) -> PromptSources:

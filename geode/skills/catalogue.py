@@ -153,12 +153,25 @@ def project_distrust(workspace: Path, trusted: Sequence[str], home_root: Path | 
     return None
 
 
+def _home_dir(home_root: Path) -> Path:
+    """The home's skills folder, resolved; one ``stat`` and not resolved when it is not there (no skill
+    installed: what it resolves to would not exist either, so it is listed as empty the same way)."""
+    folder = home_skills_dir(home_root)
+    try:
+        os.stat(folder)
+    except FileNotFoundError:
+        return folder
+    except OSError:
+        pass
+    return folder.resolve()
+
+
 def discover(home_root: Path | None, workspace: Path | None, trusted: Sequence[str]) -> SkillCatalogue:
     """The skills of the home and, for a trusted project workspace, of the project."""
     by_name: dict[str, Skill] = {}
     failures: list[SkillFailure] = []
     notes: list[str] = []
-    home_dir = home_skills_dir(home_root).resolve() if home_root is not None else None
+    home_dir = _home_dir(home_root) if home_root is not None else None
     if home_dir is not None:
         found, bad = _scan(home_dir, "home")
         by_name.update((s.name, s) for s in found)
