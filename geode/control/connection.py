@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from geode.control.session_index import SessionIndex
 from geode.control.settings import QUEUE_MAX
@@ -49,10 +50,26 @@ class Connection:
     index: SessionIndex[Connection] | None = field(default=None, repr=False, compare=False)
     _jobs: deque[Job] = field(default_factory=deque)
     _busy: bool = False
+    # (spec, session id, its turn settings): the frozen spec's dump, made once per spec and session
+    _settings: tuple[SessionSpec, str, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def session_id(self) -> str | None:
         return self.spec.session_id if self.spec else None
+
+    def turn_settings(self, session_id: str) -> dict[str, Any]:
+        """``spec.turn_settings(session_id)`` (a prompt's ``turn.run`` settings), dumped once while the spec
+        (frozen; a new one replaces it) and the session stay the same. Each call gets a fresh dict, its lists
+        and maps copied, so a caller that adds a key (``session_source``) changes no later prompt's (issue 34:
+        the pydantic dump was ~13 us a prompt)."""
+        spec = self.spec
+        assert spec is not None
+        held = self._settings
+        if held is None or held[0] is not spec or held[1] != session_id:
+            held = self._settings = (spec, session_id, spec.turn_settings(session_id))
+        return {
+            k: list(v) if type(v) is list else dict(v) if type(v) is dict else v for k, v in held[2].items()
+        }
 
     def enqueue(self, job: Job, runner: Runner, *, limit: int = QUEUE_MAX) -> None:
         """Run ``job`` after this connection's earlier jobs (strict order); ``Overloaded`` when full."""

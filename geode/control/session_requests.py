@@ -107,7 +107,7 @@ class SessionRequests:
         turn_id = p.turn_id or f"t-{uuid.uuid4().hex[:16]}"  # the client's id: a re-sent prompt is one turn
         log.info("prompt: turn %s of session %s", turn_id, sid)
         # the spec's plan_hash / plan_generation travel with the settings to lanes and the loop worker
-        settings = conn.spec.turn_settings(sid)
+        settings = conn.turn_settings(sid)
         if sid in conn.resumed:  # the first turn after a resume: the loop runs SessionStart (source resume)
             conn.resumed.discard(sid)
             settings["session_source"] = "resume"

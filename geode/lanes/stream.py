@@ -9,7 +9,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-from geode.protocol.lanes import StreamEvent, StreamEvents
+from geode.protocol.lanes import StreamEvent, StreamEvents, stream_event
 from geode.protocol.transport import Request
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class StreamBuffer:
         seq = self._seq.get(session_id, self._base) + 1
         self._seq[session_id] = seq
         self._seq.move_to_end(session_id)
-        ev = StreamEvent(session_id=session_id, turn_id=turn_id, seq=seq, kind=kind, data=data)
+        ev = stream_event(session_id, turn_id, seq, kind, data)
         buf = self._events.get(session_id)
         if buf is None:
             buf = self._events[session_id] = deque(maxlen=self._max_events)
