@@ -89,17 +89,31 @@ def turn_settings(run: turns.TurnRun, config: GeodeConfig, plan: BoundToolPlan |
         "mode": run.mode,
         "origin": run.origin,
     }
-    settings = LoopSettings.from_mapping(raw, **base)
     window_set = "context_window_tokens" in raw or "context_window_tokens" in loop.model_fields_set
-    if not window_set and settings.model:
-        try:
-            from geode.providers.catalogue import model_info
-
-            window = model_info(settings.model).context_window
+    model = raw["model"] if "model" in raw else base.get("model")
+    early = False
+    if not window_set and isinstance(model, str) and model:  # the window validated with the rest: no copy
+        early = True
+        window = _context_window(model)
+        if window is not None:
+            raw["context_window_tokens"] = window
+    settings = LoopSettings.from_mapping(raw, **base)
+    if not early and not window_set and settings.model:
+        window = _context_window(settings.model)
+        if window is not None:
             settings = settings.model_copy(update={"context_window_tokens": window})
-        except Exception as exc:  # an unknown model keeps the default window
-            log.debug("no context window for %s: %s", settings.model, exc)
     return settings
+
+
+def _context_window(model: str) -> int | None:
+    """The catalogue's context window of ``model`` (None: an unknown model keeps the default window)."""
+    try:
+        from geode.providers.catalogue import model_info
+
+        return model_info(model).context_window
+    except Exception as exc:
+        log.debug("no context window for %s: %s", model, exc)
+        return None
 
 
 _BASE: tuple[object, dict[str, Any]] | None = None  # the last [loop] section and its LoopSettings fields

@@ -17,9 +17,10 @@ from geode.sessions.turn_setup import ComposedTurn, compose_turn
 from geode.tools.plan import BoundToolPlan, PlanRegistry
 from geode.tools.spec import SafetyPolicy, ToolSpec
 
-# Measured 364-368 (LOOP2, session 7: the stat paths joined once, the [loop] base once per snapshot, a missing
-# home skills folder not resolved); 527 before. Deterministic for a given pydantic (no timing, no threads).
-CALLS_CEILING = 400
+# Measured 349-353 (LOOP2, session 7: the stat paths joined once, the [loop] base once per snapshot, a missing
+# home skills folder not resolved, the model's window validated with the settings); 527 before. Deterministic
+# for a given pydantic (no timing, no threads).
+CALLS_CEILING = 385
 
 
 def _setup(tmp_path: Path) -> tuple[GeodeHome, Any, BoundToolPlan, turns.TurnRun, Path]:
@@ -79,3 +80,22 @@ def test_a_skill_or_memory_added_between_two_turns_is_in_the_next(tmp_path: Path
     assert "another note" in after.prompt.memory
     system = build_system_prompt(after.prompt, model=after.settings.model)
     assert any("greet" in s.text for s in system)
+
+
+def test_a_turns_context_window_is_its_models_unless_set(tmp_path: Path) -> None:
+    """The model's catalogue window (now validated with the other settings, no copy after): an OpenAI
+    model's 400k; ``[loop] context_window_tokens`` or the turn's own value wins; an unknown model routed to
+    Anthropic keeps the default; no model, the default."""
+    from geode.sessions.turn_setup import turn_settings
+
+    def window(settings: dict[str, Any], raw: dict[str, Any] | None = None) -> int:
+        run = turns.TurnRun(turn_id="t", session_id="s", mode="IPC", settings=settings)
+        got = turn_settings(run, TreeSettings.from_raw(raw or {}))
+        assert got.model == settings.get("model", got.model)
+        return got.context_window_tokens
+
+    assert window({"model": "gpt-5", "workspace": str(tmp_path)}) == 400_000
+    assert window({"model": "gpt-5"}, {"loop": {"context_window_tokens": 50_000}}) == 50_000
+    assert window({"model": "gpt-5", "context_window_tokens": 60_000}) == 60_000
+    assert window({"model": "claude-unknown-x"}) == 200_000
+    assert window({"model": ""}) == 200_000
