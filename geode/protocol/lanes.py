@@ -67,7 +67,7 @@ def stream_event(session_id: str, turn_id: str, seq: int, kind: str, data: dict[
         "__dict__",
         {"session_id": session_id, "turn_id": turn_id, "seq": seq, "kind": kind, "data": dict(data)},
     )
-    _set(ev, "__pydantic_fields_set__", _FIELDS)
+    _set(ev, "__pydantic_fields_set__", set(_FIELDS))  # its own set: pydantic adds to it on an attribute set
     _set(ev, "__pydantic_extra__", None)
     _set(ev, "__pydantic_private__", None)
     return ev

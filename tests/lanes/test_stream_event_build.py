@@ -50,3 +50,11 @@ def test_buffer_numbers_and_keeps_built_events() -> None:
     assert b == StreamEvent(
         session_id="s-1", turn_id="t-1", seq=b.seq, kind="turn_started", data={"worker": "loop-1"}
     )
+
+
+def test_a_built_event_takes_an_attribute_set_as_a_validated_one_does() -> None:
+    """pydantic adds a set attribute's name to the model's own fields-set: each event has its own set."""
+    a, b = stream_event("s-1", "t-1", 1, "text", {}), stream_event("s-1", "t-1", 2, "text", {})
+    a.kind = "tool_start"
+    assert a.kind == "tool_start" and b.kind == "text"
+    assert a.model_fields_set == b.model_fields_set == StreamEvent(**b.model_dump()).model_fields_set
