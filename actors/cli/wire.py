@@ -58,15 +58,15 @@ def validator(name: str, source: Any = d) -> SchemaValidator:
     ``wire_data`` or ``status_wire_data``), built once."""
     v = _validators.get(name)
     if v is None:
-        from pydantic_core import SchemaValidator
+        from actors.cli.schema_core import core
 
-        v = _validators[name] = SchemaValidator(_resolved(getattr(source, name)))
+        v = _validators[name] = core().SchemaValidator(_resolved(getattr(source, name)))
     return v
 
 
 def prepare() -> None:
-    """Build the receiving validators now (pydantic-core's import, ~10 ms): called right after a first
-    request is sent, so the work overlaps the daemon's answer instead of preceding the send."""
+    """Build the receiving validators now (pydantic-core's compiled module, ~10 ms): called right after a
+    first request is sent, so the work overlaps the daemon's answer instead of preceding the send."""
     validator("ENVELOPE_SCHEMA")
     validator("STREAM_EVENT_SCHEMA")
 
@@ -133,7 +133,9 @@ def decode(frame: bytes) -> Frame:
     envelope; a ``cli.event``'s body as a stream event too. Anything malformed: ``BadRequest``."""
     obj = decode_map(frame, d.MAX_FRAME_BYTES)
     envelope = validator("ENVELOPE_SCHEMA")
-    from pydantic_core import ValidationError  # loaded by validator(): a dictionary look-up
+    from actors.cli.schema_core import core  # loaded by validator(): dictionary look-ups
+
+    ValidationError = core().ValidationError
 
     try:
         fields = envelope.validate_python(obj)

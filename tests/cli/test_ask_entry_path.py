@@ -105,9 +105,13 @@ NOT_LOADED = {
     "hashlib",
 }
 NOT_LOADED |= {"argparse", "gettext", "locale"}
-# modules at exit, all and ours (geode.*, actors.*), measured at round 3; +1 since: actors.cli.interrupt_latch
-# (a Ctrl-C anywhere in the follow loop cancels the turn and still gives the outcome)
-ASK_ALL, ASK_OURS = 160, 30
+# issue 34 session 7: pydantic-core's compiled module alone (actors/cli/schema_core.py), not its package's
+# __init__ (core_schema, typing_extensions: ~30 ms of the way from the handshake to the prompt)
+NOT_LOADED |= {"pydantic_core.core_schema", "typing_extensions"}
+# modules at exit, all and ours (geode.*, actors.*), measured at round 3; since: +1 of ours for
+# actors.cli.interrupt_latch (a Ctrl-C anywhere in the follow loop cancels the turn and still gives the
+# outcome), +1 for actors.cli.schema_core and 15 fewer in all (pydantic-core's package init: 161 -> 146)
+ASK_ALL, ASK_OURS = 146, 31
 ROOT = Path(__file__).resolve().parents[2]
 # No site (-S): the modules counted are the ask path's own, whatever the venv's .pth files load at the
 # interpreter's start (that start is tests/cli/test_interpreter_start.py's); the paths site would add.
