@@ -42,7 +42,6 @@ class Connection:
     attached: dict[str, int] = field(default_factory=dict)  # session id -> last seq delivered
     replaying: dict[str, list[StreamEvent]] = field(default_factory=dict)
     pending_approvals: dict[str, str] = field(default_factory=dict)  # approval id -> session id
-    active_turns: set[str] = field(default_factory=set)
     prompted: set[str] = field(default_factory=set)  # sessions this connection ran turns in (SessionEnd)
     resumed: set[str] = field(default_factory=set)  # resumed, no turn yet (next turn: SessionStart resume)
     lock: threading.RLock = field(default_factory=threading.RLock)

@@ -246,10 +246,6 @@ class ControlCore(SessionRequests, ChatRequests):
                     k.pending_approvals[aid] = ev.session_id
                     while len(k.pending_approvals) > MAX_PENDING_PER_CONN:  # lanes already timed those out
                         k.pending_approvals.pop(next(iter(k.pending_approvals)))
-        if ev.kind == lanes_msg.TURN_DONE:
-            for k in targets:
-                with k.lock:
-                    k.active_turns.discard(ev.turn_id)
         return targets
 
     def lanes_restarted(self, incarnation: int) -> int:

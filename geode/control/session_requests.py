@@ -133,8 +133,6 @@ class SessionRequests:
             carried = out.events or []
         finally:  # the reply's events and the live ones held meanwhile: in seq order, to every attached
             self.held.release(sid, carried)
-        with conn.lock:
-            conn.active_turns.add(turn_id)
         return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
 
     def _submit(self, sub: lanes_msg.Submit, sid: str) -> dict[str, Any]:
