@@ -109,3 +109,17 @@ def tool(name: str, id_: str | None = None, **args: Any) -> dict[str, Any]:
     if id_:
         out["id"] = id_
     return out
+
+
+def store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The message type of every request the turn's store client makes, in order."""
+    client = rig.records.inner
+    seen: list[str] = []
+    inner: Callable[..., Any] = client._call
+
+    def call(type_: str, body: Any, **kw: Any) -> Any:
+        seen.append(type_)
+        return inner(type_, body, **kw)
+
+    monkeypatch.setattr(client, "_call", call)
+    return seen

@@ -15,22 +15,9 @@ from geode.loop.checkpoint import _kept_history
 from geode.loop.ports import HookOutcome, NoHooks
 from geode.protocol import store as m
 from geode.records.models import CheckpointSave
-from tests.loop.conftest import Rig
+from tests.loop.conftest import Rig, store_calls
 
 SEQ = LoopSettings(model="test-model", tool_parallelism=1)
-
-
-def _store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    client = rig.records.inner
-    seen: list[str] = []
-    inner = client._call
-
-    def call(type_: str, body: Any, **kw: Any) -> Any:
-        seen.append(type_)
-        return inner(type_, body, **kw)
-
-    monkeypatch.setattr(client, "_call", call)
-    return seen
 
 
 def test_a_new_turn_after_this_processs_own_save_asks_the_store_no_restore(
@@ -42,7 +29,7 @@ def test_a_new_turn_after_this_processs_own_save_asks_the_store_no_restore(
     loop = rig.loop(rig.script("one", "two", "three"), settings=SEQ)
     assert loop.run_turn("kept-s1", "turn-1", "first").text == "one"
     assert loop.run_turn("kept-s1", "turn-2", "second").text == "two"  # learns the session's creation time
-    calls = _store_calls(rig, monkeypatch)
+    calls = store_calls(rig, monkeypatch)
     assert loop.run_turn("kept-s1", "turn-3", "third").text == "three"
     assert calls == [m.CHECKPOINT_SAVE, m.CHECKPOINT_SAVE]  # open, final
     stored = rig.records.load_checkpoint("kept-s1")

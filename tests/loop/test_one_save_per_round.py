@@ -7,7 +7,6 @@ the store in one request."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,24 +17,10 @@ from geode.loop.compaction import unanswered_tool_uses
 from geode.protocol import store as m
 from geode.protocol.turns import TerminationReason
 from geode.testing.function_model import FunctionModel
-from tests.loop.conftest import Rig, tool
+from tests.loop.conftest import Rig, store_calls, tool
 from tests.loop.fakes import Crash
 
 SEQ = LoopSettings(model="test-model", tool_parallelism=1)
-
-
-def _store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The message type of every request the turn's store client makes, in order."""
-    client = rig.records.inner
-    seen: list[str] = []
-    inner: Callable[..., Any] = client._call
-
-    def call(type_: str, body: Any, **kw: Any) -> Any:
-        seen.append(type_)
-        return inner(type_, body, **kw)
-
-    monkeypatch.setattr(client, "_call", call)
-    return seen
 
 
 def test_a_tool_round_is_saved_once_its_results_riding_the_next_save(fake_rig: Rig) -> None:
@@ -62,7 +47,7 @@ def test_a_one_round_turn_makes_four_store_requests(fake_rig: Rig, monkeypatch: 
     session 4: the turn's rows ride the open's and the final save's store write); then 5; now 4 (session 6:
     Verify lists no receipts when the pending save found none open and the batch was read-only)."""
     rig = fake_rig
-    calls = _store_calls(rig, monkeypatch)
+    calls = store_calls(rig, monkeypatch)
     provider = rig.script({"tool_calls": [tool("read", "r1", key="k")]}, "the answer")
     assert rig.loop(provider, settings=SEQ).run_turn("ckpt-s2", "turn-1", "read").text == "the answer"
     assert calls == [  # (a session id no other test uses: a process keeps its last sessions' histories)

@@ -17,20 +17,7 @@ from geode.loop.state import TurnState
 from geode.protocol import store as m
 from geode.protocol.turns import TerminationReason
 from geode.records.models import PendingBatch, PendingOperation, ReceiptIdentity
-from tests.loop.conftest import Rig, tool
-
-
-def _store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    client = rig.records.inner
-    seen: list[str] = []
-    inner = client._call
-
-    def call(type_: str, body: Any, **kw: Any) -> Any:
-        seen.append(type_)
-        return inner(type_, body, **kw)
-
-    monkeypatch.setattr(client, "_call", call)
-    return seen
+from tests.loop.conftest import Rig, store_calls, tool
 
 
 def _admit(rig: Rig, session: str, op: str) -> None:
@@ -41,7 +28,7 @@ def _admit(rig: Rig, session: str, op: str) -> None:
 
 
 def test_a_read_only_turn_asks_no_receipt_list(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _store_calls(rig, monkeypatch)
+    calls = store_calls(rig, monkeypatch)
     provider = rig.script({"tool_calls": [tool("read", "r1", key="a")]}, "done")
     result = rig.loop(provider).run_turn("vr-read", "turn-1", "go")
     assert result.termination_reason == TerminationReason.NATURAL and result.text == "done"
@@ -49,7 +36,7 @@ def test_a_read_only_turn_asks_no_receipt_list(rig: Rig, monkeypatch: pytest.Mon
 
 
 def test_an_effect_call_since_the_last_save_keeps_the_list(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _store_calls(rig, monkeypatch)
+    calls = store_calls(rig, monkeypatch)
     provider = rig.script({"tool_calls": [tool("write", "w1", text="A")]}, "written")
     result = rig.loop(provider).run_turn("vr-write", "turn-1", "go")
     assert result.termination_reason == TerminationReason.NATURAL and rig.effects == ["A"]
@@ -60,7 +47,7 @@ def test_an_uncertain_receipt_from_before_still_escalates(rig: Rig, monkeypatch:
     _admit(rig, "vr-old", "op-old")
     rig.records.mark_uncertain("op-old", "test")
     _admit(rig, "vr-old0", "op-neighbour")  # another session, its key a prefix-neighbour: not this one's
-    calls = _store_calls(rig, monkeypatch)
+    calls = store_calls(rig, monkeypatch)
     result = rig.loop(rig.script("hello")).run_turn("vr-old", "turn-1", "hi")
     assert result.termination_reason == TerminationReason.EXTERNAL_VERIFICATION_REQUIRED
     assert calls.count(m.RECEIPT_LIST) == 1
