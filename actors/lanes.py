@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import pykka
 
 from actors.bus import Bus
+from actors.bus.continued import ContinuedCalls
 from geode.config_reload import MCP, ConfigChange
 from geode.config_schema import GeodeConfig
 from geode.config_source import ConfigSource
 from geode.home import GeodeHome
+from geode.lanes.continued_store import LanesStoreClient
 from geode.lanes.keyed_runner import STORE_THREADS, KeyedRunner
 from geode.lanes.queue import DEFAULT_GLOBAL_CAP, LaneQueue
 from geode.lanes.records import Outcome, Then, TurnStore
@@ -36,7 +38,6 @@ from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.later import Later
 from geode.protocol.transport import Request
 from geode.records.models import TurnState
-from geode.records.store_client import StoreClient
 from geode.tools.catalogue_plans import EXECUTOR, EXECUTOR_CHANGES
 
 if TYPE_CHECKING:
@@ -263,11 +264,12 @@ def start_lanes_actor(
     *,
     store_threads: int = STORE_THREADS,
     load_timeout_s: float = 15.0,
+    runner: KeyedRunner | None = None,
     **core_options: Any,
 ) -> LanesHandle:
     """Reload the durable turn records, then start the actor that owns the lanes state machine."""
     running, queued = _load_records(records, load_timeout_s)
-    runner = KeyedRunner(store_threads)
+    runner = runner or KeyedRunner(store_threads)
     core = LanesService(records, transport, runner=runner, **core_options)
     ref = LanesActor.start(core)
 
@@ -338,11 +340,14 @@ def start_lanes(
     cfg = settings or lanes_config(home)
     owns = bus is None
     bus = bus or Bus(name, incarnation, home).start()
+    runner, calls = KeyedRunner(), ContinuedCalls(bus)  # puts continued by callback (continued_store)
     try:
+        calls.bus_reads("store")
         lanes = start_lanes_actor(
-            StoreClient(bus.transport, attempts=3),
+            LanesStoreClient(bus.transport, calls, runner.offload, attempts=3),
             bus.transport,
             load_timeout_s=store_timeout_s,
+            runner=runner,
             queue=LaneQueue(
                 global_cap=cfg.global_cap or min(cfg.max_global_cap, DEFAULT_GLOBAL_CAP),
                 session_queue_max=cfg.session_queue_max,
@@ -377,6 +382,7 @@ def start_lanes(
 
     def tick() -> None:
         while not child.stop_event.wait(TICK_S):
+            calls.sweep()  # a continued put past its deadline: RequestTimeout, as a waiting caller's
             try:
                 lanes.tell(TICK)
             except Unavailable:

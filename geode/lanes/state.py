@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel
@@ -102,6 +103,9 @@ class LanesState:
         self.max_requeues = max_requeues
         self.records = records  # blocking calls: only ever made through ``runner``
         self.runner = runner
+        # a put continued by callback (the store client sends it, the bus hands its reply over: no thread
+        # waits for it) when both the records and the runner offer it; else a blocking put on the runner
+        self._put_then = getattr(records, "put_turn_then", None) if hasattr(runner, "start") else None
         self.transport = transport  # casts only (they never wait for another process)
         self.queue = queue or LaneQueue()
         self.pool = pool or WorkerPool(clock=clock)
@@ -159,7 +163,17 @@ class LanesState:
 
     def _put(self, rec: TurnRecord, then: Callable[[Outcome], None]) -> None:
         snapshot = copy_record(rec)  # the store call runs elsewhere; our copy may change meanwhile
-        self._io(rec.turn_id, lambda: self.records.put_turn(snapshot), then)
+        put_then = self._put_then
+        if put_then is None:
+            self._io(rec.turn_id, lambda: self.records.put_turn(snapshot), then)
+            return
+        self.inflight += 1
+
+        def done(out: Outcome) -> None:
+            self.inflight -= 1
+            then(out)
+
+        self.runner.start(rec.turn_id, partial(put_then, snapshot), done)  # type: ignore[attr-defined]
 
     def _age(self, rec: TurnRecord) -> float:
         """Seconds since the turn's first submission (its durable ``created_at``)."""
