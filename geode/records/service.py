@@ -129,17 +129,17 @@ class StoreService:
     def _put_turn(self, b: m.PutTurn, r: Request) -> Later:
         # a done turn is indexed once its commit returned (a put that finds its turn done already was
         # indexed when that turn was stored done, or by the feed's sync at start)
+        # (the reply made in the write, from the stored dump, in both cases)
         if self.search is not None and b.state == TurnState.DONE:
-            return self.engine.turns.put_later(b).map(self._turn_stored)
-        return self.engine.turns.put_reply_later(b)  # the reply made in the write, from the stored dump
+            return self.engine.turns.put_reply_later(b, self._turn_stored)
+        return self.engine.turns.put_reply_later(b)
 
-    def _turn_stored(self, turn: TurnRecord) -> m.TurnReply:
+    def _turn_stored(self, turn: TurnRecord) -> None:
         if self.search is not None:
             try:
                 self.search.turn_stored(turn)  # queued: indexed by the feed's thread, never on the writer's
             except Exception:  # derived data: a write's reply never fails for it (the sync catches up)
                 log.exception("search index: turn %s not queued", turn.turn_id)
-        return _turn_reply(turn)
 
     def prune(self) -> dict[str, int]:
         """Retention, then the search index drops what the records no longer hold."""
@@ -241,11 +241,6 @@ class StoreService:
 def _append_reply(seq: int) -> dict[str, int]:
     """``AppendReply(seq=seq)`` as the reply's body map (what dumping the model gives, without the model)."""
     return {"seq": seq}
-
-
-def _turn_reply(turn: TurnRecord) -> m.TurnReply:
-    """The put's reply (the record, a model instance, is taken as it is, not validated again)."""
-    return m.TurnReply(turn=turn)
 
 
 def _pid() -> int:

@@ -38,17 +38,30 @@ class TurnStore:
             return self.writer.submit(lambda txn: self._put(txn, turn))
         return self.writer.submit(lambda txn: reply(self._put(txn, turn)))
 
-    def put_reply_later(self, turn: TurnRecord) -> Later:
+    def put_reply_later(self, turn: TurnRecord, stored: Callable[[TurnRecord], None] | None = None) -> Later:
         """:meth:`put_later` for a request: a ``Later`` of the reply's body map, ``TurnReply(turn=record)``
         as the bus dumps it (``exclude_none``: the record's None fields left out), made from the record's
-        stored dump instead of dumping the record a second time."""
-        return self.writer.submit(lambda txn: self._put_reply(txn, turn))
+        stored dump instead of dumping the record a second time. ``stored``: told the stored record after
+        the commit, before the reply goes (the search feed), the reply still the body map (no ``TurnReply``
+        built and dumped for it)."""
+        if stored is None:
+            return self.writer.submit(lambda txn: self._put_reply(txn, turn))
+        return self.writer.submit(lambda txn: self._put_both(txn, turn)).map(lambda both: _told(stored, both))
 
     def _put_reply(self, txn: Txn, turn: TurnRecord) -> dict[str, Any]:
-        done, dumped = self._write(txn, turn, model=False)
+        return self._reply_of(*self._write(txn, turn, model=False))
+
+    def _put_both(self, txn: Txn, turn: TurnRecord) -> tuple[TurnRecord, dict[str, Any]]:
+        """The stored record (a model) and the reply's body map."""
+        new, dumped = self._write(txn, turn)
+        assert new is not None
+        return new, self._reply_of(new, dumped)
+
+    @staticmethod
+    def _reply_of(record: TurnRecord | None, dumped: dict[str, Any] | None) -> dict[str, Any]:
         if dumped is None:  # a done record, validated: dumped as the bus would
-            assert done is not None
-            dumped = done.model_dump(mode="json")
+            assert record is not None
+            dumped = record.model_dump(mode="json")
         return {"turn": {k: v for k, v in dumped.items() if v is not None}}
 
     def _put(self, txn: Txn, turn: TurnRecord) -> TurnRecord:
@@ -157,3 +170,8 @@ class TurnStore:
                     txn.delete(key(t.state.value, t.turn_id), db=idx)
                     txn.delete(turn_key, db=db)
                 txn.delete(k, db=by_session)
+
+
+def _told(stored: Callable[[TurnRecord], None], both: tuple[TurnRecord, dict[str, Any]]) -> dict[str, Any]:
+    stored(both[0])
+    return both[1]
