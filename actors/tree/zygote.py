@@ -244,6 +244,10 @@ class Server:
                 return 0
 
     def _import_all(self, names: Any, *, clients: bool = False) -> None:
+        if clients:  # the SDKs' re-export packages load lazily: ~1,000 modules fewer (sdk_lazy_types.py)
+            from geode.providers import sdk_lazy_types
+
+            sdk_lazy_types.install()
         for name in names:
             _send(self.sock, {"op": "importing", "module": name})  # busy, not stuck (slow when loaded)
             _import(name)

@@ -99,6 +99,9 @@ class OpenAITranscriber:
     async def transcribe(self, path: Path, media_type: str) -> str:
         if not self.api_key:
             raise TranscriptionFailed(f"no {self.key_name} for the OpenAI transcription API")
+        from geode.providers import sdk_lazy_types
+
+        sdk_lazy_types.install()  # before the SDK's first import: its unused re-export packages stay unloaded
         import openai  # only where a voice note is transcribed
 
         data = await asyncio.to_thread(path.read_bytes)

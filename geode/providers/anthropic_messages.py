@@ -205,9 +205,10 @@ class AnthropicMessagesAdapter(WireAdapter):
     adapter = "anthropic-messages"
 
     def _make_client(self) -> Any:
-        import anthropic
+        from geode.providers import sdk_lazy_types, sdk_tls
 
-        from geode.providers import sdk_tls
+        sdk_lazy_types.install()  # before the SDK's first import: its unused re-export packages stay unloaded
+        import anthropic
 
         ep = self.endpoint
         timeout = http_timeout(ep, anthropic)

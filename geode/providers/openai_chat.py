@@ -29,6 +29,9 @@ FINISH = {
 
 
 def make_openai_client(ep: Endpoint) -> Any:
+    from geode.providers import sdk_lazy_types
+
+    sdk_lazy_types.install()  # before the SDK's first import: its unused re-export packages stay unloaded
     import openai
 
     return openai.OpenAI(
