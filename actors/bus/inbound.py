@@ -14,7 +14,9 @@ from pydantic import ValidationError
 
 from actors.bus.parts import ERROR_TYPE, Client, PendingReply, Served, Sub
 from actors.bus.poll_loop import PollLoop
+from actors.bus.shared_socket import HOLD_MAX_PARTS
 from geode.protocol import codec, runtime, typed_frames
+from geode.protocol.codec import BATCH_HEADS
 from geode.protocol.envelope import Envelope, error_wire, now_ms
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
 from geode.protocol.later import Later
@@ -35,27 +37,44 @@ class Inbound(PollLoop):
         """Read ``served``'s ROUTER until empty (its fd is edge-triggered), each frame's work done in turn.
 
         One frame (the common case) ends with ``ZMQ_EVENTS`` after its work (an inline reply sent), not with
-        a receive that raises ``zmq.Again``; only a burst (more waits) is read on until empty."""
+        a receive that raises ``zmq.Again``. A burst (more waits) is read in groups of what waits (up to
+        ``HOLD_MAX_PARTS``, until ``zmq.Again``) before their work: a group's inline replies to one peer go
+        out as one batch frame (``SharedSocket.release``; not on tcp). Each group ends with ``ZMQ_EVENTS``
+        asked after its replies were sent, so the edge of the fd is re-armed before the bus sleeps."""
         wire = served.wire
         self._reading = wire  # read until empty: an inline reply sent meanwhile need not ask ZMQ_EVENTS
+        sock = served.sock
         try:
-            sock, burst = served.sock, False
-            for _ in range(512):
-                parts = wire.recv()
-                if parts is None:
+            parts = wire.recv()
+            if parts is None:
+                return
+            if len(parts) >= 2:
+                self._router_frame(served, sock, parts)
+            if not wire.readable():
+                return
+            for _ in range(512 // HOLD_MAX_PARTS):  # bounded: the other sockets get their turn
+                group = wire.recv_burst(HOLD_MAX_PARTS)
+                held = served.batch and len(group) > 1
+                if held:
+                    wire.held = []  # held until the group's work is done (SharedSocket.release)
+                try:
+                    for parts in group:
+                        if len(parts) >= 2:
+                            self._router_frame(served, sock, parts)
+                finally:
+                    waiting = wire.release() if held else wire.readable()
+                if not waiting:
                     return
-                if len(parts) >= 2:
-                    self._router_frame(served, sock, parts)
-                if not burst:
-                    if not wire.readable():
-                        return
-                    burst = True  # more waits: read on until empty
             self._hot.add(wire.fd)  # more may wait: read on after the other sockets had their turn
         finally:
             self._reading = None
 
     def _router_frame(self, served: Served, sock: Any, parts: list[bytes]) -> None:
         prefix, frame = parts[:-1], parts[-1]
+        if frame[:1] in BATCH_HEADS:  # several envelopes in one message: each is a frame of its own
+            for part in self._split(frame, prefix, sock):
+                self._router_frame(served, sock, [*prefix, part])
+            return
         try:
             env, body = typed_frames.decode_request(frame)  # envelope and body validated in one pass
         except BadRequest as exc:
@@ -112,7 +131,31 @@ class Inbound(PollLoop):
         finally:
             self._reading = None
 
+    def _split(self, frame: bytes, prefix: list[bytes] | None, sock: Any) -> list[bytes]:
+        """The envelopes of a batch frame, each then handled as a frame of its own. A malformed batch gets one
+        ``bad_request`` (none of its parts is handled), a part that is a batch itself its own: sent on
+        ``sock`` to ``prefix``, or dropped with a warning where none is answered (``prefix`` None: a DEALER's
+        frames, as a malformed frame there)."""
+        try:
+            parts = codec.split_batch(frame)
+        except BadRequest as exc:
+            parts, bad = [], [(frame, exc)]
+        else:
+            bad = [(p, BadRequest("a batch frame inside a batch")) for p in parts if p[:1] in BATCH_HEADS]
+            if bad:
+                parts = [p for p in parts if p[:1] not in BATCH_HEADS]
+        for part, err in bad:
+            if prefix is None:
+                log.warning("dropped a malformed frame: %s", err)
+            else:
+                self._send_raw(sock, [*prefix, self._bad_request_frame(part, err)])
+        return parts
+
     def _dealer_frame(self, client: Client, frame: bytes) -> None:
+        if frame[:1] in BATCH_HEADS:
+            for part in self._split(frame, None, None):
+                self._dealer_frame(client, part)
+            return
         try:
             env, body = typed_frames.decode_request(frame)
         except BadRequest as exc:
@@ -140,6 +183,10 @@ class Inbound(PollLoop):
     def _lead_frame(self, client: Client, frame: bytes, waiter: PendingReply) -> None:
         """A frame the waiter reading a request-only DEALER read (its thread, actors/bus/reply_reader.py): a
         reply resolves its request at once; anything else goes to the bus thread."""
+        if frame[:1] in BATCH_HEADS:
+            for part in self._split(frame, None, None):
+                self._lead_frame(client, part, waiter)
+            return
         try:
             env, body = typed_frames.decode_request(frame)
         except BadRequest as exc:

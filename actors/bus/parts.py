@@ -101,6 +101,7 @@ class Served:
     trace_peers: set[str] = field(default_factory=set)  # peers whose hello said they take Envelope.trace
     ipc_file: tuple[str, int] | None = None  # (path, inode) to unlink at close if still ours
     inline: frozenset[str] = frozenset()  # the service's ``inline_types``: handled on the bus thread
+    batch: bool = False  # a burst's inline replies go as batch frames (peers of this tree: not on tcp)
     wire: SharedSocket = field(init=False)  # ``sock`` as every thread uses it: under its lock
 
     def __post_init__(self) -> None:

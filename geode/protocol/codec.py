@@ -116,6 +116,38 @@ def validate_envelope(obj: dict[str, Any]) -> Envelope:
     return env
 
 
+# Several envelopes to one ZeroMQ message (docs/protocol.md, "Batched frames"): a msgpack array of the packed
+# envelopes' bytes. An envelope's frame is a msgpack map (first byte 0x80-0x8f, 0xde, 0xdf); an array's first
+# byte (0x90-0x9f, 0xdc, 0xdd) marks a batch. Only peers of one tree (ipc/inproc) send them.
+BATCH_HEADS = frozenset(bytes([b]) for b in (*range(0x90, 0xA0), 0xDC, 0xDD))
+BATCH_MAX_PARTS = 1024  # a receiver refuses a batch of more parts (a sender holds far fewer: actors/bus)
+
+
+def encode_batch(frames: list[bytes]) -> bytes:
+    """Packed envelopes (each as :func:`encode` made it) as one batch frame."""
+    return packb(frames)
+
+
+def split_batch(frame: bytes) -> list[bytes]:
+    """The packed envelopes of a batch frame (``frame[:1] in BATCH_HEADS``), each to be decoded and validated
+    as a frame of its own; ``BadRequest`` when it is not an array of 1 to ``BATCH_MAX_PARTS`` bins."""
+    try:
+        parts = msgpack.unpackb(
+            frame,
+            raw=True,
+            max_bin_len=MAX_FRAME_BYTES,
+            max_str_len=0,
+            max_array_len=BATCH_MAX_PARTS,
+            max_map_len=0,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack's errors (ValueError, ExtraData, ...): a malformed frame
+        raise BadRequest(f"malformed batch frame: {type(exc).__name__}") from exc
+    if type(parts) is not list or not parts or not all(type(p) is bytes for p in parts):
+        raise BadRequest("malformed batch frame: not an array of packed envelopes")
+    return parts
+
+
 def peek_reply_address(frame: bytes) -> tuple[str | None, str | None]:
     """Best-effort (id, type) of a frame that failed validation, so a ``bad_request`` can correlate."""
     try:
