@@ -39,12 +39,14 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 2.5  # after a cancel, how long the real outcomes of the calls in flight are awaited
 NEVER_BEGAN = "executor_restarted"  # settle_unknown: the executor died before admitting the call
 SETTLE_WAIT_S = 30.0  # how long an earlier send of the same call (receipt admitted) is awaited to settle
+# json.dumps(value, ensure_ascii=False, default=str)'s encoder, made once, not per call: the same text
+_TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBlock:
     """Serialize a result (ok, denial or error) as the tool_result the model sees."""
     content = result.content
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+    text = content if isinstance(content, str) else _TEXT.encode(content)
     if result.additional_context:
         text += f"\n\n[context] {result.additional_context}"
     if len(text) > max_chars:
@@ -211,7 +213,7 @@ def run_calls(
     def one(ctx: ToolContext, call: ToolCall) -> ToolResult:
         if state.cancel.is_set():
             return ToolResult.error(call, "the turn was cancelled before this call was sent", "cancelled")
-        preview = json.dumps(call.input, ensure_ascii=False, default=str)[:200]
+        preview = _TEXT.encode(call.input)[:200]
         events.emit(TurnEventKind.TOOL_START, id=call.id, name=call.name, args_preview=preview)
         t0 = time.monotonic()
         for sent in range(2):

@@ -17,6 +17,7 @@ from geode.providers.classify import HINTS, classify
 from geode.providers.events import EventCallback
 from geode.providers.pricing import Price, priced
 from geode.providers.retry import CallbackAborted, Retrier
+from geode.providers.sse_events import json_value
 from geode.providers.types import DeltaCallback, ModelRequest, ModelResponse, ProviderError, ProviderErrorKind
 
 
@@ -162,19 +163,34 @@ class Joined(list[bytes]):
 BIG = 64 * 1024
 
 
+# ``json.dumps(value, ensure_ascii=False)``'s encoder, made once (json.dumps makes one per call when it is
+# given an argument): the same text
+_JSON = json.JSONEncoder(ensure_ascii=False)
+_KEY_HEADS: dict[str, bytes] = {}  # a spliced key ("messages", "tools", "system") -> its encoded '"key": ['
+
+
+def _key_head(key: str) -> bytes:
+    head = _KEY_HEADS.get(key)
+    if head is None:
+        head = _JSON.encode(key).encode() + b": ["
+        if len(_KEY_HEADS) < 64:
+            _KEY_HEADS[key] = head
+    return head
+
+
 def body_chunks(body: dict[str, Any]) -> list[bytes]:
     """``body`` as UTF-8 JSON in consecutive chunks: its top-level :class:`Encoded` and :class:`Joined` values
     spliced from their encoded pieces, the pieces of :data:`BIG` bytes or more kept as they are (not
     copied), the short ones joined with what comes between them. A body without them is one chunk."""
     spliced = [(k, v) for k, v in body.items() if isinstance(v, (Encoded, Joined))]
     if not spliced:
-        return [json.dumps(body, ensure_ascii=False).encode()]
+        return [_JSON.encode(body).encode()]
     rest = {k: v for k, v in body.items() if not isinstance(v, (Encoded, Joined))}
     out: list[bytes] = []
-    short = [json.dumps(rest, ensure_ascii=False).encode()[:-1]] if rest else [b"{"]
+    short = [_JSON.encode(rest).encode()[:-1]] if rest else [b"{"]
     for n, (k, v) in enumerate(spliced):
         short.append(b", " if rest or n else b"")
-        short.append(json.dumps(k, ensure_ascii=False).encode() + b": [")
+        short.append(_key_head(k))
         for i, piece in enumerate(v):
             if i and isinstance(v, Encoded):
                 short.append(b", ")
@@ -217,7 +233,7 @@ def json_args(raw: str) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
+        value = json_value(raw)
     except json.JSONDecodeError:
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_raw": raw}

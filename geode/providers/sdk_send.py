@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from geode.providers.sse_events import sse_events
+from geode.providers.sse_events import json_value, sse_events
 
 _httpx_log = logging.getLogger("httpx2")  # the client's own logger (its "HTTP Request: ..." line)
 _BASE_HOOKS = {
@@ -274,7 +274,7 @@ def sse_data(response: Any, client: Any) -> Iterator[Any]:
                     err_msg = data or f"Error code: {response.status_code}"
                 raise client._make_status_error(err_msg, body=body, response=response)
             if data:
-                yield json.loads(data)
+                yield json_value(data)
     finally:
         response.close()
 
