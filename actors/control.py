@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from actors.bus import Bus
+from actors.bus.continued import ContinuedCalls
 from actors.bus.shared_socket import SharedSocket
 from actors.bus.zap import ZapResponder
 from geode.config_schema import GeodeConfig
@@ -327,6 +328,7 @@ def start_control(
 
     # the executor's catalogue, asked at start and again in the background when the executor (re)starts: a
     # handshake never waits for it (the built-ins until the first answer; the worker notes a changed plan)
+    calls = ContinuedCalls(bus)  # a prompt's lanes.submit: its reply taken by the bus thread (no pool wait)
     plans = CataloguePlans(bus.transport, wait=False, who=name)
     plans.prefetch()
     core = ControlCore(
@@ -342,6 +344,7 @@ def start_control(
         plans=plans,
         session_factory=session_factory,
         on_session_end=SessionEndHooks(lambda: source.snapshot, home.root),
+        calls=calls,
     )
 
     def on_origin_event(b: lanes_msg.StreamEvent, r: Request) -> None:
@@ -367,6 +370,7 @@ def start_control(
 
     def tick() -> None:
         while not stop.wait(TICK_S):
+            calls.sweep()  # a submit past its deadline: RequestTimeout (retried as a waiting one was)
             core.tick()
 
     threading.Thread(target=tick, name="control-tick", daemon=True).start()

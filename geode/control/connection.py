@@ -18,8 +18,9 @@ from geode.sessions.factory import SessionSpec
 
 MAX_ATTACHED = 16
 
-Job = Callable[[], None]
-Runner = Callable[[Job], None]  # runs a job off the socket reader (a thread pool in the shell)
+Job = Callable[[], object]  # returns PENDING when it ends later (it calls ``Connection.resume`` then)
+Runner = Callable[[Job], object]  # runs a job off the socket reader (a thread pool in the shell)
+PENDING = object()  # a job's answer is in flight: the connection's next job waits for ``resume``
 
 
 class ConnState(StrEnum):
@@ -70,8 +71,10 @@ class Connection:
             k: list(v) if type(v) is list else dict(v) if type(v) is dict else v for k, v in held[2].items()
         }
 
-    def enqueue(self, job: Job, runner: Runner, *, limit: int = QUEUE_MAX) -> None:
-        """Run ``job`` after this connection's earlier jobs (strict order); ``Overloaded`` when full."""
+    def enqueue(self, job: Job, runner: Runner, *, limit: int = QUEUE_MAX, here: bool = False) -> None:
+        """Run ``job`` after this connection's earlier jobs (strict order); ``Overloaded`` when full.
+        ``here``: a job that never blocks (it sends and ends later: ``PENDING``) runs on this thread when
+        nothing of the connection is queued or running (no pool thread woken for it)."""
         with self.lock:
             if len(self._jobs) >= limit:
                 raise Overloaded(f"connection has {len(self._jobs)} requests waiting")
@@ -79,6 +82,20 @@ class Connection:
             if self._busy:
                 return
             self._busy = True
+            if here:
+                job = self._jobs.popleft()
+        if not here:
+            runner(self._drain)
+        elif job() is not PENDING:
+            self.resume(runner)
+
+    def resume(self, runner: Runner) -> None:
+        """A job that answered ``PENDING`` ended: the connection's next job runs (on ``runner``), if any."""
+        with self.lock:
+            if not self._jobs or self.state is ConnState.CLOSED:
+                self._jobs.clear()
+                self._busy = False
+                return
         runner(self._drain)
 
     def _drain(self) -> None:
@@ -89,7 +106,8 @@ class Connection:
                     self._busy = False
                     return
                 job = self._jobs.popleft()
-            job()
+            if job() is PENDING:  # ends later: its resume() runs the next job
+                return
 
     def waiting(self) -> int:
         with self.lock:

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from geode.control.chat_requests import ChatRequests
-from geode.control.connection import Connection, ConnState, Runner
+from geode.control.connection import PENDING, Connection, ConnState, Runner
 from geode.control.held_sessions import HeldSessions
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
@@ -33,6 +33,7 @@ from geode.control.session_requests import SessionRequests
 from geode.control.settings import HANDSHAKE_DEADLINE_S, IDLE_TIMEOUT_S, QUEUE_MAX
 from geode.control.slots import MAX_CONNECTIONS, SlotTable
 from geode.home import GeodeHome
+from geode.lanes.continued_store import Calls
 from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
@@ -46,10 +47,12 @@ from geode.protocol.errors import (
     NotReady,
     Overloaded,
 )
+from geode.protocol.later import Later
 from geode.protocol.transport import Request, Transport
 from geode.protocol.typed_frames import Received, decode_request
 from geode.redaction import redact_text
 from geode.sessions.factory import SessionSpec, create_session
+from geode.telemetry import spans
 from geode.tools.catalogue_plans import CataloguePlans
 
 log = logging.getLogger(__name__)
@@ -61,7 +64,7 @@ IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
 BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
 
 
-def _inline(job: Callable[[], None]) -> None:
+def _inline(job: Callable[[], object]) -> None:
     job()
 
 
@@ -99,10 +102,12 @@ class ControlCore(SessionRequests, ChatRequests):
         clock: Callable[[], float] = time.monotonic,
         plans: CataloguePlans | None = None,
         on_session_end: Callable[[str, str, str], None] | None = None,
+        calls: Calls | None = None,
     ) -> None:
         self.plans = plans  # the executor's catalogue, asked each time a session is composed (None: no tools)
         self.on_session_end = on_session_end  # (session id, Claude Code reason, cwd): SessionEnd hooks
         self.transport, self.send, self.runner = transport, send, runner
+        self.calls = calls  # a prompt's lanes.submit continued by callback (None: a runner thread waits)
         self.home = home or GeodeHome.from_env()
         self.server_version, self.origin, self.lanes = server_version, origin, lanes
         self.queue_max, self.idle_timeout_s = queue_max, idle_timeout_s
@@ -122,7 +127,6 @@ class ControlCore(SessionRequests, ChatRequests):
                 c.PING: self._ping,
                 c.EXIT: lambda b, r: lanes_msg.Ok(),
                 c.HANDSHAKE: lambda b, r: self._handshake(conn_of(r), b),
-                c.PROMPT: lambda b, r: self._prompt(conn_of(r), b),
                 c.CLI_CANCEL: self._cancel,
                 c.APPROVAL_RESPONSE: self._approval_response,
                 c.ATTACH: lambda b, r: self._attach(conn_of(r), b.session_id, b.after_seq),
@@ -130,6 +134,7 @@ class ControlCore(SessionRequests, ChatRequests):
                 c.MODEL: lambda b, r: self._set_model(conn_of(r), b),
                 **self.operator.routes(),
             },
+            deferred={c.PROMPT: lambda b, r: self._prompt_later(conn_of(r), b)},
         )
 
     # --- frames in ---------------------------------------------------------------------------------------
@@ -172,14 +177,32 @@ class ControlCore(SessionRequests, ChatRequests):
         if env.type in IMMEDIATE:
             (job if env.type in (c.APPROVAL_RESPONSE, c.PING) else lambda: self.runner(job))()
             return
+        # a prompt that is only sent (its reply continued: _prompt_later) runs here, no pool thread woken
+        here = env.type == c.PROMPT and self.calls is not None and not spans.enabled()
         try:
-            conn.enqueue(job, self.runner, limit=self.queue_max)
+            conn.enqueue(job, self.runner, limit=self.queue_max, here=here)
         except Overloaded as exc:
             self._reply_error(conn_id, env, exc)
 
-    def _run(self, conn: Connection, env: Envelope, body: BaseModel) -> None:
+    def _run(self, conn: Connection, env: Envelope, body: BaseModel) -> object:
+        """Run a request and answer it; ``PENDING``: its answer comes later (the connection waits for it)."""
+        out: Any
         try:
-            out = self.dispatch.handle(CliRequest(env, body, conn))
+            out = self.dispatch.handle_later(CliRequest(env, body, conn))
+        except Exception as exc:
+            out = exc
+        if isinstance(out, Later):
+            out.then(lambda ok, value: self._reply(conn, env, value, resume=True))
+            return PENDING
+        self._reply(conn, env, out)
+        return None
+
+    def _reply(self, conn: Connection, env: Envelope, out: Any, resume: bool = False) -> None:
+        """Send a request's reply (``out``: its result, or the exception it ended with); ``resume``: a
+        ``PENDING`` job's, the connection's next job runs after it."""
+        try:
+            if isinstance(out, BaseException):
+                raise out
             self.send(conn.conn_id, env.reply_ok(catalog.dump(out), sender=self.origin))
         except GeodeError as exc:
             self._reply_error(conn.conn_id, env, exc)
@@ -192,6 +215,8 @@ class ControlCore(SessionRequests, ChatRequests):
             conn.handshake_sent = False  # a failed handshake earns no shelter from eviction or the deadline
         if env.type == c.EXIT:
             self.disconnect(conn.conn_id, reason="exit")
+        if resume:
+            conn.resume(self.runner)
 
     def _ping(self, b: c.Empty, r: Request) -> lanes_msg.Ok:
         return lanes_msg.Ok(ok=conn_of(r).state is ConnState.READY)  # False: this daemon does not know us

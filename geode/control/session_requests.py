@@ -11,23 +11,27 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from geode.control.connection import Connection, ConnState
+from geode.control.connection import Connection, ConnState, Runner
 from geode.control.held_sessions import HeldSessions
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
 from geode.control.replay import SessionReplay
 from geode.control.tracing import prompt_span
 from geode.home import GeodeHome
+from geode.lanes.continued_store import Calls
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.errors import BadRequest, GeodeError, NotFound, RequestTimeout, Unavailable
+from geode.protocol.later import Later
 from geode.protocol.transport import Transport
+from geode.telemetry import spans
 from geode.tools.catalogue_plans import CataloguePlans
 
 if TYPE_CHECKING:
     from geode.sessions.factory import SessionSpec
 
 log = logging.getLogger("geode.control.core")
+SUBMIT_TIMEOUT_S = 3.0
 
 
 class SessionRequests:
@@ -44,6 +48,8 @@ class SessionRequests:
     owners: SessionOwners
     replay: SessionReplay
     held: HeldSessions
+    calls: Calls | None  # requests continued by callback (the shell's ContinuedCalls); None: blocking only
+    runner: Runner
 
     if TYPE_CHECKING:  # defined by ControlCore
 
@@ -100,6 +106,56 @@ class SessionRequests:
         return str(ws)
 
     def _prompt(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted:
+        sid, sub = self._prompt_submit(conn, p)
+        # the session's live events are held until the reply is in: it carries the turn's first events
+        # (queued, started: ``Submit.reply_events``), which a live event must not overtake
+        carried: list[lanes_msg.StreamEvent] = []
+        self.held.hold(sid)
+        try:
+            with prompt_span(sub.mode, self.origin, sub.turn_id, p.text):  # the turn's trace starts here
+                out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
+            carried = out.events or []
+        finally:  # the reply's events and the live ones held meanwhile: in seq order, to every attached
+            self.held.release(sid, carried)
+        return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
+
+    def _prompt_later(self, conn: Connection, p: c.Prompt) -> c.PromptAccepted | Later:
+        """``_prompt`` with its ``lanes.submit`` continued by callback (``calls``): sent on this thread, its
+        reply taken on the bus thread, no thread waiting for it (issue 34). Traced: as ``_prompt`` (its span
+        is around a blocking submit). A timeout or ``unavailable`` is retried as ``_submit`` retries, on a
+        ``runner`` thread (lanes restarting: the rare path)."""
+        if self.calls is None or spans.enabled():
+            return self._prompt(conn, p)
+        sid, sub = self._prompt_submit(conn, p)
+        later = Later()
+
+        def ended(out: Any, retried: bool = False) -> None:
+            if not retried and isinstance(out, RequestTimeout | Unavailable):  # lanes restarting: retried
+                self.runner(lambda: ended(self._submit_rest(sub, sid), retried=True))  # off this thread
+                return
+            carried: list[lanes_msg.StreamEvent] = []
+            try:
+                if isinstance(out, BaseException):
+                    raise out
+                got = lanes_msg.Submitted.model_validate(out)
+                carried = got.events or []
+                answer: Any = c.PromptAccepted(turn_id=got.turn_id, session_id=sid, position=got.position)
+            except Exception as exc:
+                answer = exc
+            try:
+                self.held.release(sid, carried)  # as _prompt's finally: the events go before the reply
+            finally:
+                later.fail(answer) if isinstance(answer, BaseException) else later.resolve(answer)
+
+        self.held.hold(sid)
+        try:
+            self.calls.call(self.lanes, lanes_msg.SUBMIT, sub, ended, session=sid, timeout_s=SUBMIT_TIMEOUT_S)
+        except GeodeError as exc:  # the bus is not running
+            ended(exc)
+        return later
+
+    def _prompt_submit(self, conn: Connection, p: c.Prompt) -> tuple[str, lanes_msg.Submit]:
+        """The prompt's session and its ``lanes.submit`` (checked: an MCP connection's own session only)."""
         assert conn.spec is not None
         sid = p.session_id or conn.spec.session_id
         if conn.spec.creator and sid != conn.spec.session_id:  # an MCP connection: its own session only
@@ -113,7 +169,7 @@ class SessionRequests:
             settings["session_source"] = "resume"
         conn.prompted.add(sid)
         conn.attach(sid, conn.attached.get(sid, 0))
-        sub = lanes_msg.Submit(
+        return sid, lanes_msg.Submit(
             turn_id=turn_id,
             session_id=sid,
             mode=conn.spec.mode.value,
@@ -123,30 +179,30 @@ class SessionRequests:
             settings={**settings, "compact_now": True} if p.compact else settings,
             reply_events=True,
         )
-        # the session's live events are held until the reply is in: it carries the turn's first events
-        # (queued, started: ``Submit.reply_events``), which a live event must not overtake
-        carried: list[lanes_msg.StreamEvent] = []
-        self.held.hold(sid)
-        try:
-            with prompt_span(sub.mode, self.origin, turn_id, p.text):  # the turn's trace starts here
-                out = lanes_msg.Submitted.model_validate(self._submit(sub, sid))
-            carried = out.events or []
-        finally:  # the reply's events and the live ones held meanwhile: in seq order, to every attached
-            self.held.release(sid, carried)
-        return c.PromptAccepted(turn_id=out.turn_id, session_id=sid, position=out.position)
 
-    def _submit(self, sub: lanes_msg.Submit, sid: str) -> dict[str, Any]:
+    def _submit(
+        self, sub: lanes_msg.Submit, sid: str, attempts: int = 4, delay: float = 0.2
+    ) -> dict[str, Any]:
         """``lanes.submit`` is idempotent by turn id, so a timeout (lanes restarting) is retried."""
-        delay = 0.2
-        for attempt in range(4):
+        for attempt in range(attempts):
             try:
-                return self.transport.call(self.lanes, lanes_msg.SUBMIT, sub, session=sid, timeout_s=3.0)
+                return self.transport.call(
+                    self.lanes, lanes_msg.SUBMIT, sub, session=sid, timeout_s=SUBMIT_TIMEOUT_S
+                )
             except (RequestTimeout, Unavailable):
-                if attempt == 3:
+                if attempt == attempts - 1:
                     raise
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def _submit_rest(self, sub: lanes_msg.Submit, sid: str) -> Any:
+        """A continued submit's attempts after the first (as ``_submit``'s): the reply, or the error."""
+        time.sleep(0.2)
+        try:
+            return self._submit(sub, sid, attempts=3, delay=0.4)
+        except GeodeError as exc:
+            return exc
 
     def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
         if conn.spec is not None and conn.spec.creator and session_id != conn.spec.session_id:

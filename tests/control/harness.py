@@ -113,8 +113,31 @@ class Client:
         return f.body["data"]["result"]
 
 
+class LocalCalls:
+    """``ContinuedCalls`` over a LocalTransport: each call's reply handed to its callback on another thread
+    (as the bus thread would); ``sent`` counts them."""
+
+    def __init__(self, transport: LocalTransport) -> None:
+        self.transport = transport
+        self.sent = 0
+
+    def call(self, target, type_, body, then, *, session=None, timeout_s=5.0):  # type: ignore[no-untyped-def]
+        self.sent += 1
+
+        def reply() -> None:
+            try:
+                out: Any = self.transport.call(target, type_, body, session=session, timeout_s=timeout_s)
+            except Exception as exc:
+                out = exc
+            then(out)
+
+        threading.Thread(target=reply, name="fake-bus", daemon=True).start()
+
+
 class Tree:
-    def __init__(self, tmp: Path, *, global_cap: int = 4) -> None:
+    def __init__(self, tmp: Path, *, global_cap: int = 4, continued: bool = False) -> None:
+        self.continued = continued
+        self.jobs = 0  # jobs the core handed to its runner
         self.home = GeodeHome(tmp).ensure()
         self.engine = RecordEngine.for_home(self.home).open()
         self.reg = Registry()
@@ -131,8 +154,15 @@ class Tree:
 
     def start_control(self) -> None:
         t = self.reg.transport("control#1")
-        runner = lambda job: threading.Thread(target=job, daemon=True).start()  # noqa: E731
-        self.core = ControlCore(t, self._send, home=self.home, runner=runner, server_version="test")
+        self.calls = LocalCalls(t) if self.continued else None
+
+        def runner(job: Callable[[], object]) -> None:
+            self.jobs += 1
+            threading.Thread(target=job, daemon=True).start()
+
+        self.core = ControlCore(
+            t, self._send, home=self.home, runner=runner, server_version="test", calls=self.calls
+        )
         self.reg.register("control", FnService(self._origin))
         for cl in self.clients.values():
             cl.core = self.core
