@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, cast
 
 import pykka
@@ -66,6 +67,13 @@ class TurnActor(pykka.ThreadingActor):
 
     def _start_actor_loop(self) -> None:  # pykka's hook for where an actor's loop runs
         TURNS.run_fresh(self._actor_loop, f"TurnActor-{self.run.turn_id[:12]}")
+
+    @staticmethod
+    def _create_actor_inbox() -> SimpleQueue[Any]:
+        """pykka's hook for the inbox (its ``ActorInbox``: put, get, empty): a C ``SimpleQueue``, not the
+        ``queue.Queue`` of three Conditions made per actor and taken at each put and get (a turn's actor is
+        made, told ``run`` and ``finished`` and stopped once a turn; the same FIFO, one message at a time)."""
+        return SimpleQueue()
 
     def __init__(self, worker: LoopWorker, run: turns.TurnRun) -> None:
         super().__init__()

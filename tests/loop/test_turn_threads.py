@@ -80,3 +80,26 @@ def test_a_reused_thread_runs_each_job_in_a_fresh_context_under_its_name() -> No
     assert threads.started == 1
     poll_for(lambda: threads.idle() == 1, 10, what="the thread idle")
     assert [t.name for t in threading.enumerate()].count("test-fresh") == 1  # its own name between jobs
+
+
+def test_a_turns_actor_makes_no_queue_of_conditions(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A turn's actor inbox is a C SimpleQueue (pykka's ActorInbox: put, get, empty), not a queue.Queue (three
+    Conditions made per turn, a lock and a notify at each put and get); it still takes status and stops."""
+    import queue
+
+    provider = FunctionModel.script(["one", "two", "three"])
+    w = _worker(tree, provider)
+    made: list[str] = []
+    original = queue.Queue.__init__
+
+    def init(self: queue.Queue[object], maxsize: int = 0) -> None:
+        if any(WORKER_FILE in f.filename for f in traceback.extract_stack()):
+            made.append(type(self).__name__)
+        original(self, maxsize)
+
+    monkeypatch.setattr(queue.Queue, "__init__", init)
+    for i in range(3):
+        tree.submit(f"q{i}", "s-inbox", "hello")
+        assert tree.wait_done(f"q{i}")["outcome"]["termination_reason"] == "natural"
+    poll_for(lambda: not w._running_ids(), 10, what="the turns' actors stopped")
+    assert made == []
