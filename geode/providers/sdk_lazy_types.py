@@ -17,6 +17,14 @@ Only a package whose ``__init__`` does nothing but bind names imported from its 
 late, or twice, is the same as running it once at import. Any other module (the SDKs' top-level packages, an
 ``__init__`` with code, a later SDK release that adds some) is imported as usual (found once, by the path
 finder).
+
+The top-level ``anthropic/__init__.py`` also imports the cloud platforms' clients (``lib.foundry``,
+``lib.bedrock``, ``lib.vertex``, ``lib.aws``, ``lib.google_cloud``: :data:`DEFERRED`), which geode never
+builds and which import ``resources.beta`` and the types it uses (~1,300 modules, ~18 MiB of heap). It runs
+without those statements (compiled from its own source); the names they bind (``AnthropicFoundry``, the
+``import *`` of ``lib.bedrock`` and ``lib.vertex``) are imported at their first use by a PEP 562
+``__getattr__``, and ``dir()`` imports them all. Only when each statement is found and none of its names is
+used elsewhere in the ``__init__`` (its ``__all__`` included); otherwise the ``__init__`` runs as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import ast
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -33,6 +42,11 @@ from typing import Any
 
 # the SDKs whose packages (not the top-level ones) are loaded lazily when their ``__init__`` is a re-export
 SDK_ROOTS = ("anthropic.", "openai.")
+
+# the SDKs' top-level imports of clients geode never builds (the cloud platforms' variants of the client and
+# what they import: ``lib.foundry`` alone imports ``resources.beta.beta`` and its ~1,000 modules), deferred
+# to the first use of a name they bind (``_deferral``)
+DEFERRED = {"anthropic": ("lib.foundry", "lib.bedrock", "lib.vertex", "lib.aws", "lib.google_cloud")}
 
 # a name the ``__init__`` binds -> (the module it is imported from, its name there)
 Index = dict[str, tuple[str, str]]
@@ -164,16 +178,105 @@ class _Package:
                 del space["__dir__"]
 
 
+def _deferral(source: str, package: str, folder: str, deferred: tuple[str, ...]) -> tuple[Any, Index] | None:
+    """A top-level ``__init__``'s code without its ``from .<deferred> import ...`` statements, and the names
+    they bind; None (imported as usual) when one is not found, when a bound name is used anywhere else in the
+    ``__init__`` (``__all__`` included) or when the ``__init__`` has a module ``__getattr__``/``__dir__``."""
+    tree = ast.parse(source)
+    names: Index = {}
+    kept: list[ast.stmt] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in deferred):
+            kept.append(node)
+            continue
+        where = f"{package}.{node.module}"
+        for alias in node.names:
+            if alias.name != "*":
+                names[alias.asname or alias.name] = (where, alias.name)
+                continue
+            path = os.path.join(folder, *str(node.module).split("."), "__init__.py")
+            with open(path, encoding="utf-8") as f:
+                found = reexports(f.read(), where)
+            if found is None:
+                return None
+            index, listed = found
+            public = listed or [n for n in (*index, *_submodules(index, where)) if not n.startswith("_")]
+            names.update((n, (where, n)) for n in public)
+    if len(tree.body) - len(kept) != len(deferred):
+        return None
+    tree.body = kept
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    used |= {
+        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    used |= {
+        a.asname or a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom | ast.Import)
+        for a in n.names
+    }
+    if used & (names.keys() | {"__getattr__", "__dir__"}):
+        return None
+    return compile(tree, os.path.join(folder, "__init__.py"), "exec"), names
+
+
+class _DeferredImports(importlib.abc.Loader):
+    """Runs a top-level ``__init__`` without its deferred imports; the names they bind are imported on first
+    use (a PEP 562 ``__getattr__``; ``dir()`` imports them all, as the real ``__init__`` would have)."""
+
+    def __init__(self, real: Any, code: Any, names: Index) -> None:
+        self.real = real
+        self.code = code
+        self.names = names
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        space = module.__dict__
+        names = self.names
+
+        def deferred(attr: str) -> Any:
+            found = names.get(attr)
+            if found is None:
+                raise AttributeError(f"module {module.__name__!r} has no attribute {attr!r}")
+            value = getattr(importlib.import_module(found[0]), found[1])
+            space[attr] = value
+            return value
+
+        def listed() -> list[str]:
+            for attr in names:
+                if attr not in space:
+                    deferred(attr)
+            for ours, own in (("__getattr__", deferred), ("__dir__", listed)):
+                if space.get(ours) is own:  # every name is bound: the module is the real one now
+                    del space[ours]
+            return sorted(space)
+
+        exec(self.code, space)
+        space["__getattr__"] = deferred
+        space["__dir__"] = listed
+
+
 class LazyPackages(importlib.abc.MetaPathFinder):
     """Finds the modules under ``roots`` as the path finder does; a pure re-export package gets a loader that
     defers its ``__init__``, any other module its usual spec."""
 
-    def __init__(self, roots: tuple[str, ...] = SDK_ROOTS) -> None:
+    def __init__(
+        self, roots: tuple[str, ...] = SDK_ROOTS, deferred: dict[str, tuple[str, ...]] | None = None
+    ) -> None:
         self.roots = roots
+        self.deferred = DEFERRED if deferred is None else deferred
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
+        if fullname in self.deferred:
+            return self._top_level(fullname, path, target)
         if not fullname.startswith(self.roots):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
@@ -189,6 +292,26 @@ class LazyPackages(importlib.abc.MetaPathFinder):
         if found is None:
             return spec  # not a pure re-export __init__: imported as usual
         spec.loader = _LazyInit(real, *found)
+        return spec
+
+    def _top_level(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
+    ) -> importlib.machinery.ModuleSpec | None:
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        real = None if spec is None else spec.loader
+        if spec is None or spec.origin is None or not isinstance(real, importlib.machinery.SourceFileLoader):
+            return spec
+        try:
+            plan = _deferral(
+                real.get_source(fullname) or "",
+                fullname,
+                os.path.dirname(spec.origin),
+                self.deferred[fullname],
+            )
+        except (ImportError, OSError, SyntaxError):
+            return spec
+        if plan is not None:
+            spec.loader = _DeferredImports(real, *plan)
         return spec
 
 
