@@ -27,7 +27,7 @@ def save_with_rows_later(
     checkpoints: CheckpointStore, timeline: TimelineStore, save: CheckpointSave, *, wire: bool = False
 ) -> Later:
     """A ``Later`` of the save's :class:`SaveResult`, completed after the sync commit of the save and rows
-    (``wire``: the save was decoded from a frame, see ``geode.records.checkpoints._dump_and_fingerprint``)."""
+    (``wire``: the save was decoded from a frame, see ``geode.records.save_digest.packed_save``)."""
     if not save.timeline:
         return checkpoints.save_later(save, wire=wire)
     return checkpoints.writer.submit(_write(checkpoints, timeline, save, wire))

@@ -6,14 +6,13 @@ also serves context compaction) and the small state record. Idempotent by (sessi
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 from typing import Any
 
 from geode.protocol.errors import Conflict
 from geode.protocol.later import Later
-from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, unpack
+from geode.records.lmdb_env import RecordEnv, Txn, key, prefix, scan_prefix, unpack
 from geode.records.models import (
     CheckpointSave,
     CheckpointState,
@@ -23,8 +22,9 @@ from geode.records.models import (
     SessionStatus,
     SessionSummary,
 )
+from geode.records.save_digest import pack_text, packed_save, same_save
 from geode.records.writer import GroupWriter
-from geode.redaction import bound, canonical_strict_json, plain_fingerprint
+from geode.redaction import bound
 from geode.work_tally import CHECKPOINT_SAVE
 from geode.work_tally import count as tally
 
@@ -35,69 +35,6 @@ PAGE_BYTES = 512 * 1024  # restore pages stay well under the 1 MiB frame cap
 def _check_transition(old: SessionStatus, new: SessionStatus, reopen: bool, session_id: str) -> None:
     if old in TERMINAL and new not in TERMINAL and not reopen:
         raise Conflict(f"session {session_id} is {old.value}; saving it as {new.value} needs reopen=True")
-
-
-# the save's free-form fields (JSON values), taken as they are when a frame's decoding made them
-_FREE = ("new_messages", "cognitive_state", "guard_counters", "model_settings", "meta")
-_FREE_SET: set[str] = set(_FREE)  # a set: what model_dump's exclude is typed for
-
-
-def _dump_and_fingerprint(save: CheckpointSave, wire: bool) -> tuple[dict[str, Any], str]:
-    """``save.model_dump(mode="json")`` and the digest ``fingerprint()`` gives it.
-
-    A save decoded from a frame (``wire``: msgpack made its free-form values, so they are dicts with str or
-    bytes keys, lists, str, int, float, bool, None, bytes or msgpack extension objects) holding JSON types
-    only is dumped without its free-form fields, which dumping would leave as they are: the strict encoder
-    proves "JSON types only" while it makes the text (bytes, an extension object, NaN or an infinity raise),
-    and anything else takes the full dump, as before. The same dict, the same digest (issue 34: the dump of a
-    save's messages and state was ~15 % of a save's own CPU)."""
-    if wire and not save.timeline:
-        dumped = _fixed_fields(save)
-        for name in _FREE:
-            dumped[name] = getattr(save, name)
-        try:
-            text = canonical_strict_json(dumped)
-        except (TypeError, ValueError):
-            pass
-        else:
-            return dumped, hashlib.sha256(text.encode("utf-8")).hexdigest()
-    dumped = save.model_dump(mode="json")
-    return dumped, plain_fingerprint(dumped)  # the digest fingerprint() gives it, without its walk
-
-
-_SAVE_FIELDS = tuple(CheckpointSave.model_fields)
-_PLAIN_TYPES: dict[type, bool] = {}  # a save class dumped by its fields as CheckpointSave is (or not)
-
-
-def _fixed_fields(save: CheckpointSave) -> dict[str, Any]:
-    """``save.model_dump(mode="json", exclude=_FREE_SET)`` of a save without timeline rows: its other fields
-    (ids, counts, status, flags, the pending batch) read from the model, not walked by the serializer (a
-    subclass with other fields or a serializer of its own is dumped by pydantic)."""
-    cls = type(save)
-    plain = _PLAIN_TYPES.get(cls)
-    if plain is None:
-        deco = cls.__pydantic_decorators__
-        plain = _PLAIN_TYPES.setdefault(
-            cls,
-            tuple(cls.model_fields) == _SAVE_FIELDS
-            and not deco.field_serializers
-            and not deco.model_serializers
-            and not cls.model_config.get("extra"),
-        )
-    if not plain:
-        return save.model_dump(mode="json", exclude=_FREE_SET)
-    d = save.__dict__
-    pending = d["pending_batch"]
-    return {
-        "session_id": d["session_id"],
-        "seq": d["seq"],
-        "base_count": d["base_count"],
-        "status": d["status"].value,
-        "reopen": d["reopen"],
-        "pending_batch": None if pending is None else pending.model_dump(mode="json"),
-        "session_created_at": d["session_created_at"],
-        "timeline": [],
-    }
 
 
 class StateMemo:
@@ -119,7 +56,9 @@ class StateMemo:
             self._seen.move_to_end(session_id)
             held = hit[1]
             if isinstance(held, dict):
-                held = CheckpointState.model_construct(**held)
+                # the free-form values as the stored bytes read (a frame's bytes value is stored as text)
+                typed = {"status": held["status"], "pending_batch": held["pending_batch"]}
+                held = CheckpointState.model_construct(**{**unpack(raw), **typed})
                 self._seen[session_id] = (raw, held)
             return held
         state = CheckpointState.model_validate(unpack(raw))
@@ -158,7 +97,7 @@ class CheckpointStore:
 
     def save_later(self, save: CheckpointSave, *, wire: bool = False) -> Later:
         """:meth:`save` without waiting: a ``Later`` of the result, completed after the sync commit.
-        ``wire``: the save was decoded from a frame (see :func:`_dump_and_fingerprint`); its ``Later`` then
+        ``wire``: the save was decoded from a frame (see :func:`packed_save`); its ``Later`` then
         holds the reply's body map (:meth:`_save_body`) instead of the model."""
         if wire:
             return self.writer.submit(lambda txn: self._save_body(txn, save))
@@ -201,7 +140,7 @@ class CheckpointStore:
         """The save's puts; what its :class:`SaveResult` says (session, seq, message count, status, noop)."""
         tally(CHECKPOINT_SAVE)
         sid = save.session_id
-        dumped, fp = _dump_and_fingerprint(save, wire)
+        dumped, packed_msgs, digest = packed_save(save, wire)
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))
         state = self.memo.fields(sid, raw) if raw else None
         born = save.session_created_at  # the saver's fence: the session it restored, not one made since
@@ -209,7 +148,7 @@ class CheckpointStore:
             raise Conflict(f"checkpoint of {sid}: the session its saver restored is gone (recreated?)")
         if state is not None and save.seq <= state["seq"]:
             seen = txn.get(key(sid, save.seq), db=self.renv.db("ck_seqfp"))
-            if seen is not None and seen.decode() == fp:
+            if seen is not None and same_save(seen, digest, save):
                 return sid, state["seq"], state["message_count"], state["status"], True
             raise Conflict(
                 f"checkpoint seq {save.seq} of {sid} already saved with different content "
@@ -225,8 +164,8 @@ class CheckpointStore:
         msgs = self.renv.db("ck_msgs")
         for i in range(save.base_count, count):  # replaced tail (compaction / rewritten history)
             txn.delete(key(sid, i), db=msgs)
-        for i, m in enumerate(save.new_messages):
-            txn.put(key(sid, save.base_count + i), pack(m), db=msgs)
+        for i, m in enumerate(packed_msgs):  # as the digest took them
+            txn.put(key(sid, save.base_count + i), m, db=msgs)
         now = time.time()
         # the state record, as CheckpointState(...).model_dump(mode="json") makes it, from the dump above
         record = {
@@ -242,9 +181,9 @@ class CheckpointStore:
             "created_at": state["created_at"] if state else now,
             "updated_at": now,
         }
-        packed = pack(record)
+        packed = pack_text(record)
         txn.put(key(sid), packed, db=self.renv.db("ck_state"))
-        txn.put(key(sid, save.seq), fp.encode(), db=self.renv.db("ck_seqfp"))
+        txn.put(key(sid, save.seq), digest, db=self.renv.db("ck_seqfp"))
         # what validating ``packed`` gives, from parts validated already (the save's); the model on demand
         self.memo.remember(
             sid, packed, {**record, "status": save.status, "pending_batch": save.pending_batch}

@@ -34,7 +34,7 @@ DBS = (
     "meta",
     "ck_state",  # session -> checkpoint state record
     "ck_msgs",  # session \0 index(u64) -> message
-    "ck_seqfp",  # session \0 seq(u64) -> fingerprint of that save (idempotency)
+    "ck_seqfp",  # session \0 seq(u64) -> digest of that save (idempotency, save_digest)
     "receipts",  # op_id -> receipt
     "rc_open",  # session \0 op_id -> step_id     (admitted | uncertain)
     "rc_owner",  # owner \0 op_id -> b""          (admitted only)

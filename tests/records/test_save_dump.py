@@ -1,7 +1,8 @@
 """A checkpoint save decoded from a frame is dumped without pydantic walking its free-form fields (messages,
-cognitive state, guard counters, model settings, meta) when they hold JSON types only, and its fingerprint
-is made by a canonical encoder built once (issue 34): the same dump and the same digest as the full
-``model_dump(mode="json")`` and ``plain_fingerprint`` give, so stored fingerprints still match a retry."""
+cognitive state, guard counters, model settings, meta), and its digest is taken over the pieces the store
+packs to write (issue 34, ``geode.records.save_digest``): the same stored bytes and the same digest as the
+full ``model_dump(mode="json")`` gives, so a value msgpack decodes besides JSON types (a bin, NaN, an
+infinity, a bytes key) is stored as before."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geode.records.checkpoints import _dump_and_fingerprint
 from geode.records.models import CheckpointSave
-from geode.redaction import canonical_plain_json, canonical_strict_json, plain_fingerprint
+from geode.records.save_digest import pack_text, packed_save
+from geode.redaction import canonical_plain_json, canonical_strict_json
 
 _scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=40)
 _values = st.recursive(
@@ -27,9 +28,13 @@ _values = st.recursive(
 _free = st.dictionaries(st.text(max_size=8), _values, max_size=5)
 
 
-def _old(save: CheckpointSave) -> tuple[dict[str, Any], str]:
-    dumped = save.model_dump(mode="json")
-    return dumped, plain_fingerprint(dumped)
+def _same_as_full(save: CheckpointSave) -> None:
+    """The frame path's dump packs as the full dump does, field by field; the same messages and digest."""
+    dumped, msgs, digest = packed_save(save, True)
+    full, full_msgs, full_digest = packed_save(save, False)
+    assert full == save.model_dump(mode="json")
+    assert (msgs, digest) == (full_msgs, full_digest)
+    assert {k: pack_text(v) for k, v in dumped.items()} == {k: pack_text(v) for k, v in full.items()}
 
 
 def _decoded(**fields: Any) -> CheckpointSave:
@@ -40,7 +45,7 @@ def _decoded(**fields: Any) -> CheckpointSave:
 
 @settings(max_examples=150, deadline=None)
 @given(cognitive=_free, meta=_free, settings_=_free, messages=st.lists(_free, max_size=3))
-def test_a_decoded_save_dumps_and_fingerprints_as_the_full_dump_does(
+def test_a_decoded_save_dumps_and_digests_as_the_full_dump_does(
     cognitive: dict[str, Any], meta: dict[str, Any], settings_: dict[str, Any], messages: list[dict[str, Any]]
 ) -> None:
     save = _decoded(
@@ -54,8 +59,7 @@ def test_a_decoded_save_dumps_and_fingerprints_as_the_full_dump_does(
         meta=meta,
         session_created_at=1.5,
     )
-    assert _dump_and_fingerprint(save, True) == _old(save)
-    assert _dump_and_fingerprint(save, False) == _old(save)
+    _same_as_full(save)
 
 
 def test_json_values_are_taken_as_they_are_not_dumped_again() -> None:
@@ -67,29 +71,42 @@ def test_json_values_are_taken_as_they_are_not_dumped_again() -> None:
         cognitive_state={"goal": "g", "observations": ["a", "b"], "round_count": 1},
         meta={"turn_id": "t1"},
     )
-    dumped, fp = _dump_and_fingerprint(save, True)
-    assert (dumped, fp) == _old(save)
+    _same_as_full(save)
+    dumped, msgs, digest = packed_save(save, True)
     assert dumped["cognitive_state"] is save.cognitive_state  # not walked by the serializer
     assert dumped["new_messages"] is save.new_messages
-    assert _dump_and_fingerprint(save, False)[0]["cognitive_state"] is not save.cognitive_state
+    assert packed_save(save, False)[0]["cognitive_state"] is not save.cognitive_state
+    assert digest.startswith(b"p1:") and len(digest) == 67
+    assert [msgpack.unpackb(m) for m in msgs] == save.new_messages
 
 
 @pytest.mark.parametrize(
     "odd",
-    [b"\xffbytes", float("nan"), float("inf"), msgpack.ExtType(5, b"x"), {b"key": 1}],
-    ids=["bytes", "nan", "inf", "ext", "bytes-key"],
+    [b"text bytes", b"", float("nan"), float("inf"), -float("inf"), {b"key": 1}],
+    ids=["bytes", "empty-bytes", "nan", "inf", "-inf", "bytes-key"],
 )
-def test_a_value_that_is_not_json_takes_the_full_dump(odd: Any) -> None:
-    """What msgpack can decode besides JSON types (a tuple or a str subclass it cannot: a frame's save is the
-    only one taken as it is)."""
+def test_a_value_that_is_not_json_is_stored_as_the_full_dump_stores_it(odd: Any) -> None:
+    """What the bus's decoder makes besides JSON types (UTF-8 bins, NaN, infinities, bytes keys; never an
+    extension object or a tuple: see the decoder test below)."""
     save = CheckpointSave(session_id="s1", seq=1, base_count=0, cognitive_state={"odd": odd, "x": [1]})
-    try:
-        expected = _old(save)
-    except Exception as exc:  # the full dump refuses it: so does the new path, the same way
-        with pytest.raises(type(exc)):
-            _dump_and_fingerprint(save, True)
-        return
-    assert _dump_and_fingerprint(save, True) == expected
+    _same_as_full(save)
+    save = CheckpointSave(session_id="s1", seq=1, base_count=0, new_messages=[{"odd": [odd]}])
+    _same_as_full(save)
+    stored = msgpack.unpackb(packed_save(save, True)[1][0], raw=False)
+    assert stored == save.model_dump(mode="json")["new_messages"][0]
+
+
+def test_key_order_is_part_of_the_digest_and_content_is() -> None:
+    """Order-sensitive by design (a retry re-sends the same object: docs/records.md)."""
+    one = _decoded(session_id="s1", seq=2, base_count=0, meta={"a": 1, "b": 2})
+
+    def digest(**update: Any) -> bytes:
+        return packed_save(one.model_copy(update=update), True)[2]
+
+    assert packed_save(one, True)[2] == digest()
+    assert packed_save(one, True)[2] != digest(meta={"b": 2, "a": 1})
+    assert packed_save(one, True)[2] != digest(meta={"a": 1, "b": 3})
+    assert packed_save(one, True)[2] != digest(base_count=1)
 
 
 @settings(max_examples=200, deadline=None)
@@ -157,9 +174,9 @@ def test_a_save_through_the_store_builds_no_reply_model_and_answers_as_before(
 
 
 def test_the_frame_decoder_still_makes_only_what_the_save_path_assumes() -> None:
-    """``_dump_and_fingerprint(save, wire=True)`` takes a frame's values as they are when the strict encoder
-    accepts them: that holds because the bus's decoder makes lists (not tuples), str keys or bytes ones, no
-    extension objects. A decoder that made tuples would need the full dump again."""
+    """``packed_save(save, wire=True)`` takes a frame's values as they are: that holds because the bus's
+    decoder makes str keys or bytes ones (UTF-8, packed as text), no extension objects (msgpack would pack
+    one as it is, where the full dump refuses it)."""
     from geode.protocol.errors import BadRequest
     from geode.protocol.frame_unpack import unpack_map
 

@@ -24,6 +24,7 @@ from geode.records.models import (
     PendingOperation,
     TimelineEvent,
 )
+from geode.records.save_digest import packed_save
 from tests.records.harness import LocalStore, local_store
 
 
@@ -155,15 +156,15 @@ def test_checkpoint_saves_walk_nothing_and_validate_the_state_once(
     assert walks == [], "the canonical-JSON walk ran on the checkpoint path"
     assert len(validated) <= 1, f"the stored state was validated {len(validated)} times for 10 saves"
 
-    # what is stored is what the previous version stored: the fingerprint of the save's JSON dump and the
-    # state record as CheckpointState(...).model_dump(mode="json") packs it
+    # what is stored: the digest of the save's JSON dump in packed pieces (save_digest) and the state
+    # record as CheckpointState(...).model_dump(mode="json") makes it
     renv = store.engine.renv
     with renv.read() as txn:
         fp = txn.get(key("s1", 10), db=renv.db("ck_seqfp"))
         raw = txn.get(key("s1"), db=renv.db("ck_state"))
     assert raw is not None
     record = unpack(raw)
-    assert fp is not None and fp.decode() == redaction.fingerprint(saves[-1].model_dump(mode="json"))
+    assert fp is not None and fp == packed_save(saves[-1], False)[2]  # the p1 digest of its JSON dump
     last = saves[-1]
     expected = CheckpointState(
         session_id="s1",
