@@ -18,6 +18,7 @@ EDGES = [
     '"\\ud800"',  # a lone surrogate escape: json.loads keeps it, pydantic-core refuses it
     '{"a": "\\udc00x", "b": 1}',
     '{"a":1,"a":2}',
+    '{"a":1,"b":2,"a":3}',  # a repeated key: the last value, at the first one's place
     "[NaN, Infinity, -Infinity]",
     "12345678901234567890123456789",
     '{"x": 0.1234567890123456789, "y": 1e400, "z": -0.0}',
