@@ -47,6 +47,8 @@ from geode.protocol.transport import Request
 from geode.sessions.factory import SessionSpec, create_session
 from geode.tools.builtin.bash_peers import run_bash_membership
 from geode.tools.catalogue_plans import CataloguePlans
+from geode.work_tally import HANDOFF_POOL
+from geode.work_tally import handoff as tally
 
 if TYPE_CHECKING:
     from actors.tree.registry import ChildContext
@@ -335,7 +337,7 @@ def start_control(
         bus.transport,
         sock.send,
         home=home,
-        runner=pool.submit,
+        runner=lambda job: (tally(HANDOFF_POOL), pool.submit(job)),  # a pool job is a hand-off: counted
         server_version=geode_version(),
         origin=name,
         idle_timeout_s=cfg.idle_timeout_s,

@@ -43,7 +43,10 @@ PER_TOOL_ROUND: Ceilings = {
     "tree": _row(7, 8, 7, 1.5, 2.5, 2.5, 2.5, 1.5, 2.5),  # EVENTS s7: 6 in, 7 out (was 8, 10)
 }
 PER_TURN: Ceilings = {
-    "control": _row(7, 8, 7, 2, 0, 0, 0, 0, 0),  # EVENTS s7: 6 in, 7 out (a fast tool's round: 1 frame)
+    # EVENTS s7: 6 in, 7 out (a fast tool's round: 1 frame). LANESCTL s8: hand-offs 2 -> 1, no margin
+    # (one prompt at a time on an idle connection: deterministic): the prompt is sent by control-socket, its
+    # lanes reply continued by the bus thread (1: the reply), no pool job (actors/control.py counts them now)
+    "control": _row(7, 8, 7, 1, 0, 0, 0, 0, 0),
     # EVENTS s7: 7 in, 9 out (were 8, 10). LANESCTL s8: hand-offs 1 -> 2: a turn's 2 record puts are continued
     # by the bus thread (actors/bus/continued.py), each reply counted as the bus's reply hand-off (to the
     # actor), where a lanes-store pool thread was woken to send it and wait (2 pool jobs a turn, not counted
