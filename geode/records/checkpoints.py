@@ -22,7 +22,7 @@ from geode.records.models import (
     SessionStatus,
     SessionSummary,
 )
-from geode.records.save_digest import pack_text, packed_save, same_save
+from geode.records.save_digest import packed_save, record_bytes, same_save
 from geode.records.writer import GroupWriter
 from geode.redaction import bound
 from geode.work_tally import CHECKPOINT_SAVE
@@ -140,7 +140,7 @@ class CheckpointStore:
         """The save's puts; what its :class:`SaveResult` says (session, seq, message count, status, noop)."""
         tally(CHECKPOINT_SAVE)
         sid = save.session_id
-        dumped, packed_msgs, digest = packed_save(save, wire)
+        dumped, packed_msgs, entries, digest = packed_save(save, wire)
         raw = txn.get(key(sid), db=self.renv.db("ck_state"))
         state = self.memo.fields(sid, raw) if raw else None
         born = save.session_created_at  # the saver's fence: the session it restored, not one made since
@@ -181,7 +181,7 @@ class CheckpointStore:
             "created_at": state["created_at"] if state else now,
             "updated_at": now,
         }
-        packed = pack_text(record)
+        packed = record_bytes(entries, record["meta"], record["created_at"], now)  # pack_text(record)
         txn.put(key(sid), packed, db=self.renv.db("ck_state"))
         txn.put(key(sid, save.seq), digest, db=self.renv.db("ck_seqfp"))
         # what validating ``packed`` gives, from parts validated already (the save's); the model on demand

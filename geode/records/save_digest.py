@@ -50,46 +50,63 @@ FREE = ("new_messages", "cognitive_state", "guard_counters", "model_settings", "
 _FREE_SET: set[str] = set(FREE)  # a set: what model_dump's exclude is typed for
 _SAVE_FIELDS = tuple(CheckpointSave.model_fields)
 _PLAIN_TYPES: dict[type, bool] = {}  # a save class dumped by its fields as CheckpointSave is (or not)
-_NON_FINITE = (b"\xcb\x7f", b"\xcb\xff")  # a float64 whose exponent may be all ones (NaN, +-inf)
+_NAN_OR_INF_1 = b"\xcb\x7f"  # a float64 whose exponent may be all ones (NaN, +inf) …
+_NAN_OR_INF_2 = b"\xcb\xff"  # … (NaN, -inf)
+_RECORD_MAP = b"\x8b"  # a map of 11 entries (the state record)
 
 
-def packed_save(save: CheckpointSave, wire: bool) -> tuple[dict[str, Any], list[bytes], bytes]:
-    """The save's JSON dump (``model_dump(mode="json")``'s values), its new messages packed, and its digest
-    (``TAG`` + sha256 hex). ``wire``: decoded from a frame (msgpack made its free-form values: dicts with str
-    or bytes keys, lists, str, int, float, bool, None, UTF-8 bytes): a save without timeline rows is then
-    dumped without pydantic walking its free-form fields, unless a value may be NaN or an infinity."""
+def packed_save(save: CheckpointSave, wire: bool) -> tuple[dict[str, Any], list[bytes], bytes, bytes]:
+    """The save's JSON dump (``model_dump(mode="json")``'s values), its new messages packed, the state
+    record's first eight fields packed (for :func:`record_bytes`) and the save's digest (``TAG`` + sha256
+    hex). ``wire``: decoded from a frame (msgpack made its free-form values: dicts with str or bytes keys,
+    lists, str, int, float, bool, None, UTF-8 bytes): a save without timeline rows is then dumped without
+    pydantic walking its free-form fields, unless a value may be NaN or an infinity."""
     if wire and not save.timeline:
         dumped = _fixed_fields(save)
         for name in FREE:
             dumped[name] = getattr(save, name)
-        out = _pack(dumped)
-        if not any(p in out[2] for p in _NON_FINITE):
-            return dumped, out[0], TAG + hashlib.sha256(out[2]).hexdigest().encode()
+        msgs, core, blob = _pack(dumped)
+        if _NAN_OR_INF_1 not in blob and _NAN_OR_INF_2 not in blob:
+            return dumped, msgs, core, TAG + hashlib.sha256(blob).hexdigest().encode()
     dumped = save.model_dump(mode="json")
-    msgs, _, blob = _pack(dumped)
-    return dumped, msgs, TAG + hashlib.sha256(blob).hexdigest().encode()
+    msgs, core, blob = _pack(dumped)
+    return dumped, msgs, core, TAG + hashlib.sha256(blob).hexdigest().encode()
 
 
 def _pack(dumped: dict[str, Any]) -> tuple[list[bytes], bytes, bytes]:
-    """The messages packed, the head packed, and the two joined (what the digest is over)."""
+    """The messages packed; the state record's session_id … model_settings as packed map entries; and what
+    the digest is over: the save's own base_count, reopen, session_created_at and meta, then those entries,
+    then the messages."""
     msgs = [pack_text(m) for m in dumped["new_messages"]]
-    head = pack_text(
-        (
+    entries = pack_text(
+        [
+            "session_id",
             dumped["session_id"],
+            "seq",
             dumped["seq"],
-            dumped["base_count"],
+            "message_count",
+            dumped["base_count"] + len(msgs),
+            "status",
             dumped["status"],
-            dumped["reopen"],
-            dumped["session_created_at"],
-            dumped["pending_batch"],
+            "cognitive_state",
             dumped["cognitive_state"],
+            "guard_counters",
             dumped["guard_counters"],
+            "pending_batch",
+            dumped["pending_batch"],
+            "model_settings",
             dumped["model_settings"],
-            dumped["meta"],
-            len(msgs),
-        )
-    )
-    return msgs, head, b"".join([head, *msgs])
+        ]
+    )[3:]  # without the list's header (16 items: array16, 3 bytes)
+    own = pack_text((dumped["base_count"], dumped["reopen"], dumped["session_created_at"], dumped["meta"]))
+    return msgs, entries, b"".join([own, entries, *msgs])
+
+
+def record_bytes(entries: bytes, meta: dict[str, Any], created_at: float, updated_at: float) -> bytes:
+    """``pack_text`` of the state record (a map of its 11 fields in ``CheckpointState``'s order) from the
+    entries :func:`packed_save` packed and the three fields a save does not decide alone."""
+    tail = pack_text(["meta", meta, "created_at", created_at, "updated_at", updated_at])
+    return _RECORD_MAP + entries + tail[1:]  # the list's header (6 items: fixarray, 1 byte) left out
 
 
 def same_save(seen: bytes, digest: bytes, save: CheckpointSave) -> bool:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geode.records.models import CheckpointSave
-from geode.records.save_digest import pack_text, packed_save
+from geode.records.models import CheckpointSave, CheckpointState
+from geode.records.save_digest import pack_text, packed_save, record_bytes
 from geode.redaction import canonical_plain_json, canonical_strict_json
 
 _scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=40)
@@ -30,10 +30,10 @@ _free = st.dictionaries(st.text(max_size=8), _values, max_size=5)
 
 def _same_as_full(save: CheckpointSave) -> None:
     """The frame path's dump packs as the full dump does, field by field; the same messages and digest."""
-    dumped, msgs, digest = packed_save(save, True)
-    full, full_msgs, full_digest = packed_save(save, False)
+    dumped, msgs, entries, digest = packed_save(save, True)
+    full, full_msgs, full_entries, full_digest = packed_save(save, False)
     assert full == save.model_dump(mode="json")
-    assert (msgs, digest) == (full_msgs, full_digest)
+    assert (msgs, entries, digest) == (full_msgs, full_entries, full_digest)
     assert {k: pack_text(v) for k, v in dumped.items()} == {k: pack_text(v) for k, v in full.items()}
 
 
@@ -72,7 +72,7 @@ def test_json_values_are_taken_as_they_are_not_dumped_again() -> None:
         meta={"turn_id": "t1"},
     )
     _same_as_full(save)
-    dumped, msgs, digest = packed_save(save, True)
+    dumped, msgs, _, digest = packed_save(save, True)
     assert dumped["cognitive_state"] is save.cognitive_state  # not walked by the serializer
     assert dumped["new_messages"] is save.new_messages
     assert packed_save(save, False)[0]["cognitive_state"] is not save.cognitive_state
@@ -101,12 +101,37 @@ def test_key_order_is_part_of_the_digest_and_content_is() -> None:
     one = _decoded(session_id="s1", seq=2, base_count=0, meta={"a": 1, "b": 2})
 
     def digest(**update: Any) -> bytes:
-        return packed_save(one.model_copy(update=update), True)[2]
+        return packed_save(one.model_copy(update=update), True)[3]
 
-    assert packed_save(one, True)[2] == digest()
-    assert packed_save(one, True)[2] != digest(meta={"b": 2, "a": 1})
-    assert packed_save(one, True)[2] != digest(meta={"a": 1, "b": 3})
-    assert packed_save(one, True)[2] != digest(base_count=1)
+    assert packed_save(one, True)[3] == digest()
+    assert packed_save(one, True)[3] != digest(meta={"b": 2, "a": 1})
+    assert packed_save(one, True)[3] != digest(meta={"a": 1, "b": 3})
+    assert packed_save(one, True)[3] != digest(base_count=1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cognitive=_free, meta=_free, old_meta=_free)
+def test_the_state_record_is_packed_from_the_saves_entries_as_the_whole_map_packs(
+    cognitive: dict[str, Any], meta: dict[str, Any], old_meta: dict[str, Any]
+) -> None:
+    save = _decoded(session_id="s1", seq=4, base_count=2, new_messages=[{"a": 1}], cognitive_state=cognitive)
+    dumped, _, entries, _ = packed_save(save, True)
+    merged = {**old_meta, **meta}
+    record = {
+        "session_id": "s1",
+        "seq": 4,
+        "message_count": 3,
+        "status": dumped["status"],
+        "cognitive_state": dumped["cognitive_state"],
+        "guard_counters": dumped["guard_counters"],
+        "pending_batch": dumped["pending_batch"],
+        "model_settings": dumped["model_settings"],
+        "meta": merged,
+        "created_at": 1.25,
+        "updated_at": 2.5,
+    }
+    assert list(record) == list(CheckpointState.model_fields)
+    assert record_bytes(entries, merged, 1.25, 2.5) == pack_text(record)
 
 
 @settings(max_examples=200, deadline=None)

@@ -164,7 +164,7 @@ def test_checkpoint_saves_walk_nothing_and_validate_the_state_once(
         raw = txn.get(key("s1"), db=renv.db("ck_state"))
     assert raw is not None
     record = unpack(raw)
-    assert fp is not None and fp == packed_save(saves[-1], False)[2]  # the p1 digest of its JSON dump
+    assert fp is not None and fp == packed_save(saves[-1], False)[3]  # the p1 digest of its JSON dump
     last = saves[-1]
     expected = CheckpointState(
         session_id="s1",
