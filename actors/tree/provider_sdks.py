@@ -1,11 +1,13 @@
 """Which provider SDKs the zygote imports for the loop workers: only those the tree's config uses.
 
-``anthropic`` and ``openai`` are ~49 and ~13 MiB of heap once imported (3,400 and 520 modules), held by the
-zygote and shared by every loop worker forked after it. The supervisor names the SDKs of the configured
-model, its fallback chain and the voice-note transcription (``[messengers] transcription = "openai"``) in the
-children's environment (``actors.tree.zygote.PROVIDERS_ENV``); the zygote imports those. A session that
-selects another vendor's model (``--model``, a ``geode reload``) still works: its loop worker imports that
-SDK at the turn (``geode.providers`` imports every SDK where it is first used), in that worker only.
+``anthropic`` and ``openai`` are ~39 and ~20 MiB of heap once imported with their first client (~1,540 and
+~440 modules through ``geode/providers/sdk_lazy_types.py``'s finder; ~73 and ~37 MiB, ~3,900 and ~990 modules
+without), held by the zygote and shared by every loop worker forked after it. The supervisor names the SDKs
+of the configured model, its fallback chain and the voice-note transcription (``[messengers] transcription =
+"openai"``) in the children's environment (``actors.tree.zygote.PROVIDERS_ENV``); the zygote imports those. A
+session that selects another vendor's model (``--model``, a ``geode reload``) still works: its loop worker
+imports that SDK at the turn (``geode.providers`` imports every SDK where it is first used), in that worker
+only.
 
 The wire is decided as :func:`geode.providers.selection.resolve_settings` decides it, from the catalogue and
 ``[providers.<vendor>] wire`` (``tests/actors/test_provider_sdks.py`` compares the two), without importing

@@ -287,7 +287,7 @@ class LazyPackages(importlib.abc.MetaPathFinder):
             return spec
         try:
             found = reexports(real.get_source(fullname) or "", fullname)
-        except (ImportError, OSError):
+        except Exception:  # (unreadable, not text, ...): the hook never stands between the SDK and an import
             return spec
         if found is None:
             return spec  # not a pure re-export __init__: imported as usual
@@ -308,7 +308,7 @@ class LazyPackages(importlib.abc.MetaPathFinder):
                 os.path.dirname(spec.origin),
                 self.deferred[fullname],
             )
-        except (ImportError, OSError, SyntaxError):
+        except Exception:  # (unreadable, a statement that does not compile alone, ...): as it is
             return spec
         if plan is not None:
             spec.loader = _DeferredImports(real, *plan)
