@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from geode.home import GeodeHome
-from geode.redaction import is_secret_key, mask_secrets
+from geode.redaction import SHAPES, is_secret_key, mask_secrets
+from geode.secret_screen import Screen
 from geode.tools.spec import ToolResult
 
 MIN_LITERAL = 8  # shorter values ("1", "true", a port) would mask ordinary text
 MAX_DEPTH = 32
+_SCREEN = Screen(SHAPES)  # mask_secrets' own screen: a string it rules out, holding no literal, is kept
 
 
 class ResultRedactor:
@@ -71,6 +73,12 @@ class ResultRedactor:
 
 def _mask(obj: Any, literals: list[tuple[str, str]], counts: Counter[str], depth: int) -> Any:
     if isinstance(obj, str):
+        for _, value in literals:
+            if value in obj:
+                break
+        else:  # what mask_secrets would find nothing in (most strings): no call, no Counter made for it
+            if not _SCREEN.maybe(obj):
+                return obj
         text, found = mask_secrets(obj, literals)
         if found:  # most strings hold none: no Counter.update of nothing per string
             counts.update(found)
