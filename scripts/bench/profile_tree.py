@@ -7,7 +7,8 @@ workload while ``py-spy record --format raw --gil --nonblocking`` samples every 
 
 * ``rounds``: one control-socket session (as `geode ask`), turns of K read-only tool rounds (glob_files),
   the fake answering at once;
-* ``sessions``: N concurrent sessions, 2 tool rounds per turn, the fake answering after ``--latency`` s.
+* ``sessions``: N concurrent sessions, ``--turn-rounds`` tool rounds per turn (default 2: three model calls
+  and two tool calls a turn; 1 gives the issue's one-round turn), the fake answering after ``--latency`` s.
 
 Per child: the CPU (/proc utime+stime) per tool round or turn over the window; samples of the thread that
 holds the GIL (``--all-threads``: every thread, waits included); the top self frames; the inclusive share
@@ -16,7 +17,7 @@ hashing/redaction, thread hand-offs, json, asyncio). py-spy is a dev tool (``.ve
 py-spy``), not a project dependency. ``--no-profile`` gives the CPU figures without py-spy running.
 
 Run: .venv/bin/python scripts/bench/profile_tree.py [--workload rounds|sessions] [--seconds 20] [--k 20]
-     [--sessions 10] [--latency 0.5] [--keep DIR]
+     [--sessions 10] [--turn-rounds 2] [--latency 0.5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -79,16 +80,19 @@ def run_rounds(home: GeodeHome, ws: Path, k: int, stop: threading.Event, done: l
         cl.close()
 
 
-def run_sessions(home: GeodeHome, ws: Path, n: int, stop: threading.Event, done: list[float]) -> None:
+def run_sessions(
+    home: GeodeHome, ws: Path, n_k: tuple[int, int], stop: threading.Event, done: list[float]
+) -> None:
+    n, k = n_k
     threads = []
     for j in range(n):
-        threads.append(threading.Thread(target=_session, args=(home, ws, j, stop, done), daemon=True))
+        threads.append(threading.Thread(target=_session, args=(home, ws, j, k, stop, done), daemon=True))
         threads[-1].start()
     for t in threads:
         t.join(120)
 
 
-def _session(home: GeodeHome, ws: Path, j: int, stop: threading.Event, done: list[float]) -> None:
+def _session(home: GeodeHome, ws: Path, j: int, k: int, stop: threading.Event, done: list[float]) -> None:
     cl = ControlClient(home, client_version="bench-profile")
     cl.connect(timeout_s=60.0, cwd=str(ws), is_tty=False, dangerously_skip_permissions=True, mode="IPC")
     i = 0
@@ -96,7 +100,7 @@ def _session(home: GeodeHome, ws: Path, j: int, stop: threading.Event, done: lis
         while not stop.is_set():
             t0 = time.monotonic()
             cl.run_prompt(
-                f"bench-turn-s{j}x{i} k=2 find data-<round>.txt each round, then say done", timeout_s=60
+                f"bench-turn-s{j}x{i} k={k} find data-<round>.txt each round, then say done", timeout_s=60
             )
             done.append(time.monotonic() - t0)
             i += 1
@@ -161,6 +165,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--turn-rounds", type=int, default=2, help="sessions: tool rounds per turn")
     ap.add_argument("--latency", type=float, default=0.0)
     ap.add_argument("--rate", type=int, default=200)
     ap.add_argument("--top", type=int, default=8)
@@ -199,7 +204,7 @@ def main() -> None:
             }
             stop, done = threading.Event(), []  # type: ignore[var-annotated]
             target = run_rounds if args.workload == "rounds" else run_sessions
-            arg = args.k if args.workload == "rounds" else args.sessions
+            arg = args.k if args.workload == "rounds" else (args.sessions, args.turn_rounds)
             w = threading.Thread(target=target, args=(home, ws, arg, stop, done), daemon=True)
             w.start()
             time.sleep(2)  # warm
@@ -230,7 +235,7 @@ def main() -> None:
             print(f"load average at start {load0}, at end {os.getloadavg()}; turns done: {len(done)}")
             if done:
                 print(f"turn wall p50 {sorted(done)[len(done) // 2] * 1000:.0f} ms")
-            per = "tool round" if args.workload == "rounds" else "turn"
+            per = "tool round" if args.workload == "rounds" else f"turn of {args.turn_rounds} tool round(s)"
             units = n_done * (args.k if args.workload == "rounds" else 1)
             print(f"CPU per {per} by child (ms; {n_done} turns in {window:.1f} s, /proc utime+stime):")
             for name, c in cpu.items():
