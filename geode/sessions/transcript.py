@@ -105,7 +105,8 @@ class TranscriptWriter:
     """Appends saved messages to their session's transcript; a message index is written once.
 
     The transcripts of the last :data:`KEEP_OPEN` sessions written stay open (``O_APPEND``), so a save
-    costs a ``stat`` and a ``write``, not an open and a text wrapper; a file removed or replaced since
+    costs a ``stat`` and a ``write`` (no ``fstat``: the size after it is the stat's plus what it wrote), not
+    an open and a text wrapper; a file removed or replaced since
     (another inode at the path: a kept descriptor holds its own inode, so the number is not reused while
     it is open) is opened again."""
 
@@ -150,13 +151,17 @@ class TranscriptWriter:
                     "metadata": m.get("metadata", {}),
                 }
                 lines.append(to_json(row, fallback=str))
+            size = st.st_size
             if lines:
                 fd = self._open(session_id, path, st.st_ino)
-                _write_all(fd, b"\n".join(lines) + b"\n")
-                st = os.fstat(fd)
+                data = b"\n".join(lines) + b"\n"
+                _write_all(fd, data)
+                # the size the file has when nobody else wrote since the stat (no fstat): were it other
+                # (an append between, another inode at the path), the next stat differs and the tail is read
+                size += len(data)
                 last = base_count + len(msgs) - 1
             self._wrote.pop(session_id, None)
-            self._wrote[session_id] = (st.st_ino, st.st_size, last)
+            self._wrote[session_id] = (st.st_ino, size, last)
             self._paths[session_id] = path
             while len(self._wrote) > 256:
                 self._wrote.pop(next(iter(self._wrote)))

@@ -98,3 +98,43 @@ def test_a_writer_keeps_at_most_keep_open_descriptors(tmp_path: Path) -> None:
         assert _indexes(transcript_path(tmp_path, f"s-{n}")) == [0, 1]
     writer.close()
     assert len(list(fd_dir.iterdir())) == before
+
+
+def test_an_append_costs_a_stat_and_a_write_not_an_fstat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = TranscriptWriter(tmp_path)
+    writer.append("s-3", 0, _Save("s-3", 0, 2).new_messages)  # created and opened: its fstat is the open's
+    calls: list[str] = []
+    for name in ("stat", "fstat", "write"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
+    for k in range(1, 11):
+        writer.append("s-3", 2 * k, _Save("s-3", 2 * k, 2).new_messages)
+    monkeypatch.undo()
+    assert sorted(calls) == ["stat"] * 10 + ["write"] * 10, calls  # 3 a save before: stat, write, fstat
+    assert _indexes(transcript_path(tmp_path, "s-3")) == list(range(22))
+    writer.close()
+
+
+def test_a_line_another_writer_appended_meanwhile_is_read_not_trusted(tmp_path: Path) -> None:
+    """The size kept after a write is the stat's plus what it wrote: a line appended by someone else between
+    the stat and the write leaves the file larger, so the next save reads the tail again."""
+    writer = TranscriptWriter(tmp_path)
+    writer.append("s-4", 0, _Save("s-4", 0, 2).new_messages)
+    path = transcript_path(tmp_path, "s-4")
+    real_open = writer._open
+
+    def open_after_a_foreign_line(session_id: str, p: Path, inode: int) -> int:
+        with p.open("a", encoding="utf-8") as fh:  # another process's append, after this writer's stat
+            fh.write(json.dumps({"index": 7, "session_id": "s-4", "role": "user", "content": []}) + "\n")
+        return real_open(session_id, p, inode)
+
+    writer._open = open_after_a_foreign_line  # type: ignore[method-assign]
+    writer.append("s-4", 2, _Save("s-4", 2, 1).new_messages)
+    writer._open = real_open  # type: ignore[method-assign]
+    assert writer._wrote["s-4"][1] < path.stat().st_size  # not taken for this writer's file: read again
+    # the file now ends with index 2 after the foreign 7: the tail read says 2, so 3.. are written once
+    assert writer.append("s-4", 2, _Save("s-4", 2, 3).new_messages) == 2
+    assert _indexes(path) == [0, 1, 7, 2, 3, 4]
+    writer.close()
