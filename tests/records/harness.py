@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from geode.home import GeodeHome
 from geode.protocol import runtime
@@ -78,3 +81,13 @@ def local_store(home: GeodeHome, config: StoreConfig | None = None) -> LocalStor
     engine = RecordEngine.for_home(home, config).open()
     transport = LocalTransport({"store": StoreService(engine)}, sender="test#1")
     return LocalStore(engine, StoreClient(transport))
+
+
+@pytest.fixture(name="store")
+def lone_store(tmp_path: Path) -> Iterator[LocalStore]:
+    """A module's ``store`` fixture (imported there): an in-process store on a fresh home, closed after."""
+    s = local_store(GeodeHome(tmp_path / "h").ensure())
+    try:
+        yield s
+    finally:
+        s.close()

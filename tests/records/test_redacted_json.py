@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import geode.redaction as redaction
-from geode.home import GeodeHome
 from geode.records.models import TimelineEvent
 from geode.redacted_json import redacted_json
 from geode.redaction import canonical_plain_json, redact
-from tests.records.harness import LocalStore, local_store
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 from tests.records.test_redaction_screen import FRAGMENTS
 
 FILES = "\n".join(f"src/pkg/module_{i}.py" for i in range(40))[:500]
@@ -25,15 +26,6 @@ FILES = "\n".join(f"src/pkg/module_{i}.py" for i in range(40))[:500]
 
 def _walked(obj: Any, **bounds: int) -> str:
     return canonical_plain_json(redact(obj, **bounds))
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "h").ensure())
-    try:
-        yield s
-    finally:
-        s.engine.close()
 
 
 @pytest.fixture

@@ -4,27 +4,19 @@ hex) still recognises a duplicate arriving after the upgrade."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from geode.home import GeodeHome
 from geode.protocol.errors import Conflict
 from geode.records.lmdb_env import key, unpack
 from geode.records.models import CheckpointSave, CheckpointState
 from geode.records.save_digest import TAG, legacy_fingerprint
 from geode.redaction import fingerprint
-from tests.records.harness import LocalStore, local_store
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "h").ensure())
-    try:
-        yield s
-    finally:
-        s.close()
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 
 
 def _save(seq: int, text: str = "hi", **kw: Any) -> CheckpointSave:

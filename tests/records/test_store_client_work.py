@@ -3,25 +3,17 @@ re-validating it before each write (issue 34): per write one validation of the b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from geode.home import GeodeHome
 from geode.protocol import store as m
 from geode.records.models import TurnRecord
-from tests.records.harness import LocalStore, local_store
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 from tests.records.test_store_write_work import _save, _tool_rows
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "h").ensure())
-    try:
-        yield s
-    finally:
-        s.engine.close()
 
 
 def test_the_client_sends_its_model_without_revalidating_it(

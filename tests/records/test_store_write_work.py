@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import geode.redaction as redaction
-from geode.home import GeodeHome
 from geode.records.lmdb_env import key, unpack
 from geode.records.models import (
     CheckpointSave,
@@ -25,7 +24,10 @@ from geode.records.models import (
     TimelineEvent,
 )
 from geode.records.save_digest import packed_save
-from tests.records.harness import LocalStore, local_store
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 
 
 class _CountingPattern:
@@ -55,15 +57,6 @@ def scans() -> Iterator[list[str]]:
     finally:
         for shape, pattern in shapes.values():
             object.__setattr__(shape, "pattern", pattern)
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "h").ensure())
-    try:
-        yield s
-    finally:
-        s.engine.close()
 
 
 FILES = "\n".join(f"src/pkg/module_{i}.py" for i in range(40))[:500]

@@ -4,25 +4,17 @@ write (another writer's, a rolled-back write's) are unpacked as before."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import geode.records.turns as turns
-from geode.home import GeodeHome
 from geode.records.lmdb_env import key, pack, unpack
 from geode.records.models import TurnRecord, TurnState
-from tests.records.harness import LocalStore, local_store
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "h").ensure())
-    try:
-        yield s
-    finally:
-        s.close()
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
