@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from actors.bus.parts import PendingReply
-from geode.protocol import catalog, codec
-from geode.protocol.envelope import outgoing_wire
+from actors.bus.transport import request_frame
 from geode.protocol.errors import GeodeError, RequestTimeout, Unavailable
 from geode.protocol.transport import unwrap
 
@@ -106,17 +105,7 @@ class ContinuedCalls:
         if bus._closed or bus._thread is None:
             raise Unavailable(f"bus {bus.sender} is not running")
         mid = f"{self._prefix}{next(self._seq):014x}"
-        wire = outgoing_wire(
-            id=mid,
-            kind="request",
-            type=type_,
-            body=catalog.dump(body),
-            session=session,
-            deadline=time.time_ns() // 1_000_000 + int(timeout_s * 1000),
-            trace=bus.trace_for(target),
-            sender=bus.sender,
-        )
-        frame = codec.encode_wire(wire)
+        frame = request_frame(bus, mid, target, type_, body, session, timeout_s)
         p = ContinuedReply(
             target, type_, mid, partial(self._done, mid, then), partial(bus._pending.pop, mid, None)
         )

@@ -16,6 +16,24 @@ from geode.protocol.envelope import outgoing_wire
 from geode.protocol.transport import unwrap
 
 
+def request_frame(
+    bus: Any, mid: str, target: str, type_: str, body: Any, session: str | None, timeout_s: float
+) -> bytes:
+    """A request's frame packed straight from its fields (``outgoing_wire``: no ``Envelope`` built to be read
+    back), its deadline ``timeout_s`` from now, its trace context the bus's for ``target``."""
+    wire = outgoing_wire(
+        id=mid,
+        kind="request",
+        type=type_,
+        body=catalog.dump(body),
+        session=session,
+        deadline=time.time_ns() // 1_000_000 + int(timeout_s * 1000),  # (now_ms() without its call)
+        trace=bus.trace_for(target),
+        sender=bus.sender,
+    )
+    return codec.encode_wire(wire)
+
+
 class BusLink(Protocol):
     """What the transport needs of its bus (``actors.bus.Bus`` is one): its sender name, two sends of a packed
     frame and the trace for a target."""
@@ -68,20 +86,10 @@ class BusTransport:
     def _send(
         self, target: str, type_: str, body: Any, session: str | None, timeout_s: float, blocking: bool
     ) -> PendingReply:
-        """Pack the request's frame straight from its fields (``outgoing_wire``: no ``Envelope`` built to be
-        read back) and send it."""
+        """Pack the request's frame (:func:`request_frame`) and send it."""
         mid = f"{self._prefix}{next(self._seq):014x}"
-        wire = outgoing_wire(
-            id=mid,
-            kind="request",
-            type=type_,
-            body=catalog.dump(body),
-            session=session,
-            deadline=time.time_ns() // 1_000_000 + int(timeout_s * 1000),  # (now_ms() without its call)
-            trace=self._bus.trace_for(target),
-            sender=self._bus.sender,
-        )
-        return self._bus.send_request(target, codec.encode_wire(wire), mid, type_, blocking)
+        frame = request_frame(self._bus, mid, target, type_, body, session, timeout_s)
+        return self._bus.send_request(target, frame, mid, type_, blocking)
 
     def cast(
         self,
