@@ -131,8 +131,8 @@ class SoakSampler:
         return out
 
     def trajectory(self, every: int = 1000) -> list[str]:
-        """Anonymous RSS (MiB) of each process at the first sample past every ``every`` turns: flat or
-        levelling off means bounded, a steady climb means something keeps growing."""
+        """Anonymous RSS (MiB), then open fds, of each process at the first sample past every ``every`` turns:
+        flat or levelling off means bounded, a steady climb means something keeps growing."""
         marks: list[tuple[int, dict[str, Row]]] = []
         for _, n, s in self.rows:
             if n >= every * (len(marks) + 1):
@@ -143,4 +143,7 @@ class SoakSampler:
         out = [f"anon MiB at turn {' '.join(f'{n:>6}' for n, _ in marks)}"]
         for name in names:
             out.append(f"  {name:<14} {' '.join(f'{s[name][1] / 2**20:>6.1f}' for _, s in marks)}")
+        out.append(f"open fds at turn {' '.join(f'{n:>6}' for n, _ in marks)}")
+        for name in names:
+            out.append(f"  {name:<14} {' '.join(f'{s[name][3]:>6}' for _, s in marks)}")
         return out

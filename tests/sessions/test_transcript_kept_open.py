@@ -86,18 +86,29 @@ def test_a_removed_or_replaced_transcript_is_opened_again(tmp_path: Path, opens:
     writer.close()
 
 
+def _open_under(root: Path) -> int:
+    """This process's open descriptors on files under ``root`` (another thread's fds do not count)."""
+    n = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed since the listing
+            continue
+        n += target.startswith(f"{root}/")
+    return n
+
+
 def test_a_writer_keeps_at_most_keep_open_descriptors(tmp_path: Path) -> None:
-    fd_dir = Path("/proc/self/fd")
     writer = TranscriptWriter(tmp_path, keep_open=3)
-    before = len(list(fd_dir.iterdir()))
+    assert _open_under(tmp_path) == 0
     for round_ in range(2):
         for n in range(6):
             writer.append(f"s-{n}", round_, _Save(f"s-{n}", round_, 1).new_messages)
-    assert len(list(fd_dir.iterdir())) - before == 3
+    assert _open_under(tmp_path) == 3
     for n in range(6):
         assert _indexes(transcript_path(tmp_path, f"s-{n}")) == [0, 1]
     writer.close()
-    assert len(list(fd_dir.iterdir())) == before
+    assert _open_under(tmp_path) == 0
 
 
 def test_an_append_costs_a_stat_and_a_write_not_an_fstat(
