@@ -21,22 +21,36 @@ from geode.work_tally import frame as tally_frame
 MAX_FRAME_BYTES = 1024 * 1024  # 1 MiB: the bus and control-socket cap
 PACKER_KEEP_BYTES = 64 * 1024  # a thread keeps its packer (its buffer's touched pages) after frames this big
 
+
 # one msgpack Packer per thread: ``msgpack.packb`` builds a Packer, with a 256 KiB buffer, for every call
 # (~1.5-2 us of a 1 KB frame's 3.5-4). A Packer resets its buffer after each pack, a failed one too.
-_packers = threading.local()
+class ThreadPackers:
+    """``pack(obj)``: ``msgpack.packb(obj, use_bin_type=...)`` on this thread's Packer (``local.p``), dropped
+    after a pack larger than :data:`PACKER_KEEP_BYTES` (so no thread keeps a large buffer)."""
+
+    def __init__(self, use_bin_type: bool) -> None:
+        self.use_bin_type = use_bin_type
+        self.local = threading.local()
+
+    def fresh(self) -> msgpack.Packer:
+        """A new Packer for this thread (kept as ``local.p``)."""
+        packer = self.local.p = msgpack.Packer(use_bin_type=self.use_bin_type)
+        return packer
+
+    def pack(self, obj: Any) -> bytes:
+        local = self.local
+        try:
+            packer = local.p
+        except AttributeError:
+            packer = self.fresh()
+        data: bytes = packer.pack(obj)
+        if len(data) > PACKER_KEEP_BYTES:
+            del local.p
+        return data
 
 
-def packb(obj: Any) -> bytes:
-    """``msgpack.packb(obj, use_bin_type=True)``, on this thread's Packer (dropped after a large frame, so
-    no thread keeps a large buffer)."""
-    try:
-        packer = _packers.p
-    except AttributeError:
-        packer = _packers.p = msgpack.Packer(use_bin_type=True)
-    data: bytes = packer.pack(obj)
-    if len(data) > PACKER_KEEP_BYTES:
-        del _packers.p
-    return data
+_FRAMES = ThreadPackers(use_bin_type=True)
+packb = _FRAMES.pack  # ``msgpack.packb(obj, use_bin_type=True)``, on this thread's Packer
 
 
 def encode(env: Envelope, *, max_frame: int = MAX_FRAME_BYTES) -> bytes:
@@ -49,16 +63,17 @@ def encode_wire(
 ) -> bytes:
     """Pack the wire map of an envelope (``envelope.outgoing_wire``, ``reply_wire``: what :func:`encode`
     packs, built straight from checked values; ``env``, when there is one) the same way, same refusals."""
-    try:  # this thread's packer, as packb takes it (not through its call: every frame sent)
-        packer = _packers.p
+    local = _FRAMES.local  # this thread's packer, as packb takes it (not through its call: every frame sent)
+    try:
+        packer = local.p
     except AttributeError:
-        packer = _packers.p = msgpack.Packer(use_bin_type=True)
+        packer = _FRAMES.fresh()
     try:
         try:
             try:
                 data: bytes = packer.pack(obj)
                 if len(data) > PACKER_KEEP_BYTES:
-                    del _packers.p
+                    del local.p
             except TypeError:  # a body holding something msgpack lacks (a model): as pydantic dumps it
                 obj = (env or from_wire(obj)).model_dump(by_alias=True, exclude_none=True)
                 data = packb(obj)

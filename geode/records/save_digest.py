@@ -18,31 +18,18 @@ dump; the packed bytes show one only as a float64 header followed by an all-ones
 from __future__ import annotations
 
 import hashlib
-import threading
 from typing import Any
 
-import msgpack
-
+from geode.protocol.codec import ThreadPackers
 from geode.records.models import CheckpointSave
 from geode.redaction import plain_fingerprint
 
 TAG = b"p1:"  # the stored digest's version: TAG + the sha256 in hex (ASCII: an older release reads it)
 _LEGACY_LEN = 64  # an earlier release's digest: 64 hex characters (sha256 of the canonical JSON)
-_packers = threading.local()  # one Packer per thread (the store writes on its writer thread)
-_KEEP = 64 * 1024  # a thread keeps its packer after a pack no bigger than this
-
-
-def pack_text(obj: Any) -> bytes:
-    """``msgpack.packb(obj, use_bin_type=False)`` on this thread's Packer: ``bytes`` packed as a string
-    (unpacked as ``str``), strings without the str8 header (msgpack's pre-2.0 raw: the same values read)."""
-    try:
-        packer = _packers.p
-    except AttributeError:
-        packer = _packers.p = msgpack.Packer(use_bin_type=False)
-    data: bytes = packer.pack(obj)
-    if len(data) > _KEEP:
-        del _packers.p
-    return data
+# ``pack_text(obj)``: ``msgpack.packb(obj, use_bin_type=False)`` on this thread's Packer (the store writes on
+# its writer thread): ``bytes`` packed as a string (unpacked as ``str``), strings without the str8 header
+# (msgpack's pre-2.0 raw: the same values read)
+pack_text = ThreadPackers(use_bin_type=False).pack
 
 
 # the save's free-form fields (JSON values), taken as they are when a frame's decoding made them

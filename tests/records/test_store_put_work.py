@@ -8,25 +8,17 @@ stays: a done turn never regresses, ``created_at`` is kept, the state index foll
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from geode.home import GeodeHome
 from geode.protocol.later import Later
 from geode.records.models import TurnRecord, TurnState
-from tests.records.harness import LocalStore, local_store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "home").ensure())
-    try:
-        yield s
-    finally:
-        s.close()
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 
 
 @pytest.fixture

@@ -10,27 +10,19 @@ from __future__ import annotations
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from geode.home import GeodeHome
 from geode.records.lmdb_env import RecordEnv
 from geode.records.models import TimelineEvent
 from geode.records.writer import GroupWriter
-from tests.records.harness import LocalStore, local_store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "home").ensure())
-    try:
-        yield s
-    finally:
-        s.close()
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 
 
 def _row(event_id: str, n: int) -> TimelineEvent:

@@ -3,30 +3,20 @@ per row, ~16 us each); the store keeps the same rows as before, a payload holdin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from pydantic import BaseModel
 
-from geode.home import GeodeHome
 from geode.records import store_client
 from geode.records.models import TimelineEvent
-from tests.records.harness import LocalStore, local_store
+from tests.records.harness import (
+    LocalStore,
+    lone_store,  # noqa: F401 (the module's store fixture)
+)
 
 
 class _Note(BaseModel):
     text: str
     n: int
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[LocalStore]:
-    s = local_store(GeodeHome(tmp_path / "home").ensure())
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_a_row_is_sent_as_model_dump_gives_it() -> None:
