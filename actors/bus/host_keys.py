@@ -65,13 +65,16 @@ def load(home: GeodeHome) -> tuple[str, str] | None:
 
 
 def read_peer_key(value: str) -> str:
-    """``--server-key``: a z85 public key, or ``@path`` to a file holding one (e.g. main's host.pub)."""
+    """``--server-key``: a z85 public key, or ``@path`` to a file holding one (e.g. main's host.pub). z85's
+    alphabet has ``@``: a value that is a key itself and names no file is the key (1 key in 85 starts so)."""
     text = value
     if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
         try:
-            text = Path(value[1:]).expanduser().read_text()
+            text = path.read_text()
         except OSError as exc:
-            raise ConfigError(f"cannot read the server key from {value[1:]}: {exc.strerror}") from exc
+            if not (valid_key(value) and not path.exists()):
+                raise ConfigError(f"cannot read the server key from {value[1:]}: {exc.strerror}") from exc
     text = text.strip()
     if not valid_key(text):
         raise ConfigError("the server key is not a z85 CURVE public key (40 characters)")

@@ -37,6 +37,25 @@ def test_keys_init_show_and_refuse_overwrite(tmp_path: Path) -> None:
     assert host_keys.read_peer_key(f"@{home.host_public_key}") == home.host_public_key.read_text().strip()
 
 
+def test_a_server_key_starting_with_at_is_a_key_unless_it_names_a_file(tmp_path: Path) -> None:
+    """z85 has ``@`` in its alphabet: 1 key in 85 starts with it (was read as ``@path`` and refused)."""
+    import zmq
+
+    keys = (zmq.curve_keypair()[0].decode() for _ in range(100_000))
+    key = next(k for k in keys if k.startswith("@") and "/" not in k)  # (a file name of it, below)
+    assert host_keys.read_peer_key(key) == key
+    pub = host_keys.create(GeodeHome(tmp_path / "h").ensure())
+    (tmp_path / key[1:]).write_text(pub)  # a file by that name wins: ``@path`` as documented
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert host_keys.read_peer_key(key) == pub
+    finally:
+        os.chdir(cwd)
+    with pytest.raises(ConfigError, match="cannot read the server key"):
+        host_keys.read_peer_key(f"@{tmp_path / 'missing.pub'}")
+
+
 def test_keys_cli(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
