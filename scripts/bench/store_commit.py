@@ -6,6 +6,8 @@ Same run, same disk (a temp dir under the repo's filesystem):
   * engine in-process: 1 client thread, then 50 client threads (timeline appends, each acked after sync)
   * over the bus to a real store child process: 1 client, then 50 concurrent clients
   * admit+commit latency of one receipt, p50/p99, in-process and over the bus
+  * the floor: a raw pyzmq ROUTER child (msgpack unpack, one LMDB group commit, reply; and without LMDB),
+    its process CPU per write beside the store child's (store_floor.py; ``--no-floor`` skips it)
 
 With ``--old DIR`` (a checkout of older code: ``git archive <rev> geode actors | tar -x -C DIR``) a second
 store child runs that code, and the bus rounds alternate between the two children in the same run (the
@@ -20,6 +22,7 @@ baseline beside the figure). ``--payload tool`` appends what the executor append
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import subprocess
@@ -42,6 +45,7 @@ from geode.records.engine import RecordEngine  # noqa: E402
 from geode.records.models import CheckpointSave, ReceiptIdentity, TimelineEvent  # noqa: E402
 from geode.records.service import StoreService  # noqa: E402
 from geode.records.store_client import StoreClient  # noqa: E402
+from scripts.bench.store_floor import floor_rate  # noqa: E402
 
 
 def raw_sync_commits(path: Path, seconds: float) -> float:
@@ -262,6 +266,9 @@ def main() -> None:
     ap.add_argument("--old", type=Path, help="a tree of older geode/actors: its store child as the baseline")
     ap.add_argument("--payload", choices=("small", "tool", "call"), default="small")
     ap.add_argument("--bus-only", action="store_true", help="skip the raw LMDB and in-process figures")
+    ap.add_argument(
+        "--no-floor", action="store_true", help="skip the raw pyzmq ROUTER child (store_floor.py)"
+    )
     args = ap.parse_args()
     if args.switch:
         sys.setswitchinterval(args.switch)
@@ -336,7 +343,12 @@ def over_the_bus(tmp: Path, args: argparse.Namespace, raw: float, n: Iterator[in
         out = {label: {1: [], args.clients: []} for label in children}  # type: dict[str, dict[int, list[float]]]
         batches = {label: {1: [], args.clients: []} for label in children}  # type: dict[str, dict[int, list[float]]]
         profile: list[str] = []
+        floors: list[str] = []
         for _ in range(args.rounds):
+            if not args.no_floor:  # the raw ROUTER child's rows, in the same rounds (store_floor.py)
+                body = functools.partial(payload, "small" if args.payload == "small" else "tool")
+                for lmdb_on, c in ((True, 1), (True, args.clients), (False, args.clients)):
+                    floors.append(floor_rate(tmp, lmdb_on, c, args.seconds, body, proc_sample))
             for label, (proc, _bus, client) in children.items():
                 for c in (1, args.clients):
                     rate, mean_batch = clients_rate(
@@ -344,6 +356,8 @@ def over_the_bus(tmp: Path, args: argparse.Namespace, raw: float, n: Iterator[in
                     )
                     out[label][c].append(rate)
                     batches[label][c].append(mean_batch)
+        for line in sorted(floors):
+            print(f"    {line}")
         for label, (_proc, _bus, client) in children.items():
             rates = {c: statistics.median(v) for c, v in out[label].items()}
             rates |= {-c: statistics.median(v) for c, v in batches[label].items()}
