@@ -21,7 +21,7 @@ from geode.protocol import catalog
 from geode.protocol.codec import MAX_FRAME_BYTES, bin_walked, validate_envelope
 from geode.protocol.envelope import Envelope, trusted
 from geode.protocol.errors import BadRequest
-from geode.protocol.frame_unpack import decode_walked, unpack_map
+from geode.protocol.frame_unpack import decode_map
 from geode.work_tally import FRAME_DECODED, VALIDATION
 from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import count as tally
@@ -41,10 +41,7 @@ def decode_request(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> tuple[E
     (the envelope was valid, so the reply correlates and a cast stays unanswered); or ``None`` when the body
     was not validated here (a reply, a type the catalogue lacks: ``dispatch`` says so). An invalid envelope
     raises ``BadRequest`` as ``codec.decode`` does."""
-    try:  # codec.decode_fast without its call (every received frame)
-        obj = unpack_map(frame, max_frame, 0)
-    except BadRequest:  # a bin value (or a malformed frame): unpacked again with bins allowed, then walked
-        obj = decode_walked(frame, max_frame, bin_walked)
+    obj = decode_map(frame, max_frame, bin_walked)  # (codec.decode_fast without its call: every frame)
     type_ = obj.get("type")
     model = None
     served = obj.get("kind", "request") in _SERVED_KINDS and type(obj.get("body", {})) is dict

@@ -6,8 +6,9 @@ in the service's ``inline_types``, so it runs on the server's bus thread).
 Latency: p50/p99 with 1 request in flight. Throughput: 100 requests in flight (pipelined from one thread).
 CPU per round trip: client and server process CPU (all threads) over all the round's messages.
 Payload: ``bin`` (default, as in every earlier figure) is 1 KB of bytes, a msgpack bin value, which the bus's
-codec unpacks twice and walks (bodies are JSON-shaped: a bin must be UTF-8 text); ``text`` is the same 1 KB as
-a string, as the tree's frames carry (none of a turn's frames holds a bin: work tally ``frame.bin_walk``).
+codec walks (bodies are JSON-shaped: a bin must be UTF-8 text; unpacked twice only for the first bin frame
+after one without: geode/protocol/frame_unpack.py); ``text`` is the same 1 KB as a string, as the tree's
+frames carry (none of a turn's frames holds a bin: work tally ``frame.bin_walk``).
 BENCH_CONCURRENCY=N sets the server handler pool size (default 4).
 """
 
