@@ -46,6 +46,7 @@ from geode.records.models import CheckpointSave, ReceiptIdentity, TimelineEvent 
 from geode.records.service import StoreService  # noqa: E402
 from geode.records.store_client import StoreClient  # noqa: E402
 from scripts.bench.store_floor import floor_rate  # noqa: E402
+from scripts.bench.thread_cpu import busiest, thread_cpu  # noqa: E402
 
 
 def raw_sync_commits(path: Path, seconds: float) -> float:
@@ -161,9 +162,11 @@ def clients_rate(
     t0 = time.perf_counter()
     none = (0.0, 0, 0.0)
     s0, c0 = (proc_sample(pid), proc_sample(os.getpid())) if pid else (none, none)
+    t0s = thread_cpu(pid) if pid else {}
     sent0 = sum(counts)
     time.sleep(seconds)
     s1, c1 = (proc_sample(pid), proc_sample(os.getpid())) if pid else (none, none)
+    t1s = thread_cpu(pid) if pid else {}
     sent = max(1, sum(counts) - sent0)  # requests answered in the sampled window
     stop.set()
     for t in threads:
@@ -183,6 +186,7 @@ def clients_rate(
             f"(kernel {(s1[2] - s0[2]) / writes * 1e6:3.0f}; {store_cpu / seconds:.2f} cores), "
             f"{(s1[1] - s0[1]) / writes:4.1f} ctx switches/write; "
             f"client {client_cpu / writes * 1e6:4.0f} us CPU/{unit} ({client_cpu / seconds:.2f} cores)"
+            f"\n           store threads (us/{unit}, by thread id): {busiest(t0s, t1s, writes)}"
         )
     return sum(counts) / dt, (after["ops"] - before["ops"]) / batches
 
