@@ -261,6 +261,7 @@ class PollLoop:
     def _register_wire(self, wire: SharedSocket, handler: Callable[[], None]) -> None:
         """Poll a shared socket's ``ZMQ_FD`` (edge-triggered: ``handler`` reads until nothing is left)."""
         self._wires[wire.sock] = wire
+        wire.on_waiting = partial(self._readable, wire)  # (a reply sent from its outbox saw a frame waiting)
         self._register(wire.fd, handler)
 
     def _client(self, target: str) -> Client:
@@ -288,7 +289,7 @@ class PollLoop:
                 sock.send_multipart(frames, zmq.NOBLOCK)
             else:
                 check = wire is not self._reading or threading.get_ident() != self._bus_ident
-                if wire.send(frames, check):
+                if wire.reply(frames) if check else wire.send(frames, False):  # (reply: lock taken -> outbox)
                     self._readable(wire)
             return True
         except zmq.ZMQError as exc:

@@ -8,6 +8,12 @@ reader receives until the socket has nothing left, and every send reads ``ZMQ_EV
 and reports a frame waiting to be read: the sender then wakes the bus thread (``PollLoop._readable``), which
 would otherwise sleep on a frame that arrived while the send ran. See docs/runtime.md, "Threads".
 
+A reply (:meth:`reply`: a handler thread's, a deferred one's) never waits for the lock: when another thread
+holds it (the bus thread reading a burst, another handler sending) the reply goes into ``outbox``, and every
+use of the lock ends by sending what the outbox holds (:meth:`_let_go`; on a ``batch`` wire each peer's
+replies as batch frames). At 100 requests in flight in pool mode the handler threads no longer queue on the
+lock behind the bus thread's receives, and their replies leave in fewer ZeroMQ messages.
+
 A drain ends without raising: after a frame's work its reader asks ``ZMQ_EVENTS`` (:meth:`readable`, ~1.5 µs,
 which re-arms the edge as an empty receive does) instead of receiving until ``zmq.Again`` (~3.5 to 5 µs: pyzmq
 builds the exception, with two imports, on every empty ``NOBLOCK`` receive). Only a burst (a second frame
@@ -19,6 +25,8 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import zmq
@@ -39,6 +47,7 @@ _SUGAR_SEND = zmq.Socket.send
 _BACKEND_SEND = zmq.backend.Socket.send
 RECV_EMPTY = "bus.recv_empty"  # work tally: a NOBLOCK receive on a bus socket that found nothing (zmq.Again)
 BATCH_SENT = "bus.batch_sent"  # work tally: a batch frame sent (several replies to one peer in one message)
+REPLY_QUEUED = "bus.reply_queued"  # work tally: a reply left in the outbox for the lock's holder to send
 # replies the bus thread holds while it reads a burst (SharedSocket.release): sent together past these
 HOLD_MAX_PARTS = 16
 HOLD_MAX_BYTES = 256 * 1024
@@ -65,7 +74,19 @@ class Reader(Protocol):
 class SharedSocket:
     """``send`` from any thread, ``recv`` on the bus thread, ``close`` once; ``fd`` is what the bus polls."""
 
-    __slots__ = ("_send", "closed", "fd", "held", "held_bytes", "lock", "reader", "sock")
+    __slots__ = (
+        "_send",
+        "batch",
+        "closed",
+        "fd",
+        "held",
+        "held_bytes",
+        "lock",
+        "on_waiting",
+        "outbox",
+        "reader",
+        "sock",
+    )
 
     def __init__(self, sock: zmq.Socket) -> None:  # type: ignore[type-arg]
         self.sock = sock
@@ -78,15 +99,28 @@ class SharedSocket:
         # a ROUTER's replies held by the bus thread reading a burst ([rid, frame] each), None when not holding
         self.held: list[list[bytes]] | None = None
         self.held_bytes = 0
+        # replies of threads that found the lock taken ([rid, frame] each): its holder sends them on let-go
+        self.outbox: deque[list[bytes]] = deque()
+        self.batch = False  # its peers take batch frames (a ROUTER of this tree, not on tcp): outbox batched
+        self.on_waiting: Callable[[], None] | None = None  # a frame waits after an outbox send: have it read
 
     def send(self, frames: list[bytes], check: bool = True) -> bool:
         """Send ``frames`` without blocking (``zmq.Again`` when the peer's queue is full, ``ZMQError`` when it
         cannot be reached or the socket is closed); True when a received frame now waits to be read (not asked
         without ``check``: the bus thread replying on the socket it is reading until empty anyway; nor on a
         DEALER its waiters read while none does: the next one reads before it sleeps)."""
+        try:
+            return self._send_locked(frames, check)
+        finally:
+            if self.outbox:  # queued by threads that found the lock taken: sent now it is free
+                self._let_go()
+
+    def _send_locked(self, frames: list[bytes], check: bool) -> bool:
         with self.lock:
             if self.closed:
                 raise zmq.ZMQError(errno.ENOTSOCK, "the bus closed this socket")
+            if self.outbox:  # (queued before this send: they go first)
+                self._send_outbox()
             held = self.held
             if held is not None:  # the bus thread reads a burst: its replies wait to go out together
                 if not check and len(frames) == 2 and len(frames[1]) <= HOLD_MAX_FRAME:
@@ -130,22 +164,103 @@ class SharedSocket:
                 self.held = held
                 self._flush()
                 self.held = None
-            return bool(sock.get(EVENTS) & POLLIN)  # type: ignore[operator]  # _waiting, no call
+            if self.outbox:
+                self._send_outbox()
+            waiting = bool(sock.get(EVENTS) & POLLIN)  # type: ignore[operator]  # _waiting, no call
+        if self.outbox:
+            self._let_go()
+        return waiting
+
+    def reply(self, frames: list[bytes]) -> bool:
+        """Send a reply (``[rid, frame]`` on a ROUTER) from any thread without waiting for the lock: when
+        another thread holds it (the bus thread reading, another handler sending), the reply goes into
+        ``outbox`` and that holder sends it as it lets go (on a ``batch`` wire each peer's queued replies as
+        batch frames, else one by one), or this thread does if the lock came free meanwhile. No reply waits
+        for anything but the lock's current use. True when a received frame now waits (as :meth:`send`); a
+        frame found waiting after a send done for others is reported through ``on_waiting``. A refused send
+        raises for the caller's own reply, and drops a queued one with a warning (``_send_raw``'s rule)."""
+        lock = self.lock
+        own: list[bytes] | None = frames
+        if not lock.acquire(False):
+            if len(frames) != 2 or len(frames[1]) > HOLD_MAX_FRAME:
+                return self.send(frames)
+            self.outbox.append(frames)
+            tally(REPLY_QUEUED)
+            if not lock.acquire(False):
+                return False  # its holder has not let go yet: it sends the outbox when it does (_let_go)
+            own = None  # in the outbox: sent with it
+        try:
+            if self.closed:
+                self.outbox.clear()
+                if own is None:
+                    return False
+                raise zmq.ZMQError(errno.ENOTSOCK, "the bus closed this socket")
+            if self.held:  # the bus thread's held replies go first (as send's other sends)
+                self._flush()
+            if self.outbox:
+                self._send_outbox()
+            sock = self.sock
+            if own is not None:
+                send = self._send
+                for part in own[:-1]:
+                    send(sock, part, SNDMORE_NOBLOCK)
+                send(sock, own[-1], NOBLOCK)
+            reader = self.reader
+            waiting = (reader is None or not reader.active or reader.leader is not None) and _waiting(sock)
+        finally:
+            lock.release()
+        if self.outbox:
+            self._let_go()
+        return waiting
+
+    def _let_go(self) -> None:
+        """After a use of the lock, the outbox not empty: the replies queued by threads that found it taken
+        (and found it taken again right after queuing: so they count on this holder) are sent, unless another
+        thread took the lock meanwhile (then it sends them as it lets go). A frame found waiting after these
+        sends is reported through ``on_waiting`` (a send may consume the edge of ``fd``)."""
+        lock, outbox, waiting = self.lock, self.outbox, False
+        while outbox and lock.acquire(False):
+            try:
+                if self.closed:
+                    outbox.clear()
+                    return
+                self._send_outbox()
+                waiting = _waiting(self.sock)
+            finally:
+                lock.release()
+        if waiting and self.on_waiting is not None:
+            self.on_waiting()
+
+    def _send_outbox(self) -> None:
+        """Send what ``outbox`` holds (under the lock, not closed), in order."""
+        outbox, items = self.outbox, []
+        while outbox:  # (only the lock's holder takes from it; other threads only append)
+            items.append(outbox.popleft())
+        self._send_grouped(items, self.batch)
 
     def _flush(self) -> None:
         """Send the held replies (under the lock, not closed): consecutive ones to one peer as one batch
-        frame, a lone one as it is. A refused send drops that peer's replies with a warning (``_send_raw``'s
-        rule)."""
+        frame, a lone one as it is."""
         held, self.held, self.held_bytes = self.held or [], [], 0
-        sock, send, i, n = self.sock, self._send, 0, len(held)
+        self._send_grouped(held, True)
+
+    def _send_grouped(self, items: list[list[bytes]], batch: bool) -> None:
+        """Send ``[rid, frame]`` items in order (under the lock, not closed); with ``batch``, consecutive ones
+        to one peer as one batch frame of at most ``HOLD_MAX_PARTS`` / ``HOLD_MAX_BYTES``. A refused send
+        drops that message's replies with a warning (``_send_raw``'s rule)."""
+        sock, send, i, n = self.sock, self._send, 0, len(items)
         while i < n:
-            rid, j = held[i][0], i + 1
-            while j < n and held[j][0] == rid:
-                j += 1
+            rid, j, size = items[i][0], i + 1, len(items[i][1])
+            if batch:
+                while j < n and j - i < HOLD_MAX_PARTS and items[j][0] == rid:
+                    size += len(items[j][1])
+                    if size > HOLD_MAX_BYTES:
+                        break
+                    j += 1
             if j - i == 1:
-                frame = held[i][1]
+                frame = items[i][1]
             else:
-                frame = codec.encode_batch([f[1] for f in held[i:j]])
+                frame = codec.encode_batch([f[1] for f in items[i:j]])
                 tally(BATCH_SENT)
             try:
                 send(sock, rid, SNDMORE_NOBLOCK)
@@ -156,52 +271,64 @@ class SharedSocket:
 
     def recv(self) -> list[bytes] | None:
         """One received message's frames, or None when nothing is waiting (or the socket is closed)."""
-        with self.lock:
-            if self.closed:
-                return None
-            sock = self.sock
-            try:
-                part = sock.recv(NOBLOCK, copy=False)
-            except zmq.Again:
-                tally(RECV_EMPTY)
-                return None
-            parts = []
-            while part.more:  # the rest of a multipart message is there once its first part is
+        try:
+            with self.lock:
+                if self.closed:
+                    return None
+                sock = self.sock
+                try:
+                    part = sock.recv(NOBLOCK, copy=False)
+                except zmq.Again:
+                    tally(RECV_EMPTY)
+                    return None
+                parts = []
+                while part.more:  # the rest of a multipart message is there once its first part is
+                    parts.append(part.bytes)
+                    part = sock.recv(NOBLOCK, copy=False)
                 parts.append(part.bytes)
-                part = sock.recv(NOBLOCK, copy=False)
-            parts.append(part.bytes)
-            return parts
+                return parts
+        finally:
+            if self.outbox:  # queued by threads that found the lock taken
+                self._let_go()
 
     def recv_burst(self, cap: int) -> list[list[bytes]]:
         """The messages waiting (each its frames), up to ``cap``, none when the socket is closed: after the
         first, ``ZMQ_EVENTS`` is asked (most often nothing more: a peer in lock-step waits for this reply),
         a burst read until ``zmq.Again`` or the cap. A reader that sends after it must ask ``ZMQ_EVENTS``
         before it sleeps (a send may consume the edge of ``fd``)."""
-        with self.lock:
-            out: list[list[bytes]] = []
-            if self.closed:
-                return out
-            sock = self.sock
-            try:
-                while len(out) < cap:
-                    part = sock.recv(NOBLOCK, copy=False)
-                    parts = []
-                    while part.more:
-                        parts.append(part.bytes)
+        try:
+            with self.lock:
+                out: list[list[bytes]] = []
+                if self.closed:
+                    return out
+                sock = self.sock
+                try:
+                    while len(out) < cap:
                         part = sock.recv(NOBLOCK, copy=False)
-                    parts.append(part.bytes)
-                    out.append(parts)
-                    if len(out) == 1 and not sock.get(EVENTS) & POLLIN:  # type: ignore[operator]
-                        break  # one frame (the next request of a peer in lock-step not sent yet): no Again
-            except zmq.Again:
-                tally(RECV_EMPTY)
-            return out
+                        parts = []
+                        while part.more:
+                            parts.append(part.bytes)
+                            part = sock.recv(NOBLOCK, copy=False)
+                        parts.append(part.bytes)
+                        out.append(parts)
+                        if len(out) == 1 and not sock.get(EVENTS) & POLLIN:  # type: ignore[operator]
+                            break  # one frame (a peer in lock-step has not sent its next yet): no Again
+                except zmq.Again:
+                    tally(RECV_EMPTY)
+                return out
+        finally:
+            if self.outbox:  # queued by threads that found the lock taken
+                self._let_go()
 
     def readable(self) -> bool:
         """True when a received frame waits (``ZMQ_EVENTS``). False re-arms the edge of ``fd``, as an empty
         receive does: a reader that asks this after a frame's work, its reply sent, may sleep on ``fd``."""
-        with self.lock:  # (_waiting's test, not its call: after every frame read)
-            return not self.closed and bool(self.sock.get(EVENTS) & POLLIN)  # type: ignore[operator]
+        try:
+            with self.lock:  # (_waiting's test, not its call: after every frame read)
+                return not self.closed and bool(self.sock.get(EVENTS) & POLLIN)  # type: ignore[operator]
+        finally:
+            if self.outbox:  # queued by threads that found the lock taken
+                self._let_go()
 
     def drain(self, cap: int, look: bool = False) -> list[bytes] | None:
         """Every frame waiting on a DEALER (up to ``cap``), or None when the socket is closed; what it leaves
@@ -210,20 +337,24 @@ class SharedSocket:
         (one ``recv`` a frame: a peer's reply is one frame). ``cap`` 1 without ``look`` (the fd woke its
         reader): one frame and no ``ZMQ_EVENTS`` after it, so the edge is NOT re-armed: the reader must
         drain with ``look`` before it sleeps on ``fd`` (``ReplyReader._lead``)."""
-        with self.lock:
-            if self.closed:
-                return None
-            sock, out = self.sock, list[bytes]()
-            if look and not sock.get(EVENTS) & POLLIN:  # type: ignore[operator]  # _waiting, no call
+        try:
+            with self.lock:
+                if self.closed:
+                    return None
+                sock, out = self.sock, list[bytes]()
+                if look and not sock.get(EVENTS) & POLLIN:  # type: ignore[operator]  # _waiting, no call
+                    return out
+                try:
+                    out.append(sock.recv(NOBLOCK))
+                    if cap > 1 and _waiting(sock):  # a burst: read on, one Again for all of it
+                        while len(out) < cap:
+                            out.append(sock.recv(NOBLOCK))
+                except zmq.Again:
+                    tally(RECV_EMPTY)
                 return out
-            try:
-                out.append(sock.recv(NOBLOCK))
-                if cap > 1 and _waiting(sock):  # a burst: read on, one Again for all of it
-                    while len(out) < cap:
-                        out.append(sock.recv(NOBLOCK))
-            except zmq.Again:
-                tally(RECV_EMPTY)
-            return out
+        finally:
+            if self.outbox:  # queued by threads that found the lock taken
+                self._let_go()
 
     def monitor(self, events: int, addr: str) -> zmq.Socket:  # type: ignore[type-arg]
         """A monitor socket for this socket's ``events`` (made under the lock: a use of the socket)."""
@@ -234,6 +365,7 @@ class SharedSocket:
         with self.lock:
             if not self.closed:
                 self.closed = True
+                self.outbox.clear()  # (replies after stop: nobody to send them, as a send after close)
                 try:
                     self.sock.close(0)
                 except zmq.ZMQError:

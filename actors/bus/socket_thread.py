@@ -168,6 +168,7 @@ class Bus(Inbound):
             served = Served(endpoint, sock, service, pool, on_peer, ipc_file=self._ipc_file(endpoint))
             served.inline = frozenset(getattr(service, "inline_types", ()))
             served.batch = not self.endpoints.is_tcp(endpoint)  # a tcp peer may be of another release
+            served.wire.batch = served.batch  # (its outbox's replies too)
             self._register_wire(served.wire, partial(self._on_router, served))
             self._served[endpoint] = served
             if self.endpoints.is_tcp(endpoint):  # refusals before ZAP is asked, logged with the address

@@ -59,7 +59,14 @@ def test_a_request_and_its_reply_are_sent_by_the_threads_that_made_them(
         senders.append((len(frames), threading.current_thread().name))
         return real_send(wire, frames, check)
 
+    real_reply = SharedSocket.reply
+
+    def recording_reply(wire: SharedSocket, frames: list[bytes]) -> bool:  # a reply from any thread
+        senders.append((len(frames), threading.current_thread().name))
+        return real_reply(wire, frames)
+
     monkeypatch.setattr(SharedSocket, "send", recording)
+    monkeypatch.setattr(SharedSocket, "reply", recording_reply)
     for i in range(5):
         assert client.transport.call("svc", ECHO, {"text": f"t{i}"}, timeout_s=10)["text"] == f"t{i}"
     assert posts == []
