@@ -351,8 +351,14 @@ def over_the_bus(tmp: Path, args: argparse.Namespace, raw: float, n: Iterator[in
         for _ in range(args.rounds):
             if not args.no_floor:  # the raw ROUTER child's rows, in the same rounds (store_floor.py)
                 body = functools.partial(payload, "small" if args.payload == "small" else "tool")
-                for lmdb_on, c in ((True, 1), (True, args.clients), (False, args.clients)):
-                    floors.append(floor_rate(tmp, lmdb_on, c, args.seconds, body, proc_sample))
+                for lmdb_on, c, two in (
+                    (True, 1, False),
+                    (True, args.clients, False),
+                    (False, args.clients, False),
+                    (True, 1, True),
+                    (True, args.clients, True),
+                ):
+                    floors.append(floor_rate(tmp, lmdb_on, c, args.seconds, body, proc_sample, two))
             for label, (proc, _bus, client) in children.items():
                 for c in (1, args.clients):
                     rate, mean_batch = clients_rate(

@@ -5,7 +5,8 @@ per request into LMDB in one group commit (sync and metasync on, as the store op
 with a small msgpack map; with ``lmdb=False`` it only unpacks and replies. Its process CPU per write is what
 zmq, the kernel and a commit cost before any of our code (``store_commit.py`` prints it beside the store
 child's figure, in the same run). The child is one thread: it drains every request waiting, commits them
-together, then replies to each.
+together, then replies to each. A third row has the store's shape (``serve_threaded``): a reading thread
+that queues each request to a writer thread, which commits a batch and sends the replies under a lock.
 
     .venv/bin/python scripts/bench/store_floor.py serve ENDPOINT DIR|-      (run by store_commit.py)
 """
@@ -13,6 +14,8 @@ together, then replies to each.
 from __future__ import annotations
 
 import os
+import queue
+import select
 import subprocess
 import sys
 import threading
@@ -57,6 +60,54 @@ def serve(endpoint: str, path: str) -> None:
             sock.send_multipart([parts[0], reply])
 
 
+def serve_threaded(endpoint: str, path: str) -> None:
+    """The store's shape without its code: the main thread receives (ZMQ_FD + ZMQ_EVENTS under a lock, as
+    the bus shares a socket) and unpacks each request, a writer thread takes what is queued, commits it in
+    one transaction and sends each reply under the lock (a frame that came meanwhile wakes the reader)."""
+    import lmdb
+
+    env = lmdb.open(path, map_size=1 << 30, sync=True, metasync=True)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.bind(endpoint)
+    lock, jobs, wake = threading.Lock(), queue.SimpleQueue(), os.eventfd(0, os.EFD_NONBLOCK)
+    unpackb, packb = msgpack.unpackb, msgpack.packb
+
+    def writer() -> None:
+        commits = 0
+        while True:
+            batch = [jobs.get()]
+            while not jobs.empty():
+                batch.append(jobs.get_nowait())
+            with env.begin(write=True) as txn:
+                for _rid, body in batch:
+                    txn.put(f"{body['sid']}\x00{body['n']}".encode(), packb(body["payload"]))
+            commits += 1
+            reply = packb({"ok": True, "commits": commits})
+            for rid, _body in batch:
+                with lock:
+                    sock.send_multipart([rid, reply])
+                    waiting = sock.getsockopt(zmq.EVENTS) & zmq.POLLIN
+                if waiting:
+                    os.eventfd_write(wake, 1)
+
+    threading.Thread(target=writer, daemon=True).start()
+    poller = select.poll()
+    poller.register(sock.getsockopt(zmq.FD), select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    print("ready", flush=True)
+    while True:
+        for fd, _ev in poller.poll():
+            if fd == wake:
+                os.eventfd_read(wake)
+        while True:
+            with lock:
+                if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    break
+                parts = sock.recv_multipart(zmq.NOBLOCK)
+            jobs.put((parts[0], unpackb(parts[-1])))
+
+
 def floor_rate(
     tmp: Path,
     lmdb_on: bool,
@@ -64,6 +115,7 @@ def floor_rate(
     seconds: float,
     body: Callable[[int], dict[str, object]],
     sample: ProcSample,
+    threaded: bool = False,
 ) -> str:
     """One run against a fresh floor child: its line (writes/s, child CPU per write, client CPU)."""
     endpoint = f"ipc://{tmp}/floor-{os.getpid()}-{time.monotonic_ns()}.sock"
@@ -71,7 +123,9 @@ def floor_rate(
     if lmdb_on:
         os.makedirs(path)
     proc = subprocess.Popen(
-        [sys.executable, __file__, "serve", endpoint, path], stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "serve-threaded" if threaded else "serve", endpoint, path],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     ctx = zmq.Context()
@@ -107,9 +161,9 @@ def floor_rate(
     proc.wait(10)
     ctx.term()
     writes = max(1, n1 - n0)
-    label = "zmq+msgpack+LMDB" if lmdb_on else "zmq+msgpack only"
+    label = ("zmq+msgpack+LMDB" if lmdb_on else "zmq+msgpack only") + (", 2 threads" if threaded else "")
     return (
-        f"floor {label:16} {clients:>3} clients: {writes / seconds:7.0f}/s (mean batch "
+        f"floor {label:29} {clients:>3} clients: {writes / seconds:7.0f}/s (mean batch "
         f"{writes / max(1, k1 - k0):4.1f}), child "
         f"{(s1[0] - s0[0]) / writes * 1e6:4.0f} us CPU/write (kernel {(s1[2] - s0[2]) / writes * 1e6:3.0f}), "
         f"{(s1[1] - s0[1]) / writes:4.1f} ctx switches/write; client {(c1[0] - c0[0]) / writes * 1e6:4.0f} us"
@@ -119,3 +173,5 @@ def floor_rate(
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["serve-threaded"]:
+        serve_threaded(sys.argv[2], sys.argv[3])
