@@ -9,7 +9,7 @@ import sys
 import threading
 
 from actors.tree import c_heap
-from actors.tree.child_guard import arm_parent_death, report_ready
+from actors.tree.child_guard import parent_check, report_ready
 from actors.tree.fork_imports import ImportsAfterFork
 
 log = logging.getLogger("actors.tree.child_main")
@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m actors.tree.child_main <name>", file=sys.stderr)
         return 2
     incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
-    c_heap.configure()  # before any thread: one malloc arena, freed C heap back to the OS (c_heap.py)
-    arm_parent_death()
+    # before any thread: one malloc arena, freed C heap back to the OS, and the supervisor-death check, on
+    # one housekeeping thread (c_heap.py, child_guard.py)
+    c_heap.configure(tick=parent_check())
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

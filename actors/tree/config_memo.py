@@ -40,6 +40,11 @@ def prepare(home: GeodeHome) -> bool:
     return True
 
 
+def snapshot() -> TreeSettings | None:
+    """The zygote's validated snapshot (None: none yet, or the copy was unreadable or invalid)."""
+    return _memo[2] if _memo is not None else None
+
+
 def build(doc: dict[str, Any]) -> TreeSettings:
     """``TreeSettings.from_raw(doc)``, or the zygote's snapshot of the same document."""
     global reused

@@ -77,6 +77,10 @@ CORE = (
     # import it after the fork
     "geode.providers.anthropic_messages",
     "lmdb._envid",  # lmdb.open imports it
+    # socket.getaddrinfo encodes a str host with the IDNA codec: a loop worker's first connection imported
+    # encodings.idna and stringprep after the fork (a bare fork: +1.9 MiB private, 0.3 pre-imported; in the
+    # running tree ~0.2 MiB a loop worker, whose earlier work had copied most of those pages already)
+    "encodings.idna",
 )
 # the provider SDKs, imported before the first fork of a child that needs them (a loop worker): 1.2-1.8 s,
 # while the other children start; no loop worker ever pays them on its first turn, and the tree shares them
@@ -193,10 +197,13 @@ def _child(name: str, env: dict[str, str], fds: list[int], closing: list[int]) -
 
 def _prepare_config(env: Mapping[str, str]) -> None:
     """The tree's config validated here, once per version of the file, not in every child (config_memo.py)."""
-    from actors.tree import config_memo
+    from actors.tree import config_memo, process_logging
     from geode.home import GeodeHome
 
     if config_memo.prepare(GeodeHome.from_env(env.get("GEODE_HOME"))):
+        snapshot = config_memo.snapshot()
+        if snapshot is not None:  # the root logger's level each child sets (process_logging.py)
+            process_logging.preset_root_level(snapshot)
         gc.freeze()  # a new snapshot's objects too: no collection in a child writes to their pages
 
 

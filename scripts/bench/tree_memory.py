@@ -32,6 +32,7 @@ from geode.testing.scripted import ScriptedServer  # noqa: E402
 MIB = 2**20
 GOAL_REST, GOAL_TURNS = 160, 180  # MiB of tree PSS (issue 34: at rest, after 100 turns; issue 16: 120, 160)
 EXTRA_ENV: dict[str, str] = {}  # --no-warm-worker: GEODE_WARM_WORKER=0 in both trees
+MAPPINGS = False  # --mappings: private dirty per mapping kind and process
 BEFORE = "PSS 208 MiB at start (RSS 344 MiB, 8 processes), 336 MiB after five turns (exec'd children)"
 
 
@@ -120,6 +121,59 @@ def show(title: str, st: dict[str, Any], profile: bool) -> None:
     t = st["total"]
     print(f"    {'total':<12} {t['processes']:>6}p {t['rss_bytes'] / MIB:>8.1f} {t['pss_bytes'] / MIB:>8.1f}")
     print(f"    anonymous PSS {anon_pss(st) / MIB:.1f} MiB (the tree's heap: no file page others share)")
+    if MAPPINGS:
+        show_kinds(st)
+
+
+KINDS = ("heap", "arena1M", "anon", "stacks", "lmdb", "libpython", "so", "other")
+
+
+def kind_of(size_kib: int, perms: str, path: str) -> str:
+    """A mapping's kind: glibc's ``[heap]``, pymalloc's 1 MiB arenas, thread stacks (8 MiB), other anonymous
+    mappings (glibc's thread arenas, large mallocs), LMDB's file map, libpython, other shared objects."""
+    if path == "[heap]":
+        return "heap"
+    if path.endswith(".mdb"):
+        return "lmdb"
+    name = path.rsplit("/", 1)[-1]
+    if "libpython" in name or name.startswith("python3"):
+        return "libpython"
+    if ".so" in name:
+        return "so"
+    if path:
+        return "other"
+    if perms.startswith("---"):
+        return "other"  # guard pages, reserved arena tails: nothing resident
+    return "stacks" if size_kib in (8188, 8192) else "arena1M" if size_kib == 1024 else "anon"
+
+
+def private_by_kind(pid: int) -> dict[str, int]:
+    """Private dirty KiB per mapping kind (``/proc/<pid>/smaps``): where a child's own pages are."""
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return {}
+    out: dict[str, int] = dict.fromkeys(KINDS, 0)
+    kind = "other"
+    for line in text.splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and ":" not in head[0]:
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            kind = kind_of((hi - lo) // 1024, head[1], head[5].strip() if len(head) > 5 else "")
+        elif head and head[0] == "Private_Dirty:":
+            out[kind] += int(head[1])
+    return out
+
+
+def show_kinds(st: dict[str, Any]) -> None:
+    print(f"    private dirty MiB by mapping: {'process':<12} " + " ".join(f"{k:>9}" for k in KINDS))
+    sums = dict.fromkeys(KINDS, 0)
+    for name, pid, _, _ in processes(st):
+        kinds = private_by_kind(pid)
+        for k in KINDS:
+            sums[k] += kinds.get(k, 0)
+        print(f"{'':<34}{name:<12} " + " ".join(f"{kinds.get(k, 0) / 1024:>9.2f}" for k in KINDS))
+    print(f"{'':<34}{'total':<12} " + " ".join(f"{sums[k] / 1024:>9.2f}" for k in KINDS))
 
 
 def anon_pss(st: dict[str, Any]) -> int:
@@ -161,7 +215,12 @@ def main() -> None:
     ap.add_argument(
         "--no-warm-worker", action="store_true", help="GEODE_WARM_WORKER=0 (SDK imported at the 1st turn)"
     )
+    ap.add_argument(
+        "--mappings", action="store_true", help="private dirty per mapping kind (smaps), per process"
+    )
     args = ap.parse_args()
+    global MAPPINGS
+    MAPPINGS = args.mappings
     if args.no_warm_worker:
         EXTRA_ENV["GEODE_WARM_WORKER"] = "0"
     load = os.getloadavg()[0]

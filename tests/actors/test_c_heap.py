@@ -89,3 +89,53 @@ def test_an_explicit_malloc_arena_max_wins(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("GEODE_MALLOC_ARENAS", "0")
     assert c_heap.limit_arenas() is False
     assert ctypes.CDLL(None).malloc_trim(0) in (0, 1)  # the symbol the trimmer calls exists
+
+
+def test_one_housekeeping_thread_runs_the_tick_and_trims_on_its_own_period() -> None:
+    ticks, trimmed = threading.Semaphore(0), threading.Semaphore(0)
+
+    def trim() -> int:
+        trimmed.release()
+        return 1
+
+    hourly = c_heap.MallocTrimmer(every_s=3600, trim=trim, tick=ticks.release, tick_s=0.01).start()
+    try:  # ticks every 0.01 s, no trim before its hour
+        assert all(ticks.acquire(timeout=5) for _ in range(5))
+        assert hourly.trims == 0
+    finally:
+        hourly.stop()
+    both = c_heap.MallocTrimmer(every_s=0.01, trim=trim, tick=ticks.release, tick_s=0.01).start()
+    try:
+        assert all(trimmed.acquire(timeout=5) and ticks.acquire(timeout=5) for _ in range(3))
+    finally:
+        both.stop()
+    off = c_heap.MallocTrimmer(every_s=0, trim=trim, tick=ticks.release, tick_s=0.01).start()
+    try:  # trimming off (GEODE_MALLOC_TRIM_S=0) never turns the supervisor-death check off
+        assert all(ticks.acquire(timeout=5) for _ in range(3))
+        assert off.trims == 0
+    finally:
+        off.stop()
+
+
+# A supervised child as child_main arms it: the parent check runs on the trimmer's thread (no parent-watch
+# thread of its own), and once the supervisor is gone (getppid differs) that thread exits the process with 70.
+ORPHAN_SCRIPT = """
+import os, sys, threading, time
+from actors.tree import c_heap
+from actors.tree.child_guard import parent_check
+c_heap.configure(tick=parent_check())
+print(sorted(t.name for t in threading.enumerate()), flush=True)
+os.getppid = lambda: 1  # as after the supervisor's death (the prctl signal is the first net, not tested here)
+time.sleep(10)
+sys.exit(0)
+"""
+
+
+def test_a_child_checks_its_supervisor_on_its_one_housekeeping_thread() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GEODE_MALLOC"))}
+    env.update(PYTHONPATH=str(ROOT), GEODE_SUPERVISOR_PID=str(os.getpid()))
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHAN_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.stdout.strip() == "['MainThread', 'housekeeping']", out.stderr
+    assert out.returncode == 70
