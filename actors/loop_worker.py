@@ -28,7 +28,7 @@ from geode.loop.event_batch import EventBatch, quiet_tools
 from geode.loop.membership import PoolMembership
 from geode.loop.retirement import Retirement, early_hold_s
 from geode.loop.reused_threads import TURNS
-from geode.loop.state import turn_images
+from geode.loop.state import CancelFlag, turn_images
 from geode.loop.turn_providers import ProviderFactory, TurnProviders
 from geode.loop.turn_reports import LanesSink, report_done
 from geode.protocol import lifecycle, turns
@@ -80,7 +80,7 @@ class TurnActor(pykka.ThreadingActor):
         self.worker = worker
         self.run = run
         self.trace = spans.current()  # the push's trace context (started on the handler's thread)
-        self.cancel = threading.Event()
+        self.cancel = CancelFlag()
         self.phase = "accepted"  # accepted → running → reporting → done
         self.cancel_reason: str | None = None
         self.started_at: float | None = None

@@ -23,7 +23,7 @@ from geode.loop.prepare import bind_plan, prepare_call
 from geode.loop.session_hooks import notify_idle
 from geode.loop.settings import LoopSettings
 from geode.loop.settling import drop_settled
-from geode.loop.state import Terminal, TurnState
+from geode.loop.state import CancelFlag, Terminal, TurnState
 from geode.loop.verify import verify
 from geode.prompt.sources import PromptSources
 from geode.protocol.turns import (
@@ -94,7 +94,7 @@ class AgenticLoop:
             turn_id=turn_id,
             user_text=text,
             user_images=images,
-            cancel=cancel or threading.Event(),
+            cancel=cancel or CancelFlag(),
         )
         events = EventStream(self.sink, session_id, turn_id)
         ckpt = Checkpointer(  # a new turn may open from this process's copy of its last save (fenced)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -46,6 +48,42 @@ class GuardCounters(BaseModel):
     elapsed_s: float = 0.0  # wall clock used by earlier incarnations of this turn
 
 
+class CancelFlag(threading.Event):
+    """A turn's cancel flag: a ``threading.Event`` that also calls what :meth:`watch` registered when it is
+    set, so a thread waiting for something else (the model call's outcome) is woken by a cancel instead of
+    polling the flag."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watchers: list[Callable[[], None]] = []
+        self._watch_lock = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._watch_lock:
+            watchers, self._watchers = self._watchers, []
+        for fn in watchers:
+            fn()
+
+    def watch(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` once when the flag is set (now, if it is); returns what stops watching."""
+        with self._watch_lock:
+            if not self.is_set():
+                self._watchers.append(fn)
+                return partial(self._unwatch, fn)
+        fn()
+        return _nothing
+
+    def _unwatch(self, fn: Callable[[], None]) -> None:
+        with self._watch_lock:
+            if fn in self._watchers:
+                self._watchers.remove(fn)
+
+
+def _nothing() -> None:
+    pass
+
+
 @dataclass
 class Terminal(Exception):
     """Raised inside a phase to end the turn with a reason (and optional text / error)."""
@@ -66,7 +104,7 @@ class TurnState:
     history: list[Message] = field(default_factory=list)
     guards: GuardCounters = field(default_factory=GuardCounters)
     cognitive: CognitiveState = field(default_factory=CognitiveState)
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=CancelFlag)
     started: float = field(default_factory=time.monotonic)
     continuation: str = ""  # a Verify revise instruction injected into the dynamic system context
     context_recoveries: int = 0
