@@ -20,6 +20,14 @@ log = logging.getLogger(__name__)
 
 Job = Callable[[], None]
 _STOP = object()
+_current = threading.local()  # .pool: the HandlerPool whose job this thread runs
+
+
+def busy_elsewhere() -> bool:
+    """True on a handler thread whose pool has another job than this thread's running or waiting (its reply
+    may be left to the bus thread: ``actors.bus.reply_outbox``); False on any other thread."""
+    pool: HandlerPool | None = getattr(_current, "pool", None)
+    return pool is not None and (len(pool._threads) - pool._idle > 1 or not pool._q.empty())
 
 
 class HandlerPool:
@@ -62,6 +70,7 @@ class HandlerPool:
         return self._q.qsize() >= self.max_backlog
 
     def _work(self) -> None:
+        _current.pool = self
         while True:
             job = self._q.get()
             if job is _STOP:

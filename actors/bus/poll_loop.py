@@ -19,6 +19,7 @@ import queue
 import select
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ import zmq
 from actors.bus.endpoints import Endpoints
 from actors.bus.handler_pool import HandlerPool
 from actors.bus.parts import Client, PendingReply, Served, Sub, make_socket, unlink_if_same
+from actors.bus.reply_outbox import queue_for_bus, send_outboxes
 from actors.bus.reply_reader import ReplyReader
 from actors.bus.shared_socket import EVENTS, POLLIN, SharedSocket
 from actors.bus.tcp_refusals import HandshakeWatch
@@ -62,6 +64,7 @@ class PollLoop:
     _wires: dict[Any, SharedSocket]  # a ROUTER's or DEALER's zmq socket -> the SharedSocket around it
     _hot: set[int]  # wires' fds to read without waiting for their edge (a send consumed it, or a cap hit)
     _handoffs: list[Callable[[], None]]  # replies to release, jobs to queue: run right before the bus sleeps
+    _drains: deque[SharedSocket]  # wires with replies queued for the bus thread: sent right before it sleeps
     _reading: SharedSocket | None  # the wire the bus thread is reading until empty, while it does
     _pub: zmq.Socket | None  # type: ignore[type-arg]
     _pub_file: tuple[str, int] | None
@@ -154,14 +157,15 @@ class PollLoop:
     def _run(self) -> None:
         self._bus_ident = threading.get_ident()
         ops, hot, poll, handlers = self._ops, self._hot, self._poller.poll, self._handlers
+        drains = self._drains
         try:
             while not self._stopping:  # per pass, only what has work is called (a pass a frame, often)
-                if self._handoffs:
+                if self._handoffs or drains:
                     self._hand_off()
                 timeout = 1000 if not self._peer_clients else max(1, int(self._hello_interval * 500))
                 self._woken = False  # first, so that a poster who sees us idle writes the eventfd
                 self._idle = True  # posters now wake us; re-check the queue so no post is missed
-                ready = poll(0 if hot or not ops.empty() else timeout)
+                ready = poll(0 if hot or drains or not ops.empty() else timeout)
                 self._idle = False
                 for sock, _ in ready:
                     if sock == self._wake_fd:
@@ -195,6 +199,7 @@ class PollLoop:
     def _hand_off(self) -> None:
         """Wake the threads this pass has work for, as late as possible: a thread woken while the bus thread
         still runs Python waits for the GIL (one more context switch) until the bus thread sleeps in poll."""
+        send_outboxes(self._drains)  # replies other threads queued for this one (_send_raw), first
         handoffs, self._handoffs = self._handoffs, []
         for fn in handoffs:
             try:
@@ -288,9 +293,11 @@ class PollLoop:
             if wire is None:
                 sock.send_multipart(frames, zmq.NOBLOCK)
             else:
-                check = wire is not self._reading or threading.get_ident() != self._bus_ident
-                if wire.reply(frames) if check else wire.send(frames, False):  # (reply: lock taken -> outbox)
-                    self._readable(wire)
+                on_bus = threading.get_ident() == self._bus_ident  # (queue_for_bus: sent by the bus thread)
+                if (on_bus or not queue_for_bus(self, wire, frames)) and (
+                    wire.send(frames, False) if on_bus and wire is self._reading else wire.reply(frames)
+                ):
+                    self._readable(wire)  # (reply: the lock taken -> its outbox, sent by the lock's holder)
             return True
         except zmq.ZMQError as exc:
             if wire is None or not wire.closed:  # a reply after stop() closed the socket: nobody to tell

@@ -213,6 +213,16 @@ class SharedSocket:
             self._let_go()
         return waiting
 
+    def queue(self, frames: list[bytes]) -> bool:
+        """Put a reply (``[rid, frame]``, at most ``HOLD_MAX_FRAME``) into ``outbox`` for the bus thread,
+        which sends it before it sleeps (``actors.bus.reply_outbox``). False (not queued) for any other
+        send, or on a closed socket (sent as before: :meth:`reply` raises)."""
+        if len(frames) != 2 or len(frames[1]) > HOLD_MAX_FRAME or self.closed:
+            return False
+        self.outbox.append(frames)
+        tally(REPLY_QUEUED)
+        return True
+
     def _let_go(self) -> None:
         """After a use of the lock, the outbox not empty: the replies queued by threads that found it taken
         (and found it taken again right after queuing: so they count on this holder) are sent, unless another

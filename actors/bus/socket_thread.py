@@ -19,6 +19,7 @@ import select
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -78,6 +79,7 @@ class Bus(Inbound):
         self._wires = {}
         self._hot = set()
         self._handoffs = []
+        self._drains = deque()
         self._reading = None
         self._pub: zmq.Socket | None = None  # type: ignore[type-arg]
         self._pub_file: tuple[str, int] | None = None
