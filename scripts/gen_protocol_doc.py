@@ -31,13 +31,15 @@ Every message between actors is one msgpack map (`use_bin_type=True`; decoded wi
 | `trace` | optional W3C `traceparent` of the sender's span (tracing on; docs/observability.md) |
 
 **Batched frames.** On the bus, one ZeroMQ message may carry several envelopes: a msgpack array of 1 to 1,024
-bins, each a packed envelope as above (an envelope's first byte is a map's, a batch's an array's). Only the
+bins, each a packed envelope as above (an envelope's first byte is a map's, a batch's an array's). The
 replies a bus thread sends while it reads a burst are batched, to one peer of the same tree (ipc/inproc,
 never tcp: a peer of another release): the requests found already waiting after the first frame's work, up to
 16 replies or 256 KiB, one message per peer, in order; a lone request's reply is never held
-(`actors/bus/inbound.py`, `SharedSocket.release`). A receiver splits a batch and decodes and validates each
-part as a frame of its own: a malformed part gets its own `bad_request`, a malformed batch (or a batch inside
-a batch) one (`geode.protocol.codec.split_batch`, `tests/actors/test_bus_batch.py`).
+(`actors/bus/inbound.py`, `SharedSocket.release`). So are the replies other threads queue for the bus thread
+(a busy handler pool's, or any while the bus thread is awake) or for a socket lock's holder, consecutive ones
+to one peer (`actors/bus/reply_outbox.py`, `SharedSocket.reply`). A receiver splits a batch and decodes
+and validates each part as a frame of its own: a malformed part gets its own `bad_request`, a malformed
+batch (or a batch inside a batch) one (`geode.protocol.codec.split_batch`, `tests/actors/test_bus_batch.py`).
 
 An `error` reply's body is `{code, message}` with one of these stable codes:
 

@@ -23,6 +23,7 @@ class BusThread(Protocol):
     """What a queued reply needs of the bus (``actors.bus.poll_loop.PollLoop``)."""
 
     _idle: bool  # asleep in poll (or about to be): it must be woken to send what is queued
+    _stopping: bool  # its loop ends: nothing queued from now on (sent by its thread, or dropped at close)
     _woken: bool  # an eventfd write is on its way since it last went idle
     _drains: deque[SharedSocket]
 
@@ -33,7 +34,7 @@ def queue_for_bus(bus: BusThread, wire: SharedSocket, frames: list[bytes]) -> bo
     """From a thread other than the bus thread: queue the reply ``frames`` for the bus thread when it is awake
     or when this thread's handler pool has other jobs running or waiting (waking it if asleep); False when it
     is to be sent by the caller now (a lone reply, or not a small ``[rid, frame]`` reply)."""
-    if bus._idle and not busy_elsewhere():
+    if (bus._idle and not busy_elsewhere()) or bus._stopping:
         return False
     if not wire.queue(frames):
         return False
