@@ -7,7 +7,7 @@ import logging
 import threading
 
 from geode.conversation import ImageBlock, Message, TextBlock
-from geode.loop.batch import process_batch
+from geode.loop.batch import drop_settled, process_batch
 from geode.loop.call import ContextOverflow, call_model
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.compact_now import compact_turn
@@ -22,7 +22,6 @@ from geode.loop.ports import EventSink, LoopHooks, NoHooks, ToolRunner
 from geode.loop.prepare import bind_plan, prepare_call
 from geode.loop.session_hooks import notify_idle
 from geode.loop.settings import LoopSettings
-from geode.loop.settling import drop_settled
 from geode.loop.state import CancelFlag, Terminal, TurnState
 from geode.loop.verify import verify
 from geode.prompt.sources import PromptSources

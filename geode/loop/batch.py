@@ -1,12 +1,10 @@
 """Phase 4, process tools: write-ahead the pending batch, run it against its snapshot, keep the results.
 
-One checkpoint save per tool round: the pending batch, strict, before any call is sent; a batch of reads
-only (no receipt, no effect) within ``UNSAVED_READS_S`` of the turn's last save is not written ahead (a
-crash before the next save asks the model again and runs the reads again: at most that long of reads
-repeated; one durable store write a round fewer). The results are not saved on their own; they ride the
-next save (the next round's pending batch, the turn's final save, a compaction record or a verification
-note). A crash before that save is the same case as a crash while the tools ran: the resume repairs the
-batch from its receipts (:mod:`geode.loop.resume`), never re-running an effect that began."""
+One checkpoint save per tool round: the pending batch, strict, before any call is sent. The results are not
+saved on their own; they ride the next save (the next round's pending batch, the turn's final save, a
+compaction record or a verification note). A crash before that save is the same case as a crash while the
+tools ran: the resume repairs the batch from its receipts (:mod:`geode.loop.resume`), never re-running an
+effect that began."""
 
 from __future__ import annotations
 
@@ -28,19 +26,19 @@ from geode.loop.one_call import await_one
 from geode.loop.ports import ToolRunner
 from geode.loop.reused_threads import TOOL_CALLS
 from geode.loop.settings import LoopSettings
-from geode.loop.settling import NEVER_BEGAN, settle_unknown
 from geode.loop.snapshot import StepSnapshot
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind
 from geode.records.client import RecordClient
-from geode.records.models import PendingBatch, PendingOperation
-from geode.tools.receipts import needs_receipt
+from geode.records.models import PendingBatch, PendingOperation, Receipt, ReceiptState
+from geode.tools.receipts import replayed
 from geode.tools.result_summary import result_summary
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
-UNSAVED_READS_S = 10.0  # a batch of reads only is not written ahead within this long of the last save
 CANCEL_GRACE_S = 2.5  # after a cancel, how long the real outcomes of the calls in flight are awaited
+NEVER_BEGAN = "executor_restarted"  # settle_unknown: the executor died before admitting the call
+SETTLE_WAIT_S = 30.0  # how long an earlier send of the same call (receipt admitted) is awaited to settle
 # json.dumps(value, ensure_ascii=False, default=str)'s encoder, made once, not per call: the same text
 _TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
 
@@ -114,19 +112,6 @@ def not_unicode_result(call: ToolCall | ToolUseBlock, where: str) -> ToolResult:
     return ToolResult.error(tc, why, "invalid_tool_input")
 
 
-def reads_only(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> bool:
-    """Every call is a read in the bound plan: no receipt, no effect, nothing to write ahead (a crash before
-    the next save asks the model again and runs the reads again). A name the plan lacks is an effect."""
-    plan = snapshot.plan
-    if plan is None or not calls:
-        return False
-    for c in calls:
-        spec = plan.get(c.name)
-        if spec is None or needs_receipt(spec):
-            return False
-    return True
-
-
 def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> PendingBatch:
     return PendingBatch(
         turn_id=snapshot.turn_id,
@@ -136,6 +121,81 @@ def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> Pendi
             for c in calls
         ),
     )
+
+
+def await_settled(records: RecordClient, operation_id: str, receipt: Receipt | None) -> Receipt | None:
+    """Wait (at most ``SETTLE_WAIT_S``) while ``receipt`` is admitted: its executor still runs the call and
+    commits it, or dies and the store marks it uncertain (owner_died). Store errors propagate."""
+    until = time.monotonic() + SETTLE_WAIT_S
+    pause = 0.02
+    while receipt is not None and receipt.state == ReceiptState.ADMITTED and time.monotonic() < until:
+        time.sleep(pause)
+        pause = min(0.2, pause * 2)
+        receipt = records.get_receipt(operation_id)
+    return receipt
+
+
+def settle_unknown(records: RecordClient | None, ctx: ToolContext, result: ToolResult) -> ToolResult:
+    """A call whose outcome the loop does not know (the executor died with it in flight) is settled by its
+    receipt: none → it never began (reported as not run; the model may call it again); committed → the
+    stored result; reconciled → the operator's outcome; admitted or uncertain → uncertain (an admitted one
+    is marked uncertain so ``geode receipts --uncertain`` lists it and ``geode reconcile`` accepts it).
+
+    A result blocked by another operation's receipt, or a store that does not answer, stays uncertain."""
+    if records is None or result.error_type != "effect_outcome_uncertain" or not ctx.operation_id:
+        return result
+    content = result.content if isinstance(result.content, dict) else {}
+    blocking = content.get("blocking_operation")
+    if blocking not in (None, ctx.operation_id):
+        return result  # quarantined by an earlier unresolved receipt: that one is listed for the operator
+    call = ToolCall(id=result.tool_use_id, name=result.name)
+    try:
+        receipt = records.get_receipt(ctx.operation_id)
+        if blocking is not None:  # the executor is alive; an earlier send of this very call may still run
+            receipt = await_settled(records, ctx.operation_id, receipt)
+        elif receipt is not None and receipt.state == ReceiptState.ADMITTED:  # its executor is gone
+            records.mark_uncertain(ctx.operation_id, "the tool executor stopped while the call ran")
+            receipt = records.get_receipt(ctx.operation_id)
+    except Exception as exc:  # the store is down: the outcome stays unknown (conservative)
+        log.warning("receipt of %s not readable: %s", ctx.operation_id, exc)
+        return result
+    if receipt is None:
+        log.info("%s (%s) was never admitted: reported as not run", call.name, ctx.operation_id)
+        return ToolResult.error(
+            call,
+            f"The tool executor stopped before '{call.name}' began; it did not run (no receipt), so you "
+            "may call it again.",
+            NEVER_BEGAN,
+            executed=False,
+            recoverable=True,
+        )
+    if receipt.state == ReceiptState.COMMITTED:
+        log.info("%s (%s) was committed before its reply was lost", call.name, ctx.operation_id)
+        return replayed(call, receipt.result or {})
+    if receipt.state == ReceiptState.RECONCILED:
+        return ToolResult.error(
+            call,
+            f"effect reconciled by {receipt.settled_by()} as {receipt.outcome}",
+            "effect_reconciled",
+            executed=receipt.outcome == "applied",
+            outcome=receipt.outcome,
+        )
+    return result.model_copy(update={"content": {**content, "operation_id": ctx.operation_id}})
+
+
+def drop_settled(state: TurnState, records: RecordClient) -> None:
+    """Forget the turn's unresolved operations whose receipts were committed or reconciled meanwhile (an
+    earlier send of the call finished after all), so Verify does not escalate over nothing to reconcile."""
+    keep = []
+    for op in state.unresolved:
+        try:
+            receipt = records.get_receipt(op)
+        except Exception:  # the store is down: keep it unresolved (conservative)
+            keep.append(op)
+            continue
+        if receipt is None or receipt.state in (ReceiptState.ADMITTED, ReceiptState.UNCERTAIN):
+            keep.append(op)
+    state.unresolved[:] = keep
 
 
 def run_calls(
@@ -270,16 +330,15 @@ def process_batch(
     refused = [c for c in calls[:cap] if c.id in bad]  # answered below, never sent to the executor
     calls = tuple(c for c in calls[:cap] if c.id not in bad)
     fault("loop.before_pending_checkpoint")  # the model saw the previous batch's results, still unsaved
-    if not (reads_only(snapshot, calls) and time.monotonic() - checkpoint.saved_at < UNSAVED_READS_S):
-        try:
-            seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
-        except CheckpointUnavailable as exc:
-            state.history.pop()  # nothing ran: the proposal is dropped, not left dangling
-            raise Terminal(
-                TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"pending batch not saved: {exc}"
-            ) from exc
-        events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="pending_batch")
-    fault("loop.after_pending_checkpoint")  # written ahead (or reads only); no call sent yet
+    try:
+        seq = checkpoint.save(state, pending=pending_of(snapshot, calls), meta=save_meta)
+    except CheckpointUnavailable as exc:
+        state.history.pop()  # nothing ran: the proposal is dropped, not left dangling
+        raise Terminal(
+            TerminationReason.CHECKPOINT_UNAVAILABLE, error=f"pending batch not saved: {exc}"
+        ) from exc
+    events.emit(TurnEventKind.CHECKPOINT_SAVED, seq=seq, phase="pending_batch")
+    fault("loop.after_pending_checkpoint")  # written ahead; no call sent yet
     tool_calls = [ToolCall(id=c.id, name=c.name, input=c.input) for c in calls]
     deadline_ms = None
     if settings.time_budget_s:  # tools never outlive the turn's time budget

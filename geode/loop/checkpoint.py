@@ -129,7 +129,6 @@ class Checkpointer:
         self._unfenced = False  # restored from the kept copy: the next save is the fence
         self._receipts_open: bool | None = None  # the last save's answer (None: no save, failed, not told)
         self._sent_after: tuple[str, ...] = ()  # the tools its pending batch sends after it
-        self.saved_at = 0.0  # time.monotonic() of the last save that succeeded (0: none by this object)
 
     def restore_kept(self, turn_id: str) -> Restored | None:
         """The session as this process last saved it, without a store read, when that is allowed and known
@@ -219,7 +218,6 @@ class Checkpointer:
                 raise CheckpointUnavailable(str(exc)) from exc
             return None
         self.seq = save.seq
-        self.saved_at = time.monotonic()
         self.stored_count += len(new)
         self._receipts_open = getattr(done, "receipts_open", None)
         self._sent_after = tuple(op.name for op in pending.operations) if pending is not None else ()
@@ -234,11 +232,10 @@ class Checkpointer:
         The last save's store write found no admitted or uncertain receipt of the session. A receipt turns
         uncertain only from admitted (a dead owner, a crashed handler, a settled unknown outcome), and only
         this session's turn admits its receipts (a ToolContext is made only for a call of its saved pending
-        batch, or of a batch of reads only, not written ahead, which admits none; lanes runs one turn of a
-        session at a time; replies and delegated sessions have their own session ids): so it holds none now
-        unless a call sent since that save admitted one. Those are the save's pending batch: each must be
-        read-only in the bound plan (the executor admits no receipt for a read; a name the plan lacks counts
-        as an effect). An operator's reconcile only clears receipts."""
+        batch; lanes runs one turn of a session at a time; replies and delegated sessions have their own
+        session ids): so it holds none now unless a call sent since that save admitted one. Those are the
+        save's pending batch: each must be read-only in the bound plan (the executor admits no receipt for
+        a read; a name the plan lacks counts as an effect). An operator's reconcile only clears receipts."""
         if self._receipts_open is not False:
             return False
         for name in self._sent_after:

@@ -15,12 +15,17 @@ from __future__ import annotations
 import logging
 
 from geode.conversation import Message
-from geode.loop.batch import not_unicode_result, over_cap_result, results_message, run_calls
+from geode.loop.batch import (
+    await_settled,
+    not_unicode_result,
+    over_cap_result,
+    results_message,
+    run_calls,
+)
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
 from geode.loop.settings import LoopSettings
-from geode.loop.settling import await_settled
 from geode.loop.snapshot import skips_permissions
 from geode.loop.state import Terminal, TurnState
 from geode.protocol.turns import TerminationReason, TurnEventKind

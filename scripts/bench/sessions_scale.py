@@ -288,8 +288,7 @@ def measure(
         config = tree_config(fake.base_url, ws, workers, capacity, cap)
         home.config_file.write_text(config)
         home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
-        extra = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x and x != str(ROOT)]
-        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": os.pathsep.join([str(ROOT), *extra])}
+        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
         geode = Path(sys.executable).parent / "geode"
         subprocess.run([str(geode), "serve"], env=env, check=True, cwd=ws, stdout=subprocess.DEVNULL)
         rows: list[Row] = []

@@ -68,7 +68,7 @@ def test_a_k_round_turns_stream_is_every_event_once_in_order(tree: tuple[GeodeHo
     starts = [e["data"]["id"] for e in mine if e["kind"] == "tool_start"]
     assert starts == [e["data"]["id"] for e in mine if e["kind"] == "tool_end"] and len(set(starts)) == K
     pending = [e for e in mine if e["kind"] == "checkpoint_saved" and e["data"]["phase"] == "pending_batch"]
-    assert not pending  # reads only (glob_files): no batch written ahead (issue 34 session 9; K before)
+    assert len(pending) == K  # each batch written ahead of its tool, and said so, before the tool's start
     for p in pending:
         after = mine[mine.index(p) + 1 :]
         assert next(e["kind"] for e in after if e["kind"] in ("tool_start", "round_start")) == "tool_start"

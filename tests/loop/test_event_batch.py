@@ -87,7 +87,7 @@ def test_a_fast_tool_round_is_one_frame_and_the_stream_is_unchanged(
         assert batch[-1] in ("round_start", "text_delta", "termination"), kinds
     rounds = [b for b in kinds if "tool_start" in b]
     assert len(rounds) == 3
-    want = ["tokens", "tool_start", "tool_end", "round_start"]  # reads only: no write-ahead save
+    want = ["tokens", "checkpoint_saved", "tool_start", "tool_end", "round_start"]
     assert all(b == want for b in rounds), kinds
     assert kinds[-1][-1] == "termination" and kinds[0][-1] == "round_start", kinds
     # the opening, one per tool round, the answer's text and its end

@@ -42,13 +42,10 @@ def test_a_tool_round_is_saved_once_its_results_riding_the_next_save(fake_rig: R
     assert len(msgs) == 8 and unanswered_tool_uses(msgs) == [] and restored.state.pending_batch is None
 
 
-def test_a_one_round_turn_of_reads_makes_three_store_requests(
-    fake_rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_one_round_turn_makes_four_store_requests(fake_rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: 9 (the completed batch's save, and the verdict's row apart from turn.ended's); then 7 (issue 34
-    session 4: the turn's rows ride the open's and the final save's store write); then 5; then 4 (session 6:
-    Verify lists no receipts when the pending save found none open and the batch was read-only); now 3
-    (session 9: a batch of reads only, just after the open save, is not written ahead)."""
+    session 4: the turn's rows ride the open's and the final save's store write); then 5; now 4 (session 6:
+    Verify lists no receipts when the pending save found none open and the batch was read-only)."""
     rig = fake_rig
     calls = store_calls(rig, monkeypatch)
     provider = rig.script({"tool_calls": [tool("read", "r1", key="k")]}, "the answer")
@@ -56,7 +53,8 @@ def test_a_one_round_turn_of_reads_makes_three_store_requests(
     assert calls == [  # (a session id no other test uses: a process keeps its last sessions' histories)
         m.CHECKPOINT_LOAD,  # the restore (a new session: nothing stored)
         m.CHECKPOINT_SAVE,  # the turn's open, with turn.started
-        m.CHECKPOINT_SAVE,  # the final save: the reads' batch and results, verification.decided, turn.ended
+        m.CHECKPOINT_SAVE,  # the pending batch
+        m.CHECKPOINT_SAVE,  # the final save, holding the batch's results, verification.decided and turn.ended
     ]
     kinds = [r.event.kind for r in rig.records.read_timeline("ckpt-s2")]
     assert kinds == ["turn.started", "verification.decided", "turn.ended"]

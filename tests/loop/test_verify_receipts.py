@@ -32,7 +32,7 @@ def test_a_read_only_turn_asks_no_receipt_list(rig: Rig, monkeypatch: pytest.Mon
     provider = rig.script({"tool_calls": [tool("read", "r1", key="a")]}, "done")
     result = rig.loop(provider).run_turn("vr-read", "turn-1", "go")
     assert result.termination_reason == TerminationReason.NATURAL and result.text == "done"
-    assert m.RECEIPT_LIST not in calls and calls.count(m.CHECKPOINT_SAVE) == 2  # open, final (reads only)
+    assert m.RECEIPT_LIST not in calls and calls.count(m.CHECKPOINT_SAVE) == 3  # open, pending, final
 
 
 def test_an_effect_call_since_the_last_save_keeps_the_list(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
