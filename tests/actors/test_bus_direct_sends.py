@@ -65,8 +65,17 @@ def test_a_request_and_its_reply_are_sent_by_the_threads_that_made_them(
         senders.append((len(frames), threading.current_thread().name))
         return real_reply(wire, frames)
 
+    real_queue = SharedSocket.queue
+
+    def recording_queue(wire: SharedSocket, frames: list[bytes]) -> bool:  # left to the bus thread, if awake
+        queued = real_queue(wire, frames)
+        if queued:
+            senders.append((len(frames), threading.current_thread().name))
+        return queued
+
     monkeypatch.setattr(SharedSocket, "send", recording)
     monkeypatch.setattr(SharedSocket, "reply", recording_reply)
+    monkeypatch.setattr(SharedSocket, "queue", recording_queue)
     for i in range(5):
         assert client.transport.call("svc", ECHO, {"text": f"t{i}"}, timeout_s=10)["text"] == f"t{i}"
     assert posts == []
