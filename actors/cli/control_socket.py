@@ -236,12 +236,7 @@ class ControlSocket:
         got: list[dict[str, Any]] = []
         self.request(c.HANDSHAKE, body, timeout_s=timeout_s)
         sid = self.session_id or ""
-        reply = self.request(
-            c.ATTACH,
-            {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
-            timeout_s=timeout_s,
-            on_event=got.append,
-        )
+        reply = self._attach_after_seen(sid, got, timeout_s)
         self.reattached += 1
         if self.on_recovery is not None:
             self.on_recovery("reattached")
@@ -251,16 +246,29 @@ class ControlSocket:
         """Replay events after the last seq we saw (lost in a lanes restart, say); duplicates are dropped."""
         sid = self.session_id or ""
         got: list[dict[str, Any]] = []
-        reply = self.request(
-            c.ATTACH,
-            {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
-            timeout_s=timeout_s,
-            on_event=got.append,
-        )
+        reply = self._attach_after_seen(sid, got, timeout_s)
         if self.on_recovery is not None:
             self.on_recovery("caught_up")
         # a restarted lanes lost the buffer: a turn that ended meanwhile is known only by its durable outcome
         return got + durable_outcomes(reply, sid)
+
+    def _attach_after_seen(self, sid: str, got: list[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
+        """``cli.attach`` from the last seq seen; the events that arrive meanwhile (replayed or live) go to
+        ``got``. When the attach fails (no reply in time: a slow control), they go to the inbox instead of
+        being dropped with ``got``: each was already counted as seen (``last_seq``), so no later replay
+        would bring it again (a live ``turn_done`` taken during a timed-out catch-up was lost for good, and
+        the client waited out its deadline although the turn had ended: issue 34, 100 sessions under load)."""
+        try:
+            return self.request(
+                c.ATTACH,
+                {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
+                timeout_s=timeout_s,
+                on_event=got.append,
+            )
+        except BaseException:  # a timeout, a refusal, Ctrl-C: what was taken is not dropped
+            self.inbox.extend(got)
+            got.clear()
+            raise
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
         return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)
