@@ -116,6 +116,9 @@ class ControlSocket:
 
     def close(self) -> None:
         self._hb_stop.set()
+        hb = self._hb
+        if hb is not None and hb is not threading.current_thread():
+            hb.join(1.0)  # a ping it is sending goes before cli.exit (after it, control opens a new slot)
         if self._sock is not None:
             try:
                 self.request(c.EXIT, {}, timeout_s=1.0)
