@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 MAX_SESSIONS = 256
 MAX_EVENTS_PER_SESSION = 512
+MAX_SEQ_SESSIONS = 16384  # sessions whose last seq is remembered after their events were dropped
 MAX_TRACKED_TURNS = 4096
 SEEN_PER_TURN = 256  # a turn's seqs remembered as seen (a repeat of an older one is no longer caught)
 
@@ -24,7 +25,10 @@ class StreamBuffer:
     """Assigns ``seq`` per session and keeps the last events of recently active sessions (bounded LRU).
 
     ``seq`` starts at ``start_ms * 10**6`` so it keeps increasing across restarts of lanes: a client that
-    re-attaches with its last seq never mistakes a new event for an old one.
+    re-attaches with its last seq never mistakes a new event for an old one. A session's seq also keeps
+    increasing after the LRU dropped it: a session it has no seq for starts above every seq given out so far
+    (a chat left open while 256 other sessions ran must not see its next turn's events numbered below what
+    it already saw: it would drop them as repeats).
     """
 
     def __init__(
@@ -32,18 +36,25 @@ class StreamBuffer:
         *,
         max_sessions: int = MAX_SESSIONS,
         max_events: int = MAX_EVENTS_PER_SESSION,
+        max_seq_sessions: int = MAX_SEQ_SESSIONS,
         start_ms: int | None = None,
     ) -> None:
         self._base = (start_ms if start_ms is not None else int(time.time() * 1000)) * 10**6
+        self._high = self._base  # the highest seq given out (to any session)
         self._max_sessions = max_sessions
         self._max_events = max_events
+        self._max_seq_sessions = max(max_seq_sessions, max_sessions)
         self._seq: OrderedDict[str, int] = OrderedDict()
         self._events: OrderedDict[str, deque[StreamEvent]] = OrderedDict()
 
     def append(self, session_id: str, turn_id: str, kind: str, data: dict[str, Any]) -> StreamEvent:
-        seq = self._seq.get(session_id, self._base) + 1
+        seq = self._seq.get(session_id, self._high) + 1
         self._seq[session_id] = seq
         self._seq.move_to_end(session_id)
+        if seq > self._high:
+            self._high = seq
+        if len(self._seq) > self._max_seq_sessions:
+            self._seq.popitem(last=False)  # (older than every session with events: LRU in step with them)
         ev = stream_event(session_id, turn_id, seq, kind, data)
         buf = self._events.get(session_id)
         if buf is None:
@@ -51,19 +62,20 @@ class StreamBuffer:
         self._events.move_to_end(session_id)
         buf.append(ev)
         while len(self._events) > self._max_sessions:
-            old, _ = self._events.popitem(last=False)
-            self._seq.pop(old, None)
+            self._events.popitem(last=False)  # its seq stays known (``_seq``): numbering goes on from it
         return ev
 
     def since(self, session_id: str, after_seq: int) -> tuple[list[StreamEvent], bool]:
         """Buffered events with ``seq > after_seq`` and whether the buffer reaches back that far."""
         buf = list(self._events.get(session_id, ()))
         out = [e for e in buf if e.seq > after_seq]
-        # a client that saw nothing (``after_seq`` 0) or saw an earlier lanes incarnation's events cannot be
-        # vouched for: that incarnation may have streamed this session's turns (even their end) before this
-        # one started, so the replay is incomplete and lanes adds the durable outcomes
         if not buf:
-            return out, after_seq >= self._base
+            # its events were dropped (the LRU) or it has none in this incarnation: complete only when the
+            # client saw the last seq given to it; a client that saw nothing (``after_seq`` 0), an earlier
+            # lanes incarnation's events (that one may have streamed this session's turns, even their end)
+            # or a session forgotten altogether cannot be vouched for: lanes adds the durable outcomes
+            last = self._seq.get(session_id)
+            return out, last is not None and after_seq >= last
         return out, buf[0].seq <= after_seq + 1
 
     def sessions(self) -> int:
