@@ -7,6 +7,8 @@ waited out its deadline although the turn had ended (issue 34: 14 of 200 turns a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,9 @@ class _SlowAttach:
         return {"ok": True}
 
 
-def test_a_live_turn_done_during_a_timed_out_catch_up_is_not_lost(tmp_path: Path) -> None:
+@contextmanager
+def _connected(tmp_path: Path) -> Iterator[tuple[ControlClient, _SlowAttach]]:
+    """A client connected to a fake control whose first ``cli.attach`` is never answered."""
     home = GeodeHome(tmp_path / "gh").ensure()
     slow = _SlowAttach()
     with FakeControl(home, answer=slow) as fc:
@@ -56,10 +60,15 @@ def test_a_live_turn_done_during_a_timed_out_catch_up_is_not_lost(tmp_path: Path
         cl = ControlClient(home, client_version="test")
         try:
             cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
-            accepted = cl.request(c.PROMPT, {"text": "hi", "session_id": "s-1"})
-            result = cl.follow(accepted["turn_id"], timeout_s=8.0)  # before: RequestTimeout after 8 s
+            yield cl, slow
         finally:
             cl.close()
+
+
+def test_a_live_turn_done_during_a_timed_out_catch_up_is_not_lost(tmp_path: Path) -> None:
+    with _connected(tmp_path) as (cl, slow):
+        accepted = cl.request(c.PROMPT, {"text": "hi", "session_id": "s-1"})
+        result = cl.follow(accepted["turn_id"], timeout_s=8.0)  # before: RequestTimeout after 8 s
     assert result["termination_reason"] == "natural" and result["turn_id"] == "t-1", result
     assert result["text"] == OUTCOME["text"]
     assert slow.attaches[0] == 0  # the quiet stream's catch-up, whose reply never came
@@ -67,17 +76,9 @@ def test_a_live_turn_done_during_a_timed_out_catch_up_is_not_lost(tmp_path: Path
 
 def test_a_failed_catch_up_leaves_its_events_in_the_inbox(tmp_path: Path) -> None:
     """``catch_up`` itself: it raises (no reply in time), and the event it took is in the inbox, once."""
-    home = GeodeHome(tmp_path / "gh").ensure()
-    slow = _SlowAttach()
-    with FakeControl(home, answer=slow) as fc:
-        slow.fc = fc
-        cl = ControlClient(home, client_version="test")
-        try:
-            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
-            with pytest.raises(RequestTimeout):  # the first attach is never answered
-                cl.catch_up(timeout_s=0.5)
-            assert [e["seq"] for e in cl.inbox] == [7] and cl.last_seq == {"s-1": 7}
-            assert cl.catch_up(timeout_s=5.0) == []  # the next replay starts after it: nothing again
-            assert slow.attaches == [0, 7]
-        finally:
-            cl.close()
+    with _connected(tmp_path) as (cl, slow):
+        with pytest.raises(RequestTimeout):  # the first attach is never answered
+            cl.catch_up(timeout_s=0.5)
+        assert [e["seq"] for e in cl.inbox] == [7] and cl.last_seq == {"s-1": 7}
+        assert cl.catch_up(timeout_s=5.0) == []  # the next replay starts after it: nothing again
+        assert slow.attaches == [0, 7]
