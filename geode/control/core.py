@@ -7,7 +7,8 @@ connection on ``runner`` threads, bounded (``overloaded`` when full). Streams co
 handshaken within ``handshake_deadline_s`` is dropped (its traffic does not keep it); when the table is
 full, such silent connections are evicted first, oldest first. An approval is answered only by a
 connection it was delivered to; the skip-permissions flag belongs to the turn (the executor reads it).
-The session requests (handshake, prompt, attach, resume) are ``geode/control/session_requests.py``.
+The session requests (handshake, prompt, attach, resume) are ``geode/control/session_requests.py``, the
+streams out ``geode/control/event_routing.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from geode.control.chat_requests import ChatRequests
 from geode.control.connection import PENDING, Connection, ConnState, Runner
+from geode.control.event_routing import EventRouting
 from geode.control.held_sessions import HeldSessions
 from geode.control.lanes_watch import tell_lanes_restarted
 from geode.control.operator import OperatorDesk
@@ -38,7 +40,7 @@ from geode.protocol import catalog, codec
 from geode.protocol import control as c
 from geode.protocol import lanes as lanes_msg
 from geode.protocol.dispatch import Dispatch
-from geode.protocol.envelope import Envelope, outgoing
+from geode.protocol.envelope import Envelope
 from geode.protocol.errors import (
     BadRequest,
     ErrorCode,
@@ -56,10 +58,7 @@ from geode.telemetry import spans
 from geode.tools.catalogue_plans import CataloguePlans
 
 log = logging.getLogger(__name__)
-BATCHES = "event_batches"  # the handshake feature of a client that takes ``cli.events``
-UNBATCHED = frozenset({lanes_msg.APPROVAL_REQUEST})  # up to 512 KiB each: one to a frame, as before
 Send = Callable[[str, Envelope], None]
-MAX_PENDING_PER_CONN = 64
 IMMEDIATE = {c.APPROVAL_RESPONSE, c.PING, c.CLI_CANCEL, c.EXIT}
 BEFORE_HANDSHAKE = {c.HANDSHAKE, c.PING, c.EXIT}
 
@@ -81,8 +80,9 @@ def conn_of(request: Request) -> Connection:
     return request.conn
 
 
-class ControlCore(SessionRequests, ChatRequests):
-    """Frames in, streams out, the connection table; the session requests are :class:`SessionRequests`."""
+class ControlCore(SessionRequests, ChatRequests, EventRouting):
+    """Frames in, the connection table; the session requests are :class:`SessionRequests`, streams out
+    :class:`EventRouting`."""
 
     def __init__(
         self,
@@ -234,45 +234,7 @@ class ControlCore(SessionRequests, ChatRequests):
         self.transport.cast(self.lanes, lanes_msg.APPROVAL_REPLY, lanes_msg.ApprovalReply(**b.model_dump()))
         return lanes_msg.Ok()
 
-    # --- streams out --------------------------------------------------------------------------------------
-    def on_origin_event(self, ev: lanes_msg.StreamEvent) -> None:
-        """A session event from lanes goes to every attached connection; an unseen approval → ``n``. Held
-        while a submit for its session is in flight (:class:`HeldSessions`)."""
-        self.held.take([ev])
-
-    def on_origin_events(self, evs: list[lanes_msg.StreamEvent]) -> None:
-        """Several events of one ``origin.events`` frame, each taken as :meth:`on_origin_event` takes it."""
-        self.held.take(evs)
-
-    def _route(self, evs: list[lanes_msg.StreamEvent]) -> None:
-        """Events to every connection attached to their session, each taken (seq-deduped) and sent under the
-        connection's lock, so its sends stay in seq order; a connection gets those it accepts in one
-        ``cli.events`` frame when it said ``event_batches``."""
-        per: dict[str, tuple[Connection, list[lanes_msg.StreamEvent]]] = {}
-        for ev in evs:
-            for k in self._targets(ev):
-                per.setdefault(k.conn_id, (k, []))[1].append(ev)
-        for k, mine in per.values():
-            with k.lock:
-                self._deliver(k, [x for ev in mine for x in k.accept(ev)])
-
-    def _targets(self, ev: lanes_msg.StreamEvent) -> list[Connection]:
-        """The connections attached to the event's session, once its bookkeeping is done (approvals asked,
-        a turn's end); none for an approval nobody attached can answer (answered ``n`` here)."""
-        targets = self.slots.attached_to(ev.session_id)  # an index read, not a scan of every connection
-        if ev.kind == lanes_msg.APPROVAL_REQUEST:
-            aid = str(ev.data.get("approval_id", ""))
-            asker = [k for k in targets if k.state is ConnState.READY]
-            if not asker:  # nobody attached to ask: said as such, never as a person's "n"
-                self._answer(aid, "n", reason="no_origin")
-                return []
-            for k in asker:  # no auto-answer here: skipping permissions is the turn's, decided upstream
-                with k.lock:
-                    k.pending_approvals[aid] = ev.session_id
-                    while len(k.pending_approvals) > MAX_PENDING_PER_CONN:  # lanes already timed those out
-                        k.pending_approvals.pop(next(iter(k.pending_approvals)))
-        return targets
-
+    # --- lanes ---------------------------------------------------------------------------------------------
     def lanes_restarted(self, incarnation: int) -> int:
         """A new lanes incarnation is ready: its clients catch up at once and once more a hello later
         (blocks the calling thread for about a second)."""
@@ -284,42 +246,6 @@ class ControlCore(SessionRequests, ChatRequests):
             origin=self.origin,
             incarnation=incarnation,
         )
-
-    def _deliver(self, conn: Connection, events: list[lanes_msg.StreamEvent]) -> None:
-        """The events were validated as they arrived: each is sent as read off its model (``event_wire``),
-        without a second pass through pydantic."""
-        wire = lanes_msg.event_wire
-        if len(events) > 1 and BATCHES in conn.features and not any(e.kind in UNBATCHED for e in events):
-            for i in range(0, len(events), lanes_msg.STREAM_EVENTS_MAX):  # several events, one frame
-                chunk = events[i : i + lanes_msg.STREAM_EVENTS_MAX]
-                self._send_event(
-                    conn, c.CLI_EVENTS, {"events": [wire(ev) for ev in chunk]}, chunk[0].session_id
-                )
-            return
-        for ev in events:
-            self._send_event(conn, c.CLI_EVENT, wire(ev), ev.session_id)
-
-    def _send_event(self, conn: Connection, type_: str, body: dict[str, Any], session_id: str) -> None:
-        env = outgoing(
-            id=next(self._ids), kind="cast", type=type_, body=body, sender=self.origin, session=session_id
-        )
-        self.send(conn.conn_id, env)
-
-    def _answer(self, approval_id: str, decision: str, reason: str = "user") -> None:
-        try:
-            self.transport.cast(
-                self.lanes,
-                lanes_msg.APPROVAL_REPLY,
-                lanes_msg.ApprovalReply(approval_id=approval_id, decision=decision, reason=reason),
-            )  # type: ignore[arg-type]
-        except GeodeError as exc:
-            log.warning("cannot answer approval %s: %s", approval_id, exc)
-
-    def _forget_approval(self, approval_id: str) -> None:
-        """An answered approval is no longer pending anywhere (a second answer is refused)."""
-        for k in self._snapshot():
-            with k.lock:
-                k.pending_approvals.pop(approval_id, None)
 
     # --- connections ----------------------------------------------------------------------------------------
     @property
