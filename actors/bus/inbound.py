@@ -22,6 +22,7 @@ from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
 from geode.protocol.later import Later
 from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_wire
 from geode.work_tally import HANDOFF_REPLY
+from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import handoff as tally
 
 log = logging.getLogger("actors.bus.socket_thread")
@@ -198,9 +199,12 @@ class Inbound(PollLoop):
         p = self._pending.pop(env.corr, None) if env.corr else None
         if p is not None:
             p.reply = env
-            if p is not waiter:
+            if TALLY_ON and p is not waiter:
                 tally(HANDOFF_REPLY)  # another waiter's reply: its thread is woken
-            p.set()
+            try:  # (p.set() without its call: every reply a waiter reads)
+                p._done.release()
+            except RuntimeError:  # already set
+                pass
 
     def _on_sub(self, sub: Sub) -> None:
         for _ in range(512):

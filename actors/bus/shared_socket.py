@@ -31,7 +31,9 @@ from typing import Protocol
 
 import zmq
 
+from actors.bus import socket_options  # noqa: F401  (pyzmq's option lookup without an Enum call)
 from geode.protocol import codec
+from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import count as tally
 
 log = logging.getLogger("actors.bus.socket_thread")
@@ -109,36 +111,33 @@ class SharedSocket:
         cannot be reached or the socket is closed); True when a received frame now waits to be read (not asked
         without ``check``: the bus thread replying on the socket it is reading until empty anyway; nor on a
         DEALER its waiters read while none does: the next one reads before it sleeps)."""
-        try:
-            return self._send_locked(frames, check)
+        try:  # (one frame: every request and inline reply is sent here)
+            with self.lock:
+                if self.closed:
+                    raise zmq.ZMQError(errno.ENOTSOCK, "the bus closed this socket")
+                if self.outbox:  # (queued before this send: they go first)
+                    self._send_outbox()
+                held = self.held
+                if held is not None:  # the bus thread reads a burst: its replies wait to go out together
+                    if not check and len(frames) == 2 and len(frames[1]) <= HOLD_MAX_FRAME:
+                        held.append(frames)
+                        self.held_bytes += len(frames[1])
+                        if len(held) >= HOLD_MAX_PARTS or self.held_bytes >= HOLD_MAX_BYTES:
+                            self._flush()
+                        return False
+                    if held:
+                        self._flush()  # any other send: what is held goes first (each peer's order kept)
+                sock, send = self.sock, self._send
+                for part in frames[:-1]:  # a ROUTER's routing id (bytes, as every part here)
+                    send(sock, part, SNDMORE_NOBLOCK)
+                send(sock, frames[-1], NOBLOCK)
+                reader = self.reader  # a leader is named before it reads under this lock: no wake lost
+                if not check or (reader is not None and reader.active and reader.leader is None):
+                    return False
+                return bool(sock.get(EVENTS) & POLLIN)  # type: ignore[operator]  # _waiting, no call
         finally:
             if self.outbox:  # queued by threads that found the lock taken: sent now it is free
                 self._let_go()
-
-    def _send_locked(self, frames: list[bytes], check: bool) -> bool:
-        with self.lock:
-            if self.closed:
-                raise zmq.ZMQError(errno.ENOTSOCK, "the bus closed this socket")
-            if self.outbox:  # (queued before this send: they go first)
-                self._send_outbox()
-            held = self.held
-            if held is not None:  # the bus thread reads a burst: its replies wait to go out together
-                if not check and len(frames) == 2 and len(frames[1]) <= HOLD_MAX_FRAME:
-                    held.append(frames)
-                    self.held_bytes += len(frames[1])
-                    if len(held) >= HOLD_MAX_PARTS or self.held_bytes >= HOLD_MAX_BYTES:
-                        self._flush()
-                    return False
-                if held:
-                    self._flush()  # any other send: what is held goes first (each peer's order kept)
-            sock, send = self.sock, self._send
-            for part in frames[:-1]:  # a ROUTER's routing id (bytes, as every part here)
-                send(sock, part, SNDMORE_NOBLOCK)
-            send(sock, frames[-1], NOBLOCK)
-            reader = self.reader  # a leader is named before it reads under this lock: no wake can be lost
-            if not check or (reader is not None and reader.active and reader.leader is None):
-                return False
-            return _waiting(sock)
 
     def release(self) -> bool:
         """Send the replies held while the bus thread read a burst on this ROUTER and stop holding; True when
@@ -185,7 +184,8 @@ class SharedSocket:
             if len(frames) != 2 or len(frames[1]) > HOLD_MAX_FRAME:
                 return self.send(frames)
             self.outbox.append(frames)
-            tally(REPLY_QUEUED)
+            if TALLY_ON:  # (a call to a no-op otherwise)
+                tally(REPLY_QUEUED)
             if not lock.acquire(False):
                 return False  # its holder has not let go yet: it sends the outbox when it does (_let_go)
             own = None  # in the outbox: sent with it
@@ -220,7 +220,8 @@ class SharedSocket:
         if len(frames) != 2 or len(frames[1]) > HOLD_MAX_FRAME or self.closed:
             return False
         self.outbox.append(frames)
-        tally(REPLY_QUEUED)
+        if TALLY_ON:  # (a call to a no-op otherwise: every reply queued)
+            tally(REPLY_QUEUED)
         return True
 
     def _let_go(self) -> None:

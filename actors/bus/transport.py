@@ -25,7 +25,7 @@ def request_frame(
         id=mid,
         kind="request",
         type=type_,
-        body=catalog.dump(body),
+        body=body if body.__class__ is dict else catalog.dump(body),  # (a map as it is: no dump call)
         session=session,
         deadline=time.time_ns() // 1_000_000 + int(timeout_s * 1000),  # (now_ms() without its call)
         trace=bus.trace_for(target),

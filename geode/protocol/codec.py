@@ -132,6 +132,7 @@ def validate_envelope(obj: dict[str, Any]) -> Envelope:
 # envelopes' bytes. An envelope's frame is a msgpack map (first byte 0x80-0x8f, 0xde, 0xdf); an array's first
 # byte (0x90-0x9f, 0xdc, 0xdd) marks a batch. Only peers of one tree (ipc/inproc) send them.
 BATCH_HEADS = frozenset(bytes([b]) for b in (*range(0x90, 0xA0), 0xDC, 0xDD))
+_BYTES_ONLY = {bytes}
 BATCH_MAX_PARTS = 1024  # a receiver refuses a batch of more parts (a sender holds far fewer: actors/bus)
 
 
@@ -155,7 +156,7 @@ def split_batch(frame: bytes) -> list[bytes]:
         )
     except Exception as exc:  # msgpack's errors (ValueError, ExtraData, ...): a malformed frame
         raise BadRequest(f"malformed batch frame: {type(exc).__name__}") from exc
-    if type(parts) is not list or not parts or not all(type(p) is bytes for p in parts):
+    if type(parts) is not list or not parts or {*map(type, parts)} != _BYTES_ONLY:  # (no generator)
         raise BadRequest("malformed batch frame: not an array of packed envelopes")
     return parts
 

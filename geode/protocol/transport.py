@@ -146,6 +146,11 @@ def _dispatch(
         reply = Later()
         out.then(lambda ok, value: reply.resolve(_settle(env, ok, value, sender, make)))
         return reply
+    if env.kind == "request":  # an ok reply (_settle's first branch without its call; a map: no dump call)
+        try:
+            return make(env, "ok", out if out.__class__ is dict else catalog.dump(out), sender)
+        except Exception as exc:
+            return _settle(env, False, exc, sender, make)
     return _settle(env, True, out, sender, make)
 
 

@@ -1,0 +1,51 @@
+"""pyzmq's socket-option lookup without its Enum call: what ``Socket.get`` / ``Socket.set`` do first.
+
+pyzmq's Cython backend (27.x) starts every ``Socket.get(option)`` and ``Socket.set(option, value)`` with
+``SocketOption(option)``, an Enum call (``EnumType.__call__`` then ``Enum.__new__``: two Python frames,
+~0.5 µs) only to read the option's type. The bus asks ``ZMQ_EVENTS`` after every frame it reads or sends
+(``actors/bus/shared_socket.py``), so that lookup ran 3-4 times a round trip. :func:`install` puts a table
+of the same members in its place, looked up in C (``dict.__getitem__``); an option the table lacks still
+goes through ``SocketOption`` (its ``ValueError`` for an unknown option included), so every answer is the
+one pyzmq gave. It replaces only that module global of the backend it finds as expected; any other pyzmq
+(another version, another backend) is left as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq
+from zmq.constants import SocketOption
+
+
+class _OptionTable(dict[int, SocketOption]):
+    """``SocketOption(value)`` for the values it holds (every member's), the Enum call for any other."""
+
+    __slots__ = ()
+
+    def __missing__(self, value: Any) -> SocketOption:
+        return SocketOption(value)
+
+
+def _backend() -> Any:
+    try:
+        from zmq.backend.cython import _zmq
+    except ImportError:  # another backend (cffi): nothing to replace
+        return None
+    return _zmq
+
+
+def install() -> bool:
+    """Replace the backend's ``SocketOption`` lookup with the table's (once per process; inherited by forked
+    children). False when this pyzmq is not the one expected (left as it is)."""
+    backend = _backend()
+    if backend is None or zmq.backend.Socket is not getattr(backend, "Socket", None):
+        return False
+    current = getattr(backend, "SocketOption", None)
+    if current is not SocketOption:
+        return getattr(current, "__self__", None).__class__ is _OptionTable
+    backend.SocketOption = _OptionTable({m.value: m for m in SocketOption.__members__.values()}).__getitem__
+    return True
+
+
+INSTALLED = install()
