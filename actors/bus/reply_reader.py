@@ -79,8 +79,12 @@ class ReplyReader:
             if lead:
                 try:
                     closed = self._lead(p, end)
-                finally:
-                    self._leave()
+                finally:  # leave the lead: the first follower still waiting is promoted (none at 1 in flight)
+                    with self.mx:
+                        self.leader = None
+                        nxt = self._next() if self.followers else None
+                    if nxt is not None:
+                        nxt.set()  # woken without a reply: it leads (or its reply came: it returns)
                 if closed:  # the bus stopped: it fails every request in flight
                     return p._done.acquire(timeout=max(0.0, end - time.monotonic()))
                 return p._done.acquire(blocking=False)
@@ -141,17 +145,13 @@ class ReplyReader:
                     look = False  # the socket's edge fired: a frame most likely waits
             cap = DRAIN_CAP if look else 1
 
-    def _leave(self) -> None:
-        with self.mx:
-            self.leader = None
-            nxt = None
-            while self.followers:
-                f = self.followers.pop(0)
-                if f.reply is None and f.error is None and not f.is_set():
-                    nxt = f
-                    break
-        if nxt is not None:
-            nxt.set()  # wakes it without a reply: it finds none and leads (a reply set meanwhile: it returns)
+    def _next(self) -> PendingReply | None:
+        """The first follower still waiting, taken off the list (under ``mx``): the one a leaver promotes."""
+        while self.followers:
+            f = self.followers.pop(0)
+            if f.reply is None and f.error is None and not f.is_set():
+                return f
+        return None
 
     def kick(self) -> None:
         """Wake the leader (a send consumed the fd's edge with a frame waiting; a request failed)."""
