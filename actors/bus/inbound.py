@@ -230,8 +230,13 @@ class Inbound(PollLoop):
     def _handle(
         self, service: Service, env: Envelope, body: typed_frames.Received, sock: Any, prefix: list[bytes]
     ) -> None:
-        """Worker thread: run the handler, then send the reply from this thread (under the socket's lock)."""
-        self._answer(env, self._reply_frame(service, env, body), sock, prefix)
+        """Worker thread: run the handler, then send the reply from this thread (under the socket's lock, or
+        queued for the bus thread: ``_send_raw``)."""
+        out = self._reply_frame(service, env, body)
+        if type(out) is bytes:  # (most often: sent here, not through _answer)
+            self._send_raw(sock, [*prefix, out])
+        else:
+            self._answer(env, out, sock, prefix)
 
     def _answer(self, env: Envelope, out: bytes | Later | None, sock: Any, prefix: list[bytes]) -> None:
         """Send a reply at once, from this thread (bus or handler); a deferred one when it completes."""
