@@ -27,6 +27,7 @@ from typing import Any
 import zmq
 
 from actors.bus.endpoints import Endpoints
+from actors.bus.event_lanes import EventLanes
 from actors.bus.handler_pool import HandlerPool
 from actors.bus.inbound import Inbound
 from actors.bus.parts import Client, EventHandler, FnService, PeerHandler, PendingReply, Served, Sub
@@ -267,11 +268,17 @@ class Bus(Inbound):
     def subscribe(self, endpoint: str, on_event: EventHandler) -> None:
         """Receive ``on_event(topic, body)`` for every event published by the bus named ``endpoint``."""
 
-        def sub() -> None:
+        def sub() -> None:  # one SUB socket per endpoint, a lane (thread while busy) per subscriber
+            for s in self._subs.values():
+                if isinstance(s.pool, EventLanes) and s.pool.endpoint == endpoint:
+                    s.pool.add(on_event)
+                    return
             sock = self._socket(zmq.SUB)
             sock.setsockopt(zmq.SUBSCRIBE, b"")
             self.endpoints.connect(sock, f"{endpoint}.events")
-            s = Sub(sock, on_event, HandlerPool(1, f"{endpoint}-events"))
+            lanes = EventLanes(endpoint)
+            lanes.add(on_event)
+            s = Sub(sock, lanes.deliver, lanes)
             self._subs[sock] = s
             self._register(sock, partial(self._on_sub, s))
 
