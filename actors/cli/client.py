@@ -187,6 +187,11 @@ class ControlClient(ControlSocket):
                         pending.append(env.body)
                 elif env.type == c.CLI_NOTICE:
                     self.notices += 1
+                elif self.late_attach(env):  # a timed-out catch-up's reply, come late: its outcomes now
+                    try:
+                        pending.extend(self.catch_up(timeout_s=2.0))  # takes it: nothing is sent
+                    except GeodeError:
+                        pass
                 elif env.corr in pings and pings.pop(env.corr) >= last_reattach and unknown_to(env):
                     # a control that does not know this connection (it restarted): any of our pings sent
                     # since the last re-attach says so, not only the latest (a slow control answers late)
@@ -217,6 +222,7 @@ class ControlClient(ControlSocket):
                 last_event = now  # not backed off: under repeated kills a probe that found nothing yet
                 try:  # is followed by the one that finds the turn's end (a 600 s chaos run said so)
                     pending.extend(self.catch_up(timeout_s=2.0))
+                    last_heard = time.monotonic()  # control answered it (it may have been slow): not silent
                 except GeodeError:
                     pass
             if now - last_heard > SILENCE_S:

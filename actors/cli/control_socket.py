@@ -29,8 +29,21 @@ if TYPE_CHECKING:  # `geode ask` passes HomePaths (strings: no pathlib before it
     from geode.home_paths import HomePaths
 
 PING_EVERY_S = 0.5  # a restarted control answers the first ping after its restart with ok: false
+ATTACH_PATIENCE_S = 6.0  # a catch-up's attach unanswered this long is given up: the next one is sent anew
 
 EventFn = Callable[[dict[str, Any]], None]
+
+
+class _Attach:
+    """A catch-up's ``cli.attach`` in flight: its id, session, when it was sent (monotonic), the socket's
+    drop count then, and its reply once one came while nobody waited for it. (A plain class: ``geode ask``
+    imports no ``dataclasses``.)"""
+
+    __slots__ = ("at", "drops", "mid", "reply", "sid")
+
+    def __init__(self, mid: str, sid: str, at: float, drops: int) -> None:
+        self.mid, self.sid, self.at, self.drops = mid, sid, at, drops
+        self.reply: Frame | None = None
 
 
 class ControlSocket:
@@ -59,6 +72,7 @@ class ControlSocket:
         self._split: list[Frame] = []  # the rest of a ``cli.events`` frame, one event each (wire.split)
         self._hb_stop = threading.Event()
         self._hb: threading.Thread | None = None
+        self._attach: _Attach | None = None  # a catch-up's attach whose reply is still due (one at a time)
 
     # --- connection --------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -187,6 +201,13 @@ class ControlSocket:
         never come (the caller handshakes again and retries, instead of waiting out ``timeout_s``)."""
         drops = self.drain_drops()  # a drop seen from now on may have taken this request with it
         mid = self.send_request(type_, body or {})
+        return unwrap(self._reply_to(mid, type_, timeout_s, drops, on_event))
+
+    def _reply_to(
+        self, mid: str, type_: str, timeout_s: float, drops: int, on_event: EventFn | None
+    ) -> Frame:
+        """The reply to request ``mid`` (sent when :attr:`disconnects` was ``drops``); ``RequestTimeout``
+        after ``timeout_s``, ``Unavailable`` as soon as the control child went away."""
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -194,7 +215,7 @@ class ControlSocket:
                 raise RequestTimeout(f"no reply to {type_} within {timeout_s:g}s")
             env = self.wait_reply((mid,), left, on_event=on_event)
             if env is not None:
-                return unwrap(env)
+                return env
             if self.disconnects != drops:
                 raise Unavailable(f"the control child went away with {type_} in flight")
 
@@ -221,6 +242,8 @@ class ControlSocket:
                 continue
             if env.kind in ("ok", "error") and env.corr in mids:
                 return env
+            if self.late_attach(env):
+                continue
             if env.type == c.CLI_EVENT and self._note(env.body):
                 (on_event or self.inbox.append)(env.body)
             elif env.type == c.CLI_NOTICE:
@@ -239,7 +262,7 @@ class ControlSocket:
         got: list[dict[str, Any]] = []
         self.request(c.HANDSHAKE, body, timeout_s=timeout_s)
         sid = self.session_id or ""
-        reply = self._attach_after_seen(sid, got, timeout_s)
+        reply = self._attach_after_seen(sid, got, timeout_s, fresh=True)  # a new handshake: a new attach
         self.reattached += 1
         if self.on_recovery is not None:
             self.on_recovery("reattached")
@@ -255,23 +278,58 @@ class ControlSocket:
         # a restarted lanes lost the buffer: a turn that ended meanwhile is known only by its durable outcome
         return got + durable_outcomes(reply, sid)
 
-    def _attach_after_seen(self, sid: str, got: list[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
+    def _attach_after_seen(
+        self, sid: str, got: list[dict[str, Any]], timeout_s: float, *, fresh: bool = False
+    ) -> dict[str, Any]:
         """``cli.attach`` from the last seq seen; the events that arrive meanwhile (replayed or live) go to
         ``got``. When the attach fails (no reply in time: a slow control), they go to the inbox instead of
         being dropped with ``got``: each was already counted as seen (``last_seq``), so no later replay
         would bring it again (a live ``turn_done`` taken during a timed-out catch-up was lost for good, and
-        the client waited out its deadline although the turn had ended: issue 34, 100 sessions under load)."""
+        the client waited out its deadline although the turn had ended: issue 34, 100 sessions under load).
+
+        One catch-up in flight per client: an attach that got no reply in time stays in flight (control
+        still runs it, queued on this connection), and the next catch-up waits for ITS reply (or takes the
+        one that came meanwhile: :meth:`late_attach`) instead of sending another behind it, so a slow
+        control is not sent a storm of them. A new one is sent after a handshake (``fresh``), when the
+        control child went away since, for another session, or once it is ``ATTACH_PATIENCE_S`` old."""
         try:
-            return self.request(
-                c.ATTACH,
-                {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)},
-                timeout_s=timeout_s,
-                on_event=got.append,
-            )
+            return self._one_attach(sid, got.append, timeout_s, fresh)
         except BaseException:  # a timeout, a refusal, Ctrl-C: what was taken is not dropped
             self.inbox.extend(got)
             got.clear()
             raise
+
+    def _one_attach(self, sid: str, on_event: EventFn, timeout_s: float, fresh: bool) -> dict[str, Any]:
+        now, drops = time.monotonic(), self.drain_drops()
+        held = self._attach
+        if (
+            fresh
+            or held is None
+            or held.sid != sid
+            or held.drops != drops
+            or now - held.at > ATTACH_PATIENCE_S
+        ):
+            body = {"session_id": sid, "after_seq": self.last_seq.get(sid, 0)}
+            held = self._attach = _Attach(self.send_request(c.ATTACH, body), sid, now, drops)
+        elif held.reply is not None:  # its reply came while nobody waited for it
+            self._attach = None
+            return unwrap(held.reply)
+        try:
+            env = self._reply_to(held.mid, c.ATTACH, timeout_s, drops, on_event)
+        except Unavailable:  # gone with the control child: its reply never comes
+            self._attach = None
+            raise  # (no reply in time, or Ctrl-C: still in flight, the next catch-up waits for it)
+        self._attach = None
+        return unwrap(env)
+
+    def late_attach(self, env: Frame) -> bool:
+        """Whether ``env`` is the reply to a catch-up's attach that nobody waits for now (it timed out); kept
+        for the next catch-up, which takes it instead of asking again (``follow`` asks at once)."""
+        held = self._attach
+        if held is None or env.corr != held.mid or env.kind not in ("ok", "error"):
+            return False
+        held.reply = env
+        return True
 
     def cancel(self, turn_id: str | None = None) -> dict[str, Any]:
         return self.request(c.CLI_CANCEL, {"turn_id": turn_id}, timeout_s=5.0)

@@ -4,6 +4,7 @@ type of every message and answers each request from a table or from a test's own
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
@@ -45,6 +46,7 @@ class FakeControl:
         self.home = home
         self.answers = dict(answers or {})
         self.answer = answer
+        self._later: list[tuple[float, bytes, Envelope]] = []  # (monotonic due time, to whom, what)
         self.seen: list[str] = []
         self._stop, self._ready = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._serve, name="fake-control", daemon=True)
@@ -64,6 +66,17 @@ class FakeControl:
         """Send ``env`` to the client ``ident`` (from the socket's thread: call it from ``answer`` only)."""
         self._sock.send_multipart([ident, codec.encode(env)])
 
+    def send_later(self, delay_s: float, ident: bytes, env: Envelope) -> None:
+        """Send ``env`` to ``ident`` ``delay_s`` from now (call it from ``answer``: the socket's thread)."""
+        self._later.append((time.monotonic() + delay_s, ident, env))
+
+    def _send_due(self) -> None:
+        now = time.monotonic()
+        due = [x for x in self._later if x[0] <= now]
+        self._later = [x for x in self._later if x[0] > now]
+        for _, ident, env in due:
+            self.send(ident, env)
+
     def _serve(self) -> None:
         self._sock = zmq.Context.instance().socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -71,6 +84,7 @@ class FakeControl:
         self._ready.set()
         try:
             while not self._stop.is_set():
+                self._send_due()
                 if not self._sock.poll(20):
                     continue
                 ident, frame = self._sock.recv_multipart()
