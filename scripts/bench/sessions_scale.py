@@ -12,7 +12,7 @@ All sessions start at once and, with a fixed model latency, stay in lockstep (th
 prompt arrives in the same instant); ``--stagger S`` spreads their first turns over S seconds instead.
 
 Run: .venv/bin/python scripts/bench/sessions_scale.py [--quick] [--levels 1,10,100] [--workers 4]
-     [--stagger 1.5] [--keep]
+     [--stagger 1.5] [--keep] [--phases]
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Turn:
     reason: str = ""
     error: str = ""
     reattached: int = 0  # the client's re-handshakes during this turn (an unanswered cli.prompt re-sent)
+    turn_id: str = ""
 
 
 def tree_config(url: str, ws: Path, workers: int, capacity: int, cap: int) -> str:
@@ -89,6 +90,7 @@ def session_loop(
                 res = cl.run_prompt(prompt, timeout_s=TURN_TIMEOUT_S)
                 turn.reason = str(res.get("termination_reason"))
                 turn.error = str(res.get("error") or "")
+                turn.turn_id = str(res.get("turn_id") or "")
             except Exception as exc:  # a failed turn is reported, not fatal to the run
                 turn.error = f"{type(exc).__name__}: {str(exc)[:120]}"
             turn.t1 = time.monotonic()
@@ -173,6 +175,7 @@ class Row:
     failed: int
     wall: float
     overhead: list[float]
+    host: list[float]  # turn wall - the fake's own time for its model calls (its excess over the latency)
     first: list[float]
     gaps: list[float]
     tail: list[float]
@@ -205,8 +208,9 @@ def analyse(
         tail.append(t.t1 - hs[-1].t_out)
         model.append(sum(h.t_out - h.t_in for h in hs))
     overhead = [(t.t1 - t.t0) - (ROUNDS + 1) * latency for t in ok]
+    host = [(t.t1 - t.t0) - m for t, m in zip(ok, model, strict=True)]
     return Row(
-        n, len(turns), len(turns) - len(ok), wall, overhead, first, gaps, tail, model,
+        n, len(turns), len(turns) - len(ok), wall, overhead, host, first, gaps, tail, model,
         peak_in_flight([h for h in hits if h.main]), sum(t.reattached for t in turns),
         (load, os.getloadavg()[0]), cpu,
     )  # fmt: skip
@@ -226,7 +230,7 @@ def report(rows: list[Row], latency: float, config: str, idle: dict[str, float])
     print("tree: " + config.replace("\n", " ").strip())
     print(
         f"\n{'sessions':>8} {'turns':>6} {'failed':>6} {'turns/s':>8} {'ideal':>6}"
-        f" {'ovh p50':>8} {'ovh p99':>8}"
+        f" {'ovh p50':>8} {'ovh p99':>8} {'host p50':>8}"
         f" {'→1st req':>8} {'gap p50':>8} {'gap p99':>8} {'tail p50':>8} {'model p50':>9} {'peak':>5}"
         f" {'resent':>6} load"
     )
@@ -234,7 +238,8 @@ def report(rows: list[Row], latency: float, config: str, idle: dict[str, float])
         ideal = r.n / ((ROUNDS + 1) * latency)
         print(
             f"{r.n:8d} {r.turns:6d} {r.failed:6d} {(r.turns - r.failed) / r.wall:8.2f} {ideal:6.1f}"
-            f" {ms(pct(r.overhead, 0.5))} {ms(pct(r.overhead, 0.99))} {ms(pct(r.first, 0.5))}"
+            f" {ms(pct(r.overhead, 0.5))} {ms(pct(r.overhead, 0.99))} {ms(pct(r.host, 0.5))}"
+            f" {ms(pct(r.first, 0.5))}"
             f" {ms(pct(r.gaps, 0.5))} {ms(pct(r.gaps, 0.99))} {ms(pct(r.tail, 0.5))}"
             f" {pct(r.model, 0.5):9.3f} {r.peak:5d} {r.reattached:6d} {r.load[0]:.1f}→{r.load[1]:.1f}"
         )
@@ -257,8 +262,16 @@ def report(rows: list[Row], latency: float, config: str, idle: dict[str, float])
     for r in rows[1:]:
         p50 = pct(r.overhead, 0.5) / pct(base.overhead, 0.5)
         p99 = pct(r.overhead, 0.99) / pct(base.overhead, 0.99)
-        print(f"overhead at {r.n} vs {base.n} sessions: p50 {p50:.2f}x, p99 {p99:.2f}x  (goal <= 2x)")
-    print("ms columns: host overhead = turn wall - model time; →1st req = prompt sent → first model request;")
+        host = pct(r.host, 0.5) / pct(base.host, 0.5)
+        print(
+            f"overhead at {r.n} vs {base.n} sessions: p50 {p50:.2f}x, p99 {p99:.2f}x  (goal <= 2x);"
+            f" host p50 {host:.2f}x"
+        )
+    print("ms columns: ovh = turn wall - scripted model time (3 x latency); host = turn wall - the fake's")
+    print(
+        "own time for the turn's calls (its excess over the latency grows with concurrency in its process);"
+    )
+    print("→1st req = prompt sent → first model request;")
     print("gap = model reply written → next model request; tail = last reply → result at the client;")
     print("model = the fake's own time per turn (s); peak = most model calls in flight at once;")
     print(
@@ -276,6 +289,7 @@ def measure(
     workers: int,
     latency: float,
     stagger_s: float = 0.0,
+    phases: bool = False,
 ) -> tuple[list[Row], str, dict[str, float]]:
     """Serve a tree in ``base``, warm it up, run every level; the rows, the tree's config and its idle CPU
     (s per s, by kind of process)."""
@@ -288,7 +302,14 @@ def measure(
         config = tree_config(fake.base_url, ws, workers, capacity, cap)
         home.config_file.write_text(config)
         home.env_file.write_text("ANTHROPIC_API_KEY=sk-bench-key\n")
-        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": str(ROOT)}
+        extra = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x and x != str(ROOT)]
+        traced: list[tuple[int, list[tuple[str, float, float]]]] = []
+        if phases:  # turn_phases.py: the tree's processes write per-phase timestamps there
+            (base / "phases").mkdir()
+            extra.append(str(Path(__file__).resolve().parent / "phase_hook"))
+        env = {**os.environ, "GEODE_HOME": str(home.root), "PYTHONPATH": os.pathsep.join([str(ROOT), *extra])}
+        if phases:
+            env["GEODE_PHASES"] = str(base / "phases")
         geode = Path(sys.executable).parent / "geode"
         subprocess.run([str(geode), "serve"], env=env, check=True, cwd=ws, stdout=subprocess.DEVNULL)
         rows: list[Row] = []
@@ -310,11 +331,19 @@ def measure(
                 cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu_by_group(procs).items()}
                 hits, _ = fake.collect()
                 rows.append(analyse(n, done, hits, wall, latency, load, cpu))
+                traced.append((n, [(t.turn_id, t.t0, t.t1) for t in done if t.turn_id]))
                 errs = [t.error or t.reason for t in done if t.reason != "natural"]
                 if errs:
                     print(f"  {len(errs)} not natural, e.g. {sorted(set(errs))[:3]}")
         finally:
             stop_tree(home, timeout_s=30)
+    if phases:
+        from turn_phases import report as phase_report
+
+        try:  # a report that fails (a renamed function traced nothing) must not lose the run's table
+            phase_report(base / "phases", traced, latency)
+        except Exception as exc:
+            print(f"phase report failed: {type(exc).__name__}: {exc}")
     return rows, config, idle
 
 
@@ -326,6 +355,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4, help="[loop] workers")
     ap.add_argument("--turns", default="", help="turns per session per level, e.g. 20,4,2")
     ap.add_argument("--keep", action="store_true", help="keep the temporary GEODE_HOME (logs) afterwards")
+    ap.add_argument(
+        "--phases",
+        action="store_true",
+        help="time each phase of every turn in the tree's processes (phase_hook/) and print where turns wait",
+    )
     ap.add_argument(
         "--stagger",
         type=float,
@@ -343,7 +377,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="geode-scale-", dir="/tmp"))
     try:
         rows, config, idle = measure(
-            base, levels, per, cap, capacity, args.workers, args.latency, args.stagger
+            base, levels, per, cap, capacity, args.workers, args.latency, args.stagger, args.phases
         )
     finally:
         if not args.keep:
