@@ -6,8 +6,11 @@ pyzmq's Cython backend (27.x) starts every ``Socket.get(option)`` and ``Socket.s
 (``actors/bus/shared_socket.py``), so that lookup ran 3-4 times a round trip. :func:`install` puts a table
 of the same members in its place, looked up in C (``dict.__getitem__``); an option the table lacks still
 goes through ``SocketOption`` (its ``ValueError`` for an unknown option included), so every answer is the
-one pyzmq gave. It replaces only that module global of the backend it finds as expected; any other pyzmq
-(another version, another backend) is left as it is.
+one pyzmq gave. It replaces only that module global, and only in the pyzmq it was checked against (27.x, the
+Cython backend, whose ``_zmq.py`` only ever calls ``SocketOption(option)``: in ``Socket.get`` and ``set``);
+any other pyzmq (another major version, another backend) is left as it is (tests/actors/
+test_bus_socket_options.py then fails: check the new backend's uses of ``SocketOption`` and widen
+``CHECKED_MAJOR``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 import zmq
 from zmq.constants import SocketOption
+
+CHECKED_MAJOR = (27,)  # pyzmq major versions whose Cython backend uses SocketOption only as a call
 
 
 class _OptionTable(dict[int, SocketOption]):
@@ -38,6 +43,8 @@ def _backend() -> Any:
 def install() -> bool:
     """Replace the backend's ``SocketOption`` lookup with the table's (once per process; inherited by forked
     children). False when this pyzmq is not the one expected (left as it is)."""
+    if zmq.pyzmq_version_info()[0] not in CHECKED_MAJOR:
+        return False
     backend = _backend()
     if backend is None or zmq.backend.Socket is not getattr(backend, "Socket", None):
         return False
