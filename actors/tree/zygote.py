@@ -37,6 +37,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from actors.tree import pool_fill
 from actors.tree.fork_imports import watch as watch_imports
 
 ENV_FD = "GEODE_ZYGOTE_FD"
@@ -265,6 +266,7 @@ class Server:
             rehearse_request(names)  # a worker's first request's lazy state, answered in memory
         gc.collect()
         gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
+        pool_fill.fill()  # and their allocations go to fresh pages, not into this phase's holes and tails
 
     def _import_sdks(self, env: Mapping[str, str]) -> None:
         """The SDKs a child with ``env`` needs (``WARM_ENV`` is in the spawn's env: the zygote may have been
@@ -302,6 +304,7 @@ class Server:
                 self._import_sdks(env)
                 carries = True
             _prepare_config(env)
+            pool_fill.fill(tails=False)  # the child's first allocations in fresh pages, not in shared holes
             pid = os.fork()
             if pid == 0:
                 ours = [self.sock.fileno(), self.wake_r, self.wake_w]

@@ -103,6 +103,7 @@ def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> For
         import_core()
         if not single_threaded():  # an import started a thread: no fork
             return None
+    from actors.tree import pool_fill
     from actors.tree.child_guard import SUPERVISOR_PID_ENV
     from actors.tree.zygote import ENV_FD
 
@@ -112,6 +113,7 @@ def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> For
             stream.flush()
     gc.collect()
     gc.freeze()  # the daemon's imports: neither its collector nor the zygote's writes to their pages
+    pool_fill.fill()  # neither side's next allocations land in holes of the pages they share
     pid = os.fork()
     if pid != 0:
         os.close(log_fd)
