@@ -116,6 +116,9 @@ class ControlCore(SessionRequests, ChatRequests, EventRouting):
         self.operator = OperatorDesk(transport, lanes=lanes)
         self.owners = SessionOwners(self.operator)
         self.replay = SessionReplay(transport, lanes)
+        self.replays: set[Later] = (
+            set()
+        )  # continued attaches waiting for lanes (the shell's tick: replaying())
         self.slots = SlotTable()
         self.held = HeldSessions(self._route)  # a session's live events while a submit for it is in flight
         self.bad_frames = 0
@@ -129,12 +132,14 @@ class ControlCore(SessionRequests, ChatRequests, EventRouting):
                 c.HANDSHAKE: lambda b, r: self._handshake(conn_of(r), b),
                 c.CLI_CANCEL: self._cancel,
                 c.APPROVAL_RESPONSE: self._approval_response,
-                c.ATTACH: lambda b, r: self._attach(conn_of(r), b.session_id, b.after_seq),
                 c.RESUME: lambda b, r: self._resume(conn_of(r), b),
                 c.MODEL: lambda b, r: self._set_model(conn_of(r), b),
                 **self.operator.routes(),
             },
-            deferred={c.PROMPT: lambda b, r: self._prompt_later(conn_of(r), b)},
+            deferred={
+                c.PROMPT: lambda b, r: self._prompt_later(conn_of(r), b),
+                c.ATTACH: lambda b, r: self._attach_later(conn_of(r), b),
+            },
         )
 
     # --- frames in ---------------------------------------------------------------------------------------
@@ -155,6 +160,8 @@ class ControlCore(SessionRequests, ChatRequests, EventRouting):
         try:
             if self.slots.is_expired(conn_id, readmit=env.kind == "request" and env.type == c.HANDSHAKE):
                 raise NotReady("no handshake in time: this connection was dropped; handshake or reconnect")
+            if env.kind == "cast" and env.type == c.PING and conn_id not in self.slots.conns:
+                return  # a heartbeat of a routing id we do not know (sent after its exit): opens no slot
             conn = self._conn(conn_id)
             if conn.state is ConnState.READY:  # pre-handshake traffic never extends a connection's slot
                 conn.last_seen = self.clock()
@@ -177,8 +184,11 @@ class ControlCore(SessionRequests, ChatRequests, EventRouting):
         if env.type in IMMEDIATE:
             (job if env.type in (c.APPROVAL_RESPONSE, c.PING) else lambda: self.runner(job))()
             return
-        # a prompt that is only sent (its reply continued: _prompt_later) runs here, no pool thread woken
-        here = env.type == c.PROMPT and self.calls is not None and not spans.enabled()
+        # a prompt or attach that is only sent (its reply continued: _prompt_later, _attach_later) runs here,
+        # no pool thread woken
+        here = self.calls is not None and (
+            env.type == c.ATTACH or (env.type == c.PROMPT and not spans.enabled())
+        )
         try:
             conn.enqueue(job, self.runner, limit=self.queue_max, here=here)
         except Overloaded as exc:
@@ -217,6 +227,10 @@ class ControlCore(SessionRequests, ChatRequests, EventRouting):
             self.disconnect(conn.conn_id, reason="exit")
         if resume:
             conn.resume(self.runner)
+
+    def replaying(self) -> bool:
+        """Whether a continued attach waits for lanes' replay (its 1 s deadline wants a finer sweep)."""
+        return bool(self.replays)
 
     def _ping(self, b: c.Empty, r: Request) -> lanes_msg.Ok:
         return lanes_msg.Ok(ok=conn_of(r).state is ConnState.READY)  # False: this daemon does not know us

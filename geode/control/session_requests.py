@@ -1,6 +1,7 @@
 """The control core's session requests: ``cli.handshake`` composes the connection's session,
 ``cli.prompt`` submits a turn to lanes, ``cli.attach`` replays a session's events, ``cli.resume`` picks up a
-stored session."""
+stored session. A prompt's submit and an attach's replay are continued by callback when the shell gives
+``calls``: no runner thread waits for lanes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from geode.control.connection import Connection, ConnState, Runner
 from geode.control.held_sessions import HeldSessions
 from geode.control.operator import OperatorDesk
 from geode.control.owners import SessionOwners
-from geode.control.replay import SessionReplay
+from geode.control.replay import LANES_REPLAY_S, SessionReplay
 from geode.control.tracing import prompt_span
 from geode.home import GeodeHome
 from geode.lanes.continued_store import Calls
@@ -50,6 +51,7 @@ class SessionRequests:
     held: HeldSessions
     calls: Calls | None  # requests continued by callback (the shell's ContinuedCalls); None: blocking only
     runner: Runner
+    replays: set[Later]  # continued attaches waiting for lanes' replay
 
     if TYPE_CHECKING:  # defined by ControlCore
 
@@ -205,15 +207,67 @@ class SessionRequests:
             return exc
 
     def _attach(self, conn: Connection, session_id: str, after_seq: int) -> c.Attached:
-        if conn.spec is not None and conn.spec.creator and session_id != conn.spec.session_id:
-            raise NotFound(SessionOwners.refusal(session_id))
-        conn.attach(session_id, after_seq, replaying=True)
+        self._attach_start(conn, session_id, after_seq)
         try:
             rep = self.replay.from_lanes(session_id, after_seq)
         except GeodeError as exc:
-            with conn.lock:
-                self._deliver(conn, conn.finish_replay(session_id, []))
-            return self.replay.from_store(session_id, exc)
+            return self._attach_from_store(conn, session_id, exc)
+        return self._attach_end(conn, session_id, rep)
+
+    def _attach_later(self, conn: Connection, a: c.Attach) -> c.Attached | Later:
+        """``_attach`` with lanes' replay continued by callback (``calls``): sent on this thread, its reply
+        taken on the bus thread, no ``runner`` thread parked on it, so a burst of slow attaches (a slow or
+        restarting lanes) cannot take control's pool from prompts (issue 34). lanes not answering in time:
+        the store's outcomes are read on a ``runner`` thread, as ``_attach`` reads them (the rare path)."""
+        if self.calls is None:
+            return self._attach(conn, a.session_id, a.after_seq)
+        sid = a.session_id
+        self._attach_start(conn, sid, a.after_seq)
+        later = Later()
+        self.replays.add(later)  # the control tick sweeps continued calls often while one is in flight
+
+        def replied(out: Any) -> None:
+            try:
+                if isinstance(out, GeodeError):  # lanes did not answer in time, or refused
+                    self.runner(lambda: self._attach_done(later, self._attach_from_store, conn, sid, out))
+                    return
+                rep = lanes_msg.Replayed.model_validate(out)
+            except BaseException as exc:
+                self._attach_done(later, self._attach_failed, conn, sid, exc)
+                return
+            self._attach_done(later, self._attach_end, conn, sid, rep)
+
+        body = lanes_msg.Replay(session_id=sid, after_seq=a.after_seq)
+        try:
+            self.calls.call(self.lanes, lanes_msg.REPLAY, body, replied, timeout_s=LANES_REPLAY_S)
+        except GeodeError as exc:  # the bus is not running
+            replied(exc)
+        return later
+
+    def _attach_done(self, later: Later, step: Callable[..., c.Attached], *args: Any) -> None:
+        self.replays.discard(later)
+        try:
+            later.resolve(step(*args))
+        except BaseException as exc:
+            later.fail(exc)
+
+    def _attach_start(self, conn: Connection, session_id: str, after_seq: int) -> None:
+        if conn.spec is not None and conn.spec.creator and session_id != conn.spec.session_id:
+            raise NotFound(SessionOwners.refusal(session_id))
+        conn.attach(session_id, after_seq, replaying=True)
+
+    def _attach_from_store(self, conn: Connection, session_id: str, exc: GeodeError) -> c.Attached:
+        with conn.lock:
+            self._deliver(conn, conn.finish_replay(session_id, []))
+        return self.replay.from_store(session_id, exc)
+
+    def _attach_failed(self, conn: Connection, session_id: str, exc: BaseException) -> c.Attached:
+        """A replay reply that does not validate: the live events held meanwhile go out, the attach fails."""
+        with conn.lock:
+            self._deliver(conn, conn.finish_replay(session_id, []))
+        raise exc
+
+    def _attach_end(self, conn: Connection, session_id: str, rep: lanes_msg.Replayed) -> c.Attached:
         with conn.lock:  # taken and sent under one lock: a live event never overtakes the replay
             self._deliver(conn, conn.finish_replay(session_id, rep.events))
         return c.Attached(

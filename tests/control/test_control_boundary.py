@@ -41,10 +41,23 @@ class Clock:
 
 
 def _silent(tree: Tree, conn_id: str) -> Client:
-    """A connection that never handshakes, only pings (a cast: no reply)."""
+    """A connection that never handshakes, only pings: a request first (answered ``ok: false``: it opens a
+    slot, as any request does), then casts (a heartbeat of an unknown routing id opens none)."""
     cl = tree.clients[conn_id] = Client(tree.core, conn_id)
+    assert cl.request(c.PING).body == {"ok": False}
     tree.core.on_envelope(conn_id, Envelope(kind="cast", type=c.PING, body={}))
     return cl
+
+
+def test_a_heartbeat_from_an_unknown_routing_id_opens_no_slot(tree: Tree) -> None:
+    """A cast ping control has no connection for (a client's heartbeat sent after its ``cli.exit``, or across
+    a control restart) is dropped: no slot, nothing to expire 5 s later ('dropped N control connections')."""
+    for i in range(50):
+        tree.core.on_envelope(f"gone-{i}", Envelope(kind="cast", type=c.PING, body={}))
+    assert tree.core.connections() == []
+    assert tree.core.tick() == [] and tree.core.dropped_unready == 0
+    cli = tree.client("gone-0")  # its handshake still gets in
+    assert cli.request(c.PING).body == {"ok": True}
 
 
 def _approval(cl: Client) -> str:
