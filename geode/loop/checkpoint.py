@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel
@@ -67,12 +68,26 @@ KEPT_MESSAGES = 10_000  # and at most this many messages in all (the most recent
 class Kept:
     """What the store holds of a session after this process's last save of it: its messages, and when that
     save had no pending batch the whole state record as the store wrote it (``fields``: its fields; the
-    model is made by :meth:`record` only when a turn opens from it, not at every save)."""
+    model is made by :meth:`record` only when a turn opens from it, not at every save).
+
+    ``source``: the messages, or (``count`` set) a list only ever appended to whose first ``count`` they are
+    (the saving :class:`Checkpointer`'s copy of what it sent, grown by each save's new messages): a save
+    costs its new messages, not a tuple of the whole history (two or three saves a round; the tuple is made
+    when a turn opens from it)."""
 
     created_at: float
     seq: int
-    messages: tuple[Message, ...]
+    source: Sequence[Message]
     fields: dict[str, Any] | None = None
+    count: int | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.source) if self.count is None else self.count
+
+    @cached_property
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(self.source if self.count is None else self.source[: self.count])
 
     def record(self) -> CheckpointState | None:
         return None if self.fields is None else CheckpointState.model_construct(**self.fields)
@@ -87,12 +102,12 @@ def _keep(session_id: str, kept: Kept | None) -> None:
     with _kept_lock:
         old = _kept.pop(session_id, None)
         if old is not None:
-            _kept_messages[0] -= len(old.messages)
+            _kept_messages[0] -= old.size
         if kept is not None:
             _kept[session_id] = kept
-            _kept_messages[0] += len(kept.messages)
+            _kept_messages[0] += kept.size
         while len(_kept) > 1 and (len(_kept) > KEPT_SESSIONS or _kept_messages[0] > KEPT_MESSAGES):
-            _kept_messages[0] -= len(_kept.popitem(last=False)[1].messages)
+            _kept_messages[0] -= _kept.popitem(last=False)[1].size
 
 
 def _kept_history(session_id: str) -> Kept | None:
@@ -129,6 +144,7 @@ class Checkpointer:
         self._unfenced = False  # restored from the kept copy: the next save is the fence
         self._receipts_open: bool | None = None  # the last save's answer (None: no save, failed, not told)
         self._sent_after: tuple[str, ...] = ()  # the tools its pending batch sends after it
+        self._saved: list[Message] = []  # the messages the store holds after this process's saves (Kept)
 
     def restore_kept(self, turn_id: str) -> Restored | None:
         """The session as this process last saved it, without a store read, when that is allowed and known
@@ -145,13 +161,13 @@ class Checkpointer:
     def restore(self) -> Restored | None:
         """Load the session's checkpoint and remember where the store stands; :meth:`history` gives its
         messages. Reads only the state record when the store holds the checkpoint this process last saved."""
-        self._prefix, self._unfenced, self._meta = (), False, None
+        self._prefix, self._unfenced, self._meta, self._saved = (), False, None, []
         self.seq, self.stored_count, self.status, self.created_at = 0, 0, SessionStatus.ACTIVE, None
         restored = None
         kept = _kept_history(self.session_id)
         if kept is not None:
-            restored = self.records.load_checkpoint(self.session_id, from_index=len(kept.messages))
-            if restored is not None and (kept.created_at, kept.seq, len(kept.messages)) == (
+            restored = self.records.load_checkpoint(self.session_id, from_index=kept.size)
+            if restored is not None and (kept.created_at, kept.seq, kept.size) == (
                 restored.state.created_at,
                 restored.state.seq,
                 restored.state.message_count,
@@ -166,7 +182,7 @@ class Checkpointer:
         return restored
 
     def _restored(self, record: CheckpointState, prefix: tuple[Message, ...]) -> None:
-        self._prefix = prefix
+        self._prefix, self._saved = prefix, []
         self.seq = record.seq
         self.stored_count = record.message_count
         self.status = record.status
@@ -223,7 +239,7 @@ class Checkpointer:
         self._sent_after = tuple(op.name for op in pending.operations) if pending is not None else ()
         self.status = status
         if self.created_at is not None:  # what the store now holds, for this session's next restore
-            self._kept_after(save, tuple(state.history[: self.stored_count]), getattr(done, "noop", False))
+            self._kept_after(save, state.history, new, getattr(done, "noop", False))
         return self.seq
 
     def receipts_clear(self, plan: BoundToolPlan | None) -> bool:
@@ -244,10 +260,18 @@ class Checkpointer:
                 return False
         return True
 
-    def _kept_after(self, save: CheckpointSave, messages: tuple[Message, ...], noop: bool) -> None:
+    def _kept_after(
+        self, save: CheckpointSave, history: Sequence[Message], new: Sequence[Message], noop: bool
+    ) -> None:
         """Remember the store's copy after ``save``: the messages, and the state record as the store built it
-        (its meta merged into the stored one) when the save had no pending batch and was not a repeat."""
+        (its meta merged into the stored one) when the save had no pending batch and was not a repeat. The
+        messages: this checkpointer's copy grown by the save's ``new`` ones when it held the ones before
+        them (the history's head does not change under a turn: the store has them), else copied anew."""
         assert self.created_at is not None
+        if len(self._saved) == self.stored_count - len(new):
+            self._saved += new
+        else:  # the first save of this checkpointer (or one after a save it did not keep)
+            self._saved = list(history[: self.stored_count])
         fields = None
         if self._meta is not None and not noop:
             self._meta = {**self._meta, **save.meta}
@@ -267,7 +291,7 @@ class Checkpointer:
                 }
         else:
             self._meta = None  # a repeat: the stored meta is not known exactly
-        _keep(self.session_id, Kept(self.created_at, self.seq, messages, fields))
+        _keep(self.session_id, Kept(self.created_at, self.seq, self._saved, fields, self.stored_count))
 
 
 def _json(model: BaseModel) -> dict[str, Any]:

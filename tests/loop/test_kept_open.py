@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from geode.conversation import Message
-from geode.loop import LoopSettings
+from geode.loop import LoopSettings, checkpoint
 from geode.loop.checkpoint import _kept_history
 from geode.loop.ports import HookOutcome, NoHooks
 from geode.protocol import store as m
 from geode.records.models import CheckpointSave
-from tests.loop.conftest import Rig, store_calls
+from tests.loop.conftest import Rig, store_calls, tool
 
 SEQ = LoopSettings(model="test-model", tool_parallelism=1)
 
@@ -134,3 +134,33 @@ def test_a_save_builds_no_state_record_only_the_turn_that_opens_from_it(
     assert loop.run_turn("kept-s5", "turn-3", "third").text == "three"
     assert loop.run_turn("kept-s5", "turn-4", "fourth").text == "four"
     assert len(made) == 2  # one a turn (its open); before: one a save (open, final): 4
+
+
+def test_the_kept_copy_grows_with_each_save_not_copied_whole(
+    fake_rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each save of a turn keeps the store's messages by growing one copy with its new messages (a save
+    used to copy the whole history into a tuple: two or three a tool round); the copy is what the store
+    holds."""
+    rig = fake_rig
+    replies = [{"tool_calls": [tool("write", f"w{i}", text=f"T{i}")]} for i in range(3)]
+    loop = rig.loop(rig.script("one", *replies, "done"), settings=SEQ)
+    loop.run_turn("kept-s5", "turn-1", "first")  # learns the session's creation time
+    sources: list[Any] = []
+    keep = checkpoint._keep
+
+    def watch(session_id: str, kept: Any) -> None:
+        keep(session_id, kept)
+        if kept is not None:
+            sources.append((kept.source, kept.size))
+
+    monkeypatch.setattr(checkpoint, "_keep", watch)
+    loop.run_turn("kept-s5", "turn-2", "write three")
+    assert len(sources) >= 4  # the open save, each round's pending save, the final save
+    assert all(src is sources[0][0] for src, _ in sources)  # one list, grown in place
+    assert [n for _, n in sources] == sorted(n for _, n in sources)
+    kept, stored = _kept_history("kept-s5"), rig.records.load_checkpoint("kept-s5")
+    assert kept is not None and stored is not None and kept.size == len(stored.messages)
+    assert [x.model_dump(mode="json") for x in kept.messages] == [
+        Message.model_validate(x).model_dump(mode="json") for x in stored.messages
+    ]
