@@ -144,9 +144,10 @@ def _with_note(kept: list[Message], n: int) -> list[Message]:
 
 
 def model_view(history: list[Message], *, budget_tokens: int, keep_recent: int = 10) -> list[Message]:
-    """The messages to send: the whole history if it fits, else a bounded compaction of it."""
+    """The messages to send: the whole history if it fits (the list itself, not a copy: the request takes
+    its own tuple of it), else a bounded compaction of it."""
     if estimate_tokens(history) <= budget_tokens:
-        return list(history)
+        return history
     recent_from = max(0, len(history) - keep_recent)
     view = [m if i >= recent_from else _elide(m) for i, m in enumerate(history)]
     if estimate_tokens(view) <= budget_tokens:

@@ -78,7 +78,7 @@ def effective_history(history: list[Message]) -> list[Message]:
     messages are sliced around the folded records' indices, not filtered one by one."""
     where = _RECORD_AT(history)[1]  # folded: a round pays only for its new messages
     if not where:
-        return list(history)
+        return history  # itself, not a copy (its callers only read it): no pass over a long history
     latest = history[where[-1]]
     rest: list[Message] = []
     at = _covers(latest)

@@ -84,6 +84,15 @@ def test_the_folds_agree_with_a_fold_from_the_start_whatever_the_list() -> None:
     assert effective_history(h[:7]) == h[:7]
 
 
+def test_a_round_s_view_of_a_history_that_fits_is_not_a_copy_of_it() -> None:
+    """No record, within the budget: the model's view is the history itself (the request takes its own tuple);
+    each of effective_history and model_view copied the whole list every round before."""
+    h = [*_round(1), *_round(2, skill="csv")]
+    assert effective_history(h) is h
+    assert compaction.model_view(h, budget_tokens=10**6) is h
+    assert compaction.model_view(h, budget_tokens=10**6, keep_recent=2) == h
+
+
 def _loads(rig: Rig) -> list[tuple[int, int]]:
     """(from_index, messages read) of every restore from the store."""
     seen: list[tuple[int, int]] = []
