@@ -116,9 +116,8 @@ class ControlCore(SessionRequests, ChatRequests, EventRouting):
         self.operator = OperatorDesk(transport, lanes=lanes)
         self.owners = SessionOwners(self.operator)
         self.replay = SessionReplay(transport, lanes)
-        self.replays: set[Later] = (
-            set()
-        )  # continued attaches waiting for lanes (the shell's tick: replaying())
+        # continued attaches waiting for lanes (the shell's tick: replaying())
+        self.replays: set[Later] = set()
         self.slots = SlotTable()
         self.held = HeldSessions(self._route)  # a session's live events while a submit for it is in flight
         self.bad_frames = 0
