@@ -16,6 +16,8 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
+from phase_hook.executor_hook import hop_report
+
 Span = tuple[str, float, float]  # key, t0, t1
 Op = tuple[float, float, float, float]  # a store write: queued, commit start, commit end, answered
 
@@ -127,6 +129,7 @@ def report(d: Path, levels: list[tuple[int, list[tuple[str, float, float]]]], la
         if not turns:
             continue
         lo, hi = min(t[1] for t in turns), max(t[2] for t in turns)
+        hop_report(ev, lo, hi, _pct)
         ops = [o for o in all_ops if lo <= o[1] < hi and o[0] > 0]
         if ops:
             parts: list[str] = []

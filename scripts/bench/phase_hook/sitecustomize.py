@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import executor_hook  # (this directory is on the tree's PYTHONPATH)
+
 OUT = os.environ.get("GEODE_PHASES")
 _fds: dict[int, int] = {}
 _submitted: dict[int, float] = {}  # id(a queued write's Later) -> when it was queued
@@ -81,6 +83,8 @@ def _patch(mod: Any) -> None:
         sv._put_turn = _wrap("storeput", sv._put_turn, lambda self, b, r: f"{b.turn_id}/{b.state.value}")
     elif n == "geode.records.writer":
         _patch_writer(mod.GroupWriter)
+    elif n in executor_hook.TARGETS:  # the executor hop, per tool call
+        executor_hook.patch(mod, _write)
 
 
 def _patch_writer(gw: Any) -> None:
@@ -114,6 +118,7 @@ def _patch_writer(gw: Any) -> None:
 TARGETS = frozenset(
     {"geode.loop.agent", "geode.loop.batch", "geode.loop.checkpoint", "actors.loop_worker"}
     | {"geode.lanes.service", "geode.lanes.continued_store", "geode.records.writer", "geode.records.service"}
+    | executor_hook.TARGETS
 )
 
 
