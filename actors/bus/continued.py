@@ -41,6 +41,7 @@ class ContinuedReply(PendingReply):
     """A pending request whose ``set`` (by the bus: reply in, or failed) runs its continuation."""
 
     __slots__ = ("mid", "then")
+    inline = True  # the bus thread reading its reply runs it at once (Inbound._resolve), not before it sleeps
 
     def __init__(self, target: str, type_: str, mid: str, then: Then, forget: Callable[[], Any]) -> None:
         super().__init__(target, type_, _forget=forget)

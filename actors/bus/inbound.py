@@ -100,6 +100,23 @@ class Inbound(PollLoop):
             job = partial(self._handle, served.service, env, body, served.sock, prefix)
             self._handoffs.append(partial(served.pool.submit, job))
 
+    def _resolve(self, env: Envelope) -> None:
+        """A reply read by the bus thread: its waiter is woken right before the bus thread sleeps
+        (``_hand_off``); a continued request's continuation (short, never blocking: actors/bus/continued.py)
+        runs at once, so that reply does not wait for the rest of the pass (other sockets' frames, ops)."""
+        p = self._pending.pop(env.corr, None) if env.corr else None
+        if p is None:
+            return
+        p.reply = env
+        tally(HANDOFF_REPLY)  # (a continuation hands its outcome on too: to the lanes actor, a connection)
+        if not p.inline:
+            self._handoffs.append(p.set)
+            return
+        try:
+            p.set()
+        except Exception:  # (as _hand_off's: a failed continuation must not end this socket's read)
+            log.exception("bus %s: a continuation failed", self.sender)
+
     def _on_hello(self, served: Served, rid: bytes, hello: typed_frames.Received) -> None:
         if not isinstance(hello, runtime.Hello):  # its body was refused
             return

@@ -47,6 +47,7 @@ class PendingReply:
     were two Python frames of every round trip)."""
 
     __slots__ = ("_done", "_forget", "error", "reader", "reply", "target", "type")
+    inline = False  # its set() runs a short continuation (ContinuedReply): the bus thread runs it at once
 
     def __init__(
         self, target: str = "", type: str = "", *, _forget: Callable[[], None] | None = None

@@ -34,10 +34,9 @@ from actors.bus.reply_reader import ReplyReader
 from actors.bus.shared_socket import EVENTS, POLLIN, SharedSocket
 from actors.bus.tcp_refusals import HandshakeWatch
 from actors.bus.zap import ZapHandler
-from geode.protocol.envelope import Envelope
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
-from geode.work_tally import HANDOFF_POST, HANDOFF_REPLY, HANDOFF_WAKE
+from geode.work_tally import HANDOFF_POST, HANDOFF_WAKE
 from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import handoff as tally
 
@@ -350,13 +349,6 @@ class PollLoop:
         p.set()
         if p.reader is not None:  # a waiter reading the socket itself polls it, not the request's lock
             p.reader.kick()
-
-    def _resolve(self, env: Envelope) -> None:
-        p = self._pending.pop(env.corr, None) if env.corr else None
-        if p is not None:
-            p.reply = env
-            tally(HANDOFF_REPLY)
-            self._handoffs.append(p.set)
 
     def _send_pub(self, topic: bytes, frame: bytes) -> None:
         if self._pub is None:

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from actors.bus import Bus
-from actors.bus.continued import ContinuedCalls
+from actors.bus.continued import ContinuedCalls, ContinuedReply
+from actors.bus.parts import PendingReply
 from geode.home import GeodeHome
+from geode.protocol.envelope import Envelope
 from geode.protocol.errors import Conflict, GeodeError, RequestTimeout, Unavailable
 from geode.protocol.later import Later
 from geode.protocol.transport import Request
@@ -133,3 +135,32 @@ def test_requests_in_flight_when_the_bus_stops_are_failed_and_a_stopped_bus_refu
     with pytest.raises(Unavailable):
         calls.call("cont", ECHO, {"text": "after"}, outs, timeout_s=1)
     assert len(outs.got) == 1
+
+
+def test_the_bus_thread_runs_a_continuation_as_it_reads_the_reply_and_wakes_a_waiter_at_its_pass_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """STOREREPLY s10: a continued request's reply is handed on as the bus thread reads it, not at the end of
+    its pass with the waiting threads' wakes (it waited there for the rest of the pass: the other sockets'
+    frames, posted ops); a failing continuation is logged and the read goes on."""
+    bus = Bus("cli", 1, GeodeHome(tmp_path / "h").ensure(), single_process=True)  # not started: no thread
+    try:
+        outs = Outcomes()
+        cont = ContinuedReply("t", ECHO, "m1", outs, lambda: None)
+        waiter = PendingReply("t", ECHO)
+
+        def boom(out: Any) -> None:
+            raise RuntimeError("boom")
+
+        bus._pending.update(m1=cont, m2=waiter, m3=ContinuedReply("t", ECHO, "m3", boom, lambda: None))
+        reply = {"kind": "ok", "type": ECHO, "from": "srv", "body": {"text": "a"}}
+        bus._resolve(Envelope.model_validate({**reply, "corr": "m1"}))
+        assert outs.got == [({"text": "a"}, threading.current_thread().name)] and not bus._handoffs
+        bus._resolve(Envelope.model_validate({**reply, "corr": "m2"}))
+        assert not waiter.is_set() and bus._handoffs == [waiter.set]  # woken right before the bus sleeps
+        bus._resolve(Envelope.model_validate({**reply, "corr": "m3"}))
+        assert "a continuation failed" in caplog.text and not bus._pending
+        bus._hand_off()
+        assert waiter.is_set()
+    finally:
+        bus.stop(timeout_s=5.0)
