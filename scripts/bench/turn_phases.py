@@ -17,6 +17,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from phase_hook.executor_hook import hop_report
+from phase_hook.reply_hook import reply_report
 
 Span = tuple[str, float, float]  # key, t0, t1
 Op = tuple[float, float, float, float]  # a store write: queued, commit start, commit end, answered
@@ -59,6 +60,7 @@ def phases(
     at_store = {k: (a, b) for k, a, b in ev["storeput"]}
     by_queued = sorted(ops)
     replied = {k: a for k, a, _ in ev["putreply"]}
+    rsend, zsend, zrecv = ({k: a for k, a, _ in ev[n]} for n in ("rsend", "zsend", "zrecv"))
     run: dict[str, tuple[float, float, str]] = {}
     for k, a, b in ev["turn"]:
         tid, thread = k.split("@", 1)
@@ -92,6 +94,10 @@ def phases(
                     r["  put: group commit"].append(wr[2] - wr[1])
                     r["  put: committed → batch answered"].append(wr[3] - wr[2])
                     r["  put: answered → reply at lanes"].append(replied[put] - wr[3])
+                if put in rsend and put in zsend and put in zrecv:
+                    r["    reply: to the bus → zmq send"].append(zsend[put] - rsend[put])
+                    r["    reply: zmq send → lanes recv"].append(zrecv[put] - zsend[put])
+                    r["    reply: lanes recv → callback"].append(replied[put] - zrecv[put])
                 r["  put: reply → lanes actor"].append(sta[tid][0] - replied[put])
         r["stored → worker accept"].append(acc[tid][0] - sta[tid][0])
         r["accept → turn thread"].append(ta - acc[tid][0])
@@ -130,6 +136,7 @@ def report(d: Path, levels: list[tuple[int, list[tuple[str, float, float]]]], la
             continue
         lo, hi = min(t[1] for t in turns), max(t[2] for t in turns)
         hop_report(ev, lo, hi, _pct)
+        reply_report(ev, lo, hi, _pct)
         ops = [o for o in all_ops if lo <= o[1] < hi and o[0] > 0]
         if ops:
             parts: list[str] = []

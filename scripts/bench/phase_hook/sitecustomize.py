@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import executor_hook  # (this directory is on the tree's PYTHONPATH)
+import reply_hook
 
 OUT = os.environ.get("GEODE_PHASES")
 _fds: dict[int, int] = {}
@@ -85,6 +86,8 @@ def _patch(mod: Any) -> None:
         _patch_writer(mod.GroupWriter)
     elif n in executor_hook.TARGETS:  # the executor hop, per tool call
         executor_hook.patch(mod, _write)
+    elif n in reply_hook.TARGETS:  # a store reply's way to lanes
+        reply_hook.patch(mod, _write)
 
 
 def _patch_writer(gw: Any) -> None:
@@ -119,6 +122,7 @@ TARGETS = frozenset(
     {"geode.loop.agent", "geode.loop.batch", "geode.loop.checkpoint", "actors.loop_worker"}
     | {"geode.lanes.service", "geode.lanes.continued_store", "geode.records.writer", "geode.records.service"}
     | executor_hook.TARGETS
+    | reply_hook.TARGETS
 )
 
 
