@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import zmq
 
+from actors.cli.client import ControlClient
 from geode.home import GeodeHome
 from geode.protocol import codec
 from geode.protocol import control as c
@@ -103,3 +106,18 @@ class FakeControl:
                 self.send(ident, env.reply_ok(body))
         finally:
             self._sock.close(0)
+
+
+@contextmanager
+def connected_client(tmp_path: Path, answer: Any) -> Iterator[ControlClient]:
+    """A client connected (IPC, not a tty) to a fake control answering with ``answer``, a callable that is
+    given the fake as its ``fc`` attribute (to send casts and late replies itself)."""
+    home = GeodeHome(tmp_path / "gh").ensure()
+    with FakeControl(home, answer=answer) as fc:
+        answer.fc = fc
+        cl = ControlClient(home, client_version="test")
+        try:
+            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
+            yield cl
+        finally:
+            cl.close()

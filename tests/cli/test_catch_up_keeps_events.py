@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from actors.cli.client import ControlClient
-from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import RequestTimeout
-from tests.cli.fake_control import FakeControl, welcome
+from tests.cli.fake_control import FakeControl, connected_client, welcome
 
 OUTCOME = {"termination_reason": "natural", "text": "done during a slow catch-up"}
 PROMPTED = {"turn_id": "t-1", "session_id": "s-1", "position": 0}
@@ -53,16 +52,9 @@ class _SlowAttach:
 @contextmanager
 def _connected(tmp_path: Path) -> Iterator[tuple[ControlClient, _SlowAttach]]:
     """A client connected to a fake control whose first ``cli.attach`` is never answered."""
-    home = GeodeHome(tmp_path / "gh").ensure()
     slow = _SlowAttach()
-    with FakeControl(home, answer=slow) as fc:
-        slow.fc = fc
-        cl = ControlClient(home, client_version="test")
-        try:
-            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
-            yield cl, slow
-        finally:
-            cl.close()
+    with connected_client(tmp_path, slow) as cl:
+        yield cl, slow
 
 
 def test_a_live_turn_done_during_a_timed_out_catch_up_is_not_lost(tmp_path: Path) -> None:

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from actors.cli.client import ControlClient
-from geode.home import GeodeHome
 from geode.protocol import control as c
 from geode.protocol.envelope import Envelope
 from geode.protocol.errors import RequestTimeout
-from tests.cli.fake_control import FakeControl, welcome
+from tests.cli.fake_control import FakeControl, connected_client, welcome
 
 OUTCOME = {"termination_reason": "natural", "text": "the answer a slow replay brought"}
 PROMPTED = {"turn_id": "t-1", "session_id": "s-1", "position": 0}
@@ -66,16 +65,9 @@ class _HeldAttach:
 
 @contextmanager
 def _connected(tmp_path: Path) -> Iterator[tuple[ControlClient, _HeldAttach]]:
-    home = GeodeHome(tmp_path / "gh").ensure()
     held = _HeldAttach()
-    with FakeControl(home, answer=held) as fc:
-        held.fc = fc
-        cl = ControlClient(home, client_version="test")
-        try:
-            cl.connect(timeout_s=5.0, is_tty=False, mode="IPC")
-            yield cl, held
-        finally:
-            cl.close()
+    with connected_client(tmp_path, held) as cl:
+        yield cl, held
 
 
 def test_the_next_catch_up_takes_the_late_reply_and_sends_no_second_attach(tmp_path: Path) -> None:
