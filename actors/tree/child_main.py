@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from actors.tree import c_heap
+from actors.tree import c_heap, path_parts
 from actors.tree.child_guard import parent_check, report_ready
 from actors.tree.fork_imports import ImportsAfterFork
 
@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m actors.tree.child_main <name>", file=sys.stderr)
         return 2
     incarnation = int(os.environ.get("GEODE_INCARNATION", "1"))
+    path_parts.install()  # an exec'd child (a forked one has it from the daemon)
     # before any thread: one malloc arena, freed C heap back to the OS, and the supervisor-death check, on
     # one housekeeping thread (c_heap.py, child_guard.py)
     c_heap.configure(tick=parent_check())

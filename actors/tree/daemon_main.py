@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     if args not in ([], ["--single-process"]):
         print(USAGE, file=sys.stderr)
         return 2
+    from actors.tree import path_parts
+
+    path_parts.install()  # before any path is built: the zygote and every child inherit it
     from geode.home import GeodeHome
 
     home = GeodeHome.from_env()

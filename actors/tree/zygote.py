@@ -37,7 +37,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from actors.tree import pool_fill
+from actors.tree import path_parts, pool_fill
 from actors.tree.fork_imports import watch as watch_imports
 
 ENV_FD = "GEODE_ZYGOTE_FD"
@@ -334,6 +334,7 @@ class Server:
 
 
 def main() -> int:
+    path_parts.install()  # an exec'd zygote (a forked one has it from the daemon)
     fd = int(os.environ.pop(ENV_FD, "-1"))
     if fd < 0:
         print("usage: started by the supervisor with GEODE_ZYGOTE_FD", file=sys.stderr)
