@@ -4,6 +4,8 @@
 sets tracemalloc's traceback depth (default 8; 0: no tracemalloc, only the cheap native and object counts).
 The first dump is the baseline; each later one logs the growth since it: glibc malloc (in use / free /
 mmapped), threads, live objects by type, and, with tracemalloc, the top allocation sites. Diagnostics only.
+Its first line says whether the child's paths keep their parts for good (3.12's pathlib interning,
+``path_parts.py``): "path parts mortal" in a served child's log is the patch in place where it runs.
 """
 
 from __future__ import annotations
@@ -142,5 +144,12 @@ def arm(name: str) -> HeapTrace | None:
     trace = HeapTrace(name, tracing=frames > 0)
     signal.signal(signal.SIGUSR2, lambda *_: trace.dump())
     atexit.register(trace.dump)
-    log.warning("heap tracing on (%s, %d frames); SIGUSR2 dumps the growth since the first dump", ENV, frames)
+    from actors.tree.path_parts import immortal_parts
+
+    log.warning(  # the path note: a served child's pathlib patch (path_parts.py), seen from the child itself
+        "heap tracing on (%s, %d frames; path parts %s); SIGUSR2 dumps the growth since the first dump",
+        ENV,
+        frames,
+        "immortal" if immortal_parts() else "mortal",
+    )
     return trace

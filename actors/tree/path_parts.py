@@ -11,8 +11,11 @@ builds paths (the daemon, an exec'd zygote or child; a forked one inherits it).
 
 from __future__ import annotations
 
+import os
 import sys
 import types
+
+IMMORTAL_REFCOUNT = 1 << 30  # 3.12 reports an immortal object's reference count as 2**32 - 1
 
 
 class _SysWithoutIntern(types.ModuleType):
@@ -39,4 +42,13 @@ def install() -> bool:
     return True
 
 
-__all__ = ["install"]
+def immortal_parts() -> bool:
+    """Whether a path this process parses now keeps its parts for good (a live probe: a fresh name's
+    reference count; False on 3.11 and 3.13, and on 3.12 once :func:`install` ran)."""
+    import pathlib
+
+    name = pathlib.PurePosixPath(f"/geode-probe/{os.urandom(8).hex()}").name
+    return sys.getrefcount(name) >= IMMORTAL_REFCOUNT
+
+
+__all__ = ["immortal_parts", "install"]
