@@ -5,11 +5,37 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from geode.protocol.errors import RequestTimeout
 
 Outcome = Callable[[bool, Any], None]  # (ok, value or exception)
+
+
+class _Unheld:
+    """The :data:`answering` block when no transport installed one: nothing held."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+# A block in which this thread completes several Laters in a row (the store writer's answers to one group
+# commit): the transport may hold the replies their completions send and send them together as the block
+# ends (one lock, one ZeroMQ message per peer) instead of one by one; nothing is held past it. Called as
+# ``later.answering()`` (a module attribute: :func:`set_answering` replaces it; actors/bus/reply_outbox.py).
+answering: Callable[[], AbstractContextManager[object]] = _Unheld
+
+
+def set_answering(block: Callable[[], AbstractContextManager[object]]) -> None:
+    """Install the transport's :data:`answering` block (``actors.bus.reply_outbox`` does at import)."""
+    global answering
+    answering = block
 
 
 class Later:

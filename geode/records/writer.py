@@ -2,7 +2,9 @@
 
 Each operation runs in a nested transaction, so an operation that raises is rolled back alone and the rest of
 the batch still commits. A batch is acknowledged only after the top-level commit (sync on) returned: each
-operation's :class:`~geode.protocol.later.Later` completes on the writer thread (a deferred reply's callback).
+operation's :class:`~geode.protocol.later.Later` completes on the writer thread (a deferred reply's callback),
+all of a batch's inside one :data:`~geode.protocol.later.answering` block: over the bus, their replies leave
+together as the block ends (one socket lock, a batch frame per peer), not one send each.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
+from geode.protocol import later as deferred
 from geode.protocol.errors import GeodeError, Overloaded, RequestTimeout, Unavailable
 from geode.protocol.later import Later
 from geode.records.lmdb_env import RecordEnv, Txn
@@ -152,16 +155,17 @@ class GroupWriter:
             self.stats.batches += 1
             self.stats.ops += len(batch)
             self.stats.max_batch = max(self.stats.max_batch, len(batch))
-            for op, (ok, value) in zip(batch, results, strict=True):
-                if not ok:
-                    self.stats.failed_ops += 1
-                try:  # a consumer's callback (e.g. the bus encoding a reply) runs here, after the commit
-                    if ok:
-                        op.future.resolve(value)
-                    else:
-                        op.future.fail(value)
-                except Exception:
-                    log.exception("record store: a write's completion callback failed")
+            with deferred.answering():  # the batch's replies leave together as it ends (not one send each)
+                for op, (ok, value) in zip(batch, results, strict=True):
+                    if not ok:
+                        self.stats.failed_ops += 1
+                    try:  # a consumer's callback (e.g. the bus encoding a reply) runs here, after the commit
+                        if ok:
+                            op.future.resolve(value)
+                        else:
+                            op.future.fail(value)
+                    except Exception:
+                        log.exception("record store: a write's completion callback failed")
             for hook in self.after_commit:
                 try:
                     hook()
