@@ -19,6 +19,10 @@ text too (a word boundary and the digit look-behind see the same boundary; the p
 met at the searched text's end by its any-character run; a greedy class that also takes the separator only
 matches longer). No match: redaction changes nothing. Anything else takes the walk of
 :func:`geode.redaction.redact`.
+
+A map whose keys are all among the plain keys seen before (strs within ``MAX_KEY`` naming no secret, learnt
+from the maps the per-key loop took, at most ``MAX_PLAIN_KEYS``) has only its values looked at: one C-level
+set test instead of a type, length and secret-name test per key.
 """
 
 from __future__ import annotations
@@ -103,6 +107,27 @@ def _masked(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) 
     if depth >= max_depth or len(obj) > max_items:  # a container too deep is replaced, a long one cut
         return _NOT
     out: Any = None
+    if kind is dict and _PLAIN_KEYS.issuperset(obj):
+        # every key one of the strs of at most MAX_KEY characters naming no secret seen before (or a str
+        # subclass equal to one: the walk writes it as that str; any other key equal to a str is refused by
+        # the encoder): only the values to look at, with no per-key test (issue 34: a row's keys are a few
+        # names over and over)
+        for k, v in obj.items():
+            vkind = type(v)
+            if vkind is str:
+                if len(v) > max_str:
+                    return _NOT
+                continue
+            if vkind is int or vkind is bool or vkind is float or v is None:
+                continue
+            m = _masked(v, depth + 1, max_str, max_items, max_depth)
+            if m is not v:
+                if m is _NOT:
+                    return _NOT
+                if out is None:
+                    out = dict(obj)
+                out[k] = m
+        return obj if out is None else out
     if kind is list:
         for i, v in enumerate(obj):
             if type(v) is str:
@@ -143,7 +168,13 @@ def _masked(obj: Any, depth: int, max_str: int, max_items: int, max_depth: int) 
             if out is None:
                 out = dict(obj)
             out[k] = m
+    if len(_PLAIN_KEYS) < MAX_PLAIN_KEYS and len(obj) <= 64:  # (each key an exact str within MAX_KEY here)
+        _PLAIN_KEYS.update(k for k in obj if not _secret_key(k))
     return obj if out is None else out
 
 
+# keys known to be exact strs of at most MAX_KEY characters that name no secret (as ``_secret_key`` tells):
+# learnt from the maps the per-key loop took, up to MAX_PLAIN_KEYS (then maps with new keys keep the loop)
+MAX_PLAIN_KEYS = 2048
+_PLAIN_KEYS: set[str] = set()
 _JSON_TYPES = (str, int, bool, float, dict, list)

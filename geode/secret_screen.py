@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Shape(Protocol):
@@ -30,20 +30,21 @@ def run_gate(chars: str, length: int, end: str, *, ascii_only: bool) -> Callable
     """A gate: False when ``text`` holds no ``length`` characters of ``chars`` in a row followed by ``end``
     (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there).
 
-    ``chars`` and ``end`` are ASCII, so the text's UTF-8 bytes are translated by a byte table (``chars`` to 0,
-    ``end`` kept, any other byte, a multi-byte character's included, to 1): a C table look-up per byte
-    instead of a ``str.translate`` dict look-up per character."""
+    ``chars`` and ``end`` are ASCII; the gate is one regex search that finds each ``end`` by its literal
+    (sre's prefix scan) and only there looks back at the ``length`` characters before it: a text costs a C
+    scan plus one short look-behind per ``end`` it holds (at most ``length`` steps each, most fail at the
+    first), about half of the encode + byte-table translate + search it replaced (issue 34: the store's
+    screen of a timeline row)."""
     if not (chars + end).isascii() or end in chars:
         raise ValueError("a gate's characters and end are ASCII, its end not among its characters")
-    table = bytes(0 if chr(b) in chars else b if chr(b) == end else 1 for b in range(256))
-    probe = b"\x00" * length + end.encode()
+    cls = "".join(sorted({re.escape(c) for c in chars}))
+    tail = re.escape(end)
+    search = re.compile(f"{tail}(?<=[{cls}]{{{length}}}{tail})").search
 
     def gate(text: str) -> bool:
-        if text.isascii():
-            return probe in text.encode("ascii").translate(table)
-        if ascii_only:
+        if ascii_only and not text.isascii():
             return True
-        return probe in text.encode("utf-8", "surrogatepass").translate(table)
+        return search(text) is not None
 
     return gate
 
@@ -67,10 +68,16 @@ class Screen:
     def __init__(self, shapes: Sequence[Shape]) -> None:
         self.cased = _lean({n for s in shapes if not s.folds for n in s.needs})
         self.folded = _lean({n for s in shapes if s.folds for n in s.needs})
-        # each need behind its rarest character: a one-character look-up (memchr) rules most needs out
-        self._cased = tuple((_rarest(n), n) for n in self.cased)
+        # each need behind its rarest character: a one-character look-up (memchr) rules most needs out;
+        # cased needs that share their first character are one regex search instead (sre scans for that
+        # character in C and tries each need's rest only there: "xapp-" and "xox", "gh" and "github_pat_":
+        # one pass of the text, not two needs each behind a common letter)
+        singles, self._cased_groups = _first_char_groups(self.cased)
+        self._cased = tuple((_rarest(n), n) for n in singles)
         self._folded = tuple((_rarest(n), n) for n in self.folded)
         self.gated = tuple(s for s in shapes if s.gate is not None)
+        # (a gated shape's possible() is its length check and its gate: called here without possible())
+        self._gates = tuple((s.min_len, s.gate) for s in self.gated if s.gate is not None)
         self.min_len = min(s.min_len for s in shapes)  # no shape matches a shorter text
         if any(not s.needs and s.gate is None for s in shapes):
             raise ValueError("every shape names what it needs or has a gate")
@@ -81,6 +88,9 @@ class Screen:
         for rare, need in self._cased:
             if rare in text and need in text:
                 return True
+        for search in self._cased_groups:
+            if search(text) is not None:
+                return True
         if self._folded:
             if not text.isascii():
                 return True
@@ -88,8 +98,8 @@ class Screen:
             for rare, need in self._folded:
                 if rare in low and need in low:
                     return True
-        for shape in self.gated:
-            if len(text) >= shape.min_len and shape.possible(text):
+        for min_len, gate in self._gates:
+            if len(text) >= min_len and gate(text):
                 return True
         return False
 
@@ -100,9 +110,31 @@ def _lean(needs: set[str]) -> tuple[str, ...]:
     return tuple(sorted(n for n in needs if not any(m != n and m in n for m in needs)))
 
 
+def _first_char_groups(needs: Sequence[str]) -> tuple[list[str], tuple[Callable[[str], Any], ...]]:
+    """The needs left to a look-up behind their rarest character, and one regex search per group of needs
+    that share their first character (a match exactly when one of them is a substring of the text). Only
+    needs whose rarest character is a common one (lower case or a sign: found in most texts, so the need
+    itself is searched) are grouped; a need behind a rare capital stays a memchr that rules it out."""
+    by_first: dict[str, list[str]] = {}
+    singles = []
+    for need in needs:
+        if _BY_FREQUENCY.find(_rarest(need)) in range(_COMMON):
+            by_first.setdefault(need[0], []).append(need)
+        else:
+            singles.append(need)
+    singles += [group[0] for group in by_first.values() if len(group) == 1]
+    groups = tuple(
+        re.compile(re.escape(first) + "(?:" + "|".join(re.escape(n[1:]) for n in group) + ")").search
+        for first, group in sorted(by_first.items())
+        if len(group) > 1
+    )
+    return sorted(singles), groups
+
+
 # letters and signs from the most to the least frequent in text and code (a rough order: it only chooses
 # which character of a need is looked up first; any choice gives the same verdict)
 _BY_FREQUENCY = " etaoinshrdlcu_./-mwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ"
+_COMMON = _BY_FREQUENCY.index("E")  # the lower-case letters and signs before the capitals
 
 
 def _rarest(need: str) -> str:

@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from geode.protocol.errors import Conflict
+from geode.protocol.errors import BadRequest, Conflict
 from geode.protocol.later import Later
-from geode.records.lmdb_env import RecordEnv, Txn, key, pack, prefix, scan_prefix, u64, unpack
+from geode.records.lmdb_env import MAX_KEY, RecordEnv, Txn, key, pack, prefix, scan_prefix, u64, unpack
 from geode.records.models import TimelineEvent, TimelineRow
 from geode.records.writer import WRITE_TIMEOUT_S, GroupWriter
 from geode.redacted_json import redacted_json
@@ -75,7 +75,11 @@ class TimelineStore:
                 return seq
             raise Conflict(f"timeline event {ev.event_id} of {sid} already stored with different content")
         known = last.get(sid) if last is not None else None
-        seq = (self._last_seq(txn, sid, prefix(sid)) if known is None else known) + 1
+        pfx = prefix(sid)
+        seq = (self._last_seq(txn, sid, pfx) if known is None else known) + 1
+        row_key = pfx + seq.to_bytes(8, "big")  # key(sid, seq) without its call (its bound checked here)
+        if len(row_key) > MAX_KEY:
+            raise BadRequest(f"record key of {len(row_key)} bytes is empty or longer than {MAX_KEY}")
         row = {
             "schema": SCHEMA,
             "session_id": sid,
@@ -85,7 +89,7 @@ class TimelineStore:
             "payload_json": text,
             "payload_hash": h,
         }
-        txn.put(key(sid, seq), pack(row), db=db)
+        txn.put(row_key, pack(row), db=db)
         txn.put(id_key, seq.to_bytes(8, "big"), db=ids)
         if last is not None:
             last[sid] = seq
@@ -95,10 +99,10 @@ class TimelineStore:
         """The session's last seq (0 for none); ``pfx`` is ``prefix(sid)``."""
         cur = txn.cursor(db=self.renv.db("timeline"))
         positioned = cur.set_range(pfx[:-1] + b"\x01")  # just past every key(sid, ...)
-        moved = cur.prev() if positioned else cur.last()
-        if moved and cur.key().startswith(pfx) and len(cur.key()) == len(pfx) + 8:
-            return u64(cur.key())
-        return 0
+        if not (cur.prev() if positioned else cur.last()):
+            return 0
+        k = cur.key()
+        return u64(k) if len(k) == len(pfx) + 8 and k.startswith(pfx) else 0
 
     def read(self, session_id: str, *, after_seq: int = 0, limit: int = 10000) -> list[TimelineRow]:
         out: list[TimelineRow] = []

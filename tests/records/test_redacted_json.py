@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import geode.redacted_json as redacted_json_module
 import geode.redaction as redaction
 from geode.records.models import TimelineEvent
 from geode.redacted_json import redacted_json
@@ -214,3 +215,29 @@ def test_a_key_naming_a_secret_is_masked_without_the_walk(monkeypatch: pytest.Mo
     for payload in ({"token": (1,)}, {"a": {"b": {"token": {}}}}, {"token" + "k" * 300: 1}):
         assert redacted_json(payload, **bounds) == _walked(payload, **bounds), payload
     assert len(walks) == 3
+
+
+def test_maps_of_learnt_plain_keys_still_mask_and_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A map whose keys were all seen before (plain: no secret named) has only its values looked at: a
+    value over the bounds, a nested secret-named key, a new secret-named key still give what the walk
+    gives; the learnt keys stop at their bound."""
+    monkeypatch.setattr(redacted_json_module, "_PLAIN_KEYS", set())
+    bounds = {"max_str": 16, "max_items": 8, "max_depth": 3}
+    row = {"tool_name": "glob_files", "arguments": {"pattern": "a.txt"}, "n": 1}
+    assert redacted_json(row, **bounds) == _walked(row, **bounds)
+    assert {"tool_name", "arguments", "n", "pattern"} <= redacted_json_module._PLAIN_KEYS
+    for payload in (
+        {**row, "tool_name": "x" * 17},
+        {**row, "arguments": {"pattern": {"token": "abc"}}},
+        {**row, "api_key": "abc"},
+        {**row, "arguments": {"pattern": [1, (2,)]}},
+        {**row, "n": math.inf},
+    ):
+        assert redacted_json(payload, **bounds) == _walked(payload, **bounds), payload
+    assert (
+        "api_key" not in redacted_json_module._PLAIN_KEYS and "token" not in redacted_json_module._PLAIN_KEYS
+    )
+
+    monkeypatch.setattr(redacted_json_module, "MAX_PLAIN_KEYS", len(redacted_json_module._PLAIN_KEYS))
+    redacted_json({"new_key": 1}, **bounds)
+    assert "new_key" not in redacted_json_module._PLAIN_KEYS
