@@ -37,7 +37,9 @@ never tcp: a peer of another release): the requests found already waiting after 
 16 replies or 256 KiB, one message per peer, in order; a lone request's reply is never held
 (`actors/bus/inbound.py`, `SharedSocket.release`). So are the replies other threads queue for the bus thread
 (a busy handler pool's, or any while the bus thread is awake) or for a socket lock's holder, consecutive ones
-to one peer (`actors/bus/reply_outbox.py`, `SharedSocket.reply`). A receiver splits a batch and decodes
+to one peer (`actors/bus/reply_outbox.py`, `SharedSocket.reply`), and the replies a thread completes in a row
+inside `geode.protocol.later.answering` (the store's group writer answering one commit: `HeldReplies`, sent
+as the block ends, at most 16 held). A receiver splits a batch and decodes
 and validates each part as a frame of its own: a malformed part gets its own `bad_request`, a malformed
 batch (or a batch inside a batch) one (`geode.protocol.codec.split_batch`, `tests/actors/test_bus_batch.py`).
 
