@@ -37,7 +37,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from actors.tree import path_parts, pool_fill
+from actors.tree import immortal, path_parts, pool_fill
 from actors.tree.fork_imports import watch as watch_imports
 
 ENV_FD = "GEODE_ZYGOTE_FD"
@@ -265,6 +265,7 @@ class Server:
             build_and_drop(names)
             rehearse_request(names)  # a worker's first request's lazy state, answered in memory
         gc.collect()
+        immortal.immortalize()  # the phase's classes, functions and constants: no count written in a child
         gc.freeze()  # what is imported now stays shared with the children (no gc writes to its pages)
         pool_fill.fill()  # and their allocations go to fresh pages, not into this phase's holes and tails
 

@@ -103,7 +103,7 @@ def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> For
         import_core()
         if not single_threaded():  # an import started a thread: no fork
             return None
-    from actors.tree import pool_fill
+    from actors.tree import immortal, pool_fill
     from actors.tree.child_guard import SUPERVISOR_PID_ENV
     from actors.tree.zygote import ENV_FD
 
@@ -112,6 +112,7 @@ def fork_zygote(env: dict[str, str], log_path: Path, sock: socket.socket) -> For
         with contextlib.suppress(Exception):
             stream.flush()
     gc.collect()
+    immortal.immortalize()  # their code's counts: no call in the zygote or a child writes to their pages
     gc.freeze()  # the daemon's imports: neither its collector nor the zygote's writes to their pages
     pool_fill.fill()  # neither side's next allocations land in holes of the pages they share
     pid = os.fork()
