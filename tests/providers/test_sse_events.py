@@ -4,6 +4,7 @@ are cut into network chunks, and a streamed request builds no ``ServerSentEvent`
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -12,7 +13,7 @@ import httpx2
 from anthropic._streaming import ServerSentEvent, SSEDecoder
 
 from geode.conversation import Message
-from geode.providers.sse_events import sse_events
+from geode.providers.sse_events import json_value, sse_events
 from geode.providers.types import ModelRequest
 from geode.testing.scenario import Scenario
 from tests.providers.conftest import WEATHER, build
@@ -92,3 +93,13 @@ def test_a_streamed_request_builds_no_sdk_event_and_no_merged_request(server, fa
     assert adapter.complete(req).text == "done"
     assert merged == [1] and "cookie" in server.requests[-1].headers
     assert isinstance(adapter.client, anthropic.Anthropic)
+
+
+def test_an_events_values_are_not_kept_in_the_parsers_string_cache():
+    # pydantic-core's default also caches short values process-wide (16,384 slots): a loop worker filled it
+    # with ids it never saw again (~1.3 MiB, the soak's slow growth). Keys are cached, values are not.
+    text = '{"type": "message_start", "id": "msg_0123456789abcdef"}'
+    a, b = json_value(text), json_value(text)
+    assert a == b == json.loads(text)
+    assert a["id"] is not b["id"]  # a value: a new string each time (one from the cache on HEAD)
+    assert next(iter(a)) is next(iter(b))  # a key: the cached one
