@@ -11,6 +11,7 @@ from typing import Any
 
 from geode.conversation import Message
 from geode.home import GeodeHome
+from geode.loop.effect_ops import effect_operations
 
 _ERROR_TYPE = re.compile(r'"error_type":\s*"([^"]+)"')
 _INTERRUPTED = re.compile(r'"outcome":\s*"interrupted"')
@@ -29,8 +30,7 @@ def _error_type(text: str) -> str:
 
 
 def _of_turn(msg: Message, turn_id: str) -> bool:
-    ops = msg.metadata.get("effect_operations") or {}
-    steps = [str(op.get("step_id", "")) for op in ops.values() if isinstance(op, dict)]
+    steps = [str(op.get("step_id", "")) for op in effect_operations(msg.metadata).values()]
     return any(s.startswith(f"{turn_id}:step-") for s in steps)
 
 

@@ -21,6 +21,7 @@ from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.faults import fault
 from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
+from geode.loop.effect_ops import effect_rows
 from geode.loop.events import EventStream, tool_waits
 from geode.loop.one_call import await_one
 from geode.loop.ports import ToolRunner
@@ -71,13 +72,9 @@ def assistant_message(
     content.extend(calls)
     run, over = (calls[:over_cap], calls[over_cap:]) if over_cap else (calls, ())
     refused = not_unicode or {}
-    ops = {
-        c.id: {"operation_id": snapshot.operation_id(c.id), "step_id": snapshot.step_id}
-        for c in run
-        if c.id not in refused
-    }
+    ops = ((c.id, snapshot.operation_id(c.id), snapshot.step_id) for c in run if c.id not in refused)
     meta: dict[str, Any] = {
-        "effect_operations": ops,
+        "effect_operations": effect_rows(ops),  # rows, not a map keyed by tool_use id (effect_ops.py)
         "step": {
             "model": snapshot.model,
             "provider": snapshot.provider,

@@ -23,6 +23,7 @@ from geode.loop.batch import (
     run_calls,
 )
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
+from geode.loop.effect_ops import effect_operations
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
 from geode.loop.settings import LoopSettings
@@ -67,7 +68,7 @@ def repair(
     msg = incomplete_round(state.history)
     if msg is None:
         return 0
-    ops = dict(msg.metadata.get("effect_operations") or {})
+    ops = effect_operations(msg.metadata)
     if pending is not None:
         for op in pending.operations:
             ops.setdefault(op.tool_use_id, {"operation_id": op.operation_id, "step_id": pending.step_id})
