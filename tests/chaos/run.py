@@ -21,7 +21,7 @@ from tests.chaos.evidence import collect, uncertain_receipts
 from tests.chaos.rig import DEFAULT_SUPERVISOR, World, read_markers, world
 from tests.chaos.schedule import JobVerdict
 from tests.chaos.schedule import verdict as job_verdict
-from tests.chaos.soak import SoakSampler
+from tests.chaos.soak import HeapDumps, SoakSampler
 
 DEFAULT_CHILDREN = "store,lanes,executor,loop,control,messengers"
 
@@ -211,9 +211,10 @@ def soak_main(argv: list[str] | None = None) -> int:
         sampling = threading.Thread(target=sampler.run, daemon=True)
         sampling.start()
         threads = _start(rec, w, args, stop, max_turns=args.turns)
-        last = 0.0
+        last, dumps = 0.0, HeapDumps(st.pid, warmup=args.warmup, last=args.turns)
         while any(t.is_alive() for t in threads):
             time.sleep(1.0)
+            dumps.check(len(rec.ops))
             if time.monotonic() - last > 30:
                 last = time.monotonic()
                 print(f"  {len(rec.ops)} turns, {time.monotonic() - rec.t_start:.0f}s", flush=True)

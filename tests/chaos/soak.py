@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from actors.tree.heap_trace import ENV, wanted
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -147,3 +150,24 @@ class SoakSampler:
         for name in names:
             out.append(f"  {name:<14} {' '.join(f'{s[name][3]:>6}' for _, s in marks)}")
         return out
+
+
+class HeapDumps:
+    """With ``GEODE_TRACEMALLOC`` set (actors/tree/heap_trace.py), SIGUSR2 to the traced children once past
+    the warm-up (their baseline) and once shortly before the last turn (the growth since it, in each child's
+    log): ``check`` is called with the turns done so far."""
+
+    def __init__(self, root: int, *, warmup: int, last: int) -> None:
+        self.root = root
+        self.marks = [warmup, max(warmup + 1, last - max(50, last // 50))] if os.environ.get(ENV) else []
+
+    def check(self, turns: int) -> None:
+        if self.marks and turns >= self.marks[0]:
+            self.marks.pop(0)
+            names = []
+            for pid in tree_pids(self.root):
+                name = _name(pid)
+                if name not in (None, "zygote") and wanted(name):  # type: ignore[arg-type]
+                    os.kill(pid, signal.SIGUSR2)
+                    names.append(name)
+            print(f"  heap dump asked of {', '.join(names) or 'nobody'} at turn {turns}", flush=True)
