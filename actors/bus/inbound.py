@@ -17,10 +17,10 @@ from actors.bus.poll_loop import PollLoop
 from actors.bus.shared_socket import HOLD_MAX_PARTS
 from geode.protocol import codec, runtime, typed_frames
 from geode.protocol.codec import BATCH_HEADS
-from geode.protocol.envelope import Envelope, error_wire, now_ms
+from geode.protocol.envelope import Envelope, error_wire, now_ms, reply_wire
 from geode.protocol.errors import BadRequest, ErrorCode, GeodeError
 from geode.protocol.later import Later
-from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_wire
+from geode.protocol.transport import DEFERRED_CAP_S, Service, dispatch_untraced, dispatch_wire
 from geode.work_tally import HANDOFF_REPLY
 from geode.work_tally import ON as TALLY_ON
 from geode.work_tally import handoff as tally
@@ -293,7 +293,11 @@ class Inbound(PollLoop):
     ) -> bytes | Later | None:
         """Run the handler on the decoded body; the encoded reply (``None`` for a cast, a ``Later`` if
         deferred), packed straight from the request's fields and the handler's body (no reply envelope)."""
-        reply = dispatch_wire(service, env, sender=self.sender, body=body)
+        reply = (
+            dispatch_untraced(service, env, self.sender, body, reply_wire)
+            if env.trace is None  # (dispatch_wire without its call)
+            else dispatch_wire(service, env, sender=self.sender, body=body)
+        )
         if reply is None or isinstance(reply, Later):
             return reply
         try:

@@ -14,13 +14,17 @@ from actors.bus.parts import PendingReply
 from geode.protocol import catalog, codec
 from geode.protocol.envelope import outgoing_wire
 from geode.protocol.transport import unwrap
+from geode.telemetry import spans
+
+_TRACING = spans._state  # its ``backend`` is None while tracing is off (spans.enabled() without its call)
 
 
 def request_frame(
     bus: Any, mid: str, target: str, type_: str, body: Any, session: str | None, timeout_s: float
 ) -> bytes:
     """A request's frame packed straight from its fields (``outgoing_wire``: no ``Envelope`` built to be read
-    back), its deadline ``timeout_s`` from now, its trace context the bus's for ``target``."""
+    back), its deadline ``timeout_s`` from now, its trace context the bus's for ``target`` (none asked while
+    tracing is off: ``Bus.trace_for`` would give None)."""
     wire = outgoing_wire(
         id=mid,
         kind="request",
@@ -28,7 +32,7 @@ def request_frame(
         body=body if body.__class__ is dict else catalog.dump(body),  # (a map as it is: no dump call)
         session=session,
         deadline=time.time_ns() // 1_000_000 + int(timeout_s * 1000),  # (now_ms() without its call)
-        trace=bus.trace_for(target),
+        trace=bus.trace_for(target) if _TRACING.backend is not None else None,  # (off: no 2 calls a request)
         sender=bus.sender,
     )
     return codec.encode_wire(wire)
@@ -67,7 +71,9 @@ class BusTransport:
         session: str | None = None,
         timeout_s: float = 5.0,
     ) -> dict[str, Any]:
-        reply = self._send(target, type_, body, session, timeout_s, True).result(timeout_s)
+        mid = f"{self._prefix}{next(self._seq):014x}"  # (packed and sent here, not through a helper's call)
+        frame = request_frame(self._bus, mid, target, type_, body, session, timeout_s)
+        reply = self._bus.send_request(target, frame, mid, type_, True).result(timeout_s)
         return reply.body if reply.kind != "error" else unwrap(reply)  # (an ok reply: no unwrap call)
 
     def call_nowait(
@@ -80,16 +86,10 @@ class BusTransport:
         timeout_s: float = 5.0,
     ) -> Callable[[], dict[str, Any]]:
         """Send now, collect later: returns ``result()`` which blocks for the reply body (pipelining)."""
-        pending = self._send(target, type_, body, session, timeout_s, False)
-        return lambda: unwrap(pending.result(timeout_s))
-
-    def _send(
-        self, target: str, type_: str, body: Any, session: str | None, timeout_s: float, blocking: bool
-    ) -> PendingReply:
-        """Pack the request's frame (:func:`request_frame`) and send it."""
         mid = f"{self._prefix}{next(self._seq):014x}"
         frame = request_frame(self._bus, mid, target, type_, body, session, timeout_s)
-        return self._bus.send_request(target, frame, mid, type_, blocking)
+        pending = self._bus.send_request(target, frame, mid, type_, False)
+        return lambda: unwrap(pending.result(timeout_s))
 
     def cast(
         self,
@@ -105,7 +105,7 @@ class BusTransport:
             type=type_,
             body=catalog.dump(body),
             session=session,
-            trace=self._bus.trace_for(target),
+            trace=self._bus.trace_for(target) if _TRACING.backend is not None else None,
             sender=self._bus.sender,
         )
         self._bus.send_cast_frame(target, codec.encode_wire(wire))

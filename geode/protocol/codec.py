@@ -120,12 +120,17 @@ def validate_envelope(obj: dict[str, Any]) -> Envelope:
     try:
         env = _validate_envelope(obj)  # Envelope.model_validate without its Python wrapper
     except ValidationError as exc:
-        tally(VALIDATION, "-")  # the envelope of a frame refused
-        raise BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300]) from exc
+        raise envelope_refused(exc) from exc
     if TALLY_ON:
         tally_frame(FRAME_DECODED, env.type)
         tally(VALIDATION, env.type)  # the envelope's validation (the body's is counted where it is validated)
     return env
+
+
+def envelope_refused(exc: ValidationError) -> BadRequest:
+    """The ``BadRequest`` for a frame whose envelope ``Envelope`` refused (counted: work tally)."""
+    tally(VALIDATION, "-")  # the envelope of a frame refused
+    return BadRequest(f"invalid envelope: {exc.errors()[0].get('msg', 'invalid')}"[:300])
 
 
 # Several envelopes to one ZeroMQ message (docs/protocol.md, "Batched frames"): a msgpack array of the packed

@@ -17,8 +17,8 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 from pydantic_core import CoreConfig, CoreSchema, SchemaValidator
 
-from geode.protocol import catalog
-from geode.protocol.codec import MAX_FRAME_BYTES, bin_walked, validate_envelope
+from geode.protocol import catalog, codec
+from geode.protocol.codec import MAX_FRAME_BYTES, bin_walked, envelope_refused, validate_envelope
 from geode.protocol.envelope import Envelope, trusted
 from geode.protocol.errors import BadRequest
 from geode.protocol.frame_unpack import decode_map
@@ -49,8 +49,15 @@ def decode_request(frame: bytes, *, max_frame: int = MAX_FRAME_BYTES) -> tuple[E
         model = _models.get(type_)  # (the cache first: no call once built)
         if model is None:
             model = typed_model(type_)
-    if model is None:
-        return validate_envelope(obj), None
+    if model is None:  # (a reply, most often: codec.validate_envelope without its call)
+        try:
+            env = codec._validate_envelope(obj)  # (read here: one validator, as validate_envelope's)
+        except ValidationError as exc:
+            raise envelope_refused(exc) from exc
+        if TALLY_ON:
+            tally_frame(FRAME_DECODED, env.type)
+            tally(VALIDATION, env.type)
+        return env, None
     if TALLY_ON:
         tally(VALIDATION, type_)
     out = _validate(model, obj)

@@ -28,12 +28,15 @@ N = 40
 # Python calls on the server's bus thread per inline request: 27.1-27.9 before, 19.7-20.9 after session 7 (on
 # 3.11; 22.3-22.5 on 3.12), 16.7-16.8 since session 10 (pyzmq's option lookup without its Enum call: 2 frames
 # a ZMQ_EVENTS ask, actors/bus/socket_options.py; SharedSocket.send in one frame; an ok reply without
-# _settle/dump). A wake that finds nothing, zmq.Again raised, adds ~4: timing, hence the margin
-SERVER_CEILING = 19.5
+# _settle/dump), 15.5-15.7 since session 11 (dispatch_untraced without dispatch_wire's call when no trace).
+# A wake that finds nothing, zmq.Again raised, adds ~4: timing, hence the margin
+SERVER_CEILING = 18.5
 # on the calling thread per round trip: 34.0-34.2 before, 24.3-24.7 after session 7 (3.12: 26.4-26.6),
 # 21.3-21.5 since session 10 (the Enum call, SharedSocket.send, a map body not dumped, PendingReply.set
-# inlined); the reply there at the first look or not: one drain more or less
-CLIENT_CEILING = 25.0
+# inlined), 16.5-16.6 since session 11 (no trace_for/spans.outgoing while tracing is off, BusTransport.call
+# without _send, a reply's envelope validated without validate_envelope's call); the reply there at the
+# first look or not: one drain more or less
+CLIENT_CEILING = 20.5
 
 
 class InlineEcho:
