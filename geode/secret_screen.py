@@ -30,23 +30,36 @@ def run_gate(chars: str, length: int, end: str, *, ascii_only: bool) -> Callable
     """A gate: False when ``text`` holds no ``length`` characters of ``chars`` in a row followed by ``end``
     (with ``ascii_only``, a non-ASCII text always passes: the pattern's class is Unicode-wide there).
 
-    ``chars`` and ``end`` are ASCII; the gate is one regex search that finds each ``end`` by its literal
-    (sre's prefix scan) and only there looks back at the ``length`` characters before it: a text costs a C
-    scan plus one short look-behind per ``end`` it holds (at most ``length`` steps each, most fail at the
-    first), about half of the encode + byte-table translate + search it replaced (issue 34: the store's
-    screen of a timeline row)."""
+    ``chars`` and ``end`` are ASCII. A text up to ``LOOK_BEHIND_MAX`` characters (a timeline row, a log
+    line) is one regex search that finds each ``end`` by its literal (sre's prefix scan) and only there looks
+    back at the ``length`` characters before it: about half the cost of the byte table below on such texts
+    (issue 34: the store's screen of a row), but a look-behind per ``end``, so a long text dense with them
+    (minified code: a dot every few characters, 3-4x slower) takes the byte table: its UTF-8 bytes
+    translated (``chars`` to 0, ``end`` kept, any other byte, a multi-byte character's included, to 1) and
+    searched once, linear whatever it holds."""
     if not (chars + end).isascii() or end in chars:
         raise ValueError("a gate's characters and end are ASCII, its end not among its characters")
     cls = "".join(sorted({re.escape(c) for c in chars}))
     tail = re.escape(end)
     search = re.compile(f"{tail}(?<=[{cls}]{{{length}}}{tail})").search
+    table = bytes(0 if chr(b) in chars else b if chr(b) == end else 1 for b in range(256))
+    probe = b"\x00" * length + end.encode()
 
     def gate(text: str) -> bool:
-        if ascii_only and not text.isascii():
+        if text.isascii():
+            if len(text) <= LOOK_BEHIND_MAX:
+                return search(text) is not None
+            return probe in text.encode("ascii").translate(table)
+        if ascii_only:
             return True
-        return search(text) is not None
+        if len(text) <= LOOK_BEHIND_MAX:
+            return search(text) is not None
+        return probe in text.encode("utf-8", "surrogatepass").translate(table)
 
     return gate
+
+
+LOOK_BEHIND_MAX = 4096  # a gate's regex search up to this length, its byte table beyond
 
 
 def min_width(pattern: re.Pattern[str]) -> int:
