@@ -11,7 +11,10 @@ from geode.tools.plan import BoundToolPlan
 from geode.tools.spec import ToolCall, ToolContext
 
 
-@lru_cache(maxsize=1024)  # asked 3 times a call (its pending save, its context, its result metadata)
+# asked 3 times a call (its pending save, its context, its result metadata), all while its batch runs: 256
+# covers a worker's two turns' batches at the per-reply cap (64 each); an entry with its 4 ids ~0.5 KiB,
+# so 1,024 held ~0.5 MiB of finished calls' ids a worker (filled over its first ~2,000 tool calls in a soak)
+@lru_cache(maxsize=256)
 def operation_id(session_id: str, turn_id: str, step_id: str, tool_use_id: str) -> str:
     """Deterministic operation id of one tool_use: the same call always maps to the same receipt."""
     raw = "\x1f".join((session_id, turn_id, step_id, tool_use_id)).encode()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from geode.loop.settings import LoopSettings
 from geode.loop.snapshot import StepSnapshot, operation_id
 from geode.protocol.turns import TerminationReason
 from geode.testing.function_model import FunctionModel
@@ -74,6 +75,12 @@ def test_snapshot_pins_plan_and_correlation() -> None:
     assert ctx.step_id == "t:step-3" and ctx.plan_hash == plan.content_hash and ctx.plan_generation == 1
     assert ctx.operation_id == operation_id("s", "t", "t:step-3", "tu1") == snap.operation_id("tu1")
     assert operation_id("s", "t", "t:step-3", "tu2") != ctx.operation_id
+
+
+def test_the_operation_id_memo_holds_two_turns_batches_at_the_cap_and_no_more() -> None:
+    # asked 3 times a call while its batch runs; a bigger memo only kept finished calls' ids (~0.5 KiB each)
+    cap = LoopSettings(model="m").max_tool_calls_per_reply
+    assert 2 * cap <= (operation_id.cache_info().maxsize or 0) <= 256
 
 
 def test_call_against_stale_plan_is_refused(rig: Rig) -> None:
