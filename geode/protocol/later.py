@@ -128,3 +128,43 @@ class Later:
         self._done.release()
         if callback is not None:
             callback(ok, value)
+
+
+class Settled(Later):
+    """The Later of ``fn(ok, value)`` of ``source``'s outcome, always ok: what a deferred handler's outcome
+    settles into (the reply, ``geode.protocol.transport``). A view, with no lock or state of its own, so a
+    deferred reply costs one ``Later``, not two: its one consumer (:meth:`then`) is the source's, ``fn`` runs
+    on the completing thread as it passes the outcome on; :meth:`drop` drops it there; :meth:`result` waits
+    for the source. Completed only through its source (:meth:`resolve` / :meth:`fail` raise)."""
+
+    __slots__ = ("_fn", "_source")
+
+    def __init__(
+        self, source: Later, fn: Callable[[bool, Any], Any]
+    ) -> None:  # (no Later.__init__: no locks)
+        self._source = source
+        self._fn = fn
+
+    def then(self, callback: Outcome) -> None:
+        fn = self._fn
+        self._source.then(lambda ok, value: callback(True, fn(ok, value)))
+
+    def done(self) -> bool:
+        return self._source.done()
+
+    def drop(self) -> None:
+        self._source.drop()
+
+    def result(self, timeout_s: float) -> Any:
+        source = self._source
+        if not source._done.acquire(timeout=max(0.0, timeout_s)):
+            raise RequestTimeout(f"deferred reply not completed within {timeout_s:g}s")
+        source._done.release()
+        assert source._outcome is not None
+        return self._fn(*source._outcome)
+
+    def resolve(self, value: Any) -> None:
+        raise TypeError("a Settled Later completes with its source")
+
+    def fail(self, exc: BaseException) -> None:
+        raise TypeError("a Settled Later completes with its source")

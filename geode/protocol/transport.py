@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 from geode.protocol import catalog, codec, typed_frames
 from geode.protocol.envelope import Envelope, now_ms, reply_envelope, reply_wire
 from geode.protocol.errors import ErrorCode, GeodeError, NotFound, RequestTimeout, error_from_reply
-from geode.protocol.later import Later
+from geode.protocol.later import Later, Settled
 from geode.telemetry import spans
 
 DEFERRED_CAP_S = 300.0  # how long a deferred reply without a deadline may stay outstanding
@@ -145,9 +146,7 @@ def dispatch_untraced(
     if isinstance(out, Later):
         if env.kind == "cast":
             return None
-        reply = Later()
-        out.then(lambda ok, value: reply.resolve(_settle(env, ok, value, sender, make)))
-        return reply
+        return Settled(out, partial(_settle, env, sender=sender, make=make))  # (one Later, not two)
     if env.kind == "request":  # an ok reply (_settle's first branch without its call; a map: no dump call)
         try:
             return make(env, "ok", out if out.__class__ is dict else catalog.dump(out), sender)
