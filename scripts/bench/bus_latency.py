@@ -268,6 +268,15 @@ def main() -> None:
             f"ratio {mode}/raw: p50 {p50 / raw[0]:.2f}x (target <= 1.3x), "
             f"p99 {p99 / raw[1]:.2f}x, throughput {rate / raw[3]:.2f}x (target >= 0.7x)"
         )
+    # raw's rate swings with the load from round to round: each round's ratio is against the raw run just
+    # before it (the same minute), and their median is the figure to quote
+    print(f"msg/s @100 per round: raw {' / '.join(f'{r:.0f}' for _, r in runs['raw'])}")
+    for mode in ("bus", "inline"):
+        ratios = [m[1] / r[1] for m, r in zip(runs[mode], runs["raw"], strict=True)]
+        print(
+            f"throughput {mode}/raw per round (paired): {' / '.join(f'{x:.2f}' for x in ratios)}; "
+            f"median {statistics.median(ratios):.2f}x, min {min(ratios):.2f}x"
+        )
 
 
 if __name__ == "__main__":
