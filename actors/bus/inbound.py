@@ -97,8 +97,10 @@ class Inbound(PollLoop):
                 err = error_wire(env, ErrorCode.OVERLOADED.value, message, self.sender)
                 self._send_raw(sock, [*prefix, codec.encode_wire(err)])
         else:
-            job = partial(self._handle, served.service, env, body, served.sock, prefix)
-            self._handoffs.append(partial(served.pool.submit, job))
+            pending = served.pool.pending  # queued with this pass's others right before the bus sleeps
+            if not pending:
+                self._handoffs.append(served.pool.flush)
+            pending.append(partial(self._handle, served.service, env, body, served.sock, prefix))
 
     def _resolve(self, env: Envelope) -> None:
         """A reply read by the bus thread: its waiter is woken right before the bus thread sleeps

@@ -80,3 +80,34 @@ def test_stop_ends_every_started_thread_and_starts_no_more() -> None:
         assert not t.is_alive()
     pool.submit(lambda: None)  # after stop: queued, no new thread
     assert len(pool._threads) == 3
+
+
+def test_a_flushed_burst_gets_a_thread_each_up_to_size_as_submits_would() -> None:
+    """The bus thread's burst gathered in ``pending`` and queued by one ``flush``: every blocked job runs at
+    once on a thread of its own up to size, the rest wait; ``full`` counts the gathered jobs."""
+    pool = HandlerPool(6, "lazy-test", max_backlog=10)
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def slow() -> None:
+        started.release()
+        release.wait(10)
+
+    try:
+        pool.pending.extend([slow] * 9)
+        assert not pool.full()
+        pool.pending.append(slow)
+        assert pool.full()  # 10 gathered, none queued yet
+        pool.flush()
+        assert pool.pending == []
+        for _ in range(6):
+            assert started.acquire(timeout=5)
+        assert not started.acquire(timeout=0.2)  # 4 wait for a free thread: none beyond size
+        assert len(pool._threads) == 6
+        release.set()
+        for _ in range(4):
+            assert started.acquire(timeout=5)
+        assert len(pool._threads) == 6
+    finally:
+        release.set()
+        pool.stop()
