@@ -111,7 +111,12 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def raw_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tuple[list[float], float]:
+Run = tuple[
+    list[float], float, tuple[float, float]
+]  # latencies, msg/s @100, CPU us a message @100 (client, server)
+
+
+def raw_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any], server_pid: int) -> Run:
     ctx = zmq.Context()
     d = ctx.socket(zmq.DEALER)
     d.setsockopt(zmq.LINGER, 0)
@@ -133,7 +138,7 @@ def raw_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tu
         send(i)
         recv()
         lat.append(time.perf_counter() - t)
-    t = time.perf_counter()
+    t, c0, s0 = time.perf_counter(), time.process_time(), proc_cpu_s(server_pid)
     for i in range(100):
         send(i)
     for i in range(100, tput_n):
@@ -142,12 +147,13 @@ def raw_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tu
     for _ in range(100):
         recv()
     rate = tput_n / (time.perf_counter() - t)
+    cpu = ((time.process_time() - c0) / tput_n, (proc_cpu_s(server_pid) - s0) / tput_n)
     d.close(0)
     ctx.term()
-    return lat, rate
+    return lat, rate, cpu
 
 
-def bus_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tuple[list[float], float]:
+def bus_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any], server_pid: int) -> Run:
     from collections import deque
 
     from actors.bus import Bus
@@ -161,7 +167,7 @@ def bus_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tu
         t = time.perf_counter()
         tr.call("bench", BENCH_ECHO, body, timeout_s=10)
         lat.append(time.perf_counter() - t)
-    t = time.perf_counter()
+    t, c0, s0 = time.perf_counter(), time.process_time(), proc_cpu_s(server_pid)
     window = deque(tr.call_nowait("bench", BENCH_ECHO, body, timeout_s=30) for _ in range(100))
     for _ in range(100, tput_n):
         window.popleft()()
@@ -169,8 +175,9 @@ def bus_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any]) -> tu
     while window:
         window.popleft()()
     rate = tput_n / (time.perf_counter() - t)
+    cpu = ((time.process_time() - c0) / tput_n, (proc_cpu_s(server_pid) - s0) / tput_n)
     bus.stop()
-    return lat, rate
+    return lat, rate, cpu
 
 
 def thread_pingpong(n: int = 3000) -> list[float]:
@@ -216,14 +223,14 @@ def main() -> None:
     home = GeodeHome(Path(tempfile.mkdtemp(prefix="geode-bench-"))).ensure()
     home.ensure_run_dir()  # the raw pyzmq server binds in it directly (the bus does this itself)
     clients = {"raw": raw_client, "bus": bus_client, "inline": bus_client}
-    runs: dict[str, list[tuple[list[float], float]]] = {mode: [] for mode in clients}
+    runs: dict[str, list[Run]] = {mode: [] for mode in clients}
     cpu: dict[str, list[tuple[float, float]]] = {mode: [] for mode in clients}  # per message: client, server
     for _ in range(args.rounds):  # alternate the modes: the machine is shared and load drifts
         for mode, client in clients.items():
             server = spawn(mode, home)
             try:
                 c0, s0 = time.process_time(), proc_cpu_s(server.pid)
-                runs[mode].append(client(home, args.n, args.tput_n, BODIES[args.payload]))
+                runs[mode].append(client(home, args.n, args.tput_n, BODIES[args.payload], server.pid))
                 msgs = 200 + args.n + args.tput_n
                 cpu[mode].append(((time.process_time() - c0) / msgs, (proc_cpu_s(server.pid) - s0) / msgs))
             finally:
@@ -232,7 +239,7 @@ def main() -> None:
     # per mode: medians over rounds of (p50, p99, mean, msg/s)
     results = {
         mode: tuple(
-            statistics.median(f(lat, rate) for lat, rate in rs)
+            statistics.median(f(lat, rate) for lat, rate, _ in rs)
             for f in (
                 lambda lat, r: pct(lat, 0.5),
                 lambda lat, r: pct(lat, 0.99),
@@ -270,13 +277,26 @@ def main() -> None:
         )
     # raw's rate swings with the load from round to round: each round's ratio is against the raw run just
     # before it (the same minute), and their median is the figure to quote
-    print(f"msg/s @100 per round: raw {' / '.join(f'{r:.0f}' for _, r in runs['raw'])}")
+    print(f"msg/s @100 per round: raw {' / '.join(f'{r[1]:.0f}' for r in runs['raw'])}")
     for mode in ("bus", "inline"):
         ratios = [m[1] / r[1] for m, r in zip(runs[mode], runs["raw"], strict=True)]
         print(
             f"throughput {mode}/raw per round (paired): {' / '.join(f'{x:.2f}' for x in ratios)}; "
             f"median {statistics.median(ratios):.2f}x, min {min(ratios):.2f}x"
         )
+    # the load-insensitive view of the same phase: CPU a message at 100 in flight (medians over rounds); the
+    # rate two processes reach is bounded by 1/(client + server) on a shared core, 1/max(...) with a core each
+    tput_cpu = {m: [statistics.median(r[2][i] for r in rs) * 1e6 for i in (0, 1)] for m, rs in runs.items()}
+    for mode, (c, sv) in tput_cpu.items():
+        print(f"CPU a message @100: {mode:<7} client {c:5.1f} us   server {sv:5.1f} us", end="")
+        if mode != "raw":
+            rc, rs = tput_cpu["raw"]
+            print(
+                f"   CPU-bound throughput vs raw: shared {(rc + rs) / (c + sv):.2f}x, a core each "
+                f"{max(rc, rs) / max(c, sv):.2f}x",
+                end="",
+            )
+        print()
 
 
 if __name__ == "__main__":
