@@ -15,8 +15,6 @@ from geode.faults import marker
 from tests.actors.tree_kit import geode, geode_popen, wait_children, wait_for
 from tests.faults.matrix_kit import effect_reply, one_worker_tree
 
-ORPHAN_GRACE_S = 3.0  # geode.lanes.state.ORPHAN_GRACE_S: what an unconfirmed orphan waited before
-
 
 def test_an_orphan_its_live_worker_does_not_run_is_pushed_again_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -45,8 +43,9 @@ def test_an_orphan_its_live_worker_does_not_run_is_pushed_again_at_once(
         answer = json.loads(out)
         assert answer["termination_reason"] == "natural", answer
         assert effects.read_text().split().count("one") == 1  # the effect ran once
-        # before: the orphan waited out the grace (counted from the new lanes' load, just before it is ready)
-        assert took < ORPHAN_GRACE_S - 0.5, f"new lanes ready → answer {took:.2f}s"
+        # before: the orphan waited out the grace (counted from the new lanes' load, just before it is ready).
+        # Asserted by what lanes did, not by the wall time (3.5 s once at load 20): pushed again on the
+        # worker's heartbeat, never left to the grace's "unconfirmed for" path
         log = (home.logs_dir / "lanes.log").read_text()
         assert "does not run it; pushing it there again" in log, log[-2000:]
         assert "unconfirmed for" not in log, log[-2000:]
