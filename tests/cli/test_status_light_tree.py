@@ -70,8 +70,9 @@ def _status(home: GeodeHome, *args: str, hot: bool = True) -> tuple[str, list[st
 
 
 def _steady(text: str) -> str:
-    """The lines without what changes from one read to the next (uptimes, memory, heartbeat ages)."""
-    return re.sub(r"\d+\.\d+", "N", text)
+    """The lines without what changes from one read to the next (uptimes, memory, heartbeat ages) and the
+    column padding that follows their widths (a child at 9.9 MiB in one read and 10.0 in the next)."""
+    return re.sub(r" +", " ", re.sub(r"\d+\.\d+", "N", text))
 
 
 def _steady_json(o: Any) -> Any:

@@ -24,31 +24,26 @@ def _key(body: Any) -> str:
     return f"{ctx.turn_id}/{call.id}"
 
 
+def _timed_call(execute: Any, point: str, write: Callable[[str], None]) -> Any:
+    """``execute(self, ctx, call)`` writing ``point``'s line (the call's key, both ends) as it returns."""
+
+    def timed(self: Any, ctx: Any, call: Any) -> Any:
+        t0 = time.monotonic()
+        try:
+            return execute(self, ctx, call)
+        finally:
+            write(f"{point} {ctx.turn_id}/{call.id} {t0:.6f} {time.monotonic():.6f}\n")
+
+    return timed
+
+
 def patch(mod: Any, write: Callable[[str], None]) -> None:
     """Wrap the functions of ``mod`` (one of :data:`TARGETS`) that mark the hop."""
     n = mod.__name__
     if n == "geode.tools.executor_client":
-        execute = mod.ExecutorClient.execute
-
-        def xcall(self: Any, ctx: Any, call: Any) -> Any:
-            t0 = time.monotonic()
-            try:
-                return execute(self, ctx, call)
-            finally:
-                write(f"xcall {ctx.turn_id}/{call.id} {t0:.6f} {time.monotonic():.6f}\n")
-
-        mod.ExecutorClient.execute = xcall
+        mod.ExecutorClient.execute = _timed_call(mod.ExecutorClient.execute, "xcall", write)
     elif n == "geode.tools.executor":
-        run = mod.ToolExecutor.execute
-
-        def xrun(self: Any, ctx: Any, call: Any) -> Any:
-            t0 = time.monotonic()
-            try:
-                return run(self, ctx, call)
-            finally:
-                write(f"xrun {ctx.turn_id}/{call.id} {t0:.6f} {time.monotonic():.6f}\n")
-
-        mod.ToolExecutor.execute = xrun
+        mod.ToolExecutor.execute = _timed_call(mod.ToolExecutor.execute, "xrun", write)
     elif n == "geode.protocol.typed_frames":
         decode = mod.decode_request
 
