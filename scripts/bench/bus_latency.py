@@ -1,8 +1,10 @@
 """Bus round trip vs raw pyzmq DEALER/ROUTER, two processes over ipc://, 1 KB bodies (figures + ratios).
 
 Run: .venv/bin/python scripts/bench/bus_latency.py [--n 3000] [--tput-n 20000] [--rounds 3] [--payload text]
-Modes: raw pyzmq; bus (handler pool: every request hops to a worker thread); inline (the same echo declared
-in the service's ``inline_types``, so it runs on the server's bus thread).
+Modes: raw pyzmq; floor (raw pyzmq + msgpack + the one pydantic validation each received message must have,
+plain pydantic, no GEODE code: the least a bus that validates at its boundary does); bus (handler pool: every
+request hops to a worker thread); inline (the same echo declared in the service's ``inline_types``, so it runs
+on the server's bus thread).
 Latency: p50/p99 with 1 request in flight. Throughput: 100 requests in flight (pipelined from one thread).
 CPU per round trip: client and server process CPU (all threads) over all the round's messages.
 Payload: ``bin`` (default, as in every earlier figure) is 1 KB of bytes, a msgpack bin value, which the bus's
@@ -26,7 +28,7 @@ from typing import Any
 
 import msgpack
 import zmq
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from geode.home import GeodeHome
 from geode.protocol.catalog import message
@@ -89,6 +91,64 @@ def serve_raw(home: GeodeHome) -> None:
         r.send_multipart([ident, msgpack.packb({"id": msg["id"], "body": msg["body"]}, use_bin_type=True)])
 
 
+class FloorRequest(BaseModel):
+    """The floor's one validation of a received request: the envelope's fields and its typed body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: int
+    id: str
+    kind: str
+    type: str
+    sender: str = Field(alias="from", default="")
+    deadline: int | None = None
+    body: BenchEcho
+
+
+class FloorReply(BaseModel):
+    """The floor's one validation a received reply (its body a plain map, as the bus's client validates)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: int
+    id: str
+    kind: str
+    type: str
+    corr: str
+    sender: str = Field(alias="from", default="")
+    body: dict[str, Any]
+
+
+def serve_floor(home: GeodeHome) -> None:
+    """Raw pyzmq + msgpack + the boundary's one pydantic validation a message (no GEODE code): the least a
+    bus that validates what it receives can do, measured beside raw (the store's floor's counterpart)."""
+    ctx = zmq.Context()
+    r = ctx.socket(zmq.ROUTER)
+    for opt, v in [(zmq.LINGER, 0), (zmq.SNDHWM, 10_000), (zmq.RCVHWM, 10_000), (zmq.ROUTER_MANDATORY, 1)]:
+        r.setsockopt(opt, v)
+    r.bind(home.ipc_endpoint("floor"))
+    print("ready", flush=True)
+    validate, dump = FloorRequest.model_validate, BenchEcho.model_dump
+    n = 0
+    while True:
+        ident, frame = r.recv_multipart()
+        req = validate(msgpack.unpackb(frame, raw=False))
+        n += 1
+        reply = {
+            "v": 1,
+            "id": f"r{n}",
+            "kind": "ok",
+            "type": req.type,
+            "corr": req.id,
+            "from": "floor",
+            "body": dump(req.body, exclude_defaults=True),
+        }
+        r.send_multipart([ident, msgpack.packb(reply, use_bin_type=True)])
+
+
+def floor_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any], server_pid: int) -> Run:
+    """raw_client's loop with a request envelope's fields and the reply's one validation."""
+    return raw_client(home, n, tput_n, body, server_pid, floor=True)
+
+
 def spawn(mode: str, home: GeodeHome) -> subprocess.Popen[str]:
     p = subprocess.Popen(
         [sys.executable, __file__, "--serve", mode, str(home.root)],
@@ -116,18 +176,34 @@ Run = tuple[
 ]  # latencies, msg/s @100, CPU us a message @100 (client, server)
 
 
-def raw_client(home: GeodeHome, n: int, tput_n: int, body: dict[str, Any], server_pid: int) -> Run:
+def raw_client(
+    home: GeodeHome, n: int, tput_n: int, body: dict[str, Any], server_pid: int, floor: bool = False
+) -> Run:
     ctx = zmq.Context()
     d = ctx.socket(zmq.DEALER)
     d.setsockopt(zmq.LINGER, 0)
-    d.connect(home.ipc_endpoint("raw"))
+    d.connect(home.ipc_endpoint("floor" if floor else "raw"))
+    validate = FloorReply.model_validate
 
     def send(i: int) -> None:
-        msg = {"id": str(i), "type": "bench.echo", "body": body}
+        if floor:
+            msg = {
+                "v": 1,
+                "id": str(i),
+                "kind": "request",
+                "type": "bench.echo",
+                "from": "bench-client",
+                "deadline": time.time_ns() // 1_000_000 + 10_000,
+                "body": body,
+            }
+        else:
+            msg = {"id": str(i), "type": "bench.echo", "body": body}
         d.send(msgpack.packb(msg, use_bin_type=True))
 
     def recv() -> None:
-        msgpack.unpackb(d.recv(), raw=False)
+        obj = msgpack.unpackb(d.recv(), raw=False)
+        if floor:
+            validate(obj)
 
     for i in range(200):
         send(i)
@@ -217,12 +293,14 @@ def main() -> None:
         home = GeodeHome(Path(args.serve[1]))
         if args.serve[0] == "raw":
             serve_raw(home)
+        elif args.serve[0] == "floor":
+            serve_floor(home)
         else:
             serve_bus(home, inline=args.serve[0] == "inline")
         return
     home = GeodeHome(Path(tempfile.mkdtemp(prefix="geode-bench-"))).ensure()
     home.ensure_run_dir()  # the raw pyzmq server binds in it directly (the bus does this itself)
-    clients = {"raw": raw_client, "bus": bus_client, "inline": bus_client}
+    clients = {"raw": raw_client, "floor": floor_client, "bus": bus_client, "inline": bus_client}
     runs: dict[str, list[Run]] = {mode: [] for mode in clients}
     cpu: dict[str, list[tuple[float, float]]] = {mode: [] for mode in clients}  # per message: client, server
     for _ in range(args.rounds):  # alternate the modes: the machine is shared and load drifts
@@ -269,7 +347,7 @@ def main() -> None:
         "thread posts too)"
     )
     raw = results["raw"]
-    for mode in ("bus", "inline"):
+    for mode in ("floor", "bus", "inline"):
         p50, p99, _, rate = results[mode]
         print(
             f"ratio {mode}/raw: p50 {p50 / raw[0]:.2f}x (target <= 1.3x), "
@@ -278,7 +356,7 @@ def main() -> None:
     # raw's rate swings with the load from round to round: each round's ratio is against the raw run just
     # before it (the same minute), and their median is the figure to quote
     print(f"msg/s @100 per round: raw {' / '.join(f'{r[1]:.0f}' for r in runs['raw'])}")
-    for mode in ("bus", "inline"):
+    for mode in ("floor", "bus", "inline"):
         ratios = [m[1] / r[1] for m, r in zip(runs[mode], runs["raw"], strict=True)]
         print(
             f"throughput {mode}/raw per round (paired): {' / '.join(f'{x:.2f}' for x in ratios)}; "
