@@ -16,6 +16,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 import threading
 import tracemalloc
 from collections import Counter
@@ -144,12 +145,18 @@ def arm(name: str) -> HeapTrace | None:
     trace = HeapTrace(name, tracing=frames > 0)
     signal.signal(signal.SIGUSR2, lambda *_: trace.dump())
     atexit.register(trace.dump)
-    from actors.tree.path_parts import immortal_parts
+    # the two notes, seen from the child itself: its pathlib patch (path_parts.py), and whether the code it
+    # was forked with came immortal (immortal.py: the bus's code, imported before every fork)
+    from actors.bus.socket_thread import Bus
+    from actors.tree.path_parts import IMMORTAL_REFCOUNT, immortal_parts
 
-    log.warning(  # the path note: a served child's pathlib patch (path_parts.py), seen from the child itself
-        "heap tracing on (%s, %d frames; path parts %s); SIGUSR2 dumps the growth since the first dump",
+    code = "immortal" if sys.getrefcount(Bus.start.__code__) >= IMMORTAL_REFCOUNT else "mortal"
+    log.warning(
+        "heap tracing on (%s, %d frames; path parts %s; code %s); SIGUSR2 dumps the growth since the first "
+        "dump",
         ENV,
         frames,
         "immortal" if immortal_parts() else "mortal",
+        code,
     )
     return trace

@@ -1,6 +1,7 @@
 """actors/tree/path_parts.py: on CPython 3.12 a path's parts are not interned (3.12's interned strings are
 immortal: a daemon naming a file after each call kept every name for good), in this process and in the
-children of a served tree (forked from the zygote, itself forked from the daemon that installs it)."""
+children of a served tree (forked from the zygote, itself forked from the daemon that installs it); and the
+served children's code immortal (actors/tree/immortal.py), seen from each child."""
 
 from __future__ import annotations
 
@@ -33,7 +34,13 @@ def test_the_probe_sees_3_12s_interning(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_a_served_trees_children_parse_mortal_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The heap-trace diagnostics (GEODE_TRACEMALLOC, no tracemalloc) log each traced child's own probe."""
+    """The heap-trace diagnostics (GEODE_TRACEMALLOC, no tracemalloc) log each traced child's own probes: its
+    path parts mortal (path_parts.py), and the code it was forked with immortal (actors/tree/immortal.py: the
+    daemon's and the zygote's step before each fork; this test process took no such step)."""
+    from actors.bus.socket_thread import Bus
+
+    monkeypatch.delenv("GEODE_IMMORTALIZE", raising=False)
+    assert sys.getrefcount(Bus.start.__code__) < IMMORTAL  # the probe's object, mortal where no step ran
     monkeypatch.setenv("GEODE_TRACEMALLOC", "executor,store,loop-1")
     monkeypatch.setenv("GEODE_TRACEMALLOC_FRAMES", "0")
     home = make_home(tmp_path)
@@ -48,5 +55,6 @@ def test_a_served_trees_children_parse_mortal_paths(tmp_path: Path, monkeypatch:
 
             text = wait_for(noted, 20, what=f"{name}'s heap-tracing line")
             assert "path parts mortal" in text and "path parts immortal" not in text, text[-2000:]
+            assert "code immortal" in text, text[-2000:]
     finally:
         stop(home)
