@@ -33,9 +33,10 @@ def lanes_lines(detail: dict[str, Any] | None) -> list[str]:
         f"oldest queued {ln.get('oldest_queued_s', 0):.1f}s · "
         f"approvals pending {detail.get('pending_approvals', 0)}"
     ]
-    for session, held in sorted((ln.get("held_lanes") or {}).items()):
+    for held in held_rows(ln.get("held_lanes")):
         out.append(
-            f"  held {session}: {held['turn_id']} for {held['held_s']:.1f}s, {held['queued']} queued behind"
+            f"  held {held['session_id']}: {held['turn_id']} for {held['held_s']:.1f}s, "
+            f"{held['queued']} queued behind"
         )
     turns = detail.get("turns") or []
     for t in turns[:TURN_LINES]:
@@ -52,3 +53,11 @@ def lanes_lines(detail: dict[str, Any] | None) -> list[str]:
             f"seen {w['last_seen_s']:.1f}s ago"
         )
     return out
+
+
+def held_rows(held: Any) -> list[dict[str, Any]]:
+    """The held lanes as rows sorted by session: lanes sends rows (``session_id`` in each); a daemon from
+    before that sent a map keyed by session id."""
+    if isinstance(held, dict):
+        held = [{"session_id": s, **row} for s, row in held.items()]
+    return sorted(held or [], key=lambda row: str(row.get("session_id", "")))

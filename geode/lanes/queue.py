@@ -247,23 +247,29 @@ class LaneQueue:
         return lane.running if lane else None
 
     def stats(self) -> dict[str, object]:
-        """Lane wait times, queue lengths and held lanes, for ``geode status``."""
+        """Lane wait times, queue lengths and held lanes, for ``geode status``. A session's figures are rows
+        naming it (``session_id``), never a map keyed by it: msgpack interns every map key it unpacks and
+        CPython 3.12's interned strings are immortal, so each session id a status reply held stayed for good
+        in whoever read it (control, on every ``geode status``)."""
         now = self._clock()
         waits = sorted(self._global_waits)
-        held = {
-            s: {
+        held = [
+            {
+                "session_id": s,
                 "turn_id": ln.running,
                 "held_s": round(now - (ln.held_since or now), 3),
                 "queued": len(ln.queue),
             }
             for s, ln in self._lanes.items()
             if ln.running is not None
-        }
+        ]
         return {
             "global_cap": self.global_cap,
             "running": len(self._running),
             "queued": len(self._order),
-            "queue_lengths": {s: len(ln.queue) for s, ln in self._lanes.items() if ln.queue},
+            "queue_lengths": [
+                {"session_id": s, "queued": len(ln.queue)} for s, ln in self._lanes.items() if ln.queue
+            ],
             "held_lanes": held,
             "wait_p50_s": round(waits[len(waits) // 2], 4) if waits else 0.0,
             "wait_max_s": round(waits[-1], 4) if waits else 0.0,

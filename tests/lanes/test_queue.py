@@ -110,8 +110,10 @@ def test_stats_report_waits_queue_lengths_held_lanes() -> None:
     q.grant()
     clock.t = 5.0
     st = q.stats()
-    assert st["running"] == 1 and st["queued"] == 1 and st["queue_lengths"] == {"A": 1}
-    assert st["held_lanes"]["A"]["turn_id"] == "a1" and st["held_lanes"]["A"]["held_s"] == 3.0
+    assert (
+        st["running"] == 1 and st["queued"] == 1 and st["queue_lengths"] == [{"session_id": "A", "queued": 1}]
+    )
+    assert st["held_lanes"] == [{"session_id": "A", "turn_id": "a1", "held_s": 3.0, "queued": 1}]
     assert st["wait_max_s"] == 2.0 and st["oldest_queued_s"] == 5.0
 
 
