@@ -21,7 +21,7 @@ from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from geode.faults import fault
 from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
-from geode.loop.effect_ops import effect_rows
+from geode.loop.effect_ops import effect_rows, not_unicode_rows
 from geode.loop.events import EventStream, tool_waits
 from geode.loop.one_call import await_one
 from geode.loop.ports import ToolRunner
@@ -87,7 +87,7 @@ def assistant_message(
     if over:
         meta["over_cap"] = {"cap": over_cap, "ids": [c.id for c in over]}
     if refused:
-        meta["not_unicode"] = dict(refused)
+        meta["not_unicode"] = not_unicode_rows(refused)  # rows too: no map keyed by tool_use id
     return Message(role="assistant", content=tuple(content), metadata=meta)
 
 

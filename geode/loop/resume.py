@@ -23,7 +23,7 @@ from geode.loop.batch import (
     run_calls,
 )
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
-from geode.loop.effect_ops import effect_operations
+from geode.loop.effect_ops import effect_operations, not_unicode_calls
 from geode.loop.events import EventStream
 from geode.loop.ports import ToolRunner
 from geode.loop.settings import LoopSettings
@@ -79,7 +79,7 @@ def repair(
     results: dict[str, ToolResult] = {}
     to_run: list[tuple[ToolContext, ToolCall]] = []
     over_cap = msg.metadata.get("over_cap") or {}
-    not_unicode = msg.metadata.get("not_unicode") or {}
+    not_unicode = not_unicode_calls(msg.metadata)
     for tu in msg.tool_uses:
         call = ToolCall(id=tu.id, name=tu.name, input=tu.input)
         op = ops.get(tu.id)
@@ -87,7 +87,7 @@ def repair(
             results[tu.id] = over_cap_result(call, int(over_cap.get("cap", 0)))  # beyond the cap: never run
             continue
         if op is None and tu.id in not_unicode:  # a lone surrogate in its arguments: never sent
-            results[tu.id] = not_unicode_result(call, str(not_unicode[tu.id]))
+            results[tu.id] = not_unicode_result(call, not_unicode[tu.id])
             continue
         if op is None:
             results[tu.id] = ToolResult.error(

@@ -13,9 +13,12 @@ import geode.loop.batch as batch
 from actors.cli.turn_tools import turn_tool_calls
 from geode.conversation import ToolUseBlock
 from geode.loop.batch import assistant_message
-from geode.loop.effect_ops import effect_operations
+from geode.loop.effect_ops import effect_operations, not_unicode_calls
 from geode.loop.snapshot import StepSnapshot
 from tests.loop.conftest import Rig
+from tests.loop.test_one_save_per_round import (
+    test_a_call_refused_for_a_lone_surrogate_is_answered_by_the_resume_never_sent as _surrogate,
+)
 from tests.loop.test_resume import test_mid_batch_crash_is_repaired_without_running_anything_twice as _crash
 
 SNAP = StepSnapshot(
@@ -67,3 +70,18 @@ def test_a_batch_saved_in_the_old_shape_is_repaired_as_before(fake_rig: Rig, mon
 
     monkeypatch.setattr(batch, "effect_rows", old_shape)
     _crash(fake_rig)
+
+
+def test_the_calls_refused_for_a_lone_surrogate_are_rows_too() -> None:
+    calls = tuple(ToolUseBlock(id=f"toolu_{i}", name="read", input={"path": "x"}) for i in range(2))
+    msg = assistant_message(SNAP, "", calls, not_unicode={"toolu_1": "input.path"})
+    wire = msgpack.unpackb(msgpack.packb(msg.model_dump(mode="json")))
+    assert not {c.id for c in calls} & _map_keys(wire["metadata"])  # a map keyed by toolu_1 before
+    assert not_unicode_calls(wire["metadata"]) == {"toolu_1": "input.path"}
+    assert not_unicode_calls({"not_unicode": {"toolu_1": "input.path"}}) == {"toolu_1": "input.path"}  # old
+    assert not_unicode_calls({}) == {} == not_unicode_calls({"not_unicode": [{"x": 1}, "junk"]})
+
+
+def test_a_refused_call_saved_in_the_old_shape_is_answered_by_the_resume(fake_rig: Rig, monkeypatch) -> None:
+    monkeypatch.setattr(batch, "not_unicode_rows", dict)
+    _surrogate(fake_rig, "during the tools")
