@@ -355,6 +355,13 @@ def main() -> None:
         )
     # raw's rate swings with the load from round to round: each round's ratio is against the raw run just
     # before it (the same minute), and their median is the figure to quote
+    # p50 paired the same way: raw's own p50 moves 65-90 us from run to run on this VM
+    for mode in ("floor", "bus", "inline"):
+        ratios = [pct(m[0], 0.5) / pct(r[0], 0.5) for m, r in zip(runs[mode], runs["raw"], strict=True)]
+        print(
+            f"p50 {mode}/raw per round (paired): {' / '.join(f'{x:.2f}' for x in ratios)}; "
+            f"median {statistics.median(ratios):.2f}x, min {min(ratios):.2f}x"
+        )
     print(f"msg/s @100 per round: raw {' / '.join(f'{r[1]:.0f}' for r in runs['raw'])}")
     for mode in ("floor", "bus", "inline"):
         ratios = [m[1] / r[1] for m, r in zip(runs[mode], runs["raw"], strict=True)]
