@@ -4,8 +4,9 @@ for good in every process that unpacks it (geode/lanes/queue.py stats: held lane
 
 In one process over the real store and lanes (tests/control/harness.py: every request, reply and record goes
 through msgpack), each flow is a new session whose turn holds its lane while the operator asks ``cli.status``,
-``cli.sessions`` and ``cli.receipts``, then is cancelled. Every map key unpacked is collected: the flows' ids
-are never among them, and flows 3 to 6 add no key the first two did not."""
+``cli.sessions`` and ``cli.receipts``, then is cancelled; then a turn asks an approval, granted. Every map key
+unpacked is collected: the flows' ids (sessions, turns, approvals) are never among them, and flows 3 to 6 add
+no key the first two did not."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from geode.lanes.queue import LaneQueue
 from geode.protocol import control as c
 from geode.protocol import frame_unpack
+from geode.protocol import lanes as lanes_msg
 from tests.control.harness import ScriptedWorker, Tree
 
 
@@ -77,6 +79,12 @@ def _flow(tree: Tree, n: int, ids: set[str]) -> None:
     assert cl.request(c.RECEIPTS, {"session_id": cl.session_id}).kind == "ok"  # type: ignore[attr-defined]
     assert cl.request(c.CLI_CANCEL, {"turn_id": turn}).kind == "ok"
     assert cl.wait_done(turn)["termination_reason"] == "user_cancelled"
+    asked = cl.request(c.PROMPT, {"text": "approve:write_file"}).body["turn_id"]  # an approval, granted
+    ask = cl.wait(lambda f: f.type == c.CLI_EVENT and f.body.get("kind") == lanes_msg.APPROVAL_REQUEST)
+    approval = ask.body["data"]["approval_id"]
+    ids |= {asked, approval}
+    assert cl.request(c.APPROVAL_RESPONSE, {"approval_id": approval, "decision": "y"}).kind == "ok"
+    cl.wait_done(asked)
 
 
 def test_no_map_key_grows_with_sessions_and_turns(tree: Tree, keys: Keys) -> None:
