@@ -8,7 +8,6 @@ effect that began."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from contextvars import Context, copy_context
 from functools import partial
 from typing import Any
 
-from geode.conversation import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from geode.conversation import Message, TextBlock, ToolUseBlock
 from geode.faults import fault
 from geode.lone_surrogates import escape_text, escape_tree, first_lone_surrogate
 from geode.loop.checkpoint import Checkpointer, CheckpointUnavailable
@@ -25,6 +24,8 @@ from geode.loop.effect_ops import effect_rows, not_unicode_rows
 from geode.loop.events import EventStream, tool_waits
 from geode.loop.one_call import await_one
 from geode.loop.ports import ToolRunner
+from geode.loop.result_blocks import TEXT, cancel_report, not_unicode_result, over_cap_result, results_message
+from geode.loop.result_blocks import result_block as result_block  # imported from here by callers
 from geode.loop.reused_threads import TOOL_CALLS
 from geode.loop.settings import LoopSettings
 from geode.loop.snapshot import StepSnapshot
@@ -40,19 +41,6 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 2.5  # after a cancel, how long the real outcomes of the calls in flight are awaited
 NEVER_BEGAN = "executor_restarted"  # settle_unknown: the executor died before admitting the call
 SETTLE_WAIT_S = 30.0  # how long an earlier send of the same call (receipt admitted) is awaited to settle
-# json.dumps(value, ensure_ascii=False, default=str)'s encoder, made once, not per call: the same text
-_TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBlock:
-    """Serialize a result (ok, denial or error) as the tool_result the model sees."""
-    content = result.content
-    text = content if isinstance(content, str) else _TEXT.encode(content)
-    if result.additional_context:
-        text += f"\n\n[context] {result.additional_context}"
-    if len(text) > max_chars:
-        text = text[:max_chars] + f"\n[... {len(text) - max_chars} chars truncated]"
-    return ToolResultBlock(tool_use_id=result.tool_use_id, content=text, is_error=result.is_error)
 
 
 def assistant_message(
@@ -89,24 +77,6 @@ def assistant_message(
     if refused:
         meta["not_unicode"] = not_unicode_rows(refused)  # rows too: no map keyed by tool_use id
     return Message(role="assistant", content=tuple(content), metadata=meta)
-
-
-def over_cap_result(call: ToolCall | ToolUseBlock, cap: int) -> ToolResult:
-    """The error tool_result of a call beyond the per-reply cap: it did not run."""
-    tc = call if isinstance(call, ToolCall) else ToolCall(id=call.id, name=call.name, input=call.input)
-    return ToolResult.error(
-        tc, f"too many tool calls in one reply: only the first {cap} run", "too_many_tool_calls"
-    )
-
-
-def not_unicode_result(call: ToolCall | ToolUseBlock, where: str) -> ToolResult:
-    """The error tool_result of a call whose arguments are not valid Unicode (a lone surrogate): not run."""
-    tc = call if isinstance(call, ToolCall) else ToolCall(id=call.id, name=call.name, input=call.input)
-    why = (
-        f"argument {where!r} is not valid Unicode (it has a lone surrogate): the call did not run; "
-        "send the text without it (a file whose name is not UTF-8 cannot be named by a tool)"
-    )
-    return ToolResult.error(tc, why, "invalid_tool_input")
 
 
 def pending_of(snapshot: StepSnapshot, calls: tuple[ToolUseBlock, ...]) -> PendingBatch:
@@ -210,7 +180,7 @@ def run_calls(
     def one(ctx: ToolContext, call: ToolCall) -> ToolResult:
         if state.cancel.is_set():
             return ToolResult.error(call, "the turn was cancelled before this call was sent", "cancelled")
-        preview = _TEXT.encode(call.input)[:200]
+        preview = TEXT.encode(call.input)[:200]
         events.emit(TurnEventKind.TOOL_START, id=call.id, name=call.name, args_preview=preview)
         t0 = time.monotonic()
         for sent in range(2):
@@ -292,11 +262,6 @@ def cancel_in_executor(executor: ToolRunner | None, state: TurnState) -> None:
         log.warning("cancelling turn %s in the executor failed: %s", state.turn_id, exc)
 
 
-def results_message(results: list[ToolResult], settings: LoopSettings) -> Message:
-    blocks = tuple(result_block(r, max_chars=settings.max_tool_result_chars) for r in results)
-    return Message(role="user", content=blocks, metadata={"origin": "tool_results"})
-
-
 def process_batch(
     snapshot: StepSnapshot,
     text: str,
@@ -368,29 +333,3 @@ def process_batch(
         report = cancel_report(results)
         raise Terminal(TerminationReason.USER_CANCELLED, text=f"Cancelled. {report}", error=report)
     return results
-
-
-def cancel_report(results: list[ToolResult]) -> str:
-    """One clause per call of a cancelled batch: ran, interrupted (GEODE stopped it after it began: it may
-    have partly run), cancelled before it began, not started, or unknown."""
-    parts = []
-    for r in results:
-        content = r.content if isinstance(r.content, dict) else {}
-        if r.error_type == "cancelled":
-            what = "not started"
-        elif r.error_type == "too_many_tool_calls":
-            what = "not run (over the per-reply cap)"
-        elif content.get("outcome") == "interrupted":
-            secs = content.get("seconds")
-            after = f" after {secs:.1f}s" if isinstance(secs, int | float) else ""
-            what = f"interrupted{after}, may have partly run"
-        elif r.error_type == "tool_cancelled":
-            what = "cancelled before it began"
-        elif r.executed is None:
-            what = "cancelled, outcome unknown (see geode receipts --uncertain)"
-        elif r.is_error:
-            what = f"ran ({r.error_type or 'error'})"
-        else:
-            what = "ran"
-        parts.append(f"{r.name}: {what}")
-    return "; ".join(parts) + "." if parts else "nothing ran."
