@@ -247,12 +247,12 @@ def bench(base: Path, senders: int, rate: float, seconds: float) -> None:
             deadline = time.perf_counter() + 600
             while time.perf_counter() < deadline:
                 c = counters(home)
-                if c.get("done", 0) >= accepted and c.get("open", 1) == 0:
+                if c.get("done", 0) >= accepted and c.get("queued", 1) == 0:  # (RouteCounters: no "open")
                     break
                 time.sleep(0.05)
             drained = time.perf_counter() - end
             overall = drained + got["took"]
-            left = after.get("open")
+            left = after.get("queued")
             print(
                 f"   drain: every queued turn done {drained:.1f} s after the last 202 ({left} open then); "
                 f"{accepted} turns in {overall:.1f} s from the first send: {accepted / overall:.0f} turns/s"
