@@ -8,6 +8,7 @@ import json
 from geode.conversation import Message, ToolResultBlock, ToolUseBlock
 from geode.loop.settings import LoopSettings
 from geode.tools.spec import ToolCall, ToolResult
+from geode.tools.structured_text import render
 
 # json.dumps(value, ensure_ascii=False, default=str)'s encoder, made once, not per call: the same text
 TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
@@ -15,8 +16,7 @@ TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
 
 def result_block(result: ToolResult, *, max_chars: int = 50_000) -> ToolResultBlock:
     """Serialize a result (ok, denial or error) as the tool_result the model sees."""
-    content = result.content
-    text = content if isinstance(content, str) else TEXT.encode(content)
+    text = render(result.content)  # an MCP structured result's carried text: the characters its map made
     if result.additional_context:
         text += f"\n\n[context] {result.additional_context}"
     if len(text) > max_chars:

@@ -7,6 +7,7 @@ from geode.hooks.runner import HookRunner
 from geode.tools.checks import correlation
 from geode.tools.receipts import OMITTED
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
+from geode.tools.structured_text import expand
 
 
 def post_tool_use(
@@ -19,7 +20,7 @@ def post_tool_use(
     payload = {
         "tool_name": call.name,
         "tool_input": {} if personal else dict(call.input),
-        "tool_response": OMITTED if personal else result.content,
+        "tool_response": OMITTED if personal else expand(result.content),  # a carried text: its object
         "has_error": result.is_error,
         "executed": result.executed,
     }

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from geode.records.client import RecordClient
 from geode.records.models import AdmitKind, AdmitResult, Observation, ReceiptIdentity
 from geode.redaction import fingerprint, redact, redact_text
 from geode.tools.spec import DataClass, EffectClass, ToolCall, ToolContext, ToolResult, ToolSpec
+from geode.tools.structured_text import recarry
 
 log = logging.getLogger(__name__)
 PERSONAL_FINGERPRINT = "personal-data-redacted"
@@ -89,7 +91,10 @@ class Receipts:
         if spec.policy.data_class is DataClass.PERSONAL:
             stored["content"] = OMITTED
         else:
-            stored["content"] = redact(stored["content"], max_str=12_000, max_items=128)
+            bound = partial(
+                redact, max_str=12_000, max_items=128
+            )  # a carried text stays text (its object bound)
+            stored["content"] = recarry(stored["content"], bound)
         try:
             self._records.commit(ctx.operation_id, stored)
         except Exception as exc:

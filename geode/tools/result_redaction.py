@@ -15,6 +15,7 @@ from geode.home import GeodeHome
 from geode.redaction import SHAPES, is_secret_key, mask_secrets
 from geode.secret_screen import Screen
 from geode.tools.spec import ToolResult
+from geode.tools.structured_text import carried, carry, expand
 
 MIN_LITERAL = 8  # shorter values ("1", "true", a port) would mask ordinary text
 MAX_DEPTH = 32
@@ -63,11 +64,16 @@ class ResultRedactor:
     def apply(self, result: ToolResult) -> ToolResult:
         """``result`` with its secrets masked; a dict result also says how many of each (``redacted``)."""
         counts: Counter[str] = Counter()
-        content = _mask(result.content, self.literals(), counts, 0)
+        text = carried(result.content)  # an MCP structured result's JSON text: masked as the object it holds
+        content = _mask(
+            result.content if text is None else expand(result.content), self.literals(), counts, 0
+        )
         if not counts:
             return result
         if isinstance(content, dict):
             content["redacted"] = dict(sorted(counts.items()))
+        if text is not None and isinstance(content, dict):
+            content = carry(content)
         return result.model_copy(update={"content": content})
 
 

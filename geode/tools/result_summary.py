@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from geode.tools.spec import ToolResult
+from geode.tools.structured_text import expand
 
 MAX_CHARS = 120
 
@@ -25,7 +26,7 @@ def _plural(n: int, word: str) -> str:
 
 def result_summary(result: ToolResult) -> str:
     """A short description of what a call did (or why it did not); empty when nothing useful to say."""
-    c = result.content
+    c = expand(result.content)  # an MCP structured result's carried text: the object it holds
     if result.is_error:
         if isinstance(c, dict):
             why = str(c.get("reason") or c.get("error") or result.error_type or "")

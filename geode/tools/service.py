@@ -16,6 +16,7 @@ from geode.tools.executor import ToolExecutor
 from geode.tools.plan import BoundToolPlan, PlanError
 from geode.tools.reply_delivery import ReplyDelivery
 from geode.tools.spec import ToolResult, ToolSpec
+from geode.tools.structured_text import carried, render
 
 MAX_RESULT_CHARS = 600_000  # keeps a reply well under the 1 MiB frame cap
 
@@ -79,7 +80,10 @@ class ToolService:
 
 def bounded(result: ToolResult, limit: int = MAX_RESULT_CHARS) -> ToolResult:
     """A result whose content fits the frame: oversized content becomes a marked preview."""
-    text = json.dumps(result.content, ensure_ascii=False, default=str)
+    content = result.content
+    text = (
+        json.dumps(content, ensure_ascii=False, default=str) if carried(content) is None else render(content)
+    )
     if len(text) <= limit:
         return result
     preview = {"_truncated": True, "_original_chars": len(text), "preview": text[: max(1000, limit - 1000)]}

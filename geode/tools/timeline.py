@@ -23,6 +23,7 @@ from geode.records.models import TimelineEvent
 from geode.redaction import redact, redact_text
 from geode.tools.receipts import OMITTED
 from geode.tools.spec import DataClass, ToolCall, ToolContext, ToolResult, ToolSpec
+from geode.tools.structured_text import recarry
 
 log = logging.getLogger(__name__)
 SUMMARY_CHARS = 500
@@ -41,6 +42,11 @@ def shown(call: ToolCall, spec: ToolSpec | None) -> Any:
 
 def _ok(result: ToolResult) -> str:
     return "error" if result.is_error else "ok"
+
+
+def _summary(content: Any) -> Any:
+    """A result's bounded, redacted copy for its timeline row."""
+    return redact(content, max_str=SUMMARY_CHARS, max_items=16)
 
 
 class ToolTimeline:
@@ -172,7 +178,7 @@ class ToolTimeline:
             payload["error_type"] = result.error_type
             payload["executed"] = result.executed
             payload["summary"] = (
-                OMITTED if personal else redact(result.content, max_str=SUMMARY_CHARS, max_items=16)
+                OMITTED if personal else recarry(result.content, _summary)  # a carried text stays text
             )
         key = ctx.operation_id or f"{ctx.step_id}:{call.id}"
         event = TimelineEvent(  # our own row (the store validates it): pydantic's core builds it ~2x faster

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from geode.telemetry import spans
 from geode.tools.spec import ToolCall, ToolResult
+from geode.tools.structured_text import carried, expand
 
 
 def tool_span(call: ToolCall) -> spans.Span:
@@ -25,4 +26,7 @@ def tool_ended(sp: spans.Span, result: ToolResult) -> None:
     if result.is_error:
         sp.set("error.type", result.error_type or "tool_error")
         sp.fail(result.error_type or "tool_error")
-    sp.set("gen_ai.tool.call.result", spans.content(result.content))
+    shown = spans.content(result.content)
+    if shown is not None and carried(result.content) is not None:  # the object an MCP result's text holds
+        shown = spans.content(expand(result.content))
+    sp.set("gen_ai.tool.call.result", shown)

@@ -16,6 +16,7 @@ from geode.tools.mcp.config import load_mcp_servers
 from geode.tools.mcp.hub import McpHub
 from geode.tools.plan import BoundToolPlan
 from geode.tools.spec import ToolCall, ToolContext
+from geode.tools.structured_text import expand
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 
@@ -71,10 +72,10 @@ def test_declared_tools_run_undeclared_never(hub, store, tmp_path) -> None:  # t
         )
         return ex.execute(ctx, ToolCall(id=f"c{n}", name=name, input=args))
 
-    assert run("mcp__t__add", {"a": 2, "b": 3}, 1).content == {"result": 5}
+    assert expand(run("mcp__t__add", {"a": 2, "b": 3}, 1).content) == {"result": 5}  # carried as text
     assert run("mcp__t__add", {"a": "x"}, 2).error_type == "invalid_tool_input"  # the server's schema
     res = run("mcp__t__note", {"text": "hello"}, 3)
-    assert res.content == {"result": "noted"} and notes.read_text() == "hello\n"
+    assert expand(res.content) == {"result": "noted"} and notes.read_text() == "hello\n"
     assert store.client.get_receipt("op3").state.value == "committed"
     denied = run("mcp__t__undeclared", {}, 4)
     assert denied.error_type == "tool_policy_denied" and denied.content["reason"] == "declared"
@@ -131,11 +132,10 @@ tools = {{ add = {{}} }}
         # the global config declares `add` read-only (tools = { add = {} }): its first use does not ask
         # (a server's own readOnlyHint does: tests/tools/test_mcp_runtime_tree.py)
         unasked = client.execute(ctx, ToolCall(id="c0", name="mcp__t__add", input={"a": 4, "b": 5}))
-        assert unasked.content == {"result": 9}, unasked
+        assert expand(unasked.content) == {"result": 9}, unasked
         ctx = ctx.model_copy(update={"skip_permissions": True})
-        assert client.execute(ctx, ToolCall(id="c", name="mcp__t__add", input={"a": 4, "b": 5})).content == {
-            "result": 9
-        }
+        again = client.execute(ctx, ToolCall(id="c", name="mcp__t__add", input={"a": 4, "b": 5}))
+        assert again.content == {"structured_json": '{"result": 9}'}, again  # its JSON text, not a map
         denied = client.execute(ctx, ToolCall(id="d", name="mcp__t__note", input={"text": "x"}))
         assert denied.error_type == "tool_policy_denied" and not notes.exists()  # undeclared: never called
         assert "read_only_tools" in denied.content["error"], denied  # says how to declare it

@@ -15,6 +15,7 @@ from geode.tools.mcp.gate import McpGate
 from geode.tools.mcp.hub import McpCallLost, McpHub, McpProtocolError, McpUnavailable, describe_error
 from geode.tools.mcp.policy import UNDECLARED, tool_policy, undeclared_reason
 from geode.tools.spec import ToolSpec
+from geode.tools.structured_text import carry
 
 log = logging.getLogger(__name__)
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -74,6 +75,8 @@ def _handler(hub: McpHub, cfg: Any, tool: str, read_only: bool) -> HandlerEntry:
         projected = redact_result(project(result))
         if getattr(result, "is_error", False):
             raise ToolFailure(f"MCP tool {tool!r} failed: {str(projected)[:2000]}", "mcp_tool_error")
+        if getattr(result, "structured_content", None) is not None:  # keyed by data, maybe: its JSON text
+            return carry(projected)  # (geode.tools.structured_text: no map key to intern for good)
         return projected
 
     return HandlerEntry(call)
