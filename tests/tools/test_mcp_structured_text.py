@@ -150,3 +150,36 @@ def test_readers_see_what_the_map_gave_them() -> None:
     old_b = bounded(plain.model_copy(update={"content": big}), limit=2000)
     new_b = bounded(plain.model_copy(update={"content": carry(big)}), limit=2000)
     assert new_b.content == old_b.content and old_b.content["_truncated"] is True
+
+
+def test_content_blocks_with_a_meta_map_are_carried_the_others_not(tmp_path: Path) -> None:
+    """A content block's ``_meta`` is the server's free-form map: such a result is carried as text too."""
+    from mcp.types import CallToolResult, TextContent
+
+    from geode.tools.handlers import ToolEnv
+    from geode.tools.mcp.bridge import _handler
+
+    class Hub:
+        def __init__(self, result: CallToolResult) -> None:
+            self.result = result
+
+        def call(self, *a: Any, **kw: Any) -> CallToolResult:
+            return self.result
+
+    class Cfg:
+        name, timeout_s = "s", 5.0
+
+    ctx = ToolContext(session_id="s", turn_id="t", step_id="st", operation_id="o", workspace=str(tmp_path))
+    env = ToolEnv(ctx=ctx, workspace=tmp_path, roots=(tmp_path,), deadline_s=10.0)
+    blocks = [TextContent(type="text", text="a", _meta={"user-42": 1}), TextContent(type="text", text="b")]
+    meta = _handler(Hub(CallToolResult(content=blocks)), Cfg(), "t", True).fn({}, env)  # type: ignore[arg-type]
+    plain = [TextContent(type="text", text="a"), TextContent(type="text", text="b")]
+    kept = _handler(Hub(CallToolResult(content=plain)), Cfg(), "t", True).fn({}, env)  # type: ignore[arg-type]
+    unpacked = Keys()
+    unpacked.walk(msgpack.unpackb(msgpack.packb(meta)))
+    assert set(meta) == {KEY} and "user-42" not in unpacked.seen, unpacked.seen
+    want = {"content": [{"type": "text", "text": "a", "meta": {"user-42": 1}}, {"type": "text", "text": "b"}]}
+    assert expand(meta) == want and render(meta) == json.dumps(want, ensure_ascii=False)
+    assert kept == {
+        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    }  # a map, as before

@@ -55,6 +55,21 @@ def project(result: Any) -> dict[str, Any]:
     return {"content": blocks}
 
 
+def _keyed_by_data(result: Any, projected: dict[str, Any]) -> bool:
+    """Whether a projected result may hold maps keyed by data: structured content, or a content block's
+    ``_meta`` (the server's free-form map, on the block or its embedded resource)."""
+    if getattr(result, "structured_content", None) is not None:
+        return True
+    blocks = projected.get("content")
+    if not isinstance(blocks, list):
+        return False
+    for b in blocks:
+        resource = b.get("resource") if isinstance(b, dict) else None
+        if isinstance(b, dict) and ("meta" in b or (isinstance(resource, dict) and "meta" in resource)):
+            return True
+    return False
+
+
 def _handler(hub: McpHub, cfg: Any, tool: str, read_only: bool) -> HandlerEntry:
     def call(args: dict[str, Any], env: ToolEnv) -> dict[str, Any]:
         # the server's answer is awaited a little less than the executor's deadline (``deadline_s`` below), so
@@ -75,8 +90,8 @@ def _handler(hub: McpHub, cfg: Any, tool: str, read_only: bool) -> HandlerEntry:
         projected = redact_result(project(result))
         if getattr(result, "is_error", False):
             raise ToolFailure(f"MCP tool {tool!r} failed: {str(projected)[:2000]}", "mcp_tool_error")
-        if getattr(result, "structured_content", None) is not None:  # keyed by data, maybe: its JSON text
-            return carry(projected)  # (geode.tools.structured_text: no map key to intern for good)
+        if _keyed_by_data(result, projected):  # its JSON text (geode.tools.structured_text: no map key that
+            return carry(projected)  # a process unpacking it interns for good)
         return projected
 
     return HandlerEntry(call)
