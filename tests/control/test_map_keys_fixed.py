@@ -12,49 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgpack
 import pytest
 
 from geode.lanes.queue import LaneQueue
 from geode.protocol import control as c
-from geode.protocol import frame_unpack
 from geode.protocol import lanes as lanes_msg
 from tests.control.harness import ScriptedWorker, Tree
-
-
-class Keys:
-    """Every str map key the wrapped unpackers return."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def walk(self, obj: Any) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if isinstance(k, str):
-                    self.seen.add(k)
-                self.walk(v)
-        elif isinstance(obj, list | tuple):
-            for v in obj:
-                self.walk(v)
-
-    def wrap(self, real: Any) -> Any:
-        def unpackb(*a: Any, **kw: Any) -> Any:
-            out = real(*a, **kw)
-            self.walk(out)
-            return out
-
-        return unpackb
+from tests.map_keys import Keys, watch_keys
 
 
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> Keys:
-    k = Keys()
-    monkeypatch.setattr(frame_unpack, "_unpackb", k.wrap(frame_unpack._unpackb))  # bound at import
-    monkeypatch.setattr(msgpack, "unpackb", k.wrap(msgpack.unpackb))  # codec, records (lmdb_env)
-    return k
+    return watch_keys(monkeypatch)
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ import pytest
 
 from geode.hooks.events import HookOutcome
 from geode.loop.result_blocks import result_block
-from geode.protocol import frame_unpack
 from geode.redaction import redact
 from geode.tools.builtin.catalogue import builtin_handlers
 from geode.tools.executor import ToolExecutor
@@ -34,7 +33,7 @@ from geode.tools.result_summary import result_summary
 from geode.tools.service import bounded
 from geode.tools.spec import ToolCall, ToolContext, ToolResult
 from geode.tools.structured_text import KEY, carry, expand, render
-from tests.control.test_map_keys_fixed import Keys
+from tests.map_keys import Keys, watch_keys
 
 SERVER = str(Path(__file__).with_name("mcp_structured_server.py"))
 NAMES = ["zeta.txt", "ünï/файл", 'a"q', "2026-12-06"]
@@ -50,10 +49,7 @@ def hub() -> Iterator[McpHub]:
 
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> Keys:
-    k = Keys()
-    monkeypatch.setattr(frame_unpack, "_unpackb", k.wrap(frame_unpack._unpackb))  # bound at import
-    monkeypatch.setattr(msgpack, "unpackb", k.wrap(msgpack.unpackb))  # codec, records (lmdb_env)
-    return k
+    return watch_keys(monkeypatch)
 
 
 def _config() -> dict[str, Any]:
