@@ -76,13 +76,18 @@ def serve_bus(home: GeodeHome, inline: bool = False) -> None:
     bus.stop()
 
 
-def serve_raw(home: GeodeHome) -> None:
-    ctx = zmq.Context()
-    r = ctx.socket(zmq.ROUTER)
+def router(home: GeodeHome, name: str) -> zmq.Socket:  # type: ignore[type-arg]
+    """A raw ROUTER bound at ``name``'s ipc endpoint (the bus's socket options), "ready" printed."""
+    r = zmq.Context().socket(zmq.ROUTER)
     for opt, v in [(zmq.LINGER, 0), (zmq.SNDHWM, 10_000), (zmq.RCVHWM, 10_000), (zmq.ROUTER_MANDATORY, 1)]:
         r.setsockopt(opt, v)
-    r.bind(home.ipc_endpoint("raw"))
+    r.bind(home.ipc_endpoint(name))
     print("ready", flush=True)
+    return r
+
+
+def serve_raw(home: GeodeHome) -> None:
+    r = router(home, "raw")
     poller = zmq.Poller()
     poller.register(r, zmq.POLLIN)
     while True:
@@ -120,12 +125,7 @@ class FloorReply(BaseModel):
 def serve_floor(home: GeodeHome) -> None:
     """Raw pyzmq + msgpack + the boundary's one pydantic validation a message (no GEODE code): the least a
     bus that validates what it receives can do, measured beside raw (the store's floor's counterpart)."""
-    ctx = zmq.Context()
-    r = ctx.socket(zmq.ROUTER)
-    for opt, v in [(zmq.LINGER, 0), (zmq.SNDHWM, 10_000), (zmq.RCVHWM, 10_000), (zmq.ROUTER_MANDATORY, 1)]:
-        r.setsockopt(opt, v)
-    r.bind(home.ipc_endpoint("floor"))
-    print("ready", flush=True)
+    r = router(home, "floor")
     validate, dump = FloorRequest.model_validate, BenchEcho.model_dump
     n = 0
     while True:
