@@ -5,11 +5,11 @@ structured result keyed by data (the MCP SDK makes a ``-> dict[str, X]`` return 
 it: file names, user ids, dates) would leave each distinct key for good in every process that unpacks it: the
 loop worker (the ``tools.call`` reply) and the store (the receipt, the timeline row). As a str value nothing
 is interned. The executor's MCP handler carries it (:func:`carry`, after the bridge's redaction); the
-result's other fields (``redacted``, ``operation_id``) stay beside the text. Every reader sees the same result
-as before: :func:`expand` gives the object back (hooks' ``tool_response``, the secret masking, the receipt's
-and the timeline's bounded copies, the one-line summary) and :func:`render` the text the model sees, character
-for character what ``json.dumps(result, ensure_ascii=False, default=str)`` made of the map (records written
-before, as maps, render as they did)."""
+masking's ``redacted`` counts go into the text, a field set afterwards (``operation_id``) beside it. Every
+reader sees the same result as before: :func:`expand` gives the object back (hooks' ``tool_response``, the
+secret masking, the receipt's and the timeline's bounded copies, the one-line summary) and :func:`render` the
+text the model sees, character for character what ``json.dumps(result, ensure_ascii=False, default=str)``
+made of the map (records written before, as maps, render as they did)."""
 
 from __future__ import annotations
 
