@@ -40,6 +40,8 @@ def _reply(req: Any) -> Any:
     last = body["messages"][-1].get("content")
     if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
         return {"text": "tool result: " + json.dumps(last)[:400]}
+    if prompt == "add 2 and 3":
+        return {"tool_calls": [{"name": "mcp__t__add", "input": {"a": 2, "b": 3}}]}
     if prompt.startswith("read "):
         return {"tool_calls": [{"name": "read_file", "input": {"file_path": prompt.split()[-1]}}]}
     if prompt.startswith("slow "):
@@ -203,3 +205,8 @@ def test_a_new_mcp_server_is_offered_on_the_next_turn(tree: tuple[GeodeHome, Loc
     assert "MCP servers: +t (next turn)" in r.stdout
     _ask(home, ws, "tools after")
     assert "mcp__t__add" in SEEN["tools after"]["tools"], SEEN["tools after"]
+    # its structured result travels the tree as JSON text (geode/tools/structured_text.py); the model reads
+    # the characters the map made
+    answer = _ask(home, ws, "add 2 and 3")["text"]
+    blocks = json.loads(answer.removeprefix("tool result: "))
+    assert [b["content"] for b in blocks if b.get("type") == "tool_result"] == ['{"result": 5}'], answer
